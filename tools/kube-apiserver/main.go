@@ -1,0 +1,14 @@
+// Command kube-apiserver is the upstream Kubernetes API server, built from the
+// module proxy at the version pinned in go.mod.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}

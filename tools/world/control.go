@@ -1,0 +1,188 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// ControlPlane is a real etcd and kube-apiserver serving the world.
+type ControlPlane struct {
+	w         *World
+	URL       string
+	Admin     *rest.Config
+	AdminFile string // kubeconfig for a person (kubectl --kubeconfig)
+	AuditLog  string
+	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface
+	pki       *pki
+	etcd      *exec.Cmd
+	apiserver *exec.Cmd
+	apiArgs   []string
+}
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+`
+
+func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
+	apiserverBin, err := Bin("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	etcdBin, err := Bin("etcd")
+	if err != nil {
+		return nil, err
+	}
+	host := w.Net.HostAddr
+	p, err := newPKI(w.Dir, []net.IP{host.AsSlice(), net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{w: w, pki: p, AuditLog: filepath.Join(w.Dir, "audit.log")}
+
+	clientPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	cp.etcd, err = w.spawn("", "etcd.log", etcdBin,
+		"--name", "world", "--data-dir", filepath.Join(w.Dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "world="+peerURL, "--unsafe-no-fsync", "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+
+	port, err := freePort(host.String())
+	if err != nil {
+		return nil, err
+	}
+	cp.URL = "https://" + netip.AddrPortFrom(host, uint16(port)).String()
+	policy := filepath.Join(w.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	cp.apiArgs = []string{apiserverBin,
+		"--etcd-servers", etcdURL,
+		"--bind-address", host.String(), "--advertise-address", host.String(), "--secure-port", strconv.Itoa(port),
+		"--tls-cert-file", p.ServingCert, "--tls-private-key-file", p.ServingKey,
+		"--client-ca-file", p.CAFile,
+		"--service-account-key-file", p.SAPublicKey, "--service-account-signing-key-file", p.SASignerKey,
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--authorization-mode", "RBAC",
+		"--service-cluster-ip-range", "10.96.0.0/16,fd72:6e75:" + w.ID + ":ffff::/112",
+		"--endpoint-reconciler-type", "none",
+		"--disable-admission-plugins", "ServiceAccount",
+		"--audit-log-path", cp.AuditLog, "--audit-policy-file", policy, "--audit-log-format", "json",
+		"--audit-log-mode", "blocking",
+		"--profiling=false", "--cert-dir", filepath.Join(w.Dir, "certs"),
+		"--v", "1",
+	}
+	if err := cp.startAPIServer(); err != nil {
+		return nil, err
+	}
+	cp.Admin = &rest.Config{
+		Host:            cp.URL,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: p.CAFile, CertFile: p.AdminCert, KeyFile: p.AdminKey},
+		QPS:             100, Burst: 200,
+	}
+	if cp.Client, err = kubernetes.NewForConfig(cp.Admin); err != nil {
+		return nil, err
+	}
+	if cp.Dynamic, err = dynamic.NewForConfig(cp.Admin); err != nil {
+		return nil, err
+	}
+	if err := cp.WaitReady(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+	cp.AdminFile = filepath.Join(w.Dir, "admin.kubeconfig")
+	if err := cp.writeKubeconfig(cp.AdminFile, "world-admin", map[string]string{
+		"client-certificate": p.AdminCert, "client-key": p.AdminKey}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) startAPIServer() error {
+	cmd, err := cp.w.spawn("", "kube-apiserver.log", cp.apiArgs...)
+	cp.apiserver = cmd
+	return err
+}
+
+// WaitReady polls /readyz until it answers ok.
+func (cp *ControlPlane) WaitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var last error
+	for {
+		body, err := cp.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("API server not ready (see %s): %w", filepath.Join(cp.w.Dir, "kube-apiserver.log"), errors.Join(ctx.Err(), last))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Pause stops (SIGSTOP) or resumes (SIGCONT) the API server process: a stalled
+// API server, as during a storage stall.
+func (cp *ControlPlane) Pause(stop bool) error {
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	return cp.apiserver.Process.Signal(sig)
+}
+
+// CreateNode creates a Node object (no kubelet runs; the object is enough).
+func (cp *ControlPlane) CreateNode(ctx context.Context, name string) error {
+	_, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating node %q: %w", name, err)
+	}
+	return nil
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

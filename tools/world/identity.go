@@ -1,0 +1,218 @@
+package world
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+)
+
+// Namespace is where the project's ServiceAccounts live (manifests/base).
+const Namespace = "renumber-system"
+
+// Apply server-side-applies every object in the YAML files (as the world admin)
+// and waits for CRDs among them to be established.
+func (cp *ControlPlane) Apply(ctx context.Context, files ...string) error {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cp.Client.Discovery()))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var obj unstructured.Unstructured
+			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if err := cp.applyOne(ctx, mapper, &obj); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) applyOne(ctx context.Context, mapper *restmapper.DeferredDiscoveryRESTMapper, obj *unstructured.Unstructured) error {
+	gvk := obj.GroupVersionKind()
+	var mapping *meta.RESTMapping
+	var err error
+	for range 50 { // a CRD applied just before may take a moment to be served
+		if mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			break
+		}
+		mapper.Reset()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("mapping %s: %w", gvk, err)
+	}
+	res := cp.Dynamic.Resource(mapping.Resource)
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	var ri interface {
+		Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*unstructured.Unstructured, error)
+	} = res
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		ri = res.Namespace(ns)
+	}
+	if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "world", Force: ptr.To(true)}); err != nil {
+		return fmt.Errorf("applying %s %q: %w", gvk.Kind, obj.GetName(), err)
+	}
+	if gvk.Kind == "CustomResourceDefinition" {
+		return cp.waitEstablished(ctx, obj.GetName())
+	}
+	return nil
+}
+
+func (cp *ControlPlane) waitEstablished(ctx context.Context, name string) error {
+	crds := cp.Dynamic.Resource(crdGVR)
+	for range 100 {
+		u, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD %s not established", name)
+}
+
+// InstallCRDs installs Cilium's real CRD schemas (from the cilium module the writer
+// imports) and this project's own CRDs from manifests/crds.
+func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
+	dir, err := CiliumCRDDir()
+	if err != nil {
+		return err
+	}
+	files := []string{
+		filepath.Join(dir, "ciliumloadbalancerippools.yaml"),
+		filepath.Join(dir, "ciliumcidrgroups.yaml"),
+		filepath.Join(dir, "ciliumbgpadvertisements.yaml"),
+	}
+	own, err := filepath.Glob(filepath.Join(cp.w.repo, "manifests", "crds", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	return cp.Apply(ctx, append(files, own...)...)
+}
+
+// CiliumCRDDir is the v2 CRD directory of the cilium module this repository pins.
+func CiliumCRDDir() (string, error) {
+	repo, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cilium/cilium")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the cilium module: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "pkg", "k8s", "apis", "cilium.io", "client", "crds", "v2"), nil
+}
+
+// InstallRBAC applies the namespace and the shipped RBAC for agent and writer.
+func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
+	m := filepath.Join(cp.w.repo, "manifests")
+	return cp.Apply(ctx,
+		filepath.Join(m, "base", "namespace.yaml"),
+		filepath.Join(m, "agent", "rbac.yaml"),
+		filepath.Join(m, "writer", "rbac.yaml"),
+	)
+}
+
+// Identity is a ServiceAccount token with a kubeconfig file and a rest.Config.
+type Identity struct {
+	User       string // as the audit log names it
+	Kubeconfig string
+	Config     *rest.Config
+}
+
+// ServiceAccount mints a token for namespace/sa through the TokenRequest API. With
+// node set, the token is bound to a Pod object placed on that node, so it carries
+// the node's name the way a DaemonSet pod's token does.
+func (cp *ControlPlane) ServiceAccount(ctx context.Context, sa, node string) (*Identity, error) {
+	req := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}
+	podName := sa
+	if node != "" {
+		podName = sa + "-" + node
+		pod, err := cp.Client.CoreV1().Pods(Namespace).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: podName},
+			Spec: corev1.PodSpec{
+				NodeName: node, ServiceAccountName: sa,
+				AutomountServiceAccountToken: ptr.To(false),
+				Containers:                   []corev1.Container{{Name: "c", Image: "none"}},
+			},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			pod, err = cp.Client.CoreV1().Pods(Namespace).Get(ctx, podName, metav1.GetOptions{})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating pod for %s on %s: %w", sa, node, err)
+		}
+		req.Spec.BoundObjectRef = &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := cp.Client.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token for %s: %w", sa, err)
+	}
+	id := &Identity{
+		User:       "system:serviceaccount:" + Namespace + ":" + sa,
+		Kubeconfig: filepath.Join(cp.w.Dir, podName+".kubeconfig"),
+		Config: &rest.Config{
+			Host:            cp.URL,
+			BearerToken:     tr.Status.Token,
+			TLSClientConfig: rest.TLSClientConfig{CAFile: cp.pki.CAFile},
+		},
+	}
+	return id, cp.writeKubeconfig(id.Kubeconfig, podName, map[string]string{"token": tr.Status.Token})
+}
+
+func (cp *ControlPlane) writeKubeconfig(path, user string, creds map[string]string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: world\n  cluster:\n    server: %s\n    certificate-authority: %s\n", cp.URL, cp.pki.CAFile)
+	fmt.Fprintf(&b, "users:\n- name: %s\n  user:\n", user)
+	for _, k := range []string{"client-certificate", "client-key", "token"} {
+		if v, ok := creds[k]; ok {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+	}
+	fmt.Fprintf(&b, "contexts:\n- name: world\n  context:\n    cluster: world\n    user: %s\ncurrent-context: world\n", user)
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}

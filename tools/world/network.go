@@ -1,0 +1,399 @@
+package world
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Guard ranges get unreachable routes in the root namespace (Traffic rule): the
+// documentation prefix every test advertises and the world's control ULA.
+var guardRanges = []string{"2001:db8::/32", "fd72:6e75::/32"}
+
+// Network is the world's layer-2 segment: a bridge (in a namespace of its own),
+// the router, the nodes, and a veth to the root namespace for the API server.
+type Network struct {
+	w        *World
+	Control  netip.Prefix // the /64 the API server and nodes talk over
+	HostAddr netip.Addr   // root-namespace end, where the API server listens
+	BridgeNS string
+	Router   *Router
+	Rogue    *Router // created on first use
+	Nodes    []*Node
+}
+
+// Node is one node namespace. Its uplink is eth0.
+type Node struct {
+	Name        string
+	NS          string
+	Link        string
+	ControlAddr netip.Addr
+}
+
+// Advert is one prefix in a Router Advertisement.
+type Advert struct {
+	Prefix    netip.Prefix
+	Valid     time.Duration // 0 withdraws the prefix (valid lifetime 0)
+	Preferred time.Duration // 0 deprecates it
+}
+
+// Router is a namespace running radvd on eth0.
+type Router struct {
+	net     *Network
+	name    string
+	NS      string
+	clients []netip.Addr // unicast-only RAs to these (rogue router)
+	mu      sync.Mutex
+	adverts []Advert
+	radvd   *exec.Cmd
+}
+
+func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {
+	idHex := w.ID
+	n := &Network{
+		w:        w,
+		Control:  netip.MustParsePrefix("fd72:6e75:" + idHex + "::/64"),
+		HostAddr: netip.MustParseAddr("fd72:6e75:" + idHex + "::1"),
+		BridgeNS: "rn" + idHex + "-br",
+	}
+	for _, g := range guardRanges {
+		if err := run(ctx, "ip", "-6", "route", "replace", "unreachable", g); err != nil {
+			return nil, fmt.Errorf("guard route: %w", err)
+		}
+	}
+	if err := n.addNS(ctx, n.BridgeNS); err != nil {
+		return nil, err
+	}
+	br := n.BridgeNS
+	if err := sysctls(ctx, br, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+		return nil, err
+	}
+	if err := runAll(ctx,
+		[]string{"ip", "-n", br, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0", "mcast_snooping", "0"},
+		[]string{"ip", "-n", br, "link", "set", "br0", "up"},
+	); err != nil {
+		return nil, err
+	}
+	// Root-namespace end: no RAs accepted, no SLAAC, a static ULA for the API server.
+	host := "rn" + idHex + "h"
+	if err := runAll(ctx,
+		[]string{"ip", "link", "add", host, "type", "veth", "peer", "name", "p-host", "netns", br},
+		[]string{"sysctl", "-q", "-w", "net.ipv6.conf." + host + ".accept_ra=0", "net.ipv6.conf." + host + ".autoconf=0", "net.ipv6.conf." + host + ".accept_dad=0"},
+		[]string{"ip", "addr", "add", n.HostAddr.String() + "/64", "dev", host, "nodad"},
+		[]string{"ip", "link", "set", host, "up"},
+		[]string{"ip", "-n", br, "link", "set", "p-host", "master", "br0", "up"},
+	); err != nil {
+		return nil, err
+	}
+	var err error
+	if n.Router, err = n.newRouter(ctx, "rt", nil); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= nodes; i++ {
+		node, err := n.addNode(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		n.Nodes = append(n.Nodes, node)
+	}
+	return n, nil
+}
+
+func (n *Network) addNS(ctx context.Context, ns string) error {
+	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+		return err
+	}
+	n.w.record(func(s *state) { s.Namespaces = append(s.Namespaces, ns) })
+	return run(ctx, "ip", "-n", ns, "link", "set", "lo", "up")
+}
+
+// attach creates a veth from the bridge into ns (named eth0 there), applies the
+// sysctls before the link comes up, and gives it a control address.
+func (n *Network) attach(ctx context.Context, ns, port string, addr netip.Addr, settings ...string) error {
+	if err := run(ctx, "ip", "-n", n.BridgeNS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+		return err
+	}
+	if err := sysctls(ctx, ns, settings...); err != nil {
+		return err
+	}
+	return runAll(ctx,
+		[]string{"ip", "-n", ns, "addr", "add", addr.String() + "/64", "dev", "eth0", "nodad"},
+		[]string{"ip", "-n", ns, "link", "set", "eth0", "up"},
+		[]string{"ip", "-n", n.BridgeNS, "link", "set", port, "master", "br0", "up"},
+	)
+}
+
+func (n *Network) addNode(ctx context.Context, i int) (*Node, error) {
+	node := &Node{
+		Name:        fmt.Sprintf("node%d", i),
+		NS:          fmt.Sprintf("rn%s-n%d", n.w.ID, i),
+		Link:        "eth0",
+		ControlAddr: netip.MustParseAddr(fmt.Sprintf("fd72:6e75:%s::1%d", n.w.ID, i)),
+	}
+	if err := n.addNS(ctx, node.NS); err != nil {
+		return nil, err
+	}
+	err := n.attach(ctx, node.NS, fmt.Sprintf("p-n%d", i), node.ControlAddr,
+		"net.ipv6.conf.all.forwarding=0",
+		"net.ipv6.conf.eth0.forwarding=0",
+		"net.ipv6.conf.eth0.accept_ra=2",
+		"net.ipv6.conf.eth0.autoconf=1",
+		"net.ipv6.conf.eth0.use_tempaddr=0",
+		"net.ipv6.conf.eth0.keep_addr_on_down=1",
+	)
+	return node, err
+}
+
+func (n *Network) newRouter(ctx context.Context, name string, clients []netip.Addr) (*Router, error) {
+	r := &Router{net: n, name: name, NS: "rn" + n.w.ID + "-" + name, clients: clients}
+	if err := n.addNS(ctx, r.NS); err != nil {
+		return nil, err
+	}
+	addr := netip.MustParseAddr("fd72:6e75:" + n.w.ID + "::2")
+	if name != "rt" {
+		addr = netip.MustParseAddr("fd72:6e75:" + n.w.ID + "::3")
+	}
+	err := n.attach(ctx, r.NS, "p-"+name, addr,
+		"net.ipv6.conf.all.forwarding=1",
+		"net.ipv6.conf.eth0.accept_ra=0",
+		"net.ipv6.conf.eth0.accept_dad=0",
+	)
+	return r, err
+}
+
+// Node returns the node named name.
+func (n *Network) Node(name string) (*Node, error) {
+	for _, node := range n.Nodes {
+		if node.Name == name {
+			return node, nil
+		}
+	}
+	return nil, fmt.Errorf("world: no node %q", name)
+}
+
+// Advertise makes the router advertise exactly these prefixes (starting radvd if
+// needed, else reloading it with SIGHUP).
+func (r *Router) Advertise(ctx context.Context, ads ...Advert) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.adverts = append([]Advert(nil), ads...)
+	conf := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".conf")
+	if err := os.WriteFile(conf, []byte(radvdConf(ads, r.clients)), 0o644); err != nil {
+		return err
+	}
+	if err := run(ctx, "radvd", "-c", "-C", conf); err != nil {
+		return fmt.Errorf("radvd rejects its config: %w", err)
+	}
+	if r.radvd != nil {
+		return r.radvd.Process.Signal(syscall.SIGHUP)
+	}
+	return r.start()
+}
+
+func (r *Router) start() error {
+	conf := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".conf")
+	pid := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".pid")
+	cmd, err := r.net.w.spawn(r.NS, "radvd-"+r.name+".log", "radvd", "-n", "-m", "stderr", "-C", conf, "-p", pid)
+	if err != nil {
+		return err
+	}
+	r.radvd = cmd
+	return nil
+}
+
+// Stop stops radvd (the router goes silent; nodes keep what they learnt until
+// lifetimes run out).
+func (r *Router) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.radvd != nil {
+		r.net.w.Stop(r.radvd, 5*time.Second)
+		r.radvd = nil
+		// radvd's privilege-separation helper is its own process.
+		if out, err := exec.Command("ip", "netns", "pids", r.NS).Output(); err == nil {
+			for _, f := range strings.Fields(string(out)) {
+				var pid int
+				if _, err := fmt.Sscan(f, &pid); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+}
+
+// Start restarts radvd with the last advertised prefixes.
+func (r *Router) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.radvd != nil {
+		return nil
+	}
+	return r.start()
+}
+
+// RogueRouter returns a second router whose RAs reach only the given node
+// (unicast to its link-local address).
+func (n *Network) RogueRouter(ctx context.Context, node string) (*Router, error) {
+	if n.Rogue != nil {
+		return nil, errors.New("world: one rogue router per world")
+	}
+	nd, err := n.Node(node)
+	if err != nil {
+		return nil, err
+	}
+	ll, err := nd.LinkLocal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.Rogue, err = n.newRouter(ctx, "rg", []netip.Addr{ll})
+	return n.Rogue, err
+}
+
+func radvdConf(ads []Advert, clients []netip.Addr) string {
+	var b strings.Builder
+	b.WriteString("interface eth0 {\n\tAdvSendAdvert on;\n\tMinRtrAdvInterval 3;\n\tMaxRtrAdvInterval 4;\n")
+	// Router lifetime 0: the router is no default gateway, so nothing a node sends to
+	// an unknown destination goes anywhere.
+	b.WriteString("\tAdvDefaultLifetime 0;\n")
+	for _, a := range ads {
+		fmt.Fprintf(&b, "\tprefix %s {\n\t\tAdvOnLink on;\n\t\tAdvAutonomous on;\n\t\tAdvValidLifetime %d;\n\t\tAdvPreferredLifetime %d;\n\t};\n",
+			a.Prefix, int(a.Valid/time.Second), int(a.Preferred/time.Second))
+	}
+	if len(clients) > 0 {
+		b.WriteString("\tclients {\n")
+		for _, c := range clients {
+			fmt.Fprintf(&b, "\t\t%s;\n", c)
+		}
+		b.WriteString("\t};\n")
+	}
+	b.WriteString("};\n")
+	return b.String()
+}
+
+// Addr is one IPv6 address on a node's uplink, as the kernel shows it.
+type Addr struct {
+	Prefix     netip.Prefix // the address with its prefix length
+	Deprecated bool
+	Tentative  bool
+	Valid      time.Duration
+	Preferred  time.Duration
+}
+
+// Addrs lists the global addresses on the node's uplink.
+func (nd *Node) Addrs(ctx context.Context) ([]Addr, error) {
+	out, err := exec.CommandContext(ctx, "ip", "-n", nd.NS, "-j", "-6", "addr", "show", "dev", nd.Link, "scope", "global").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses of %s: %w", nd.Name, err)
+	}
+	var links []struct {
+		AddrInfo []struct {
+			Local      string `json:"local"`
+			PrefixLen  int    `json:"prefixlen"`
+			Deprecated bool   `json:"deprecated"`
+			Tentative  bool   `json:"tentative"`
+			Valid      uint32 `json:"valid_life_time"`
+			Preferred  uint32 `json:"preferred_life_time"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil, err
+	}
+	var addrs []Addr
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			ip, err := netip.ParseAddr(a.Local)
+			if err != nil || nd.ControlAddr == ip {
+				continue
+			}
+			addrs = append(addrs, Addr{
+				Prefix: netip.PrefixFrom(ip, a.PrefixLen), Deprecated: a.Deprecated, Tentative: a.Tentative,
+				Valid: time.Duration(a.Valid) * time.Second, Preferred: time.Duration(a.Preferred) * time.Second,
+			})
+		}
+	}
+	return addrs, nil
+}
+
+// LinkLocal returns the node's link-local address on its uplink.
+func (nd *Node) LinkLocal(ctx context.Context) (netip.Addr, error) {
+	out, err := exec.CommandContext(ctx, "ip", "-n", nd.NS, "-j", "-6", "addr", "show", "dev", nd.Link, "scope", "link").Output()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var links []struct {
+		AddrInfo []struct {
+			Local string `json:"local"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return netip.Addr{}, err
+	}
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if ip, err := netip.ParseAddr(a.Local); err == nil {
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("world: %s has no link-local address", nd.Name)
+}
+
+// SetLink takes the node's uplink down or up.
+func (nd *Node) SetLink(ctx context.Context, up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	return run(ctx, "ip", "-n", nd.NS, "link", "set", nd.Link, state)
+}
+
+// Do runs fn on an OS thread inside the node's network namespace. Sockets opened
+// by fn stay in that namespace after it returns.
+func (nd *Node) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is left locked and so discarded when this goroutine ends:
+		// it must never run other goroutines in the node's namespace.
+		runtime.LockOSThread()
+		target, err := netns.GetFromName(nd.NS)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			errc <- err
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+func sysctls(ctx context.Context, ns string, settings ...string) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	return run(ctx, append([]string{"ip", "netns", "exec", ns, "sysctl", "-q", "-w"}, settings...)...)
+}
+
+func runAll(ctx context.Context, cmds ...[]string) error {
+	for _, c := range cmds {
+		if err := run(ctx, c...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

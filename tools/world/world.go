@@ -56,6 +56,7 @@ type World struct {
 // test binary that died.
 type state struct {
 	ID         string   `json:"id"`
+	Owner      int      `json:"owner"` // the process that started the world
 	Namespaces []string `json:"namespaces"`
 	PIDs       []int    `json:"pids"`
 }
@@ -94,7 +95,7 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	idb := make([]byte, 2)
 	_, _ = rand.Read(idb)
 	id := hex.EncodeToString(idb)
-	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, state: state{ID: id}}
+	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, state: state{ID: id, Owner: os.Getpid()}}
 	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("world: %w", err)
 	}
@@ -168,9 +169,9 @@ func teardown(s state) {
 	}
 }
 
-// Down tears down every world recorded under root whose owner is gone, or all of
-// them with all set. It is what `make world-down` runs.
-func Down(root string, all bool) ([]string, error) {
+// Down tears down every world recorded under root. A world whose owner still runs
+// is asked to close itself first (SIGTERM), so its processes are reaped.
+func Down(root string) ([]string, error) {
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -188,8 +189,17 @@ func Down(root string, all bool) ([]string, error) {
 		if json.Unmarshal(b, &s) != nil {
 			continue
 		}
+		dir := filepath.Join(root, e.Name())
+		if s.Owner > 0 && s.Owner != os.Getpid() && syscall.Kill(s.Owner, syscall.SIGTERM) == nil {
+			for range 100 {
+				if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		teardown(s)
-		_ = os.RemoveAll(filepath.Join(root, e.Name()))
+		_ = os.RemoveAll(dir)
 		gone = append(gone, s.ID)
 	}
 	return gone, nil

@@ -1,0 +1,185 @@
+// Package e2e runs renumber's real binaries in the local test world: agents in
+// node namespaces doing real SLAAC from real radvd, writers against a real API
+// server with the shipped RBAC, every write counted from the audit log.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/tools/world"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds the agent and writer once per test run, from this checkout.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		repo, err := world.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = filepath.Join(repo, "_out", "e2e-bin")
+		for _, cmd := range []string{"agent", "writer"} {
+			if _, err := os.Stat(filepath.Join(repo, cmd)); err != nil {
+				continue
+			}
+			c := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "./"+cmd)
+			c.Dir = repo
+			if out, err := c.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("building %s: %v\n%s", cmd, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+type logWriter struct{ t *testing.T }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// newWorld starts a world with CRDs and RBAC installed.
+func newWorld(t *testing.T, nodes int) *world.World {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real-world test (skipped with -short)")
+	}
+	if err := world.Require(); err != nil {
+		t.Skipf("test world unavailable: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := world.Start(ctx, world.Options{Nodes: nodes, Log: logWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, w)
+		}
+		w.Close()
+	})
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func dumpLogs(t *testing.T, w *world.World) {
+	files, _ := filepath.Glob(filepath.Join(w.Dir, "*.log"))
+	for _, f := range files {
+		if strings.Contains(f, "kube-apiserver") || strings.Contains(f, "etcd") || strings.HasSuffix(f, "audit.log") {
+			continue
+		}
+		b, _ := os.ReadFile(f)
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		t.Logf("==== %s\n%s", filepath.Base(f), b)
+	}
+}
+
+// startAgent runs the agent binary in node's namespace with its own identity.
+func startAgent(t *testing.T, w *world.World, node string, extra ...string) *exec.Cmd {
+	t.Helper()
+	id, err := w.API.ServiceAccount(t.Context(), "renumber-agent", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{filepath.Join(binaries(t), "agent"),
+		"--node-name", node, "--interface", "eth0", "--kubeconfig", id.Kubeconfig,
+		"--metrics-addr", "[::1]:9470", "--log-level", "debug"}, extra...)
+	cmd, err := w.Spawn(node, "agent-"+node+".log", argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// annotation returns the digest annotation on a node.
+func annotation(t *testing.T, w *world.World, node string) (string, bool) {
+	t.Helper()
+	n, err := w.API.Client.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := n.Annotations[digest.Annotation]
+	return v, ok
+}
+
+// eventually polls cond until it holds or a generous limit passes: for waiting
+// on the world, never for asserting how fast it is.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("never: %s (last seen: %s)", what, last)
+}
+
+// waitDigest waits until node's digest satisfies want.
+func waitDigest(t *testing.T, w *world.World, node, what string, want func(digest.Node) bool) string {
+	t.Helper()
+	var got string
+	eventually(t, node+": "+what, func() (bool, string) {
+		v, ok := annotation(t, w, node)
+		if !ok {
+			return false, "no annotation"
+		}
+		n, err := digest.Decode(v)
+		got = v
+		return err == nil && want(n), v
+	})
+	return got
+}
+
+func writesBy(t *testing.T, w *world.World, mark world.Mark, user string) []world.Write {
+	t.Helper()
+	ws, err := w.API.WritesSince(t.Context(), mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return world.Filter(ws, world.ByUser(user))
+}
+
+func mark(t *testing.T, w *world.World) world.Mark {
+	t.Helper()
+	m, err := w.API.Mark(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

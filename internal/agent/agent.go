@@ -1,0 +1,249 @@
+// Package agent runs the node agent's loop: it owns the observed state, starts an
+// RA listener per watched link, folds RA and kernel events into the digest, logs
+// one journal line per real change, and hands the encoded digest to the publisher
+// once the network has settled.
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/observe"
+)
+
+// Publisher receives the encoded digest whenever it may be written.
+type Publisher interface{ Want(string) }
+
+// Listener is what the agent needs of an RA listener.
+type Listener interface {
+	Run(ctx context.Context)
+	Restart()
+}
+
+// NewListener makes the RA listener for one link.
+type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix)) Listener
+
+// Config holds the agent's tunables.
+type Config struct {
+	// Settle is how long a new autonomous /64 may wait for its SLAAC address before
+	// the digest is published without it.
+	Settle time.Duration
+	// StartupGrace is how long to wait for the first RA on every link before the
+	// first publication (a restart must not publish a half-observed digest).
+	StartupGrace time.Duration
+}
+
+// Agent is the loop. All state is touched only by Run's goroutine.
+type Agent struct {
+	cfg         Config
+	clock       clock.Clock
+	log         *slog.Logger
+	pub         Publisher
+	newListener NewListener
+
+	events    chan func()
+	state     *observe.State
+	listeners map[string]listenerRun
+	started   time.Time
+	last      digest.Node
+	seed      digest.Node
+	rejected  map[string]bool
+	// linksKnown: SetLinks has run; before that nothing is published.
+	linksKnown bool
+}
+
+type listenerRun struct {
+	l      Listener
+	cancel context.CancelFunc
+}
+
+// New returns an agent. published is the digest the Node carries now (zero if
+// none): it seeds frozen lifetimes and is the baseline for journal lines.
+func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewListener, published digest.Node) *Agent {
+	a := &Agent{
+		cfg: cfg, clock: clk, log: log, pub: pub, newListener: nl,
+		events:    make(chan func(), 256),
+		state:     observe.New(nil),
+		listeners: map[string]listenerRun{},
+		last:      published,
+		seed:      published,
+		rejected:  map[string]bool{},
+	}
+	return a
+}
+
+// SetLinks changes the watched links: link -> only global unicast prefixes.
+// Safe from any goroutine.
+func (a *Agent) SetLinks(links map[string]bool) {
+	a.events <- func() { a.setLinks(links) }
+}
+
+// RA is the handler for RA listeners. Safe from any goroutine.
+func (a *Agent) RA(link string, router netip.Addr, at time.Time, p []observe.RAPrefix) {
+	a.events <- func() { a.state.RA(link, router, at, p) }
+}
+
+// Address is the handler for kernel address events. Safe from any goroutine.
+func (a *Agent) Address(link string, addr observe.Address, removed bool, at time.Time) {
+	a.events <- func() { a.state.Address(link, addr, removed, at) }
+}
+
+// LinkUp restarts the RA listener of a link that came (back) up, so it solicits
+// at once. Safe from any goroutine.
+func (a *Agent) LinkUp(link string) {
+	a.events <- func() {
+		if r, ok := a.listeners[link]; ok {
+			r.l.Restart()
+		}
+	}
+}
+
+// Run is the loop; it returns when ctx ends, after stopping its listeners.
+func (a *Agent) Run(ctx context.Context) {
+	a.started = a.clock.Now()
+	defer func() {
+		for _, r := range a.listeners {
+			r.cancel()
+		}
+	}()
+	var timer clock.Timer
+	for {
+		var wake <-chan time.Time
+		if at, ok := a.evaluate(); ok {
+			timer = a.clock.NewTimer(max(at.Sub(a.clock.Now()), 0))
+			wake = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-a.events:
+			f()
+			// Drain whatever else arrived, so a burst is one evaluation.
+			for more := true; more; {
+				select {
+				case f := <-a.events:
+					f()
+				default:
+					more = false
+				}
+			}
+		case <-wake:
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+	}
+}
+
+func (a *Agent) setLinks(links map[string]bool) {
+	a.linksKnown = true
+	names := make([]string, 0, len(links))
+	for l := range links {
+		names = append(names, l)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, a.state.Links()) {
+		a.log.Info("watching links", "links", names)
+	}
+	added := map[string]bool{}
+	for _, l := range names {
+		added[l] = !slices.Contains(a.state.Links(), l)
+	}
+	a.state.SetLinks(names...)
+	// Frozen lifetimes of links watched anew come from what the Node carried at
+	// start, so a restart republishes nothing.
+	var seed digest.Node
+	for _, l := range a.seed.Links {
+		if added[l.Name] {
+			seed.Links = append(seed.Links, l)
+		}
+	}
+	a.state.Seed(seed)
+	a.state.SetFilter(func(link string, p netip.Prefix) error {
+		if links[link] {
+			return observe.RequireGlobalUnicast(link, p)
+		}
+		return nil
+	})
+	for link, r := range a.listeners {
+		if _, ok := links[link]; !ok {
+			r.cancel()
+			delete(a.listeners, link)
+		}
+	}
+	for _, link := range names {
+		if _, ok := a.listeners[link]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		l := a.newListener(link, a.RA)
+		a.listeners[link] = listenerRun{l: l, cancel: cancel}
+		go l.Run(ctx)
+	}
+}
+
+// evaluate snapshots the state, logs changes, publishes when settled, and returns
+// when it must run again without an event.
+func (a *Agent) evaluate() (time.Time, bool) {
+	if !a.linksKnown {
+		return time.Time{}, false
+	}
+	now := a.clock.Now()
+	// Until every link has had its first RA (or the grace ran out), the state is
+	// half-observed: publishing or journaling it would be noise.
+	if grace := a.started.Add(a.cfg.StartupGrace); !a.state.SawRA() && now.Before(grace) {
+		return grace, true
+	}
+	node, rejected := a.state.Snapshot(now)
+	a.journal(node, rejected)
+
+	var wake []time.Time
+	if t, ok := a.state.NextDeadline(now); ok {
+		wake = append(wake, t)
+	}
+	held := false
+	if t, ok := a.state.Settling(now, a.cfg.Settle); ok {
+		held = true
+		wake = append(wake, t)
+	}
+	if !held {
+		enc, err := digest.Encode(node)
+		if err != nil {
+			// Snapshot bounds the digest, so this is a bug, not bad input.
+			a.log.Error("cannot encode digest", "err", err)
+		} else {
+			a.pub.Want(enc)
+		}
+	}
+	if len(wake) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(wake, func(x, y time.Time) int { return x.Compare(y) }), true
+}
+
+func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
+	for _, c := range observe.Diff(a.last, node) {
+		attrs := []any{}
+		if routers := a.state.Routers(c.Link, c.Prefix); len(routers) > 0 && c.Kind != observe.Gone {
+			attrs = append(attrs, "routers", routers)
+		}
+		a.log.Info(c.String(), attrs...)
+	}
+	a.last = node
+	now := map[string]bool{}
+	for _, r := range rejected {
+		key := r.Link + " " + r.Prefix.String()
+		now[key] = true
+		if !a.rejected[key] {
+			a.log.Warn(r.Link+": ignoring prefix "+r.Prefix.String(), "reason", r.Reason)
+		}
+	}
+	a.rejected = now
+}

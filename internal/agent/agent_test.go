@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/observe"
+)
+
+type recorder struct {
+	mu   sync.Mutex
+	got  []string
+	kick chan struct{}
+}
+
+func (r *recorder) Want(v string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.got) == 0 || r.got[len(r.got)-1] != v {
+		r.got = append(r.got, v)
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *recorder) values() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+type idleListener struct{}
+
+func (idleListener) Run(ctx context.Context) { <-ctx.Done() }
+func (idleListener) Restart()                {}
+
+var (
+	t0     = time.Unix(1000, 0)
+	router = netip.MustParseAddr("fe80::1")
+	pA     = netip.MustParsePrefix("2001:db8:a::/64")
+	pB     = netip.MustParsePrefix("2001:db8:b::/64")
+)
+
+func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.FakeClock) {
+	t.Helper()
+	var pub digest.Node
+	if published != "" {
+		var err error
+		if pub, err = digest.Decode(published); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	rec := &recorder{kick: make(chan struct{}, 16)}
+	a := New(Config{Settle: 3 * time.Second, StartupGrace: 5 * time.Second}, clk,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), rec,
+		func(string, func(string, netip.Addr, time.Time, []observe.RAPrefix)) Listener { return idleListener{} }, pub)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	a.SetLinks(map[string]bool{"eth0": true})
+	return a, rec, clk
+}
+
+// sync waits until the loop has handled every event sent so far.
+func sync_(a *Agent) {
+	done := make(chan struct{})
+	a.events <- func() { close(done) }
+	<-done
+	// One more round trip: the evaluation after the drained batch has run.
+	done2 := make(chan struct{})
+	a.events <- func() { close(done2) }
+	<-done2
+}
+
+func slaac(p netip.Prefix) observe.Address {
+	b := p.Addr().As16()
+	b[15] = 1
+	return observe.Address{Addr: netip.PrefixFrom(netip.AddrFrom16(b), 64), Valid: time.Hour, Preferred: time.Hour}
+}
+
+func TestStartupWaitsForFirstRA(t *testing.T) {
+	a, rec, _ := start(t, "")
+	a.Address("eth0", slaac(pA), false, t0)
+	sync_(a)
+	if got := rec.values(); len(got) != 0 {
+		t.Fatalf("published %q before the first RA", got)
+	}
+	a.RA("eth0", router, t0, []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
+	sync_(a)
+	if got, want := rec.values(), []string{"v1;eth0=2001:db8:a::/64 p ra+addr"}; !slices.Equal(got, want) {
+		t.Errorf("published %q, want %q", got, want)
+	}
+}
+
+func TestStartupGraceEndsWithoutRA(t *testing.T) {
+	a, rec, clk := start(t, "")
+	a.Address("eth0", slaac(pA), false, t0)
+	sync_(a)
+	clk.Step(5 * time.Second)
+	select {
+	case <-rec.kick:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing published after the startup grace")
+	}
+	if got, want := rec.values(), []string{"v1;eth0=2001:db8:a::/64 p addr"}; !slices.Equal(got, want) {
+		t.Errorf("published %q, want %q", got, want)
+	}
+}
+
+func TestPrefixChangeIsOnePublication(t *testing.T) {
+	a, rec, clk := start(t, "")
+	a.RA("eth0", router, t0, []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
+	a.Address("eth0", slaac(pA), false, t0)
+	sync_(a)
+	// The router renumbers: B arrives, A deprecated; the kernel deprecates A's
+	// address at once but forms B's only after DAD.
+	clk.Step(10 * time.Second)
+	at := clk.Now()
+	a.RA("eth0", router, at, []observe.RAPrefix{
+		{Prefix: pB, Valid: time.Hour, Preferred: time.Hour, Autonomous: true},
+		{Prefix: pA, Valid: 600 * time.Second, Preferred: 0, Autonomous: true}})
+	dep := slaac(pA)
+	dep.Preferred, dep.Valid, dep.Deprecated = 0, 600*time.Second, true
+	a.Address("eth0", dep, false, at)
+	sync_(a)
+	clk.Step(1500 * time.Millisecond)
+	a.Address("eth0", slaac(pB), false, clk.Now())
+	sync_(a)
+	want := []string{
+		"v1;eth0=2001:db8:a::/64 p ra+addr",
+		"v1;eth0=2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr",
+	}
+	if got := rec.values(); !slices.Equal(got, want) {
+		t.Errorf("published:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestRestartSeedsFrozenLifetime(t *testing.T) {
+	published := "v1;eth0=2001:db8:a::/64 d900 ra,2001:db8:b::/64 p ra"
+	a, rec, _ := start(t, published)
+	// After the restart the router reports less time left for A.
+	a.RA("eth0", router, t0, []observe.RAPrefix{
+		{Prefix: pB, Valid: time.Hour, Preferred: time.Hour},
+		{Prefix: pA, Valid: 300 * time.Second, Preferred: 0}})
+	sync_(a)
+	if got := rec.values(); !slices.Equal(got, []string{published}) {
+		t.Errorf("published %q, want the unchanged %q", got, published)
+	}
+}

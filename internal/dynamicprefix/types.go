@@ -1,0 +1,178 @@
+// Package dynamicprefix holds the dynamic-prefix.io/v1alpha1 DynamicPrefix API
+// (field-compatible with the operator users already run), its defaults, and the
+// validation the writer applies before acting on a spec.
+package dynamicprefix
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group, version and resource served by manifests/crds/dynamicprefixes.yaml.
+var GVR = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}
+
+// Annotations read on pools and Services, and the ownership records written.
+const (
+	AnnotationName         = "dynamic-prefix.io/name"
+	AnnotationAddressRange = "dynamic-prefix.io/address-range"
+	AnnotationSubnet       = "dynamic-prefix.io/subnet"
+	AnnotationManagedBlock = "dynamic-prefix.io/managed-blocks"
+	AnnotationManagedCIDRs = "dynamic-prefix.io/managed-cidrs"
+)
+
+// DynamicPrefix is one prefix followed from the network.
+type DynamicPrefix struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec   `json:"spec"`
+	Status            Status `json:"status,omitempty"`
+}
+
+type Spec struct {
+	Acquisition   Acquisition    `json:"acquisition"`
+	AddressRanges []AddressRange `json:"addressRanges,omitempty"`
+	Subnets       []Subnet       `json:"subnets,omitempty"`
+	Transition    *Transition    `json:"transition,omitempty"`
+}
+
+type Acquisition struct {
+	RouterAdvertisement *RouterAdvertisement `json:"routerAdvertisement,omitempty"`
+	DHCPv6PD            *DHCPv6PD            `json:"dhcpv6pd,omitempty"`
+	PrefixFilter        *PrefixFilter        `json:"prefixFilter,omitempty"`
+	// Quorum (renumber addition): nodes that must report a prefix as preferred.
+	Quorum *int `json:"quorum,omitempty"`
+}
+
+type RouterAdvertisement struct {
+	Interface string `json:"interface,omitempty"`
+	Enabled   *bool  `json:"enabled,omitempty"`
+}
+
+type DHCPv6PD struct {
+	Interface             string `json:"interface"`
+	RequestedPrefixLength *int   `json:"requestedPrefixLength,omitempty"`
+}
+
+type PrefixFilter struct {
+	RequireGlobalUnicast *bool `json:"requireGlobalUnicast,omitempty"`
+	// AllowedPrefixes (renumber addition): only prefixes inside one are adopted.
+	AllowedPrefixes []string `json:"allowedPrefixes,omitempty"`
+}
+
+type AddressRange struct {
+	Name  string `json:"name"`
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
+type Subnet struct {
+	Name         string `json:"name"`
+	Offset       int64  `json:"offset,omitempty"`
+	PrefixLength int    `json:"prefixLength"`
+	BGP          *BGP   `json:"bgp,omitempty"`
+}
+
+type BGP struct {
+	Advertise bool   `json:"advertise,omitempty"`
+	Community string `json:"community,omitempty"`
+}
+
+type Transition struct {
+	Mode             string `json:"mode,omitempty"`
+	MaxPrefixHistory int    `json:"maxPrefixHistory,omitempty"`
+}
+
+type Status struct {
+	CurrentPrefix      string               `json:"currentPrefix,omitempty"`
+	PrefixSource       string               `json:"prefixSource,omitempty"`
+	LeaseExpiresAt     *metav1.Time         `json:"leaseExpiresAt,omitempty"`
+	ObservedGeneration int64                `json:"observedGeneration,omitempty"`
+	AddressRanges      []AddressRangeStatus `json:"addressRanges,omitempty"`
+	Subnets            []SubnetStatus       `json:"subnets,omitempty"`
+	History            []HistoryEntry       `json:"history,omitempty"`
+	Conditions         []metav1.Condition   `json:"conditions,omitempty"`
+}
+
+type AddressRangeStatus struct {
+	Name  string `json:"name"`
+	Start string `json:"start"`
+	End   string `json:"end"`
+	CIDR  string `json:"cidr"`
+}
+
+type SubnetStatus struct {
+	Name             string `json:"name"`
+	CIDR             string `json:"cidr"`
+	BGPAdvertisement string `json:"bgpAdvertisement,omitempty"`
+}
+
+// History states.
+const (
+	StateActive   = "active"
+	StateDraining = "draining"
+	StateExpired  = "expired"
+)
+
+type HistoryEntry struct {
+	Prefix       string       `json:"prefix"`
+	AcquiredAt   *metav1.Time `json:"acquiredAt,omitempty"`
+	DeprecatedAt *metav1.Time `json:"deprecatedAt,omitempty"`
+	// ExpiresAt (renumber addition): when a draining prefix leaves the pools,
+	// computed once at the transition.
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	State     string       `json:"state"`
+}
+
+// FromUnstructured converts an object read with the dynamic client.
+func FromUnstructured(u *unstructured.Unstructured) (*DynamicPrefix, error) {
+	var dp DynamicPrefix
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dp); err != nil {
+		return nil, fmt.Errorf("dynamicprefix: decoding %q: %w", u.GetName(), err)
+	}
+	return &dp, nil
+}
+
+// RAEnabled reports whether the spec follows Router Advertisements.
+func (s Spec) RAEnabled() bool {
+	ra := s.Acquisition.RouterAdvertisement
+	return ra != nil && (ra.Enabled == nil || *ra.Enabled)
+}
+
+// RequireGlobalUnicast is the prefix filter's setting (default true).
+func (s Spec) RequireGlobalUnicast() bool {
+	f := s.Acquisition.PrefixFilter
+	return f == nil || f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
+}
+
+// Links returns the links the agents must watch: their own --interface links
+// plus every interface a DynamicPrefix names. For each, whether only global
+// unicast prefixes are reported: true unless some DynamicPrefix following that
+// link turned the filter off (the writer then applies each one's own filter).
+// A spec without an interface follows the agents' --interface links.
+func Links(defaults []string, dps []*DynamicPrefix) map[string]bool {
+	global := map[string]bool{}
+	followed := map[string]bool{}
+	for _, l := range defaults {
+		global[l] = true
+	}
+	for _, dp := range dps {
+		if !dp.Spec.RAEnabled() {
+			continue
+		}
+		targets := defaults
+		if iface := dp.Spec.Acquisition.RouterAdvertisement.Interface; iface != "" {
+			targets = []string{iface}
+		}
+		for _, l := range targets {
+			if !followed[l] {
+				followed[l], global[l] = true, true
+			}
+			global[l] = global[l] && dp.Spec.RequireGlobalUnicast()
+		}
+	}
+	return global
+}

@@ -1,0 +1,35 @@
+// Package kernel follows the kernel's address and link events (netlink) and hands
+// the global IPv6 addresses of each link, and links coming up, to the agent.
+package kernel
+
+import (
+	"log/slog"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/observe"
+)
+
+// Handlers receive events; each is called from the watcher's goroutine only.
+type Handlers struct {
+	// Addr: a global, non-tentative IPv6 address added, refreshed or removed.
+	Addr func(link string, a observe.Address, removed bool, at time.Time)
+	// LinkUp: a link came up, or appeared with a new index.
+	LinkUp func(link string)
+}
+
+// Watcher follows netlink until its context ends, resubscribing with backoff.
+type Watcher struct {
+	H     Handlers
+	Clock clock.Clock
+	Log   *slog.Logger
+}
+
+// lifetime converts a netlink lifetime in seconds (0xffffffff: forever).
+func lifetime(secs int) time.Duration {
+	if uint32(secs) == 0xffffffff {
+		return observe.Infinite
+	}
+	return time.Duration(uint32(secs)) * time.Second
+}

@@ -1,0 +1,131 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/renumber/renumber/internal/observe"
+)
+
+type linkState struct {
+	index int
+	up    bool
+}
+
+// Run follows address and link events until ctx ends. A subscription that fails
+// or closes is reopened with backoff, listing existing state again.
+func (w *Watcher) Run(ctx context.Context) {
+	wait := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		started := w.Clock.Now()
+		err := w.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if w.Clock.Since(started) > time.Minute {
+			wait = 250 * time.Millisecond
+		}
+		w.Log.Warn("netlink subscription ended; resubscribing", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Clock.After(wait):
+			wait = min(2*wait, 30*time.Second)
+		}
+	}
+}
+
+func (w *Watcher) session(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	errc := make(chan error, 2)
+	onErr := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	links := make(chan netlink.LinkUpdate, 64)
+	addrs := make(chan netlink.AddrUpdate, 256)
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ListExisting: true, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("kernel: link subscription: %w", err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ListExisting: true, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("kernel: address subscription: %w", err)
+	}
+	names := map[int]string{}
+	state := map[string]linkState{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return fmt.Errorf("kernel: %w", err)
+		case u, ok := <-links:
+			if !ok {
+				return fmt.Errorf("kernel: link updates closed")
+			}
+			w.link(u, names, state)
+		case u, ok := <-addrs:
+			if !ok {
+				return fmt.Errorf("kernel: address updates closed")
+			}
+			w.addr(u, names)
+		}
+	}
+}
+
+func (w *Watcher) link(u netlink.LinkUpdate, names map[int]string, state map[string]linkState) {
+	attrs := u.Link.Attrs()
+	if attrs == nil {
+		return
+	}
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(names, attrs.Index)
+		delete(state, attrs.Name)
+		return
+	}
+	names[attrs.Index] = attrs.Name
+	now := linkState{index: attrs.Index, up: attrs.Flags&net.FlagUp != 0 && attrs.OperState != netlink.OperDown}
+	prev, known := state[attrs.Name]
+	state[attrs.Name] = now
+	if now.up && (!known || !prev.up || prev.index != now.index) && w.H.LinkUp != nil {
+		w.H.LinkUp(attrs.Name)
+	}
+}
+
+func (w *Watcher) addr(u netlink.AddrUpdate, names map[int]string) {
+	ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok || !ip.Is6() || ip.Is4In6() || u.Scope != unix.RT_SCOPE_UNIVERSE {
+		return
+	}
+	if u.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
+		// Not usable yet (or never): the kernel sends another event when it is.
+		return
+	}
+	name, ok := names[u.LinkIndex]
+	if !ok {
+		ifi, err := net.InterfaceByIndex(u.LinkIndex)
+		if err != nil {
+			return
+		}
+		name = ifi.Name
+		names[u.LinkIndex] = name
+	}
+	ones, _ := u.LinkAddress.Mask.Size()
+	a := observe.Address{
+		Addr:       netip.PrefixFrom(ip, ones),
+		Valid:      lifetime(u.ValidLft),
+		Preferred:  lifetime(u.PreferedLft),
+		Deprecated: u.Flags&unix.IFA_F_DEPRECATED != 0,
+	}
+	if w.H.Addr != nil {
+		w.H.Addr(name, a, !u.NewAddr, w.Clock.Now())
+	}
+}

@@ -1,0 +1,41 @@
+// Package logs sets up the process logger: a journal-style text handler (tint)
+// for people, or JSON for collectors, and routes client-go's klog through it.
+package logs
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"k8s.io/klog/v2"
+)
+
+// New returns a logger writing format ("journal" or "json") at level.
+func New(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("logs: level %q: %w", level, err)
+	}
+	var h slog.Handler
+	switch strings.ToLower(format) {
+	case "journal", "text", "":
+		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly + ".000", NoColor: !isTerminal(w)})
+	case "json":
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	default:
+		return nil, fmt.Errorf("logs: unknown format %q (journal, json)", format)
+	}
+	l := slog.New(h)
+	// client-go's reflectors and leader election log through klog: keep one stream.
+	klog.SetSlogLogger(l.With("from", "client-go"))
+	return l, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	type fd interface{ Fd() uintptr }
+	f, ok := w.(fd)
+	return ok && isatty(f.Fd())
+}

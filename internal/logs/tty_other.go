@@ -1,0 +1,5 @@
+//go:build !linux
+
+package logs
+
+func isatty(uintptr) bool { return false }

@@ -1,0 +1,63 @@
+// Package metrics serves a process's Prometheus metrics and its health checks.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports nil when healthy.
+type Check func(*http.Request) error
+
+// NewRegistry returns a registry with the Go and process collectors and cs.
+func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
+	return reg
+}
+
+// Serve serves /metrics, /healthz and /readyz on addr until ctx ends.
+func Serve(ctx context.Context, log *slog.Logger, addr string, reg *prometheus.Registry, healthz, readyz Check) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", handle(healthz))
+	mux.HandleFunc("/readyz", handle(readyz))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Debug("serving metrics and health", "addr", l.Addr())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+func handle(c Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c != nil {
+			if err := c(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+}

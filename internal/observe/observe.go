@@ -1,0 +1,390 @@
+// Package observe is the agent's pure core: it folds Router Advertisement prefixes
+// and kernel address events, per link, into the digest the agent publishes. It
+// holds no sockets and reads no clock; callers pass the time in.
+//
+// Rules:
+//   - A prefix is on a link while any router's last RA keeps it valid, or the kernel
+//     holds a global address in it.
+//   - It is deprecated when every source says so: every router's preferred lifetime
+//     has run out (or was 0), and every address in it is deprecated.
+//   - A PIO with valid lifetime 0 withdraws that router's claim at once.
+//   - The valid lifetime left when a prefix first turns deprecated is frozen into the
+//     digest, so the value does not change on every RA.
+package observe
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// Infinite is the lifetime that never runs out (0xffffffff seconds on the wire).
+const Infinite = time.Duration(0xffffffff) * time.Second
+
+// Filter says why a prefix must not be reported on a link, or nil to accept it.
+type Filter func(link string, p netip.Prefix) error
+
+// RAPrefix is one Prefix Information option, already validated.
+type RAPrefix struct {
+	Prefix    netip.Prefix
+	Valid     time.Duration
+	Preferred time.Duration
+	// Autonomous: the A flag; hosts form SLAAC addresses from /64s carrying it.
+	Autonomous bool
+}
+
+// Address is one kernel address on a link.
+type Address struct {
+	Addr       netip.Prefix // address with its prefix length
+	Valid      time.Duration
+	Preferred  time.Duration
+	Deprecated bool // IFA_F_DEPRECATED
+}
+
+type raKey struct {
+	prefix netip.Prefix
+	router netip.Addr
+}
+
+// deadline is an absolute time; the zero value means never.
+type deadline time.Time
+
+func until(now time.Time, d time.Duration) deadline {
+	if d >= Infinite {
+		return deadline{}
+	}
+	return deadline(now.Add(d))
+}
+
+func (d deadline) never() bool { return time.Time(d).IsZero() }
+
+func (d deadline) passed(now time.Time) bool { return !d.never() && !now.Before(time.Time(d)) }
+
+func (d deadline) remaining(now time.Time) time.Duration {
+	if d.never() {
+		return Infinite
+	}
+	return max(time.Time(d).Sub(now), 0)
+}
+
+type lifetimes struct{ valid, preferred deadline }
+
+type raEntry struct {
+	lifetimes
+	autonomous bool
+	firstSeen  time.Time
+}
+
+type link struct {
+	ra     map[raKey]raEntry
+	addrs  map[netip.Addr]addrEntry
+	frozen map[netip.Prefix]time.Duration // remaining valid lifetime at deprecation
+	sawRA  bool
+}
+
+type addrEntry struct {
+	prefix     netip.Prefix
+	lifetimes  lifetimes
+	deprecated bool
+}
+
+// State is what one agent knows about its watched links.
+type State struct {
+	links  map[string]*link
+	filter Filter
+}
+
+// New returns a State watching the given links.
+func New(filter Filter, links ...string) *State {
+	s := &State{links: map[string]*link{}, filter: filter}
+	s.SetLinks(links...)
+	return s
+}
+
+// SetLinks changes the watched set; links no longer watched are forgotten.
+func (s *State) SetLinks(names ...string) {
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+		if s.links[n] == nil {
+			s.links[n] = &link{ra: map[raKey]raEntry{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{}}
+		}
+	}
+	for n := range s.links {
+		if !keep[n] {
+			delete(s.links, n)
+		}
+	}
+}
+
+// SetFilter replaces the prefix filter.
+func (s *State) SetFilter(f Filter) { s.filter = f }
+
+// Links returns the watched link names, sorted.
+func (s *State) Links() []string {
+	var names []string
+	for n := range s.links {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Seed restores frozen deprecation lifetimes from a previously published digest,
+// so an agent restart on an unchanged network republishes nothing.
+func (s *State) Seed(n digest.Node) {
+	for _, l := range n.Links {
+		st := s.links[l.Name]
+		if st == nil {
+			continue
+		}
+		for _, p := range l.Prefixes {
+			if p.Deprecated && p.Remaining > 0 {
+				st.frozen[p.Prefix] = p.Remaining
+			}
+		}
+	}
+}
+
+// RA records one Router Advertisement's prefixes from router at now.
+func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+	l := s.links[name]
+	if l == nil {
+		return
+	}
+	for _, p := range prefixes {
+		k := raKey{p.Prefix.Masked(), router}
+		if p.Valid == 0 {
+			delete(l.ra, k)
+			continue
+		}
+		first := now
+		if prev, ok := l.ra[k]; ok {
+			first = prev.firstSeen
+		}
+		l.ra[k] = raEntry{
+			lifetimes:  lifetimes{valid: until(now, p.Valid), preferred: until(now, p.Preferred)},
+			autonomous: p.Autonomous,
+			firstSeen:  first,
+		}
+		l.sawRA = true
+	}
+	if len(prefixes) == 0 {
+		l.sawRA = true
+	}
+}
+
+// SawRA reports whether every watched link has had at least one RA.
+func (s *State) SawRA() bool {
+	for _, l := range s.links {
+		if !l.sawRA {
+			return false
+		}
+	}
+	return true
+}
+
+// Settling returns when the newest autonomous /64 prefix that has no address yet
+// stops being waited for: the kernel forms its SLAAC address after DAD (1-2 s), and
+// publishing before that would mean a second write for the same change. False
+// when nothing is awaited.
+func (s *State) Settling(now time.Time, window time.Duration) (time.Time, bool) {
+	var until time.Time
+	for _, l := range s.links {
+		for k, e := range l.ra {
+			if !e.autonomous || k.prefix.Bits() != 64 || e.preferred.passed(now) || !now.Before(e.firstSeen.Add(window)) {
+				continue
+			}
+			if l.hasAddrIn(k.prefix) {
+				continue
+			}
+			if t := e.firstSeen.Add(window); t.After(until) {
+				until = t
+			}
+		}
+	}
+	return until, !until.IsZero()
+}
+
+func (l *link) hasAddrIn(p netip.Prefix) bool {
+	for _, a := range l.addrs {
+		if a.prefix == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Address records a kernel address being added/refreshed or removed.
+func (s *State) Address(name string, a Address, removed bool, now time.Time) {
+	l := s.links[name]
+	if l == nil {
+		return
+	}
+	if removed {
+		delete(l.addrs, a.Addr.Addr())
+		return
+	}
+	l.addrs[a.Addr.Addr()] = addrEntry{
+		prefix:     a.Addr.Masked(),
+		lifetimes:  lifetimes{valid: until(now, a.Valid), preferred: until(now, a.Preferred)},
+		deprecated: a.Deprecated || a.Preferred == 0,
+	}
+}
+
+// Rejected is a prefix seen on a link that the filter refused.
+type Rejected struct {
+	Link   string
+	Prefix netip.Prefix
+	Reason error
+}
+
+type seen struct {
+	sources   digest.Source
+	preferred bool
+	remaining time.Duration // longest valid lifetime left
+}
+
+// Snapshot expires what ran out by now and returns the digest of what is left,
+// with the prefixes the filter refused. Prefixes beyond digest.MaxPrefixes are
+// dropped, deprecated ones first, and listed in Rejected.
+func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
+	var out digest.Node
+	var rejected []Rejected
+	var all []*digest.Prefix
+	for _, name := range s.Links() {
+		l := s.links[name]
+		byPrefix := map[netip.Prefix]*seen{}
+		get := func(p netip.Prefix) *seen {
+			if byPrefix[p] == nil {
+				byPrefix[p] = &seen{}
+			}
+			return byPrefix[p]
+		}
+		for k, e := range l.ra {
+			lt := e.lifetimes
+			if lt.valid.passed(now) {
+				delete(l.ra, k)
+				continue
+			}
+			e := get(k.prefix)
+			e.sources |= digest.SourceRA
+			e.preferred = e.preferred || !lt.preferred.passed(now)
+			e.remaining = max(e.remaining, lt.valid.remaining(now))
+		}
+		for addr, a := range l.addrs {
+			if a.lifetimes.valid.passed(now) {
+				delete(l.addrs, addr)
+				continue
+			}
+			e := get(a.prefix)
+			e.sources |= digest.SourceAddr
+			e.preferred = e.preferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
+			e.remaining = max(e.remaining, a.lifetimes.valid.remaining(now))
+		}
+		dl := digest.Link{Name: name}
+		for p, e := range byPrefix {
+			if s.filter != nil {
+				if err := s.filter(name, p); err != nil {
+					rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: err})
+					continue
+				}
+			}
+			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred}
+			if dp.Deprecated {
+				if _, ok := l.frozen[p]; !ok {
+					l.frozen[p] = min(e.remaining, digest.MaxLifetime*time.Second).Truncate(time.Second)
+				}
+				dp.Remaining = l.frozen[p]
+			} else {
+				delete(l.frozen, p)
+			}
+			dl.Prefixes = append(dl.Prefixes, dp)
+		}
+		for p := range l.frozen {
+			if byPrefix[p] == nil {
+				delete(l.frozen, p)
+			}
+		}
+		out.Links = append(out.Links, dl)
+	}
+	out = out.Canonical()
+	for i := range out.Links {
+		for j := range out.Links[i].Prefixes {
+			all = append(all, &out.Links[i].Prefixes[j])
+		}
+	}
+	if len(all) > digest.MaxPrefixes {
+		// Keep preferred before deprecated, then by address: deterministic.
+		slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
+			if a.Deprecated != b.Deprecated {
+				if a.Deprecated {
+					return 1
+				}
+				return -1
+			}
+			return digest.ComparePrefix(a.Prefix, b.Prefix)
+		})
+		drop := map[*digest.Prefix]bool{}
+		for _, p := range all[digest.MaxPrefixes:] {
+			drop[p] = true
+		}
+		for i := range out.Links {
+			l := &out.Links[i]
+			kept := l.Prefixes[:0:0]
+			for j := range l.Prefixes {
+				if drop[&l.Prefixes[j]] {
+					rejected = append(rejected, Rejected{Link: l.Name, Prefix: l.Prefixes[j].Prefix, Reason: ErrTooMany})
+					continue
+				}
+				kept = append(kept, l.Prefixes[j])
+			}
+			l.Prefixes = kept
+		}
+	}
+	slices.SortFunc(rejected, func(a, b Rejected) int {
+		return cmp.Or(cmp.Compare(a.Link, b.Link), digest.ComparePrefix(a.Prefix, b.Prefix))
+	})
+	return out, rejected
+}
+
+// NextDeadline is the earliest time after now at which Snapshot could change
+// without a new event (a lifetime running out), or false when nothing is pending.
+func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
+	var next time.Time
+	consider := func(d deadline) {
+		if !d.never() && time.Time(d).After(now) && (next.IsZero() || time.Time(d).Before(next)) {
+			next = time.Time(d)
+		}
+	}
+	for _, l := range s.links {
+		for _, e := range l.ra {
+			consider(e.valid)
+			consider(e.preferred)
+		}
+		for _, a := range l.addrs {
+			consider(a.lifetimes.valid)
+			consider(a.lifetimes.preferred)
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// Routers returns the routers whose RAs currently carry p on a link, sorted.
+func (s *State) Routers(name string, p netip.Prefix) []netip.Addr {
+	l := s.links[name]
+	if l == nil {
+		return nil
+	}
+	var rs []netip.Addr
+	for k := range l.ra {
+		if k.prefix == p {
+			rs = append(rs, k.router)
+		}
+	}
+	slices.SortFunc(rs, netip.Addr.Compare)
+	return rs
+}

@@ -1,0 +1,272 @@
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+var (
+	t0      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	routerA = netip.MustParseAddr("fe80::1")
+	routerB = netip.MustParseAddr("fe80::2")
+	pA      = netip.MustParsePrefix("2001:db8:a::/64")
+	pB      = netip.MustParsePrefix("2001:db8:b::/64")
+	ula     = netip.MustParsePrefix("fd00:1::/64")
+)
+
+func encode(t *testing.T, s *State, now time.Time) string {
+	t.Helper()
+	n, _ := s.Snapshot(now)
+	e, err := digest.Encode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func addr(p netip.Prefix, host byte) netip.Prefix {
+	b := p.Addr().As16()
+	b[15] = host
+	return netip.PrefixFrom(netip.AddrFrom16(b), p.Bits())
+}
+
+func TestPrefixLifecycle(t *testing.T) {
+	s := New(RequireGlobalUnicast, "eth0")
+	steps := []struct {
+		name string
+		at   time.Duration
+		do   func(now time.Time)
+		want string
+	}{
+		{"nothing seen yet", 0, func(time.Time) {}, "v1;eth0="},
+		{"RA brings A", 0, func(now time.Time) {
+			s.RA("eth0", routerA, now, []RAPrefix{{pA, time.Hour, 30 * time.Minute, true}})
+		}, "v1;eth0=2001:db8:a::/64 p ra"},
+		{"SLAAC address in A", time.Second, func(now time.Time) {
+			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
+		}, "v1;eth0=2001:db8:a::/64 p ra+addr"},
+		{"RA refreshes change nothing", 4 * time.Second, func(now time.Time) {
+			s.RA("eth0", routerA, now, []RAPrefix{{pA, time.Hour, 30 * time.Minute, true}})
+			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
+		}, "v1;eth0=2001:db8:a::/64 p ra+addr"},
+		{"renumbering: B preferred, A deprecated by both sources", 10 * time.Second, func(now time.Time) {
+			s.RA("eth0", routerA, now, []RAPrefix{{pB, time.Hour, 30 * time.Minute, true}, {pA, 1800 * time.Second, 0, true}})
+			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: 1800 * time.Second, Preferred: 0}, false, now)
+		}, "v1;eth0=2001:db8:a::/64 d1800 ra+addr,2001:db8:b::/64 p ra"},
+		{"later RAs count A down: the frozen lifetime stays", 100 * time.Second, func(now time.Time) {
+			s.RA("eth0", routerA, now, []RAPrefix{{pB, time.Hour, 30 * time.Minute, true}, {pA, 1710 * time.Second, 0, true}})
+		}, "v1;eth0=2001:db8:a::/64 d1800 ra+addr,2001:db8:b::/64 p ra"},
+		{"router withdraws A (valid 0): the address still holds it", 110 * time.Second, func(now time.Time) {
+			s.RA("eth0", routerA, now, []RAPrefix{{pA, 0, 0, true}})
+		}, "v1;eth0=2001:db8:a::/64 d1800 addr,2001:db8:b::/64 p ra"},
+		{"the kernel removes the address: A is gone", 120 * time.Second, func(now time.Time) {
+			s.Address("eth0", Address{Addr: addr(pA, 1)}, true, now)
+		}, "v1;eth0=2001:db8:b::/64 p ra"},
+		{"B's preferred lifetime runs out without refresh", 121*time.Second + 30*time.Minute, func(time.Time) {},
+			"v1;eth0=2001:db8:b::/64 d1779 ra"}, // last RA at 100 s: 3600-1821 left
+		{"B's valid lifetime runs out", 121*time.Second + time.Hour, func(time.Time) {}, "v1;eth0="},
+	}
+	for _, st := range steps {
+		now := t0.Add(st.at)
+		st.do(now)
+		if got := encode(t, s, now); got != st.want {
+			t.Fatalf("%s:\n got %s\nwant %s", st.name, got, st.want)
+		}
+	}
+	if _, ok := s.NextDeadline(t0.Add(2 * time.Hour)); ok {
+		t.Errorf("nothing left, yet a deadline is pending")
+	}
+}
+
+func TestTwoRoutersDoNotFlap(t *testing.T) {
+	s := New(nil, "eth0")
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}})
+	s.RA("eth0", routerB, t0, []RAPrefix{{pA, time.Hour, 0, true}, {pB, time.Hour, time.Hour, true}})
+	want := "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"
+	for i := range 5 {
+		now := t0.Add(time.Duration(i) * 3 * time.Second)
+		// The routers alternate; neither's view wins over the other's.
+		if i%2 == 0 {
+			s.RA("eth0", routerB, now, []RAPrefix{{pA, time.Hour, 0, true}, {pB, time.Hour, time.Hour, true}})
+		} else {
+			s.RA("eth0", routerA, now, []RAPrefix{{pA, time.Hour, time.Hour, true}})
+		}
+		if got := encode(t, s, now); got != want {
+			t.Fatalf("after RA %d: %s, want %s", i, got, want)
+		}
+	}
+	if got, want := s.Routers("eth0", pA), []netip.Addr{routerA, routerB}; !slices.Equal(got, want) {
+		t.Errorf("Routers = %v, want %v", got, want)
+	}
+}
+
+func TestEventOrderDoesNotMatter(t *testing.T) {
+	events := []func(s *State){
+		func(s *State) { s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}}) },
+		func(s *State) { s.RA("eth0", routerB, t0, []RAPrefix{{pB, time.Hour, 0, true}}) },
+		func(s *State) {
+			s.Address("eth0", Address{Addr: addr(pA, 7), Valid: time.Hour, Preferred: time.Hour}, false, t0)
+		},
+		func(s *State) { s.Address("eth1", Address{Addr: addr(pB, 9), Valid: Infinite, Preferred: Infinite}, false, t0) },
+	}
+	var first string
+	for perm := range permutations(len(events)) {
+		s := New(nil, "eth1", "eth0")
+		for _, i := range perm {
+			events[i](s)
+		}
+		got := encode(t, s, t0)
+		if first == "" {
+			first = got
+		} else if got != first {
+			t.Fatalf("order %v gives %s, another gave %s", perm, got, first)
+		}
+	}
+}
+
+func permutations(n int) func(func([]int) bool) {
+	return func(yield func([]int) bool) {
+		var rec func(p []int, used []bool) bool
+		rec = func(p []int, used []bool) bool {
+			if len(p) == n {
+				return yield(slices.Clone(p))
+			}
+			for i := range n {
+				if !used[i] {
+					used[i] = true
+					if !rec(append(p, i), used) {
+						return false
+					}
+					used[i] = false
+				}
+			}
+			return true
+		}
+		rec(nil, make([]bool, n))
+	}
+}
+
+func TestFilterRejectsUniqueLocal(t *testing.T) {
+	s := New(RequireGlobalUnicast, "eth0")
+	s.RA("eth0", routerA, t0, []RAPrefix{{ula, time.Hour, time.Hour, true}})
+	s.Address("eth0", Address{Addr: addr(ula, 1), Valid: Infinite, Preferred: Infinite}, false, t0)
+	n, rejected := s.Snapshot(t0)
+	if got, _ := digest.Encode(n); got != "v1;eth0=" {
+		t.Errorf("digest = %s, want the ULA left out", got)
+	}
+	if len(rejected) != 1 || rejected[0].Prefix != ula {
+		t.Errorf("rejected = %v, want [%s]", rejected, ula)
+	}
+}
+
+func TestSeedKeepsPublishedLifetimeAcrossRestart(t *testing.T) {
+	published := "v1;eth0=2001:db8:a::/64 d1800 ra"
+	prev, err := digest.Decode(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(nil, "eth0")
+	s.Seed(prev)
+	// After a restart the router says only 1500 s are left.
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, 1500 * time.Second, 0, true}})
+	if got := encode(t, s, t0); got != published {
+		t.Errorf("after restart %s, want the published %s", got, published)
+	}
+}
+
+func TestSnapshotIsBounded(t *testing.T) {
+	s := New(nil, "eth0")
+	var pios []RAPrefix
+	for i := range digest.MaxPrefixes + 8 {
+		p := netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", i))
+		preferred := time.Hour
+		if i < 8 {
+			preferred = 0 // the first eight are deprecated: they go first
+		}
+		pios = append(pios, RAPrefix{p, time.Hour, preferred, true})
+	}
+	s.RA("eth0", routerA, t0, pios)
+	n, rejected := s.Snapshot(t0)
+	if _, err := digest.Encode(n); err != nil {
+		t.Fatalf("a flood of prefixes made an unencodable digest: %v", err)
+	}
+	if len(rejected) != 8 {
+		t.Fatalf("rejected %d, want 8", len(rejected))
+	}
+	for _, r := range rejected {
+		if !errors.Is(r.Reason, ErrTooMany) || r.Prefix.Addr().As16()[5] >= 8 {
+			t.Errorf("dropped %s (%v), want only the deprecated ones", r.Prefix, r.Reason)
+		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	dec := func(s string) digest.Node {
+		n, err := digest.Decode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	got := Diff(
+		dec("v1;eth0=2001:db8:a::/64 p ra,2001:db8:c::/64 d ra"),
+		dec("v1;eth0=2001:db8:a::/64 d60 ra+addr,2001:db8:b::/64 p ra"),
+	)
+	var lines []string
+	for _, c := range got {
+		lines = append(lines, c.String())
+	}
+	want := []string{
+		"eth0: prefix 2001:db8:a::/64 deprecated (ra+addr)",
+		"eth0: prefix 2001:db8:b::/64 appeared (ra)",
+		"eth0: prefix 2001:db8:c::/64 gone (ra)",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("Diff:\n got %q\nwant %q", lines, want)
+	}
+}
+
+func TestSettlingWaitsForTheSLAACAddress(t *testing.T) {
+	s := New(nil, "eth0")
+	if s.SawRA() {
+		t.Fatal("SawRA before any RA")
+	}
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}, {netip.MustParsePrefix("2001:db8:f::/56"), time.Hour, time.Hour, true}})
+	if !s.SawRA() {
+		t.Fatal("SawRA false after an RA")
+	}
+	until, ok := s.Settling(t0.Add(time.Second), 3*time.Second)
+	if !ok || !until.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("Settling = %v %v, want to wait until %v for A's address (the /56 forms none)", until, ok, t0.Add(3*time.Second))
+	}
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0.Add(1500*time.Millisecond))
+	if _, ok := s.Settling(t0.Add(1500*time.Millisecond), 3*time.Second); ok {
+		t.Error("still settling after the address appeared")
+	}
+	s.RA("eth0", routerA, t0.Add(2*time.Second), []RAPrefix{{pB, time.Hour, time.Hour, false}})
+	if _, ok := s.Settling(t0.Add(2*time.Second), 3*time.Second); ok {
+		t.Error("settling for a prefix without the A flag")
+	}
+	s.RA("eth0", routerA, t0.Add(2*time.Second), []RAPrefix{{netip.MustParsePrefix("2001:db8:c::/64"), time.Hour, time.Hour, true}})
+	if _, ok := s.Settling(t0.Add(10*time.Second), 3*time.Second); ok {
+		t.Error("settling past the window: a kernel without SLAAC must not hold the digest forever")
+	}
+}
+
+func TestNextDeadlineIsInTheFuture(t *testing.T) {
+	s := New(nil, "eth0")
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Minute, true}})
+	if at, ok := s.NextDeadline(t0); !ok || !at.Equal(t0.Add(time.Minute)) {
+		t.Errorf("NextDeadline = %v %v, want the preferred lifetime's end", at, ok)
+	}
+	// Once deprecated, the passed preferred deadline must not be offered again.
+	if at, ok := s.NextDeadline(t0.Add(2 * time.Minute)); !ok || !at.Equal(t0.Add(time.Hour)) {
+		t.Errorf("NextDeadline = %v %v, want the valid lifetime's end", at, ok)
+	}
+}

@@ -1,0 +1,138 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type fakePatcher struct {
+	mu    sync.Mutex
+	calls []string
+	fail  int // fail this many calls first
+	done  chan struct{}
+}
+
+func (f *fakePatcher) Patch(_ context.Context, v string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, v)
+	defer func() { f.done <- struct{}{} }()
+	if f.fail > 0 {
+		f.fail--
+		return errors.New("API server unavailable")
+	}
+	return nil
+}
+
+func (f *fakePatcher) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+const debounce = 300 * time.Millisecond
+
+func setup(t *testing.T, fail int) (*Publisher, *fakePatcher, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	f := &fakePatcher{fail: fail, done: make(chan struct{}, 100)}
+	p := New(f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), debounce)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, f, clk
+}
+
+// step advances the fake clock once the publisher is waiting on it.
+func step(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("publisher never waited on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(d)
+}
+
+func waitCall(t *testing.T, f *fakePatcher) {
+	t.Helper()
+	select {
+	case <-f.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no patch happened")
+	}
+}
+
+func TestNoWriteWhenLiveMatches(t *testing.T) {
+	p, f, clk := setup(t, 0)
+	p.Live("v1;eth0=", true)
+	p.Want("v1;eth0=")
+	step(t, clk, debounce)
+	// Make a real change afterwards so the test observes the publisher's progress.
+	p.Want("v1;eth0=2001:db8::/64 p ra")
+	step(t, clk, debounce)
+	waitCall(t, f)
+	if got := f.Calls(); !slices.Equal(got, []string{"v1;eth0=2001:db8::/64 p ra"}) {
+		t.Errorf("patches = %q, want only the real change", got)
+	}
+}
+
+func TestBurstIsOneWrite(t *testing.T) {
+	p, f, clk := setup(t, 0)
+	p.Live("", false)
+	for _, v := range []string{"v1;eth0=2001:db8:a::/64 p ra", "v1;eth0=2001:db8:a::/64 p ra+addr", "v1;eth0=2001:db8:a::/64 d ra+addr,2001:db8:b::/64 p ra+addr"} {
+		p.Want(v)
+		step(t, clk, debounce/2)
+	}
+	step(t, clk, debounce)
+	waitCall(t, f)
+	if got := f.Calls(); len(got) != 1 || got[0] != "v1;eth0=2001:db8:a::/64 d ra+addr,2001:db8:b::/64 p ra+addr" {
+		t.Errorf("patches = %q, want one with the last value", got)
+	}
+	if p.Writes() != 1 {
+		t.Errorf("Writes = %d, want 1", p.Writes())
+	}
+}
+
+func TestRestoresRemovedAnnotation(t *testing.T) {
+	p, f, clk := setup(t, 0)
+	p.Live("v1;eth0=", true)
+	p.Want("v1;eth0=")
+	step(t, clk, debounce)
+	p.Live("", false) // someone deleted it
+	step(t, clk, debounce)
+	waitCall(t, f)
+	if got := f.Calls(); !slices.Equal(got, []string{"v1;eth0="}) {
+		t.Errorf("patches = %q, want the value restored once", got)
+	}
+}
+
+func TestRetriesWithBackoff(t *testing.T) {
+	p, f, clk := setup(t, 2)
+	p.Live("", false)
+	p.Want("v1;eth0=")
+	step(t, clk, debounce)
+	waitCall(t, f) // fails
+	step(t, clk, 500*time.Millisecond)
+	waitCall(t, f) // fails
+	p.Want("v1;eth1=") // the network moved on meanwhile: the retry sends the latest
+	step(t, clk, time.Second)
+	waitCall(t, f)
+	if got := f.Calls(); !slices.Equal(got, []string{"v1;eth0=", "v1;eth0=", "v1;eth1="}) {
+		t.Errorf("patches = %q", got)
+	}
+	if p.Writes() != 1 {
+		t.Errorf("Writes = %d, want 1", p.Writes())
+	}
+}

@@ -113,7 +113,9 @@ func TestEventOrderDoesNotMatter(t *testing.T) {
 		func(s *State) {
 			s.Address("eth0", Address{Addr: addr(pA, 7), Valid: time.Hour, Preferred: time.Hour}, false, t0)
 		},
-		func(s *State) { s.Address("eth1", Address{Addr: addr(pB, 9), Valid: Infinite, Preferred: Infinite}, false, t0) },
+		func(s *State) {
+			s.Address("eth1", Address{Addr: addr(pB, 9), Valid: Infinite, Preferred: Infinite}, false, t0)
+		},
 	}
 	var first string
 	for perm := range permutations(len(events)) {

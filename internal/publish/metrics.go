@@ -12,4 +12,6 @@ var (
 )
 
 // Collectors returns this package's metrics for registration.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{metricPublishes, metricErrors} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metricPublishes, metricErrors}
+}

@@ -125,7 +125,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 	step(t, clk, debounce)
 	waitCall(t, f) // fails
 	step(t, clk, 500*time.Millisecond)
-	waitCall(t, f) // fails
+	waitCall(t, f)     // fails
 	p.Want("v1;eth1=") // the network moved on meanwhile: the retry sends the latest
 	step(t, clk, time.Second)
 	waitCall(t, f)

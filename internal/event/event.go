@@ -1,0 +1,63 @@
+// Package event records Kubernetes events (events.k8s.io/v1). Callers emit only at
+// transitions, so each event is one create, written synchronously and counted
+// like every other write.
+package event
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Recorder creates events as Component/Instance.
+type Recorder struct {
+	Client    kubernetes.Interface
+	Component string
+	Instance  string
+	Clock     clock.Clock
+	Log       *slog.Logger
+}
+
+// Event records one event about regarding. Failures are logged, never fatal.
+func (r *Recorder) Event(regarding *unstructured.Unstructured, warning bool, reason, note string) {
+	typ := corev1.EventTypeNormal
+	if warning {
+		typ = corev1.EventTypeWarning
+	}
+	ns := regarding.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	if len(note) > 1024 {
+		note = note[:1021] + "..."
+	}
+	now := r.Clock.Now()
+	ev := &eventsv1.Event{
+		// Named like client-go's recorder does: object name and time.
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", regarding.GetName(), now.UnixNano()), Namespace: ns},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: r.Component,
+		ReportingInstance:   r.Instance,
+		Action:              "Reconcile",
+		Reason:              reason,
+		Note:                note,
+		Type:                typ,
+		Regarding: corev1.ObjectReference{
+			APIVersion: regarding.GetAPIVersion(), Kind: regarding.GetKind(), Name: regarding.GetName(),
+			Namespace: regarding.GetNamespace(), UID: regarding.GetUID(), ResourceVersion: regarding.GetResourceVersion(),
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.Client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		r.Log.Warn("event not recorded", "reason", reason, "err", err)
+	}
+}

@@ -1,0 +1,352 @@
+// Package reconcile is the writer's loop. Informers (running on every replica, so
+// a standby takes over with warm caches) feed a rate-limited queue keyed by
+// DynamicPrefix; only the leader drains it. A pass computes the decision from the
+// node digests, renders status and pool entries, compares them with what is
+// live in canonical form, and writes only differences.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/cilium"
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+)
+
+// Recorder emits Kubernetes events (only at transitions).
+type Recorder interface {
+	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
+}
+
+// Config of the loop.
+type Config struct {
+	// Debounce groups node digest changes arriving close together (all nodes see
+	// the same RA within milliseconds) into one pass.
+	Debounce time.Duration
+}
+
+// Reconciler is the writer's loop.
+type Reconciler struct {
+	cfg      Config
+	client   dynamic.Interface // writes pass the leader gate
+	kinds    []*cilium.Kind
+	clock    clock.WithTicker
+	log      *slog.Logger
+	recorder Recorder
+
+	nodes cache.SharedIndexInformer
+	dps   cache.SharedIndexInformer
+	pools map[*cilium.Kind]cache.SharedIndexInformer
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu        sync.Mutex
+	memo      map[string]memo   // what we wrote last, per object
+	announced map[string]string // last event text per subject, so events mark transitions
+	badNodes  map[string]string // node -> garbled digest value already reported
+}
+
+// memo remembers a write until the informer shows it: if the cache still holds
+// the version we wrote from, the written content stands in for it.
+type memo struct {
+	base    string // resourceVersion the write was computed from
+	written any
+}
+
+// New builds the informers; call Run to start them.
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []*cilium.Kind, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+	r := &Reconciler{
+		cfg: cfg, client: client, kinds: kinds, clock: clk, log: log, recorder: rec,
+		pools: map[*cilium.Kind]cache.SharedIndexInformer{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dynamicprefixes", Clock: clk}),
+		memo:      map[string]memo{},
+		announced: map[string]string{},
+		badNodes:  map[string]string{},
+	}
+	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
+	r.nodes = mf.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}).Informer()
+	_ = r.nodes.SetTransform(keepDigestOnly)
+	_, _ = r.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { r.enqueueAll(cfg.Debounce) },
+		UpdateFunc: func(old, new any) {
+			if digestOf(old) != digestOf(new) {
+				r.enqueueAll(cfg.Debounce)
+			}
+		},
+		DeleteFunc: func(any) { r.enqueueAll(cfg.Debounce) },
+	})
+	df := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
+	r.dps = df.ForResource(dynamicprefix.GVR).Informer()
+	_, _ = r.dps.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { r.enqueue(nameOf(o), 0) },
+		UpdateFunc: func(old, new any) {
+			// Our own status writes change nothing we act on: only spec changes.
+			if o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured); o.GetGeneration() != n.GetGeneration() {
+				r.enqueue(n.GetName(), 0)
+			}
+		},
+		DeleteFunc: func(o any) { r.enqueue(nameOf(o), 0) },
+	})
+	for _, k := range kinds {
+		inf := df.ForResource(k.GVR).Informer()
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { r.poolChanged(k, nil, o) },
+			UpdateFunc: func(old, new any) {
+				if old.(*unstructured.Unstructured).GetResourceVersion() != new.(*unstructured.Unstructured).GetResourceVersion() {
+					r.poolChanged(k, old, new)
+				}
+			},
+			DeleteFunc: func(o any) {},
+		})
+		r.pools[k] = inf
+	}
+	return r
+}
+
+// keepDigestOnly strips everything but the name and our annotation from cached
+// Nodes: kubelet churn does not cost memory, and nothing else is read.
+func keepDigestOnly(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Name, out.ResourceVersion, out.UID = m.Name, m.ResourceVersion, m.UID
+	if v, ok := m.Annotations[digest.Annotation]; ok {
+		out.Annotations = map[string]string{digest.Annotation: v}
+	}
+	return out, nil
+}
+
+func digestOf(o any) string {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+		if v, ok := m.Annotations[digest.Annotation]; ok {
+			return "=" + v
+		}
+	}
+	return ""
+}
+
+func nameOf(o any) string {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		return u.GetName()
+	}
+	return ""
+}
+
+func (r *Reconciler) poolChanged(k *cilium.Kind, old, new any) {
+	for _, o := range []any{old, new} {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		obj, ours, _ := k.Decode(u)
+		switch {
+		case !ours:
+		case obj.Follow.DynamicPrefix != "":
+			r.enqueue(obj.Follow.DynamicPrefix, 0)
+		default:
+			r.queue.Add(releaseKey(k, obj.Name))
+		}
+	}
+}
+
+func releaseKey(k *cilium.Kind, name string) string { return "release/" + k.Resource + "/" + name }
+
+func (r *Reconciler) enqueue(name string, after time.Duration) {
+	if name == "" {
+		return
+	}
+	if after > 0 {
+		r.queue.AddAfter("dp/"+name, after)
+		return
+	}
+	r.queue.Add("dp/" + name)
+}
+
+func (r *Reconciler) enqueueAll(after time.Duration) {
+	for _, o := range r.dps.GetStore().List() {
+		r.enqueue(nameOf(o), after)
+	}
+}
+
+// Run starts the informers (on every replica) and returns once they synced.
+func (r *Reconciler) Run(ctx context.Context) bool {
+	infs := []cache.SharedIndexInformer{r.nodes, r.dps}
+	for _, k := range r.kinds {
+		infs = append(infs, r.pools[k])
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range infs {
+		go inf.RunWithContext(ctx)
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// Synced reports whether every cache has synced (readiness).
+func (r *Reconciler) Synced() bool {
+	ok := r.nodes.HasSynced() && r.dps.HasSynced()
+	for _, inf := range r.pools {
+		ok = ok && inf.HasSynced()
+	}
+	return ok
+}
+
+// Lead drains the queue until ctx ends (leadership lost or shutdown). Every
+// DynamicPrefix and every released pool is checked once at the start of a term.
+func (r *Reconciler) Lead(ctx context.Context) {
+	r.mu.Lock()
+	r.memo = map[string]memo{} // a new term trusts only what the caches show
+	r.mu.Unlock()
+	r.enqueueAll(0)
+	for _, k := range r.kinds {
+		for _, o := range r.pools[k].GetStore().List() {
+			r.poolChanged(k, nil, o)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { r.queue.Add(wakeKey) })
+	defer stop()
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		if ctx.Err() != nil {
+			r.queue.Done(key)
+			if key != wakeKey {
+				r.queue.Add(key) // the next leader term (ours or after a takeover) handles it
+			}
+			return
+		}
+		if key == wakeKey {
+			r.queue.Done(key)
+			continue
+		}
+		err := r.process(ctx, key)
+		r.queue.Done(key)
+		switch {
+		case err == nil:
+			r.queue.Forget(key)
+		case ctx.Err() != nil:
+			return
+		default:
+			metricErrors.Inc()
+			r.log.Warn("sync failed; retrying with backoff", "key", key, "err", err)
+			r.queue.AddRateLimited(key)
+		}
+	}
+}
+
+const wakeKey = "\x00wake"
+
+func (r *Reconciler) process(ctx context.Context, key string) error {
+	switch {
+	case strings.HasPrefix(key, "dp/"):
+		return r.syncDynamicPrefix(ctx, strings.TrimPrefix(key, "dp/"))
+	case strings.HasPrefix(key, "release/"):
+		parts := strings.SplitN(key, "/", 3)
+		for _, k := range r.kinds {
+			if k.Resource == parts[1] {
+				return r.release(ctx, k, parts[2])
+			}
+		}
+	}
+	return nil
+}
+
+// reports returns the decoded digests of every node, reporting garbled ones once.
+func (r *Reconciler) reports() []aggregate.Report {
+	var out []aggregate.Report
+	for _, o := range r.nodes.GetStore().List() {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			continue
+		}
+		v, ok := m.Annotations[digest.Annotation]
+		if !ok {
+			continue
+		}
+		n, err := digest.Decode(v)
+		if err != nil {
+			r.mu.Lock()
+			seen := r.badNodes[m.Name] == v
+			r.badNodes[m.Name] = v
+			r.mu.Unlock()
+			if !seen {
+				metricBadDigests.Inc()
+				r.log.Warn("ignoring garbled digest", "node", m.Name, "err", err)
+				node := &unstructured.Unstructured{}
+				node.SetAPIVersion("v1")
+				node.SetKind("Node")
+				node.SetName(m.Name)
+				node.SetUID(m.UID)
+				r.recorder.Event(node, true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, err))
+			}
+			continue
+		}
+		r.mu.Lock()
+		delete(r.badNodes, m.Name)
+		r.mu.Unlock()
+		out = append(out, aggregate.Report{Node: m.Name, Digest: n})
+	}
+	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// announce emits an event when the text for subject differs from the last one.
+func (r *Reconciler) announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) {
+	r.mu.Lock()
+	same := r.announced[subject] == reason+note
+	r.announced[subject] = reason + note
+	r.mu.Unlock()
+	if !same {
+		r.recorder.Event(regarding, warning, reason, note)
+	}
+}
+
+func (r *Reconciler) forget(subject string) {
+	r.mu.Lock()
+	delete(r.announced, subject)
+	r.mu.Unlock()
+}
+
+// remembered returns the content written from base, if the cache still shows base.
+func (r *Reconciler) remembered(key, base string) (any, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.memo[key]
+	if !ok || m.base != base {
+		delete(r.memo, key)
+		return nil, false
+	}
+	return m.written, true
+}
+
+func (r *Reconciler) remember(key, base string, written any) {
+	r.mu.Lock()
+	r.memo[key] = memo{base: base, written: written}
+	r.mu.Unlock()
+}

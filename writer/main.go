@@ -1,0 +1,129 @@
+// Command writer is the leader-elected Deployment that aggregates the agents' node
+// digests into DynamicPrefix status and the pools that follow them, writing only
+// when the rendered result differs from what is live.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/cilium"
+	"github.com/renumber/renumber/internal/election"
+	"github.com/renumber/renumber/internal/event"
+	"github.com/renumber/renumber/internal/kube"
+	"github.com/renumber/renumber/internal/logs"
+	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/reconcile"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	var (
+		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
+		namespace   = flag.String("namespace", envOr("POD_NAMESPACE", "renumber-system"), "namespace of the leader election Lease")
+		identity    = flag.String("identity", envOr("POD_NAME", host), "this replica's name in the Lease")
+		leaseName   = flag.String("lease-name", "renumber-writer", "name of the leader election Lease")
+		lease       = flag.Duration("lease-duration", 60*time.Second, "how long a lease is valid without renewal")
+		renew       = flag.Duration("renew-deadline", 40*time.Second, "how long the leader keeps trying to renew before it stops writing")
+		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
+		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
+		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+		logFormat   = flag.String("log-format", "journal", "journal or json")
+		logLevel    = flag.String("log-level", "info", "debug, info, warn or error")
+	)
+	flag.Parse()
+	log, err := logs.New(os.Stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg := election.Config{Namespace: *namespace, Name: *leaseName, Identity: *identity,
+		LeaseDuration: *lease, RenewDeadline: *renew, RetryPeriod: *retry}
+	if err := run(ctx, log, *kubeconfig, cfg, *debounce, *metricsAddr); err != nil {
+		log.Error("writer failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, debounce time.Duration, metricsAddr string) error {
+	requests := kube.NewRequestCounter("writer")
+	base, err := kube.Config(kubeconfig, "renumber-writer/"+ecfg.Identity)
+	if err != nil {
+		return err
+	}
+	// The Lease client is counted but not gated: it writes before leading.
+	leaseClient, err := kubernetes.NewForConfig(kube.Counted(base, requests, nil))
+	if err != nil {
+		return err
+	}
+	elector, err := election.New(ecfg, leaseClient, log)
+	if err != nil {
+		return err
+	}
+	gated := kube.Counted(base, requests, &elector.Gate)
+	dyn, err := dynamic.NewForConfig(gated)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(gated)
+	if err != nil {
+		return err
+	}
+	core, err := kubernetes.NewForConfig(gated)
+	if err != nil {
+		return err
+	}
+	kinds, err := cilium.Kinds(core.Discovery())
+	if err != nil {
+		return err
+	}
+	if len(kinds) == 0 {
+		log.Warn("no Cilium pool kinds served; only DynamicPrefix status will be written")
+	}
+	clk := clock.RealClock{}
+	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
+	r := reconcile.New(reconcile.Config{Debounce: debounce}, dyn, meta, kinds, clk, log, rec)
+
+	reg := metrics.NewRegistry(append(append(election.Collectors(), reconcile.Collectors()...), requests)...)
+	go func() {
+		healthz := func(*http.Request) error { return elector.Check() }
+		readyz := func(*http.Request) error {
+			if !r.Synced() {
+				return errors.New("caches not synced")
+			}
+			return nil
+		}
+		if err := metrics.Serve(ctx, log, metricsAddr, reg, healthz, readyz); err != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	if !r.Run(ctx) {
+		return nil // shutting down before the caches synced
+	}
+	log.Info("writer started", "identity", ecfg.Identity, "kinds", len(kinds),
+		"lease", ecfg.LeaseDuration, "renew", ecfg.RenewDeadline, "retry", ecfg.RetryPeriod)
+	elector.Run(ctx, r.Lead)
+	return nil
+}

@@ -264,6 +264,70 @@ func TestWriterFollowsThePrefix(t *testing.T) {
 		})
 	})
 
+	t.Run("rolling restart of both writers: no writes beyond the Lease", func(t *testing.T) {
+		settleWrites()
+		m := mark(t, w)
+		for _, name := range []string{"writer-a", "writer-b"} {
+			w.Stop(writers[name], 10*time.Second) // SIGTERM: the leader releases its lease
+			writers[name] = startWriter(t, w, name)
+			waitLog(t, w, name+".log", "writer started", 2)
+		}
+		eventually(t, "a leader again", func() (bool, string) {
+			l, err := w.API.Client.CoordinationV1().Leases(world.Namespace).Get(ctx, "renumber-writer", metav1.GetOptions{})
+			return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", ""
+		})
+		settleWrites()
+		ws, _ := w.API.WritesSince(ctx, m)
+		if got := objectWrites(world.Filter(ws, world.ByUser(writerUser))); len(got) != 0 {
+			t.Errorf("handover with nothing changed wrote: %v", got)
+		}
+	})
+
+	t.Run("invalid spec: condition and event, pools untouched", func(t *testing.T) {
+		before := blocks(t, w, "lb")
+		bad := []byte(`{"spec":{"addressRanges":[{"name":"lb","start":"::ffff:0:0:0","end":"::f000:0:0:0"}]}}`)
+		if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, bad, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, w, "InvalidSpec", "home")
+		eventually(t, "Degraded InvalidSpec", func() (bool, string) {
+			for _, c := range dpStatus(t, w, "home").Conditions {
+				if c.Type == "Degraded" {
+					return c.Status == "True" && c.Reason == "InvalidSpec", c.Reason
+				}
+			}
+			return false, ""
+		})
+		if after := blocks(t, w, "lb"); !slices.Equal(before, after) {
+			t.Errorf("pool changed under an invalid spec: %v -> %v", before, after)
+		}
+		good := []byte(`{"spec":{"addressRanges":[{"name":"lb","start":"::f000:0:0:0","end":"::ffff:ffff:ffff:ffff"}]}}`)
+		if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, good, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "healed", func() (bool, string) {
+			for _, c := range dpStatus(t, w, "home").Conditions {
+				if c.Type == "Degraded" {
+					return c.Status == "False", c.Reason
+				}
+			}
+			return false, ""
+		})
+	})
+
+	t.Run("removing dynamic-prefix.io/name releases the pool", func(t *testing.T) {
+		release := []byte(`{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`)
+		if _, err := w.API.Dynamic.Resource(poolGVR).Patch(ctx, "bad", types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "released", func() (bool, string) {
+			u := get(t, w, poolGVR, "bad")
+			_, rec := u.GetAnnotations()[dynamicprefix.AnnotationManagedBlock]
+			b := blocks(t, w, "bad")
+			return !rec && slices.Equal(b, []string{"192.0.2.128/25"}), fmt.Sprint(b)
+		})
+	})
+
 	t.Run("leader killed: the standby takes over and applies a change made meanwhile", func(t *testing.T) {
 		lease, err := w.API.Client.CoordinationV1().Leases(world.Namespace).Get(ctx, "renumber-writer", metav1.GetOptions{})
 		if err != nil {

@@ -32,29 +32,36 @@ const Namespace = "renumber-system"
 // Apply server-side-applies every object in the YAML files (as the world admin)
 // and waits for CRDs among them to be established.
 func (cp *ControlPlane) Apply(ctx context.Context, files ...string) error {
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cp.Client.Discovery()))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if err := cp.applyOne(ctx, mapper, &obj); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
+		if err := cp.ApplyYAML(ctx, b); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	return nil
+}
+
+// ApplyYAML server-side-applies every object in a multi-document YAML stream.
+func (cp *ControlPlane) ApplyYAML(ctx context.Context, data []byte) error {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cp.Client.Discovery()))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := cp.applyOne(ctx, mapper, &obj); err != nil {
+			return err
+		}
+	}
 }
 
 func (cp *ControlPlane) applyOne(ctx context.Context, mapper *restmapper.DeferredDiscoveryRESTMapper, obj *unstructured.Unstructured) error {

@@ -237,3 +237,49 @@ func TestWorldsDoNotCollideAndCleanUp(t *testing.T) {
 		t.Errorf("namespace %s left behind after Close", ns)
 	}
 }
+
+func TestRogueRouterReachesOneNodeOnly(t *testing.T) {
+	w := start(t, world.Options{Nodes: 2, NoControlPlane: true})
+	ctx := t.Context()
+	rogue, err := w.Net.RogueRouter(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := netip.MustParsePrefix("2001:db8:bad::/64")
+	if err := rogue.Advertise(ctx, world.Advert{Prefix: foreign, Valid: 300 * time.Second, Preferred: 200 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	waitAddr(t, w, "node1", foreign, false)
+	// node2 must never see it: give the rogue several RA intervals.
+	time.Sleep(9 * time.Second)
+	node2, _ := w.Net.Node("node2")
+	addrs, err := node2.Addrs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if foreign.Contains(a.Prefix.Addr()) {
+			t.Errorf("node2 got %s from a router that should reach node1 only", a.Prefix)
+		}
+	}
+}
+
+func TestAPIServerPauseAndResume(t *testing.T) {
+	w := start(t, world.Options{Nodes: 0})
+	ctx := t.Context()
+	if err := w.API.Pause(true); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := w.API.Client.CoreV1().Nodes().List(short, metav1.ListOptions{})
+	cancel()
+	if err == nil {
+		t.Error("a paused API server answered")
+	}
+	if err := w.API.Pause(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Errorf("not ready after resume: %v", err)
+	}
+}

@@ -85,7 +85,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		return err
 	}
 	clk := clock.RealClock{}
-	reg := metrics.NewRegistry(append(append(ra.Collectors(), publish.Collectors()...), requests)...)
+	reg := metrics.NewRegistry(append(append(append(ra.Collectors(), publish.Collectors()...), agent.Collectors()...), requests)...)
 
 	pub := publish.New(node.Annotation{Client: meta, Node: nodeName}, clk, log, debounce)
 	var published digest.Node
@@ -133,7 +133,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	case <-ctx.Done():
 		return nil
 	}
-	w := &kernel.Watcher{H: kernel.Handlers{Addr: a.Address, LinkUp: a.LinkUp}, Clock: clk, Log: log}
+	w := &kernel.Watcher{H: kernel.Handlers{Addr: a.Address, Link: a.Link}, Clock: clk, Log: log}
 	go w.Run(ctx)
 	go pub.Run(ctx)
 	go func() {

@@ -159,9 +159,43 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 		onePatchPerNode(t, writesBy(t, w, m, agentUser), "node2")
 	})
 
+	t.Run("link down and up: no flapping, and the listener recovers", func(t *testing.T) {
+		node1, _ := w.Net.Node("node1")
+		before, _ := annotation(t, w, "node1")
+		restarts := countLog(w, "agent-node1.log", "RA listener restarting")
+		m := mark(t, w)
+		if err := node1.SetLink(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(6 * time.Second) // RAs missed while down
+		if err := node1.SetLink(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, w, "agent-node1.log", "RA listener restarting", restarts+1)
+		settleWrites()
+		if ws := writesBy(t, w, m, agentUser); len(ws) != 0 {
+			t.Errorf("a link flap caused writes: %v", ws)
+		}
+		if after, _ := annotation(t, w, "node1"); after != before {
+			t.Errorf("digest changed across a link flap:\n%s\n%s", before, after)
+		}
+		// The listener works after the flap: a new prefix reaches the digest.
+		if err := r.Advertise(ctx,
+			world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+			world.Advert{Prefix: prefixA, Valid: 30 * time.Second, Preferred: 0},
+			world.Advert{Prefix: prefixC, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitDigest(t, w, "node1", "C after the flap", has(prefixC, false, digest.SourceRA|digest.SourceAddr))
+	})
+
 	t.Run("router stops advertising A: it leaves when its lifetime runs out", func(t *testing.T) {
 		m := mark(t, w)
-		if err := r.Advertise(ctx, world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
+		if err := r.Advertise(ctx,
+			world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+			world.Advert{Prefix: prefixC, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+		); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range []string{"node1", "node2"} {
@@ -190,7 +224,11 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 func waitLog(t *testing.T, w *world.World, file, text string, n int) {
 	t.Helper()
 	eventually(t, file+" says "+text, func() (bool, string) {
-		b, _ := os.ReadFile(filepath.Join(w.Dir, file))
-		return strings.Count(string(b), text) >= n, ""
+		return countLog(w, file, text) >= n, ""
 	})
+}
+
+func countLog(w *world.World, file, text string) int {
+	b, _ := os.ReadFile(filepath.Join(w.Dir, file))
+	return strings.Count(string(b), text)
 }

@@ -94,11 +94,12 @@ func (a *Agent) Address(link string, addr observe.Address, removed bool, at time
 	a.events <- func() { a.state.Address(link, addr, removed, at) }
 }
 
-// LinkUp restarts the RA listener of a link that came (back) up, so it solicits
-// at once. Safe from any goroutine.
-func (a *Agent) LinkUp(link string) {
+// Link records a link going down or up; on up it restarts the link's RA
+// listener so it solicits at once. Safe from any goroutine.
+func (a *Agent) Link(link string, up bool, at time.Time) {
 	a.events <- func() {
-		if r, ok := a.listeners[link]; ok {
+		a.state.Link(link, up, at)
+		if r, ok := a.listeners[link]; ok && up {
 			r.l.Restart()
 		}
 	}
@@ -235,6 +236,7 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 			attrs = append(attrs, "routers", routers)
 		}
 		a.log.Info(c.String(), attrs...)
+		metricPrefixEvents.WithLabelValues(string(c.Kind)).Inc()
 	}
 	a.last = node
 	now := map[string]bool{}
@@ -242,6 +244,7 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 		key := r.Link + " " + r.Prefix.String()
 		now[key] = true
 		if !a.rejected[key] {
+			metricRejected.Inc()
 			a.log.Warn(r.Link+": ignoring prefix "+r.Prefix.String(), "reason", r.Reason)
 		}
 	}

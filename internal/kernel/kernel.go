@@ -15,8 +15,8 @@ import (
 type Handlers struct {
 	// Addr: a global, non-tentative IPv6 address added, refreshed or removed.
 	Addr func(link string, a observe.Address, removed bool, at time.Time)
-	// LinkUp: a link came up, or appeared with a new index.
-	LinkUp func(link string)
+	// Link: a link went down, or came up (or appeared with a new index).
+	Link func(link string, up bool, at time.Time)
 }
 
 // Watcher follows netlink until its context ends, resubscribing with backoff.

@@ -95,8 +95,9 @@ func (w *Watcher) link(u netlink.LinkUpdate, names map[int]string, state map[str
 	now := linkState{index: attrs.Index, up: attrs.Flags&net.FlagUp != 0 && attrs.OperState != netlink.OperDown}
 	prev, known := state[attrs.Name]
 	state[attrs.Name] = now
-	if now.up && (!known || !prev.up || prev.index != now.index) && w.H.LinkUp != nil {
-		w.H.LinkUp(attrs.Name)
+	changed := !known || prev.up != now.up || prev.index != now.index
+	if changed && (now.up || known) && w.H.Link != nil {
+		w.H.Link(attrs.Name, now.up, w.Clock.Now())
 	}
 }
 

@@ -83,23 +83,38 @@ type link struct {
 	addrs  map[netip.Addr]addrEntry
 	frozen map[netip.Prefix]time.Duration // remaining valid lifetime at deprecation
 	sawRA  bool
+	down   bool
+	upAt   time.Time
 }
 
 type addrEntry struct {
 	prefix     netip.Prefix
 	lifetimes  lifetimes
 	deprecated bool
+	// held: the kernel removed the address around a link flap; it still counts,
+	// while the link is down and until heldUntil after it is up, unless re-created.
+	held      bool
+	heldUntil time.Time
 }
 
 // State is what one agent knows about its watched links.
 type State struct {
 	links  map[string]*link
 	filter Filter
+	// LinkGrace is how long after a link comes back up the addresses the kernel
+	// flushed when it went down still count. The kernel removes SLAAC addresses on
+	// link down (keep_addr_on_down keeps only static ones) and forms them again
+	// after the next RA and DAD: without this a link flap would be two or three
+	// digest changes for a network that did not change.
+	LinkGrace time.Duration
 }
+
+// DefaultLinkGrace covers an RA interval plus DAD.
+const DefaultLinkGrace = 10 * time.Second
 
 // New returns a State watching the given links.
 func New(filter Filter, links ...string) *State {
-	s := &State{links: map[string]*link{}, filter: filter}
+	s := &State{links: map[string]*link{}, filter: filter, LinkGrace: DefaultLinkGrace}
 	s.SetLinks(links...)
 	return s
 }
@@ -177,6 +192,24 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	}
 }
 
+// Link records a link going down or coming up.
+func (s *State) Link(name string, up bool, now time.Time) {
+	l := s.links[name]
+	if l == nil {
+		return
+	}
+	if up && l.down {
+		l.upAt = now
+		for k, e := range l.addrs {
+			if e.held {
+				e.heldUntil = now.Add(s.LinkGrace)
+				l.addrs[k] = e
+			}
+		}
+	}
+	l.down = !up
+}
+
 // SawRA reports whether every watched link has had at least one RA.
 func (s *State) SawRA() bool {
 	for _, l := range s.links {
@@ -225,7 +258,15 @@ func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 		return
 	}
 	if removed {
-		delete(l.addrs, a.Addr.Addr())
+		e, ok := l.addrs[a.Addr.Addr()]
+		switch {
+		case !ok:
+		case l.down || now.Before(l.upAt.Add(s.LinkGrace)):
+			e.held, e.heldUntil = true, l.upAt.Add(s.LinkGrace)
+			l.addrs[a.Addr.Addr()] = e
+		default:
+			delete(l.addrs, a.Addr.Addr())
+		}
 		return
 	}
 	l.addrs[a.Addr.Addr()] = addrEntry{
@@ -276,7 +317,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			e.remaining = max(e.remaining, lt.valid.remaining(now))
 		}
 		for addr, a := range l.addrs {
-			if a.lifetimes.valid.passed(now) {
+			if a.lifetimes.valid.passed(now) || (a.held && !l.down && !now.Before(a.heldUntil)) {
 				delete(l.addrs, addr)
 				continue
 			}
@@ -368,6 +409,9 @@ func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
 		for _, a := range l.addrs {
 			consider(a.lifetimes.valid)
 			consider(a.lifetimes.preferred)
+			if a.held && !l.down {
+				consider(deadline(a.heldUntil))
+			}
 		}
 	}
 	return next, !next.IsZero()

@@ -272,3 +272,38 @@ func TestNextDeadlineIsInTheFuture(t *testing.T) {
 		t.Errorf("NextDeadline = %v %v, want the valid lifetime's end", at, ok)
 	}
 }
+
+func TestLinkFlapKeepsFlushedAddresses(t *testing.T) {
+	s := New(nil, "eth0")
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}, {pB, time.Hour, time.Hour, true}})
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
+	want := encode(t, s, t0)
+
+	// The link goes down: the kernel flushes both SLAAC addresses.
+	s.Link("eth0", false, t0.Add(time.Second))
+	s.Address("eth0", Address{Addr: addr(pA, 1)}, true, t0.Add(time.Second))
+	s.Address("eth0", Address{Addr: addr(pB, 1)}, true, t0.Add(time.Second))
+	if got := encode(t, s, t0.Add(5*time.Second)); got != want {
+		t.Fatalf("while down: %s, want %s", got, want)
+	}
+	// Up again; after the next RA and DAD the kernel re-creates A only.
+	up := t0.Add(6 * time.Second)
+	s.Link("eth0", true, up)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, up.Add(4*time.Second))
+	if got := encode(t, s, up.Add(4*time.Second)); got != want {
+		t.Fatalf("during the grace: %s, want %s", got, want)
+	}
+	if at, ok := s.NextDeadline(up.Add(4 * time.Second)); !ok || !at.Equal(up.Add(DefaultLinkGrace)) {
+		t.Errorf("NextDeadline = %v, want the end of the grace", at)
+	}
+	// B's address never came back: after the grace only its RA source remains.
+	if got, want := encode(t, s, up.Add(DefaultLinkGrace)), "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("after the grace: %s, want %s", got, want)
+	}
+	// Removals outside a flap apply at once.
+	s.Address("eth0", Address{Addr: addr(pA, 1)}, true, up.Add(time.Minute))
+	if got, want := encode(t, s, up.Add(time.Minute)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("plain removal: %s, want %s", got, want)
+	}
+}

@@ -12,4 +12,6 @@ var (
 )
 
 // Collectors returns this package's metrics.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{metricPrefixEvents, metricRejected} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metricPrefixEvents, metricRejected}
+}

@@ -262,4 +262,3 @@ func printWrites(ws []world.Write) {
 		say("%3d  %s", counts[k], k)
 	}
 }
-

@@ -64,6 +64,12 @@ func (l logWriter) Write(p []byte) (int, error) {
 // newWorld starts a world with CRDs and RBAC installed.
 func newWorld(t *testing.T, nodes int) *world.World {
 	t.Helper()
+	return newWorldWith(t, nodes, true)
+}
+
+// newWorldWith starts a world with RBAC installed, and the CRDs when crds is set.
+func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("real-world test (skipped with -short)")
 	}
@@ -82,8 +88,10 @@ func newWorld(t *testing.T, nodes int) *world.World {
 		}
 		w.Close()
 	})
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
+	if crds {
+		if err := w.API.InstallCRDs(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.API.InstallRBAC(ctx); err != nil {
 		t.Fatal(err)
@@ -182,4 +190,28 @@ func mark(t *testing.T, w *world.World) world.Mark {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// alive reports whether pid runs (not exited, not a zombie waiting to be reaped).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// lastLine returns the last line of a world log file containing one of words.
+func lastLine(w *world.World, file string, words []string) string {
+	b, _ := os.ReadFile(filepath.Join(w.Dir, file))
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		for _, word := range words {
+			if strings.Contains(lines[i], word) {
+				return lines[i]
+			}
+		}
+	}
+	return ""
 }

@@ -22,7 +22,7 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	var h slog.Handler
 	switch strings.ToLower(format) {
 	case "journal", "text", "":
-		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly + ".000", NoColor: !isTerminal(w)})
+		h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly + ".000", NoColor: !isTerminal(w)})
 	case "json":
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 	default:

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// TestLeaseLostDuringAStallIsNotAnExit stalls the API server (SIGSTOP) for longer
+// than the renew deadline: the leader must stop writing, stay alive, campaign
+// again in the same process, and after the stall exactly one leader converges a
+// prefix change made during it.
+func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, w, dynamicprefix.GVR, map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "home"},
+		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
+	})
+	startAgent(t, w, "node1")
+	writers := []string{"writer-a", "writer-b"}
+	procs := map[string]int{}
+	for _, n := range writers {
+		procs[n] = startWriter(t, w, n).Process.Pid
+	}
+	eventually(t, "status follows A", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return st.CurrentPrefix == prefixA.String(), st.CurrentPrefix
+	})
+
+	// Stall for 3x the renew deadline (8 s in these tests): every lease expires.
+	if err := w.API.Pause(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Net.Router.Advertise(ctx,
+		world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+		world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0},
+	); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(24 * time.Second)
+	if err := w.API.Pause(false); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "the change made during the stall lands", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return st.CurrentPrefix == prefixB.String(), st.CurrentPrefix
+	})
+	lost := 0
+	for _, n := range writers {
+		if countLog(w, n+".log", "lost the lease") > 0 {
+			lost++
+			if got := countLog(w, n+".log", "writer started"); got != 1 {
+				t.Errorf("%s started %d times: losing the lease must not restart it", n, got)
+			}
+		}
+		if countLog(w, n+".log", "writer failed") > 0 {
+			t.Errorf("%s exited", n)
+		}
+	}
+	if lost == 0 {
+		t.Error("no writer reported losing its lease during a stall three times the renew deadline")
+	}
+	for n, pid := range procs {
+		if !alive(pid) {
+			t.Errorf("%s (pid %d) is gone", n, pid)
+		}
+	}
+	lease, err := w.API.Client.CoordinationV1().Leases(world.Namespace).Get(ctx, "renumber-writer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := *lease.Spec.HolderIdentity; !slices.Contains(writers, holder) {
+		t.Errorf("lease holder %q after the stall", holder)
+	}
+	leading := 0
+	for _, n := range writers {
+		// Each term logs "leading" once; the current leader's last role line says so.
+		b := lastLine(w, n+".log", []string{"leading", "following", "lost the lease"})
+		if strings.Contains(b, "leading") {
+			leading++
+		}
+	}
+	if leading != 1 {
+		t.Errorf("%d writers consider themselves leader after the stall, want 1", leading)
+	}
+}

@@ -63,8 +63,8 @@ func TestPoolsOnACiliumThatServesOnlyV2alpha1(t *testing.T) {
 	v2alpha1 := schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliumloadbalancerippools"}
 	apply(t, w, v2alpha1, map[string]any{
 		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumLoadBalancerIPPool",
-		"metadata":   map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":       map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
 	})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")

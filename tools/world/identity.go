@@ -154,12 +154,14 @@ func CiliumCRDDir() (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "pkg", "k8s", "apis", "cilium.io", "client", "crds", "v2"), nil
 }
 
-// InstallRBAC applies the namespace and the shipped RBAC for agent and writer.
+// InstallRBAC applies the namespace, the shipped RBAC for agent and writer, and
+// the admission policy that keeps each agent to its own Node.
 func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 	m := filepath.Join(cp.w.repo, "manifests")
 	return cp.Apply(ctx,
 		filepath.Join(m, "base", "namespace.yaml"),
 		filepath.Join(m, "agent", "rbac.yaml"),
+		filepath.Join(m, "agent", "policy.yaml"),
 		filepath.Join(m, "writer", "rbac.yaml"),
 	)
 }

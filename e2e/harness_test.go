@@ -116,14 +116,7 @@ func dumpLogs(t *testing.T, w *world.World) {
 // startAgent runs the agent binary in node's namespace with its own identity.
 func startAgent(t *testing.T, w *world.World, node string, extra ...string) *exec.Cmd {
 	t.Helper()
-	id, err := w.API.ServiceAccount(t.Context(), "renumber-agent", node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := append([]string{filepath.Join(binaries(t), "agent"),
-		"--node-name", node, "--interface", "eth0", "--kubeconfig", id.Kubeconfig,
-		"--metrics-addr", "[::1]:9470", "--log-level", "debug"}, extra...)
-	cmd, err := w.Spawn(node, "agent-"+node+".log", argv...)
+	cmd, err := w.StartAgent(t.Context(), filepath.Join(binaries(t), "agent"), node, append([]string{"--log-level", "debug"}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,7 @@ var writerArgs = []string{"--lease-duration", "12s", "--renew-deadline", "8s", "
 
 func startWriter(t *testing.T, w *world.World, name string) *exec.Cmd {
 	t.Helper()
-	id, err := w.API.ServiceAccount(t.Context(), "renumber-writer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := append([]string{filepath.Join(binaries(t), "writer"), "--kubeconfig", id.Kubeconfig,
-		"--identity", name, "--metrics-addr", "127.0.0.1:0", "--log-level", "debug"}, writerArgs...)
-	cmd, err := w.Spawn("", name+".log", argv...)
+	cmd, err := w.StartWriter(t.Context(), filepath.Join(binaries(t), "writer"), name, append([]string{"--log-level", "debug"}, writerArgs...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,18 +60,7 @@ func get(t *testing.T, w *world.World, gvr schema.GroupVersionResource, name str
 }
 
 func blocks(t *testing.T, w *world.World, name string) []string {
-	u := get(t, w, poolGVR, name)
-	bs, _, _ := unstructured.NestedSlice(u.Object, "spec", "blocks")
-	var out []string
-	for _, b := range bs {
-		m := b.(map[string]any)
-		if c, ok := m["cidr"].(string); ok {
-			out = append(out, c)
-		} else {
-			out = append(out, fmt.Sprint(m["start"], "-", m["stop"]))
-		}
-	}
-	return out
+	return world.Blocks(get(t, w, poolGVR, name))
 }
 
 func cidrs(t *testing.T, w *world.World, name string) []string {
@@ -94,10 +77,7 @@ func dpStatus(t *testing.T, w *world.World, name string) dynamicprefix.Status {
 	return dp.Status
 }
 
-func rangeOf(p string) string {
-	base := strings.TrimSuffix(p, "::/64")
-	return base + ":f000::-" + base + ":ffff:ffff:ffff:ffff"
-}
+func rangeOf(p string) string { return world.RangeOf(p) }
 
 func subnetOf(p string) string { return strings.TrimSuffix(p, "::/64") + "::1:0/112" }
 

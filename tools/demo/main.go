@@ -28,7 +28,6 @@ import (
 var (
 	prefixA = netip.MustParsePrefix("2001:db8:1:100::/64")
 	prefixB = netip.MustParsePrefix("2001:db8:2:200::/64")
-	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumloadbalancerippools"}
 	dpGVR   = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}
 )
 
@@ -89,26 +88,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for _, n := range w.Net.Nodes {
-		id, err := w.API.ServiceAccount(ctx, "renumber-agent", n.Name)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Spawn(n.Name, "agent-"+n.Name+".log", agentBin, "--node-name", n.Name, "--interface", "eth0",
-			"--kubeconfig", id.Kubeconfig, "--metrics-addr", "[::1]:9470"); err != nil {
+		if _, err := w.StartAgent(ctx, agentBin, n.Name); err != nil {
 			return err
 		}
 	}
 	for _, name := range []string{"writer-a", "writer-b"} {
-		id, err := w.API.ServiceAccount(ctx, "renumber-writer", "")
-		if err != nil {
-			return err
-		}
-		if _, err := w.Spawn("", name+".log", writerBin, "--kubeconfig", id.Kubeconfig, "--identity", name,
-			"--metrics-addr", "127.0.0.1:0"); err != nil {
+		if _, err := w.StartWriter(ctx, writerBin, name); err != nil {
 			return err
 		}
 	}
-	if err := waitPool(ctx, w, rangeOf(prefixA), time.Minute); err != nil {
+	if err := waitPool(ctx, w, world.RangeOf(prefixA.String()), time.Minute); err != nil {
 		return err
 	}
 	say("the pool follows %s:", prefixA)
@@ -132,7 +121,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	watcher, err := w.API.Dynamic.Resource(poolGVR).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=lb"})
+	watcher, err := w.API.Dynamic.Resource(world.PoolGVR).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=lb"})
 	if err != nil {
 		return err
 	}
@@ -143,7 +132,7 @@ func run(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
-	latency, err := watchFor(ctx, watcher, rangeOf(prefixB), time.Minute)
+	latency, err := watchFor(ctx, watcher, world.RangeOf(prefixB.String()), time.Minute)
 	if err != nil {
 		return err
 	}
@@ -162,33 +151,14 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-func rangeOf(p netip.Prefix) string {
-	base := strings.TrimSuffix(p.String(), "::/64")
-	return base + ":f000::-" + base + ":ffff:ffff:ffff:ffff"
-}
-
-func blocksOf(u *unstructured.Unstructured) []string {
-	bs, _, _ := unstructured.NestedSlice(u.Object, "spec", "blocks")
-	var out []string
-	for _, b := range bs {
-		m := b.(map[string]any)
-		if c, ok := m["cidr"].(string); ok {
-			out = append(out, c)
-		} else {
-			out = append(out, fmt.Sprint(m["start"], "-", m["stop"]))
-		}
-	}
-	return out
-}
-
 func printPool(ctx context.Context, w *world.World) {
-	u, err := w.API.Dynamic.Resource(poolGVR).Get(ctx, "lb", metav1.GetOptions{})
+	u, err := w.API.Dynamic.Resource(world.PoolGVR).Get(ctx, "lb", metav1.GetOptions{})
 	if err != nil {
 		say("pool: %v", err)
 		return
 	}
 	say("CiliumLoadBalancerIPPool lb, spec.blocks:")
-	for _, b := range blocksOf(u) {
+	for _, b := range world.Blocks(u) {
 		say("  - %s", b)
 	}
 }
@@ -210,7 +180,7 @@ func printStatus(ctx context.Context, w *world.World) {
 func waitPool(ctx context.Context, w *world.World, block string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if u, err := w.API.Dynamic.Resource(poolGVR).Get(ctx, "lb", metav1.GetOptions{}); err == nil && slices.Contains(blocksOf(u), block) {
+		if u, err := w.API.Dynamic.Resource(world.PoolGVR).Get(ctx, "lb", metav1.GetOptions{}); err == nil && slices.Contains(world.Blocks(u), block) {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -224,7 +194,7 @@ func watchFor(ctx context.Context, wt watch.Interface, block string, limit time.
 	for {
 		select {
 		case ev := <-wt.ResultChan():
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok && slices.Contains(blocksOf(u), block) {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok && slices.Contains(world.Blocks(u), block) {
 				return time.Since(start), nil
 			}
 		case <-timeout:

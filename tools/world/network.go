@@ -225,7 +225,7 @@ func (r *Router) Stop() {
 		if out, err := exec.Command("ip", "netns", "pids", r.NS).Output(); err == nil {
 			for _, f := range strings.Fields(string(out)) {
 				var pid int
-				if _, err := fmt.Sscan(f, &pid); err == nil {
+				if _, err := fmt.Sscan(f, &pid); err == nil && pid != os.Getpid() {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
@@ -360,15 +360,23 @@ func (nd *Node) SetLink(ctx context.Context, up bool) error {
 }
 
 // Do runs fn on an OS thread inside the node's network namespace. Sockets opened
-// by fn stay in that namespace after it returns.
+// by fn stay in that namespace after it returns. The thread is moved back to the
+// original namespace before it is released; if that fails it stays locked, so
+// no other goroutine ever runs in the node's namespace (nor, on the main thread,
+// does the process appear to live there when the namespace is torn down).
 func (nd *Node) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is left locked and so discarded when this goroutine ends:
-		// it must never run other goroutines in the node's namespace.
 		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
 		target, err := netns.GetFromName(nd.NS)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
@@ -377,7 +385,11 @@ func (nd *Node) Do(fn func() error) error {
 			errc <- err
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

@@ -146,21 +146,31 @@ func (w *World) Close() {
 			<-done
 		}
 	}
-	teardown(w.state)
+	// Every spawned process is reaped by now: its PID may already belong to
+	// someone else, so teardown must not signal it again.
+	w.mu.Lock()
+	st := w.state
+	st.PIDs = nil
+	w.mu.Unlock()
+	teardown(st)
 	_ = os.RemoveAll(w.Dir)
 }
 
 // teardown kills every process left in the world's namespaces and deletes them.
+// It never signals its own process.
 func teardown(s state) {
+	self := os.Getpid()
 	for _, pid := range s.PIDs {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if pid != self && alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	for i := len(s.Namespaces) - 1; i >= 0; i-- {
 		ns := s.Namespaces[i]
 		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
 			for _, f := range strings.Fields(string(out)) {
 				var pid int
-				if _, err := fmt.Sscan(f, &pid); err == nil {
+				if _, err := fmt.Sscan(f, &pid); err == nil && pid != self {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
@@ -203,6 +213,18 @@ func Down(root string) ([]string, error) {
 		gone = append(gone, s.ID)
 	}
 	return gone, nil
+}
+
+// alive reports whether pid exists and is not a zombie (a recorded PID that was
+// already reaped may have been reused).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
 
 func (w *World) record(f func(*state)) {

@@ -1,0 +1,547 @@
+// Command bench measures what renumber exists for, in the local world (real API
+// server, real radvd, agents in node namespaces, two writers): API writes at
+// steady state and per prefix change (audit log, by identity), the latency of a
+// change from the router to the pool, memory and CPU of agent and writer, and
+// binary sizes. It writes bench/results.md and bench/results.json.
+//
+//	bench [-only steady|change|size] [-steady 10m] [-changes 20]
+//
+// Numbers are measurements, not assertions: nothing here fails on a slow machine.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/renumber/renumber/tools/world"
+)
+
+type results struct {
+	Date     string            `json:"date"`
+	Machine  map[string]string `json:"machine"`
+	Versions map[string]string `json:"versions"`
+	Steady   *steady           `json:"steady,omitempty"`
+	Change   *change           `json:"change,omitempty"`
+	Procs    []proc            `json:"processes,omitempty"`
+	Sizes    map[string]int64  `json:"binarySizes,omitempty"`
+	Notes    []string          `json:"notes"`
+}
+
+type steady struct {
+	Seconds      float64        `json:"seconds"`
+	WritesByWho  map[string]int `json:"writesByIdentityAndResource"`
+	LeaseRenews  int            `json:"leaseRenewals"`
+	RetryPeriod  float64        `json:"retryPeriodSeconds"`
+	OtherPerSec  float64        `json:"otherWritesPerSecond"`
+	LeasesPerSec float64        `json:"leaseWritesPerSecond"`
+}
+
+type change struct {
+	Changes      int            `json:"changes"`
+	WritesByWho  map[string]int `json:"writesByIdentityAndResourceTotal"`
+	MinimumPer   int            `json:"minimumWritesPerChange"`
+	ObjectPer    float64        `json:"objectWritesPerChange"`
+	LatencyMS    []float64      `json:"latencyMillis"`
+	RAToDigestMS []float64      `json:"sighupToLastDigestWriteMillis"`
+	DigestToPool []float64      `json:"lastDigestWriteToPoolPatchMillis"`
+}
+
+type proc struct {
+	Name       string  `json:"name"`
+	RSSMiB     float64 `json:"rssMiB"`
+	PeakMiB    float64 `json:"peakRssMiB"`
+	CPUSecHour float64 `json:"cpuSecondsPerHour"`
+}
+
+func main() {
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady, change or size (default all)")
+	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
+	changes := flag.Int("changes", 20, "prefix changes to measure")
+	out := flag.String("out", "bench", "directory for results.md and results.json")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	r := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Versions: versions()}
+	if err := run(ctx, r, *only, *steadyFor, *changes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if err := write(r, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("results in %s/results.md\n", *out)
+}
+
+func progress(format string, args ...any) {
+	fmt.Printf("%s  "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
+}
+
+const (
+	dps          = 3
+	poolsPerDP   = 2
+	services     = 100
+	retryPeriod  = 5 * time.Second
+	settleWindow = 6 * time.Second
+)
+
+var prefixes = []netip.Prefix{
+	netip.MustParsePrefix("2001:db8:1:100::/64"),
+	netip.MustParsePrefix("2001:db8:2:200::/64"),
+}
+
+func run(ctx context.Context, r *results, only string, steadyFor time.Duration, changes int) error {
+	if only == "" || only == "size" {
+		r.Sizes = sizes()
+		if only == "size" {
+			return nil
+		}
+	}
+	agentBin, err := world.Bin("agent")
+	if err != nil {
+		return err
+	}
+	writerBin, err := world.Bin("writer")
+	if err != nil {
+		return err
+	}
+	progress("starting the world: 3 nodes, %d DynamicPrefixes, %d pools, %d Services", dps, dps*poolsPerDP, services)
+	w, err := world.Start(ctx, world.Options{Nodes: 3})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		return err
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		return err
+	}
+	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixes[0], Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
+		return err
+	}
+	if err := workload(ctx, w); err != nil {
+		return err
+	}
+	procs := map[string]*exec.Cmd{}
+	for _, n := range w.Net.Nodes {
+		c, err := w.StartAgent(ctx, agentBin, n.Name)
+		if err != nil {
+			return err
+		}
+		procs["agent-"+n.Name] = c
+	}
+	for _, name := range []string{"writer-a", "writer-b"} {
+		c, err := w.StartWriter(ctx, writerBin, name)
+		if err != nil {
+			return err
+		}
+		procs[name] = c
+	}
+	if err := waitAllPools(ctx, w, prefixes[0]); err != nil {
+		return err
+	}
+	progress("converged on %s", prefixes[0])
+	time.Sleep(settleWindow)
+
+	if only == "" || only == "steady" {
+		cpu0 := cpuTimes(procs)
+		t0 := time.Now()
+		m, err := w.API.Mark(ctx)
+		if err != nil {
+			return err
+		}
+		progress("steady state: watching writes for %s (RAs every 3-4 s)", steadyFor)
+		select {
+		case <-time.After(steadyFor):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ws, err := w.API.WritesSince(ctx, m)
+		if err != nil {
+			return err
+		}
+		elapsed := time.Since(t0)
+		s := &steady{Seconds: elapsed.Seconds(), WritesByWho: tally(ws), RetryPeriod: retryPeriod.Seconds()}
+		other := 0
+		for _, wr := range ws {
+			if wr.Resource == "leases" {
+				s.LeaseRenews++
+			} else {
+				other++
+			}
+		}
+		s.LeasesPerSec = float64(s.LeaseRenews) / elapsed.Seconds()
+		s.OtherPerSec = float64(other) / elapsed.Seconds()
+		r.Steady = s
+		cpu1 := cpuTimes(procs)
+		for name, c := range procs {
+			rss, peak := memory(c.Process.Pid)
+			r.Procs = append(r.Procs, proc{Name: name, RSSMiB: rss, PeakMiB: peak,
+				CPUSecHour: (cpu1[name] - cpu0[name]) / elapsed.Hours()})
+		}
+		sort.Slice(r.Procs, func(i, j int) bool { return r.Procs[i].Name < r.Procs[j].Name })
+		progress("steady: %d lease renewals, %.3f other writes/s", s.LeaseRenews, s.OtherPerSec)
+	}
+
+	if only == "" || only == "change" {
+		c := &change{Changes: changes, WritesByWho: map[string]int{}, MinimumPer: 3 + dps*poolsPerDP + dps}
+		cur := 0
+		for i := range changes {
+			next := 1 - cur
+			m, err := w.API.Mark(ctx)
+			if err != nil {
+				return err
+			}
+			// Watch pool home-0 from its current version: the new prefix must become
+			// its current entry (the first after the user's block); on a flip back the
+			// old block is already there, draining.
+			pool, err := w.API.Dynamic.Resource(world.PoolGVR).Get(ctx, "home-0", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			watcher, err := w.API.Dynamic.Resource(world.PoolGVR).Watch(ctx, metav1.ListOptions{
+				FieldSelector: "metadata.name=home-0", ResourceVersion: pool.GetResourceVersion()})
+			if err != nil {
+				return err
+			}
+			sighup := time.Now()
+			if err := w.Net.Router.Advertise(ctx,
+				world.Advert{Prefix: prefixes[next], Valid: 30 * time.Minute, Preferred: 20 * time.Minute},
+				world.Advert{Prefix: prefixes[cur], Valid: 10 * time.Minute, Preferred: 0},
+			); err != nil {
+				return err
+			}
+			lat, err := firstPoolWith(ctx, watcher, homeRange(prefixes[next]), sighup)
+			watcher.Stop()
+			if err != nil {
+				return err
+			}
+			time.Sleep(settleWindow)
+			ws, err := w.API.WritesSince(ctx, m)
+			if err != nil {
+				return err
+			}
+			objects := 0
+			var lastDigest, firstPool time.Time
+			for k, v := range tally(ws) {
+				c.WritesByWho[k] += v
+			}
+			for _, wr := range ws {
+				switch {
+				case wr.Resource == "nodes":
+					if wr.At.After(lastDigest) {
+						lastDigest = wr.At
+					}
+				case wr.Resource == "ciliumloadbalancerippools" && firstPool.IsZero():
+					firstPool = wr.At
+				}
+				if wr.Resource != "leases" && wr.Resource != "events" {
+					objects++
+				}
+			}
+			c.ObjectPer += float64(objects) / float64(changes)
+			c.LatencyMS = append(c.LatencyMS, ms(lat))
+			if !lastDigest.IsZero() && !firstPool.IsZero() {
+				c.RAToDigestMS = append(c.RAToDigestMS, ms(lastDigest.Sub(sighup)))
+				c.DigestToPool = append(c.DigestToPool, ms(firstPool.Sub(lastDigest)))
+			}
+			progress("change %d/%d: %s -> %s in %s, %d object writes", i+1, changes, prefixes[cur], prefixes[next], lat.Round(time.Millisecond), objects)
+			// The previous prefix keeps draining (valid 10 min) while the next
+			// change flips back to it: each change is an A<->B renumbering.
+			cur = next
+		}
+		r.Change = c
+	}
+	r.Notes = append(r.Notes,
+		"Services are created (mix of LoadBalancer and ClusterIP) but none is managed: HA-mode Services are not implemented yet (issue 5).",
+		"Scale with 1,000/5,000 simulated Nodes is not measured yet.",
+		"Latency: from just before radvd's SIGHUP to the first pool watch event holding the new block; it includes the agent's settle for DAD and both debounces.")
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func tally(ws []world.Write) map[string]int {
+	out := map[string]int{}
+	for _, w := range ws {
+		who := strings.TrimPrefix(w.User, "system:serviceaccount:renumber-system:")
+		res := w.Resource
+		if w.Subresource != "" {
+			res += "/" + w.Subresource
+		}
+		out[who+" "+w.Verb+" "+res]++
+	}
+	return out
+}
+
+func workload(ctx context.Context, w *world.World) error {
+	names := []string{"home", "lab", "guest"}
+	for i, n := range names {
+		dp := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+			"metadata": map[string]any{"name": n},
+			"spec": map[string]any{
+				"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+				"addressRanges": []any{map[string]any{"name": "lb", "start": fmt.Sprintf("::%x000:0:0:0", 0xd+i), "end": fmt.Sprintf("::%xfff:ffff:ffff:ffff", 0xd+i)}},
+				"subnets":       []any{map[string]any{"name": "svc", "offset": i + 1, "prefixLength": 112}},
+			},
+		}}
+		if _, err := w.API.Dynamic.Resource(dpGVR).Create(ctx, dp, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		for j, follow := range []map[string]any{{"dynamic-prefix.io/address-range": "lb"}, {"dynamic-prefix.io/subnet": "svc"}} {
+			follow["dynamic-prefix.io/name"] = n
+			pool := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+				"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", n, j), "annotations": follow},
+				"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": fmt.Sprintf("192.0.2.%d/32", 10*i+j)}}},
+			}}
+			if _, err := w.API.Dynamic.Resource(world.PoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range services {
+		typ := corev1.ServiceTypeClusterIP
+		if i%3 == 0 {
+			typ = corev1.ServiceTypeLoadBalancer
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i), Namespace: "default"},
+			Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}},
+				Selector: map[string]string{"app": fmt.Sprintf("a%d", i)}},
+		}
+		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var dpGVR = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}
+
+func waitAllPools(ctx context.Context, w *world.World, p netip.Prefix) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := w.API.Dynamic.Resource(world.PoolGVR).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			done := 0
+			for _, u := range list.Items {
+				for _, b := range world.Blocks(&u) {
+					if strings.HasPrefix(b, strings.TrimSuffix(p.String(), "::/64")) {
+						done++
+						break
+					}
+				}
+			}
+			if done == len(list.Items) && done > 0 {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("pools never converged (logs in %s)", w.Dir)
+}
+
+// homeRange is the block DynamicPrefix "home"'s range gives on a /64.
+func homeRange(p netip.Prefix) string {
+	base := strings.TrimSuffix(p.String(), "::/64")
+	return base + ":d000::-" + base + ":dfff:ffff:ffff:ffff"
+}
+
+// firstPoolWith waits for a pool event whose current entry (the first after the
+// user's block) is block; the duration is measured from since.
+func firstPoolWith(ctx context.Context, wt watch.Interface, block string, since time.Time) (time.Duration, error) {
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-wt.ResultChan():
+			if !ok {
+				return 0, fmt.Errorf("pool watch closed")
+			}
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				if b := world.Blocks(u); len(b) > 1 && b[1] == block {
+					return time.Since(since), nil
+				}
+			}
+		case <-timeout:
+			return 0, fmt.Errorf("no pool received %s", block)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// cpuTimes returns user+system CPU seconds of each process.
+func cpuTimes(procs map[string]*exec.Cmd) map[string]float64 {
+	out := map[string]float64{}
+	for name, c := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		var ut, st float64
+		fmt.Sscan(f[11], &ut)
+		fmt.Sscan(f[12], &st)
+		out[name] = (ut + st) / 100 // USER_HZ
+	}
+	return out
+}
+
+// memory returns current and peak RSS in MiB.
+func memory(pid int) (rss, peak float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb float64
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fmt.Sscan(v, &kb)
+			rss = kb / 1024
+		}
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fmt.Sscan(v, &kb)
+			peak = kb / 1024
+		}
+	}
+	return rss, peak
+}
+
+func sizes() map[string]int64 {
+	out := map[string]int64{}
+	for _, name := range []string{"agent", "writer"} {
+		if p, err := world.Bin(name); err == nil {
+			if st, err := os.Stat(p); err == nil {
+				out[name] = st.Size()
+			}
+		}
+	}
+	return out
+}
+
+func machine() map[string]string {
+	m := map[string]string{"cpus": fmt.Sprint(runtime.NumCPU()), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		m["memory"] = strings.Join(strings.Fields(strings.Split(string(b), "\n")[0])[1:], " ")
+	}
+	return m
+}
+
+func versions() map[string]string {
+	v := map[string]string{"go": runtime.Version(), "kube-apiserver": "v1.35.4", "etcd": "v3.6.16"}
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/cilium/cilium").Output(); err == nil {
+		v["cilium types"] = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("radvd", "--version").Output(); err == nil {
+		v["radvd"] = strings.TrimSpace(strings.Split(string(out), "\n")[0])
+	}
+	return v
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s)) + 0.5)
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+func write(r *results, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# renumber benchmark results\n\nMeasured %s by `make bench` (tools/bench).\n\n", r.Date)
+	fmt.Fprintf(&b, "Machine: %s CPUs, %s, %s, kernel %s. Versions: ", r.Machine["cpus"], r.Machine["memory"], r.Machine["os"], r.Machine["kernel"])
+	var vs []string
+	for k, v := range r.Versions {
+		vs = append(vs, k+" "+v)
+	}
+	slices.Sort(vs)
+	fmt.Fprintf(&b, "%s.\n\n", strings.Join(vs, ", "))
+	fmt.Fprintf(&b, "Workload: 3 nodes (agents in namespaces, SLAAC from radvd, RAs every 3-4 s), %d DynamicPrefixes, %d Cilium pools (%d per prefix), %d Services, 2 writers (lease 60 s / renew 40 s / retry 5 s).\n\n", dps, dps*poolsPerDP, poolsPerDP, services)
+	if s := r.Steady; s != nil {
+		fmt.Fprintf(&b, "## Steady state (%.0f s)\n\n| goal | measured |\n|---|---|\n", s.Seconds)
+		fmt.Fprintf(&b, "| 0.000 writes/s besides the Lease | %.3f writes/s |\n", s.OtherPerSec)
+		fmt.Fprintf(&b, "| one Lease renewal per retry period (%.0f s): %.3f/s | %d renewals, %.3f/s |\n\n", s.RetryPeriod, 1/s.RetryPeriod, s.LeaseRenews, s.LeasesPerSec)
+		b.WriteString(table(s.WritesByWho))
+	}
+	if c := r.Change; c != nil {
+		fmt.Fprintf(&b, "\n## Prefix changes (%d)\n\n", c.Changes)
+		fmt.Fprintf(&b, "| | p50 | p90 | p99 |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "| router SIGHUP -> pool holds the new block (goal p99 < 2 s) | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.LatencyMS, 50), percentile(c.LatencyMS, 90), percentile(c.LatencyMS, 99))
+		fmt.Fprintf(&b, "| SIGHUP -> last node digest written | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.RAToDigestMS, 50), percentile(c.RAToDigestMS, 90), percentile(c.RAToDigestMS, 99))
+		fmt.Fprintf(&b, "| last digest -> first pool patch | %.0f ms | %.0f ms | %.0f ms |\n\n", percentile(c.DigestToPool, 50), percentile(c.DigestToPool, 90), percentile(c.DigestToPool, 99))
+		fmt.Fprintf(&b, "Object writes per change (not Lease, not events): %.2f; minimum possible: %d (one annotation per node + one patch per pool + one status per DynamicPrefix).\n\nAll writes over the %d changes:\n\n", c.ObjectPer, c.MinimumPer, c.Changes)
+		b.WriteString(table(c.WritesByWho))
+	}
+	if len(r.Procs) > 0 {
+		b.WriteString("\n## Memory and CPU at steady state\n\n| process | RSS MiB | peak RSS MiB | CPU s/hour | goal |\n|---|---|---|---|---|\n")
+		for _, p := range r.Procs {
+			goal := "<= 16 MiB"
+			if strings.HasPrefix(p.Name, "writer") {
+				goal = "<= 32 MiB"
+			}
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %s |\n", p.Name, p.RSSMiB, p.PeakMiB, p.CPUSecHour, goal)
+		}
+	}
+	if len(r.Sizes) > 0 {
+		b.WriteString("\n## Binary sizes (stripped)\n\n| binary | MiB |\n|---|---|\n")
+		for _, n := range []string{"agent", "writer"} {
+			fmt.Fprintf(&b, "| %s | %.1f |\n", n, float64(r.Sizes[n])/(1<<20))
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n## Not measured / caveats\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
+}
+
+func table(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString("| identity, verb, resource | writes |\n|---|---|\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, m[k])
+	}
+	return b.String()
+}

@@ -1,0 +1,69 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// PoolGVR is the Cilium pool resource the world's CRDs serve.
+var PoolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumloadbalancerippools"}
+
+// StartAgent runs the agent binary at bin in node's namespace with its own
+// pod-bound identity, watching eth0. Its log is <world>/agent-<node>.log.
+func (w *World) StartAgent(ctx context.Context, bin, node string, extra ...string) (*exec.Cmd, error) {
+	id, err := w.API.ServiceAccount(ctx, "renumber-agent", node)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{bin, "--node-name", node, "--interface", "eth0", "--kubeconfig", id.Kubeconfig,
+		"--metrics-addr", "[::1]:9470"}, extra...)
+	return w.Spawn(node, "agent-"+node+".log", argv...)
+}
+
+// StartWriter runs the writer binary at bin in the root namespace as name, with
+// the writer's identity. Its log is <world>/<name>.log.
+func (w *World) StartWriter(ctx context.Context, bin, name string, extra ...string) (*exec.Cmd, error) {
+	id, err := w.API.ServiceAccount(ctx, "renumber-writer", "")
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{bin, "--kubeconfig", id.Kubeconfig, "--identity", name, "--metrics-addr", "127.0.0.1:0"}, extra...)
+	return w.Spawn("", name+".log", argv...)
+}
+
+// Blocks returns a CiliumLoadBalancerIPPool's blocks as "cidr" or "start-stop".
+func Blocks(u *unstructured.Unstructured) []string {
+	bs, _, _ := unstructured.NestedSlice(u.Object, "spec", "blocks")
+	var out []string
+	for _, b := range bs {
+		m, _ := b.(map[string]any)
+		if c, ok := m["cidr"].(string); ok {
+			out = append(out, c)
+		} else {
+			out = append(out, fmt.Sprint(m["start"], "-", m["stop"]))
+		}
+	}
+	return out
+}
+
+// PoolBlocks reads a pool's blocks.
+func (cp *ControlPlane) PoolBlocks(ctx context.Context, name string) ([]string, error) {
+	u, err := cp.Dynamic.Resource(PoolGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return Blocks(u), nil
+}
+
+// RangeOf is the block the example address range "::f000:0:0:0" to
+// "::ffff:ffff:ffff:ffff" gives on a /64 whose last two groups are zero.
+func RangeOf(p64 string) string {
+	base := strings.TrimSuffix(p64, "::/64")
+	return base + ":f000::-" + base + ":ffff:ffff:ffff:ffff"
+}

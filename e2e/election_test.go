@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -22,11 +21,7 @@ func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
-	})
+	minimalDP(t, w, "home")
 	startAgent(t, w, "node1")
 	writers := []string{"writer-a", "writer-b"}
 	procs := map[string]int{}

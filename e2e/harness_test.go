@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -207,4 +208,14 @@ func lastLine(w *world.World, file string, words []string) string {
 		}
 	}
 	return ""
+}
+
+// minimalDP creates a DynamicPrefix following eth0 with nothing else set.
+func minimalDP(t *testing.T, w *world.World, name string) {
+	t.Helper()
+	apply(t, w, dynamicprefix.GVR, map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
+	})
 }

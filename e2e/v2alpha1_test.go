@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -55,11 +54,7 @@ func TestPoolsOnACiliumThatServesOnlyV2alpha1(t *testing.T) {
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
-	})
+	minimalDP(t, w, "home")
 	v2alpha1 := schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliumloadbalancerippools"}
 	apply(t, w, v2alpha1, map[string]any{
 		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumLoadBalancerIPPool",

@@ -41,11 +41,10 @@ func main() {
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
 		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
-		logFormat   = flag.String("log-format", "journal", "journal or json")
-		logLevel    = flag.String("log-level", "info", "debug, info, warn or error")
 	)
+	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
-	log, err := logs.New(os.Stderr, *logFormat, *logLevel)
+	log, err := newLog()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

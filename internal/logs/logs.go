@@ -3,9 +3,11 @@
 package logs
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -38,4 +40,12 @@ func isTerminal(w io.Writer) bool {
 	type fd interface{ Fd() uintptr }
 	f, ok := w.(fd)
 	return ok && isatty(f.Fd())
+}
+
+// Flags registers --log-format and --log-level on fs and returns the constructor
+// of the logger they describe (call it after parsing).
+func Flags(fs *flag.FlagSet) func() (*slog.Logger, error) {
+	format := fs.String("log-format", "journal", "journal or json")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	return func() (*slog.Logger, error) { return New(os.Stderr, *format, *level) }
 }

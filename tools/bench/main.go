@@ -105,9 +105,11 @@ const (
 	settleWindow = 6 * time.Second
 )
 
-var prefixes = []netip.Prefix{
-	netip.MustParsePrefix("2001:db8:1:100::/64"),
-	netip.MustParsePrefix("2001:db8:2:200::/64"),
+// fresh returns the i-th prefix of the run: every change moves to a prefix the
+// nodes have never seen, as an ISP renumbering does (so SLAAC and DAD are part
+// of every measured change).
+func fresh(i int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:100::/64", i+1))
 }
 
 func run(ctx context.Context, r *results, only string, steadyFor time.Duration, changes int) error {
@@ -137,31 +139,20 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	if err := w.API.InstallRBAC(ctx); err != nil {
 		return err
 	}
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixes[0], Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
+	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: fresh(0), Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
 		return err
 	}
 	if err := workload(ctx, w); err != nil {
 		return err
 	}
-	procs := map[string]*exec.Cmd{}
-	for _, n := range w.Net.Nodes {
-		c, err := w.StartAgent(ctx, agentBin, n.Name)
-		if err != nil {
-			return err
-		}
-		procs["agent-"+n.Name] = c
-	}
-	for _, name := range []string{"writer-a", "writer-b"} {
-		c, err := w.StartWriter(ctx, writerBin, name)
-		if err != nil {
-			return err
-		}
-		procs[name] = c
-	}
-	if err := waitAllPools(ctx, w, prefixes[0]); err != nil {
+	procs, err := w.StartAll(ctx, agentBin, writerBin, "writer-a", "writer-b")
+	if err != nil {
 		return err
 	}
-	progress("converged on %s", prefixes[0])
+	if err := waitAllPools(ctx, w, fresh(0)); err != nil {
+		return err
+	}
+	progress("converged on %s", fresh(0))
 	time.Sleep(settleWindow)
 
 	if only == "" || only == "steady" {
@@ -206,9 +197,8 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 
 	if only == "" || only == "change" {
 		c := &change{Changes: changes, WritesByWho: map[string]int{}, MinimumPer: 3 + dps*poolsPerDP + dps}
-		cur := 0
 		for i := range changes {
-			next := 1 - cur
+			cur, next := fresh(i), fresh(i+1)
 			m, err := w.API.Mark(ctx)
 			if err != nil {
 				return err
@@ -227,12 +217,12 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			}
 			sighup := time.Now()
 			if err := w.Net.Router.Advertise(ctx,
-				world.Advert{Prefix: prefixes[next], Valid: 30 * time.Minute, Preferred: 20 * time.Minute},
-				world.Advert{Prefix: prefixes[cur], Valid: 10 * time.Minute, Preferred: 0},
+				world.Advert{Prefix: next, Valid: 30 * time.Minute, Preferred: 20 * time.Minute},
+				world.Advert{Prefix: cur, Valid: 30 * time.Minute, Preferred: 0},
 			); err != nil {
 				return err
 			}
-			lat, err := firstPoolWith(ctx, watcher, homeRange(prefixes[next]), sighup)
+			lat, err := firstPoolWith(ctx, watcher, homeRange(next), sighup)
 			watcher.Stop()
 			if err != nil {
 				return err
@@ -266,17 +256,15 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 				c.RAToDigestMS = append(c.RAToDigestMS, ms(lastDigest.Sub(sighup)))
 				c.DigestToPool = append(c.DigestToPool, ms(firstPool.Sub(lastDigest)))
 			}
-			progress("change %d/%d: %s -> %s in %s, %d object writes", i+1, changes, prefixes[cur], prefixes[next], lat.Round(time.Millisecond), objects)
-			// The previous prefix keeps draining (valid 10 min) while the next
-			// change flips back to it: each change is an A<->B renumbering.
-			cur = next
+			progress("change %d/%d: %s -> %s in %s, %d object writes", i+1, changes, cur, next, lat.Round(time.Millisecond), objects)
 		}
 		r.Change = c
 	}
 	r.Notes = append(r.Notes,
 		"Services are created (mix of LoadBalancer and ClusterIP) but none is managed: HA-mode Services are not implemented yet (issue 5).",
 		"Scale with 1,000/5,000 simulated Nodes is not measured yet.",
-		"Latency: from just before radvd's SIGHUP to the first pool watch event holding the new block; it includes the agent's settle for DAD and both debounces.")
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw, so it includes SLAAC with DAD (the agent publishes once the address exists) and both debounces.",
+		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.")
 	return nil
 }
 

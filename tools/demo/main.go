@@ -87,15 +87,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range w.Net.Nodes {
-		if _, err := w.StartAgent(ctx, agentBin, n.Name); err != nil {
-			return err
-		}
-	}
-	for _, name := range []string{"writer-a", "writer-b"} {
-		if _, err := w.StartWriter(ctx, writerBin, name); err != nil {
-			return err
-		}
+	if _, err := w.StartAll(ctx, agentBin, writerBin, "writer-a", "writer-b"); err != nil {
+		return err
 	}
 	if err := waitPool(ctx, w, world.RangeOf(prefixA.String()), time.Minute); err != nil {
 		return err

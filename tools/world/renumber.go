@@ -37,6 +37,26 @@ func (w *World) StartWriter(ctx context.Context, bin, name string, extra ...stri
 	return w.Spawn("", name+".log", argv...)
 }
 
+// StartAll starts an agent on every node and the named writers.
+func (w *World) StartAll(ctx context.Context, agentBin, writerBin string, writers ...string) (map[string]*exec.Cmd, error) {
+	procs := map[string]*exec.Cmd{}
+	for _, n := range w.Net.Nodes {
+		c, err := w.StartAgent(ctx, agentBin, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		procs["agent-"+n.Name] = c
+	}
+	for _, name := range writers {
+		c, err := w.StartWriter(ctx, writerBin, name)
+		if err != nil {
+			return nil, err
+		}
+		procs[name] = c
+	}
+	return procs, nil
+}
+
 // Blocks returns a CiliumLoadBalancerIPPool's blocks as "cidr" or "start-stop".
 func Blocks(u *unstructured.Unstructured) []string {
 	bs, _, _ := unstructured.NestedSlice(u.Object, "spec", "blocks")

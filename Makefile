@@ -12,7 +12,7 @@ APISERVER := $(BIN)/kube-apiserver
 ETCD      := $(BIN)/etcd
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.7.0
-APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps
+APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus
 
 .DEFAULT_GOAL := help
 

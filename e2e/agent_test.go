@@ -190,6 +190,21 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 		waitDigest(t, w, "node1", "C after the flap", has(prefixC, false, digest.SourceRA|digest.SourceAddr))
 	})
 
+	t.Run("uplink deleted and re-created: the agent recovers by itself", func(t *testing.T) {
+		node2, _ := w.Net.Node("node2")
+		if err := node2.Recreate(ctx, w.Net); err != nil {
+			t.Fatal(err)
+		}
+		// A new interface index: the listener must reopen on it, and SLAAC starts
+		// over on the new link. Both sources come back without a restart.
+		waitDigest(t, w, "node2", "B and C back on the new link", all(
+			has(prefixB, false, digest.SourceRA|digest.SourceAddr),
+			has(prefixC, false, digest.SourceRA|digest.SourceAddr)))
+		if got := countLog(w, "agent-node2.log", "agent started"); got != 2 {
+			t.Errorf("agent-node2 started %d times, want 2 (once, and the restart test's)", got)
+		}
+	})
+
 	t.Run("router stops advertising A: it leaves when its lifetime runs out", func(t *testing.T) {
 		m := mark(t, w)
 		if err := r.Advertise(ctx,

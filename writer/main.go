@@ -105,7 +105,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
 	r := reconcile.New(reconcile.Config{Debounce: debounce}, dyn, meta, kinds, clk, log, rec)
 
-	reg := metrics.NewRegistry(append(append(election.Collectors(), reconcile.Collectors()...), requests)...)
+	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {
 		healthz := func(*http.Request) error { return elector.Check() }
 		readyz := func(*http.Request) error {

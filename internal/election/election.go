@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -57,6 +58,9 @@ type Elector struct {
 	log     *slog.Logger
 	Gate    Gate
 	checker *leaderelection.HealthzAdaptor
+	lock    *countingLock
+
+	sinceRenewal prometheus.Collector
 }
 
 // New returns an elector; client must not go through the write gate (the Lease
@@ -68,7 +72,17 @@ func New(cfg Config, client kubernetes.Interface, log *slog.Logger) (*Elector, e
 	metricDeadlines.WithLabelValues("lease_duration").Set(cfg.LeaseDuration.Seconds())
 	metricDeadlines.WithLabelValues("renew_deadline").Set(cfg.RenewDeadline.Seconds())
 	metricDeadlines.WithLabelValues("retry_period").Set(cfg.RetryPeriod.Seconds())
-	return &Elector{cfg: cfg, client: client, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}, nil
+	e := &Elector{cfg: cfg, client: client, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
+	e.lock = &countingLock{now: time.Now, Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}}
+	e.sinceRenewal = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "renumber_writer_lease_seconds_since_renewal",
+		Help: "On the leader, seconds since its last successful Lease write (0 on standbys).",
+	}, e.sinceRenew)
+	return e, nil
 }
 
 // Check is a health check that fails when this process holds a lease it has not
@@ -78,14 +92,9 @@ func (e *Elector) Check() error { return e.checker.Check(nil) }
 // Run campaigns until ctx ends; lead runs while leading, with a context that is
 // cancelled the moment leadership is lost.
 func (e *Elector) Run(ctx context.Context, lead func(context.Context)) {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
-		Client:     e.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
-	}
 	for ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
+			Lock:            e.lock,
 			LeaseDuration:   e.cfg.LeaseDuration,
 			RenewDeadline:   e.cfg.RenewDeadline,
 			RetryPeriod:     e.cfg.RetryPeriod,
@@ -140,7 +149,9 @@ var (
 	}, []string{"setting"})
 )
 
-// Collectors returns this package's metrics.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metricLeader, metricTransitions, metricLost, metricDeadlines}
+// Collectors returns the election's metrics.
+func (e *Elector) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metricLeader, metricTransitions, metricLost, metricDeadlines, metricAttempts, metricFailures, e.sinceRenewal}
 }
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

@@ -145,15 +145,19 @@ func (n *Network) addNode(ctx context.Context, i int) (*Node, error) {
 	if err := n.addNS(ctx, node.NS); err != nil {
 		return nil, err
 	}
-	err := n.attach(ctx, node.NS, fmt.Sprintf("p-n%d", i), node.ControlAddr,
-		"net.ipv6.conf.all.forwarding=0",
-		"net.ipv6.conf.eth0.forwarding=0",
-		"net.ipv6.conf.eth0.accept_ra=2",
-		"net.ipv6.conf.eth0.autoconf=1",
-		"net.ipv6.conf.eth0.use_tempaddr=0",
-		"net.ipv6.conf.eth0.keep_addr_on_down=1",
-	)
+	err := n.attach(ctx, node.NS, fmt.Sprintf("p-n%d", i), node.ControlAddr, nodeSysctls...)
 	return node, err
+}
+
+// nodeSysctls make a node's uplink a SLAAC host; new namespaces do not inherit
+// them, and they must be set before the link comes up.
+var nodeSysctls = []string{
+	"net.ipv6.conf.all.forwarding=0",
+	"net.ipv6.conf.eth0.forwarding=0",
+	"net.ipv6.conf.eth0.accept_ra=2",
+	"net.ipv6.conf.eth0.autoconf=1",
+	"net.ipv6.conf.eth0.use_tempaddr=0",
+	"net.ipv6.conf.eth0.keep_addr_on_down=1",
 }
 
 func (n *Network) newRouter(ctx context.Context, name string, clients []netip.Addr) (*Router, error) {
@@ -348,6 +352,16 @@ func (nd *Node) LinkLocal(ctx context.Context) (netip.Addr, error) {
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("world: %s has no link-local address", nd.Name)
+}
+
+// Recreate deletes the node's uplink (its veth pair) and creates it again with
+// the same settings, as a reprovisioned NIC or a recreated bond would appear.
+func (nd *Node) Recreate(ctx context.Context, n *Network) error {
+	port := "p-" + strings.TrimPrefix(nd.NS, "rn"+n.w.ID+"-")
+	if err := run(ctx, "ip", "-n", nd.NS, "link", "del", nd.Link); err != nil {
+		return err
+	}
+	return n.attach(ctx, nd.NS, port, nd.ControlAddr, nodeSysctls...)
 }
 
 // SetLink takes the node's uplink down or up.

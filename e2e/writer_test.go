@@ -33,9 +33,10 @@ var (
 // leader is replaced within the test; the production defaults are 60/40/5 s.
 var writerArgs = []string{"--lease-duration", "12s", "--renew-deadline", "8s", "--retry-period", "2s"}
 
-func startWriter(t *testing.T, w *world.World, name string) *exec.Cmd {
+func startWriter(t *testing.T, w *world.World, name string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd, err := w.StartWriter(t.Context(), filepath.Join(binaries(t), "writer"), name, append([]string{"--log-level", "debug"}, writerArgs...)...)
+	args := append(append([]string{"--log-level", "debug"}, writerArgs...), extra...)
+	cmd, err := w.StartWriter(t.Context(), filepath.Join(binaries(t), "writer"), name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/election"
 	"github.com/renumber/renumber/internal/event"
@@ -41,7 +42,12 @@ func main() {
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
 		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+		limits      budget.Limits
 	)
+	flag.IntVar(&limits.ObjectBurst, "budget-object-burst", 5, "write-storm breaker: writes one object may take at once")
+	flag.Float64Var(&limits.ObjectPerMinute, "budget-object-per-minute", 2, "write-storm breaker: sustained writes per object per minute")
+	flag.IntVar(&limits.TotalBurst, "budget-total-burst", 200, "write-storm breaker: writes of all objects at once (a prefix change writes each managed object once)")
+	flag.Float64Var(&limits.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
 	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
 	log, err := newLog()
@@ -53,7 +59,11 @@ func main() {
 	defer stop()
 	cfg := election.Config{Namespace: *namespace, Name: *leaseName, Identity: *identity,
 		LeaseDuration: *lease, RenewDeadline: *renew, RetryPeriod: *retry}
-	if err := run(ctx, log, *kubeconfig, cfg, *debounce, *metricsAddr); err != nil {
+	if err := limits.Validate(); err != nil {
+		log.Error("invalid flags", "err", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits}, *metricsAddr); err != nil {
 		log.Error("writer failed", "err", err)
 		os.Exit(1)
 	}
@@ -66,7 +76,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, debounce time.Duration, metricsAddr string) error {
+func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, rcfg reconcile.Config, metricsAddr string) error {
 	requests := kube.NewRequestCounter("writer")
 	base, err := kube.Config(kubeconfig, "renumber-writer/"+ecfg.Identity)
 	if err != nil {
@@ -103,7 +113,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
-	r := reconcile.New(reconcile.Config{Debounce: debounce}, dyn, meta, kinds, clk, log, rec)
+	r := reconcile.New(rcfg, dyn, meta, kinds, clk, log, rec)
 
 	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {

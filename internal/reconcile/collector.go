@@ -15,6 +15,8 @@ type stateCollector struct{ r *Reconciler }
 var (
 	descNodes = prometheus.NewDesc("renumber_writer_nodes",
 		"Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid.", []string{"state"}, nil)
+	descThrottled = prometheus.NewDesc("renumber_writer_throttled_objects",
+		"Objects whose last write the write-storm breaker refused (0 when writes flow).", nil, nil)
 	descAcquired = prometheus.NewDesc("renumber_writer_dynamicprefix_acquired",
 		"1 when the DynamicPrefix's status has a current prefix.", []string{"name"}, nil)
 )
@@ -24,6 +26,7 @@ func (r *Reconciler) Collector() prometheus.Collector { return stateCollector{r}
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descNodes
+	ch <- descThrottled
 	ch <- descAcquired
 }
 
@@ -47,6 +50,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, n, state)
 	}
+	c.r.mu.Lock()
+	throttled := len(c.r.throttled)
+	c.r.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.GaugeValue, float64(throttled))
 	for _, o := range c.r.dps.GetStore().List() {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {

@@ -9,6 +9,9 @@ var (
 	metricErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "renumber_writer_sync_errors_total", Help: "Sync passes that failed and were retried with backoff.",
 	})
+	metricRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renumber_writer_writes_refused_total", Help: "Object writes the write-storm breaker refused, by resource.",
+	}, []string{"resource"})
 	metricBadDigests = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "renumber_writer_invalid_digests_total", Help: "Distinct garbled node digests ignored.",
 	})
@@ -16,5 +19,5 @@ var (
 
 // Collectors returns this package's metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metricWrites, metricErrors, metricBadDigests}
+	return []prometheus.Collector{metricWrites, metricErrors, metricBadDigests, metricRefused}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -41,6 +42,8 @@ type Config struct {
 	// Debounce groups node digest changes arriving close together (all nodes see
 	// the same RA within milliseconds) into one pass.
 	Debounce time.Duration
+	// Budget limits our own object writes (the write-storm breaker).
+	Budget budget.Limits
 }
 
 // Reconciler is the writer's loop.
@@ -57,7 +60,9 @@ type Reconciler struct {
 	pools map[*cilium.Kind]cache.SharedIndexInformer
 	queue workqueue.TypedRateLimitingInterface[string]
 
+	budget    *budget.Budget
 	mu        sync.Mutex
+	throttled map[string]bool   // objects whose last write the budget refused
 	memo      map[string]memo   // what we wrote last, per object
 	announced map[string]string // last event text per subject, so events mark transitions
 	badNodes  map[string]string // node -> garbled digest value already reported
@@ -78,6 +83,8 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dynamicprefixes", Clock: clk}),
+		budget:    budget.New(cfg.Budget),
+		throttled: map[string]bool{},
 		memo:      map[string]memo{},
 		announced: map[string]string{},
 		badNodes:  map[string]string{},
@@ -343,6 +350,58 @@ func (r *Reconciler) remembered(key, base string) (any, bool) {
 		return nil, false
 	}
 	return m.written, true
+}
+
+// permit takes a write permit for the object key. A refusal starts (or
+// continues) a throttling episode: one event and log line per episode, the
+// metric, and the DynamicPrefix requeued for when a permit is back. The episode
+// ends when the object's bucket is full again (see calm).
+func (r *Reconciler) permit(key string, regarding *unstructured.Unstructured, dp string) error {
+	now := r.clock.Now()
+	ok, wait := r.budget.Take(key, now)
+	r.mu.Lock()
+	was := r.throttled[key]
+	if !ok {
+		r.throttled[key] = true
+	}
+	r.mu.Unlock()
+	if ok {
+		if was {
+			// Still in an episode: look again when the bucket will be full.
+			_, in := r.budget.Calm(key, now)
+			r.enqueue(dp, in)
+		}
+		return nil
+	}
+	metricRefused.WithLabelValues(strings.SplitN(key, "/", 2)[0]).Inc()
+	if !was {
+		r.log.Warn("write budget exceeded; writes to this object paused", "object", key, "next", wait.Round(time.Second))
+	}
+	r.announce("budget/"+key, regarding, true, "WriteBudgetExceeded",
+		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
+	r.enqueue(dp, wait)
+	return fmt.Errorf("%s: %w (next permit in %s)", key, budget.ErrExceeded, wait.Round(time.Second))
+}
+
+// calm ends key's throttling episode once its bucket is full again; called when
+// a pass finds nothing to write to it.
+func (r *Reconciler) calm(key, dp string) {
+	r.mu.Lock()
+	was := r.throttled[key]
+	r.mu.Unlock()
+	if !was {
+		return
+	}
+	calm, in := r.budget.Calm(key, r.clock.Now())
+	if !calm {
+		r.enqueue(dp, in)
+		return
+	}
+	r.mu.Lock()
+	delete(r.throttled, key)
+	r.mu.Unlock()
+	r.forget("budget/" + key)
+	r.log.Info("writes flow again", "object", key)
 }
 
 func (r *Reconciler) remember(key, base string, written any) {

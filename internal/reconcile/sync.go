@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/pool"
@@ -75,7 +76,12 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	}
 
 	st := status.Render(dp, d, problems, now)
-	if !status.Equal(st, dp.Status) {
+	if status.Equal(st, dp.Status) {
+		r.calm("dynamicprefixes/"+name, name)
+	} else {
+		if err := r.permit("dynamicprefixes/"+name, u, name); err != nil {
+			return nil // requeued for when a permit is back
+		}
 		if err := r.patchStatus(ctx, u, st); err != nil {
 			return err
 		}
@@ -93,11 +99,12 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	if !d.Wake.IsZero() {
 		r.queue.AddAfter("dp/"+name, max(d.Wake.Sub(now), 0))
 	}
-	// Pool errors are the user's to fix (condition and event): retrying with
-	// backoff would only repeat them. Conflicts and API errors are retried.
+	// Pool errors are the user's to fix (condition and event), and throttled
+	// writes are already requeued: retrying with backoff would only repeat them.
+	// Conflicts and API errors are retried.
 	var retry []error
 	for _, e := range poolErrs {
-		if !errors.Is(e, pool.ErrSpec) {
+		if !errors.Is(e, pool.ErrSpec) && !errors.Is(e, budget.ErrExceeded) {
 			retry = append(retry, e)
 		}
 	}
@@ -119,7 +126,11 @@ func (r *Reconciler) syncPool(ctx context.Context, k *cilium.Kind, u *unstructur
 	entries, record := pool.Merge(po.Entries, po.Record, desired)
 	if pool.Same(entries, po.Entries) && slices.Equal(record, po.Record) && po.HasRecord == (len(record) > 0) {
 		r.forget("pool/" + key)
+		r.calm(key, dp.Name)
 		return nil
+	}
+	if err := r.permit(key, u, dp.Name); err != nil {
+		return err
 	}
 	if err := k.Patch(ctx, r.client, po, entries, record); err != nil {
 		return err
@@ -154,6 +165,11 @@ func (r *Reconciler) release(ctx context.Context, k *cilium.Kind, name string) e
 		return nil // already released; the cache has not caught up
 	}
 	entries, _ := pool.Merge(po.Entries, po.Record, nil)
+	if ok, wait := r.budget.Take(key, r.clock.Now()); !ok {
+		metricRefused.WithLabelValues(k.Resource).Inc()
+		r.queue.AddAfter(releaseKey(k, name), wait)
+		return nil
+	}
 	if err := k.Patch(ctx, r.client, po, entries, nil); err != nil {
 		return err
 	}

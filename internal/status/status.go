@@ -6,6 +6,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/prefix"
 )
@@ -69,8 +71,12 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 	default:
 		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
 	}
+	poolReason := "PoolError"
+	if errors.Is(p.Pools, budget.ErrExceeded) {
+		poolReason = "WriteBudgetExceeded"
+	}
 	if p.Pools != nil {
-		set(PoolsSynced, false, "PoolError", p.Pools.Error())
+		set(PoolsSynced, false, poolReason, p.Pools.Error())
 	} else {
 		set(PoolsSynced, true, "Synced", "every following pool holds the current entries")
 	}
@@ -83,7 +89,7 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 		degraded, reason = append(degraded, "DHCPv6-PD acquisition is not implemented; enable routerAdvertisement"), "DHCPv6PDUnsupported"
 	}
 	if p.Pools != nil && p.Spec == nil {
-		degraded, reason = append(degraded, p.Pools.Error()), "PoolError"
+		degraded, reason = append(degraded, p.Pools.Error()), poolReason
 	}
 	set(Degraded, len(degraded) > 0, reason, strings.Join(degraded, "; "))
 	if Equal(st, prev) {

@@ -42,6 +42,7 @@ func main() {
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
 		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+		staleness   = flag.Duration("staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
 		limits      budget.Limits
 	)
 	flag.IntVar(&limits.ObjectBurst, "budget-object-burst", 5, "write-storm breaker: writes one object may take at once")
@@ -63,7 +64,7 @@ func main() {
 		log.Error("invalid flags", "err", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits}, *metricsAddr); err != nil {
+	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits, Staleness: *staleness}, *metricsAddr); err != nil {
 		log.Error("writer failed", "err", err)
 		os.Exit(1)
 	}
@@ -133,6 +134,9 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	}
 	log.Info("writer started", "identity", ecfg.Identity, "kinds", len(kinds),
 		"lease", ecfg.LeaseDuration, "renew", ecfg.RenewDeadline, "retry", ecfg.RetryPeriod)
+	if rcfg.Staleness > 0 {
+		go r.CheckStaleness(ctx, rcfg.Staleness)
+	}
 	elector.Run(ctx, r.Lead)
 	return nil
 }

@@ -32,7 +32,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0}
-	for _, o := range c.r.nodes.GetStore().List() {
+	for _, o := range c.r.nodes.store().List() {
 		m, ok := o.(*metav1.PartialObjectMetadata)
 		if !ok {
 			continue
@@ -54,7 +54,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	throttled := len(c.r.throttled)
 	c.r.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.GaugeValue, float64(throttled))
-	for _, o := range c.r.dps.GetStore().List() {
+	for _, o := range c.r.dps.store().List() {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
 			continue

@@ -12,6 +12,9 @@ var (
 	metricRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "renumber_writer_writes_refused_total", Help: "Object writes the write-storm breaker refused, by resource.",
 	}, []string{"resource"})
+	metricRelists = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renumber_writer_cache_relists_total", Help: "Caches found behind the API server and re-listed, by resource.",
+	}, []string{"resource"})
 	metricBadDigests = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "renumber_writer_invalid_digests_total", Help: "Distinct garbled node digests ignored.",
 	})
@@ -19,5 +22,5 @@ var (
 
 // Collectors returns this package's metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metricWrites, metricErrors, metricBadDigests, metricRefused}
+	return []prometheus.Collector{metricWrites, metricErrors, metricBadDigests, metricRefused, metricRelists}
 }

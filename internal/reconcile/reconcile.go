@@ -18,9 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -44,20 +42,23 @@ type Config struct {
 	Debounce time.Duration
 	// Budget limits our own object writes (the write-storm breaker).
 	Budget budget.Limits
+	// Staleness is how often CheckStaleness compares caches with the API server.
+	Staleness time.Duration
 }
 
 // Reconciler is the writer's loop.
 type Reconciler struct {
 	cfg      Config
 	client   dynamic.Interface // writes pass the leader gate
+	meta     metadata.Interface
 	kinds    []*cilium.Kind
 	clock    clock.WithTicker
 	log      *slog.Logger
 	recorder Recorder
 
-	nodes cache.SharedIndexInformer
-	dps   cache.SharedIndexInformer
-	pools map[*cilium.Kind]cache.SharedIndexInformer
+	nodes *watched
+	dps   *watched
+	pools map[*cilium.Kind]*watched
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	budget    *budget.Budget
@@ -78,8 +79,8 @@ type memo struct {
 // New builds the informers; call Run to start them.
 func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []*cilium.Kind, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
-		cfg: cfg, client: client, kinds: kinds, clock: clk, log: log, recorder: rec,
-		pools: map[*cilium.Kind]cache.SharedIndexInformer{},
+		cfg: cfg, client: client, meta: meta, kinds: kinds, clock: clk, log: log, recorder: rec,
+		pools: map[*cilium.Kind]*watched{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dynamicprefixes", Clock: clk}),
@@ -89,42 +90,48 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []
 		announced: map[string]string{},
 		badNodes:  map[string]string{},
 	}
-	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
-	r.nodes = mf.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}).Informer()
-	_ = r.nodes.SetTransform(keepDigestOnly)
-	_, _ = r.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { r.enqueueAll(cfg.Debounce) },
-		UpdateFunc: func(old, new any) {
-			if digestOf(old) != digestOf(new) {
-				r.enqueueAll(cfg.Debounce)
-			}
-		},
-		DeleteFunc: func(any) { r.enqueueAll(cfg.Debounce) },
-	})
-	df := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
-	r.dps = df.ForResource(dynamicprefix.GVR).Informer()
-	_, _ = r.dps.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { r.enqueue(nameOf(o), 0) },
-		UpdateFunc: func(old, new any) {
-			// Our own status writes change nothing we act on: only spec changes.
-			if o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured); o.GetGeneration() != n.GetGeneration() {
-				r.enqueue(n.GetName(), 0)
-			}
-		},
-		DeleteFunc: func(o any) { r.enqueue(nameOf(o), 0) },
-	})
-	for _, k := range kinds {
-		inf := df.ForResource(k.GVR).Informer()
+	nodesGVR := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	r.nodes = newWatched("nodes", nodesGVR, func() cache.SharedIndexInformer {
+		inf := metadataInformer(meta, nodesGVR)
+		_ = inf.SetTransform(keepDigestOnly)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { r.poolChanged(k, nil, o) },
+			AddFunc: func(any) { r.enqueueAll(cfg.Debounce) },
 			UpdateFunc: func(old, new any) {
-				if old.(*unstructured.Unstructured).GetResourceVersion() != new.(*unstructured.Unstructured).GetResourceVersion() {
-					r.poolChanged(k, old, new)
+				if digestOf(old) != digestOf(new) {
+					r.enqueueAll(cfg.Debounce)
 				}
 			},
-			DeleteFunc: func(o any) {},
+			DeleteFunc: func(any) { r.enqueueAll(cfg.Debounce) },
 		})
-		r.pools[k] = inf
+		return inf
+	})
+	r.dps = newWatched("dynamicprefixes", dynamicprefix.GVR, func() cache.SharedIndexInformer {
+		inf := dynamicInformer(client, dynamicprefix.GVR)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { r.enqueue(nameOf(o), 0) },
+			UpdateFunc: func(old, new any) {
+				// Our own status writes change nothing we act on: only spec changes.
+				if o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured); o.GetGeneration() != n.GetGeneration() {
+					r.enqueue(n.GetName(), 0)
+				}
+			},
+			DeleteFunc: func(o any) { r.enqueue(nameOf(o), 0) },
+		})
+		return inf
+	})
+	for _, k := range kinds {
+		r.pools[k] = newWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
+			inf := dynamicInformer(client, k.GVR)
+			_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(o any) { r.poolChanged(k, nil, o) },
+				UpdateFunc: func(old, new any) {
+					if old.(*unstructured.Unstructured).GetResourceVersion() != new.(*unstructured.Unstructured).GetResourceVersion() {
+						r.poolChanged(k, old, new)
+					}
+				},
+			})
+			return inf
+		})
 	}
 	return r
 }
@@ -194,32 +201,37 @@ func (r *Reconciler) enqueue(name string, after time.Duration) {
 }
 
 func (r *Reconciler) enqueueAll(after time.Duration) {
-	for _, o := range r.dps.GetStore().List() {
+	for _, o := range r.dps.store().List() {
 		r.enqueue(nameOf(o), after)
 	}
 }
 
+func (r *Reconciler) all() []*watched {
+	ws := []*watched{r.nodes, r.dps}
+	for _, k := range r.kinds {
+		ws = append(ws, r.pools[k])
+	}
+	return ws
+}
+
 // Run starts the informers (on every replica) and returns once they synced.
 func (r *Reconciler) Run(ctx context.Context) bool {
-	infs := []cache.SharedIndexInformer{r.nodes, r.dps}
-	for _, k := range r.kinds {
-		infs = append(infs, r.pools[k])
-	}
 	var synced []cache.InformerSynced
-	for _, inf := range infs {
-		go inf.RunWithContext(ctx)
-		synced = append(synced, inf.HasSynced)
+	for _, w := range r.all() {
+		w.run(ctx)
+		synced = append(synced, w.synced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
 // Synced reports whether every cache has synced (readiness).
 func (r *Reconciler) Synced() bool {
-	ok := r.nodes.HasSynced() && r.dps.HasSynced()
-	for _, inf := range r.pools {
-		ok = ok && inf.HasSynced()
+	for _, w := range r.all() {
+		if !w.synced() {
+			return false
+		}
 	}
-	return ok
+	return true
 }
 
 // Lead drains the queue until ctx ends (leadership lost or shutdown). Every
@@ -230,7 +242,7 @@ func (r *Reconciler) Lead(ctx context.Context) {
 	r.mu.Unlock()
 	r.enqueueAll(0)
 	for _, k := range r.kinds {
-		for _, o := range r.pools[k].GetStore().List() {
+		for _, o := range r.pools[k].store().List() {
 			r.poolChanged(k, nil, o)
 		}
 	}
@@ -287,7 +299,7 @@ func (r *Reconciler) process(ctx context.Context, key string) error {
 // reports returns the decoded digests of every node, reporting garbled ones once.
 func (r *Reconciler) reports() []aggregate.Report {
 	var out []aggregate.Report
-	for _, o := range r.nodes.GetStore().List() {
+	for _, o := range r.nodes.store().List() {
 		m, ok := o.(*metav1.PartialObjectMetadata)
 		if !ok {
 			continue

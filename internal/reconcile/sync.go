@@ -21,7 +21,7 @@ import (
 )
 
 func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
-	obj, exists, err := r.dps.GetStore().GetByKey(name)
+	obj, exists, err := r.dps.store().GetByKey(name)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	var poolErrs []error
 	if d.Current.IsValid() && problems.Spec == nil {
 		for _, k := range r.kinds {
-			for _, o := range r.pools[k].GetStore().List() {
+			for _, o := range r.pools[k].store().List() {
 				pu := o.(*unstructured.Unstructured)
 				po, ours, err := k.Decode(pu)
 				if !ours || po.Follow.DynamicPrefix != name {
@@ -151,7 +151,7 @@ func (r *Reconciler) syncPool(ctx context.Context, k *cilium.Kind, u *unstructur
 // release removes our entries and record from an object whose
 // dynamic-prefix.io/name annotation was removed; nothing else is touched.
 func (r *Reconciler) release(ctx context.Context, k *cilium.Kind, name string) error {
-	obj, exists, err := r.pools[k].GetStore().GetByKey(name)
+	obj, exists, err := r.pools[k].store().GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}

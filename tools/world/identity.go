@@ -214,8 +214,12 @@ func (cp *ControlPlane) ServiceAccount(ctx context.Context, sa, node string) (*I
 }
 
 func (cp *ControlPlane) writeKubeconfig(path, user string, creds map[string]string) error {
+	return cp.writeKubeconfigTo(path, cp.URL, user, creds)
+}
+
+func (cp *ControlPlane) writeKubeconfigTo(path, server, user string, creds map[string]string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: world\n  cluster:\n    server: %s\n    certificate-authority: %s\n", cp.URL, cp.pki.CAFile)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: world\n  cluster:\n    server: %s\n    certificate-authority: %s\n", server, cp.pki.CAFile)
 	fmt.Fprintf(&b, "users:\n- name: %s\n  user:\n", user)
 	for _, k := range []string{"client-certificate", "client-key", "token"} {
 		if v, ok := creds[k]; ok {

@@ -44,7 +44,8 @@ func Splice(p netip.Prefix, suffix netip.Addr) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	if !suffix.Is6() || suffix.Is4In6() {
+	// A suffix is a bit pattern: "::ffff:0:1" (IPv4-mapped to netip) is fine.
+	if !suffix.Is6() {
 		return netip.Addr{}, fmt.Errorf("%w: suffix %v is not IPv6", ErrInvalid, suffix)
 	}
 	s := toInt(suffix.WithZone(""))

@@ -19,6 +19,7 @@ func TestSplice(t *testing.T) {
 		{"host suffix onto a /64", "2001:db8:1:100::/64", "::f000:0:0:0", "2001:db8:1:100:f000::"},
 		{"unmasked prefix is masked first", "2001:db8:1:100::99/64", "::1", "2001:db8:1:100::1"},
 		{"suffix using the /56's subnet bits", "2001:db8:1:100::/56", "::ff:0:0:0:1", "2001:db8:1:1ff::1"},
+		{"suffix that netip reads as IPv4-mapped", "2001:db8:1:100::/64", "::ffff:0:1", "2001:db8:1:100::ffff:0:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,10 +56,11 @@ type Reconciler struct {
 	log      *slog.Logger
 	recorder Recorder
 
-	nodes *watched
-	dps   *watched
-	pools map[*cilium.Kind]*watched
-	queue workqueue.TypedRateLimitingInterface[string]
+	nodes    *watched
+	dps      *watched
+	services *watched
+	pools    map[*cilium.Kind]*watched
+	queue    workqueue.TypedRateLimitingInterface[string]
 
 	budget    *budget.Budget
 	mu        sync.Mutex
@@ -119,6 +120,7 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []
 		})
 		return inf
 	})
+	r.services = r.watchServices()
 	for _, k := range kinds {
 		r.pools[k] = newWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
 			inf := dynamicInformer(client, k.GVR)
@@ -207,7 +209,7 @@ func (r *Reconciler) enqueueAll(after time.Duration) {
 }
 
 func (r *Reconciler) all() []*watched {
-	ws := []*watched{r.nodes, r.dps}
+	ws := []*watched{r.nodes, r.dps, r.services}
 	for _, k := range r.kinds {
 		ws = append(ws, r.pools[k])
 	}
@@ -245,6 +247,9 @@ func (r *Reconciler) Lead(ctx context.Context) {
 		for _, o := range r.pools[k].store().List() {
 			r.poolChanged(k, nil, o)
 		}
+	}
+	for _, o := range r.services.store().List() {
+		r.serviceChanged(o)
 	}
 	stop := context.AfterFunc(ctx, func() { r.queue.Add(wakeKey) })
 	defer stop()
@@ -285,6 +290,9 @@ func (r *Reconciler) process(ctx context.Context, key string) error {
 	switch {
 	case strings.HasPrefix(key, "dp/"):
 		return r.syncDynamicPrefix(ctx, strings.TrimPrefix(key, "dp/"))
+	case strings.HasPrefix(key, "release-svc/"):
+		parts := strings.SplitN(key, "/", 3)
+		return r.releaseService(ctx, parts[1], parts[2])
 	case strings.HasPrefix(key, "release/"):
 		parts := strings.SplitN(key, "/", 3)
 		for _, k := range r.kinds {

@@ -70,6 +70,9 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 			}
 		}
 	}
+	if d.Current.IsValid() && problems.Spec == nil {
+		poolErrs = append(poolErrs, r.syncServices(ctx, dp, d)...)
+	}
 	problems.Pools = errors.Join(poolErrs...)
 	if problems.Spec != nil {
 		r.announce("dp/"+name, u, true, "InvalidSpec", problems.Spec.Error())

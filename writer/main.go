@@ -112,9 +112,10 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if len(kinds) == 0 {
 		log.Warn("no Cilium pool kinds served; only DynamicPrefix status will be written")
 	}
+	bgp, _ := cilium.BGPResource(core.Discovery())
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
-	r := reconcile.New(rcfg, dyn, meta, kinds, clk, log, rec)
+	r := reconcile.New(rcfg, dyn, meta, kinds, bgp, clk, log, rec)
 
 	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {

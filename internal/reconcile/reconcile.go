@@ -59,6 +59,8 @@ type Reconciler struct {
 	nodes    *watched
 	dps      *watched
 	services *watched
+	bgp      *watched // nil when CiliumBGPAdvertisement is not served
+	bgpGVR   schema.GroupVersionResource
 	pools    map[*cilium.Kind]*watched
 	queue    workqueue.TypedRateLimitingInterface[string]
 
@@ -78,7 +80,7 @@ type memo struct {
 }
 
 // New builds the informers; call Run to start them.
-func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []*cilium.Kind, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []*cilium.Kind, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
 		cfg: cfg, client: client, meta: meta, kinds: kinds, clock: clk, log: log, recorder: rec,
 		pools: map[*cilium.Kind]*watched{},
@@ -121,6 +123,10 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []
 		return inf
 	})
 	r.services = r.watchServices()
+	if !bgp.Empty() {
+		r.bgpGVR = bgp
+		r.bgp = r.watchBGP()
+	}
 	for _, k := range kinds {
 		r.pools[k] = newWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
 			inf := dynamicInformer(client, k.GVR)
@@ -210,6 +216,9 @@ func (r *Reconciler) enqueueAll(after time.Duration) {
 
 func (r *Reconciler) all() []*watched {
 	ws := []*watched{r.nodes, r.dps, r.services}
+	if r.bgp != nil {
+		ws = append(ws, r.bgp)
+	}
 	for _, k := range r.kinds {
 		ws = append(ws, r.pools[k])
 	}

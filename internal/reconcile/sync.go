@@ -72,6 +72,7 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	}
 	if d.Current.IsValid() && problems.Spec == nil {
 		poolErrs = append(poolErrs, r.syncServices(ctx, dp, d)...)
+		problems.BGP, problems.BGPErr = r.syncBGP(ctx, u, dp)
 	}
 	problems.Pools = errors.Join(poolErrs...)
 	if problems.Spec != nil {

@@ -33,6 +33,10 @@ const (
 type Problems struct {
 	Spec  error // the spec cannot be used as written
 	Pools error // at least one pool could not be rendered or written
+	// BGP maps advertised subnets to their CiliumBGPAdvertisement; BGPErr says
+	// what is missing.
+	BGP    map[string]string
+	BGPErr error
 }
 
 // Render returns the status for dp given the decision at now.
@@ -50,6 +54,9 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 		ranges, subnets, err := Derived(dp.Spec, d.Current)
 		if err != nil && p.Spec == nil {
 			p.Spec = err
+		}
+		for i := range subnets {
+			subnets[i].BGPAdvertisement = p.BGP[subnets[i].Name]
 		}
 		st.AddressRanges, st.Subnets = ranges, subnets
 	}
@@ -79,6 +86,18 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 		set(PoolsSynced, false, poolReason, p.Pools.Error())
 	} else {
 		set(PoolsSynced, true, "Synced", "every following pool holds the current entries")
+	}
+	advertises := false
+	for _, s := range dp.Spec.Subnets {
+		advertises = advertises || (s.BGP != nil && s.BGP.Advertise)
+	}
+	switch {
+	case !advertises:
+		meta.RemoveStatusCondition(&st.Conditions, BGPAdvertisementReady)
+	case p.BGPErr != nil:
+		set(BGPAdvertisementReady, false, "AdvertisementMissing", p.BGPErr.Error())
+	default:
+		set(BGPAdvertisementReady, true, "Advertised", "every subnet with bgp.advertise has its CiliumBGPAdvertisement")
 	}
 	var degraded []string
 	reason := "Healthy"

@@ -34,6 +34,7 @@ type ControlPlane struct {
 	etcd      *exec.Cmd
 	apiserver *exec.Cmd
 	apiArgs   []string
+	etcdArgs  []string
 }
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -71,12 +72,12 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	cp.etcd, err = w.spawn("", "etcd.log", etcdBin,
+	cp.etcdArgs = []string{etcdBin,
 		"--name", "world", "--data-dir", filepath.Join(w.Dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "world="+peerURL, "--unsafe-no-fsync", "--log-level", "warn")
-	if err != nil {
+		"--initial-cluster", "world=" + peerURL, "--unsafe-no-fsync", "--log-level", "warn"}
+	if cp.etcd, err = w.spawn("", "etcd.log", cp.etcdArgs...); err != nil {
 		return nil, err
 	}
 
@@ -165,6 +166,26 @@ func (cp *ControlPlane) Pause(stop bool) error {
 		sig = syscall.SIGSTOP
 	}
 	return cp.apiserver.Process.Signal(sig)
+}
+
+// StopEtcd stops etcd under the running API server (SIGTERM).
+func (cp *ControlPlane) StopEtcd() error {
+	if cp.etcd == nil {
+		return errors.New("world: etcd is not running")
+	}
+	cp.w.Stop(cp.etcd, 10*time.Second)
+	cp.etcd = nil
+	return nil
+}
+
+// StartEtcd starts etcd again on the same data and waits for the API server to
+// be ready.
+func (cp *ControlPlane) StartEtcd(ctx context.Context) error {
+	var err error
+	if cp.etcd, err = cp.w.spawn("", "etcd.log", cp.etcdArgs...); err != nil {
+		return err
+	}
+	return cp.WaitReady(ctx, time.Minute)
 }
 
 // CreateNode creates a Node object (no kubelet runs; the object is enough).

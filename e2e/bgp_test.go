@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 var advertGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
@@ -23,9 +21,7 @@ var advertGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", R
 func TestBGPAdvertisementLifecycle(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixA)
 	apply(t, w, dynamicprefix.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home"},

@@ -18,17 +18,8 @@ import (
 // within burst + rate x time, it says so (Degraded condition, one event), and it
 // converges by itself once the fight stops.
 func TestWriteStormBreaker(t *testing.T) {
-	w := newWorld(t, 1)
+	w := homeWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	minimalDP(t, w, "home")
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
 	startAgent(t, w, "node1")
 	// Budget per object: burst 3, then one write per 10 s.
 	startWriter(t, w, "writer-a", "--budget-object-burst", "3", "--budget-object-per-minute", "6")

@@ -18,9 +18,7 @@ import (
 func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixA)
 	minimalDP(t, w, "home")
 	startAgent(t, w, "node1")
 	writers := []string{"writer-a", "writer-b"}
@@ -37,12 +35,7 @@ func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
 	if err := w.API.Pause(true); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Net.Router.Advertise(ctx,
-		world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
-		world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0},
-	); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixB, prefixA)
 	time.Sleep(24 * time.Second)
 	if err := w.API.Pause(false); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,4 +219,32 @@ func minimalDP(t *testing.T, w *world.World, name string) {
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
 	})
+}
+
+// advertise makes the world's router advertise cur as preferred and the others
+// as deprecated, all valid for 10 minutes.
+func advertise(t *testing.T, w *world.World, cur netip.Prefix, deprecated ...netip.Prefix) {
+	t.Helper()
+	ads := []world.Advert{{Prefix: cur, Valid: 600 * time.Second, Preferred: 300 * time.Second}}
+	for _, d := range deprecated {
+		ads = append(ads, world.Advert{Prefix: d, Valid: 600 * time.Second, Preferred: 0})
+	}
+	if err := w.Net.Router.Advertise(t.Context(), ads...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// homeWorld is the common set-up: a world whose router advertises prefixA, a
+// DynamicPrefix "home" following eth0, and a pool "lb" with a user IPv4 block.
+func homeWorld(t *testing.T, nodes int) *world.World {
+	t.Helper()
+	w := newWorld(t, nodes)
+	advertise(t, w, prefixA)
+	minimalDP(t, w, "home")
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	})
+	return w
 }

@@ -15,17 +15,8 @@ import (
 // TestEtcdRestartUnderTheAPIServer: watches recover after etcd restarts, and a
 // change made while etcd was down lands.
 func TestEtcdRestartUnderTheAPIServer(t *testing.T) {
-	w := newWorld(t, 1)
+	w := homeWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	minimalDP(t, w, "home")
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 	eventually(t, "pool on A", func() (bool, string) {
@@ -35,12 +26,7 @@ func TestEtcdRestartUnderTheAPIServer(t *testing.T) {
 	if err := w.API.StopEtcd(); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Net.Router.Advertise(ctx,
-		world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
-		world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0},
-	); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixB, prefixA)
 	time.Sleep(10 * time.Second) // the agent's patch fails meanwhile and is retried with backoff
 	if err := w.API.StartEtcd(ctx); err != nil {
 		t.Fatal(err)
@@ -56,9 +42,7 @@ func TestEtcdRestartUnderTheAPIServer(t *testing.T) {
 func TestRogueRouterIsNotAdopted(t *testing.T) {
 	w := newWorld(t, 3)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixA)
 	apply(t, w, dynamicprefix.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home"},

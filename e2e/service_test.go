@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +21,7 @@ import (
 func TestHAServiceFollowsThePrefix(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixA)
 	apply(t, w, dynamicprefix.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home"},
@@ -80,12 +77,7 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	settleWrites()
 
 	m := mark(t, w)
-	if err := w.Net.Router.Advertise(ctx,
-		world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
-		world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0},
-	); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixB, prefixA)
 	expect("web", []string{"192.0.2.7", b1, a1}, []string{"lb.example.org", b1})
 	expect("internal", []string{addr(prefixB.String(), "::ffff:0:2"), addr(prefixA.String(), "::ffff:0:2")}, nil)
 	settleWrites()

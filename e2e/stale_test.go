@@ -15,17 +15,8 @@ import (
 // TestSilentWatchIsDetectedAndHealed puts a proxy between the writers and the API
 // server that can keep watch streams open while forwarding nothing.
 func TestSilentWatchIsDetectedAndHealed(t *testing.T) {
-	w := newWorld(t, 1)
+	w := homeWorld(t, 1)
 	ctx := t.Context()
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	minimalDP(t, w, "home")
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
 	startAgent(t, w, "node1") // the agent talks to the API server directly
 	proxy, err := w.API.NewWatchProxy()
 	if err != nil {
@@ -55,12 +46,7 @@ func TestSilentWatchIsDetectedAndHealed(t *testing.T) {
 	})
 
 	proxy.Silence(true)
-	if err := w.Net.Router.Advertise(ctx,
-		world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
-		world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0},
-	); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixB, prefixA)
 	waitDigest(t, w, "node1", "B reported", has(prefixB, false, digest.SourceRA|digest.SourceAddr))
 	time.Sleep(12 * time.Second)
 	if b := blocks(t, w, "lb"); !slices.Equal(b, wantA) {

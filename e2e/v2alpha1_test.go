@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -51,9 +50,7 @@ func TestPoolsOnACiliumThatServesOnlyV2alpha1(t *testing.T) {
 	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "crds", "dynamicprefixes.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	advertise(t, w, prefixA)
 	minimalDP(t, w, "home")
 	v2alpha1 := schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliumloadbalancerippools"}
 	apply(t, w, v2alpha1, map[string]any{

@@ -22,30 +22,25 @@ type plainList struct{ *cache.ListWatch }
 
 func (plainList) IsWatchListSemanticsUnSupported() bool { return true }
 
+// plainInformer builds an informer with plain LIST semantics.
+func plainInformer(list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), example runtime.Object) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}
+	return cache.NewSharedIndexInformer(plainList{lw}, example, 0, cache.Indexers{})
+}
+
 // dynamicInformer is an informer over gvr with plain LIST semantics.
 func dynamicInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.Resource(gvr).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.Resource(gvr).Watch(ctx, o)
-		},
-	}
-	return cache.NewSharedIndexInformer(plainList{lw}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	res := client.Resource(gvr)
+	return plainInformer(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		res.Watch, &unstructured.Unstructured{})
 }
 
 // metadataInformer is a metadata-only informer over gvr with plain LIST semantics.
 func metadataInformer(client metadata.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.Resource(gvr).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.Resource(gvr).Watch(ctx, o)
-		},
-	}
-	return cache.NewSharedIndexInformer(plainList{lw}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	res := client.Resource(gvr)
+	return plainInformer(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		res.Watch, &metav1.PartialObjectMetadata{})
 }
 
 // restartTimeout bounds a re-list: a broken path must not wedge the checker.

@@ -87,7 +87,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := w.StartAll(ctx, agentBin, writerBin, "writer-a", "writer-b"); err != nil {
+	if _, err := w.StartAll(ctx, agentBin, writerBin, nil, "writer-a", "writer-b"); err != nil {
 		return err
 	}
 	if err := waitPool(ctx, w, world.RangeOf(prefixA.String()), time.Minute); err != nil {

@@ -37,8 +37,9 @@ func (w *World) StartWriter(ctx context.Context, bin, name string, extra ...stri
 	return w.Spawn("", name+".log", argv...)
 }
 
-// StartAll starts an agent on every node and the named writers.
-func (w *World) StartAll(ctx context.Context, agentBin, writerBin string, writers ...string) (map[string]*exec.Cmd, error) {
+// StartAll starts an agent on every node and the named writers, each writer
+// with writerArgs.
+func (w *World) StartAll(ctx context.Context, agentBin, writerBin string, writerArgs []string, writers ...string) (map[string]*exec.Cmd, error) {
 	procs := map[string]*exec.Cmd{}
 	for _, n := range w.Net.Nodes {
 		c, err := w.StartAgent(ctx, agentBin, n.Name)
@@ -48,7 +49,7 @@ func (w *World) StartAll(ctx context.Context, agentBin, writerBin string, writer
 		procs["agent-"+n.Name] = c
 	}
 	for _, name := range writers {
-		c, err := w.StartWriter(ctx, writerBin, name)
+		c, err := w.StartWriter(ctx, writerBin, name, writerArgs...)
 		if err != nil {
 			return nil, err
 		}

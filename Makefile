@@ -21,11 +21,11 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## Install the Debian packages the test world needs (radvd, iproute2, ...)
+deps: ## Install the Debian packages tests need (radvd, iproute2, promtool, ...); starts no service
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		apt-get update -qq && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 $(APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum tools/kube-apiserver/main.go
@@ -52,7 +52,7 @@ build: ## Build the agent, the writer and worldctl into _out/bin
 .PHONY: test
 test: deps tools build ## Run every test: unit, fuzz seeds, and the real-world suites (needs root)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -p 1 -timeout 45m ./...
 
 .PHONY: unit
 unit: ## Unit tests only (no root, no world)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/pool"
 )
 
 func (r *Reconciler) watchBGP() *watched {
@@ -42,7 +43,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 	if r.bgp == nil {
 		for _, s := range dp.Spec.Subnets {
 			if s.BGP != nil && s.BGP.Advertise {
-				return nil, errors.New("subnet " + s.Name + " asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served")
+				return nil, fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", pool.ErrSpec, s.Name)
 			}
 		}
 		return nil, nil
@@ -56,12 +57,12 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 		}
 		selector, found := r.poolSelector(dp.Name, s.Name)
 		if !found {
-			errs = append(errs, fmt.Errorf("no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", s.Name))
+			errs = append(errs, fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", pool.ErrSpec, s.Name))
 			continue
 		}
 		a, err := cilium.RenderAdvertisement(dp.Name, s, selector)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%w: %v", pool.ErrSpec, err))
 			continue
 		}
 		want[a.Name] = true

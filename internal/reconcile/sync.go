@@ -69,8 +69,6 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 				}
 			}
 		}
-	}
-	if d.Current.IsValid() && problems.Spec == nil {
 		poolErrs = append(poolErrs, r.syncServices(ctx, dp, d)...)
 		problems.BGP, problems.BGPErr = r.syncBGP(ctx, u, dp)
 	}
@@ -107,7 +105,10 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	// writes are already requeued: retrying with backoff would only repeat them.
 	// Conflicts and API errors are retried.
 	var retry []error
-	for _, e := range poolErrs {
+	for _, e := range append(poolErrs, problems.BGPErr) {
+		if e == nil {
+			continue
+		}
 		if !errors.Is(e, pool.ErrSpec) && !errors.Is(e, budget.ErrExceeded) {
 			retry = append(retry, e)
 		}

@@ -76,6 +76,9 @@ func (w *Watcher) session(ctx context.Context) error {
 			if !ok {
 				return fmt.Errorf("kernel: address updates closed")
 			}
+			if !u.NewAddr {
+				w.downFirst(u.LinkIndex, names, state)
+			}
 			w.addr(u, names)
 		}
 	}
@@ -98,6 +101,25 @@ func (w *Watcher) link(u netlink.LinkUpdate, names map[int]string, state map[str
 	changed := !known || prev.up != now.up || prev.index != now.index
 	if changed && (now.up || known) && w.H.Link != nil {
 		w.H.Link(attrs.Name, now.up, w.Clock.Now())
+	}
+}
+
+// downFirst reports a link as down before an address removal on it when the
+// link is in fact down. On link down the kernel clears IFF_UP, sends
+// RTM_DELADDR for the SLAAC addresses it flushes, and only then RTM_NEWLINK, on
+// another socket: without asking, a flush would look like a real removal.
+func (w *Watcher) downFirst(index int, names map[int]string, state map[string]linkState) {
+	name, ok := names[index]
+	if !ok || !state[name].up {
+		return
+	}
+	l, err := netlink.LinkByIndex(index)
+	if err == nil && l.Attrs().Flags&net.FlagUp != 0 {
+		return
+	}
+	state[name] = linkState{index: index, up: false}
+	if w.H.Link != nil {
+		w.H.Link(name, false, w.Clock.Now())
 	}
 }
 

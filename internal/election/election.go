@@ -54,7 +54,6 @@ func (g *Gate) Open() bool { return g.open.Load() }
 // Elector campaigns forever.
 type Elector struct {
 	cfg     Config
-	client  kubernetes.Interface
 	log     *slog.Logger
 	Gate    Gate
 	checker *leaderelection.HealthzAdaptor
@@ -72,7 +71,7 @@ func New(cfg Config, client kubernetes.Interface, log *slog.Logger) (*Elector, e
 	metricDeadlines.WithLabelValues("lease_duration").Set(cfg.LeaseDuration.Seconds())
 	metricDeadlines.WithLabelValues("renew_deadline").Set(cfg.RenewDeadline.Seconds())
 	metricDeadlines.WithLabelValues("retry_period").Set(cfg.RetryPeriod.Seconds())
-	e := &Elector{cfg: cfg, client: client, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
+	e := &Elector{cfg: cfg, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
 	e.lock = &countingLock{now: time.Now, Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     client.CoordinationV1(),

@@ -107,7 +107,7 @@ func (r *Reconciler) syncServices(ctx context.Context, dp *dynamicprefix.Dynamic
 		}
 		want, err := service.Render(dp.Spec, service.FollowOf(m.Annotations), d.Pooled, live)
 		if err != nil {
-			err = fmt.Errorf("Service %s/%s: %w", m.Namespace, m.Name, err)
+			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			r.announce("svc/"+key, serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
 			errs = append(errs, err)
 			continue

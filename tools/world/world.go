@@ -299,11 +299,8 @@ func (w *World) logf(format string, args ...any) {
 	fmt.Fprintf(w.log, "world %s: "+format+"\n", append([]any{w.ID}, args...)...)
 }
 
-// Bin returns the path of a tool binary built by `make tools` (kube-apiserver,
-// etcd) or of this project's own binaries (agent, writer).
-func (w *World) Bin(name string) (string, error) { return Bin(name) }
-
-// Bin finds a binary under $RENUMBER_BIN or <repo>/_out/bin.
+// Bin finds a binary built by `make tools build` (kube-apiserver, etcd, agent,
+// writer) under $RENUMBER_BIN or <repo>/_out/bin.
 func Bin(name string) (string, error) {
 	dir := os.Getenv("RENUMBER_BIN")
 	if dir == "" {

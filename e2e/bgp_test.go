@@ -22,14 +22,9 @@ func TestBGPAdvertisementLifecycle(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{
-			"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-			"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120,
-				"bgp": map[string]any{"advertise": true, "community": "65000:100"}}},
-		},
+	createDP(t, w, "home", map[string]any{
+		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120,
+			"bgp": map[string]any{"advertise": true, "community": "65000:100"}}},
 	})
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",

@@ -212,12 +212,20 @@ func lastLine(w *world.World, file string, words []string) string {
 }
 
 // minimalDP creates a DynamicPrefix following eth0 with nothing else set.
-func minimalDP(t *testing.T, w *world.World, name string) {
+func minimalDP(t *testing.T, w *world.World, name string) { createDP(t, w, name, nil) }
+
+// createDP creates a DynamicPrefix with the given spec fields; acquisition
+// defaults to Router Advertisements on eth0.
+func createDP(t *testing.T, w *world.World, name string, spec map[string]any) {
 	t.Helper()
+	full := map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}}
+	for k, v := range spec {
+		full[k] = v
+	}
 	apply(t, w, dynamicprefix.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}},
+		"spec":     full,
 	})
 }
 

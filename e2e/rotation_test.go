@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/prefix"
 	"github.com/renumber/renumber/internal/service"
 	"github.com/renumber/renumber/tools/world"
@@ -37,13 +36,8 @@ func TestRotations(t *testing.T) {
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: p(1), Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{
-			"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-			"transition":  map[string]any{"mode": "ha", "maxPrefixHistory": 2},
-		},
+	createDP(t, w, "home", map[string]any{
+		"transition": map[string]any{"mode": "ha", "maxPrefixHistory": 2},
 	})
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -43,14 +42,10 @@ func TestRogueRouterIsNotAdopted(t *testing.T) {
 	w := newWorld(t, 3)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{"acquisition": map[string]any{
-			"routerAdvertisement": map[string]any{"interface": "eth0"},
-			"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8:1::/48"}},
-		}},
-	})
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0"},
+		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8:1::/48"}},
+	}})
 	for _, n := range []string{"node1", "node2", "node3"} {
 		startAgent(t, w, n)
 	}

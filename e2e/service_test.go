@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/prefix"
 	"github.com/renumber/renumber/internal/service"
 	"github.com/renumber/renumber/tools/world"
@@ -22,13 +21,8 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{
-			"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-			"transition":  map[string]any{"mode": "ha"},
-		},
+	createDP(t, w, "home", map[string]any{
+		"transition": map[string]any{"mode": "ha"},
 	})
 	svc := func(name string, ann map[string]string) {
 		s := &corev1.Service{

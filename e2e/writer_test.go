@@ -106,14 +106,9 @@ func TestWriterFollowsThePrefix(t *testing.T) {
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 30 * time.Second, Preferred: 20 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{
-			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-			"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
-			"subnets":       []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 112}},
-		},
+	createDP(t, w, "home", map[string]any{
+		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+		"subnets":       []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 112}},
 	})
 	userBlocks := []any{map[string]any{"cidr": "192.0.2.0/24"}, map[string]any{"cidr": "2001:db8:ffff::/64"}}
 	apply(t, w, poolGVR, map[string]any{

@@ -20,12 +20,14 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/election"
 	"github.com/renumber/renumber/internal/event"
 	"github.com/renumber/renumber/internal/kube"
 	"github.com/renumber/renumber/internal/logs"
+	"github.com/renumber/renumber/internal/metallb"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/reconcile"
 )
@@ -105,17 +107,15 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if err != nil {
 		return err
 	}
-	kinds, err := cilium.Kinds(core.Discovery())
-	if err != nil {
-		return err
-	}
-	if len(kinds) == 0 {
-		log.Warn("no Cilium pool kinds served; only DynamicPrefix status will be written")
+	// Pool kinds are looked up again whenever a CRD of these groups changes.
+	rcfg.BackendGroups = []string{"cilium.io", "metallb.io"}
+	discover := func() []*backend.Kind {
+		return append(cilium.Kinds(core.Discovery()), metallb.Kinds(core.Discovery())...)
 	}
 	bgp, _ := cilium.BGPResource(core.Discovery())
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
-	r := reconcile.New(rcfg, dyn, meta, kinds, bgp, clk, log, rec)
+	r := reconcile.New(rcfg, dyn, meta, discover, bgp, clk, log, rec)
 
 	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {
@@ -133,7 +133,10 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if !r.Run(ctx) {
 		return nil // shutting down before the caches synced
 	}
-	log.Info("writer started", "identity", ecfg.Identity, "kinds", len(kinds),
+	if len(r.Kinds()) == 0 {
+		log.Warn("no pool kinds served yet (Cilium or MetalLB); only DynamicPrefix status will be written until one is installed")
+	}
+	log.Info("writer started", "identity", ecfg.Identity, "kinds", r.Kinds(),
 		"lease", ecfg.LeaseDuration, "renew", ecfg.RenewDeadline, "retry", ecfg.RetryPeriod)
 	if rcfg.Staleness > 0 {
 		go r.CheckStaleness(ctx, rcfg.Staleness)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
@@ -84,7 +85,7 @@ func RenderAdvertisement(dp string, s dynamicprefix.Subnet, poolSelector map[str
 		adv.Attributes = &ciliumv2.BGPAttributes{Communities: &ciliumv2.BGPCommunities{
 			Standard: []ciliumv2.BGPStandardCommunity{ciliumv2.BGPStandardCommunity(s.BGP.Community)}}}
 	}
-	spec, err := toMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
+	spec, err := backend.ToMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
 	if err != nil {
 		return Advertisement{}, err
 	}

@@ -22,6 +22,8 @@ const (
 	AnnotationSubnet       = "dynamic-prefix.io/subnet"
 	AnnotationManagedBlock = "dynamic-prefix.io/managed-blocks"
 	AnnotationManagedCIDRs = "dynamic-prefix.io/managed-cidrs"
+	// AnnotationManagedAddresses is the record on MetalLB IPAddressPools.
+	AnnotationManagedAddresses = "dynamic-prefix.io/managed-addresses"
 )
 
 // DynamicPrefix is one prefix followed from the network.

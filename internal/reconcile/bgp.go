@@ -119,11 +119,8 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 
 // poolSelector finds the serviceSelector of the pool using dp's subnet.
 func (r *Reconciler) poolSelector(dp, subnet string) (map[string]any, bool) {
-	for _, k := range r.kinds {
-		if k.Resource != "ciliumloadbalancerippools" {
-			continue
-		}
-		for _, o := range r.pools[k].store().List() {
+	if p := r.backend("ciliumloadbalancerippools"); p != nil {
+		for _, o := range p.w.store().List() {
 			u := o.(*unstructured.Unstructured)
 			a := u.GetAnnotations()
 			if a[dynamicprefix.AnnotationName] == dp && a[dynamicprefix.AnnotationSubnet] == subnet {

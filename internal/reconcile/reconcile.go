@@ -24,8 +24,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/budget"
-	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
@@ -44,6 +44,9 @@ type Config struct {
 	Budget budget.Limits
 	// Staleness is how often CheckStaleness compares caches with the API server.
 	Staleness time.Duration
+	// BackendGroups are the API groups of pool kinds: a CRD of one of them being
+	// installed or removed makes the writer look for pool kinds again.
+	BackendGroups []string
 }
 
 // Reconciler is the writer's loop.
@@ -51,7 +54,7 @@ type Reconciler struct {
 	cfg      Config
 	client   dynamic.Interface // writes pass the leader gate
 	meta     metadata.Interface
-	kinds    []*cilium.Kind
+	discover Discover
 	clock    clock.WithTicker
 	log      *slog.Logger
 	recorder Recorder
@@ -61,8 +64,12 @@ type Reconciler struct {
 	services *watched
 	bgp      *watched // nil when CiliumBGPAdvertisement is not served
 	bgpGVR   schema.GroupVersionResource
-	pools    map[*cilium.Kind]*watched
+	crds     *watched
 	queue    workqueue.TypedRateLimitingInterface[string]
+
+	bmu        sync.Mutex
+	pools      []*pooled     // the pool kinds followed now
+	rediscover chan struct{} // a backend CRD changed
 
 	budget    *budget.Budget
 	mu        sync.Mutex
@@ -80,10 +87,10 @@ type memo struct {
 }
 
 // New builds the informers; call Run to start them.
-func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []*cilium.Kind, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, discover Discover, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
-		cfg: cfg, client: client, meta: meta, kinds: kinds, clock: clk, log: log, recorder: rec,
-		pools: map[*cilium.Kind]*watched{},
+		cfg: cfg, client: client, meta: meta, discover: discover, clock: clk, log: log, recorder: rec,
+		rediscover: make(chan struct{}, 1),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dynamicprefixes", Clock: clk}),
@@ -127,21 +134,22 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, kinds []
 		r.bgpGVR = bgp
 		r.bgp = r.watchBGP()
 	}
-	for _, k := range kinds {
-		r.pools[k] = newWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-			inf := dynamicInformer(client, k.GVR)
-			_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc: func(o any) { r.poolChanged(k, nil, o) },
-				UpdateFunc: func(old, new any) {
-					if old.(*unstructured.Unstructured).GetResourceVersion() != new.(*unstructured.Unstructured).GetResourceVersion() {
-						r.poolChanged(k, old, new)
-					}
-				},
-			})
-			return inf
-		})
+	for _, k := range discover() {
+		r.pools = append(r.pools, r.newPooled(k))
+	}
+	if len(cfg.BackendGroups) > 0 {
+		r.crds = r.watchCRDs()
 	}
 	return r
+}
+
+// Kinds returns the names of the pool kinds followed now.
+func (r *Reconciler) Kinds() []string {
+	var out []string
+	for _, p := range r.backends() {
+		out = append(out, p.kind.Name)
+	}
+	return out
 }
 
 // keepDigestOnly strips everything but the name and our annotation from cached
@@ -151,8 +159,7 @@ func keepDigestOnly(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
-	out.Name, out.ResourceVersion, out.UID = m.Name, m.ResourceVersion, m.UID
+	out := bare(m)
 	if v, ok := m.Annotations[digest.Annotation]; ok {
 		out.Annotations = map[string]string{digest.Annotation: v}
 	}
@@ -178,7 +185,7 @@ func nameOf(o any) string {
 	return ""
 }
 
-func (r *Reconciler) poolChanged(k *cilium.Kind, old, new any) {
+func (r *Reconciler) poolChanged(k *backend.Kind, old, new any) {
 	for _, o := range []any{old, new} {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
@@ -190,12 +197,14 @@ func (r *Reconciler) poolChanged(k *cilium.Kind, old, new any) {
 		case obj.Follow.DynamicPrefix != "":
 			r.enqueue(obj.Follow.DynamicPrefix, 0)
 		default:
-			r.queue.Add(releaseKey(k, obj.Name))
+			r.queue.Add(releaseKey(k, obj.Key()))
 		}
 	}
 }
 
-func releaseKey(k *cilium.Kind, name string) string { return "release/" + k.Resource + "/" + name }
+// releaseKey names a release of the object with cache key key ("name" or
+// "namespace/name").
+func releaseKey(k *backend.Kind, key string) string { return "release/" + k.Resource + "/" + key }
 
 func (r *Reconciler) enqueue(name string, after time.Duration) {
 	if name == "" {
@@ -219,8 +228,8 @@ func (r *Reconciler) all() []*watched {
 	if r.bgp != nil {
 		ws = append(ws, r.bgp)
 	}
-	for _, k := range r.kinds {
-		ws = append(ws, r.pools[k])
+	for _, p := range r.backends() {
+		ws = append(ws, p.w)
 	}
 	return ws
 }
@@ -228,9 +237,20 @@ func (r *Reconciler) all() []*watched {
 // Run starts the informers (on every replica) and returns once they synced.
 func (r *Reconciler) Run(ctx context.Context) bool {
 	var synced []cache.InformerSynced
-	for _, w := range r.all() {
-		w.run(ctx)
-		synced = append(synced, w.synced)
+	for _, w := range []*watched{r.nodes, r.dps, r.services, r.bgp} {
+		if w != nil {
+			w.run(ctx)
+			synced = append(synced, w.synced)
+		}
+	}
+	for _, p := range r.backends() {
+		p.run(ctx)
+		synced = append(synced, p.w.synced)
+	}
+	if r.crds != nil {
+		r.crds.run(ctx)
+		synced = append(synced, r.crds.synced)
+		go r.followBackends(ctx)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
@@ -252,9 +272,9 @@ func (r *Reconciler) Lead(ctx context.Context) {
 	r.memo = map[string]memo{} // a new term trusts only what the caches show
 	r.mu.Unlock()
 	r.enqueueAll(0)
-	for _, k := range r.kinds {
-		for _, o := range r.pools[k].store().List() {
-			r.poolChanged(k, nil, o)
+	for _, p := range r.backends() {
+		for _, o := range p.w.store().List() {
+			r.poolChanged(p.kind, nil, o)
 		}
 	}
 	for _, o := range r.services.store().List() {
@@ -304,10 +324,8 @@ func (r *Reconciler) process(ctx context.Context, key string) error {
 		return r.releaseService(ctx, parts[1], parts[2])
 	case strings.HasPrefix(key, "release/"):
 		parts := strings.SplitN(key, "/", 3)
-		for _, k := range r.kinds {
-			if k.Resource == parts[1] {
-				return r.release(ctx, k, parts[2])
-			}
+		if p := r.backend(parts[1]); p != nil {
+			return r.release(ctx, p, parts[2])
 		}
 	}
 	return nil

@@ -68,7 +68,7 @@ func (r *Reconciler) versions(ctx context.Context, w *watched) (map[string]strin
 			return nil, err
 		}
 		for _, o := range list.Items {
-			out[o.Name] = o.ResourceVersion
+			out[cacheKey(o.Namespace, o.Name)] = o.ResourceVersion
 		}
 		if list.Continue == "" {
 			return out, nil
@@ -81,7 +81,7 @@ func cached(w *watched) map[string]string {
 	out := map[string]string{}
 	for _, o := range w.store().List() {
 		if m, err := meta.Accessor(o); err == nil {
-			out[m.GetName()] = m.GetResourceVersion()
+			out[cacheKey(m.GetNamespace(), m.GetName())] = m.GetResourceVersion()
 		}
 	}
 	return out
@@ -102,4 +102,12 @@ func differences(api, cache map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// cacheKey is an informer's key for an object: "name" or "namespace/name".
+func cacheKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/aggregate"
+	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/budget"
-	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/pool"
 	"github.com/renumber/renumber/internal/status"
@@ -51,15 +51,15 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	}
 	var poolErrs []error
 	if d.Current.IsValid() && problems.Spec == nil {
-		for _, k := range r.kinds {
-			for _, o := range r.pools[k].store().List() {
+		for _, p := range r.backends() {
+			for _, o := range p.w.store().List() {
 				pu := o.(*unstructured.Unstructured)
-				po, ours, err := k.Decode(pu)
+				po, ours, err := p.kind.Decode(pu)
 				if !ours || po.Follow.DynamicPrefix != name {
 					continue
 				}
 				if err == nil {
-					err = r.syncPool(ctx, k, pu, po, dp, d)
+					err = r.syncPool(ctx, p.kind, pu, po, dp, d)
 				}
 				if err != nil {
 					if ctx.Err() != nil {
@@ -116,15 +116,15 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	return errors.Join(retry...)
 }
 
-func (r *Reconciler) syncPool(ctx context.Context, k *cilium.Kind, u *unstructured.Unstructured, po cilium.Object, dp *dynamicprefix.DynamicPrefix, d aggregate.Decision) error {
-	key := k.Resource + "/" + po.Name
+func (r *Reconciler) syncPool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, dp *dynamicprefix.DynamicPrefix, d aggregate.Decision) error {
+	key := k.Resource + "/" + po.Key()
 	if w, ok := r.remembered(key, po.ResourceVersion); ok {
 		wr := w.([2][]string)
 		po.Entries, po.Record, po.HasRecord = wr[0], wr[1], len(wr[1]) > 0
 	}
 	desired, err := pool.Desired(dp.Spec, po.Follow, d.Pooled, k.CIDROnly)
 	if err != nil {
-		err = fmt.Errorf("%s %q: %w", k.Name, po.Name, err)
+		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 		r.announce("pool/"+key, u, true, "InvalidPoolReference", err.Error())
 		return err
 	}
@@ -147,7 +147,7 @@ func (r *Reconciler) syncPool(ctx context.Context, k *cilium.Kind, u *unstructur
 	if len(removed) > 0 {
 		note += fmt.Sprintf("; removed %s", strings.Join(removed, ", "))
 	}
-	r.log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Name), "managed", record, "removed", removed)
+	r.log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "removed", removed)
 	r.recorder.Event(u, false, "PoolUpdated", note)
 	r.forget("pool/" + key)
 	return nil
@@ -155,8 +155,9 @@ func (r *Reconciler) syncPool(ctx context.Context, k *cilium.Kind, u *unstructur
 
 // release removes our entries and record from an object whose
 // dynamic-prefix.io/name annotation was removed; nothing else is touched.
-func (r *Reconciler) release(ctx context.Context, k *cilium.Kind, name string) error {
-	obj, exists, err := r.pools[k].store().GetByKey(name)
+func (r *Reconciler) release(ctx context.Context, p *pooled, name string) error {
+	k := p.kind
+	obj, exists, err := p.w.store().GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}
@@ -165,7 +166,7 @@ func (r *Reconciler) release(ctx context.Context, k *cilium.Kind, name string) e
 	if err != nil || !ours || po.Follow.DynamicPrefix != "" {
 		return err
 	}
-	key := k.Resource + "/" + name
+	key := k.Resource + "/" + po.Key()
 	if _, ok := r.remembered(key, po.ResourceVersion); ok {
 		return nil // already released; the cache has not caught up
 	}
@@ -180,7 +181,7 @@ func (r *Reconciler) release(ctx context.Context, k *cilium.Kind, name string) e
 	}
 	r.remember(key, po.ResourceVersion, [2][]string{entries, nil})
 	metricWrites.WithLabelValues(k.Resource).Inc()
-	r.log.Info(fmt.Sprintf("%s %s released", k.Name, name), "removed", po.Record)
+	r.log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record)
 	r.recorder.Event(u, false, "PoolReleased", "dynamic-prefix.io/name removed: managed entries and record removed")
 	return nil
 }

@@ -3,6 +3,7 @@ package world
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,6 +138,35 @@ func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
 		return err
 	}
 	return cp.Apply(ctx, append(files, own...)...)
+}
+
+// MetalLBVersion is the MetalLB release whose CRD schemas the world installs. It
+// is downloaded from the Go module proxy, not added to go.mod: nothing imports it.
+const MetalLBVersion = "v0.16.2"
+
+// InstallMetalLB installs MetalLB's real IPAddressPool CRD.
+func (cp *ControlPlane) InstallMetalLB(ctx context.Context) error {
+	dir, err := moduleDir("go.universe.tf/metallb@" + MetalLBVersion)
+	if err != nil {
+		return err
+	}
+	return cp.Apply(ctx, filepath.Join(dir, "config", "crd", "bases", "metallb.io_ipaddresspools.yaml"))
+}
+
+// moduleDir downloads a module (module cache, then the proxy) and returns its directory.
+func moduleDir(query string) (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", query).Output()
+	if err != nil {
+		return "", fmt.Errorf("downloading %s: %w", query, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil {
+		return "", err
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("downloading %s: %s", query, m.Error)
+	}
+	return m.Dir, nil
 }
 
 // CiliumCRDDir is the v2 CRD directory of the cilium module this repository pins.

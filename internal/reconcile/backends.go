@@ -1,0 +1,210 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/backend"
+)
+
+// Discover returns the pool kinds the API server serves now.
+type Discover func() []*backend.Kind
+
+// pooled is one pool kind and the informer over its objects.
+type pooled struct {
+	kind *backend.Kind
+	w    *watched
+	stop context.CancelFunc // set once running
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// backends returns the pool kinds being followed now.
+func (r *Reconciler) backends() []*pooled {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	return slices.Clone(r.pools)
+}
+
+func (r *Reconciler) backend(resource string) *pooled {
+	for _, p := range r.backends() {
+		if p.kind.Resource == resource {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) newPooled(k *backend.Kind) *pooled {
+	return &pooled{kind: k, w: newWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
+		inf := dynamicInformer(r.client, k.GVR)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { r.poolChanged(k, nil, o) },
+			UpdateFunc: func(old, new any) {
+				if old.(*unstructured.Unstructured).GetResourceVersion() != new.(*unstructured.Unstructured).GetResourceVersion() {
+					r.poolChanged(k, old, new)
+				}
+			},
+		})
+		return inf
+	})}
+}
+
+func (p *pooled) run(ctx context.Context) {
+	ctx, p.stop = context.WithCancel(ctx)
+	p.w.run(ctx)
+}
+
+// watchCRDs signals a rediscovery when a CustomResourceDefinition of a backend
+// group is added, changed or removed (metadata only; the initial list is not a
+// change).
+func (r *Reconciler) watchCRDs() *watched {
+	ours := func(o any) bool {
+		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		name := metaName(o)
+		for _, g := range r.cfg.BackendGroups {
+			if strings.HasSuffix(name, "."+g) {
+				return true
+			}
+		}
+		return false
+	}
+	signal := func(o any) {
+		if ours(o) {
+			select {
+			case r.rediscover <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return newWatched("customresourcedefinitions", crdGVR, func() cache.SharedIndexInformer {
+		inf := metadataInformer(r.meta, crdGVR)
+		_ = inf.SetTransform(keepNameOnly)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, initial bool) {
+				if !initial {
+					signal(o)
+				}
+			},
+			UpdateFunc: func(old, new any) {
+				if metaVersion(old) != metaVersion(new) {
+					signal(new)
+				}
+			},
+			DeleteFunc: signal,
+		})
+		return inf
+	})
+}
+
+// followBackends picks up pool kinds installed (or removed) while running, on
+// every replica, so a standby's caches are as warm as the leader's. The API
+// server's discovery lags a new CRD by a moment, so a signal is followed by a
+// few looks.
+func (r *Reconciler) followBackends(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.rediscover:
+		}
+		for range 10 {
+			if r.updateBackends(ctx) || !sleep(ctx, r.clock, time.Second) {
+				break
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, clk interface {
+	After(time.Duration) <-chan time.Time
+}, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-clk.After(d):
+		return true
+	}
+}
+
+// updateBackends compares the served pool kinds with the followed ones, starts
+// informers for new kinds (waiting until they are listed) and stops removed ones.
+// It reports whether anything changed.
+func (r *Reconciler) updateBackends(ctx context.Context) bool {
+	served := r.discover()
+	current := r.backends()
+	changed := false
+	for _, p := range current {
+		if !slices.ContainsFunc(served, func(k *backend.Kind) bool { return k.GVR == p.kind.GVR }) {
+			p.stop()
+			r.bmu.Lock()
+			r.pools = slices.DeleteFunc(r.pools, func(q *pooled) bool { return q == p })
+			r.bmu.Unlock()
+			r.log.Info("pool kind no longer served; stopped following it", "kind", p.kind.Name, "version", p.kind.GVR.Version)
+			changed = true
+		}
+	}
+	for _, k := range served {
+		if slices.ContainsFunc(current, func(p *pooled) bool { return p.kind.GVR == k.GVR }) {
+			continue
+		}
+		p := r.newPooled(k)
+		p.run(ctx)
+		wait, cancel := context.WithTimeout(ctx, restartTimeout)
+		ok := cache.WaitForCacheSync(wait.Done(), p.w.synced)
+		cancel()
+		if !ok {
+			p.stop()
+			continue // the next signal tries again
+		}
+		r.bmu.Lock()
+		r.pools = append(r.pools, p)
+		r.bmu.Unlock()
+		r.log.Info("pool kind served; following it", "kind", k.Name, "version", k.GVR.Version)
+		for _, o := range p.w.store().List() {
+			r.poolChanged(k, nil, o)
+		}
+		changed = true
+	}
+	return changed
+}
+
+// keepNameOnly strips cached CRDs down to name and version.
+func keepNameOnly(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	return bare(m), nil
+}
+
+// bare is m with only its identity: name, namespace, version, UID.
+func bare(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.Name, m.Namespace, m.ResourceVersion, m.UID
+	return out
+}
+
+func metaName(o any) string {
+	if m, err := meta.Accessor(o); err == nil {
+		return m.GetName()
+	}
+	return ""
+}
+
+func metaVersion(o any) string {
+	if m, err := meta.Accessor(o); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}

@@ -48,6 +48,7 @@ func main() {
 		settle       = flag.Duration("settle", 3*time.Second, "how long a new prefix may wait for its SLAAC address before publishing")
 		startupGrace = flag.Duration("startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 		metricsAddr  = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")
+		keepOmitted  = flag.Bool("keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
 	)
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
 	newLog := logs.Flags(flag.CommandLine)
@@ -59,7 +60,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, agent.Config{Settle: *settle, StartupGrace: *startupGrace}, *debounce); err != nil {
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, agent.Config{Settle: *settle, StartupGrace: *startupGrace, KeepOmitted: *keepOmitted}, *debounce); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}

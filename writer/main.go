@@ -44,6 +44,7 @@ func main() {
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
 		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+		nodeGrace   = flag.Duration("node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 		staleness   = flag.Duration("staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
 		limits      budget.Limits
 	)
@@ -66,7 +67,7 @@ func main() {
 		log.Error("invalid flags", "err", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits, Staleness: *staleness}, *metricsAddr); err != nil {
+	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits, Staleness: *staleness, NodeGrace: *nodeGrace}, *metricsAddr); err != nil {
 		log.Error("writer failed", "err", err)
 		os.Exit(1)
 	}

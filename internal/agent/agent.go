@@ -37,6 +37,11 @@ type Config struct {
 	// StartupGrace is how long to wait for the first RA on every link before the
 	// first publication (a restart must not publish a half-observed digest).
 	StartupGrace time.Duration
+	// KeepOmitted: a prefix a router stops mentioning keeps its preferred
+	// lifetime (for routers that split their prefixes over several RAs); by
+	// default the router's RA is its whole offer and the omitted prefix is
+	// deprecated at once.
+	KeepOmitted bool
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -75,6 +80,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		seed:      published,
 		rejected:  map[string]bool{},
 	}
+	a.state.OmitDeprecates = !cfg.KeepOmitted
 	return a
 }
 

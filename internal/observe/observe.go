@@ -5,8 +5,15 @@
 // Rules:
 //   - A prefix is on a link while any router's last RA keeps it valid, or the kernel
 //     holds a global address in it.
-//   - It is deprecated when every source says so: every router's preferred lifetime
-//     has run out (or was 0), and every address in it is deprecated.
+//   - Routers decide whether it is preferred: it is while any router's last RA keeps
+//     its preferred lifetime running. Only a prefix no router advertises (a static
+//     address, DHCPv6) is preferred or deprecated by its addresses.
+//   - A router whose RA offers prefixes but omits one it advertised before has
+//     stopped offering it (a router rebooted onto a new ISP prefix says nothing of
+//     the old one): that router's claim is deprecated at once, its valid lifetime
+//     left to run out. The kernel keeps the old address preferred meanwhile, which
+//     is why routers decide. OmitDeprecates turns this off for routers that
+//     split their prefixes over several RAs.
 //   - A PIO with valid lifetime 0 withdraws that router's claim at once.
 //   - The valid lifetime left when a prefix first turns deprecated is frozen into the
 //     digest, so the value does not change on every RA.
@@ -107,6 +114,9 @@ type State struct {
 	// after the next RA and DAD: without this a link flap would be two or three
 	// digest changes for a network that did not change.
 	LinkGrace time.Duration
+	// OmitDeprecates: an RA that omits a prefix its router advertised before
+	// deprecates that prefix for the router (default true).
+	OmitDeprecates bool
 }
 
 // DefaultLinkGrace covers an RA interval plus DAD.
@@ -114,7 +124,7 @@ const DefaultLinkGrace = 10 * time.Second
 
 // New returns a State watching the given links.
 func New(filter Filter, links ...string) *State {
-	s := &State{links: map[string]*link{}, filter: filter, LinkGrace: DefaultLinkGrace}
+	s := &State{links: map[string]*link{}, filter: filter, LinkGrace: DefaultLinkGrace, OmitDeprecates: true}
 	s.SetLinks(links...)
 	return s
 }
@@ -189,6 +199,21 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	}
 	if len(prefixes) == 0 {
 		l.sawRA = true
+		return
+	}
+	// Only an RA that offers something (valid > 0) is the router's whole offer: one
+	// that merely withdraws a prefix says nothing of the others.
+	if !s.OmitDeprecates || !slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Valid > 0 }) {
+		return
+	}
+	for k, e := range l.ra {
+		if k.router != router || slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Prefix.Masked() == k.prefix }) {
+			continue
+		}
+		if !e.preferred.passed(now) {
+			e.preferred = deadline(now)
+			l.ra[k] = e
+		}
 	}
 }
 
@@ -284,9 +309,18 @@ type Rejected struct {
 }
 
 type seen struct {
-	sources   digest.Source
-	preferred bool
-	remaining time.Duration // longest valid lifetime left
+	sources       digest.Source
+	raPreferred   bool          // some router's preferred lifetime runs
+	addrPreferred bool          // some address is preferred
+	remaining     time.Duration // longest valid lifetime left
+}
+
+// preferred: routers decide when any advertises the prefix, addresses otherwise.
+func (e *seen) preferred() bool {
+	if e.sources&digest.SourceRA != 0 {
+		return e.raPreferred
+	}
+	return e.addrPreferred
 }
 
 // Snapshot expires what ran out by now and returns the digest of what is left,
@@ -313,7 +347,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			}
 			e := get(k.prefix)
 			e.sources |= digest.SourceRA
-			e.preferred = e.preferred || !lt.preferred.passed(now)
+			e.raPreferred = e.raPreferred || !lt.preferred.passed(now)
 			e.remaining = max(e.remaining, lt.valid.remaining(now))
 		}
 		for addr, a := range l.addrs {
@@ -323,7 +357,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			}
 			e := get(a.prefix)
 			e.sources |= digest.SourceAddr
-			e.preferred = e.preferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
+			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
 			e.remaining = max(e.remaining, a.lifetimes.valid.remaining(now))
 		}
 		dl := digest.Link{Name: name}
@@ -334,7 +368,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 					continue
 				}
 			}
-			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred}
+			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred()}
 			if dp.Deprecated {
 				if _, ok := l.frozen[p]; !ok {
 					l.frozen[p] = min(e.remaining, digest.MaxLifetime*time.Second).Truncate(time.Second)

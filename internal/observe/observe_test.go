@@ -307,3 +307,53 @@ func TestLinkFlapKeepsFlushedAddresses(t *testing.T) {
 		t.Errorf("plain removal: %s, want %s", got, want)
 	}
 }
+
+func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
+	ra := func(s *State, at time.Duration, ps ...netip.Prefix) {
+		var pios []RAPrefix
+		for _, p := range ps {
+			pios = append(pios, RAPrefix{p, time.Hour, 30 * time.Minute, true})
+		}
+		s.RA("eth0", routerA, t0.Add(at), pios)
+	}
+	s := New(nil, "eth0")
+	ra(s, 0, pA)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0)
+	// The router reboots onto a new ISP prefix and never mentions A again; the
+	// kernel keeps A's address preferred for another 30 minutes.
+	ra(s, 10*time.Second, pB)
+	want := "v1;eth0=2001:db8:a::/64 d3590 ra+addr,2001:db8:b::/64 p ra"
+	if got := encode(t, s, t0.Add(10*time.Second)); got != want {
+		t.Fatalf("after the reboot:\n got %s\nwant %s", got, want)
+	}
+	ra(s, 14*time.Second, pB)
+	if got := encode(t, s, t0.Add(14*time.Second)); got != want {
+		t.Errorf("the next RA changed the digest:\n got %s\nwant %s", got, want)
+	}
+	// A coming back (the ISP returns the old prefix) is preferred again.
+	ra(s, 20*time.Second, pA, pB)
+	if got, want := encode(t, s, t0.Add(20*time.Second)), "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("A back:\n got %s\nwant %s", got, want)
+	}
+
+	// Off, for routers that split their prefixes over several RAs.
+	s = New(nil, "eth0")
+	s.OmitDeprecates = false
+	ra(s, 0, pA)
+	ra(s, 3*time.Second, pB)
+	if got, want := encode(t, s, t0.Add(3*time.Second)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("with OmitDeprecates off:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestRoutersDecideOverAddresses(t *testing.T) {
+	s := New(nil, "eth0")
+	// A static address in a prefix no router advertises: its own lifetimes decide.
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: Infinite, Preferred: Infinite}, false, t0)
+	// A router deprecates A while an address in A is still preferred.
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, 0, true}})
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
+	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d3600 ra+addr,2001:db8:b::/64 p addr"; got != want {
+		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+}

@@ -14,7 +14,7 @@ type stateCollector struct{ r *Reconciler }
 
 var (
 	descNodes = prometheus.NewDesc("renumber_writer_nodes",
-		"Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid.", []string{"state"}, nil)
+		"Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid, not-ready (not Ready past the grace: not voting).", []string{"state"}, nil)
 	descThrottled = prometheus.NewDesc("renumber_writer_throttled_objects",
 		"Objects whose last write the write-storm breaker refused (0 when writes flow).", nil, nil)
 	descAcquired = prometheus.NewDesc("renumber_writer_dynamicprefix_acquired",
@@ -31,16 +31,20 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0}
+	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0, "not-ready": 0}
 	for _, o := range c.r.nodes.store().List() {
 		m, ok := o.(*metav1.PartialObjectMetadata)
 		if !ok {
 			continue
 		}
 		v, ok := m.Annotations[digest.Annotation]
-		switch _, err := digest.Decode(v); {
-		case !ok:
+		if !ok {
 			counts["missing"]++
+			continue
+		}
+		switch _, err := c.r.decode(m.Name, v); {
+		case c.r.isLapsed(m.Name):
+			counts["not-ready"]++
 		case err != nil:
 			counts["invalid"]++
 		default:

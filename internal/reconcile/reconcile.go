@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
-	"github.com/renumber/renumber/internal/aggregate"
 	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/digest"
@@ -44,6 +42,9 @@ type Config struct {
 	Budget budget.Limits
 	// Staleness is how often CheckStaleness compares caches with the API server.
 	Staleness time.Duration
+	// NodeGrace is how long a Node may be not Ready before its digest stops
+	// voting (0: it always votes).
+	NodeGrace time.Duration
 	// BackendGroups are the API groups of pool kinds: a CRD of one of them being
 	// installed or removed makes the writer look for pool kinds again.
 	BackendGroups []string
@@ -73,10 +74,12 @@ type Reconciler struct {
 
 	budget    *budget.Budget
 	mu        sync.Mutex
-	throttled map[string]bool   // objects whose last write the budget refused
-	memo      map[string]memo   // what we wrote last, per object
-	announced map[string]string // last event text per subject, so events mark transitions
-	badNodes  map[string]string // node -> garbled digest value already reported
+	throttled map[string]bool    // objects whose last write the budget refused
+	memo      map[string]memo    // what we wrote last, per object
+	announced map[string]string  // last event text per subject, so events mark transitions
+	badNodes  map[string]string  // node -> garbled digest value already reported
+	lapsed    map[string]bool    // nodes whose vote lapsed (not Ready past the grace)
+	decoded   map[string]decoded // node -> its digest, decoded once per value
 }
 
 // memo remembers a write until the informer shows it: if the cache still holds
@@ -99,22 +102,10 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, discover
 		memo:      map[string]memo{},
 		announced: map[string]string{},
 		badNodes:  map[string]string{},
+		lapsed:    map[string]bool{},
+		decoded:   map[string]decoded{},
 	}
-	nodesGVR := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	r.nodes = newWatched("nodes", nodesGVR, func() cache.SharedIndexInformer {
-		inf := metadataInformer(meta, nodesGVR)
-		_ = inf.SetTransform(keepDigestOnly)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { r.enqueueAll(cfg.Debounce) },
-			UpdateFunc: func(old, new any) {
-				if digestOf(old) != digestOf(new) {
-					r.enqueueAll(cfg.Debounce)
-				}
-			},
-			DeleteFunc: func(any) { r.enqueueAll(cfg.Debounce) },
-		})
-		return inf
-	})
+	r.nodes = r.watchNodes()
 	r.dps = newWatched("dynamicprefixes", dynamicprefix.GVR, func() cache.SharedIndexInformer {
 		inf := dynamicInformer(client, dynamicprefix.GVR)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -150,20 +141,6 @@ func (r *Reconciler) Kinds() []string {
 		out = append(out, p.kind.Name)
 	}
 	return out
-}
-
-// keepDigestOnly strips everything but the name and our annotation from cached
-// Nodes: kubelet churn does not cost memory, and nothing else is read.
-func keepDigestOnly(o any) (any, error) {
-	m, ok := o.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return o, nil
-	}
-	out := bare(m)
-	if v, ok := m.Annotations[digest.Annotation]; ok {
-		out.Annotations = map[string]string{digest.Annotation: v}
-	}
-	return out, nil
 }
 
 func digestOf(o any) string {
@@ -329,45 +306,6 @@ func (r *Reconciler) process(ctx context.Context, key string) error {
 		}
 	}
 	return nil
-}
-
-// reports returns the decoded digests of every node, reporting garbled ones once.
-func (r *Reconciler) reports() []aggregate.Report {
-	var out []aggregate.Report
-	for _, o := range r.nodes.store().List() {
-		m, ok := o.(*metav1.PartialObjectMetadata)
-		if !ok {
-			continue
-		}
-		v, ok := m.Annotations[digest.Annotation]
-		if !ok {
-			continue
-		}
-		n, err := digest.Decode(v)
-		if err != nil {
-			r.mu.Lock()
-			seen := r.badNodes[m.Name] == v
-			r.badNodes[m.Name] = v
-			r.mu.Unlock()
-			if !seen {
-				metricBadDigests.Inc()
-				r.log.Warn("ignoring garbled digest", "node", m.Name, "err", err)
-				node := &unstructured.Unstructured{}
-				node.SetAPIVersion("v1")
-				node.SetKind("Node")
-				node.SetName(m.Name)
-				node.SetUID(m.UID)
-				r.recorder.Event(node, true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, err))
-			}
-			continue
-		}
-		r.mu.Lock()
-		delete(r.badNodes, m.Name)
-		r.mu.Unlock()
-		out = append(out, aggregate.Report{Node: m.Name, Digest: n})
-	}
-	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })
-	return out
 }
 
 // announce emits an event when the text for subject differs from the last one.

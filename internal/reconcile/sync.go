@@ -39,7 +39,11 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 		dp.Status = w.(dynamicprefix.Status)
 	}
 	now := r.clock.Now()
-	d := aggregate.Decide(dp.Spec, dp.Status, r.reports(), now)
+	reports, lapse := r.reports(now)
+	d := aggregate.Decide(dp.Spec, dp.Status, reports, now)
+	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
+		d.Wake = lapse
+	}
 	for _, rej := range d.Rejected {
 		r.announce("reject/"+name+"/"+rej.Prefix.String(), u, true, "PrefixRejected",
 			fmt.Sprintf("%s reported by %d node(s) is not adopted: %s", rej.Prefix, rej.Nodes, rej.Reason))

@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+type noEvents struct{ n int }
+
+func (e *noEvents) Event(*unstructured.Unstructured, bool, string, string) { e.n++ }
+
+func node(name, value, readyStatus, since string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": name, "annotations": map[string]any{
+			digest.Annotation: value, "kubernetes.io/unrelated": "dropped"}}}}
+	if readyStatus != "" {
+		u.Object["status"] = map[string]any{"conditions": []any{
+			map[string]any{"type": "MemoryPressure", "status": "False"},
+			map[string]any{"type": "Ready", "status": readyStatus, "lastTransitionTime": since},
+		}}
+	}
+	return u
+}
+
+func TestNodeRule(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	ev := &noEvents{}
+	r := &Reconciler{cfg: Config{NodeGrace: 5 * time.Minute}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), recorder: ev,
+		badNodes: map[string]string{}, lapsed: map[string]bool{}, decoded: map[string]decoded{}}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	r.nodes = &watched{inf: inf}
+	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
+	for _, n := range []*unstructured.Unstructured{
+		node("fresh", a, "", ""), // no kubelet report yet: votes
+		node("ready", a, "True", "2026-11-21T10:00:00Z"),
+		node("flaky", a, "Unknown", "2026-11-21T11:58:00Z"),   // 2 min: still votes
+		node("down", a, "False", "2026-11-21T11:50:00Z"),      // 10 min: lapsed
+		node("garbled", "v1;eth0=::/0 <script>", "True", ""), // never votes
+	} {
+		v, err := nodeView(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.GetStore().Add(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, wake := r.reports(now)
+	var names []string
+	for _, rep := range got {
+		names = append(names, rep.Node)
+	}
+	if want := []string{"flaky", "fresh", "ready"}; !slices.Equal(names, want) {
+		t.Errorf("voting nodes = %v, want %v", names, want)
+	}
+	if want := time.Date(2026, 11, 21, 12, 3, 0, 0, time.UTC); !wake.Equal(want) {
+		t.Errorf("wake = %v, want %v (when flaky's vote lapses)", wake, want)
+	}
+	if ev.n != 1 {
+		t.Errorf("%d events, want 1 (the garbled digest)", ev.n)
+	}
+	// Three minutes later flaky lapses too; the garbled digest is not reported again.
+	got, wake = r.reports(now.Add(3 * time.Minute))
+	if len(got) != 2 || !wake.IsZero() || ev.n != 1 {
+		t.Errorf("later: %d voting, wake %v, %d events; want 2, none, 1", len(got), wake, ev.n)
+	}
+	if !r.isLapsed("down") || !r.isLapsed("flaky") || r.isLapsed("ready") {
+		t.Errorf("lapsed = %v", r.lapsed)
+	}
+	// With the rule off every digest votes.
+	r.cfg.NodeGrace = 0
+	if got, _ := r.reports(now); len(got) != 4 {
+		t.Errorf("rule off: %d voting, want 4", len(got))
+	}
+}

@@ -15,8 +15,9 @@
 //     is why routers decide. OmitDeprecates turns this off for routers that
 //     split their prefixes over several RAs.
 //   - A PIO with valid lifetime 0 withdraws that router's claim at once.
-//   - The valid lifetime left when a prefix first turns deprecated is frozen into the
-//     digest, so the value does not change on every RA.
+//   - The valid lifetime left when a prefix first turns deprecated (the routers'
+//     word again, if any advertises it) is frozen into the digest, so the value
+//     does not change on every RA.
 package observe
 
 import (
@@ -312,7 +313,8 @@ type seen struct {
 	sources       digest.Source
 	raPreferred   bool          // some router's preferred lifetime runs
 	addrPreferred bool          // some address is preferred
-	remaining     time.Duration // longest valid lifetime left
+	raRemaining   time.Duration // longest valid lifetime left by a router's RA
+	addrRemaining time.Duration // longest valid lifetime left of an address
 }
 
 // preferred: routers decide when any advertises the prefix, addresses otherwise.
@@ -321,6 +323,16 @@ func (e *seen) preferred() bool {
 		return e.raPreferred
 	}
 	return e.addrPreferred
+}
+
+// remaining: routers decide here too. The kernel does not shorten an address's
+// valid lifetime below two hours on an RA's word (RFC 4862 5.5.3 e), but the
+// router's last word is what the prefix has left on the network.
+func (e *seen) remaining() time.Duration {
+	if e.sources&digest.SourceRA != 0 {
+		return e.raRemaining
+	}
+	return e.addrRemaining
 }
 
 // Snapshot expires what ran out by now and returns the digest of what is left,
@@ -348,7 +360,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			e := get(k.prefix)
 			e.sources |= digest.SourceRA
 			e.raPreferred = e.raPreferred || !lt.preferred.passed(now)
-			e.remaining = max(e.remaining, lt.valid.remaining(now))
+			e.raRemaining = max(e.raRemaining, lt.valid.remaining(now))
 		}
 		for addr, a := range l.addrs {
 			if a.lifetimes.valid.passed(now) || (a.held && !l.down && !now.Before(a.heldUntil)) {
@@ -358,7 +370,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			e := get(a.prefix)
 			e.sources |= digest.SourceAddr
 			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
-			e.remaining = max(e.remaining, a.lifetimes.valid.remaining(now))
+			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
 		}
 		dl := digest.Link{Name: name}
 		for p, e := range byPrefix {
@@ -371,7 +383,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred()}
 			if dp.Deprecated {
 				if _, ok := l.frozen[p]; !ok {
-					l.frozen[p] = min(e.remaining, digest.MaxLifetime*time.Second).Truncate(time.Second)
+					l.frozen[p] = min(e.remaining(), digest.MaxLifetime*time.Second).Truncate(time.Second)
 				}
 				dp.Remaining = l.frozen[p]
 			} else {

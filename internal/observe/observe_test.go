@@ -356,4 +356,12 @@ func TestRoutersDecideOverAddresses(t *testing.T) {
 	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d3600 ra+addr,2001:db8:b::/64 p addr"; got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
+	// The kernel keeps an address's valid lifetime when an RA shortens it below two
+	// hours (RFC 4862 5.5.3 e); the router's 20 s is what is published.
+	s = New(nil, "eth0")
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, 20 * time.Second, 0, true}})
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: 600 * time.Second}, false, t0)
+	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d20 ra+addr"; got != want {
+		t.Errorf("shortened lifetime:\n got %s\nwant %s", got, want)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/backend"
@@ -44,6 +45,7 @@ func main() {
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
 		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+		profiles    = flag.Bool("pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 		nodeGrace   = flag.Duration("node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 		staleness   = flag.Duration("staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
 		limits      budget.Limits
@@ -67,7 +69,7 @@ func main() {
 		log.Error("invalid flags", "err", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits, Staleness: *staleness, NodeGrace: *nodeGrace}, *metricsAddr); err != nil {
+	if err := run(ctx, log, *kubeconfig, cfg, reconcile.Config{Debounce: *debounce, Budget: limits, Staleness: *staleness, NodeGrace: *nodeGrace}, *metricsAddr, *profiles); err != nil {
 		log.Error("writer failed", "err", err)
 		os.Exit(1)
 	}
@@ -80,7 +82,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, rcfg reconcile.Config, metricsAddr string) error {
+func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, rcfg reconcile.Config, metricsAddr string, profiles bool) error {
 	requests := kube.NewRequestCounter("writer")
 	base, err := kube.Config(kubeconfig, "renumber-writer/"+ecfg.Identity)
 	if err != nil {
@@ -116,7 +118,14 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	bgp, _ := cilium.BGPResource(core.Discovery())
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
-	r := reconcile.New(rcfg, dyn, meta, discover, bgp, clk, log, rec)
+	protoCfg := rest.CopyConfig(gated)
+	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	typed, err := kubernetes.NewForConfig(protoCfg)
+	if err != nil {
+		return err
+	}
+	r := reconcile.New(rcfg, dyn, meta, typed, discover, bgp, clk, log, rec)
 
 	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {
@@ -127,7 +136,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 			}
 			return nil
 		}
-		if err := metrics.Serve(ctx, log, metricsAddr, reg, healthz, readyz); err != nil {
+		if err := metrics.Serve(ctx, log, metricsAddr, profiles, reg, healthz, readyz); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

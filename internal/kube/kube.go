@@ -35,6 +35,10 @@ func Config(path, userAgent string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kube: loading client config: %w", err)
 	}
 	cfg.UserAgent = userAgent
+	// client-go's default (5/s, burst 10) would spread a renumbering that patches
+	// a hundred HA Services over twenty seconds. The write budget, not the client
+	// limiter, is what keeps our writes in check.
+	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
 }
 

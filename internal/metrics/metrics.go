@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,12 +27,17 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Serve serves /metrics, /healthz and /readyz on addr until ctx ends.
-func Serve(ctx context.Context, log *slog.Logger, addr string, reg *prometheus.Registry, healthz, readyz Check) error {
+// Serve serves /metrics, /healthz and /readyz on addr until ctx ends, and Go's
+// profiles under /debug/pprof/ when profiles is set.
+func Serve(ctx context.Context, log *slog.Logger, addr string, profiles bool, reg *prometheus.Registry, healthz, readyz Check) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", handle(healthz))
 	mux.HandleFunc("/readyz", handle(readyz))
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -17,17 +19,17 @@ type noEvents struct{ n int }
 
 func (e *noEvents) Event(*unstructured.Unstructured, bool, string, string) { e.n++ }
 
-func node(name, value, readyStatus, since string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
-		"metadata": map[string]any{"name": name, "annotations": map[string]any{
-			digest.Annotation: value, "kubernetes.io/unrelated": "dropped"}}}}
-	if readyStatus != "" {
-		u.Object["status"] = map[string]any{"conditions": []any{
-			map[string]any{"type": "MemoryPressure", "status": "False"},
-			map[string]any{"type": "Ready", "status": readyStatus, "lastTransitionTime": since},
-		}}
+func node(name, value string, ready corev1.ConditionStatus, since string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+		digest.Annotation: value, "kubernetes.io/unrelated": "dropped"}}}
+	if ready != "" {
+		at, _ := time.Parse(time.RFC3339, since)
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(at)},
+		}
 	}
-	return u
+	return n
 }
 
 func TestNodeRule(t *testing.T) {
@@ -38,11 +40,11 @@ func TestNodeRule(t *testing.T) {
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	r.nodes = &watched{inf: inf}
 	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
-	for _, n := range []*unstructured.Unstructured{
+	for _, n := range []*corev1.Node{
 		node("fresh", a, "", ""), // no kubelet report yet: votes
 		node("ready", a, "True", "2026-11-21T10:00:00Z"),
-		node("flaky", a, "Unknown", "2026-11-21T11:58:00Z"),   // 2 min: still votes
-		node("down", a, "False", "2026-11-21T11:50:00Z"),      // 10 min: lapsed
+		node("flaky", a, "Unknown", "2026-11-21T11:58:00Z"),  // 2 min: still votes
+		node("down", a, "False", "2026-11-21T11:50:00Z"),     // 10 min: lapsed
 		node("garbled", "v1;eth0=::/0 <script>", "True", ""), // never votes
 	} {
 		v, err := nodeView(n)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -55,6 +56,7 @@ type Reconciler struct {
 	cfg      Config
 	client   dynamic.Interface // writes pass the leader gate
 	meta     metadata.Interface
+	core     kubernetes.Interface // typed reads (Nodes, in protobuf)
 	discover Discover
 	clock    clock.WithTicker
 	log      *slog.Logger
@@ -90,9 +92,9 @@ type memo struct {
 }
 
 // New builds the informers; call Run to start them.
-func New(cfg Config, client dynamic.Interface, meta metadata.Interface, discover Discover, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kubernetes.Interface, discover Discover, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
-		cfg: cfg, client: client, meta: meta, discover: discover, clock: clk, log: log, recorder: rec,
+		cfg: cfg, client: client, meta: meta, core: core, discover: discover, clock: clk, log: log, recorder: rec,
 		rediscover: make(chan struct{}, 1),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),

@@ -44,6 +44,8 @@ type results struct {
 	Change   *change           `json:"change,omitempty"`
 	Procs    []proc            `json:"processes,omitempty"`
 	Sizes    map[string]int64  `json:"binarySizes,omitempty"`
+	ScaleAt  string            `json:"scaleMeasuredAt,omitempty"`
+	Scale    []scaleRow        `json:"scale,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -72,11 +74,13 @@ type proc struct {
 	Name       string  `json:"name"`
 	RSSMiB     float64 `json:"rssMiB"`
 	PeakMiB    float64 `json:"peakRssMiB"`
+	AnonMiB    float64 `json:"anonRssMiB"`
 	CPUSecHour float64 `json:"cpuSecondsPerHour"`
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady, change or size (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady, change, scale or size (default all)")
+	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
 	out := flag.String("out", "bench", "directory for results.md and results.json")
@@ -91,10 +95,28 @@ func main() {
 		}
 	}
 	r.Date, r.Machine, r.Versions, r.Notes = time.Now().UTC().Format(time.RFC3339), machine(), versions(), nil
+	var sizes []int
+	for _, f := range strings.Split(*scaleSizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+			fmt.Fprintln(os.Stderr, "bench: bad -scale:", f)
+			os.Exit(2)
+		}
+		sizes = append(sizes, n)
+	}
 	if err := run(ctx, r, *only, *steadyFor, *changes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	if *only == "" || *only == "scale" {
+		rows, err := runScale(ctx, *out, sizes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.ScaleAt, r.Scale = time.Now().UTC().Format(time.RFC3339), rows
+	}
+	r.Notes = notes(r)
 	if err := write(r, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -128,6 +150,9 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		if only == "size" {
 			return nil
 		}
+	}
+	if only == "scale" {
+		return nil
 	}
 	agentBin, err := world.Bin("agent")
 	if err != nil {
@@ -203,7 +228,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		cpu1 := cpuTimes(procs)
 		for name, c := range procs {
 			rss, peak := memory(c.Process.Pid)
-			r.Procs = append(r.Procs, proc{Name: name, RSSMiB: rss, PeakMiB: peak,
+			r.Procs = append(r.Procs, proc{Name: name, RSSMiB: rss, PeakMiB: peak, AnonMiB: anon(c.Process.Pid),
 				CPUSecHour: (cpu1[name] - cpu0[name]) / elapsed.Hours()})
 		}
 		sort.Slice(r.Procs, func(i, j int) bool { return r.Procs[i].Name < r.Procs[j].Name })
@@ -282,13 +307,21 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		}
 		r.Change = c
 	}
-	r.Notes = append(r.Notes,
+	return nil
+}
+
+// notes are the caveats printed under the tables.
+func notes(r *results) []string {
+	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Scale with 1,000/5,000 simulated Nodes is not measured yet.",
 		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw, so it includes SLAAC with DAD (the agent publishes once the address exists) and both debounces.",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
-		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.")
-	return nil
+		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
+	}
+	if r.Scale != nil {
+		out = append(out, scaleNotes()...)
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -448,6 +481,23 @@ func memory(pid int) (rss, peak float64) {
 	return rss, peak
 }
 
+// anon returns the anonymous part of the RSS in MiB (heap, stacks: what grows
+// with the workload; the rest is the binary's pages, shared and reclaimable).
+func anon(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			var kb float64
+			fmt.Sscan(v, &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
 func sizes() map[string]int64 {
 	out := map[string]int64{}
 	for _, name := range []string{"agent", "writer"} {
@@ -526,13 +576,13 @@ func write(r *results, dir string) error {
 		b.WriteString(table(c.WritesByWho))
 	}
 	if len(r.Procs) > 0 {
-		b.WriteString("\n## Memory and CPU at steady state\n\n| process | RSS MiB | peak RSS MiB | CPU s/hour | goal |\n|---|---|---|---|---|\n")
+		b.WriteString("\n## Memory and CPU at steady state\n\n| process | RSS MiB | of which anonymous | peak RSS MiB | CPU s/hour | goal |\n|---|---|---|---|---|---|\n")
 		for _, p := range r.Procs {
 			goal := "<= 16 MiB"
 			if strings.HasPrefix(p.Name, "writer") {
 				goal = "<= 32 MiB"
 			}
-			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %s |\n", p.Name, p.RSSMiB, p.PeakMiB, p.CPUSecHour, goal)
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %s |\n", p.Name, p.RSSMiB, p.AnonMiB, p.PeakMiB, p.CPUSecHour, goal)
 		}
 	}
 	if len(r.Sizes) > 0 {
@@ -540,6 +590,9 @@ func write(r *results, dir string) error {
 		for _, n := range []string{"agent", "writer"} {
 			fmt.Fprintf(&b, "| %s | %.1f |\n", n, float64(r.Sizes[n])/(1<<20))
 		}
+	}
+	if len(r.Scale) > 0 {
+		writeScale(&b, r.ScaleAt, r.Scale)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

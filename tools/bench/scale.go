@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/tools/loadgen"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// scaleRow is the writer against one simulated cluster size.
+type scaleRow struct {
+	Nodes          int     `json:"nodes"`
+	Services       int     `json:"services"`
+	FollowingSvcs  int     `json:"followingServices"`
+	StartToSyncMS  float64 `json:"writerStartToConvergedMillis"`
+	SteadyRSSMiB   float64 `json:"steadyRssMiB"`
+	SteadyAnonMiB  float64 `json:"steadyAnonRssMiB"`
+	PeakRSSMiB     float64 `json:"peakRssMiB"`
+	ReportSpreadMS float64 `json:"firstToLastDigestMillis"`
+	FirstToPoolMS  float64 `json:"firstDigestToPoolPatchMillis"`
+	LastToPoolMS   float64 `json:"lastDigestToPoolPatchMillis"`
+	PoolWrites     []int   `json:"writesPerPool"`
+	StatusWrites   int     `json:"statusWrites"`
+	ServiceWrites  int     `json:"serviceWrites"`
+	CPUPerDigestUS float64 `json:"writerCpuMicrosPerDigest"`
+	HeapTop        string  `json:"heapTop"`
+	CPUTop         string  `json:"cpuTop"`
+}
+
+const (
+	scaleServices  = 1000
+	scaleFollowing = 100 // every 10th Service follows "home" in HA mode
+	scaleWindow    = time.Second
+	metricsPort    = "127.0.0.1:19471"
+)
+
+// digests of a simulated node before and after the change.
+func scaleDigests() (before, after string) {
+	a, b := netip.MustParsePrefix("2001:db8:1:100::/64"), netip.MustParsePrefix("2001:db8:2:200::/64")
+	enc := func(ps ...digest.Prefix) string {
+		v, err := digest.Encode(digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: ps}}})
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+	return enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA | digest.SourceAddr}),
+		enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA | digest.SourceAddr, Deprecated: true, Remaining: 1800},
+			digest.Prefix{Prefix: b, Sources: digest.SourceRA | digest.SourceAddr})
+}
+
+func runScale(ctx context.Context, out string, sizes []int) ([]scaleRow, error) {
+	writerBin, err := world.Bin("writer")
+	if err != nil {
+		return nil, err
+	}
+	var rows []scaleRow
+	for _, n := range sizes {
+		row, err := scaleOnce(ctx, writerBin, out, n)
+		if err != nil {
+			return rows, fmt.Errorf("%d nodes: %w", n, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, error) {
+	row := scaleRow{Nodes: n, Services: scaleServices, FollowingSvcs: scaleFollowing}
+	progress("scale %d: starting an API server (no network nodes)", n)
+	w, err := world.Start(ctx, world.Options{Nodes: 0})
+	if err != nil {
+		return row, err
+	}
+	defer w.Close()
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		return row, err
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		return row, err
+	}
+	if err := scaleWorkload(ctx, w); err != nil {
+		return row, err
+	}
+	gen, err := loadgen.New(w.API.Admin, "sim-", 32)
+	if err != nil {
+		return row, err
+	}
+	before, after := scaleDigests()
+	progress("scale %d: creating %d Nodes and %d Services", n, n, scaleServices)
+	if err := gen.CreateNodes(ctx, n, before); err != nil {
+		return row, err
+	}
+
+	t0 := time.Now()
+	args := append([]string{"--pprof", "--metrics-addr", metricsPort}, strings.Fields(os.Getenv("BENCH_WRITER_ARGS"))...)
+	writer, err := w.StartWriter(ctx, writerBin, "writer-a", args...)
+	if err != nil {
+		return row, err
+	}
+	if err := waitAllPools(ctx, w, netip.MustParsePrefix("2001:db8:1:100::/64")); err != nil {
+		return row, err
+	}
+	row.StartToSyncMS = ms(time.Since(t0))
+	time.Sleep(10 * time.Second)
+	row.SteadyRSSMiB, _ = memory(writer.Process.Pid)
+	row.SteadyAnonMiB = anon(writer.Process.Pid)
+	heap := filepath.Join(out, "profiles", fmt.Sprintf("writer-heap-%d.pb.gz", n))
+	if err := fetch(ctx, "/debug/pprof/heap", heap); err != nil {
+		return row, err
+	}
+	row.HeapTop = top(heap, "-sample_index=inuse_space")
+
+	progress("scale %d: every node reports a new prefix within %s", n, scaleWindow)
+	m, err := w.API.Mark(ctx)
+	if err != nil {
+		return row, err
+	}
+	procs := map[string]*exec.Cmd{"writer": writer}
+	cpu0 := cpuTimes(procs)
+	cpuProfile := filepath.Join(out, "profiles", fmt.Sprintf("writer-cpu-%d.pb.gz", n))
+	profiled := make(chan error, 1)
+	go func() { profiled <- fetch(ctx, "/debug/pprof/profile?seconds=20", cpuProfile) }()
+	time.Sleep(500 * time.Millisecond) // the profile has started
+	if err := gen.Report(ctx, n, after, scaleWindow); err != nil {
+		return row, err
+	}
+	if err := waitAllPools(ctx, w, netip.MustParsePrefix("2001:db8:2:200::/64")); err != nil {
+		return row, err
+	}
+	if err := <-profiled; err != nil {
+		return row, err
+	}
+	cpu1 := cpuTimes(procs)
+	row.CPUTop = top(cpuProfile)
+	row.CPUPerDigestUS = (cpu1["writer"] - cpu0["writer"]) * 1e6 / float64(n)
+	ws, err := w.API.WritesSince(ctx, m)
+	if err != nil {
+		return row, err
+	}
+	var first, last, pool time.Time
+	perPool := map[string]int{}
+	for _, wr := range ws {
+		switch {
+		case wr.Resource == "nodes":
+			if first.IsZero() || wr.At.Before(first) {
+				first = wr.At
+			}
+			if wr.At.After(last) {
+				last = wr.At
+			}
+		case wr.Resource == "ciliumloadbalancerippools":
+			perPool[wr.Name]++
+			if pool.IsZero() || wr.At.Before(pool) {
+				pool = wr.At
+			}
+		case wr.Resource == "dynamicprefixes":
+			row.StatusWrites++
+		case wr.Resource == "services":
+			row.ServiceWrites++
+		}
+	}
+	for _, name := range []string{"home-0", "home-1"} {
+		row.PoolWrites = append(row.PoolWrites, perPool[name])
+	}
+	row.ReportSpreadMS = ms(last.Sub(first))
+	row.FirstToPoolMS = ms(pool.Sub(first))
+	row.LastToPoolMS = ms(pool.Sub(last))
+	_, row.PeakRSSMiB = memory(writer.Process.Pid)
+	progress("scale %d: pools written %v times, %.0f ms after the last digest; writer %.1f MiB (peak %.1f)",
+		n, row.PoolWrites, row.LastToPoolMS, row.SteadyRSSMiB, row.PeakRSSMiB)
+	return row, nil
+}
+
+// scaleWorkload: DynamicPrefix "home" with a range and a subnet, a pool for
+// each, and 1,000 Services (a third LoadBalancer) of which every 10th follows
+// home in HA mode.
+func scaleWorkload(ctx context.Context, w *world.World) error {
+	dp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "home"},
+		"spec": map[string]any{
+			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+			"addressRanges": []any{map[string]any{"name": "lb", "start": "::d000:0:0:0", "end": "::dfff:ffff:ffff:ffff"}},
+			"subnets":       []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 112}},
+			"transition":    map[string]any{"mode": "ha"},
+		},
+	}}
+	if _, err := w.API.Dynamic.Resource(dpGVR).Create(ctx, dp, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for j, follow := range []map[string]any{{"dynamic-prefix.io/address-range": "lb"}, {"dynamic-prefix.io/subnet": "svc"}} {
+		follow["dynamic-prefix.io/name"] = "home"
+		pool := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+			"metadata": map[string]any{"name": fmt.Sprintf("home-%d", j), "annotations": follow},
+			"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": fmt.Sprintf("192.0.2.%d/32", j)}}},
+		}}
+		if _, err := w.API.Dynamic.Resource(world.PoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	gen, err := loadgen.New(w.API.Admin, "", 16)
+	if err != nil {
+		return err
+	}
+	svcs := gen.Client.CoreV1().Services("default")
+	return eachN(ctx, scaleServices, 16, func(i int) error {
+		typ := corev1.ServiceTypeClusterIP
+		if i%3 == 0 {
+			typ = corev1.ServiceTypeLoadBalancer
+		}
+		var ann map[string]string
+		if i%(scaleServices/scaleFollowing) == 0 {
+			typ = corev1.ServiceTypeLoadBalancer
+			ann = map[string]string{"dynamic-prefix.io/name": "home", "dynamic-prefix.io/suffix": fmt.Sprintf("::d000:0:0:%x", i+1),
+				"dynamic-prefix.io/service-address-range": "lb"}
+		}
+		_, err := svcs.Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i), Annotations: ann},
+			Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}},
+				Selector: map[string]string{"app": fmt.Sprintf("a%d", i)}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// eachN runs do(0..n-1) on workers goroutines and returns the first error.
+func eachN(ctx context.Context, n, workers int, do func(int) error) error {
+	errs := make(chan error, n)
+	jobs := make(chan int)
+	for range workers {
+		go func() {
+			for i := range jobs {
+				errs <- do(i)
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			close(jobs)
+			return ctx.Err()
+		}
+	}
+	close(jobs)
+	for range n {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetch saves a profile from the writer's metrics address.
+func fetch(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsPort+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// top is the head of `go tool pprof -top` for a profile.
+func top(file string, args ...string) string {
+	cmd := exec.Command("go", append(append([]string{"tool", "pprof", "-top", "-nodecount=12"}, args...), file)...)
+	b, err := cmd.Output()
+	if err != nil {
+		return "pprof: " + err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	// Keep the summary ("Showing nodes accounting for ...") and the table.
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "Showing nodes") })
+	if i < 0 {
+		i = 0
+	}
+	return strings.Join(lines[i:], "\n")
+}
+
+func scaleNotes() []string {
+	return []string{
+		fmt.Sprintf("Scale: one writer (default budgets and timings) against an API server holding N simulated Nodes (created and patched as the world admin by tools/loadgen, 32 concurrent clients), one DynamicPrefix with two pools, and %d Services of which %d follow it in HA mode. Every node then reports the new prefix, the i-th patch sent at i/N of %s; how long the API server took to accept them all is the digest spread column.", scaleServices, scaleFollowing, scaleWindow),
+		"Scale: the time from the last digest to the pool patch is negative when the majority (and so the pool patch) came before the last node reported: the writer needs half the nodes, not all. Profiles are in bench/profiles/ (go tool pprof).",
+	}
+}
+
+func writeScale(b *strings.Builder, at string, rows []scaleRow) {
+	fmt.Fprintf(b, "\n## Scale: the writer against simulated Nodes (measured %s)\n\n", at)
+	b.WriteString("| nodes | Services (following) | start -> converged | RSS steady (anonymous) / peak MiB (goal <= 32) | digest spread | first / last digest -> pool patch | writes per pool (goal 1) | status, Service writes | writer CPU per digest |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %d | %d (%d) | %.1f s | %.1f (%.1f) / %.1f | %.0f ms | %.0f / %.0f ms | %v | %d, %d | %.0f µs |\n",
+			r.Nodes, r.Services, r.FollowingSvcs, r.StartToSyncMS/1000, r.SteadyRSSMiB, r.SteadyAnonMiB, r.PeakRSSMiB, r.ReportSpreadMS,
+			r.FirstToPoolMS, r.LastToPoolMS, r.PoolWrites, r.StatusWrites, r.ServiceWrites, r.CPUPerDigestUS)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(b, "\nWriter heap in use at %d nodes (pprof, top):\n\n```\n%s\n```\n", r.Nodes, r.HeapTop)
+		fmt.Fprintf(b, "\nWriter CPU while %d nodes report (pprof, top):\n\n```\n%s\n```\n", r.Nodes, r.CPUTop)
+	}
+}

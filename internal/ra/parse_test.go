@@ -112,3 +112,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseRA is the agent's cost of one RA off the wire: ndp's decode and
+// our validation of two PIOs (a renumbering router's RA: new and deprecated).
+func BenchmarkParseRA(b *testing.B) {
+	ra := &ndp.RouterAdvertisement{Options: []ndp.Option{
+		pio("2001:db8:2::/64", time.Hour, time.Minute), pio("2001:db8:1::/64", time.Hour, 0)}}
+	wire, err := ndp.MarshalMessage(ra)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := ndp.ParseMessage(wire)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ps, _, err := Parse(m, router, 255); err != nil || len(ps) != 2 {
+			b.Fatalf("%v %v", ps, err)
+		}
+	}
+}

@@ -10,15 +10,16 @@ export CGO_ENABLED := 0
 
 APISERVER := $(BIN)/kube-apiserver
 ETCD      := $(BIN)/etcd
+KIND      := $(BIN)/kind
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.7.0
-APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus
+APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck
 
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install the Debian packages tests need (radvd, iproute2, promtool, ...); starts no service
@@ -36,6 +37,9 @@ $(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	@echo "building etcd (cold: ~1-2 min)"
 	@mkdir -p $(BIN) && cd tools/etcd && $(GO) build -trimpath -o $@ .
 
+$(KIND): tools/kind/go.mod tools/kind/go.sum tools/kind/main.go
+	@mkdir -p $(BIN) && cd tools/kind && $(GO) build -trimpath -o $@ .
+
 $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
@@ -50,9 +54,18 @@ build: ## Build the agent, the writer and worldctl into _out/bin
 	$(GO) build -trimpath -o $(BIN)/worldctl ./tools/worldctl
 
 .PHONY: test
-test: deps tools build ## Run every test: unit, fuzz seeds, and the real-world suites (needs root)
-	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 45m ./...
+test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~15 min)
+	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
+	cd tools/kind && $(GO) test -count=1 ./...
+	$(GO) test -count=1 -p 1 -timeout 60m ./...
+
+.PHONY: e2e
+e2e: deps tools build ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall; ~25 min)
+	E2E_FULL=1 $(GO) test -count=1 -p 1 -timeout 80m ./e2e/
+
+.PHONY: e2e-kind
+e2e-kind: $(KIND) ## The e2e scenarios on a kind cluster (needs Docker; fails at once without it)
+	KIND=$(KIND) e2e/kind/run.sh
 
 .PHONY: unit
 unit: ## Unit tests only (no root, no world)
@@ -69,6 +82,7 @@ fuzz: ## Fuzz every decoder of outside input for FUZZTIME each (default 30s)
 lint: $(STATICCHECK) ## go vet and staticcheck
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	shellcheck e2e/kind/*.sh .ci/run
 
 .PHONY: world-up
 world-up: deps tools build ## Start a test world (3 nodes) in the background and print how to use it

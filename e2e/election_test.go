@@ -16,6 +16,11 @@ import (
 // again in the same process, and after the stall exactly one leader converges a
 // prefix change made during it.
 func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
+	// Stall for 3x the renew deadline (8 s in these tests): every lease expires.
+	stallPastTheLease(t, nil, 24*time.Second)
+}
+
+func stallPastTheLease(t *testing.T, timings []string, stall time.Duration) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
@@ -24,19 +29,18 @@ func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
 	writers := []string{"writer-a", "writer-b"}
 	procs := map[string]int{}
 	for _, n := range writers {
-		procs[n] = startWriter(t, w, n).Process.Pid
+		procs[n] = startWriter(t, w, n, timings...).Process.Pid
 	}
 	eventually(t, "status follows A", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return st.CurrentPrefix == prefixA.String(), st.CurrentPrefix
 	})
 
-	// Stall for 3x the renew deadline (8 s in these tests): every lease expires.
 	if err := w.API.Pause(true); err != nil {
 		t.Fatal(err)
 	}
 	advertise(t, w, prefixB, prefixA)
-	time.Sleep(24 * time.Second)
+	time.Sleep(stall)
 	if err := w.API.Pause(false); err != nil {
 		t.Fatal(err)
 	}

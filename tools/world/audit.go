@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -118,8 +119,14 @@ func readAudit(path string, offset int64) ([]Write, error) {
 	if _, err := f.Seek(offset, 0); err != nil {
 		return nil, err
 	}
+	return ParseAudit(f)
+}
+
+// ParseAudit reads the completed mutating requests from an audit log (JSON
+// lines), leaving out barrier writes and the API server's own.
+func ParseAudit(r io.Reader) ([]Write, error) {
 	var out []Write
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev auditEvent

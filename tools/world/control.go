@@ -2,6 +2,7 @@ package world
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -37,14 +38,10 @@ type ControlPlane struct {
 	etcdArgs  []string
 }
 
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    verbs: ["create", "update", "patch", "delete", "deletecollection"]
-  - level: None
-`
+// auditPolicy is shared with the kind cluster (e2e/kind/kind-config.yaml).
+//
+//go:embed audit-policy.yaml
+var auditPolicy string
 
 func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 	apiserverBin, err := Bin("kube-apiserver")

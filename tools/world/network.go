@@ -194,7 +194,7 @@ func (r *Router) Advertise(ctx context.Context, ads ...Advert) error {
 	defer r.mu.Unlock()
 	r.adverts = append([]Advert(nil), ads...)
 	conf := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".conf")
-	if err := os.WriteFile(conf, []byte(radvdConf(ads, r.clients)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(RadvdConf(ads, r.clients)), 0o644); err != nil {
 		return err
 	}
 	if err := run(ctx, "radvd", "-c", "-C", conf); err != nil {
@@ -265,7 +265,9 @@ func (n *Network) RogueRouter(ctx context.Context, node string) (*Router, error)
 	return n.Rogue, err
 }
 
-func radvdConf(ads []Advert, clients []netip.Addr) string {
+// RadvdConf renders radvd's configuration for eth0 advertising ads (unicast to
+// clients only, when given): the same for the local world and the kind router.
+func RadvdConf(ads []Advert, clients []netip.Addr) string {
 	var b strings.Builder
 	b.WriteString("interface eth0 {\n\tAdvSendAdvert on;\n\tMinRtrAdvInterval 3;\n\tMaxRtrAdvInterval 4;\n")
 	// Router lifetime 0: the router is no default gateway, so nothing a node sends to

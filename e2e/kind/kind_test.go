@@ -1,0 +1,289 @@
+//go:build kind
+
+package kind
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/tools/world"
+)
+
+const (
+	agentUser  = "system:serviceaccount:renumber-system:renumber-agent"
+	writerUser = "system:serviceaccount:renumber-system:renumber-writer"
+	auditLog   = "/var/log/kubernetes/audit/audit.log"
+)
+
+var (
+	prefixA = netip.MustParsePrefix("2001:db8:1:100::/64") // e2e/kind/radvd.conf
+	prefixB = netip.MustParsePrefix("2001:db8:2:200::/64")
+	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumloadbalancerippools"}
+)
+
+type cluster struct {
+	name, router string
+	client       kubernetes.Interface
+	dynamic      dynamic.Interface
+}
+
+func connect(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{name: os.Getenv("E2E_KIND_CLUSTER"), router: os.Getenv("E2E_KIND_ROUTER")}
+	if c.name == "" || c.router == "" {
+		t.Skip("run by e2e/kind/run.sh (make e2e-kind)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func docker(t *testing.T, stdin []byte, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("docker", args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// advertise reconfigures the router container and reloads radvd, as the local
+// world's Router.Advertise does, with the same configuration generator.
+func (c *cluster) advertise(t *testing.T, ads ...world.Advert) {
+	t.Helper()
+	docker(t, []byte(world.RadvdConf(ads, nil)), "exec", "-i", c.router, "sh", "-c", "cat > /etc/radvd/radvd.conf && radvd -c -C /etc/radvd/radvd.conf")
+	docker(t, nil, "kill", "-s", "HUP", c.router)
+}
+
+// mark is a position in the control plane's audit log.
+type mark int
+
+func (c *cluster) mark(t *testing.T) mark {
+	t.Helper()
+	time.Sleep(4 * time.Second) // earlier requests' events are written
+	var n int
+	fmt.Sscan(docker(t, nil, "exec", c.name+"-control-plane", "stat", "-c", "%s", auditLog), &n)
+	return mark(n)
+}
+
+func (c *cluster) writesSince(t *testing.T, m mark) []world.Write {
+	t.Helper()
+	time.Sleep(4 * time.Second)
+	out := docker(t, nil, "exec", c.name+"-control-plane", "tail", "-c", fmt.Sprintf("+%d", int(m)+1), auditLog)
+	ws, err := world.ParseAudit(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("never: %s (last seen: %s)", what, last)
+}
+
+func (c *cluster) blocks(t *testing.T) []string {
+	t.Helper()
+	u, err := c.dynamic.Resource(poolGVR).Get(context.Background(), "lb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return world.Blocks(u)
+}
+
+func objectWrites(ws []world.Write, user string) []string {
+	var out []string
+	for _, w := range ws {
+		if w.User == user && w.Resource != "leases" && w.Resource != "events" {
+			res := w.Resource
+			if w.Subresource != "" {
+				res += "/" + w.Subresource
+			}
+			out = append(out, fmt.Sprintf("%s %s %s %d", w.Verb, res, w.Name, w.Code))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestScenarios runs scenarios 1, 2, 3, 4 and 10 of the e2e list in order on one
+// cluster (the others need what kind does not give: a stalled API server, a
+// link to pull, a router that reaches one node only).
+func TestScenarios(t *testing.T) {
+	c := connect(t)
+	ctx := t.Context()
+	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []map[string]any{
+		{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix", "metadata": map[string]any{"name": "home"},
+			"spec": map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}}},
+	} {
+		if _, err := c.dynamic.Resource(dynamicprefix.GVR).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}}}
+	if _, err := c.dynamic.Resource(poolGVR).Create(ctx, &unstructured.Unstructured{Object: pool}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("1 install: pools converge from the first RA", func(t *testing.T) {
+		eventually(t, "pool follows A", func() (bool, string) {
+			b := c.blocks(t)
+			return slices.Equal(b, []string{"192.0.2.0/24", prefixA.String()}), fmt.Sprint(b)
+		})
+	})
+
+	t.Run("2 quiet: only the leader's Lease renewals", func(t *testing.T) {
+		quiet := 2 * time.Minute
+		if d, err := time.ParseDuration(os.Getenv("E2E_KIND_QUIET")); err == nil {
+			quiet = d
+		}
+		m := c.mark(t)
+		time.Sleep(quiet)
+		renewals := 0
+		for _, w := range c.writesSince(t, m) {
+			switch {
+			case w.User == writerUser && w.Resource == "leases":
+				renewals++
+			case w.User == writerUser || w.User == agentUser:
+				t.Errorf("write at steady state: %s", w)
+			}
+		}
+		if want := int(quiet / (5 * time.Second)); renewals < want-2 || renewals > want+1 {
+			t.Errorf("%d Lease renewals in %s, want about %d (one per 5 s retry period)", renewals, quiet, want)
+		}
+	})
+
+	t.Run("3 prefix change: minimal writes", func(t *testing.T) {
+		m := c.mark(t)
+		c.advertise(t, world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+			world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 0})
+		eventually(t, "pool follows B, A draining", func() (bool, string) {
+			b := c.blocks(t)
+			return slices.Equal(b, []string{"192.0.2.0/24", prefixB.String(), prefixA.String()}), fmt.Sprint(b)
+		})
+		ws := c.writesSince(t, m)
+		perNode := map[string]int{}
+		for _, w := range ws {
+			if w.User == agentUser {
+				perNode[w.Name]++
+			}
+		}
+		for _, n := range nodes.Items {
+			if perNode[n.Name] != 1 {
+				t.Errorf("node %s: %d digest writes for one change, want 1", n.Name, perNode[n.Name])
+			}
+		}
+		want := []string{"patch ciliumloadbalancerippools lb 200", "patch dynamicprefixes/status home 200"}
+		if got := objectWrites(ws, writerUser); !slices.Equal(got, want) {
+			t.Errorf("writer writes %q, want %q", got, want)
+		}
+	})
+
+	t.Run("4 agent restart, writer rolling restart: no writes beyond the Lease", func(t *testing.T) {
+		m := c.mark(t)
+		pods, err := c.client.CoreV1().Pods("renumber-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=renumber-agent"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("agent pods: %v", err)
+		}
+		if err := c.client.CoreV1().Pods("renumber-system").Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+		if _, err := c.client.AppsV1().Deployments("renumber-system").Patch(ctx, "renumber-writer", types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "rollout done", func() (bool, string) {
+			d, err := c.client.AppsV1().Deployments("renumber-system").Get(ctx, "renumber-writer", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ds, err := c.client.AppsV1().DaemonSets("renumber-system").Get(ctx, "renumber-agent", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas &&
+				ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, fmt.Sprintf("%+v", d.Status)
+		})
+		time.Sleep(30 * time.Second) // the new pods have settled
+		ws := c.writesSince(t, m)
+		if got := objectWrites(ws, writerUser); len(got) != 0 {
+			t.Errorf("writer wrote with nothing changed: %q", got)
+		}
+		if got := objectWrites(ws, agentUser); len(got) != 0 {
+			t.Errorf("agent wrote with nothing changed: %q", got)
+		}
+	})
+
+	t.Run("10 garbled digest: ignored, event, others unaffected", func(t *testing.T) {
+		m := c.mark(t)
+		node := nodes.Items[len(nodes.Items)-1].Name
+		patch := []byte(`{"metadata":{"annotations":{"` + digest.Annotation + `":"v1;eth0=::/0 p ra;<script>"}}}`)
+		if _, err := c.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "InvalidDigest event", func() (bool, string) {
+			evs, err := c.client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "InvalidDigest" && e.Regarding.Name == node {
+					return true, ""
+				}
+			}
+			return false, ""
+		})
+		if got := objectWrites(c.writesSince(t, m), writerUser); len(got) != 0 {
+			t.Errorf("a garbled digest caused writes: %q", got)
+		}
+		if b := c.blocks(t); !slices.Contains(b, prefixB.String()) {
+			t.Errorf("pool lost the current prefix: %v", b)
+		}
+	})
+}

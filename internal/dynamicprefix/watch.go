@@ -9,9 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -20,8 +21,13 @@ import (
 // updates (generation unchanged) are dropped: they cannot change what a reader of
 // specs does. Objects that fail to decode are logged and left out.
 func Watch(ctx context.Context, client dynamic.Interface, log *slog.Logger, onChange func([]*DynamicPrefix)) cache.SharedIndexInformer {
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 10*time.Minute)
-	inf := factory.ForResource(GVR).Informer()
+	// A plain informer, not client-go's informer factories: those link every
+	// typed API group into the agent.
+	res := client.Resource(GVR)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		WatchFuncWithContext: res.Watch,
+	}, &unstructured.Unstructured{}, 10*time.Minute, cache.Indexers{})
 	var mu sync.Mutex
 	var synced atomic.Bool
 	notify := func() {

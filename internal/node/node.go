@@ -9,10 +9,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -43,10 +44,21 @@ func (a Annotation) Patch(ctx context.Context, value string) error {
 // the Node named name (metadata only: kubelet status churn costs little), until
 // ctx ends. synced is closed after the first list.
 func Watch(ctx context.Context, client metadata.Interface, name string, live func(value string, exists bool)) (synced <-chan struct{}) {
-	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 10*time.Minute, "", func(o *metav1.ListOptions) {
+	// A plain informer, not client-go's informer factories: those link every
+	// typed API group into the agent (7 MiB of binary, resident).
+	nodes := client.Resource(nodesGVR)
+	only := func(o metav1.ListOptions) metav1.ListOptions {
 		o.FieldSelector = "metadata.name=" + name
-	})
-	inf := factory.ForResource(nodesGVR).Informer()
+		return o
+	}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, only(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, only(o))
+		},
+	}, &metav1.PartialObjectMetadata{}, 10*time.Minute, cache.Indexers{})
 	report := func(obj any) {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {

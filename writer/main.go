@@ -112,8 +112,10 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	}
 	// Pool kinds are looked up again whenever a CRD of these groups changes.
 	rcfg.BackendGroups = []string{"cilium.io", "metallb.io"}
-	discover := func() []*backend.Kind {
-		return append(cilium.Kinds(core.Discovery()), metallb.Kinds(core.Discovery())...)
+	discover := func() ([]*backend.Kind, error) {
+		c, err1 := cilium.Kinds(core.Discovery())
+		m, err2 := metallb.Kinds(core.Discovery())
+		return append(c, m...), errors.Join(err1, err2)
 	}
 	bgp, _ := cilium.BGPResource(core.Discovery())
 	clk := clock.RealClock{}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,19 +56,23 @@ func (o Object) Key() string {
 }
 
 // Served returns resource -> version for the versions of group the API server
-// serves, later versions overriding earlier ones.
-func Served(disc discovery.DiscoveryInterface, group string, versions ...string) map[string]string {
+// serves, later versions overriding earlier ones. A version not served is not an
+// error; failing to ask is (a pool kind must not vanish on a transient error).
+func Served(disc discovery.DiscoveryInterface, group string, versions ...string) (map[string]string, error) {
 	served := map[string]string{}
 	for _, v := range versions {
 		list, err := disc.ServerResourcesForGroupVersion(group + "/" + v)
-		if err != nil {
+		if apierrors.IsNotFound(err) {
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discovering %s/%s: %w", group, v, err)
 		}
 		for _, r := range list.APIResources {
 			served[r.Name] = v
 		}
 	}
-	return served
+	return served, nil
 }
 
 // Decode reads an object of this kind. Objects that neither follow a

@@ -15,8 +15,11 @@ import (
 )
 
 // Kinds returns the Cilium kinds the API server serves, preferring cilium.io/v2.
-func Kinds(disc discovery.DiscoveryInterface) []*backend.Kind {
-	served := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
+func Kinds(disc discovery.DiscoveryInterface) ([]*backend.Kind, error) {
+	served, err := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
+	if err != nil {
+		return nil, err
+	}
 	var out []*backend.Kind
 	for _, k := range []*backend.Kind{poolKind(), groupKind()} {
 		if v, ok := served[k.Resource]; ok {
@@ -24,7 +27,7 @@ func Kinds(disc discovery.DiscoveryInterface) []*backend.Kind {
 			out = append(out, k)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func poolKind() *backend.Kind {

@@ -18,10 +18,14 @@ import (
 const Resource = "ipaddresspools"
 
 // Kinds returns the IPAddressPool kind if the API server serves it.
-func Kinds(disc discovery.DiscoveryInterface) []*backend.Kind {
-	v, ok := backend.Served(disc, "metallb.io", "v1beta1")[Resource]
+func Kinds(disc discovery.DiscoveryInterface) ([]*backend.Kind, error) {
+	served, err := backend.Served(disc, "metallb.io", "v1beta1")
+	if err != nil {
+		return nil, err
+	}
+	v, ok := served[Resource]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	return []*backend.Kind{{
 		Name: "IPAddressPool", Resource: Resource, Namespaced: true,
@@ -35,7 +39,7 @@ func Kinds(disc discovery.DiscoveryInterface) []*backend.Kind {
 			}
 			return map[string]any{"addresses": out}, nil
 		},
-	}}
+	}}, nil
 }
 
 // entries reads spec.addresses verbatim (user entries are written back as the

@@ -16,7 +16,7 @@ import (
 )
 
 // Discover returns the pool kinds the API server serves now.
-type Discover func() []*backend.Kind
+type Discover func() ([]*backend.Kind, error)
 
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {
@@ -110,7 +110,7 @@ func (r *Reconciler) watchCRDs() *watched {
 // followBackends picks up pool kinds installed (or removed) while running, on
 // every replica, so a standby's caches are as warm as the leader's. The API
 // server's discovery lags a new CRD by a moment, so a signal is followed by a
-// few looks.
+// few looks; a discovery that fails is retried with backoff until it answers.
 func (r *Reconciler) followBackends(ctx context.Context) {
 	for {
 		select {
@@ -118,8 +118,16 @@ func (r *Reconciler) followBackends(ctx context.Context) {
 			return
 		case <-r.rediscover:
 		}
-		for range 10 {
-			if r.updateBackends(ctx) || !sleep(ctx, r.clock, time.Second) {
+		looks, wait := 0, time.Second
+		for looks < 10 {
+			changed, err := r.updateBackends(ctx)
+			if err != nil {
+				r.log.Debug("pool kind discovery failed; retrying", "err", err, "in", wait)
+				wait = min(2*wait, 30*time.Second)
+			} else {
+				looks++
+			}
+			if changed || !sleep(ctx, r.clock, wait) {
 				break
 			}
 		}
@@ -139,9 +147,12 @@ func sleep(ctx context.Context, clk interface {
 
 // updateBackends compares the served pool kinds with the followed ones, starts
 // informers for new kinds (waiting until they are listed) and stops removed ones.
-// It reports whether anything changed.
-func (r *Reconciler) updateBackends(ctx context.Context) bool {
-	served := r.discover()
+// It reports whether anything changed; on a discovery error nothing changes.
+func (r *Reconciler) updateBackends(ctx context.Context) (bool, error) {
+	served, err := r.discover()
+	if err != nil {
+		return false, err
+	}
 	current := r.backends()
 	changed := false
 	for _, p := range current {
@@ -176,7 +187,7 @@ func (r *Reconciler) updateBackends(ctx context.Context) bool {
 		}
 		changed = true
 	}
-	return changed
+	return changed, nil
 }
 
 // keepNameOnly strips cached CRDs down to name and version.

@@ -127,7 +127,12 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kub
 		r.bgpGVR = bgp
 		r.bgp = r.watchBGP()
 	}
-	for _, k := range discover() {
+	kinds, err := discover()
+	if err != nil {
+		log.Warn("pool kind discovery failed; retrying in the background", "err", err)
+		r.rediscover <- struct{}{}
+	}
+	for _, k := range kinds {
 		r.pools = append(r.pools, r.newPooled(k))
 	}
 	if len(cfg.BackendGroups) > 0 {

@@ -184,6 +184,7 @@ func TestNotReadyNodeStopsVoting(t *testing.T) {
 	waitLog(t, w, "writer-a.log", "its digest no longer votes", 1)
 
 	ready("True")
+	waitLog(t, w, "writer-a.log", "node Ready again; its digest votes", 1)
 	settleWrites()
 	if st := dpStatus(t, w, "home"); st.CurrentPrefix != prefixB.String() {
 		t.Errorf("current = %s after node2 came back: a tie must not flip it", st.CurrentPrefix)

@@ -141,13 +141,12 @@ func (r *Reconciler) reports(now time.Time) ([]aggregate.Report, time.Time) {
 		if !ok {
 			continue
 		}
-		if lapse, ok := r.lapse(m, now); ok {
-			if r.noteLapse(m.Name, !now.Before(lapse)) {
-				continue
-			}
-			if wake.IsZero() || lapse.Before(wake) {
-				wake = lapse
-			}
+		lapse, notReady := r.lapse(m, now)
+		if r.noteLapse(m.Name, notReady && !now.Before(lapse)) {
+			continue
+		}
+		if notReady && (wake.IsZero() || lapse.Before(wake)) {
+			wake = lapse
 		}
 		n, err := r.decode(m.Name, v)
 		if err != nil {
@@ -196,8 +195,11 @@ func (r *Reconciler) noteLapse(node string, lapsed bool) bool {
 		delete(r.lapsed, node)
 	}
 	r.mu.Unlock()
-	if lapsed && !was {
+	switch {
+	case lapsed && !was:
 		r.log.Info("node not Ready past the grace period; its digest no longer votes", "node", node, "grace", r.cfg.NodeGrace)
+	case !lapsed && was:
+		r.log.Info("node Ready again; its digest votes", "node", node)
 	}
 	return lapsed
 }

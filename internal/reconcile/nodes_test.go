@@ -77,6 +77,14 @@ func TestNodeRule(t *testing.T) {
 	if !r.isLapsed("down") || !r.isLapsed("flaky") || r.isLapsed("ready") {
 		t.Errorf("lapsed = %v", r.lapsed)
 	}
+	// down is Ready again: it votes, and is no longer counted as lapsed.
+	v, _ := nodeView(node("down", a, "True", "2026-11-21T12:04:00Z"))
+	if err := inf.GetStore().Update(v); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.reports(now.Add(4 * time.Minute)); len(got) != 3 || r.isLapsed("down") {
+		t.Errorf("down back: %d voting, lapsed %v; want 3 and false", len(got), r.isLapsed("down"))
+	}
 	// With the rule off every digest votes.
 	r.cfg.NodeGrace = 0
 	if got, _ := r.reports(now); len(got) != 4 {

@@ -13,7 +13,8 @@ import (
 
 // Handlers receive events; each is called from the watcher's goroutine only.
 type Handlers struct {
-	// Addr: a global, non-tentative IPv6 address added, refreshed or removed.
+	// Addr: a global IPv6 address added (tentative ones too), refreshed or removed
+	// (failing DAD counts as removal).
 	Addr func(link string, a observe.Address, removed bool, at time.Time)
 	// Link: a link went down, or came up (or appeared with a new index).
 	Link func(link string, up bool, at time.Time)

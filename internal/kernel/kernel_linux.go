@@ -128,10 +128,10 @@ func (w *Watcher) addr(u netlink.AddrUpdate, names map[int]string) {
 	if !ok || !ip.Is6() || ip.Is4In6() || u.Scope != unix.RT_SCOPE_UNIVERSE {
 		return
 	}
-	if u.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
-		// Not usable yet (or never): the kernel sends another event when it is.
-		return
-	}
+	// A tentative address (DAD in progress, 1-2 s) counts: the kernel formed it
+	// from the RA, and waiting for DAD would only delay the one publication a
+	// change costs. One that fails DAD will never be usable: it is a removal.
+	removed := !u.NewAddr || u.Flags&unix.IFA_F_DADFAILED != 0
 	name, ok := names[u.LinkIndex]
 	if !ok {
 		ifi, err := net.InterfaceByIndex(u.LinkIndex)
@@ -149,6 +149,6 @@ func (w *Watcher) addr(u netlink.AddrUpdate, names map[int]string) {
 		Deprecated: u.Flags&unix.IFA_F_DEPRECATED != 0,
 	}
 	if w.H.Addr != nil {
-		w.H.Addr(name, a, !u.NewAddr, w.Clock.Now())
+		w.H.Addr(name, a, removed, w.Clock.Now())
 	}
 }

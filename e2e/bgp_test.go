@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/tools/world"
 )
 
 var advertGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
@@ -79,4 +82,59 @@ func TestBGPAdvertisementLifecycle(t *testing.T) {
 		_, err := w.API.Dynamic.Resource(advertGVR).Get(ctx, "home-public", metav1.GetOptions{})
 		return err != nil, fmt.Sprint(err)
 	})
+}
+
+// TestBGPInstalledLater: a subnet asks for BGP on a cluster without Cilium's BGP
+// CRD (a pool error, no crash); once the CRD is installed the running writer
+// follows it and creates the advertisement, without a restart.
+func TestBGPInstalledLater(t *testing.T) {
+	w := newWorldWith(t, 1, false)
+	ctx := t.Context()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := world.CiliumCRDDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.Apply(ctx, filepath.Join(dir, "ciliumloadbalancerippools.yaml"), filepath.Join(repo, "manifests", "crds", "dynamicprefixes.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{
+		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120, "bgp": map[string]any{"advertise": true}}},
+	})
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "public", "annotations": map[string]any{
+			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "public"}},
+		"spec": map[string]any{"serviceSelector": map[string]any{"matchLabels": map[string]any{"expose": "public"}}},
+	})
+	startAgent(t, w, "node1")
+	writer := startWriter(t, w, "writer-a")
+	bgpReady := func(status, text string) func() (bool, string) {
+		return func() (bool, string) {
+			for _, c := range dpStatus(t, w, "home").Conditions {
+				if c.Type == "BGPAdvertisementReady" {
+					return string(c.Status) == status && strings.Contains(c.Message, text), c.Message
+				}
+			}
+			return false, "no condition"
+		}
+	}
+	eventually(t, "BGPAdvertisementReady False: not served", bgpReady("False", "not served"))
+
+	if err := w.API.Apply(ctx, filepath.Join(dir, "ciliumbgpadvertisements.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "advertisement created", func() (bool, string) {
+		_, err := w.API.Dynamic.Resource(advertGVR).Get(ctx, "home-public", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	eventually(t, "BGPAdvertisementReady True", bgpReady("True", ""))
+	waitLog(t, w, "writer-a.log", "CiliumBGPAdvertisement served; following it", 1)
+	if got := countLog(w, "writer-a.log", "writer started"); got != 1 || !alive(writer.Process.Pid) {
+		t.Errorf("writer started %d times, alive %v: the CRD must be picked up without a restart", got, alive(writer.Process.Pid))
+	}
 }

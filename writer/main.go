@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/budget"
 	"github.com/renumber/renumber/internal/cilium"
 	"github.com/renumber/renumber/internal/election"
@@ -43,7 +42,7 @@ func main() {
 		lease       = flag.Duration("lease-duration", 60*time.Second, "how long a lease is valid without renewal")
 		renew       = flag.Duration("renew-deadline", 40*time.Second, "how long the leader keeps trying to renew before it stops writing")
 		retry       = flag.Duration("retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
-		debounce    = flag.Duration("debounce", 200*time.Millisecond, "how long to gather node digest changes into one pass")
+		debounce    = flag.Duration("debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
 		metricsAddr = flag.String("metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
 		profiles    = flag.Bool("pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 		nodeGrace   = flag.Duration("node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
@@ -112,12 +111,12 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	}
 	// Pool kinds are looked up again whenever a CRD of these groups changes.
 	rcfg.BackendGroups = []string{"cilium.io", "metallb.io"}
-	discover := func() ([]*backend.Kind, error) {
+	discover := func() (reconcile.Served, error) {
 		c, err1 := cilium.Kinds(core.Discovery())
 		m, err2 := metallb.Kinds(core.Discovery())
-		return append(c, m...), errors.Join(err1, err2)
+		bgp, err3 := cilium.BGPResource(core.Discovery())
+		return reconcile.Served{Pools: append(c, m...), BGP: bgp}, errors.Join(err1, err2, err3)
 	}
-	bgp, _ := cilium.BGPResource(core.Discovery())
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
 	protoCfg := rest.CopyConfig(gated)
@@ -127,7 +126,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if err != nil {
 		return err
 	}
-	r := reconcile.New(rcfg, dyn, meta, typed, discover, bgp, clk, log, rec)
+	r := reconcile.New(rcfg, dyn, meta, typed, discover, clk, log, rec)
 
 	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
 	go func() {

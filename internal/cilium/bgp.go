@@ -29,19 +29,17 @@ const (
 	LabelSubnet    = "dynamic-prefix.io/subnet"
 )
 
-// BGPResource returns the CiliumBGPAdvertisement resource if served (v2 only:
-// v2alpha1 advertisements belong to Cilium's older BGP control plane).
-func BGPResource(disc discovery.DiscoveryInterface) (schema.GroupVersionResource, bool) {
-	list, err := disc.ServerResourcesForGroupVersion("cilium.io/v2")
+// BGPResource returns the CiliumBGPAdvertisement resource, empty if not served
+// (v2 only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
+func BGPResource(disc discovery.DiscoveryInterface) (schema.GroupVersionResource, error) {
+	served, err := backend.Served(disc, "cilium.io", "v2")
 	if err != nil {
-		return schema.GroupVersionResource{}, false
+		return schema.GroupVersionResource{}, err
 	}
-	for _, r := range list.APIResources {
-		if r.Name == "ciliumbgpadvertisements" {
-			return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: r.Name}, true
-		}
+	if _, ok := served["ciliumbgpadvertisements"]; !ok {
+		return schema.GroupVersionResource{}, nil
 	}
-	return schema.GroupVersionResource{}, false
+	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}, nil
 }
 
 // Advertisement is one desired CiliumBGPAdvertisement.

@@ -15,8 +15,14 @@ import (
 	"github.com/renumber/renumber/internal/backend"
 )
 
-// Discover returns the pool kinds the API server serves now.
-type Discover func() ([]*backend.Kind, error)
+// Served is what the API server serves of the kinds the writer writes.
+type Served struct {
+	Pools []*backend.Kind
+	BGP   schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
+}
+
+// Discover asks the API server what it serves now.
+type Discover func() (Served, error)
 
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {
@@ -149,10 +155,11 @@ func sleep(ctx context.Context, clk interface {
 // informers for new kinds (waiting until they are listed) and stops removed ones.
 // It reports whether anything changed; on a discovery error nothing changes.
 func (r *Reconciler) updateBackends(ctx context.Context) (bool, error) {
-	served, err := r.discover()
+	s, err := r.discover()
 	if err != nil {
 		return false, err
 	}
+	served := s.Pools
 	current := r.backends()
 	changed := false
 	for _, p := range current {
@@ -187,7 +194,39 @@ func (r *Reconciler) updateBackends(ctx context.Context) (bool, error) {
 		}
 		changed = true
 	}
-	return changed, nil
+	return r.updateBGP(ctx, s.BGP) || changed, nil
+}
+
+// updateBGP starts or stops following CiliumBGPAdvertisements.
+func (r *Reconciler) updateBGP(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	w, current := r.bgpWatch()
+	if current == gvr {
+		return false
+	}
+	if w != nil {
+		w.halt()
+		r.bmu.Lock()
+		r.bgp, r.bgpGVR = nil, schema.GroupVersionResource{}
+		r.bmu.Unlock()
+		r.log.Info("CiliumBGPAdvertisement no longer served; stopped following it", "version", current.Version)
+	}
+	if !gvr.Empty() {
+		w := r.watchBGP(gvr)
+		w.run(ctx)
+		wait, cancel := context.WithTimeout(ctx, restartTimeout)
+		ok := cache.WaitForCacheSync(wait.Done(), w.synced)
+		cancel()
+		if !ok {
+			w.halt()
+			return true // the next signal tries again
+		}
+		r.bmu.Lock()
+		r.bgp, r.bgpGVR = w, gvr
+		r.bmu.Unlock()
+		r.log.Info("CiliumBGPAdvertisement served; following it", "version", gvr.Version)
+	}
+	r.enqueueAll(0) // subnets asking for BGP can be served now (or no longer)
+	return true
 }
 
 // keepNameOnly strips cached CRDs down to name and version.

@@ -16,7 +16,7 @@ func TestAPoolKindIsDroppedOnlyWhenDiscoveryAnswersWithoutIt(t *testing.T) {
 	kind := &backend.Kind{Name: "IPAddressPool", GVR: schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}}
 	var answer error = errors.New("the server is currently unable to handle the request")
 	r := &Reconciler{log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		discover: func() ([]*backend.Kind, error) { return nil, answer },
+		discover: func() (Served, error) { return Served{}, answer },
 		pools:    []*pooled{{kind: kind, stop: func() { stopped = true }}}}
 
 	if changed, err := r.updateBackends(t.Context()); changed || err == nil || stopped || len(r.backends()) != 1 {

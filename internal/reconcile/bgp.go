@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/cilium"
@@ -14,9 +15,17 @@ import (
 	"github.com/renumber/renumber/internal/pool"
 )
 
-func (r *Reconciler) watchBGP() *watched {
-	return newWatched("ciliumbgpadvertisements", r.bgpGVR, func() cache.SharedIndexInformer {
-		inf := dynamicInformer(r.client, r.bgpGVR)
+// bgpWatch returns the CiliumBGPAdvertisement informer and resource, nil when
+// the API server does not serve it.
+func (r *Reconciler) bgpWatch() (*watched, schema.GroupVersionResource) {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	return r.bgp, r.bgpGVR
+}
+
+func (r *Reconciler) watchBGP(gvr schema.GroupVersionResource) *watched {
+	return newWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
+		inf := dynamicInformer(r.client, gvr)
 		changed := func(o any) {
 			if u, ok := o.(*unstructured.Unstructured); ok && u.GetLabels()[cilium.LabelManagedBy] == cilium.ManagedBy {
 				r.enqueue(u.GetLabels()[dynamicprefix.AnnotationName], 0)
@@ -40,7 +49,8 @@ func (r *Reconciler) watchBGP() *watched {
 // uses, patches it only when its rendered spec changes, and deletes the ones no
 // subnet asks for any more. It returns subnet -> advertisement name.
 func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, dp *dynamicprefix.DynamicPrefix) (map[string]string, error) {
-	if r.bgp == nil {
+	bgp, gvr := r.bgpWatch()
+	if bgp == nil {
 		for _, s := range dp.Spec.Subnets {
 			if s.BGP != nil && s.BGP.Advertise {
 				return nil, fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", pool.ErrSpec, s.Name)
@@ -68,7 +78,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 		want[a.Name] = true
 		names[s.Name] = a.Name
 		var live *unstructured.Unstructured
-		if o, ok, _ := r.bgp.store().GetByKey(a.Name); ok {
+		if o, ok, _ := bgp.store().GetByKey(a.Name); ok {
 			live = o.(*unstructured.Unstructured)
 		}
 		key := "ciliumbgpadvertisements/" + a.Name
@@ -88,7 +98,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 			errs = append(errs, err)
 			continue
 		}
-		if err := cilium.ApplyAdvertisement(ctx, r.client, r.bgpGVR, u, live, a); err != nil {
+		if err := cilium.ApplyAdvertisement(ctx, r.client, gvr, u, live, a); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -100,13 +110,13 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 		metricWrites.WithLabelValues("ciliumbgpadvertisements").Inc()
 		r.log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
 	}
-	for _, o := range r.bgp.store().List() {
+	for _, o := range bgp.store().List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
 		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp.Name || want[live.GetName()] {
 			continue
 		}
-		if err := r.client.Resource(r.bgpGVR).Delete(ctx, live.GetName(), metav1.DeleteOptions{
+		if err := r.client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(live.GetResourceVersion())}}); err != nil {
 			errs = append(errs, fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err))
 			continue

@@ -82,6 +82,15 @@ func (w *watched) run(ctx context.Context) {
 	go inf.RunWithContext(ictx)
 }
 
+// halt stops the current informer.
+func (w *watched) halt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
 // restart builds a fresh informer, waits until its list is done, then swaps it
 // in and stops the old one: readers never see an empty cache.
 func (w *watched) restart(ctx context.Context) bool {

@@ -65,13 +65,13 @@ type Reconciler struct {
 	nodes    *watched
 	dps      *watched
 	services *watched
-	bgp      *watched // nil when CiliumBGPAdvertisement is not served
-	bgpGVR   schema.GroupVersionResource
 	crds     *watched
 	queue    workqueue.TypedRateLimitingInterface[string]
 
 	bmu        sync.Mutex
-	pools      []*pooled     // the pool kinds followed now
+	pools      []*pooled // the pool kinds followed now
+	bgp        *watched  // nil while CiliumBGPAdvertisement is not served
+	bgpGVR     schema.GroupVersionResource
 	rediscover chan struct{} // a backend CRD changed
 
 	budget    *budget.Budget
@@ -92,7 +92,7 @@ type memo struct {
 }
 
 // New builds the informers; call Run to start them.
-func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kubernetes.Interface, discover Discover, bgp schema.GroupVersionResource, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kubernetes.Interface, discover Discover, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
 		cfg: cfg, client: client, meta: meta, core: core, discover: discover, clock: clk, log: log, recorder: rec,
 		rediscover: make(chan struct{}, 1),
@@ -123,17 +123,16 @@ func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kub
 		return inf
 	})
 	r.services = r.watchServices()
-	if !bgp.Empty() {
-		r.bgpGVR = bgp
-		r.bgp = r.watchBGP()
-	}
-	kinds, err := discover()
+	served, err := discover()
 	if err != nil {
-		log.Warn("pool kind discovery failed; retrying in the background", "err", err)
+		log.Warn("discovery failed; retrying in the background", "err", err)
 		r.rediscover <- struct{}{}
 	}
-	for _, k := range kinds {
+	for _, k := range served.Pools {
 		r.pools = append(r.pools, r.newPooled(k))
+	}
+	if !served.BGP.Empty() {
+		r.bgp, r.bgpGVR = r.watchBGP(served.BGP), served.BGP
 	}
 	if len(cfg.BackendGroups) > 0 {
 		r.crds = r.watchCRDs()
@@ -209,8 +208,8 @@ func (r *Reconciler) enqueueAll(after time.Duration) {
 
 func (r *Reconciler) all() []*watched {
 	ws := []*watched{r.nodes, r.dps, r.services}
-	if r.bgp != nil {
-		ws = append(ws, r.bgp)
+	if bgp, _ := r.bgpWatch(); bgp != nil {
+		ws = append(ws, bgp)
 	}
 	for _, p := range r.backends() {
 		ws = append(ws, p.w)
@@ -221,7 +220,8 @@ func (r *Reconciler) all() []*watched {
 // Run starts the informers (on every replica) and returns once they synced.
 func (r *Reconciler) Run(ctx context.Context) bool {
 	var synced []cache.InformerSynced
-	for _, w := range []*watched{r.nodes, r.dps, r.services, r.bgp} {
+	bgp, _ := r.bgpWatch()
+	for _, w := range []*watched{r.nodes, r.dps, r.services, bgp} {
 		if w != nil {
 			w.run(ctx)
 			synced = append(synced, w.synced)

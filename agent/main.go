@@ -44,7 +44,7 @@ func main() {
 		ifaces       links
 		nodeName     = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 		kubeconfig   = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
-		debounce     = flag.Duration("debounce", 300*time.Millisecond, "quiet time before a changed digest is written")
+		debounce     = flag.Duration("debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
 		settle       = flag.Duration("settle", 3*time.Second, "how long a new prefix may wait for its SLAAC address before publishing")
 		startupGrace = flag.Duration("startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 		metricsAddr  = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")

@@ -97,7 +97,10 @@ func (a *Agent) RA(link string, router netip.Addr, at time.Time, p []observe.RAP
 
 // Address is the handler for kernel address events. Safe from any goroutine.
 func (a *Agent) Address(link string, addr observe.Address, removed bool, at time.Time) {
-	a.events <- func() { a.state.Address(link, addr, removed, at) }
+	a.events <- func() {
+		a.log.Debug("kernel address", "link", link, "addr", addr.Addr, "removed", removed, "deprecated", addr.Deprecated)
+		a.state.Address(link, addr, removed, at)
+	}
 }
 
 // Link records a link going down or up; on up it restarts the link's RA
@@ -226,6 +229,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 			// Snapshot bounds the digest, so this is a bug, not bad input.
 			a.log.Error("cannot encode digest", "err", err)
 		} else {
+			a.log.Debug("digest settled", "digest", enc)
 			a.pub.Want(enc)
 		}
 	}

@@ -45,7 +45,6 @@ func main() {
 		nodeName     = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 		kubeconfig   = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		debounce     = flag.Duration("debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
-		settle       = flag.Duration("settle", 3*time.Second, "how long a new prefix may wait for its SLAAC address before publishing")
 		startupGrace = flag.Duration("startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 		metricsAddr  = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")
 		profiles     = flag.Bool("pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
@@ -61,7 +60,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, *profiles, agent.Config{Settle: *settle, StartupGrace: *startupGrace, KeepOmitted: *keepOmitted}, *debounce); err != nil {
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, *profiles, agent.Config{StartupGrace: *startupGrace, KeepOmitted: *keepOmitted}, *debounce); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}

@@ -97,8 +97,8 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 	startAgent(t, w, "node1")
 	agent2 := startAgent(t, w, "node2")
 	for _, n := range []string{"node1", "node2"} {
-		got := waitDigest(t, w, n, "A preferred from RA and address", has(prefixA, false, digest.SourceRA|digest.SourceAddr))
-		if got != "v1;eth0=2001:db8:1:100::/64 p ra+addr" {
+		got := waitDigest(t, w, n, "A preferred, from the RA", has(prefixA, false, digest.SourceRA))
+		if got != "v1;eth0=2001:db8:1:100::/64 p ra" {
 			t.Errorf("%s digest = %q: the world's ULA must be filtered, nothing else present", n, got)
 		}
 	}
@@ -125,8 +125,8 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 		}
 		for _, n := range []string{"node1", "node2"} {
 			waitDigest(t, w, n, "B preferred, A deprecated", all(
-				has(prefixB, false, digest.SourceRA|digest.SourceAddr),
-				has(prefixA, true, digest.SourceRA|digest.SourceAddr)))
+				has(prefixB, false, digest.SourceRA),
+				has(prefixA, true, digest.SourceRA)))
 		}
 		settleWrites()
 		onePatchPerNode(t, writesBy(t, w, m, agentUser), "node1", "node2")
@@ -154,7 +154,7 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 		if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitDigest(t, w, "node2", "restored", has(prefixB, false, digest.SourceRA|digest.SourceAddr))
+		waitDigest(t, w, "node2", "restored", has(prefixB, false, digest.SourceRA))
 		settleWrites()
 		onePatchPerNode(t, writesBy(t, w, m, agentUser), "node2")
 	})
@@ -187,7 +187,7 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		waitDigest(t, w, "node1", "C after the flap", has(prefixC, false, digest.SourceRA|digest.SourceAddr))
+		waitDigest(t, w, "node1", "C after the flap", has(prefixC, false, digest.SourceRA))
 	})
 
 	t.Run("uplink deleted and re-created: the agent recovers by itself", func(t *testing.T) {
@@ -196,10 +196,10 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A new interface index: the listener must reopen on it, and SLAAC starts
-		// over on the new link. Both sources come back without a restart.
+		// over on the new link. Both prefixes come back without a restart.
 		waitDigest(t, w, "node2", "B and C back on the new link", all(
-			has(prefixB, false, digest.SourceRA|digest.SourceAddr),
-			has(prefixC, false, digest.SourceRA|digest.SourceAddr)))
+			has(prefixB, false, digest.SourceRA),
+			has(prefixC, false, digest.SourceRA)))
 		if got := countLog(w, "agent-node2.log", "agent started"); got != 2 {
 			t.Errorf("agent-node2 started %d times, want 2 (once, and the restart test's)", got)
 		}
@@ -214,7 +214,7 @@ func TestAgentFollowsTheRouter(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range []string{"node1", "node2"} {
-			waitDigest(t, w, n, "A expired", all(absent(prefixA), has(prefixB, false, digest.SourceRA|digest.SourceAddr)))
+			waitDigest(t, w, n, "A expired", all(absent(prefixA), has(prefixB, false, digest.SourceRA)))
 		}
 		settleWrites()
 		// The RA lifetime and the kernel's address expire within about a second of

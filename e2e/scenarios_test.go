@@ -64,7 +64,7 @@ func TestRogueRouterIsNotAdopted(t *testing.T) {
 	if err := rogue.Advertise(ctx, world.Advert{Prefix: foreign, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	waitDigest(t, w, "node1", "node1 sees the rogue prefix", has(foreign, false, digest.SourceRA|digest.SourceAddr))
+	waitDigest(t, w, "node1", "node1 sees the rogue prefix", has(foreign, false, digest.SourceRA))
 	waitEvent(t, w, "PrefixRejected", "home")
 	settleWrites()
 	if st := dpStatus(t, w, "home"); st.CurrentPrefix != prefixA.String() {

@@ -31,9 +31,6 @@ type NewListener func(link string, h func(link string, router netip.Addr, at tim
 
 // Config holds the agent's tunables.
 type Config struct {
-	// Settle is how long a new autonomous /64 may wait for its SLAAC address before
-	// the digest is published without it.
-	Settle time.Duration
 	// StartupGrace is how long to wait for the first RA on every link before the
 	// first publication (a restart must not publish a half-observed digest).
 	StartupGrace time.Duration
@@ -218,20 +215,12 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	if t, ok := a.state.NextDeadline(now); ok {
 		wake = append(wake, t)
 	}
-	held := false
-	if t, ok := a.state.Settling(now, a.cfg.Settle); ok {
-		held = true
-		wake = append(wake, t)
-	}
-	if !held {
-		enc, err := digest.Encode(node)
-		if err != nil {
-			// Snapshot bounds the digest, so this is a bug, not bad input.
-			a.log.Error("cannot encode digest", "err", err)
-		} else {
-			a.log.Debug("digest settled", "digest", enc)
-			a.pub.Want(enc)
-		}
+	enc, err := digest.Encode(node)
+	if err != nil {
+		// Snapshot bounds the digest, so this is a bug, not bad input.
+		a.log.Error("cannot encode digest", "err", err)
+	} else {
+		a.pub.Want(enc)
 	}
 	if len(wake) == 0 {
 		return time.Time{}, false

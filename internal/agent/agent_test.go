@@ -63,7 +63,7 @@ func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.Fak
 	}
 	clk := clocktesting.NewFakeClock(t0)
 	rec := &recorder{kick: make(chan struct{}, 16)}
-	a := New(Config{Settle: 3 * time.Second, StartupGrace: 5 * time.Second}, clk,
+	a := New(Config{StartupGrace: 5 * time.Second}, clk,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), rec,
 		func(string, func(string, netip.Addr, time.Time, []observe.RAPrefix)) Listener { return idleListener{} }, pub)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,7 +100,7 @@ func TestStartupWaitsForFirstRA(t *testing.T) {
 	}
 	a.RA("eth0", router, t0, []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
 	sync_(a)
-	if got, want := rec.values(), []string{"v1;eth0=2001:db8:a::/64 p ra+addr"}; !slices.Equal(got, want) {
+	if got, want := rec.values(), []string{"v1;eth0=2001:db8:a::/64 p ra"}; !slices.Equal(got, want) {
 		t.Errorf("published %q, want %q", got, want)
 	}
 }
@@ -140,8 +140,8 @@ func TestPrefixChangeIsOnePublication(t *testing.T) {
 	a.Address("eth0", slaac(pB), false, clk.Now())
 	sync_(a)
 	want := []string{
-		"v1;eth0=2001:db8:a::/64 p ra+addr",
-		"v1;eth0=2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr",
+		"v1;eth0=2001:db8:a::/64 p ra",
+		"v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:b::/64 p ra",
 	}
 	if got := rec.values(); !slices.Equal(got, want) {
 		t.Errorf("published:\n got %q\nwant %q", got, want)

@@ -5,9 +5,10 @@
 // Rules:
 //   - A prefix is on a link while any router's last RA keeps it valid, or the kernel
 //     holds a global address in it.
-//   - Routers decide whether it is preferred: it is while any router's last RA keeps
-//     its preferred lifetime running. Only a prefix no router advertises (a static
-//     address, DHCPv6) is preferred or deprecated by its addresses.
+//   - Routers decide: a prefix some router advertises is reported with source ra,
+//     preferred while any router's last RA keeps its preferred lifetime running.
+//     Only a prefix no router advertises (a static address, DHCPv6) is reported by
+//     its addresses (source addr), preferred or deprecated as they are.
 //   - A router whose RA offers prefixes but omits one it advertised before has
 //     stopped offering it (a router rebooted onto a new ISP prefix says nothing of
 //     the old one): that router's claim is deprecated at once, its valid lifetime
@@ -246,37 +247,6 @@ func (s *State) SawRA() bool {
 	return true
 }
 
-// Settling returns when the newest autonomous /64 prefix that has no address yet
-// stops being waited for: the kernel forms its SLAAC address after DAD (1-2 s), and
-// publishing before that would mean a second write for the same change. False
-// when nothing is awaited.
-func (s *State) Settling(now time.Time, window time.Duration) (time.Time, bool) {
-	var until time.Time
-	for _, l := range s.links {
-		for k, e := range l.ra {
-			if !e.autonomous || k.prefix.Bits() != 64 || e.preferred.passed(now) || !now.Before(e.firstSeen.Add(window)) {
-				continue
-			}
-			if l.hasAddrIn(k.prefix) {
-				continue
-			}
-			if t := e.firstSeen.Add(window); t.After(until) {
-				until = t
-			}
-		}
-	}
-	return until, !until.IsZero()
-}
-
-func (l *link) hasAddrIn(p netip.Prefix) bool {
-	for _, a := range l.addrs {
-		if a.prefix == p {
-			return true
-		}
-	}
-	return false
-}
-
 // Address records a kernel address being added/refreshed or removed.
 func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 	l := s.links[name]
@@ -368,7 +338,13 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				continue
 			}
 			e := get(a.prefix)
-			e.sources |= digest.SourceAddr
+			if e.sources&digest.SourceRA == 0 {
+				// Routers decide: a prefix a router advertises is reported as such,
+				// with or without an address in it. The kernel announces a SLAAC
+				// address only after DAD (2 s): reporting it would be a second
+				// write per change, or a 2 s wait for one.
+				e.sources |= digest.SourceAddr
+			}
 			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
 			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
 		}

@@ -50,18 +50,18 @@ func TestPrefixLifecycle(t *testing.T) {
 		}, "v1;eth0=2001:db8:a::/64 p ra"},
 		{"SLAAC address in A", time.Second, func(now time.Time) {
 			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
-		}, "v1;eth0=2001:db8:a::/64 p ra+addr"},
+		}, "v1;eth0=2001:db8:a::/64 p ra"},
 		{"RA refreshes change nothing", 4 * time.Second, func(now time.Time) {
 			s.RA("eth0", routerA, now, []RAPrefix{{pA, time.Hour, 30 * time.Minute, true}})
 			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
-		}, "v1;eth0=2001:db8:a::/64 p ra+addr"},
+		}, "v1;eth0=2001:db8:a::/64 p ra"},
 		{"renumbering: B preferred, A deprecated by both sources", 10 * time.Second, func(now time.Time) {
 			s.RA("eth0", routerA, now, []RAPrefix{{pB, time.Hour, 30 * time.Minute, true}, {pA, 1800 * time.Second, 0, true}})
 			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: 1800 * time.Second, Preferred: 0}, false, now)
-		}, "v1;eth0=2001:db8:a::/64 d1800 ra+addr,2001:db8:b::/64 p ra"},
+		}, "v1;eth0=2001:db8:a::/64 d1800 ra,2001:db8:b::/64 p ra"},
 		{"later RAs count A down: the frozen lifetime stays", 100 * time.Second, func(now time.Time) {
 			s.RA("eth0", routerA, now, []RAPrefix{{pB, time.Hour, 30 * time.Minute, true}, {pA, 1710 * time.Second, 0, true}})
-		}, "v1;eth0=2001:db8:a::/64 d1800 ra+addr,2001:db8:b::/64 p ra"},
+		}, "v1;eth0=2001:db8:a::/64 d1800 ra,2001:db8:b::/64 p ra"},
 		{"router withdraws A (valid 0): the address still holds it", 110 * time.Second, func(now time.Time) {
 			s.RA("eth0", routerA, now, []RAPrefix{{pA, 0, 0, true}})
 		}, "v1;eth0=2001:db8:a::/64 d1800 addr,2001:db8:b::/64 p ra"},
@@ -234,30 +234,26 @@ func TestDiff(t *testing.T) {
 	}
 }
 
-func TestSettlingWaitsForTheSLAACAddress(t *testing.T) {
+func TestRoutersDecideTheSource(t *testing.T) {
 	s := New(nil, "eth0")
 	if s.SawRA() {
 		t.Fatal("SawRA before any RA")
 	}
-	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}, {netip.MustParsePrefix("2001:db8:f::/56"), time.Hour, time.Hour, true}})
+	// A static address in a prefix no router advertises is reported by it.
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: Infinite, Preferred: Infinite}, false, t0)
+	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}})
 	if !s.SawRA() {
 		t.Fatal("SawRA false after an RA")
 	}
-	until, ok := s.Settling(t0.Add(time.Second), 3*time.Second)
-	if !ok || !until.Equal(t0.Add(3*time.Second)) {
-		t.Fatalf("Settling = %v %v, want to wait until %v for A's address (the /56 forms none)", until, ok, t0.Add(3*time.Second))
+	want := "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p addr"
+	if got := encode(t, s, t0); got != want {
+		t.Fatalf("\n got %s\nwant %s", got, want)
 	}
-	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0.Add(1500*time.Millisecond))
-	if _, ok := s.Settling(t0.Add(1500*time.Millisecond), 3*time.Second); ok {
-		t.Error("still settling after the address appeared")
-	}
-	s.RA("eth0", routerA, t0.Add(2*time.Second), []RAPrefix{{pB, time.Hour, time.Hour, false}})
-	if _, ok := s.Settling(t0.Add(2*time.Second), 3*time.Second); ok {
-		t.Error("settling for a prefix without the A flag")
-	}
-	s.RA("eth0", routerA, t0.Add(2*time.Second), []RAPrefix{{netip.MustParsePrefix("2001:db8:c::/64"), time.Hour, time.Hour, true}})
-	if _, ok := s.Settling(t0.Add(10*time.Second), 3*time.Second); ok {
-		t.Error("settling past the window: a kernel without SLAAC must not hold the digest forever")
+	// The SLAAC address in A appears after DAD: the digest does not change, so a
+	// change is one publication without waiting for it.
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0.Add(2*time.Second))
+	if got := encode(t, s, t0.Add(2*time.Second)); got != want {
+		t.Errorf("the address changed the digest:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -274,20 +270,21 @@ func TestNextDeadlineIsInTheFuture(t *testing.T) {
 }
 
 func TestLinkFlapKeepsFlushedAddresses(t *testing.T) {
+	// Prefixes known only by their addresses (no router advertises them here):
+	// the addresses decide, so their flush on link down must not count.
 	s := New(nil, "eth0")
-	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}, {pB, time.Hour, time.Hour, true}})
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
 	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
 	want := encode(t, s, t0)
 
-	// The link goes down: the kernel flushes both SLAAC addresses.
+	// The link goes down: the kernel flushes both addresses.
 	s.Link("eth0", false, t0.Add(time.Second))
 	s.Address("eth0", Address{Addr: addr(pA, 1)}, true, t0.Add(time.Second))
 	s.Address("eth0", Address{Addr: addr(pB, 1)}, true, t0.Add(time.Second))
 	if got := encode(t, s, t0.Add(5*time.Second)); got != want {
 		t.Fatalf("while down: %s, want %s", got, want)
 	}
-	// Up again; after the next RA and DAD the kernel re-creates A only.
+	// Up again; the kernel re-creates A only.
 	up := t0.Add(6 * time.Second)
 	s.Link("eth0", true, up)
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, up.Add(4*time.Second))
@@ -297,13 +294,13 @@ func TestLinkFlapKeepsFlushedAddresses(t *testing.T) {
 	if at, ok := s.NextDeadline(up.Add(4 * time.Second)); !ok || !at.Equal(up.Add(DefaultLinkGrace)) {
 		t.Errorf("NextDeadline = %v, want the end of the grace", at)
 	}
-	// B's address never came back: after the grace only its RA source remains.
-	if got, want := encode(t, s, up.Add(DefaultLinkGrace)), "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 p ra"; got != want {
+	// B's address never came back: after the grace B is gone.
+	if got, want := encode(t, s, up.Add(DefaultLinkGrace)), "v1;eth0=2001:db8:a::/64 p addr"; got != want {
 		t.Errorf("after the grace: %s, want %s", got, want)
 	}
 	// Removals outside a flap apply at once.
 	s.Address("eth0", Address{Addr: addr(pA, 1)}, true, up.Add(time.Minute))
-	if got, want := encode(t, s, up.Add(time.Minute)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, up.Add(time.Minute)), "v1;eth0="; got != want {
 		t.Errorf("plain removal: %s, want %s", got, want)
 	}
 }
@@ -322,7 +319,7 @@ func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
 	// The router reboots onto a new ISP prefix and never mentions A again; the
 	// kernel keeps A's address preferred for another 30 minutes.
 	ra(s, 10*time.Second, pB)
-	want := "v1;eth0=2001:db8:a::/64 d3590 ra+addr,2001:db8:b::/64 p ra"
+	want := "v1;eth0=2001:db8:a::/64 d3590 ra,2001:db8:b::/64 p ra"
 	if got := encode(t, s, t0.Add(10*time.Second)); got != want {
 		t.Fatalf("after the reboot:\n got %s\nwant %s", got, want)
 	}
@@ -332,7 +329,7 @@ func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
 	}
 	// A coming back (the ISP returns the old prefix) is preferred again.
 	ra(s, 20*time.Second, pA, pB)
-	if got, want := encode(t, s, t0.Add(20*time.Second)), "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, t0.Add(20*time.Second)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("A back:\n got %s\nwant %s", got, want)
 	}
 
@@ -353,7 +350,7 @@ func TestRoutersDecideOverAddresses(t *testing.T) {
 	// A router deprecates A while an address in A is still preferred.
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, 0, true}})
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
-	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d3600 ra+addr,2001:db8:b::/64 p addr"; got != want {
+	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d3600 ra,2001:db8:b::/64 p addr"; got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
 	// The kernel keeps an address's valid lifetime when an RA shortens it below two
@@ -361,7 +358,7 @@ func TestRoutersDecideOverAddresses(t *testing.T) {
 	s = New(nil, "eth0")
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, 20 * time.Second, 0, true}})
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: 600 * time.Second}, false, t0)
-	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d20 ra+addr"; got != want {
+	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d20 ra"; got != want {
 		t.Errorf("shortened lifetime:\n got %s\nwant %s", got, want)
 	}
 }

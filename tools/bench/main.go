@@ -138,8 +138,8 @@ const (
 )
 
 // fresh returns the i-th prefix of the run: every change moves to a prefix the
-// nodes have never seen, as an ISP renumbering does (so SLAAC and DAD are part
-// of every measured change).
+// nodes have never seen, as an ISP renumbering does (SLAAC and DAD run on every
+// change).
 func fresh(i int) netip.Prefix {
 	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:100::/64", i+1))
 }
@@ -173,16 +173,6 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	}
 	if err := w.API.InstallRBAC(ctx); err != nil {
 		return err
-	}
-	// Twenty renumberings within the 30-minute valid lifetime leave every old
-	// SLAAC address in place, and the kernel forms at most 16 per interface: from
-	// the 14th change on no address would form and the agent would wait out its
-	// 3 s settle. A home network renumbers days apart; lift the limit so the
-	// bench measures that, not the pile-up (see the notes).
-	for _, nd := range w.Net.Nodes {
-		if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nd.NS, "sysctl", "-qw", "net.ipv6.conf."+nd.Link+".max_addresses=0").CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v: %s", nd.Name, err, out)
-		}
 	}
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: fresh(0), Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
 		return err
@@ -324,9 +314,8 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 func notes(r *results) []string {
 	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw, so it includes radvd's own delay before its first RA after the reload (0.5-0.8 s in a probe of one change), the kernel forming the SLAAC address (the agent publishes once it exists, tentative), and both debounces (agent 300 ms, writer 200 ms).",
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
-		"The bench lifts the kernel's limit of 16 addresses per interface (max_addresses=0) on its nodes: twenty renumberings inside one valid lifetime would otherwise leave no room for a new SLAAC address after the 13th, and the agent would wait its full 3 s settle for an address that never comes (a home network renumbers days apart). The agent counts an address as formed while DAD is still running (tentative).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
 	}
 	if r.Scale != nil {

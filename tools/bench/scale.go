@@ -60,9 +60,9 @@ func scaleDigests() (before, after string) {
 		}
 		return v
 	}
-	return enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA | digest.SourceAddr}),
-		enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA | digest.SourceAddr, Deprecated: true, Remaining: 1800},
-			digest.Prefix{Prefix: b, Sources: digest.SourceRA | digest.SourceAddr})
+	return enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA}),
+		enc(digest.Prefix{Prefix: a, Sources: digest.SourceRA, Deprecated: true, Remaining: 1800},
+			digest.Prefix{Prefix: b, Sources: digest.SourceRA})
 }
 
 func runScale(ctx context.Context, out string, sizes []int) ([]scaleRow, error) {

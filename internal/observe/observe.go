@@ -81,14 +81,9 @@ func (d deadline) remaining(now time.Time) time.Duration {
 
 type lifetimes struct{ valid, preferred deadline }
 
-type raEntry struct {
-	lifetimes
-	autonomous bool
-	firstSeen  time.Time
-}
 
 type link struct {
-	ra     map[raKey]raEntry
+	ra     map[raKey]lifetimes
 	addrs  map[netip.Addr]addrEntry
 	frozen map[netip.Prefix]time.Duration // remaining valid lifetime at deprecation
 	sawRA  bool
@@ -137,7 +132,7 @@ func (s *State) SetLinks(names ...string) {
 	for _, n := range names {
 		keep[n] = true
 		if s.links[n] == nil {
-			s.links[n] = &link{ra: map[raKey]raEntry{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{}}
+			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{}}
 		}
 	}
 	for n := range s.links {
@@ -188,15 +183,7 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 			delete(l.ra, k)
 			continue
 		}
-		first := now
-		if prev, ok := l.ra[k]; ok {
-			first = prev.firstSeen
-		}
-		l.ra[k] = raEntry{
-			lifetimes:  lifetimes{valid: until(now, p.Valid), preferred: until(now, p.Preferred)},
-			autonomous: p.Autonomous,
-			firstSeen:  first,
-		}
+		l.ra[k] = lifetimes{valid: until(now, p.Valid), preferred: until(now, p.Preferred)}
 		l.sawRA = true
 	}
 	if len(prefixes) == 0 {
@@ -321,8 +308,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			}
 			return byPrefix[p]
 		}
-		for k, e := range l.ra {
-			lt := e.lifetimes
+		for k, lt := range l.ra {
 			if lt.valid.passed(now) {
 				delete(l.ra, k)
 				continue

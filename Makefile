@@ -54,7 +54,7 @@ build: ## Build the agent, the writer and worldctl into _out/bin
 	$(GO) build -trimpath -o $(BIN)/worldctl ./tools/worldctl
 
 .PHONY: test
-test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~15 min)
+test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~17 min)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -p 1 -timeout 60m ./...

@@ -81,7 +81,6 @@ func (d deadline) remaining(now time.Time) time.Duration {
 
 type lifetimes struct{ valid, preferred deadline }
 
-
 type link struct {
 	ra     map[raKey]lifetimes
 	addrs  map[netip.Addr]addrEntry

@@ -112,10 +112,9 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	// Pool kinds are looked up again whenever a CRD of these groups changes.
 	rcfg.BackendGroups = []string{"cilium.io", "metallb.io"}
 	discover := func() (reconcile.Served, error) {
-		c, err1 := cilium.Kinds(core.Discovery())
+		c, bgp, err1 := cilium.Discover(core.Discovery())
 		m, err2 := metallb.Kinds(core.Discovery())
-		bgp, err3 := cilium.BGPResource(core.Discovery())
-		return reconcile.Served{Pools: append(c, m...), BGP: bgp}, errors.Join(err1, err2, err3)
+		return reconcile.Served{Pools: append(c, m...), BGP: bgp}, errors.Join(err1, err2)
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}

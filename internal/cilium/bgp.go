@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/renumber/renumber/internal/backend"
@@ -29,17 +28,14 @@ const (
 	LabelSubnet    = "dynamic-prefix.io/subnet"
 )
 
-// BGPResource returns the CiliumBGPAdvertisement resource, empty if not served
-// (v2 only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
-func BGPResource(disc discovery.DiscoveryInterface) (schema.GroupVersionResource, error) {
-	served, err := backend.Served(disc, "cilium.io", "v2")
-	if err != nil {
-		return schema.GroupVersionResource{}, err
+// bgpResource is the CiliumBGPAdvertisement resource, empty if not served (v2
+// only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
+// served is what backend.Served returned for cilium.io, v2 winning over v2alpha1.
+func bgpResource(served map[string]string) schema.GroupVersionResource {
+	if served["ciliumbgpadvertisements"] != "v2" {
+		return schema.GroupVersionResource{}
 	}
-	if _, ok := served["ciliumbgpadvertisements"]; !ok {
-		return schema.GroupVersionResource{}, nil
-	}
-	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}, nil
+	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
 }
 
 // Advertisement is one desired CiliumBGPAdvertisement.

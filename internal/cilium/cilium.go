@@ -14,11 +14,13 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
-// Kinds returns the Cilium kinds the API server serves, preferring cilium.io/v2.
-func Kinds(disc discovery.DiscoveryInterface) ([]*backend.Kind, error) {
+// Discover returns the Cilium pool kinds the API server serves, preferring
+// cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
+// from one discovery request per version.
+func Discover(disc discovery.DiscoveryInterface) ([]*backend.Kind, schema.GroupVersionResource, error) {
 	served, err := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
 	if err != nil {
-		return nil, err
+		return nil, schema.GroupVersionResource{}, err
 	}
 	var out []*backend.Kind
 	for _, k := range []*backend.Kind{poolKind(), groupKind()} {
@@ -27,7 +29,7 @@ func Kinds(disc discovery.DiscoveryInterface) ([]*backend.Kind, error) {
 			out = append(out, k)
 		}
 	}
-	return out, nil
+	return out, bgpResource(served), nil
 }
 
 func poolKind() *backend.Kind {

@@ -340,54 +340,68 @@ func tally(ws []world.Write) map[string]int {
 }
 
 func workload(ctx context.Context, w *world.World) error {
-	names := []string{"home", "lab", "guest"}
-	for i, n := range names {
-		dp := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-			"metadata": map[string]any{"name": n},
-			"spec": map[string]any{
-				"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-				"addressRanges": []any{map[string]any{"name": "lb", "start": fmt.Sprintf("::%x000:0:0:0", 0xd+i), "end": fmt.Sprintf("::%xfff:ffff:ffff:ffff", 0xd+i)}},
-				"subnets":       []any{map[string]any{"name": "svc", "offset": i + 1, "prefixLength": 112}},
-				"transition":    map[string]any{"mode": "ha"},
-			},
-		}}
-		if _, err := w.API.Dynamic.Resource(dpGVR).Create(ctx, dp, metav1.CreateOptions{}); err != nil {
+	for i, n := range []string{"home", "lab", "guest"} {
+		if err := followedPrefix(ctx, w, n, i); err != nil {
 			return err
-		}
-		for j, follow := range []map[string]any{{"dynamic-prefix.io/address-range": "lb"}, {"dynamic-prefix.io/subnet": "svc"}} {
-			follow["dynamic-prefix.io/name"] = n
-			pool := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-				"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", n, j), "annotations": follow},
-				"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": fmt.Sprintf("192.0.2.%d/32", 10*i+j)}}},
-			}}
-			if _, err := w.API.Dynamic.Resource(world.PoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-				return err
-			}
 		}
 	}
 	for i := range services {
-		typ := corev1.ServiceTypeClusterIP
-		if i%3 == 0 {
-			typ = corev1.ServiceTypeLoadBalancer
-		}
-		var ann map[string]string
-		if i%(services/haServices) == 0 {
-			typ = corev1.ServiceTypeLoadBalancer
-			ann = map[string]string{"dynamic-prefix.io/name": "home", "dynamic-prefix.io/suffix": fmt.Sprintf("::d000:0:0:%x", i+1),
-				"dynamic-prefix.io/service-address-range": "lb"}
-		}
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i), Namespace: "default", Annotations: ann},
-			Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}},
-				Selector: map[string]string{"app": fmt.Sprintf("a%d", i)}},
-		}
-		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, benchService(i, services/haServices), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// followedPrefix creates the i-th DynamicPrefix (HA mode, a range ::X000:0:0:0/68
+// with X = d+i, a /112 subnet at offset i+1) and two pools following it,
+// <name>-0 (the range) and <name>-1 (the subnet), each with a user IPv4 block.
+func followedPrefix(ctx context.Context, w *world.World, name string, i int) error {
+	dp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+			"addressRanges": []any{map[string]any{"name": "lb", "start": fmt.Sprintf("::%x000:0:0:0", 0xd+i), "end": fmt.Sprintf("::%xfff:ffff:ffff:ffff", 0xd+i)}},
+			"subnets":       []any{map[string]any{"name": "svc", "offset": i + 1, "prefixLength": 112}},
+			"transition":    map[string]any{"mode": "ha"},
+		},
+	}}
+	if _, err := w.API.Dynamic.Resource(dpGVR).Create(ctx, dp, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for j, follow := range []map[string]any{{"dynamic-prefix.io/address-range": "lb"}, {"dynamic-prefix.io/subnet": "svc"}} {
+		follow["dynamic-prefix.io/name"] = name
+		pool := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+			"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", name, j), "annotations": follow},
+			"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": fmt.Sprintf("192.0.2.%d/32", 10*i+j)}}},
+		}}
+		if _, err := w.API.Dynamic.Resource(world.PoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchService is the i-th Service of a workload: a third LoadBalancer, and
+// every every-th one following "home" in HA mode with its own suffix.
+func benchService(i, every int) *corev1.Service {
+	typ := corev1.ServiceTypeClusterIP
+	if i%3 == 0 {
+		typ = corev1.ServiceTypeLoadBalancer
+	}
+	var ann map[string]string
+	if i%every == 0 {
+		typ = corev1.ServiceTypeLoadBalancer
+		ann = map[string]string{"dynamic-prefix.io/name": "home", "dynamic-prefix.io/suffix": fmt.Sprintf("::d000:0:0:%x", i+1),
+			"dynamic-prefix.io/service-address-range": "lb"}
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i), Namespace: "default", Annotations: ann},
+		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}},
+			Selector: map[string]string{"app": fmt.Sprintf("a%d", i)}},
+	}
 }
 
 var dpGVR = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}

@@ -13,10 +13,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/tools/loadgen"
@@ -192,81 +189,18 @@ func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, err
 // each, and 1,000 Services (a third LoadBalancer) of which every 10th follows
 // home in HA mode.
 func scaleWorkload(ctx context.Context, w *world.World) error {
-	dp := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
-		"metadata": map[string]any{"name": "home"},
-		"spec": map[string]any{
-			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
-			"addressRanges": []any{map[string]any{"name": "lb", "start": "::d000:0:0:0", "end": "::dfff:ffff:ffff:ffff"}},
-			"subnets":       []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 112}},
-			"transition":    map[string]any{"mode": "ha"},
-		},
-	}}
-	if _, err := w.API.Dynamic.Resource(dpGVR).Create(ctx, dp, metav1.CreateOptions{}); err != nil {
+	if err := followedPrefix(ctx, w, "home", 0); err != nil {
 		return err
 	}
-	for j, follow := range []map[string]any{{"dynamic-prefix.io/address-range": "lb"}, {"dynamic-prefix.io/subnet": "svc"}} {
-		follow["dynamic-prefix.io/name"] = "home"
-		pool := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-			"metadata": map[string]any{"name": fmt.Sprintf("home-%d", j), "annotations": follow},
-			"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": fmt.Sprintf("192.0.2.%d/32", j)}}},
-		}}
-		if _, err := w.API.Dynamic.Resource(world.PoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	gen, err := loadgen.New(w.API.Admin, "", 16)
+	gen, err := loadgen.New(w.API.Admin, "", 16) // a client without rate limits
 	if err != nil {
 		return err
 	}
 	svcs := gen.Client.CoreV1().Services("default")
-	return eachN(ctx, scaleServices, 16, func(i int) error {
-		typ := corev1.ServiceTypeClusterIP
-		if i%3 == 0 {
-			typ = corev1.ServiceTypeLoadBalancer
-		}
-		var ann map[string]string
-		if i%(scaleServices/scaleFollowing) == 0 {
-			typ = corev1.ServiceTypeLoadBalancer
-			ann = map[string]string{"dynamic-prefix.io/name": "home", "dynamic-prefix.io/suffix": fmt.Sprintf("::d000:0:0:%x", i+1),
-				"dynamic-prefix.io/service-address-range": "lb"}
-		}
-		_, err := svcs.Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i), Annotations: ann},
-			Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}},
-				Selector: map[string]string{"app": fmt.Sprintf("a%d", i)}},
-		}, metav1.CreateOptions{})
+	return loadgen.Each(ctx, scaleServices, 16, 0, func(ctx context.Context, i int) error {
+		_, err := svcs.Create(ctx, benchService(i, scaleServices/scaleFollowing), metav1.CreateOptions{})
 		return err
 	})
-}
-
-// eachN runs do(0..n-1) on workers goroutines and returns the first error.
-func eachN(ctx context.Context, n, workers int, do func(int) error) error {
-	errs := make(chan error, n)
-	jobs := make(chan int)
-	for range workers {
-		go func() {
-			for i := range jobs {
-				errs <- do(i)
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			close(jobs)
-			return ctx.Err()
-		}
-	}
-	close(jobs)
-	for range n {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // fetch saves a profile from the writer's metrics address.

@@ -64,9 +64,19 @@ func (g *Gen) Report(ctx context.Context, n int, value string, within time.Durat
 	})
 }
 
-// each runs do for 0..n-1 on Workers goroutines, the i-th not before
-// start + i*within/n; it returns the first error.
+// each runs Each on the generator's workers, naming the node in an error.
 func (g *Gen) each(ctx context.Context, n int, within time.Duration, do func(context.Context, int) error) error {
+	return Each(ctx, n, g.Workers, within, func(ctx context.Context, i int) error {
+		if err := do(ctx, i); err != nil {
+			return fmt.Errorf("node %s: %w", g.Name(i), err)
+		}
+		return nil
+	})
+}
+
+// Each runs do for 0..n-1 on workers goroutines, the i-th not before
+// start + i*within/n; it returns the first error, and stops on it.
+func Each(ctx context.Context, n, workers int, within time.Duration, do func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := make(chan int)
@@ -75,13 +85,13 @@ func (g *Gen) each(ctx context.Context, n int, within time.Duration, do func(con
 		once  sync.Once
 		first error
 	)
-	for range max(g.Workers, 1) {
+	for range max(workers, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
 				if err := do(ctx, i); err != nil {
-					once.Do(func() { first = fmt.Errorf("node %s: %w", g.Name(i), err); cancel() })
+					once.Do(func() { first = err; cancel() })
 				}
 			}
 		}()

@@ -20,22 +20,29 @@ func TestLeaseLostDuringAStallIsNotAnExit(t *testing.T) {
 	stallPastTheLease(t, nil, 24*time.Second)
 }
 
-func stallPastTheLease(t *testing.T, timings []string, stall time.Duration) {
+// stallWorld is one node following A and two writers with timings; it returns
+// the writers' names and PIDs once status follows A.
+func stallWorld(t *testing.T, timings []string) (*world.World, []string, map[string]int) {
+	t.Helper()
 	w := newWorld(t, 1)
-	ctx := t.Context()
 	advertise(t, w, prefixA)
 	minimalDP(t, w, "home")
 	startAgent(t, w, "node1")
 	writers := []string{"writer-a", "writer-b"}
-	procs := map[string]int{}
+	pids := map[string]int{}
 	for _, n := range writers {
-		procs[n] = startWriter(t, w, n, timings...).Process.Pid
+		pids[n] = startWriter(t, w, n, timings...).Process.Pid
 	}
 	eventually(t, "status follows A", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return st.CurrentPrefix == prefixA.String(), st.CurrentPrefix
 	})
+	return w, writers, pids
+}
 
+// stallWithAChange stops the API server for stall, renumbering A -> B meanwhile.
+func stallWithAChange(t *testing.T, w *world.World, stall time.Duration) {
+	t.Helper()
 	if err := w.API.Pause(true); err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +51,12 @@ func stallPastTheLease(t *testing.T, timings []string, stall time.Duration) {
 	if err := w.API.Pause(false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func stallPastTheLease(t *testing.T, timings []string, stall time.Duration) {
+	w, writers, procs := stallWorld(t, timings)
+	ctx := t.Context()
+	stallWithAChange(t, w, stall)
 
 	eventually(t, "the change made during the stall lands", func() (bool, string) {
 		st := dpStatus(t, w, "home")

@@ -27,34 +27,15 @@ func long(t *testing.T) {
 // deadline - costs nothing: the same leader, no lease transition, no restart,
 // and a prefix change made during the stall is applied after it.
 func TestThirtySecondStallKeepsTheLease(t *testing.T) {
-	w := newWorld(t, 1)
+	w, writers, pids := stallWorld(t, productionTimings)
 	ctx := t.Context()
-	advertise(t, w, prefixA)
-	minimalDP(t, w, "home")
-	startAgent(t, w, "node1")
-	writers := []string{"writer-a", "writer-b"}
-	pids := map[string]int{}
-	for _, n := range writers {
-		pids[n] = startWriter(t, w, n, productionTimings...).Process.Pid
-	}
-	eventually(t, "status follows A", func() (bool, string) {
-		st := dpStatus(t, w, "home")
-		return st.CurrentPrefix == prefixA.String(), st.CurrentPrefix
-	})
 	leases := w.API.Client.CoordinationV1().Leases(world.Namespace)
 	before, err := leases.Get(ctx, "renumber-writer", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if err := w.API.Pause(true); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixB, prefixA)
-	time.Sleep(30 * time.Second)
-	if err := w.API.Pause(false); err != nil {
-		t.Fatal(err)
-	}
+	stallWithAChange(t, w, 30*time.Second)
 	eventually(t, "the change made during the stall lands", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return st.CurrentPrefix == prefixB.String(), st.CurrentPrefix

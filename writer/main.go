@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -88,7 +90,9 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 		return err
 	}
 	// The Lease client is counted but not gated: it writes before leading.
-	leaseClient, err := kubernetes.NewForConfig(kube.Counted(base, requests, nil))
+	// Typed clients per API group, never the whole clientset: that would link
+	// the types of every built-in group (megabytes of binary and of RSS).
+	leaseClient, err := coordinationv1.NewForConfig(kube.Counted(base, requests, nil))
 	if err != nil {
 		return err
 	}
@@ -105,23 +109,27 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if err != nil {
 		return err
 	}
-	core, err := kubernetes.NewForConfig(gated)
+	disc, err := kube.NewDiscovery(gated)
+	if err != nil {
+		return err
+	}
+	events, err := eventsv1.NewForConfig(gated)
 	if err != nil {
 		return err
 	}
 	// Pool kinds are looked up again whenever a CRD of these groups changes.
 	rcfg.BackendGroups = []string{"cilium.io", "metallb.io"}
 	discover := func() (reconcile.Served, error) {
-		c, bgp, err1 := cilium.Discover(core.Discovery())
-		m, err2 := metallb.Kinds(core.Discovery())
+		c, bgp, err1 := cilium.Discover(disc)
+		m, err2 := metallb.Kinds(disc)
 		return reconcile.Served{Pools: append(c, m...), BGP: bgp}, errors.Join(err1, err2)
 	}
 	clk := clock.RealClock{}
-	rec := &event.Recorder{Client: core, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
+	rec := &event.Recorder{Client: events, Component: "renumber-writer", Instance: ecfg.Identity, Clock: clk, Log: log}
 	protoCfg := rest.CopyConfig(gated)
 	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	typed, err := kubernetes.NewForConfig(protoCfg)
+	typed, err := corev1.NewForConfig(protoCfg)
 	if err != nil {
 		return err
 	}

@@ -235,7 +235,7 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 			attrs = append(attrs, "routers", routers)
 		}
 		a.log.Info(c.String(), attrs...)
-		metricPrefixEvents.WithLabelValues(string(c.Kind)).Inc()
+		metricPrefixEvents.With(string(c.Kind)).Inc()
 	}
 	a.last = node
 	now := map[string]bool{}

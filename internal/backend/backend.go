@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -55,10 +54,16 @@ func (o Object) Key() string {
 	return o.Namespace + "/" + o.Name
 }
 
+// Discovery answers which resources the API server serves in one group/version
+// (client-go's discovery client has this method; so has kube.Discovery).
+type Discovery interface {
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
 // Served returns resource -> version for the versions of group the API server
 // serves, later versions overriding earlier ones. A version not served is not an
 // error; failing to ask is (a pool kind must not vanish on a transient error).
-func Served(disc discovery.DiscoveryInterface, group string, versions ...string) (map[string]string, error) {
+func Served(disc Discovery, group string, versions ...string) (map[string]string, error) {
 	served := map[string]string{}
 	for _, v := range versions {
 		list, err := disc.ServerResourcesForGroupVersion(group + "/" + v)

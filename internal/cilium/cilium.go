@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 
 	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -17,7 +16,7 @@ import (
 // Discover returns the Cilium pool kinds the API server serves, preferring
 // cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
 // from one discovery request per version.
-func Discover(disc discovery.DiscoveryInterface) ([]*backend.Kind, schema.GroupVersionResource, error) {
+func Discover(disc backend.Discovery) ([]*backend.Kind, schema.GroupVersionResource, error) {
 	served, err := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
 	if err != nil {
 		return nil, schema.GroupVersionResource{}, err

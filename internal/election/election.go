@@ -13,12 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/renumber/renumber/internal/metrics"
 )
 
 // Config of the election. Defaults suit a slow API server: client-go's 15/10/2 s
@@ -59,28 +60,25 @@ type Elector struct {
 	checker *leaderelection.HealthzAdaptor
 	lock    *countingLock
 
-	sinceRenewal prometheus.Collector
+	sinceRenewal metrics.Collector
 }
 
 // New returns an elector; client must not go through the write gate (the Lease
 // itself is written while not yet leading).
-func New(cfg Config, client kubernetes.Interface, log *slog.Logger) (*Elector, error) {
+func New(cfg Config, client coordinationv1.LeasesGetter, log *slog.Logger) (*Elector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	metricDeadlines.WithLabelValues("lease_duration").Set(cfg.LeaseDuration.Seconds())
-	metricDeadlines.WithLabelValues("renew_deadline").Set(cfg.RenewDeadline.Seconds())
-	metricDeadlines.WithLabelValues("retry_period").Set(cfg.RetryPeriod.Seconds())
+	metricDeadlines.With("lease_duration").Set(cfg.LeaseDuration.Seconds())
+	metricDeadlines.With("renew_deadline").Set(cfg.RenewDeadline.Seconds())
+	metricDeadlines.With("retry_period").Set(cfg.RetryPeriod.Seconds())
 	e := &Elector{cfg: cfg, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
 	e.lock = &countingLock{now: time.Now, Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-		Client:     client.CoordinationV1(),
+		Client:     client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}}
-	e.sinceRenewal = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "renumber_writer_lease_seconds_since_renewal",
-		Help: "On the leader, seconds since its last successful Lease write (0 on standbys).",
-	}, e.sinceRenew)
+	e.sinceRenewal = metrics.NewGaugeFunc("renumber_writer_lease_seconds_since_renewal", "On the leader, seconds since its last successful Lease write (0 on standbys).", e.sinceRenew)
 	return e, nil
 }
 
@@ -134,23 +132,15 @@ func (e *Elector) Run(ctx context.Context, lead func(context.Context)) {
 }
 
 var (
-	metricLeader = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "renumber_writer_is_leader", Help: "1 while this replica leads.",
-	})
-	metricTransitions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_writer_leadership_acquired_total", Help: "Times this replica became leader.",
-	})
-	metricLost = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_writer_leadership_lost_total", Help: "Times this replica lost the lease while running.",
-	})
-	metricDeadlines = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "renumber_writer_leader_election_seconds", Help: "Configured leader election timings.",
-	}, []string{"setting"})
+	metricLeader      = metrics.NewGauge("renumber_writer_is_leader", "1 while this replica leads.")
+	metricTransitions = metrics.NewCounter("renumber_writer_leadership_acquired_total", "Times this replica became leader.")
+	metricLost        = metrics.NewCounter("renumber_writer_leadership_lost_total", "Times this replica lost the lease while running.")
+	metricDeadlines   = metrics.NewGaugeVec("renumber_writer_leader_election_seconds", "Configured leader election timings.", "setting")
 )
 
 // Collectors returns the election's metrics.
-func (e *Elector) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metricLeader, metricTransitions, metricLost, metricDeadlines, metricAttempts, metricFailures, e.sinceRenewal}
+func (e *Elector) Collectors() []metrics.Collector {
+	return []metrics.Collector{metricLeader, metricTransitions, metricLost, metricDeadlines, metricAttempts, metricFailures, e.sinceRenewal}
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

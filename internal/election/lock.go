@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/renumber/renumber/internal/metrics"
 )
 
 // countingLock wraps the Lease lock to see every acquire/renew attempt (each
@@ -53,10 +54,6 @@ func (e *Elector) sinceRenew() float64 {
 }
 
 var (
-	metricAttempts = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_writer_lease_attempts_total", Help: "Lease acquire/renew attempts (one per retry period).",
-	})
-	metricFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_writer_lease_failures_total", Help: "Lease reads or writes that failed (API server slow or unreachable, conflicts).",
-	})
+	metricAttempts = metrics.NewCounter("renumber_writer_lease_attempts_total", "Lease acquire/renew attempts (one per retry period).")
+	metricFailures = metrics.NewCounter("renumber_writer_lease_failures_total", "Lease reads or writes that failed (API server slow or unreachable, conflicts).")
 )

@@ -13,13 +13,13 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
 )
 
 // Recorder creates events as Component/Instance.
 type Recorder struct {
-	Client    kubernetes.Interface
+	Client    eventsv1client.EventsGetter
 	Component string
 	Instance  string
 	Clock     clock.Clock
@@ -57,7 +57,7 @@ func (r *Recorder) Event(regarding *unstructured.Unstructured, warning bool, rea
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := r.Client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := r.Client.Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		r.Log.Warn("event not recorded", "reason", reason, "err", err)
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/renumber/renumber/internal/metrics"
 )
 
 // ErrGateClosed is returned, without contacting the API server, for a write
@@ -44,7 +45,7 @@ func Config(path, userAgent string) (*rest.Config, error) {
 
 // Counted returns a copy of cfg whose requests are counted in c, and refused when
 // gate is non-nil and closed.
-func Counted(cfg *rest.Config, c *prometheus.CounterVec, gate Gate) *rest.Config {
+func Counted(cfg *rest.Config, c *metrics.CounterVec, gate Gate) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &transport{next: rt, count: c, gate: gate}
@@ -53,23 +54,20 @@ func Counted(cfg *rest.Config, c *prometheus.CounterVec, gate Gate) *rest.Config
 }
 
 // NewRequestCounter returns the counter Counted expects, named for the component.
-func NewRequestCounter(component string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "renumber_" + component + "_api_requests_total",
-		Help: "API requests this process made, by verb, resource and response code (writes refused by the leader gate have code \"gated\").",
-	}, []string{"verb", "resource", "code"})
+func NewRequestCounter(component string) *metrics.CounterVec {
+	return metrics.NewCounterVec("renumber_"+component+"_api_requests_total", "API requests this process made, by verb, resource and response code (writes refused by the leader gate have code \"gated\").", "verb", "resource", "code")
 }
 
 type transport struct {
 	next  http.RoundTripper
-	count *prometheus.CounterVec
+	count *metrics.CounterVec
 	gate  Gate
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	verb, resource := Describe(req.Method, req.URL.Path, req.URL.Query().Get("watch") == "true")
 	if t.gate != nil && IsWrite(verb) && !t.gate.Open() {
-		t.count.WithLabelValues(verb, resource, "gated").Inc()
+		t.count.With(verb, resource, "gated").Inc()
 		return nil, ErrGateClosed
 	}
 	resp, err := t.next.RoundTrip(req)
@@ -77,7 +75,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		code = strconv.Itoa(resp.StatusCode)
 	}
-	t.count.WithLabelValues(verb, resource, code).Inc()
+	t.count.With(verb, resource, code).Inc()
 	return resp, err
 }
 

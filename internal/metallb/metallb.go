@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 
 	"github.com/renumber/renumber/internal/backend"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -18,7 +17,7 @@ import (
 const Resource = "ipaddresspools"
 
 // Kinds returns the IPAddressPool kind if the API server serves it.
-func Kinds(disc discovery.DiscoveryInterface) ([]*backend.Kind, error) {
+func Kinds(disc backend.Discovery) ([]*backend.Kind, error) {
 	served, err := backend.Served(disc, "metallb.io", "v1beta1")
 	if err != nil {
 		return nil, err

@@ -1,17 +1,13 @@
 package publish
 
-import "github.com/prometheus/client_golang/prometheus"
+import "github.com/renumber/renumber/internal/metrics"
 
 var (
-	metricPublishes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_agent_digest_publishes_total", Help: "Digest annotation patches that succeeded.",
-	})
-	metricErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "renumber_agent_digest_publish_errors_total", Help: "Digest annotation patches that failed (retried with backoff).",
-	})
+	metricPublishes = metrics.NewCounter("renumber_agent_digest_publishes_total", "Digest annotation patches that succeeded.")
+	metricErrors    = metrics.NewCounter("renumber_agent_digest_publish_errors_total", "Digest annotation patches that failed (retried with backoff).")
 )
 
 // Collectors returns this package's metrics for registration.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metricPublishes, metricErrors}
+func Collectors() []metrics.Collector {
+	return []metrics.Collector{metricPublishes, metricErrors}
 }

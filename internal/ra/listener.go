@@ -70,7 +70,7 @@ func (l *Listener) Run(ctx context.Context) {
 			wait = l.Backoff.Min
 			continue
 		}
-		metricErrors.WithLabelValues(l.Link).Inc()
+		metricErrors.With(l.Link).Inc()
 		if l.Clock.Since(started) > time.Minute {
 			wait = l.Backoff.Min
 		}
@@ -152,14 +152,14 @@ func (l *Listener) session(ctx context.Context) error {
 		}
 		prefixes, bad, err := Parse(msg, from, hop)
 		if err != nil {
-			metricInvalid.WithLabelValues(l.Link).Inc()
+			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring message", "link", l.Link, "err", err)
 			continue
 		}
-		metricReceived.WithLabelValues(l.Link).Inc()
+		metricReceived.With(l.Link).Inc()
 		l.Log.Debug("router advertisement", "link", l.Link, "router", from, "prefixes", len(prefixes))
 		for _, e := range bad {
-			metricInvalid.WithLabelValues(l.Link).Inc()
+			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring prefix option", "link", l.Link, "router", from, "err", e)
 		}
 		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes)

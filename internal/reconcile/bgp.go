@@ -107,7 +107,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 			base = live.GetResourceVersion()
 		}
 		r.remember(key, base, a.Name)
-		metricWrites.WithLabelValues("ciliumbgpadvertisements").Inc()
+		metricWrites.With("ciliumbgpadvertisements").Inc()
 		r.log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
 	}
 	for _, o := range bgp.store().List() {
@@ -121,7 +121,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 			errs = append(errs, fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err))
 			continue
 		}
-		metricWrites.WithLabelValues("ciliumbgpadvertisements").Inc()
+		metricWrites.With("ciliumbgpadvertisements").Inc()
 		r.log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
 	}
 	return names, errors.Join(errs...)

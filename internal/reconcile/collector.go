@@ -1,11 +1,11 @@
 package reconcile
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/metrics"
 )
 
 // stateCollector reports what the caches hold at scrape time, on every replica:
@@ -13,24 +13,18 @@ import (
 type stateCollector struct{ r *Reconciler }
 
 var (
-	descNodes = prometheus.NewDesc("renumber_writer_nodes",
-		"Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid, not-ready (not Ready past the grace: not voting).", []string{"state"}, nil)
-	descThrottled = prometheus.NewDesc("renumber_writer_throttled_objects",
-		"Objects whose last write the write-storm breaker refused (0 when writes flow).", nil, nil)
-	descAcquired = prometheus.NewDesc("renumber_writer_dynamicprefix_acquired",
-		"1 when the DynamicPrefix's status has a current prefix.", []string{"name"}, nil)
+	descNodes = &metrics.Desc{Name: "renumber_writer_nodes", Type: "gauge", Labels: []string{"state"},
+		Help: "Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid, not-ready (not Ready past the grace: not voting)."}
+	descThrottled = &metrics.Desc{Name: "renumber_writer_throttled_objects", Type: "gauge",
+		Help: "Objects whose last write the write-storm breaker refused (0 when writes flow)."}
+	descAcquired = &metrics.Desc{Name: "renumber_writer_dynamicprefix_acquired", Type: "gauge", Labels: []string{"name"},
+		Help: "1 when the DynamicPrefix's status has a current prefix."}
 )
 
 // Collector returns the collector of cache-derived gauges.
-func (r *Reconciler) Collector() prometheus.Collector { return stateCollector{r} }
+func (r *Reconciler) Collector() metrics.Collector { return stateCollector{r} }
 
-func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descNodes
-	ch <- descThrottled
-	ch <- descAcquired
-}
-
-func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c stateCollector) Collect(w *metrics.Writer) {
 	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0, "not-ready": 0}
 	for _, o := range c.r.nodes.store().List() {
 		m, ok := o.(*metav1.PartialObjectMetadata)
@@ -52,12 +46,12 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, n, state)
+		w.Sample(descNodes, n, state)
 	}
 	c.r.mu.Lock()
 	throttled := len(c.r.throttled)
 	c.r.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.GaugeValue, float64(throttled))
+	w.Sample(descThrottled, float64(throttled))
 	for _, o := range c.r.dps.store().List() {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
@@ -68,6 +62,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if cur != "" {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descAcquired, prometheus.GaugeValue, v, u.GetName())
+		w.Sample(descAcquired, v, u.GetName())
 	}
 }

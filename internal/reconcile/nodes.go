@@ -42,7 +42,7 @@ func (r *Reconciler) watchNodes() *watched {
 		if r.cfg.NodeGrace > 0 && r.core != nil {
 			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
 			// writer to 133 MiB RSS; typed, 59 MiB (tools/bench, scale).
-			nodes := r.core.CoreV1().Nodes()
+			nodes := r.core.Nodes()
 			inf = plainInformer(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
 				nodes.Watch, &corev1.Node{})
 		} else {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -56,7 +56,7 @@ type Reconciler struct {
 	cfg      Config
 	client   dynamic.Interface // writes pass the leader gate
 	meta     metadata.Interface
-	core     kubernetes.Interface // typed reads (Nodes, in protobuf)
+	core     corev1client.NodesGetter // typed reads (Nodes, in protobuf)
 	discover Discover
 	clock    clock.WithTicker
 	log      *slog.Logger
@@ -92,7 +92,7 @@ type memo struct {
 }
 
 // New builds the informers; call Run to start them.
-func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core kubernetes.Interface, discover Discover, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
+func New(cfg Config, client dynamic.Interface, meta metadata.Interface, core corev1client.NodesGetter, discover Discover, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Reconciler {
 	r := &Reconciler{
 		cfg: cfg, client: client, meta: meta, core: core, discover: discover, clock: clk, log: log, recorder: rec,
 		rediscover: make(chan struct{}, 1),
@@ -365,7 +365,7 @@ func (r *Reconciler) permit(key string, regarding *unstructured.Unstructured, dp
 		}
 		return nil
 	}
-	metricRefused.WithLabelValues(strings.SplitN(key, "/", 2)[0]).Inc()
+	metricRefused.With(strings.SplitN(key, "/", 2)[0]).Inc()
 	if !was {
 		r.log.Warn("write budget exceeded; writes to this object paused", "object", key, "next", wait.Round(time.Second))
 	}

@@ -125,7 +125,7 @@ func (r *Reconciler) syncServices(ctx context.Context, dp *dynamicprefix.Dynamic
 			continue
 		}
 		r.remember(key, m.ResourceVersion, want)
-		metricWrites.WithLabelValues("services").Inc()
+		metricWrites.With("services").Inc()
 		r.log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets)
 	}
 	return errs
@@ -149,7 +149,7 @@ func (r *Reconciler) releaseService(ctx context.Context, ns, name string) error 
 		return err
 	}
 	r.remember(key, m.ResourceVersion, want)
-	metricWrites.WithLabelValues("services").Inc()
+	metricWrites.With("services").Inc()
 	r.log.Info(fmt.Sprintf("Service %s/%s released", ns, name))
 	return nil
 }

@@ -49,7 +49,7 @@ func (r *Reconciler) CheckStaleness(ctx context.Context, interval time.Duration)
 			if behind == 0 {
 				continue
 			}
-			metricRelists.WithLabelValues(w.name).Inc()
+			metricRelists.With(w.name).Inc()
 			r.log.Warn("cache fell behind the API server; re-listing", "resource", w.name, "objects", behind)
 			if w.restart(ctx) {
 				delete(suspects, w)

@@ -92,7 +92,7 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 			return err
 		}
 		r.remember("dp/"+name, u.GetResourceVersion(), st)
-		metricWrites.WithLabelValues("dynamicprefixes/status").Inc()
+		metricWrites.With("dynamicprefixes/status").Inc()
 	}
 	if d.Changed && d.Current.IsValid() {
 		prev := dp.Status.CurrentPrefix
@@ -145,7 +145,7 @@ func (r *Reconciler) syncPool(ctx context.Context, k *backend.Kind, u *unstructu
 		return err
 	}
 	r.remember(key, po.ResourceVersion, [2][]string{entries, record})
-	metricWrites.WithLabelValues(k.Resource).Inc()
+	metricWrites.With(k.Resource).Inc()
 	removed := difference(po.Record, record)
 	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
 	if len(removed) > 0 {
@@ -176,7 +176,7 @@ func (r *Reconciler) release(ctx context.Context, p *pooled, name string) error 
 	}
 	entries, _ := pool.Merge(po.Entries, po.Record, nil)
 	if ok, wait := r.budget.Take(key, r.clock.Now()); !ok {
-		metricRefused.WithLabelValues(k.Resource).Inc()
+		metricRefused.With(k.Resource).Inc()
 		r.queue.AddAfter(releaseKey(k, name), wait)
 		return nil
 	}
@@ -184,7 +184,7 @@ func (r *Reconciler) release(ctx context.Context, p *pooled, name string) error 
 		return err
 	}
 	r.remember(key, po.ResourceVersion, [2][]string{entries, nil})
-	metricWrites.WithLabelValues(k.Resource).Inc()
+	metricWrites.With(k.Resource).Inc()
 	r.log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record)
 	r.recorder.Event(u, false, "PoolReleased", "dynamic-prefix.io/name removed: managed entries and record removed")
 	return nil

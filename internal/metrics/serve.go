@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// ContentType is the text exposition format's media type.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Check reports nil when healthy.
+type Check func(*http.Request) error
+
+// Serve serves /metrics, /healthz and /readyz on addr until ctx ends, and Go's
+// profiles under /debug/pprof/ when profiles is set.
+func Serve(ctx context.Context, log *slog.Logger, addr string, profiles bool, reg *Registry, healthz, readyz Check) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", reg)
+	mux.HandleFunc("/healthz", handle(healthz))
+	mux.HandleFunc("/readyz", handle(readyz))
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Debug("serving metrics and health", "addr", l.Addr())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+// ServeHTTP answers a scrape.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", ContentType)
+	_, _ = w.Write(r.Text())
+}
+
+func handle(c Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c != nil {
+			if err := c(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+}

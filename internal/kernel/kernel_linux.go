@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -46,6 +47,13 @@ func (w *Watcher) session(ctx context.Context) error {
 	defer close(done)
 	errc := make(chan error, 2)
 	onErr := func(err error) {
+		if strings.HasPrefix(err.Error(), "Wrong sender portid") {
+			// Another root process's subscription dump, sent to the groups
+			// (vishvananda/netlink does so): the library drops it and carries
+			// on, and so do we. A real failure closes the update channel.
+			w.Log.Debug("ignoring a netlink message not from the kernel", "err", err)
+			return
+		}
 		select {
 		case errc <- err:
 		default:

@@ -47,7 +47,6 @@ func main() {
 		debounce     = flag.Duration("debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
 		startupGrace = flag.Duration("startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 		metricsAddr  = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")
-		profiles     = flag.Bool("pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 		keepOmitted  = flag.Bool("keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
 	)
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
@@ -60,13 +59,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, *profiles, agent.Config{StartupGrace: *startupGrace, KeepOmitted: *keepOmitted}, *debounce); err != nil {
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, agent.Config{StartupGrace: *startupGrace, KeepOmitted: *keepOmitted}, *debounce); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifaces []string, metricsAddr string, profiles bool, cfg agent.Config, debounce time.Duration) error {
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifaces []string, metricsAddr string, cfg agent.Config, debounce time.Duration) error {
 	if nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	}
@@ -145,7 +144,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 				return errors.New("own Node not read yet")
 			}
 		}
-		if err := metrics.Serve(ctx, log, metricsAddr, profiles, reg, nil, ready); err != nil {
+		if err := metrics.Serve(ctx, log, metricsAddr, reg, nil, ready, nil); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -144,7 +145,11 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 			}
 			return nil
 		}
-		if err := metrics.Serve(ctx, log, metricsAddr, profiles, reg, healthz, readyz); err != nil {
+		var extra map[string]http.HandlerFunc
+		if profiles {
+			extra = map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/profile": pprof.Profile}
+		}
+		if err := metrics.Serve(ctx, log, metricsAddr, reg, healthz, readyz, extra); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

@@ -91,8 +91,9 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 		return err
 	}
 	// The Lease client is counted but not gated: it writes before leading.
-	// Typed clients per API group, never the whole clientset: that would link
-	// the types of every built-in group (megabytes of binary and of RSS).
+	// Typed clients per API group, not the whole clientset, and kube.Discovery
+	// instead of client-go's: the clientset made every group's client code
+	// reachable (with the discovery client, 8 MB of binary and of RSS).
 	leaseClient, err := coordinationv1.NewForConfig(kube.Counted(base, requests, nil))
 	if err != nil {
 		return err

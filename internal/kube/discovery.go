@@ -13,9 +13,9 @@ import (
 )
 
 // Discovery asks the API server which resources it serves in a group/version:
-// one GET of /apis/<group>/<version>. client-go's discovery client does the
-// same but links the types of every built-in API group (its scheme), which
-// costs the writer megabytes of binary and of resident memory.
+// one GET of /apis/<group>/<version>, all the writer asks. client-go's discovery
+// client comes with the whole clientset and its OpenAPI and aggregated-discovery
+// machinery.
 type Discovery struct {
 	client rest.Interface
 }

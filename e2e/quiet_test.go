@@ -24,6 +24,14 @@ func TestFiveQuietMinutes(t *testing.T) {
 		startWriter(t, w, n, productionTimings...)
 	}
 	poolIs(t, w, "pool follows A", prefixA.String())
+	// Started together, both writers may try to create the Lease at once: the
+	// loser learns who leads at its next attempt, up to a jittered retry period
+	// (11 s) later, and says so in one line. The quiet period starts after it.
+	for _, n := range []string{"writer-a", "writer-b"} {
+		eventually(t, n+" knows who leads", func() (bool, string) {
+			return lastLine(w, n+".log", []string{" leading ", " following "}) != "", ""
+		})
+	}
 	settleWrites()
 
 	logs, _ := filepath.Glob(filepath.Join(w.Dir, "*.log"))

@@ -2,9 +2,9 @@
 // counters and gauges, with or without labels - exposed in Prometheus's text
 // format (0.0.4), and the HTTP server for them and the health checks.
 //
-// It replaces client_golang, whose protobuf and runtime collectors cost the agent
-// ~2 MiB of its 16 MiB memory goal (tools/bench, size); what a scrape returns is
-// the same format, names and types.
+// It replaces client_golang, whose protobuf runtime and collectors made 2.1 MB of
+// the agent's 15.5 MB binary, resident as much as the rest (the agent's goal is
+// 16 MiB of RSS); a scrape returns the same format, names and types.
 package metrics
 
 import (

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -21,13 +22,13 @@ import (
 // that is not from the kernel. Such a message must not end the agent's
 // subscription (it did: each one cost a resubscription, with backoff, and the
 // resubscription's own dump disturbed the other daemon in turn).
+//
+// And the agent does not do to others what it must not suffer: it lists what
+// exists on a socket of its own, so a listener already there sees only the
+// kernel's messages while the agent starts.
 func TestOtherNetlinkListenersDoNotDisturbTheAgent(t *testing.T) {
 	w := newWorld(t, 1)
 	node := w.Net.Nodes[0]
-	advertise(t, w, prefixA)
-	startAgent(t, w, node.Name)
-	waitDigest(t, w, node.Name, "A from the RA", has(prefixA, false, digest.SourceRA))
-
 	ns, err := netns.GetFromName(node.NS)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,30 @@ func TestOtherNetlinkListenersDoNotDisturbTheAgent(t *testing.T) {
 	defer func() { _ = ns.Close() }()
 	done := make(chan struct{})
 	defer close(done)
+	var mu sync.Mutex
+	var foreign []string // what the listener already there was sent by others
+	first := make(chan netlink.AddrUpdate, 64)
+	go func() {
+		for range first {
+		}
+	}()
+	if err := netlink.AddrSubscribeWithOptions(first, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		foreign = append(foreign, err.Error())
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	advertise(t, w, prefixA)
+	startAgent(t, w, node.Name)
+	waitDigest(t, w, node.Name, "A from the RA", has(prefixA, false, digest.SourceRA))
+	mu.Lock()
+	if len(foreign) != 0 {
+		t.Errorf("a listener already in the namespace was sent messages not from the kernel while the agent started: %v", foreign)
+	}
+	mu.Unlock()
+
 	for range 3 { // another daemon starting, then resubscribing twice
 		ch := make(chan netlink.AddrUpdate, 64)
 		go func() {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -61,14 +62,35 @@ func (w *Watcher) session(ctx context.Context) error {
 	}
 	links := make(chan netlink.LinkUpdate, 64)
 	addrs := make(chan netlink.AddrUpdate, 256)
-	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ListExisting: true, ErrorCallback: onErr}); err != nil {
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("kernel: link subscription: %w", err)
 	}
-	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ListExisting: true, ErrorCallback: onErr}); err != nil {
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("kernel: address subscription: %w", err)
 	}
+	// What exists now is asked on sockets of their own, after subscribing: a
+	// change racing the listing arrives on the subscription afterwards and is
+	// applied last. (ListExisting would send the dump request to the groups,
+	// that is to every other listener in the namespace.)
 	names := map[int]string{}
 	state := map[string]linkState{}
+	ls, err := dump(netlink.LinkList)
+	if err != nil {
+		return fmt.Errorf("kernel: listing links: %w", err)
+	}
+	for _, l := range ls {
+		w.link(netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_NEWLINK}, Link: l}, names, state)
+	}
+	as, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V6) })
+	if err != nil {
+		return fmt.Errorf("kernel: listing addresses: %w", err)
+	}
+	for _, a := range as {
+		if a.IPNet != nil {
+			w.addr(netlink.AddrUpdate{LinkAddress: *a.IPNet, LinkIndex: a.LinkIndex, Flags: a.Flags, Scope: a.Scope,
+				PreferedLft: a.PreferedLft, ValidLft: a.ValidLft, NewAddr: true}, names)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -90,6 +112,18 @@ func (w *Watcher) session(ctx context.Context) error {
 			w.addr(u, names)
 		}
 	}
+}
+
+// dump runs a netlink dump again when the kernel interrupted it (the table
+// changed while it was read, so the answer may be inconsistent).
+func dump[T any](list func() ([]T, error)) ([]T, error) {
+	for range 3 {
+		out, err := list()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return nil, netlink.ErrDumpInterrupted
 }
 
 func (w *Watcher) link(u netlink.LinkUpdate, names map[int]string, state map[string]linkState) {

@@ -80,12 +80,18 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady, change, scale or size (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale or size (default all)")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
 	out := flag.String("out", "bench", "directory for results.md and results.json")
 	flag.Parse()
+	name, ok := benchmarks[*only]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size\n", *only)
+		os.Exit(2)
+	}
+	*only = name
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	r := &results{}
@@ -123,6 +129,14 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("results in %s/results.md\n", *out)
+}
+
+// benchmarks maps the names BENCH accepts to the section that measures them:
+// steady-state writes, memory and CPU are measured together, and so are a
+// change's writes and latency.
+var benchmarks = map[string]string{
+	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size",
 }
 
 func progress(format string, args ...any) {

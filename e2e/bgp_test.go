@@ -29,12 +29,7 @@ func TestBGPAdvertisementLifecycle(t *testing.T) {
 		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120,
 			"bgp": map[string]any{"advertise": true, "community": "65000:100"}}},
 	})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "public", "annotations": map[string]any{
-			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "public"}},
-		"spec": map[string]any{"serviceSelector": map[string]any{"matchLabels": map[string]any{"expose": "public"}}},
-	})
+	publicPool(t, w)
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 
@@ -105,12 +100,7 @@ func TestBGPInstalledLater(t *testing.T) {
 	createDP(t, w, "home", map[string]any{
 		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120, "bgp": map[string]any{"advertise": true}}},
 	})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "public", "annotations": map[string]any{
-			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "public"}},
-		"spec": map[string]any{"serviceSelector": map[string]any{"matchLabels": map[string]any{"expose": "public"}}},
-	})
+	publicPool(t, w)
 	startAgent(t, w, "node1")
 	writer := startWriter(t, w, "writer-a")
 	bgpReady := func(status, text string) func() (bool, string) {
@@ -137,4 +127,16 @@ func TestBGPInstalledLater(t *testing.T) {
 	if got := countLog(w, "writer-a.log", "writer started"); got != 1 || !alive(writer.Process.Pid) {
 		t.Errorf("writer started %d times, alive %v: the CRD must be picked up without a restart", got, alive(writer.Process.Pid))
 	}
+}
+
+// publicPool creates pool "public", following subnet "public" of DynamicPrefix
+// "home" and selecting the Services labelled expose=public.
+func publicPool(t *testing.T, w *world.World) {
+	t.Helper()
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "public", "annotations": map[string]any{
+			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "public"}},
+		"spec": map[string]any{"serviceSelector": map[string]any{"matchLabels": map[string]any{"expose": "public"}}},
+	})
 }

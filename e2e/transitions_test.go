@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -29,6 +30,18 @@ func leader(t *testing.T, w *world.World) string {
 		t.Fatalf("no leader: %v", err)
 	}
 	return *l.Spec.HolderIdentity
+}
+
+// historyIs waits until the status history of DynamicPrefix home satisfies want,
+// and returns it.
+func historyIs(t *testing.T, w *world.World, what string, want func([]dynamicprefix.HistoryEntry) bool) []dynamicprefix.HistoryEntry {
+	t.Helper()
+	var h []dynamicprefix.HistoryEntry
+	eventually(t, "history: "+what, func() (bool, string) {
+		h = dpStatus(t, w, "home").History
+		return want(h), fmt.Sprintf("%+v", h)
+	})
+	return h
 }
 
 // TestDrainingFollowsLifetimes: the old prefix stays in the pools until the
@@ -52,10 +65,10 @@ func TestDrainingFollowsLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolIs(t, w, "B current, A draining", prefixB.String(), prefixA.String())
-	h := dpStatus(t, w, "home").History
-	if len(h) != 2 || h[1].Prefix != prefixA.String() || h[1].State != "draining" || h[1].ExpiresAt == nil || h[1].DeprecatedAt == nil {
-		t.Fatalf("history = %+v, want A draining with a deadline", h)
-	}
+	// The pool is patched before status: wait for status too.
+	h := historyIs(t, w, "A draining with a deadline", func(h []dynamicprefix.HistoryEntry) bool {
+		return len(h) == 2 && h[1].Prefix == prefixA.String() && h[1].State == "draining" && h[1].ExpiresAt != nil && h[1].DeprecatedAt != nil
+	})
 	deadline := h[1].ExpiresAt.Time
 	if left := deadline.Sub(h[1].DeprecatedAt.Time); left <= 0 || left > 20*time.Second {
 		t.Errorf("A expires %s after its deprecation; the router gave it 20 s", left)
@@ -70,10 +83,9 @@ func TestDrainingFollowsLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolIs(t, w, "A expired", prefixB.String())
-	h = dpStatus(t, w, "home").History
-	if len(h) != 2 || h[1].State != "expired" || h[1].ExpiresAt == nil || !h[1].ExpiresAt.Time.Equal(deadline) {
-		t.Errorf("history = %+v, want A expired with the deadline %v unchanged", h, deadline)
-	}
+	historyIs(t, w, fmt.Sprintf("A expired with the deadline %v unchanged", deadline), func(h []dynamicprefix.HistoryEntry) bool {
+		return len(h) == 2 && h[1].State == "expired" && h[1].ExpiresAt != nil && h[1].ExpiresAt.Time.Equal(deadline)
+	})
 	settleWrites()
 	got := objectWrites(writesBy(t, w, m, writerUser))
 	want := []string{"patch ciliumloadbalancerippools lb 200", "patch dynamicprefixes/status home 200"}
@@ -143,10 +155,9 @@ func TestRouterReboot(t *testing.T) {
 	t.Run("the old prefix comes back: reactivated, not duplicated", func(t *testing.T) {
 		reboot(fresh(prefixA.String()))
 		poolIs(t, w, "A current again, B draining", prefixA.String(), prefixB.String())
-		eventually(t, "history: A active, B draining", func() (bool, string) {
-			h := dpStatus(t, w, "home").History
+		historyIs(t, w, "A active, B draining", func(h []dynamicprefix.HistoryEntry) bool {
 			return len(h) == 2 && h[0].Prefix == prefixA.String() && h[0].State == "active" &&
-				h[1].Prefix == prefixB.String() && h[1].State == "draining", fmt.Sprintf("%+v", h)
+				h[1].Prefix == prefixB.String() && h[1].State == "draining"
 		})
 	})
 }

@@ -22,6 +22,7 @@ import (
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/budget"
@@ -29,6 +30,7 @@ import (
 	"github.com/renumber/renumber/internal/election"
 	"github.com/renumber/renumber/internal/event"
 	"github.com/renumber/renumber/internal/kube"
+	"github.com/renumber/renumber/internal/kubehttp"
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metallb"
 	"github.com/renumber/renumber/internal/metrics"
@@ -63,6 +65,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	// client-go's reflectors and leader election log through klog: keep one stream.
+	klog.SetSlogLogger(log.With("from", "client-go"))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg := election.Config{Namespace: *namespace, Name: *leaseName, Identity: *identity,
@@ -85,7 +89,7 @@ func envOr(k, def string) string {
 }
 
 func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, rcfg reconcile.Config, metricsAddr string, profiles bool) error {
-	requests := kube.NewRequestCounter("writer")
+	requests := kubehttp.NewRequestCounter("writer")
 	base, err := kube.Config(kubeconfig, "renumber-writer/"+ecfg.Identity)
 	if err != nil {
 		return err

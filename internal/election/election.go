@@ -49,7 +49,7 @@ func (c Config) Validate() error {
 // Gate reports whether this process leads right now.
 type Gate struct{ open atomic.Bool }
 
-// Open implements kube.Gate.
+// Open implements kubehttp.Gate.
 func (g *Gate) Open() bool { return g.open.Load() }
 
 // Elector campaigns forever.

@@ -1,27 +1,18 @@
-// Package kube builds Kubernetes clients whose every request is counted (verb,
-// resource, code) and, for the writer, whose every mutating request passes a gate
-// that closes the moment leadership is lost.
+// Package kube builds the writer's client-go clients: every request counted
+// (verb, resource, code) and every mutating request passing a gate that closes
+// the moment leadership is lost (kubehttp.Counting).
 package kube
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/renumber/renumber/internal/kubehttp"
 	"github.com/renumber/renumber/internal/metrics"
 )
-
-// ErrGateClosed is returned, without contacting the API server, for a write
-// attempted while the gate is closed.
-var ErrGateClosed = errors.New("kube: write refused: not the leader")
-
-// Gate decides whether mutating requests may start now.
-type Gate interface{ Open() bool }
 
 // Config loads a kubeconfig file, or the in-cluster config when path is "".
 func Config(path, userAgent string) (*rest.Config, error) {
@@ -45,88 +36,10 @@ func Config(path, userAgent string) (*rest.Config, error) {
 
 // Counted returns a copy of cfg whose requests are counted in c, and refused when
 // gate is non-nil and closed.
-func Counted(cfg *rest.Config, c *metrics.CounterVec, gate Gate) *rest.Config {
+func Counted(cfg *rest.Config, c *metrics.CounterVec, gate kubehttp.Gate) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &transport{next: rt, count: c, gate: gate}
+		return kubehttp.Counting(rt, c, gate)
 	})
 	return out
-}
-
-// NewRequestCounter returns the counter Counted expects, named for the component.
-func NewRequestCounter(component string) *metrics.CounterVec {
-	return metrics.NewCounterVec("renumber_"+component+"_api_requests_total", "API requests this process made, by verb, resource and response code (writes refused by the leader gate have code \"gated\").", "verb", "resource", "code")
-}
-
-type transport struct {
-	next  http.RoundTripper
-	count *metrics.CounterVec
-	gate  Gate
-}
-
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	verb, resource := Describe(req.Method, req.URL.Path, req.URL.Query().Get("watch") == "true")
-	if t.gate != nil && IsWrite(verb) && !t.gate.Open() {
-		t.count.With(verb, resource, "gated").Inc()
-		return nil, ErrGateClosed
-	}
-	resp, err := t.next.RoundTrip(req)
-	code := "error"
-	if err == nil {
-		code = strconv.Itoa(resp.StatusCode)
-	}
-	t.count.With(verb, resource, code).Inc()
-	return resp, err
-}
-
-// IsWrite reports whether verb mutates.
-func IsWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete":
-		return true
-	}
-	return false
-}
-
-// Describe names a request the way the audit log does: verb and resource (with
-// "/subresource"). Lists and gets are both "get" here: the path alone cannot tell
-// them apart without discovery, and only writes matter for budgets.
-func Describe(method, path string, watch bool) (verb, resource string) {
-	switch method {
-	case http.MethodGet:
-		verb = "get"
-		if watch {
-			verb = "watch"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-	default:
-		verb = strings.ToLower(method)
-	}
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return verb, "other"
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if len(parts) == 0 {
-		return verb, "other"
-	}
-	resource = parts[0]
-	if len(parts) >= 3 {
-		resource += "/" + parts[2]
-	}
-	return verb, resource
 }

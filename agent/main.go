@@ -9,29 +9,29 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/agent"
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/kernel"
-	"github.com/renumber/renumber/internal/kube"
+	"github.com/renumber/renumber/internal/kubehttp"
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/node"
 	"github.com/renumber/renumber/internal/observe"
 	"github.com/renumber/renumber/internal/publish"
 	"github.com/renumber/renumber/internal/ra"
+	"github.com/renumber/renumber/internal/uplink"
 )
 
 type links []string
@@ -69,28 +69,24 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	if nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	}
-	requests := kube.NewRequestCounter("agent")
-	restCfg, err := kube.Config(kubeconfig, "renumber-agent/"+nodeName)
+	requests := kubehttp.NewRequestCounter("agent")
+	apiCfg, err := kubehttp.Load(kubeconfig)
 	if err != nil {
 		return err
 	}
-	restCfg = kube.Counted(restCfg, requests, nil)
-	meta, err := metadata.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(restCfg)
+	apiCfg.UserAgent = "renumber-agent/" + nodeName
+	api, err := kubehttp.New(apiCfg, func(rt http.RoundTripper) http.RoundTripper { return kubehttp.Counting(rt, requests, nil) })
 	if err != nil {
 		return err
 	}
 	clk := clock.RealClock{}
 	reg := metrics.NewRegistry(append(append(append(ra.Collectors(), publish.Collectors()...), agent.Collectors()...), requests)...)
 
-	pub := publish.New(node.Annotation{Client: meta, Node: nodeName}, clk, log, debounce)
+	pub := publish.New(node.Annotation{Client: api, Node: nodeName}, clk, log, debounce)
 	var published digest.Node
 	var haveLive bool
 	live := make(chan struct{})
-	synced := node.Watch(ctx, meta, nodeName, func(v string, exists bool) {
+	synced := node.Watch(ctx, api, log, nodeName, func(v string, exists bool) {
 		if !haveLive {
 			haveLive = true
 			if n, err := digest.Decode(v); exists && err == nil {
@@ -115,20 +111,14 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	a := agent.New(cfg, clk, log, pub, func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix)) agent.Listener {
 		return ra.NewListener(link, h, clk, log)
 	}, published)
-	dpSynced := make(chan struct{})
-	var dpFirst bool
-	dynamicprefix.Watch(ctx, dyn, log, func(dps []*dynamicprefix.DynamicPrefix) {
-		a.SetLinks(dynamicprefix.Links(ifaces, dps))
-		if !dpFirst {
-			dpFirst = true
-			close(dpSynced)
-		}
+	dpSynced := watchDynamicPrefixes(ctx, api, log, func(followers []uplink.Follower) {
+		a.SetLinks(uplink.Links(ifaces, followers))
 	})
 	select {
 	case <-dpSynced:
 	case <-time.After(cfg.StartupGrace):
 		log.Warn("DynamicPrefixes not listed yet; watching --interface links only", "links", ifaces)
-		a.SetLinks(dynamicprefix.Links(ifaces, nil))
+		a.SetLinks(uplink.Links(ifaces, nil))
 	case <-ctx.Done():
 		return nil
 	}
@@ -151,4 +141,30 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	log.Info("agent started", "node", nodeName, "interfaces", ifaces)
 	a.Run(ctx)
 	return nil
+}
+
+// watchDynamicPrefixes calls follow with what every DynamicPrefix asks of the
+// agents, after the first list and whenever that changes (status updates and
+// other fields do not call it). One that cannot be read is logged and left out.
+func watchDynamicPrefixes(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow func([]uplink.Follower)) (synced <-chan struct{}) {
+	var last []uplink.Follower
+	first := true
+	return api.Watch(ctx, kubehttp.Collection{Path: "/apis/dynamic-prefix.io/v1alpha1/dynamicprefixes"}, log, func(objs kubehttp.Objects) {
+		var fs []uplink.Follower
+		for _, name := range slices.Sorted(maps.Keys(objs)) {
+			f, follows, err := uplink.Decode(objs[name])
+			if err != nil {
+				log.Warn("ignoring DynamicPrefix", "name", name, "err", err)
+				continue
+			}
+			if follows {
+				fs = append(fs, f)
+			}
+		}
+		if !first && slices.Equal(fs, last) {
+			return
+		}
+		first, last = false, fs
+		follow(fs)
+	})
 }

@@ -149,32 +149,3 @@ func (s Spec) RequireGlobalUnicast() bool {
 	f := s.Acquisition.PrefixFilter
 	return f == nil || f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
 }
-
-// Links returns the links the agents must watch: their own --interface links
-// plus every interface a DynamicPrefix names. For each, whether only global
-// unicast prefixes are reported: true unless some DynamicPrefix following that
-// link turned the filter off (the writer then applies each one's own filter).
-// A spec without an interface follows the agents' --interface links.
-func Links(defaults []string, dps []*DynamicPrefix) map[string]bool {
-	global := map[string]bool{}
-	followed := map[string]bool{}
-	for _, l := range defaults {
-		global[l] = true
-	}
-	for _, dp := range dps {
-		if !dp.Spec.RAEnabled() {
-			continue
-		}
-		targets := defaults
-		if iface := dp.Spec.Acquisition.RouterAdvertisement.Interface; iface != "" {
-			targets = []string{iface}
-		}
-		for _, l := range targets {
-			if !followed[l] {
-				followed[l], global[l] = true, true
-			}
-			global[l] = global[l] && dp.Spec.RequireGlobalUnicast()
-		}
-	}
-	return global
-}

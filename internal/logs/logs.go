@@ -1,5 +1,5 @@
 // Package logs sets up the process logger: a journal-style text handler (tint)
-// for people, or JSON for collectors, and routes client-go's klog through it.
+// for people, or JSON for collectors.
 package logs
 
 import (
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
-	"k8s.io/klog/v2"
 )
 
 // New returns a logger writing format ("journal" or "json") at level.
@@ -30,10 +29,7 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("logs: unknown format %q (journal, json)", format)
 	}
-	l := slog.New(h)
-	// client-go's reflectors and leader election log through klog: keep one stream.
-	klog.SetSlogLogger(l.With("from", "client-go"))
-	return l, nil
+	return slog.New(h), nil
 }
 
 func isTerminal(w io.Writer) bool {

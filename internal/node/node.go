@@ -6,24 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
+	"log/slog"
+	"net/url"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/kubehttp"
 )
-
-var nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
 // Annotation patches the digest annotation on one Node.
 type Annotation struct {
-	Client metadata.Interface
+	Client *kubehttp.Client
 	Node   string
 }
 
@@ -34,61 +26,49 @@ func (a Annotation) Patch(ctx context.Context, value string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.Client.Resource(nodesGVR).Patch(ctx, a.Node, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+	if err := a.Client.MergePatch(ctx, "/api/v1/nodes/"+url.PathEscape(a.Node), body); err != nil {
 		return fmt.Errorf("patching node %q: %w", a.Node, err)
 	}
 	return nil
 }
 
-// Watch calls live with the annotation's value each time it may have changed on
-// the Node named name (metadata only: kubelet status churn costs little), until
-// ctx ends. synced is closed after the first list.
-func Watch(ctx context.Context, client metadata.Interface, name string, live func(value string, exists bool)) (synced <-chan struct{}) {
-	// A plain informer, not client-go's informer factories: those link every
-	// typed API group into the agent (7 MiB of binary, resident).
-	nodes := client.Resource(nodesGVR)
-	only := func(o metav1.ListOptions) metav1.ListOptions {
-		o.FieldSelector = "metadata.name=" + name
-		return o
+// Watch calls live with the annotation's value whenever it changes on the Node
+// named name (metadata only: kubelet's status churn is never sent), and once
+// after the first list, until ctx ends. synced is closed after the first list.
+func Watch(ctx context.Context, client *kubehttp.Client, log *slog.Logger, name string, live func(value string, exists bool)) (synced <-chan struct{}) {
+	var last struct {
+		value  string
+		exists bool
+		known  bool
 	}
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return nodes.List(ctx, only(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return nodes.Watch(ctx, only(o))
-		},
-	}, &metav1.PartialObjectMetadata{}, 10*time.Minute, cache.Indexers{})
-	report := func(obj any) {
-		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return
-		}
-		v, exists := m.Annotations[digest.Annotation]
-		live(v, exists)
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: report,
-		UpdateFunc: func(old, new any) {
-			o, _ := old.(*metav1.PartialObjectMetadata)
-			n, _ := new.(*metav1.PartialObjectMetadata)
-			if o != nil && n != nil {
-				ov, oOK := o.Annotations[digest.Annotation]
-				nv, nOK := n.Annotations[digest.Annotation]
-				if ov == nv && oOK == nOK {
-					return // a resync, or another field changed: nothing for us
-				}
+	return client.Watch(ctx, kubehttp.Collection{Path: "/api/v1/nodes", FieldSelector: "metadata.name=" + name, MetadataOnly: true}, log,
+		func(objs kubehttp.Objects) {
+			v, exists, err := annotation(objs[name])
+			if err != nil {
+				log.Warn("cannot read own Node", "node", name, "err", err)
+				return
 			}
-			report(new)
-		},
-		DeleteFunc: func(any) { live("", false) },
-	})
-	done := make(chan struct{})
-	go inf.RunWithContext(ctx)
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			close(done)
-		}
-	}()
-	return done
+			if last.known && last.value == v && last.exists == exists {
+				return // kubelet's heartbeat or another field changed: nothing for us
+			}
+			last.value, last.exists, last.known = v, exists, true
+			live(v, exists)
+		})
+}
+
+// annotation reads the digest annotation from a Node's JSON (nil: no Node).
+func annotation(raw json.RawMessage) (value string, exists bool, err error) {
+	if raw == nil {
+		return "", false, nil
+	}
+	var n struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return "", false, err
+	}
+	value, exists = n.Metadata.Annotations[digest.Annotation]
+	return value, exists, nil
 }

@@ -38,7 +38,9 @@ func TestParseKubeconfig(t *testing.T) {
 			func(c *Config) bool { return string(c.CA) == "CA" && c.TokenFile == filepath.Join(dir, "tok") }, ""},
 		{"inline data", strings.Replace(kubeconfigHead, "server:", "certificate-authority-data: "+b64("CA2")+"\n    server:", 1) +
 			"users:\n- name: u\n  user: {client-certificate-data: " + b64("CERT") + ", client-key-data: " + b64("KEY") + "}\n",
-			func(c *Config) bool { return string(c.CA) == "CA2" && string(c.CertPEM) == "CERT" && string(c.KeyPEM) == "KEY" }, ""},
+			func(c *Config) bool {
+				return string(c.CA) == "CA2" && string(c.CertPEM) == "CERT" && string(c.KeyPEM) == "KEY"
+			}, ""},
 		{"insecure and server name", strings.Replace(kubeconfigHead, "server:", "insecure-skip-tls-verify: true\n    tls-server-name: api\n    server:", 1) + "users:\n- name: u\n  user: {}\n",
 			func(c *Config) bool { return c.Insecure && c.ServerName == "api" }, ""},
 		{"exec plugin refused", kubeconfigHead + "users:\n- name: u\n  user: {exec: {command: aws}}\n", nil, "exec credential plugins"},

@@ -39,8 +39,9 @@ const (
 // ends; calls come one at a time, from one goroutine, and the map is onChange's
 // to keep. A watch that ends is resumed from the last resourceVersion seen
 // (bookmarks included); when the server no longer has that version (410) the
-// collection is listed again. Failures are retried with backoff (1 s doubling to
-// 30 s), each logged. synced is closed after the first list.
+// collection is listed again. Failures, and watches that end within a second,
+// are retried with backoff (1 s doubling to 30 s); failures are logged. synced
+// is closed after the first list.
 func (c *Client) Watch(ctx context.Context, col Collection, log *slog.Logger, onChange func(Objects)) (synced <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
@@ -65,17 +66,25 @@ func (c *Client) Watch(ctx context.Context, col Collection, log *slog.Logger, on
 					close(done)
 				}
 			}
-			connected, err := c.watch(ctx, col, &rv, store, onChange)
-			if connected {
+			start := time.Now()
+			err := c.watch(ctx, col, &rv, store, onChange)
+			if ctx.Err() != nil {
+				return
+			}
+			// A watch that ends within a second (a server or proxy closing it
+			// at once, or refusing every version) is not retried at once.
+			short := time.Since(start) < time.Second
+			if !short {
 				backoff = minBackoff
 			}
 			switch {
-			case ctx.Err() != nil:
 			case IsGone(err):
 				log.Debug("watch resourceVersion gone; listing again", "path", col.Path)
 				rv = ""
 			case err != nil:
 				log.Warn("watch failed; resuming", "path", col.Path, "err", err, "in", backoff)
+			}
+			if short || (err != nil && !IsGone(err)) {
 				backoff = pause(ctx, backoff)
 			}
 		}
@@ -128,9 +137,8 @@ func (c *Client) list(ctx context.Context, col Collection) (Objects, string, err
 	return objs, rv, nil
 }
 
-// watch runs one watch request until it ends; connected reports whether the
-// server accepted it.
-func (c *Client) watch(ctx context.Context, col Collection, rv *string, store Objects, onChange func(Objects)) (connected bool, err error) {
+// watch runs one watch request until it ends.
+func (c *Client) watch(ctx context.Context, col Collection, rv *string, store Objects, onChange func(Objects)) error {
 	// As client-go: the server ends the watch after 5 to 10 minutes, so that
 	// watches spread over API servers; the client gives it 30 s more.
 	timeout := 300 + rand.IntN(300)
@@ -143,7 +151,7 @@ func (c *Client) watch(ctx context.Context, col Collection, rv *string, store Ob
 	defer cancel()
 	resp, err := c.do(ctx, http.MethodGet, col.Path, q, col.accept(false), "", nil)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
@@ -151,13 +159,13 @@ func (c *Client) watch(ctx context.Context, col Collection, rv *string, store Ob
 		var ev event
 		if err := dec.Decode(&ev); err != nil {
 			if errors.Is(err, io.EOF) {
-				return true, nil
+				return nil
 			}
-			return true, fmt.Errorf("kubehttp: watch %s: %w", col.Path, err)
+			return fmt.Errorf("kubehttp: watch %s: %w", col.Path, err)
 		}
 		changed, err := apply(store, rv, ev)
 		if err != nil {
-			return true, fmt.Errorf("kubehttp: watch %s: %w", col.Path, err)
+			return fmt.Errorf("kubehttp: watch %s: %w", col.Path, err)
 		}
 		if changed {
 			onChange(maps.Clone(store))

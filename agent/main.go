@@ -9,12 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -111,7 +109,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	a := agent.New(cfg, clk, log, pub, func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix)) agent.Listener {
 		return ra.NewListener(link, h, clk, log)
 	}, published)
-	dpSynced := watchDynamicPrefixes(ctx, api, log, func(followers []uplink.Follower) {
+	dpSynced := uplink.Watch(ctx, api, log, func(followers []uplink.Follower) {
 		a.SetLinks(uplink.Links(ifaces, followers))
 	})
 	select {
@@ -141,30 +139,4 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	log.Info("agent started", "node", nodeName, "interfaces", ifaces)
 	a.Run(ctx)
 	return nil
-}
-
-// watchDynamicPrefixes calls follow with what every DynamicPrefix asks of the
-// agents, after the first list and whenever that changes (status updates and
-// other fields do not call it). One that cannot be read is logged and left out.
-func watchDynamicPrefixes(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow func([]uplink.Follower)) (synced <-chan struct{}) {
-	var last []uplink.Follower
-	first := true
-	return api.Watch(ctx, kubehttp.Collection{Path: "/apis/dynamic-prefix.io/v1alpha1/dynamicprefixes"}, log, func(objs kubehttp.Objects) {
-		var fs []uplink.Follower
-		for _, name := range slices.Sorted(maps.Keys(objs)) {
-			f, follows, err := uplink.Decode(objs[name])
-			if err != nil {
-				log.Warn("ignoring DynamicPrefix", "name", name, "err", err)
-				continue
-			}
-			if follows {
-				fs = append(fs, f)
-			}
-		}
-		if !first && slices.Equal(fs, last) {
-			return
-		}
-		first, last = false, fs
-		follow(fs)
-	})
 }

@@ -5,8 +5,14 @@
 package uplink
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/renumber/renumber/internal/kubehttp"
 )
 
 // Follower is what one DynamicPrefix asks of the agents.
@@ -71,4 +77,31 @@ func Links(defaults []string, followers []Follower) map[string]bool {
 		}
 	}
 	return global
+}
+
+// Watch calls follow with what every DynamicPrefix asks of the agents, after
+// the first list and whenever that changes (status updates and other fields do
+// not call it). One that cannot be read is logged and left out. synced is
+// closed after the first call.
+func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow func([]Follower)) (synced <-chan struct{}) {
+	var last []Follower
+	first := true
+	return api.Watch(ctx, kubehttp.Collection{Path: "/apis/dynamic-prefix.io/v1alpha1/dynamicprefixes"}, log, func(objs kubehttp.Objects) {
+		var fs []Follower
+		for _, name := range slices.Sorted(maps.Keys(objs)) {
+			f, follows, err := Decode(objs[name])
+			if err != nil {
+				log.Warn("ignoring DynamicPrefix", "name", name, "err", err)
+				continue
+			}
+			if follows {
+				fs = append(fs, f)
+			}
+		}
+		if !first && slices.Equal(fs, last) {
+			return
+		}
+		first, last = false, fs
+		follow(fs)
+	})
 }

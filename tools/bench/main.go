@@ -243,8 +243,8 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		r.Procs = nil
 		cpu1 := cpuTimes(procs)
 		for name, c := range procs {
-			rss, peak := memory(c.Process.Pid)
-			r.Procs = append(r.Procs, proc{Name: name, RSSMiB: rss, PeakMiB: peak, AnonMiB: anon(c.Process.Pid), FileMiB: filePages(c.Process.Pid),
+			m := memory(c.Process.Pid)
+			r.Procs = append(r.Procs, proc{Name: name, RSSMiB: m.rss, PeakMiB: m.peak, AnonMiB: m.anon, FileMiB: m.file,
 				CPUSecHour: (cpu1[name] - cpu0[name]) / elapsed.Hours()})
 		}
 		sort.Slice(r.Procs, func(i, j int) bool { return r.Procs[i].Name < r.Procs[j].Name })
@@ -332,7 +332,7 @@ func notes(r *results) []string {
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
 		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
-		"RSS is the anonymous memory plus the pages of the binary mapped in: the kernel maps the pages around each one touched (fault-around), so most of a binary read at start-up stays resident until memory is short. Binaries are built as the Dockerfiles build them (static, no cgo).",
+		"Binaries are built as the Dockerfiles build them (static, no cgo).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
 	}
 	if r.Scale != nil {
@@ -493,46 +493,28 @@ func cpuTimes(procs map[string]*exec.Cmd) map[string]float64 {
 }
 
 // memory returns current and peak RSS in MiB.
-func memory(pid int) (rss, peak float64) {
+// memUse is a process's memory in MiB from /proc/<pid>/status: RSS, its peak,
+// and RSS split into anonymous memory (heap, stacks: what grows with the
+// workload) and file pages (for a static Go binary, its own pages that the
+// kernel mapped in and around what it ran; shared and reclaimable).
+type memUse struct{ rss, peak, anon, file float64 }
+
+func memory(pid int) memUse {
+	var m memUse
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return m
 	}
+	fields := map[string]*float64{"VmRSS:": &m.rss, "VmHWM:": &m.peak, "RssAnon:": &m.anon, "RssFile:": &m.file}
 	for _, line := range strings.Split(string(b), "\n") {
-		var kb float64
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			fmt.Sscan(v, &kb)
-			rss = kb / 1024
-		}
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fmt.Sscan(v, &kb)
-			peak = kb / 1024
-		}
-	}
-	return rss, peak
-}
-
-// anon returns the anonymous part of the RSS in MiB (heap, stacks: what grows
-// with the workload; the rest is the binary's pages, shared and reclaimable).
-func anon(pid int) float64 { return statusMiB(pid, "RssAnon:") }
-
-// filePages returns the file-backed part of the RSS in MiB: for a static Go
-// binary, its own pages that the kernel mapped in (and around) what it ran.
-func filePages(pid int) float64 { return statusMiB(pid, "RssFile:") }
-
-func statusMiB(pid int, field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
+		name, v, ok := strings.Cut(line, "\t")
+		if dst := fields[name]; ok && dst != nil {
 			var kb float64
 			fmt.Sscan(v, &kb)
-			return kb / 1024
+			*dst = kb / 1024
 		}
 	}
-	return 0
+	return m
 }
 
 func machine() map[string]string {

@@ -116,8 +116,8 @@ func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, err
 	}
 	row.StartToSyncMS = ms(time.Since(t0))
 	time.Sleep(10 * time.Second)
-	row.SteadyRSSMiB, _ = memory(writer.Process.Pid)
-	row.SteadyAnonMiB = anon(writer.Process.Pid)
+	steady := memory(writer.Process.Pid)
+	row.SteadyRSSMiB, row.SteadyAnonMiB = steady.rss, steady.anon
 	heap := filepath.Join(out, "profiles", fmt.Sprintf("writer-heap-%d.pb.gz", n))
 	if err := fetch(ctx, "/debug/pprof/heap", heap); err != nil {
 		return row, err
@@ -179,7 +179,7 @@ func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, err
 	row.ReportSpreadMS = ms(last.Sub(first))
 	row.FirstToPoolMS = ms(pool.Sub(first))
 	row.LastToPoolMS = ms(pool.Sub(last))
-	_, row.PeakRSSMiB = memory(writer.Process.Pid)
+	row.PeakRSSMiB = memory(writer.Process.Pid).peak
 	progress("scale %d: pools written %v times, %.0f ms after the last digest; writer %.1f MiB (peak %.1f)",
 		n, row.PoolWrites, row.LastToPoolMS, row.SteadyRSSMiB, row.PeakRSSMiB)
 	return row, nil

@@ -25,14 +25,15 @@ func sizes() (bins, layers map[string]int64) {
 		if st, err := os.Stat(p); err == nil {
 			bins[name] = st.Size()
 		}
-		if n, err := layerSize(p, "/"+name); err == nil {
+		if n, err := layerSize(p, name); err == nil {
 			layers[name] = n
 		}
 	}
 	return bins, layers
 }
 
-func layerSize(path, as string) (int64, error) {
+// layerSize is the size of a gzipped tar holding the file at path as name.
+func layerSize(path, name string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -45,7 +46,7 @@ func layerSize(path, as string) (int64, error) {
 	var c counter
 	gz := gzip.NewWriter(&c)
 	tw := tar.NewWriter(gz)
-	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(as, "/"), Mode: 0o755, Size: st.Size(), ModTime: st.ModTime()}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: st.Size(), ModTime: st.ModTime()}); err != nil {
 		return 0, err
 	}
 	if _, err := io.Copy(tw, f); err != nil {

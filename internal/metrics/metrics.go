@@ -87,13 +87,16 @@ func (g *GaugeFunc) Collect(w *Writer) { w.Sample(g.desc, g.fn()) }
 type vec[T any] struct {
 	desc     *Desc
 	mu       sync.Mutex
-	children map[string]*T
-	values   map[string][]string
+	children map[string]*child[T]
+}
+
+type child[T any] struct {
+	metric T
+	values []string
 }
 
 func newVec[T any](typ, name, help string, labels []string) vec[T] {
-	return vec[T]{desc: &Desc{Name: name, Help: help, Type: typ, Labels: labels},
-		children: map[string]*T{}, values: map[string][]string{}}
+	return vec[T]{desc: &Desc{Name: name, Help: help, Type: typ, Labels: labels}, children: map[string]*child[T]{}}
 }
 
 func (v *vec[T]) with(values []string) *T {
@@ -105,18 +108,17 @@ func (v *vec[T]) with(values []string) *T {
 	defer v.mu.Unlock()
 	c, ok := v.children[key]
 	if !ok {
-		c = new(T)
+		c = &child[T]{values: slices.Clone(values)}
 		v.children[key] = c
-		v.values[key] = slices.Clone(values)
 	}
-	return c
+	return &c.metric
 }
 
 func (v *vec[T]) each(f func(c *T, values []string)) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for k, c := range v.children {
-		f(c, v.values[k])
+	for _, c := range v.children {
+		f(&c.metric, c.values)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -70,7 +71,8 @@ func readStat(path string) (stat, bool) {
 	return stat{utime: num(14), stime: num(15), startTicks: num(22), vsize: num(23), rssPages: num(24)}, true
 }
 
-func bootTime() (float64, bool) {
+// bootTime is read once: the machine's boot time does not change.
+var bootTime = sync.OnceValues(func() (float64, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, false
@@ -82,4 +84,4 @@ func bootTime() (float64, bool) {
 		}
 	}
 	return 0, false
-}
+})

@@ -104,4 +104,4 @@ clean: world-down ## Remove built binaries (keeps Go's caches)
 .PHONY: bench
 bench: deps tools build ## Measure writes, change latency, memory, sizes into bench/results.md (BENCH=steady|change|scale|size; writes, memory, latency are aliases, STEADY=10m, CHANGES=20, SCALE=1000,5000)
 	$(GO) run ./tools/bench -only "$(BENCH)" -steady $${STEADY:-10m} -changes $${CHANGES:-20} -scale $${SCALE:-1000,5000} -out bench
-	$(GO) test -run XXX -bench . -benchmem ./internal/ra ./internal/observe ./internal/digest | tee bench/microbench.txt
+	$(GO) test -run XXX -bench . -benchmem ./internal/agent/ra ./internal/agent/observe ./internal/digest | tee bench/microbench.txt

@@ -20,16 +20,17 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/agent"
+	"github.com/renumber/renumber/internal/agent/kernel"
+	"github.com/renumber/renumber/internal/agent/kubehttp"
+	"github.com/renumber/renumber/internal/agent/node"
+	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/publish"
+	"github.com/renumber/renumber/internal/agent/ra"
+	"github.com/renumber/renumber/internal/agent/uplink"
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/kernel"
-	"github.com/renumber/renumber/internal/kubehttp"
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/node"
-	"github.com/renumber/renumber/internal/observe"
-	"github.com/renumber/renumber/internal/publish"
-	"github.com/renumber/renumber/internal/ra"
-	"github.com/renumber/renumber/internal/uplink"
+	"github.com/renumber/renumber/internal/requests"
 )
 
 type links []string
@@ -67,18 +68,18 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	if nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	}
-	requests := kubehttp.NewRequestCounter("agent")
+	counter := requests.NewCounter("agent")
 	apiCfg, err := kubehttp.Load(kubeconfig)
 	if err != nil {
 		return err
 	}
 	apiCfg.UserAgent = "renumber-agent/" + nodeName
-	api, err := kubehttp.New(apiCfg, func(rt http.RoundTripper) http.RoundTripper { return kubehttp.Counting(rt, requests, nil) })
+	api, err := kubehttp.New(apiCfg, func(rt http.RoundTripper) http.RoundTripper { return requests.Counting(rt, counter, nil) })
 	if err != nil {
 		return err
 	}
 	clk := clock.RealClock{}
-	reg := metrics.NewRegistry(append(append(append(ra.Collectors(), publish.Collectors()...), agent.Collectors()...), requests)...)
+	reg := metrics.NewRegistry(append(append(append(ra.Collectors(), publish.Collectors()...), agent.Collectors()...), counter)...)
 
 	pub := publish.New(node.Annotation{Client: api, Node: nodeName}, clk, log, debounce)
 	var published digest.Node

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 

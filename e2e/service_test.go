@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/prefix"
-	"github.com/renumber/renumber/internal/service"
+	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
 

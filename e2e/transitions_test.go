@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 

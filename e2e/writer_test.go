@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 

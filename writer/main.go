@@ -25,16 +25,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/renumber/renumber/internal/budget"
-	"github.com/renumber/renumber/internal/cilium"
-	"github.com/renumber/renumber/internal/election"
-	"github.com/renumber/renumber/internal/event"
-	"github.com/renumber/renumber/internal/kube"
-	"github.com/renumber/renumber/internal/kubehttp"
 	"github.com/renumber/renumber/internal/logs"
-	"github.com/renumber/renumber/internal/metallb"
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/reconcile"
+	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/election"
+	"github.com/renumber/renumber/internal/writer/event"
+	"github.com/renumber/renumber/internal/writer/kube"
+	"github.com/renumber/renumber/internal/writer/metallb"
+	"github.com/renumber/renumber/internal/writer/reconcile"
 )
 
 func main() {
@@ -89,7 +89,7 @@ func envOr(k, def string) string {
 }
 
 func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election.Config, rcfg reconcile.Config, metricsAddr string, profiles bool) error {
-	requests := kubehttp.NewRequestCounter("writer")
+	counter := requests.NewCounter("writer")
 	base, err := kube.Config(kubeconfig, "renumber-writer/"+ecfg.Identity)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	// Typed clients per API group, not the whole clientset, and kube.Discovery
 	// instead of client-go's: the clientset made every group's client code
 	// reachable (with the discovery client, 8 MB of binary and of RSS).
-	leaseClient, err := coordinationv1.NewForConfig(kube.Counted(base, requests, nil))
+	leaseClient, err := coordinationv1.NewForConfig(kube.Counted(base, counter, nil))
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	if err != nil {
 		return err
 	}
-	gated := kube.Counted(base, requests, &elector.Gate)
+	gated := kube.Counted(base, counter, &elector.Gate)
 	dyn, err := dynamic.NewForConfig(gated)
 	if err != nil {
 		return err
@@ -141,7 +141,7 @@ func run(ctx context.Context, log *slog.Logger, kubeconfig string, ecfg election
 	}
 	r := reconcile.New(rcfg, dyn, meta, typed, discover, clk, log, rec)
 
-	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), requests, r.Collector())...)
+	reg := metrics.NewRegistry(append(append(elector.Collectors(), reconcile.Collectors()...), counter, r.Collector())...)
 	go func() {
 		healthz := func(*http.Request) error { return elector.Check() }
 		readyz := func(*http.Request) error {

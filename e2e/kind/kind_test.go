@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 

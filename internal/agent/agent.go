@@ -13,8 +13,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/observe"
 )
 
 // Publisher receives the encoded digest whenever it may be written.

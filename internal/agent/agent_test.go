@@ -12,8 +12,8 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/observe"
 )
 
 type recorder struct {

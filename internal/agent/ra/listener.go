@@ -1,0 +1,179 @@
+package ra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/ndp"
+	"golang.org/x/net/ipv6"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+)
+
+// allRouters is ff02::2, where Router Solicitations go.
+var allRouters = netip.MustParseAddr("ff02::2")
+
+// Handler receives the prefixes of each valid RA.
+type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix)
+
+// Listener reads RAs on one link until its context ends.
+type Listener struct {
+	Link    string
+	Handle  Handler
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Backoff Backoff
+
+	restart chan struct{}
+}
+
+// Backoff bounds the wait between failed attempts.
+type Backoff struct{ Min, Max time.Duration }
+
+// NewListener returns a listener for link.
+func NewListener(link string, h Handler, clk clock.Clock, log *slog.Logger) *Listener {
+	return &Listener{
+		Link: link, Handle: h, Clock: clk, Log: log,
+		Backoff: Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second},
+		restart: make(chan struct{}, 1),
+	}
+}
+
+// Restart makes the listener reopen its socket and solicit at once: the link came
+// back up, or was re-created with a new index.
+func (l *Listener) Restart() {
+	select {
+	case l.restart <- struct{}{}:
+	default:
+	}
+}
+
+// Run listens until ctx ends. It never returns early: every failure is retried
+// with exponential backoff, and a failure is logged once, not on every retry.
+func (l *Listener) Run(ctx context.Context) {
+	wait := l.Backoff.Min
+	var lastErr string
+	for ctx.Err() == nil {
+		started := l.Clock.Now()
+		err := l.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errRestart) {
+			wait = l.Backoff.Min
+			continue
+		}
+		metricErrors.With(l.Link).Inc()
+		if l.Clock.Since(started) > time.Minute {
+			wait = l.Backoff.Min
+		}
+		if msg := err.Error(); msg != lastErr {
+			l.Log.Warn("RA listener failed; retrying with backoff", "link", l.Link, "err", err)
+			lastErr = msg
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.restart:
+			wait = l.Backoff.Min
+		case <-l.Clock.After(wait):
+			wait = min(wait*2, l.Backoff.Max)
+		}
+	}
+}
+
+var errRestart = errors.New("ra: restart requested")
+
+func (l *Listener) session(ctx context.Context) error {
+	ifi, err := net.InterfaceByName(l.Link)
+	if err != nil {
+		return fmt.Errorf("ra: %w", err)
+	}
+	// Fails until the link-local address has finished DAD: the caller retries.
+	conn, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	if err != nil {
+		return fmt.Errorf("ra: listening on %s: %w", l.Link, err)
+	}
+	var closeOnce sync.Once
+	closeConn := func() { closeOnce.Do(func() { conn.Close() }) }
+	defer closeConn()
+
+	var f ipv6.ICMPFilter
+	f.SetAll(true)
+	f.Accept(ipv6.ICMPTypeRouterAdvertisement)
+	if err := conn.SetICMPFilter(&f); err != nil {
+		return fmt.Errorf("ra: ICMP filter: %w", err)
+	}
+	if err := conn.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
+		return fmt.Errorf("ra: control messages: %w", err)
+	}
+
+	done := make(chan struct{})
+	defer close(done)
+	var restarted bool
+	var mu sync.Mutex
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-l.restart:
+			mu.Lock()
+			restarted = true
+			mu.Unlock()
+		case <-done:
+			return
+		}
+		closeConn() // unblocks ReadFrom
+	}()
+
+	l.Log.Debug("listening for router advertisements", "link", l.Link, "index", ifi.Index)
+	l.solicit(conn, ifi)
+	for {
+		msg, cm, from, err := conn.ReadFrom()
+		if err != nil {
+			mu.Lock()
+			r := restarted
+			mu.Unlock()
+			if r {
+				l.Log.Debug("RA listener restarting", "link", l.Link)
+				return errRestart
+			}
+			return fmt.Errorf("ra: reading on %s: %w", l.Link, err)
+		}
+		hop := 0
+		if cm != nil {
+			hop = cm.HopLimit
+		}
+		prefixes, bad, err := Parse(msg, from, hop)
+		if err != nil {
+			metricInvalid.With(l.Link).Inc()
+			l.Log.Debug("ignoring message", "link", l.Link, "err", err)
+			continue
+		}
+		metricReceived.With(l.Link).Inc()
+		l.Log.Debug("router advertisement", "link", l.Link, "router", from, "prefixes", len(prefixes))
+		for _, e := range bad {
+			metricInvalid.With(l.Link).Inc()
+			l.Log.Debug("ignoring prefix option", "link", l.Link, "router", from, "err", e)
+		}
+		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes)
+	}
+}
+
+// solicit sends one Router Solicitation so a router answers at once instead of at
+// its next periodic RA. Failure (link down) is not fatal: periodic RAs still come.
+func (l *Listener) solicit(conn *ndp.Conn, ifi *net.Interface) {
+	rs := &ndp.RouterSolicitation{}
+	if len(ifi.HardwareAddr) > 0 {
+		rs.Options = []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}}
+	}
+	if err := conn.WriteTo(rs, nil, allRouters); err != nil {
+		l.Log.Debug("router solicitation failed", "link", l.Link, "err", err)
+	}
+}

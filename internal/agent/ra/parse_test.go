@@ -1,0 +1,135 @@
+package ra
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/mdlayher/ndp"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+)
+
+var router = netip.MustParseAddr("fe80::1")
+
+func pio(p string, valid, preferred time.Duration) *ndp.PrefixInformation {
+	pp := netip.MustParsePrefix(p)
+	return &ndp.PrefixInformation{PrefixLength: uint8(pp.Bits()), Prefix: pp.Addr(), OnLink: true,
+		AutonomousAddressConfiguration: true, ValidLifetime: valid, PreferredLifetime: preferred}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		msg     ndp.Message
+		from    netip.Addr
+		hop     int
+		want    []observe.RAPrefix
+		bad     int
+		wantErr bool
+	}{
+		{
+			name: "global prefix, unmasked on the wire",
+			msg:  &ndp.RouterAdvertisement{Options: []ndp.Option{pio("2001:db8:1::/64", time.Hour, time.Minute)}},
+			from: router, hop: 255,
+			want: []observe.RAPrefix{{Prefix: netip.MustParsePrefix("2001:db8:1::/64"), Valid: time.Hour, Preferred: time.Minute, Autonomous: true}},
+		},
+		{
+			name: "withdrawn and deprecated prefixes pass through for the state to act on",
+			msg: &ndp.RouterAdvertisement{Options: []ndp.Option{
+				pio("2001:db8:1::/64", 0, 0), pio("2001:db8:2::/64", time.Hour, 0)}},
+			from: router, hop: 255,
+			want: []observe.RAPrefix{
+				{Prefix: netip.MustParsePrefix("2001:db8:1::/64"), Autonomous: true},
+				{Prefix: netip.MustParsePrefix("2001:db8:2::/64"), Valid: time.Hour, Autonomous: true},
+			},
+		},
+		{
+			name: "bad options are dropped, the good one kept",
+			msg: &ndp.RouterAdvertisement{Options: []ndp.Option{
+				&ndp.PrefixInformation{PrefixLength: 0, Prefix: netip.MustParseAddr("2001:db8::")},
+				&ndp.PrefixInformation{PrefixLength: 200, Prefix: netip.MustParseAddr("2001:db8::")},
+				pio("fe80::/64", time.Hour, time.Hour),
+				pio("ff02::/64", time.Hour, time.Hour),
+				pio("2001:db8:5::/64", time.Minute, time.Hour),
+				pio("2001:db8:9::/56", time.Hour, time.Hour),
+			}},
+			from: router, hop: 255,
+			want: []observe.RAPrefix{{Prefix: netip.MustParsePrefix("2001:db8:9::/56"), Valid: time.Hour, Preferred: time.Hour, Autonomous: true}},
+			bad:  5,
+		},
+		{name: "not from a link-local source", msg: &ndp.RouterAdvertisement{}, from: netip.MustParseAddr("2001:db8::1"), hop: 255, wantErr: true},
+		{name: "forwarded (hop limit below 255)", msg: &ndp.RouterAdvertisement{}, from: router, hop: 254, wantErr: true},
+		{name: "not an RA", msg: &ndp.RouterSolicitation{}, from: router, hop: 255, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, bad, err := Parse(tt.msg, tt.from, tt.hop)
+			if tt.wantErr {
+				if !errors.Is(err, ErrNotRA) {
+					t.Fatalf("err = %v, want ErrNotRA", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+				t.Errorf("prefixes (-want +got):\n%s", diff)
+			}
+			if len(bad) != tt.bad {
+				t.Errorf("%d bad options reported, want %d: %v", len(bad), tt.bad, bad)
+			}
+		})
+	}
+}
+
+// FuzzParse feeds raw ICMPv6 bytes through ndp's parser and ours: whatever
+// arrives on the wire, nothing panics and every accepted prefix is usable.
+func FuzzParse(f *testing.F) {
+	ra := &ndp.RouterAdvertisement{Options: []ndp.Option{pio("2001:db8:1::/64", time.Hour, time.Minute)}}
+	b, err := ndp.MarshalMessage(ra)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ndp.ParseMessage(b)
+		if err != nil {
+			return
+		}
+		prefixes, _, err := Parse(m, router, 255)
+		if err != nil {
+			return
+		}
+		for _, p := range prefixes {
+			if !p.Prefix.IsValid() || p.Prefix != p.Prefix.Masked() || p.Prefix.Bits() == 0 || p.Preferred > p.Valid {
+				t.Fatalf("accepted unusable prefix %+v", p)
+			}
+		}
+	})
+}
+
+// BenchmarkParseRA is the agent's cost of one RA off the wire: ndp's decode and
+// our validation of two PIOs (a renumbering router's RA: new and deprecated).
+func BenchmarkParseRA(b *testing.B) {
+	ra := &ndp.RouterAdvertisement{Options: []ndp.Option{
+		pio("2001:db8:2::/64", time.Hour, time.Minute), pio("2001:db8:1::/64", time.Hour, 0)}}
+	wire, err := ndp.MarshalMessage(ra)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := ndp.ParseMessage(wire)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ps, _, err := Parse(m, router, 255); err != nil || len(ps) != 2 {
+			b.Fatalf("%v %v", ps, err)
+		}
+	}
+}

@@ -1,0 +1,274 @@
+// Package aggregate decides, from every node's digest, which prefix a
+// DynamicPrefix currently follows and which earlier prefixes are still draining.
+// Pure and deterministic: the same reports, spec and previous status give the
+// same decision, and a decision with nothing new reproduces the previous status's
+// history exactly (timestamps included), so an unchanged world writes nothing.
+//
+// Rules:
+//   - A node votes for each acceptable prefix it reports as preferred on a link
+//     the DynamicPrefix follows (its interface, or every link when none is named).
+//   - Acceptable: inside 2000::/3 unless the filter is off, inside one of
+//     allowedPrefixes when set.
+//   - The current prefix changes only to a prefix with at least quorum votes and
+//     strictly more votes than the current one: nodes that disagree for a moment
+//     during a change, or a rogue router reaching one node, cannot flip it.
+//   - A replaced prefix drains: it stays in the pools until no node reports it any
+//     more (its valid lifetime ran out everywhere), until the lifetime frozen in
+//     the digests at deprecation passes (expiresAt, set once), or until
+//     maxPrefixHistory newer prefixes pushed it out.
+package aggregate
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+// Report is one node's decoded digest.
+type Report struct {
+	Node   string
+	Digest digest.Node
+}
+
+// Rejected is a prefix some node reported that the spec does not accept.
+type Rejected struct {
+	Prefix netip.Prefix
+	Reason string
+	Nodes  int
+}
+
+// Decision is what the writer should make true.
+type Decision struct {
+	Current netip.Prefix // invalid when no prefix was ever acquired
+	Source  string       // status.prefixSource
+	// Changed: Current differs from the previous status.
+	Changed bool
+	// History is the rendered status.history, newest first, active entry first.
+	History []dynamicprefix.HistoryEntry
+	// Pooled is every prefix whose entries belong in the pools: current first,
+	// then draining ones, newest first.
+	Pooled   []netip.Prefix
+	Rejected []Rejected
+	Votes    map[netip.Prefix]int
+	// Reporting is how many nodes sent a usable digest for this DynamicPrefix.
+	Reporting int
+	// Wake is when the decision changes by time alone (a drain deadline).
+	Wake time.Time
+}
+
+var globalUnicast = netip.MustParsePrefix("2000::/3")
+
+// Accept says why spec refuses p, or "" when it accepts it.
+func Accept(spec dynamicprefix.Spec, p netip.Prefix) string {
+	if spec.RequireGlobalUnicast() && (!globalUnicast.Contains(p.Addr()) || p.Bits() < 3) {
+		return "not global unicast (outside 2000::/3)"
+	}
+	if f := spec.Acquisition.PrefixFilter; f != nil && len(f.AllowedPrefixes) > 0 {
+		for _, s := range f.AllowedPrefixes {
+			if a, err := netip.ParsePrefix(s); err == nil && a.Bits() <= p.Bits() && a.Masked().Contains(p.Addr()) {
+				return ""
+			}
+		}
+		return "outside allowedPrefixes"
+	}
+	return ""
+}
+
+type tally struct {
+	votes     int
+	seen      int
+	remaining time.Duration
+	ra        bool
+}
+
+// Decide computes the decision for one DynamicPrefix at now.
+func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
+	iface := ""
+	if ra := spec.Acquisition.RouterAdvertisement; ra != nil {
+		iface = ra.Interface
+	}
+	seen := map[netip.Prefix]*tally{}
+	rejected := map[netip.Prefix]*Rejected{}
+	d := Decision{Votes: map[netip.Prefix]int{}}
+	for _, r := range reports {
+		counted := map[netip.Prefix]bool{}
+		reported := false
+		for _, l := range r.Digest.Links {
+			if iface != "" && l.Name != iface {
+				continue
+			}
+			reported = true
+			for _, p := range l.Prefixes {
+				if why := Accept(spec, p.Prefix); why != "" {
+					if !p.Deprecated && !counted[p.Prefix] {
+						if rejected[p.Prefix] == nil {
+							rejected[p.Prefix] = &Rejected{Prefix: p.Prefix, Reason: why}
+						}
+						rejected[p.Prefix].Nodes++
+						counted[p.Prefix] = true
+					}
+					continue
+				}
+				t := seen[p.Prefix]
+				if t == nil {
+					t = &tally{}
+					seen[p.Prefix] = t
+				}
+				if counted[p.Prefix] {
+					continue
+				}
+				counted[p.Prefix] = true
+				t.seen++
+				t.ra = t.ra || p.Sources&digest.SourceRA != 0
+				if p.Deprecated {
+					t.remaining = max(t.remaining, p.Remaining)
+				} else {
+					t.votes++
+				}
+			}
+		}
+		if reported {
+			d.Reporting++
+		}
+	}
+	for p, t := range seen {
+		d.Votes[p] = t.votes
+	}
+	for _, r := range rejected {
+		d.Rejected = append(d.Rejected, *r)
+	}
+	slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
+
+	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
+	d.Current = choose(seen, prevCurrent, quorum(spec))
+	d.Changed = d.Current != prevCurrent
+	switch t := seen[d.Current]; {
+	case !d.Current.IsValid():
+	case t != nil && t.ra:
+		d.Source = "router-advertisement"
+	case t != nil:
+		d.Source = "static"
+	default:
+		d.Source = cmp.Or(prev.PrefixSource, "unknown")
+	}
+	d.History, d.Wake = history(spec, prev.History, prevCurrent, d.Current, seen, now)
+	for _, h := range d.History {
+		if h.State == dynamicprefix.StateExpired {
+			continue
+		}
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil {
+			d.Pooled = append(d.Pooled, p)
+		}
+	}
+	return d
+}
+
+func quorum(spec dynamicprefix.Spec) int {
+	if q := spec.Acquisition.Quorum; q != nil && *q > 0 {
+		return *q
+	}
+	return 1
+}
+
+func maxHistory(spec dynamicprefix.Spec) int {
+	if t := spec.Transition; t != nil && t.MaxPrefixHistory > 0 {
+		return min(t.MaxPrefixHistory, 10)
+	}
+	return 2
+}
+
+// choose applies the hysteresis rule. Among the most-voted prefixes the current
+// one wins a tie, then the lowest.
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) netip.Prefix {
+	votes := func(p netip.Prefix) int {
+		if t := seen[p]; t != nil {
+			return t.votes
+		}
+		return 0
+	}
+	prefixes := make([]netip.Prefix, 0, len(seen))
+	for p := range seen {
+		prefixes = append(prefixes, p)
+	}
+	slices.SortFunc(prefixes, digest.ComparePrefix)
+	best := current
+	for _, p := range prefixes {
+		if votes(p) > votes(best) {
+			best = p
+		}
+	}
+	if best != current && votes(best) >= quorum {
+		return best
+	}
+	return current
+}
+
+// history renders status.history: the active entry, then earlier prefixes newest
+// first, each draining until it expires, at most maxPrefixHistory of them.
+func history(spec dynamicprefix.Spec, prev []dynamicprefix.HistoryEntry, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
+	stamp := metav1.NewTime(now.Truncate(time.Second))
+	var out []dynamicprefix.HistoryEntry
+	byPrefix := map[string]dynamicprefix.HistoryEntry{}
+	var order []string
+	for _, h := range prev {
+		if _, dup := byPrefix[h.Prefix]; dup {
+			continue
+		}
+		byPrefix[h.Prefix] = h
+		order = append(order, h.Prefix)
+	}
+	if current.IsValid() {
+		h, ok := byPrefix[current.String()]
+		if !ok || current != prevCurrent || h.State != dynamicprefix.StateActive {
+			h = dynamicprefix.HistoryEntry{Prefix: current.String(), AcquiredAt: &stamp, State: dynamicprefix.StateActive}
+		}
+		out = append(out, h)
+	}
+	var wake time.Time
+	kept := 0
+	for _, key := range order {
+		if key == current.String() {
+			continue
+		}
+		h := byPrefix[key]
+		p, err := netip.ParsePrefix(key)
+		if err != nil {
+			continue
+		}
+		if h.State == dynamicprefix.StateActive {
+			// Replaced just now: drain, with a deadline frozen at this transition.
+			h.State, h.DeprecatedAt, h.ExpiresAt = dynamicprefix.StateDraining, &stamp, nil
+			if t := seen[p]; t != nil && t.remaining > 0 {
+				exp := metav1.NewTime(now.Add(t.remaining).Truncate(time.Second))
+				h.ExpiresAt = &exp
+			}
+		}
+		if h.State == dynamicprefix.StateDraining {
+			gone := seen[p] == nil
+			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
+			if gone || passed {
+				h.State = dynamicprefix.StateExpired
+			} else if h.ExpiresAt != nil && (wake.IsZero() || h.ExpiresAt.Time.Before(wake)) {
+				wake = h.ExpiresAt.Time
+			}
+		}
+		if kept >= maxHistory(spec) {
+			break
+		}
+		kept++
+		out = append(out, h)
+	}
+	return out, wake
+}
+
+// String summarises the decision for logs and events.
+func (d Decision) String() string {
+	return fmt.Sprintf("current %v (%d votes of %d nodes), pooled %v", d.Current, d.Votes[d.Current], d.Reporting, d.Pooled)
+}

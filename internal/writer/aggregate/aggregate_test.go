@@ -1,0 +1,231 @@
+package aggregate
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func reports(t *testing.T, digests ...string) []Report {
+	t.Helper()
+	var out []Report
+	for i, s := range digests {
+		n, err := digest.Decode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Report{Node: string(rune('a' + i)), Digest: n})
+	}
+	return out
+}
+
+func spec() dynamicprefix.Spec {
+	return dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}}}
+}
+
+const (
+	onA   = "v1;eth0=2001:db8:a::/64 p ra+addr"
+	onB   = "v1;eth0=2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr"
+	onBA  = "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 p ra+addr"
+	onlyB = "v1;eth0=2001:db8:b::/64 p ra+addr"
+)
+
+// status turns a decision back into the status the writer would have written.
+func status(d Decision) dynamicprefix.Status {
+	st := dynamicprefix.Status{History: d.History, PrefixSource: d.Source}
+	if d.Current.IsValid() {
+		st.CurrentPrefix = d.Current.String()
+	}
+	return st
+}
+
+func TestFirstAcquisition(t *testing.T) {
+	d := Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0)
+	if d.Current.String() != "2001:db8:a::/64" || !d.Changed || d.Source != "router-advertisement" {
+		t.Fatalf("decision = %s changed=%v source=%s", d, d.Changed, d.Source)
+	}
+	if len(d.History) != 1 || d.History[0].State != "active" || !d.History[0].AcquiredAt.Time.Equal(t0) {
+		t.Errorf("history = %+v", d.History)
+	}
+}
+
+func TestSteadyStateReproducesTheStatus(t *testing.T) {
+	d1 := Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA), t0)
+	d2 := Decide(spec(), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
+	if d2.Changed || !reflect.DeepEqual(status(d1), status(d2)) {
+		t.Errorf("an hour later with the same reports the status changed:\n%+v\n%+v", status(d1), status(d2))
+	}
+}
+
+func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
+	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0))
+	// Node a moves first: A keeps the majority.
+	d := Decide(spec(), st, reports(t, onB, onA, onA), t0.Add(time.Second))
+	if d.Changed {
+		t.Fatalf("one node of three flipped the prefix: %s", d)
+	}
+	// Node b follows: B now has two preferred votes, A one.
+	d = Decide(spec(), st, reports(t, onB, onB, onA), t0.Add(2*time.Second))
+	if !d.Changed || d.Current.String() != "2001:db8:b::/64" {
+		t.Fatalf("majority moved but decision = %s", d)
+	}
+	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64", "2001:db8:a::/64"}) {
+		t.Errorf("pooled = %v, want B then draining A", got)
+	}
+	a := d.History[1]
+	if a.State != "draining" || !a.DeprecatedAt.Time.Equal(t0.Add(2*time.Second)) || !a.ExpiresAt.Time.Equal(t0.Add(2*time.Second+600*time.Second)) {
+		t.Errorf("A's entry = %+v, want draining with expiresAt 600 s after the change", a)
+	}
+	// The last node: nothing changes any more.
+	d2 := Decide(spec(), status(d), reports(t, onB, onB, onB), t0.Add(3*time.Second))
+	if d2.Changed || !reflect.DeepEqual(status(d), status(d2)) {
+		t.Errorf("the last node's report changed the status")
+	}
+}
+
+func TestTieKeepsTheCurrentPrefix(t *testing.T) {
+	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
+	if d := Decide(spec(), st, reports(t, onBA, onBA), t0); d.Changed {
+		t.Errorf("a tie moved the prefix: %s", d)
+	}
+}
+
+func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
+	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
+	st = status(Decide(spec(), st, reports(t, onB), t0.Add(time.Second)))
+	d := Decide(spec(), st, reports(t, onlyB), t0.Add(time.Minute))
+	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
+		t.Errorf("pooled = %v, want only B once A expired everywhere", got)
+	}
+	if d.History[1].State != "expired" {
+		t.Errorf("A = %+v, want expired", d.History[1])
+	}
+}
+
+func TestDrainingEndsAtItsDeadline(t *testing.T) {
+	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
+	d := Decide(spec(), st, reports(t, onB), t0)
+	if !d.Wake.Equal(t0.Add(600 * time.Second)) {
+		t.Fatalf("Wake = %v, want the drain deadline", d.Wake)
+	}
+	// A node with a stale view still reports A, but its deadline has passed.
+	d = Decide(spec(), status(d), reports(t, onB), t0.Add(601*time.Second))
+	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
+		t.Errorf("pooled = %v after the deadline", got)
+	}
+}
+
+func TestHistoryIsBoundedByCount(t *testing.T) {
+	s := spec()
+	s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: 1}
+	var st dynamicprefix.Status
+	for i, p := range []string{"a", "b", "c"} {
+		// Every earlier prefix is still reported (deprecated), so only the count drops it.
+		d := "v1;eth0="
+		for j, q := range []string{"a", "b", "c"}[:i+1] {
+			if j > 0 {
+				d += ","
+			}
+			state := "d600"
+			if q == p {
+				state = "p"
+			}
+			d += "2001:db8:" + q + "::/64 " + state + " ra"
+		}
+		st = status(Decide(s, st, reports(t, d), t0.Add(time.Duration(i)*time.Minute)))
+	}
+	got := []string{}
+	for _, h := range st.History {
+		got = append(got, h.Prefix+" "+h.State)
+	}
+	if want := []string{"2001:db8:c::/64 active", "2001:db8:b::/64 draining"}; !slices.Equal(got, want) {
+		t.Errorf("history = %v, want %v", got, want)
+	}
+}
+
+func TestPrefixComingBackIsNotDuplicated(t *testing.T) {
+	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
+	st = status(Decide(spec(), st, reports(t, onB), t0.Add(time.Minute)))
+	back := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 d600 ra+addr"
+	d := Decide(spec(), st, reports(t, back), t0.Add(2*time.Minute))
+	got := []string{}
+	for _, h := range d.History {
+		got = append(got, h.Prefix+" "+h.State)
+	}
+	if want := []string{"2001:db8:a::/64 active", "2001:db8:b::/64 draining"}; !slices.Equal(got, want) {
+		t.Errorf("history = %v, want %v", got, want)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	s := spec()
+	s.Acquisition.PrefixFilter = &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}
+	// A rogue router gives node c a foreign prefix and a ULA.
+	rogue := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:ff::/64 p ra,fd00::/64 p ra"
+	d := Decide(s, dynamicprefix.Status{}, reports(t, onA, onA, rogue), t0)
+	if d.Current.String() != "2001:db8:a::/64" {
+		t.Fatalf("current = %s", d.Current)
+	}
+	var got []string
+	for _, r := range d.Rejected {
+		got = append(got, r.Prefix.String()+": "+r.Reason)
+	}
+	want := []string{"2001:db8:ff::/64: outside allowedPrefixes", "fd00::/64: not global unicast (outside 2000::/3)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rejected = %q, want %q", got, want)
+	}
+}
+
+func TestQuorum(t *testing.T) {
+	s := spec()
+	q := 2
+	s.Acquisition.Quorum = &q
+	if d := Decide(s, dynamicprefix.Status{}, reports(t, onA), t0); d.Current.IsValid() {
+		t.Errorf("one node adopted a prefix with quorum 2: %s", d)
+	}
+	if d := Decide(s, dynamicprefix.Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
+		t.Errorf("two nodes did not reach quorum 2: %s", d)
+	}
+}
+
+func prefixes(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func FuzzDecide(f *testing.F) {
+	f.Add(onA, onB, "2001:db8:a::/64", uint8(2))
+	f.Fuzz(func(t *testing.T, d1, d2, current string, hist uint8) {
+		var rs []Report
+		for i, s := range []string{d1, d2} {
+			if n, err := digest.Decode(s); err == nil {
+				rs = append(rs, Report{Node: string(rune('a' + i)), Digest: n})
+			}
+		}
+		s := spec()
+		s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: int(hist%12) + 1}
+		prev := dynamicprefix.Status{CurrentPrefix: current, History: []dynamicprefix.HistoryEntry{{Prefix: current, State: "active"}}}
+		a := Decide(s, prev, rs, t0)
+		b := Decide(s, prev, rs, t0)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatal("not deterministic")
+		}
+		again := Decide(s, status(a), rs, t0)
+		if again.Changed || !reflect.DeepEqual(status(a), status(again)) {
+			t.Fatalf("not a fixed point:\n%+v\n%+v", status(a), status(again))
+		}
+		if len(a.History) > 11 {
+			t.Fatalf("history unbounded: %d", len(a.History))
+		}
+	})
+}

@@ -1,0 +1,145 @@
+// Package backend is what the writer knows about a kind of pool: where its
+// entries live, how they are read and written, and which annotation records the
+// entries we own. Cilium's pools and CIDR groups and MetalLB's IPAddressPools are
+// Kinds; the reconciler handles them alike.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/pool"
+)
+
+// Kind is one resource that can follow a DynamicPrefix.
+type Kind struct {
+	Name       string // for logs and events
+	Resource   string
+	GVR        schema.GroupVersionResource
+	Namespaced bool
+	RecordKey  string
+	// CIDROnly: entries must be CIDRs (CIDR groups have no ranges).
+	CIDROnly bool
+	// Entries reads the pool's entries ("cidr" or "start-stop") from an object.
+	Entries func(*unstructured.Unstructured) ([]string, error)
+	// Spec renders entries as the spec fields to merge-patch.
+	Spec func([]string) (map[string]any, error)
+}
+
+// Object is one pool-like object, backend-neutral.
+type Object struct {
+	Kind            *Kind
+	Namespace, Name string
+	ResourceVersion string
+	Follow          pool.Follow
+	Entries         []string
+	Record          []string
+	HasRecord       bool
+}
+
+// Key is the object's cache key: "name", or "namespace/name" when namespaced.
+func (o Object) Key() string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}
+
+// Discovery answers which resources the API server serves in one group/version
+// (client-go's discovery client has this method; so has kube.Discovery).
+type Discovery interface {
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// Served returns resource -> version for the versions of group the API server
+// serves, later versions overriding earlier ones. A version not served is not an
+// error; failing to ask is (a pool kind must not vanish on a transient error).
+func Served(disc Discovery, group string, versions ...string) (map[string]string, error) {
+	served := map[string]string{}
+	for _, v := range versions {
+		list, err := disc.ServerResourcesForGroupVersion(group + "/" + v)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discovering %s/%s: %w", group, v, err)
+		}
+		for _, r := range list.APIResources {
+			served[r.Name] = v
+		}
+	}
+	return served, nil
+}
+
+// Decode reads an object of this kind. Objects that neither follow a
+// DynamicPrefix nor carry our record are not ours (ok false).
+func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
+	ann := u.GetAnnotations()
+	rec, hasRecord := ann[k.RecordKey]
+	name := ann[dynamicprefix.AnnotationName]
+	if name == "" && !hasRecord {
+		return Object{}, false, nil
+	}
+	entries, err := k.Entries(u)
+	if err != nil {
+		return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
+	}
+	return Object{
+		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
+		Follow: pool.Follow{
+			DynamicPrefix: name,
+			AddressRange:  ann[dynamicprefix.AnnotationAddressRange],
+			Subnet:        ann[dynamicprefix.AnnotationSubnet],
+		},
+		Entries: entries, Record: pool.ParseRecord(rec), HasRecord: hasRecord,
+	}, true, nil
+}
+
+// Patch writes entries and the ownership record (removed when record is nil)
+// with a merge patch of only those two fields, conditional on the resource
+// version the entries were computed from: a concurrent edit by someone else is a
+// conflict to retry, never overwritten.
+func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, entries, record []string) error {
+	spec, err := k.Spec(entries)
+	if err != nil {
+		return err
+	}
+	var rec any
+	if record != nil {
+		rec = pool.FormatRecord(record)
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": map[string]any{k.RecordKey: rec}},
+		"spec":     spec,
+	})
+	if err != nil {
+		return err
+	}
+	var res dynamic.ResourceInterface = client.Resource(k.GVR)
+	if k.Namespaced {
+		res = client.Resource(k.GVR).Namespace(o.Namespace)
+	}
+	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
+		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
+	}
+	return nil
+}
+
+// ToMap turns a typed value into the map form a merge patch carries.
+func ToMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}

@@ -1,0 +1,151 @@
+package cilium
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	slimv1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+// Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what
+// Cilium's documented CiliumBGPPeerConfig examples select.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "renumber"
+	LabelSubnet    = "dynamic-prefix.io/subnet"
+)
+
+// bgpResource is the CiliumBGPAdvertisement resource, empty if not served (v2
+// only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
+// served is what backend.Served returned for cilium.io, v2 winning over v2alpha1.
+func bgpResource(served map[string]string) schema.GroupVersionResource {
+	if served["ciliumbgpadvertisements"] != "v2" {
+		return schema.GroupVersionResource{}
+	}
+	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+}
+
+// Advertisement is one desired CiliumBGPAdvertisement.
+type Advertisement struct {
+	Name   string
+	Labels map[string]string
+	Spec   map[string]any
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// AdvertisementName is the object name for a DynamicPrefix's subnet.
+func AdvertisementName(dp, subnet string) string {
+	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(dp+"-"+subnet), "-"), "-")
+	if len(n) > 253 {
+		n = n[:253]
+	}
+	return n
+}
+
+// RenderAdvertisement builds the advertisement for one advertised subnet: the
+// LoadBalancer IPs of the Services the pool using the subnet selects, with the
+// subnet's community, labelled for a CiliumBGPPeerConfig to select.
+func RenderAdvertisement(dp string, s dynamicprefix.Subnet, poolSelector map[string]any) (Advertisement, error) {
+	adv := ciliumv2.BGPAdvertisement{
+		AdvertisementType: ciliumv2.BGPServiceAdvert,
+		Service:           &ciliumv2.BGPServiceOptions{Addresses: []ciliumv2.BGPServiceAddressType{ciliumv2.BGPLoadBalancerIPAddr}},
+	}
+	if poolSelector != nil {
+		b, err := json.Marshal(poolSelector)
+		if err != nil {
+			return Advertisement{}, err
+		}
+		var sel slimv1.LabelSelector
+		if err := json.Unmarshal(b, &sel); err != nil {
+			return Advertisement{}, fmt.Errorf("pool serviceSelector: %w", err)
+		}
+		adv.Selector = &sel
+	}
+	if s.BGP != nil && s.BGP.Community != "" {
+		adv.Attributes = &ciliumv2.BGPAttributes{Communities: &ciliumv2.BGPCommunities{
+			Standard: []ciliumv2.BGPStandardCommunity{ciliumv2.BGPStandardCommunity(s.BGP.Community)}}}
+	}
+	spec, err := backend.ToMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
+	if err != nil {
+		return Advertisement{}, err
+	}
+	return Advertisement{
+		Name: AdvertisementName(dp, s.Name),
+		Labels: map[string]string{
+			"advertise": "bgp", LabelManagedBy: ManagedBy,
+			dynamicprefix.AnnotationName: dp, LabelSubnet: s.Name,
+		},
+		Spec: spec,
+	}, nil
+}
+
+// SameAdvertisement reports whether live already is a.
+func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
+	spec, _, _ := unstructured.NestedMap(live.Object, "spec")
+	labels := live.GetLabels()
+	for k, v := range a.Labels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return reflect.DeepEqual(normalJSON(spec), normalJSON(a.Spec))
+}
+
+func normalJSON(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// ApplyAdvertisement creates a, or merge-patches its spec and labels, owned by
+// the DynamicPrefix so deleting it removes the advertisement.
+func ApplyAdvertisement(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, owner *unstructured.Unstructured, live *unstructured.Unstructured, a Advertisement) error {
+	res := client.Resource(gvr)
+	if live == nil {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+			"metadata": map[string]any{"name": a.Name},
+			"spec":     a.Spec,
+		}}
+		u.SetLabels(a.Labels)
+		u.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		}})
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: "renumber-writer"}); err != nil {
+			return fmt.Errorf("creating CiliumBGPAdvertisement %q: %w", a.Name, err)
+		}
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": a.Labels},
+		"spec":     a.Spec,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := res.Patch(ctx, a.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
+		return fmt.Errorf("patching CiliumBGPAdvertisement %q: %w", a.Name, err)
+	}
+	return nil
+}
+
+// Selector returns a pool's spec.serviceSelector (nil if none).
+func Selector(u *unstructured.Unstructured) map[string]any {
+	sel, _, _ := unstructured.NestedMap(u.Object, "spec", "serviceSelector")
+	return sel
+}

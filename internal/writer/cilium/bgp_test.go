@@ -1,0 +1,24 @@
+package cilium
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+func TestRenderAdvertisement(t *testing.T) {
+	s := dynamicprefix.Subnet{Name: "Svc_1", PrefixLength: 112, BGP: &dynamicprefix.BGP{Advertise: true, Community: "65000:100"}}
+	a, err := RenderAdvertisement("home", s, map[string]any{"matchLabels": map[string]any{"pool": "public"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != "home-svc-1" || a.Labels["advertise"] != "bgp" || a.Labels[LabelSubnet] != "Svc_1" {
+		t.Errorf("name %q labels %v", a.Name, a.Labels)
+	}
+	b, _ := json.Marshal(a.Spec)
+	want := `{"advertisements":[{"advertisementType":"Service","attributes":{"communities":{"standard":["65000:100"]}},"selector":{"matchLabels":{"pool":"public"}},"service":{"addresses":["LoadBalancerIP"]}}]}`
+	if string(b) != want {
+		t.Errorf("spec:\n got %s\nwant %s", b, want)
+	}
+}

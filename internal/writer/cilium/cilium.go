@@ -1,0 +1,90 @@
+package cilium
+
+import (
+	"strings"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	policyapi "github.com/cilium/cilium/pkg/policy/api"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+// Discover returns the Cilium pool kinds the API server serves, preferring
+// cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
+// from one discovery request per version.
+func Discover(disc backend.Discovery) ([]*backend.Kind, schema.GroupVersionResource, error) {
+	served, err := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
+	if err != nil {
+		return nil, schema.GroupVersionResource{}, err
+	}
+	var out []*backend.Kind
+	for _, k := range []*backend.Kind{poolKind(), groupKind()} {
+		if v, ok := served[k.Resource]; ok {
+			k.GVR = schema.GroupVersionResource{Group: "cilium.io", Version: v, Resource: k.Resource}
+			out = append(out, k)
+		}
+	}
+	return out, bgpResource(served), nil
+}
+
+func poolKind() *backend.Kind {
+	return &backend.Kind{
+		Name: "CiliumLoadBalancerIPPool", Resource: "ciliumloadbalancerippools",
+		RecordKey: dynamicprefix.AnnotationManagedBlock,
+		Entries: func(u *unstructured.Unstructured) ([]string, error) {
+			var p ciliumv2.CiliumLoadBalancerIPPool
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, b := range p.Spec.Blocks {
+				if b.Cidr != "" {
+					out = append(out, string(b.Cidr))
+				} else {
+					out = append(out, b.Start+"-"+b.Stop)
+				}
+			}
+			return out, nil
+		},
+		Spec: func(entries []string) (map[string]any, error) {
+			blocks := []ciliumv2.CiliumLoadBalancerIPPoolIPBlock{}
+			for _, e := range entries {
+				if start, stop, ok := strings.Cut(e, "-"); ok {
+					blocks = append(blocks, ciliumv2.CiliumLoadBalancerIPPoolIPBlock{Start: start, Stop: stop})
+				} else {
+					blocks = append(blocks, ciliumv2.CiliumLoadBalancerIPPoolIPBlock{Cidr: ciliumv2.IPv4orIPv6CIDR(e)})
+				}
+			}
+			return backend.ToMap(map[string]any{"blocks": blocks})
+		},
+	}
+}
+
+func groupKind() *backend.Kind {
+	return &backend.Kind{
+		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, CIDROnly: true,
+		Entries: func(u *unstructured.Unstructured) ([]string, error) {
+			var g ciliumv2.CiliumCIDRGroup
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, c := range g.Spec.ExternalCIDRs {
+				out = append(out, string(c))
+			}
+			return out, nil
+		},
+		Spec: func(entries []string) (map[string]any, error) {
+			cidrs := []policyapi.CIDR{}
+			for _, e := range entries {
+				cidrs = append(cidrs, policyapi.CIDR(e))
+			}
+			return backend.ToMap(map[string]any{"externalCIDRs": cidrs})
+		},
+	}
+}

@@ -1,0 +1,45 @@
+// Package kube builds the writer's client-go clients: every request counted
+// (verb, resource, code) and every mutating request passing a gate that closes
+// the moment leadership is lost (requests.Counting).
+package kube
+
+import (
+	"fmt"
+	"net/http"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/requests"
+)
+
+// Config loads a kubeconfig file, or the in-cluster config when path is "".
+func Config(path, userAgent string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: loading client config: %w", err)
+	}
+	cfg.UserAgent = userAgent
+	// client-go's default (5/s, burst 10) would spread a renumbering that patches
+	// a hundred HA Services over twenty seconds. The write budget, not the client
+	// limiter, is what keeps our writes in check.
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// Counted returns a copy of cfg whose requests are counted in c, and refused when
+// gate is non-nil and closed.
+func Counted(cfg *rest.Config, c *metrics.CounterVec, gate requests.Gate) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return requests.Counting(rt, c, gate)
+	})
+	return out
+}

@@ -1,0 +1,114 @@
+package pool
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+var (
+	cur   = netip.MustParsePrefix("2001:db8:b::/64")
+	old   = netip.MustParsePrefix("2001:db8:a::/64")
+	specR = dynamicprefix.Spec{
+		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
+		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
+	}
+)
+
+func TestDesired(t *testing.T) {
+	tests := []struct {
+		name     string
+		follow   Follow
+		cidrOnly bool
+		want     []string
+	}{
+		{"raw prefixes", Follow{}, false, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
+		{"address range as start-stop", Follow{AddressRange: "lb"}, false,
+			[]string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
+		{"address range as covering CIDR", Follow{AddressRange: "lb"}, true, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
+		{"subnet", Follow{Subnet: "svc"}, false, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Desired(specR, tt.follow, []netip.Prefix{cur, old}, tt.cidrOnly)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("Desired = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	for _, f := range []Follow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
+		if _, err := Desired(specR, f, []netip.Prefix{cur}, false); !errors.Is(err, ErrSpec) {
+			t.Errorf("Desired(%+v) err = %v, want ErrSpec", f, err)
+		}
+	}
+	bad := dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}}
+	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, false); !errors.Is(err, ErrSpec) {
+		t.Errorf("offset outside the prefix: err = %v, want ErrSpec", err)
+	}
+}
+
+func TestMergeNeverTouchesUserEntries(t *testing.T) {
+	live := []string{"192.0.2.0/24", "2001:db8:a::/64", "2001:0db8:ffff::/48", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
+	record := []string{"2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
+	desired := []string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
+	entries, rec := Merge(live, record, desired)
+	want := []string{"192.0.2.0/24", "2001:db8:a::/64", "2001:0db8:ffff::/48",
+		"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
+	if !slices.Equal(entries, want) {
+		t.Errorf("entries = %q\nwant %q", entries, want)
+	}
+	if !slices.Equal(rec, desired) {
+		t.Errorf("record = %q, want %q", rec, desired)
+	}
+}
+
+func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
+	live := []string{"192.0.2.0/24"}
+	var record []string
+	// Twenty rotations: the pool never grows beyond the user's entry plus current
+	// and one draining prefix.
+	for i := range 20 {
+		pooled := []netip.Prefix{netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i + 1)}), 64)}
+		if i > 0 {
+			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
+		}
+		desired, err := Desired(dynamicprefix.Spec{}, Follow{}, pooled, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, record = Merge(live, record, desired)
+		again, rec2 := Merge(live, record, desired)
+		if !Same(again, live) || !slices.Equal(rec2, record) {
+			t.Fatalf("rotation %d: merge is not a fixed point", i)
+		}
+	}
+	if len(live) != 3 || live[0] != "192.0.2.0/24" {
+		t.Errorf("after 20 rotations: %q", live)
+	}
+}
+
+func TestUserEntryEqualToManagedStaysTheUsers(t *testing.T) {
+	entries, rec := Merge([]string{"2001:db8:b::/64"}, nil, []string{"2001:db8:b::/64"})
+	if !slices.Equal(entries, []string{"2001:db8:b::/64"}) || len(rec) != 0 {
+		t.Errorf("entries %q record %q: the user's entry must stay theirs, not duplicated", entries, rec)
+	}
+}
+
+// FuzzRecord: a record read from an annotation anyone could have edited always
+// reads back identically after being written, and never yields empty entries.
+func FuzzRecord(f *testing.F) {
+	f.Add("2001:db8::/64,2001:db8::1-2001:db8::9")
+	f.Add(" , ,2001:0db8::/64 ")
+	f.Fuzz(func(t *testing.T, v string) {
+		r := ParseRecord(v)
+		if again := ParseRecord(FormatRecord(r)); !slices.Equal(again, r) {
+			t.Fatalf("round trip of %q: %q -> %q", v, r, again)
+		}
+		if slices.Contains(r, "") {
+			t.Fatalf("empty entry from %q", v)
+		}
+	})
+}

@@ -1,0 +1,170 @@
+// Package status renders a DynamicPrefix's status from a decision. Rendering an
+// unchanged situation returns the previous status unchanged, transition times
+// included, so the writer can compare and skip the write.
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/prefix"
+)
+
+// Condition types.
+const (
+	PrefixAcquired        = "PrefixAcquired"
+	PoolsSynced           = "PoolsSynced"
+	Degraded              = "Degraded"
+	BGPAdvertisementReady = "BGPAdvertisementReady"
+)
+
+// Problems the writer found while acting on a DynamicPrefix.
+type Problems struct {
+	Spec  error // the spec cannot be used as written
+	Pools error // at least one pool could not be rendered or written
+	// BGP maps advertised subnets to their CiliumBGPAdvertisement; BGPErr says
+	// what is missing.
+	BGP    map[string]string
+	BGPErr error
+}
+
+// Render returns the status for dp given the decision at now.
+func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, now time.Time) dynamicprefix.Status {
+	prev := dp.Status
+	st := dynamicprefix.Status{
+		PrefixSource:       d.Source,
+		History:            d.History,
+		ObservedGeneration: dp.Generation,
+		LeaseExpiresAt:     prev.LeaseExpiresAt,
+		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
+	}
+	if d.Current.IsValid() {
+		st.CurrentPrefix = d.Current.String()
+		ranges, subnets, err := Derived(dp.Spec, d.Current)
+		if err != nil && p.Spec == nil {
+			p.Spec = err
+		}
+		for i := range subnets {
+			subnets[i].BGPAdvertisement = p.BGP[subnets[i].Name]
+		}
+		st.AddressRanges, st.Subnets = ranges, subnets
+	}
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: dp.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second)),
+		})
+	}
+	switch {
+	case d.Current.IsValid():
+		set(PrefixAcquired, true, "Acquired", "following "+d.Current.String())
+	case d.Reporting == 0:
+		set(PrefixAcquired, false, "NoReports", "no node reports the followed interface yet")
+	default:
+		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
+	}
+	poolReason := "PoolError"
+	if errors.Is(p.Pools, budget.ErrExceeded) {
+		poolReason = "WriteBudgetExceeded"
+	}
+	if p.Pools != nil {
+		set(PoolsSynced, false, poolReason, p.Pools.Error())
+	} else {
+		set(PoolsSynced, true, "Synced", "every following pool holds the current entries")
+	}
+	advertises := false
+	for _, s := range dp.Spec.Subnets {
+		advertises = advertises || (s.BGP != nil && s.BGP.Advertise)
+	}
+	switch {
+	case !advertises:
+		meta.RemoveStatusCondition(&st.Conditions, BGPAdvertisementReady)
+	case p.BGPErr != nil:
+		set(BGPAdvertisementReady, false, "AdvertisementMissing", p.BGPErr.Error())
+	default:
+		set(BGPAdvertisementReady, true, "Advertised", "every subnet with bgp.advertise has its CiliumBGPAdvertisement")
+	}
+	var degraded []string
+	reason := "Healthy"
+	if p.Spec != nil {
+		degraded, reason = append(degraded, p.Spec.Error()), "InvalidSpec"
+	}
+	if dp.Spec.Acquisition.DHCPv6PD != nil && !dp.Spec.RAEnabled() {
+		degraded, reason = append(degraded, "DHCPv6-PD acquisition is not implemented; enable routerAdvertisement"), "DHCPv6PDUnsupported"
+	}
+	if p.Pools != nil && p.Spec == nil {
+		degraded, reason = append(degraded, p.Pools.Error()), poolReason
+	}
+	set(Degraded, len(degraded) > 0, reason, strings.Join(degraded, "; "))
+	if Equal(st, prev) {
+		return prev
+	}
+	return st
+}
+
+// Equal compares two statuses as the API server would store them (JSON: times
+// to the second, nil and empty lists alike).
+func Equal(a, b dynamicprefix.Status) bool {
+	ja, err1 := json.Marshal(normal(a))
+	jb, err2 := json.Marshal(normal(b))
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// normal makes nil and empty slices compare equal.
+func normal(s dynamicprefix.Status) dynamicprefix.Status {
+	if len(s.AddressRanges) == 0 {
+		s.AddressRanges = nil
+	}
+	if len(s.Subnets) == 0 {
+		s.Subnets = nil
+	}
+	if len(s.History) == 0 {
+		s.History = nil
+	}
+	if len(s.Conditions) == 0 {
+		s.Conditions = nil
+	}
+	return s
+}
+
+// Derived computes status.addressRanges and status.subnets for the current prefix.
+func Derived(spec dynamicprefix.Spec, current netip.Prefix) ([]dynamicprefix.AddressRangeStatus, []dynamicprefix.SubnetStatus, error) {
+	var ranges []dynamicprefix.AddressRangeStatus
+	var subnets []dynamicprefix.SubnetStatus
+	for _, r := range spec.AddressRanges {
+		start, err1 := netip.ParseAddr(r.Start)
+		end, err2 := netip.ParseAddr(r.End)
+		if err1 != nil || err2 != nil {
+			return nil, nil, fmt.Errorf("address range %q: start and end must be IPv6 suffixes", r.Name)
+		}
+		first, last, err := prefix.Range(current, start, end)
+		if err != nil {
+			return nil, nil, fmt.Errorf("address range %q: %w", r.Name, err)
+		}
+		c, _ := prefix.Covering(first, last)
+		ranges = append(ranges, dynamicprefix.AddressRangeStatus{Name: r.Name, Start: first.String(), End: last.String(), CIDR: c.String()})
+	}
+	for _, s := range spec.Subnets {
+		sub, err := prefix.Subnet(current, s.Offset, s.PrefixLength)
+		if err != nil {
+			return nil, nil, fmt.Errorf("subnet %q: %w", s.Name, err)
+		}
+		subnets = append(subnets, dynamicprefix.SubnetStatus{Name: s.Name, CIDR: sub.String()})
+	}
+	return ranges, subnets, nil
+}

@@ -1,0 +1,73 @@
+package status
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
+
+func decide(t *testing.T, dp *dynamicprefix.DynamicPrefix, d string, now time.Time) aggregate.Decision {
+	n, err := digest.Decode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aggregate.Decide(dp.Spec, dp.Status, []aggregate.Report{{Node: "a", Digest: n}}, now)
+}
+
+// roundTrip stores and reads a status the way the API server does.
+func roundTrip(t *testing.T, s dynamicprefix.Status) dynamicprefix.Status {
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out dynamicprefix.Status
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRenderIsStableAcrossPasses(t *testing.T) {
+	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{
+		Acquisition:   dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}},
+		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
+		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
+	}}
+	dp.Generation = 3
+	st := Render(dp, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
+		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
+		t.Fatalf("status = %+v", st)
+	}
+	dp.Status = roundTrip(t, st)
+	again := Render(dp, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	if !Equal(again, dp.Status) {
+		a, _ := json.Marshal(again)
+		b, _ := json.Marshal(dp.Status)
+		t.Errorf("status changed an hour later with nothing new:\n%s\n%s", a, b)
+	}
+}
+
+func TestProblemsAreConditions(t *testing.T) {
+	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
+	st := Render(dp, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	var degraded, synced string
+	for _, c := range st.Conditions {
+		switch c.Type {
+		case Degraded:
+			degraded = string(c.Status) + " " + c.Reason
+		case PoolsSynced:
+			synced = string(c.Status) + " " + c.Reason
+		}
+	}
+	if degraded != "True PoolError" || synced != "False PoolError" {
+		t.Errorf("Degraded=%q PoolsSynced=%q", degraded, synced)
+	}
+}

@@ -115,6 +115,17 @@ func (n Node) Canonical() Node {
 	return out
 }
 
+// globalUnicast is 2000::/3, the only range an ISP delegates prefixes from.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
+
+// GlobalUnicast reports whether p lies inside 2000::/3. Both sides apply it when
+// a DynamicPrefix requires global unicast (the default): the agent leaves other
+// prefixes out of the digest, the writer never adopts them. A router offering
+// only a unique-local prefix must never look like a renumbering.
+func GlobalUnicast(p netip.Prefix) bool {
+	return globalUnicast.Contains(p.Addr()) && p.Bits() >= globalUnicast.Bits()
+}
+
 // ComparePrefix orders prefixes by address, then by length.
 func ComparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {

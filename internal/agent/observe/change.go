@@ -70,13 +70,10 @@ func Diff(old, new digest.Node) []Change {
 	return out
 }
 
-// globalUnicast is 2000::/3, the only range a delegated prefix comes from.
-var globalUnicast = netip.MustParsePrefix("2000::/3")
-
 // RequireGlobalUnicast refuses prefixes outside 2000::/3 (unique-local, link-local,
 // multicast, ...): an RA carrying only a ULA must never look like a renumbering.
 func RequireGlobalUnicast(_ string, p netip.Prefix) error {
-	if !globalUnicast.Contains(p.Addr()) || p.Bits() < globalUnicast.Bits() {
+	if !digest.GlobalUnicast(p) {
 		return fmt.Errorf("%s is not global unicast (outside 2000::/3)", p)
 	}
 	return nil

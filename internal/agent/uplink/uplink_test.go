@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 func TestLinks(t *testing.T) {
@@ -31,7 +32,8 @@ func TestLinks(t *testing.T) {
 }
 
 // TestDecodeAgreesWithTheAPITypes: the agent's view reads what the writer's
-// types mean, for every combination of the fields involved.
+// spec model makes of the same object, for every combination of the fields
+// involved.
 func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 	yes, no := true, false
 	bools := []*bool{nil, &yes, &no}
@@ -51,15 +53,16 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", raw, err)
 			}
-			if follows != dp.Spec.RAEnabled() {
-				t.Errorf("%s: follows = %v, the API types say %v", raw, follows, dp.Spec.RAEnabled())
+			m := spec.Parse(dp.Name, dp.Spec)
+			if follows != m.RA {
+				t.Errorf("%s: follows = %v, the writer's model says %v", raw, follows, m.RA)
 				continue
 			}
 			if !follows {
 				continue
 			}
-			if f.Interface != ra.Interface || f.GlobalOnly != dp.Spec.RequireGlobalUnicast() {
-				t.Errorf("%s: %+v, the API types say interface %q, global only %v", raw, f, ra.Interface, dp.Spec.RequireGlobalUnicast())
+			if f.Interface != m.Interface || f.GlobalOnly != m.GlobalOnly {
+				t.Errorf("%s: %+v, the writer's model says interface %q, global only %v", raw, f, m.Interface, m.GlobalOnly)
 			}
 		}
 	}

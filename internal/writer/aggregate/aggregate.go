@@ -7,8 +7,8 @@
 // Rules:
 //   - A node votes for each acceptable prefix it reports as preferred on a link
 //     the DynamicPrefix follows (its interface, or every link when none is named).
-//   - Acceptable: inside 2000::/3 unless the filter is off, inside one of
-//     allowedPrefixes when set.
+//   - Acceptable: what the spec's model accepts (spec.Model.Accept: inside
+//     2000::/3 unless the filter is off, inside one of allowedPrefixes when set).
 //   - The current prefix changes only to a prefix with at least quorum votes and
 //     strictly more votes than the current one: nodes that disagree for a moment
 //     during a change, or a rogue router reaching one node, cannot flip it.
@@ -29,6 +29,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Report is one node's decoded digest.
@@ -63,24 +64,6 @@ type Decision struct {
 	Wake time.Time
 }
 
-var globalUnicast = netip.MustParsePrefix("2000::/3")
-
-// Accept says why spec refuses p, or "" when it accepts it.
-func Accept(spec dynamicprefix.Spec, p netip.Prefix) string {
-	if spec.RequireGlobalUnicast() && (!globalUnicast.Contains(p.Addr()) || p.Bits() < 3) {
-		return "not global unicast (outside 2000::/3)"
-	}
-	if f := spec.Acquisition.PrefixFilter; f != nil && len(f.AllowedPrefixes) > 0 {
-		for _, s := range f.AllowedPrefixes {
-			if a, err := netip.ParsePrefix(s); err == nil && a.Bits() <= p.Bits() && a.Masked().Contains(p.Addr()) {
-				return ""
-			}
-		}
-		return "outside allowedPrefixes"
-	}
-	return ""
-}
-
 type tally struct {
 	votes     int
 	seen      int
@@ -88,12 +71,9 @@ type tally struct {
 	ra        bool
 }
 
-// Decide computes the decision for one DynamicPrefix at now.
-func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
-	iface := ""
-	if ra := spec.Acquisition.RouterAdvertisement; ra != nil {
-		iface = ra.Interface
-	}
+// Decide computes the decision for one DynamicPrefix (its spec parsed to m) at now.
+func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
+	iface := m.Interface
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
@@ -106,7 +86,7 @@ func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report
 			}
 			reported = true
 			for _, p := range l.Prefixes {
-				if why := Accept(spec, p.Prefix); why != "" {
+				if why := m.Accept(p.Prefix); why != "" {
 					if !p.Deprecated && !counted[p.Prefix] {
 						if rejected[p.Prefix] == nil {
 							rejected[p.Prefix] = &Rejected{Prefix: p.Prefix, Reason: why}
@@ -147,7 +127,7 @@ func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report
 	slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
-	d.Current = choose(seen, prevCurrent, quorum(spec))
+	d.Current = choose(seen, prevCurrent, m.Quorum)
 	d.Changed = d.Current != prevCurrent
 	switch t := seen[d.Current]; {
 	case !d.Current.IsValid():
@@ -158,7 +138,7 @@ func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report
 	default:
 		d.Source = cmp.Or(prev.PrefixSource, "unknown")
 	}
-	d.History, d.Wake = history(spec, prev.History, prevCurrent, d.Current, seen, now)
+	d.History, d.Wake = history(m.MaxHistory, prev.History, prevCurrent, d.Current, seen, now)
 	for _, h := range d.History {
 		if h.State == dynamicprefix.StateExpired {
 			continue
@@ -168,20 +148,6 @@ func Decide(spec dynamicprefix.Spec, prev dynamicprefix.Status, reports []Report
 		}
 	}
 	return d
-}
-
-func quorum(spec dynamicprefix.Spec) int {
-	if q := spec.Acquisition.Quorum; q != nil && *q > 0 {
-		return *q
-	}
-	return 1
-}
-
-func maxHistory(spec dynamicprefix.Spec) int {
-	if t := spec.Transition; t != nil && t.MaxPrefixHistory > 0 {
-		return min(t.MaxPrefixHistory, 10)
-	}
-	return 2
 }
 
 // choose applies the hysteresis rule. Among the most-voted prefixes the current
@@ -212,7 +178,7 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) neti
 
 // history renders status.history: the active entry, then earlier prefixes newest
 // first, each draining until it expires, at most maxPrefixHistory of them.
-func history(spec dynamicprefix.Spec, prev []dynamicprefix.HistoryEntry, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
+func history(maxHistory int, prev []dynamicprefix.HistoryEntry, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	var out []dynamicprefix.HistoryEntry
 	byPrefix := map[string]dynamicprefix.HistoryEntry{}
@@ -259,7 +225,7 @@ func history(spec dynamicprefix.Spec, prev []dynamicprefix.HistoryEntry, prevCur
 				wake = h.ExpiresAt.Time
 			}
 		}
-		if kept >= maxHistory(spec) {
+		if kept >= maxHistory {
 			break
 		}
 		kept++

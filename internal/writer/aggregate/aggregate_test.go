@@ -9,6 +9,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -26,9 +27,12 @@ func reports(t *testing.T, digests ...string) []Report {
 	return out
 }
 
-func spec() dynamicprefix.Spec {
+func eth0() dynamicprefix.Spec {
 	return dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}}}
 }
+
+// model parses s as the writer does.
+func model(s dynamicprefix.Spec) spec.Model { return spec.Parse("home", s) }
 
 const (
 	onA   = "v1;eth0=2001:db8:a::/64 p ra+addr"
@@ -47,7 +51,7 @@ func status(d Decision) dynamicprefix.Status {
 }
 
 func TestFirstAcquisition(t *testing.T) {
-	d := Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0)
+	d := Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0)
 	if d.Current.String() != "2001:db8:a::/64" || !d.Changed || d.Source != "router-advertisement" {
 		t.Fatalf("decision = %s changed=%v source=%s", d, d.Changed, d.Source)
 	}
@@ -57,22 +61,22 @@ func TestFirstAcquisition(t *testing.T) {
 }
 
 func TestSteadyStateReproducesTheStatus(t *testing.T) {
-	d1 := Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA), t0)
-	d2 := Decide(spec(), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
+	d1 := Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA, onA), t0)
+	d2 := Decide(model(eth0()), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
 	if d2.Changed || !reflect.DeepEqual(status(d1), status(d2)) {
 		t.Errorf("an hour later with the same reports the status changed:\n%+v\n%+v", status(d1), status(d2))
 	}
 }
 
 func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
-	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA, onA, onA), t0))
 	// Node a moves first: A keeps the majority.
-	d := Decide(spec(), st, reports(t, onB, onA, onA), t0.Add(time.Second))
+	d := Decide(model(eth0()), st, reports(t, onB, onA, onA), t0.Add(time.Second))
 	if d.Changed {
 		t.Fatalf("one node of three flipped the prefix: %s", d)
 	}
 	// Node b follows: B now has two preferred votes, A one.
-	d = Decide(spec(), st, reports(t, onB, onB, onA), t0.Add(2*time.Second))
+	d = Decide(model(eth0()), st, reports(t, onB, onB, onA), t0.Add(2*time.Second))
 	if !d.Changed || d.Current.String() != "2001:db8:b::/64" {
 		t.Fatalf("majority moved but decision = %s", d)
 	}
@@ -84,23 +88,23 @@ func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
 		t.Errorf("A's entry = %+v, want draining with expiresAt 600 s after the change", a)
 	}
 	// The last node: nothing changes any more.
-	d2 := Decide(spec(), status(d), reports(t, onB, onB, onB), t0.Add(3*time.Second))
+	d2 := Decide(model(eth0()), status(d), reports(t, onB, onB, onB), t0.Add(3*time.Second))
 	if d2.Changed || !reflect.DeepEqual(status(d), status(d2)) {
 		t.Errorf("the last node's report changed the status")
 	}
 }
 
 func TestTieKeepsTheCurrentPrefix(t *testing.T) {
-	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
-	if d := Decide(spec(), st, reports(t, onBA, onBA), t0); d.Changed {
+	st := status(Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA), t0))
+	if d := Decide(model(eth0()), st, reports(t, onBA, onBA), t0); d.Changed {
 		t.Errorf("a tie moved the prefix: %s", d)
 	}
 }
 
 func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
-	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
-	st = status(Decide(spec(), st, reports(t, onB), t0.Add(time.Second)))
-	d := Decide(spec(), st, reports(t, onlyB), t0.Add(time.Minute))
+	st := status(Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA), t0))
+	st = status(Decide(model(eth0()), st, reports(t, onB), t0.Add(time.Second)))
+	d := Decide(model(eth0()), st, reports(t, onlyB), t0.Add(time.Minute))
 	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
 		t.Errorf("pooled = %v, want only B once A expired everywhere", got)
 	}
@@ -110,20 +114,20 @@ func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
 }
 
 func TestDrainingEndsAtItsDeadline(t *testing.T) {
-	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
-	d := Decide(spec(), st, reports(t, onB), t0)
+	st := status(Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA), t0))
+	d := Decide(model(eth0()), st, reports(t, onB), t0)
 	if !d.Wake.Equal(t0.Add(600 * time.Second)) {
 		t.Fatalf("Wake = %v, want the drain deadline", d.Wake)
 	}
 	// A node with a stale view still reports A, but its deadline has passed.
-	d = Decide(spec(), status(d), reports(t, onB), t0.Add(601*time.Second))
+	d = Decide(model(eth0()), status(d), reports(t, onB), t0.Add(601*time.Second))
 	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
 		t.Errorf("pooled = %v after the deadline", got)
 	}
 }
 
 func TestHistoryIsBoundedByCount(t *testing.T) {
-	s := spec()
+	s := eth0()
 	s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: 1}
 	var st dynamicprefix.Status
 	for i, p := range []string{"a", "b", "c"} {
@@ -139,7 +143,7 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 			}
 			d += "2001:db8:" + q + "::/64 " + state + " ra"
 		}
-		st = status(Decide(s, st, reports(t, d), t0.Add(time.Duration(i)*time.Minute)))
+		st = status(Decide(model(s), st, reports(t, d), t0.Add(time.Duration(i)*time.Minute)))
 	}
 	got := []string{}
 	for _, h := range st.History {
@@ -151,10 +155,10 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 }
 
 func TestPrefixComingBackIsNotDuplicated(t *testing.T) {
-	st := status(Decide(spec(), dynamicprefix.Status{}, reports(t, onA), t0))
-	st = status(Decide(spec(), st, reports(t, onB), t0.Add(time.Minute)))
+	st := status(Decide(model(eth0()), dynamicprefix.Status{}, reports(t, onA), t0))
+	st = status(Decide(model(eth0()), st, reports(t, onB), t0.Add(time.Minute)))
 	back := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 d600 ra+addr"
-	d := Decide(spec(), st, reports(t, back), t0.Add(2*time.Minute))
+	d := Decide(model(eth0()), st, reports(t, back), t0.Add(2*time.Minute))
 	got := []string{}
 	for _, h := range d.History {
 		got = append(got, h.Prefix+" "+h.State)
@@ -165,11 +169,11 @@ func TestPrefixComingBackIsNotDuplicated(t *testing.T) {
 }
 
 func TestRejections(t *testing.T) {
-	s := spec()
+	s := eth0()
 	s.Acquisition.PrefixFilter = &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}
 	// A rogue router gives node c a foreign prefix and a ULA.
 	rogue := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:ff::/64 p ra,fd00::/64 p ra"
-	d := Decide(s, dynamicprefix.Status{}, reports(t, onA, onA, rogue), t0)
+	d := Decide(model(s), dynamicprefix.Status{}, reports(t, onA, onA, rogue), t0)
 	if d.Current.String() != "2001:db8:a::/64" {
 		t.Fatalf("current = %s", d.Current)
 	}
@@ -184,13 +188,13 @@ func TestRejections(t *testing.T) {
 }
 
 func TestQuorum(t *testing.T) {
-	s := spec()
+	s := eth0()
 	q := 2
 	s.Acquisition.Quorum = &q
-	if d := Decide(s, dynamicprefix.Status{}, reports(t, onA), t0); d.Current.IsValid() {
+	if d := Decide(model(s), dynamicprefix.Status{}, reports(t, onA), t0); d.Current.IsValid() {
 		t.Errorf("one node adopted a prefix with quorum 2: %s", d)
 	}
-	if d := Decide(s, dynamicprefix.Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
+	if d := Decide(model(s), dynamicprefix.Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("two nodes did not reach quorum 2: %s", d)
 	}
 }
@@ -212,15 +216,15 @@ func FuzzDecide(f *testing.F) {
 				rs = append(rs, Report{Node: string(rune('a' + i)), Digest: n})
 			}
 		}
-		s := spec()
+		s := eth0()
 		s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: int(hist%12) + 1}
 		prev := dynamicprefix.Status{CurrentPrefix: current, History: []dynamicprefix.HistoryEntry{{Prefix: current, State: "active"}}}
-		a := Decide(s, prev, rs, t0)
-		b := Decide(s, prev, rs, t0)
+		a := Decide(model(s), prev, rs, t0)
+		b := Decide(model(s), prev, rs, t0)
 		if !reflect.DeepEqual(a, b) {
 			t.Fatal("not deterministic")
 		}
-		again := Decide(s, status(a), rs, t0)
+		again := Decide(model(s), status(a), rs, t0)
 		if again.Changed || !reflect.DeepEqual(status(a), status(again)) {
 			t.Fatalf("not a fixed point:\n%+v\n%+v", status(a), status(again))
 		}

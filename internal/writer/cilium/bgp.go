@@ -18,6 +18,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what
@@ -59,7 +60,7 @@ func AdvertisementName(dp, subnet string) string {
 // RenderAdvertisement builds the advertisement for one advertised subnet: the
 // LoadBalancer IPs of the Services the pool using the subnet selects, with the
 // subnet's community, labelled for a CiliumBGPPeerConfig to select.
-func RenderAdvertisement(dp string, s dynamicprefix.Subnet, poolSelector map[string]any) (Advertisement, error) {
+func RenderAdvertisement(dp string, s spec.Subnet, poolSelector map[string]any) (Advertisement, error) {
 	adv := ciliumv2.BGPAdvertisement{
 		AdvertisementType: ciliumv2.BGPServiceAdvert,
 		Service:           &ciliumv2.BGPServiceOptions{Addresses: []ciliumv2.BGPServiceAddressType{ciliumv2.BGPLoadBalancerIPAddr}},
@@ -75,9 +76,9 @@ func RenderAdvertisement(dp string, s dynamicprefix.Subnet, poolSelector map[str
 		}
 		adv.Selector = &sel
 	}
-	if s.BGP != nil && s.BGP.Community != "" {
+	if s.Community != "" {
 		adv.Attributes = &ciliumv2.BGPAttributes{Communities: &ciliumv2.BGPCommunities{
-			Standard: []ciliumv2.BGPStandardCommunity{ciliumv2.BGPStandardCommunity(s.BGP.Community)}}}
+			Standard: []ciliumv2.BGPStandardCommunity{ciliumv2.BGPStandardCommunity(s.Community)}}}
 	}
 	spec, err := backend.ToMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
 	if err != nil {

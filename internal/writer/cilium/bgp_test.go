@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 func TestRenderAdvertisement(t *testing.T) {
-	s := dynamicprefix.Subnet{Name: "Svc_1", PrefixLength: 112, BGP: &dynamicprefix.BGP{Advertise: true, Community: "65000:100"}}
+	s := spec.Subnet{Name: "Svc_1", Length: 112, Advertise: true, Community: "65000:100"}
 	a, err := RenderAdvertisement("home", s, map[string]any{"matchLabels": map[string]any{"pool": "public"}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package dynamicprefix holds the dynamic-prefix.io/v1alpha1 DynamicPrefix API
-// (field-compatible with the operator users already run), its defaults, and the
-// validation the writer applies before acting on a spec.
+// types (field-compatible with the operator users already run) and the
+// annotation keys of that API. It only describes the wire format: defaults and
+// validation live in package spec, which parses a Spec into the model every
+// part of the writer reads.
 package dynamicprefix
 
 import (
@@ -136,16 +138,4 @@ func FromUnstructured(u *unstructured.Unstructured) (*DynamicPrefix, error) {
 		return nil, fmt.Errorf("dynamicprefix: decoding %q: %w", u.GetName(), err)
 	}
 	return &dp, nil
-}
-
-// RAEnabled reports whether the spec follows Router Advertisements.
-func (s Spec) RAEnabled() bool {
-	ra := s.Acquisition.RouterAdvertisement
-	return ra != nil && (ra.Enabled == nil || *ra.Enabled)
-}
-
-// RequireGlobalUnicast is the prefix filter's setting (default true).
-func (s Spec) RequireGlobalUnicast() bool {
-	f := s.Acquisition.PrefixFilter
-	return f == nil || f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
 }

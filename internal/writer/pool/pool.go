@@ -6,7 +6,6 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -14,11 +13,8 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
-
-// ErrSpec is wrapped by errors caused by the DynamicPrefix spec or the pool's
-// annotations (a fix by the user heals them).
-var ErrSpec = errors.New("pool: cannot render")
 
 // Follow is what a pool's annotations ask for.
 type Follow struct {
@@ -29,10 +25,11 @@ type Follow struct {
 
 // Desired returns the managed entries for the pooled prefixes, current first. With
 // cidrOnly (CIDR groups, Calico) a range becomes its smallest covering CIDR.
-func Desired(spec dynamicprefix.Spec, f Follow, pooled []netip.Prefix, cidrOnly bool) ([]string, error) {
+// Errors wrap spec.ErrInvalid.
+func Desired(m spec.Model, f Follow, pooled []netip.Prefix, cidrOnly bool) ([]string, error) {
 	var out []string
 	for _, p := range pooled {
-		e, err := entry(spec, f, p, cidrOnly)
+		e, err := entry(m, f, p, cidrOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -43,42 +40,27 @@ func Desired(spec dynamicprefix.Spec, f Follow, pooled []netip.Prefix, cidrOnly 
 	return out, nil
 }
 
-func entry(spec dynamicprefix.Spec, f Follow, p netip.Prefix, cidrOnly bool) (string, error) {
+func entry(m spec.Model, f Follow, p netip.Prefix, cidrOnly bool) (string, error) {
 	switch {
 	case f.AddressRange != "" && f.Subnet != "":
-		return "", fmt.Errorf("%w: both %s and %s are set", ErrSpec, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
+		return "", fmt.Errorf("%w: both %s and %s are set", spec.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
 	case f.AddressRange != "":
-		i := slices.IndexFunc(spec.AddressRanges, func(r dynamicprefix.AddressRange) bool { return r.Name == f.AddressRange })
-		if i < 0 {
-			return "", fmt.Errorf("%w: DynamicPrefix %q has no address range %q", ErrSpec, f.DynamicPrefix, f.AddressRange)
-		}
-		r := spec.AddressRanges[i]
-		start, err1 := netip.ParseAddr(r.Start)
-		end, err2 := netip.ParseAddr(r.End)
-		if err := errors.Join(err1, err2); err != nil {
-			return "", fmt.Errorf("%w: address range %q: %v", ErrSpec, r.Name, err)
-		}
-		first, last, err := prefix.Range(p, start, end)
+		first, last, err := m.Range(f.AddressRange, p)
 		if err != nil {
-			return "", fmt.Errorf("%w: address range %q on %s: %v", ErrSpec, r.Name, p, err)
+			return "", err
 		}
 		if cidrOnly {
 			c, err := prefix.Covering(first, last)
 			if err != nil {
-				return "", fmt.Errorf("%w: %v", ErrSpec, err)
+				return "", fmt.Errorf("%w: %w", spec.ErrInvalid, err)
 			}
 			return c.String(), nil
 		}
 		return first.String() + "-" + last.String(), nil
 	case f.Subnet != "":
-		i := slices.IndexFunc(spec.Subnets, func(s dynamicprefix.Subnet) bool { return s.Name == f.Subnet })
-		if i < 0 {
-			return "", fmt.Errorf("%w: DynamicPrefix %q has no subnet %q", ErrSpec, f.DynamicPrefix, f.Subnet)
-		}
-		s := spec.Subnets[i]
-		sub, err := prefix.Subnet(p, s.Offset, s.PrefixLength)
+		sub, err := m.Subnet(f.Subnet, p)
 		if err != nil {
-			return "", fmt.Errorf("%w: subnet %q on %s: %v", ErrSpec, s.Name, p, err)
+			return "", err
 		}
 		return sub.String(), nil
 	default:

@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var (
 	cur   = netip.MustParsePrefix("2001:db8:b::/64")
 	old   = netip.MustParsePrefix("2001:db8:a::/64")
-	specR = dynamicprefix.Spec{
+	specR = spec.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
-	}
+	})
 )
 
 func TestDesired(t *testing.T) {
@@ -40,13 +41,13 @@ func TestDesired(t *testing.T) {
 		})
 	}
 	for _, f := range []Follow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := Desired(specR, f, []netip.Prefix{cur}, false); !errors.Is(err, ErrSpec) {
-			t.Errorf("Desired(%+v) err = %v, want ErrSpec", f, err)
+		if _, err := Desired(specR, f, []netip.Prefix{cur}, false); !errors.Is(err, spec.ErrInvalid) {
+			t.Errorf("Desired(%+v) err = %v, want spec.ErrInvalid", f, err)
 		}
 	}
-	bad := dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}}
-	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, false); !errors.Is(err, ErrSpec) {
-		t.Errorf("offset outside the prefix: err = %v, want ErrSpec", err)
+	bad := spec.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
+	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, false); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("offset outside the prefix: err = %v, want spec.ErrInvalid", err)
 	}
 }
 
@@ -75,7 +76,7 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := Desired(dynamicprefix.Spec{}, Follow{}, pooled, false)
+		desired, err := Desired(spec.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, false)
 		if err != nil {
 			t.Fatal(err)
 		}

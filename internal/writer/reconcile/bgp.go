@@ -12,7 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // bgpWatch returns the CiliumBGPAdvertisement informer and resource, nil when
@@ -48,12 +48,12 @@ func (r *Reconciler) watchBGP(gvr schema.GroupVersionResource) *watched {
 // syncBGP makes one CiliumBGPAdvertisement per advertised subnet that a pool
 // uses, patches it only when its rendered spec changes, and deletes the ones no
 // subnet asks for any more. It returns subnet -> advertisement name.
-func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, dp *dynamicprefix.DynamicPrefix) (map[string]string, error) {
+func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, m spec.Model) (map[string]string, error) {
 	bgp, gvr := r.bgpWatch()
 	if bgp == nil {
-		for _, s := range dp.Spec.Subnets {
-			if s.BGP != nil && s.BGP.Advertise {
-				return nil, fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", pool.ErrSpec, s.Name)
+		for _, s := range m.Subnets {
+			if s.Advertise {
+				return nil, fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", spec.ErrInvalid, s.Name)
 			}
 		}
 		return nil, nil
@@ -61,18 +61,18 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 	names := map[string]string{}
 	want := map[string]bool{}
 	var errs []error
-	for _, s := range dp.Spec.Subnets {
-		if s.BGP == nil || !s.BGP.Advertise {
+	for _, s := range m.Subnets {
+		if !s.Advertise {
 			continue
 		}
-		selector, found := r.poolSelector(dp.Name, s.Name)
+		selector, found := r.poolSelector(m.Name, s.Name)
 		if !found {
-			errs = append(errs, fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", pool.ErrSpec, s.Name))
+			errs = append(errs, fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", spec.ErrInvalid, s.Name))
 			continue
 		}
-		a, err := cilium.RenderAdvertisement(dp.Name, s, selector)
+		a, err := cilium.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %v", pool.ErrSpec, err))
+			errs = append(errs, fmt.Errorf("%w: %v", spec.ErrInvalid, err))
 			continue
 		}
 		want[a.Name] = true
@@ -90,11 +90,11 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 				continue
 			}
 			if cilium.SameAdvertisement(live, a) {
-				r.calm(key, dp.Name)
+				r.calm(key, m.Name)
 				continue
 			}
 		}
-		if err := r.permit(key, u, dp.Name); err != nil {
+		if err := r.permit(key, u, m.Name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -113,7 +113,7 @@ func (r *Reconciler) syncBGP(ctx context.Context, u *unstructured.Unstructured, 
 	for _, o := range bgp.store().List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
-		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp.Name || want[live.GetName()] {
+		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != m.Name || want[live.GetName()] {
 			continue
 		}
 		if err := r.client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{

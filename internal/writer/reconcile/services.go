@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
@@ -90,8 +91,8 @@ func liveAnnotations(m *metav1.PartialObjectMetadata) service.Annotations {
 }
 
 // syncServices renders the HA-mode Services following dp.
-func (r *Reconciler) syncServices(ctx context.Context, dp *dynamicprefix.DynamicPrefix, d aggregate.Decision) []error {
-	if dp.Spec.Transition == nil || dp.Spec.Transition.Mode != "ha" {
+func (r *Reconciler) syncServices(ctx context.Context, dp *dynamicprefix.DynamicPrefix, model spec.Model, d aggregate.Decision) []error {
+	if !model.HA {
 		return nil
 	}
 	var errs []error
@@ -105,7 +106,7 @@ func (r *Reconciler) syncServices(ctx context.Context, dp *dynamicprefix.Dynamic
 		if w, ok := r.remembered(key, m.ResourceVersion); ok {
 			live = w.(service.Annotations)
 		}
-		want, err := service.Render(dp.Spec, service.FollowOf(m.Annotations), d.Pooled, live)
+		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			r.announce("svc/"+key, serviceRef(m), true, "InvalidServiceAnnotations", err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/budget"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/spec"
 	"github.com/renumber/renumber/internal/writer/status"
 )
 
@@ -38,9 +39,10 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	if w, ok := r.remembered("dp/"+name, u.GetResourceVersion()); ok {
 		dp.Status = w.(dynamicprefix.Status)
 	}
+	m := spec.Parse(name, dp.Spec)
 	now := r.clock.Now()
 	reports, lapse := r.reports(now)
-	d := aggregate.Decide(dp.Spec, dp.Status, reports, now)
+	d := aggregate.Decide(m, dp.Status, reports, now)
 	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
 		d.Wake = lapse
 	}
@@ -50,8 +52,10 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 	}
 
 	var problems status.Problems
-	if _, _, err := status.Derived(dp.Spec, d.Current); d.Current.IsValid() && err != nil {
-		problems.Spec = err
+	if d.Current.IsValid() {
+		problems.Spec = m.Check(d.Current)
+	} else {
+		problems.Spec = m.Err
 	}
 	var poolErrs []error
 	if d.Current.IsValid() && problems.Spec == nil {
@@ -63,7 +67,7 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 					continue
 				}
 				if err == nil {
-					err = r.syncPool(ctx, p.kind, pu, po, dp, d)
+					err = r.syncPool(ctx, p.kind, pu, po, dp, m, d)
 				}
 				if err != nil {
 					if ctx.Err() != nil {
@@ -73,15 +77,15 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 				}
 			}
 		}
-		poolErrs = append(poolErrs, r.syncServices(ctx, dp, d)...)
-		problems.BGP, problems.BGPErr = r.syncBGP(ctx, u, dp)
+		poolErrs = append(poolErrs, r.syncServices(ctx, dp, m, d)...)
+		problems.BGP, problems.BGPErr = r.syncBGP(ctx, u, m)
 	}
 	problems.Pools = errors.Join(poolErrs...)
 	if problems.Spec != nil {
 		r.announce("dp/"+name, u, true, "InvalidSpec", problems.Spec.Error())
 	}
 
-	st := status.Render(dp, d, problems, now)
+	st := status.Render(dp, m, d, problems, now)
 	if status.Equal(st, dp.Status) {
 		r.calm("dynamicprefixes/"+name, name)
 	} else {
@@ -113,20 +117,20 @@ func (r *Reconciler) syncDynamicPrefix(ctx context.Context, name string) error {
 		if e == nil {
 			continue
 		}
-		if !errors.Is(e, pool.ErrSpec) && !errors.Is(e, budget.ErrExceeded) {
+		if !errors.Is(e, spec.ErrInvalid) && !errors.Is(e, budget.ErrExceeded) {
 			retry = append(retry, e)
 		}
 	}
 	return errors.Join(retry...)
 }
 
-func (r *Reconciler) syncPool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, dp *dynamicprefix.DynamicPrefix, d aggregate.Decision) error {
+func (r *Reconciler) syncPool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision) error {
 	key := k.Resource + "/" + po.Key()
 	if w, ok := r.remembered(key, po.ResourceVersion); ok {
 		wr := w.([2][]string)
 		po.Entries, po.Record, po.HasRecord = wr[0], wr[1], len(wr[1]) > 0
 	}
-	desired, err := pool.Desired(dp.Spec, po.Follow, d.Pooled, k.CIDROnly)
+	desired, err := pool.Desired(m, po.Follow, d.Pooled, k.CIDROnly)
 	if err != nil {
 		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 		r.announce("pool/"+key, u, true, "InvalidPoolReference", err.Error())

@@ -14,6 +14,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Annotations read and written on Services.
@@ -50,54 +51,37 @@ func FollowOf(ann map[string]string) Follow {
 
 // Address is the Service's address on prefix p: the static suffix spliced onto
 // the prefix (with a service address range, the result must lie inside that
-// range), or onto the named subnet.
-func Address(spec dynamicprefix.Spec, f Follow, p netip.Prefix) (netip.Addr, error) {
+// range), or onto the named subnet. Errors wrap spec.ErrInvalid.
+func Address(m spec.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
 	if f.Suffix == "" {
-		return netip.Addr{}, fmt.Errorf("%w: %s is required", pool.ErrSpec, AnnotationSuffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s is required", spec.ErrInvalid, AnnotationSuffix)
 	}
 	suffix, err := netip.ParseAddr(f.Suffix)
 	if err != nil || !suffix.Is6() {
-		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", pool.ErrSpec, AnnotationSuffix, f.Suffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", spec.ErrInvalid, AnnotationSuffix, f.Suffix)
 	}
 	base := p
 	switch {
 	case f.Range != "" && f.Subnet != "":
-		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", pool.ErrSpec, AnnotationRange, AnnotationSubnet)
+		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", spec.ErrInvalid, AnnotationRange, AnnotationSubnet)
 	case f.Range != "":
-		i := slices.IndexFunc(spec.AddressRanges, func(r dynamicprefix.AddressRange) bool { return r.Name == f.Range })
-		if i < 0 {
-			return netip.Addr{}, fmt.Errorf("%w: DynamicPrefix %q has no address range %q", pool.ErrSpec, f.DynamicPrefix, f.Range)
-		}
-		r := spec.AddressRanges[i]
-		start, err1 := netip.ParseAddr(r.Start)
-		end, err2 := netip.ParseAddr(r.End)
-		if err1 != nil || err2 != nil {
-			return netip.Addr{}, fmt.Errorf("%w: address range %q is not valid", pool.ErrSpec, r.Name)
-		}
-		first, last, err := prefix.Range(p, start, end)
+		first, last, err := m.Range(f.Range, p)
 		if err != nil {
-			return netip.Addr{}, fmt.Errorf("%w: %v", pool.ErrSpec, err)
+			return netip.Addr{}, err
 		}
 		a, err := prefix.Splice(p, suffix)
 		if err != nil || a.Less(first) || last.Less(a) {
-			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", pool.ErrSpec, f.Suffix, r.Name)
+			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", spec.ErrInvalid, f.Suffix, f.Range)
 		}
 		return a, nil
 	case f.Subnet != "":
-		i := slices.IndexFunc(spec.Subnets, func(s dynamicprefix.Subnet) bool { return s.Name == f.Subnet })
-		if i < 0 {
-			return netip.Addr{}, fmt.Errorf("%w: DynamicPrefix %q has no subnet %q", pool.ErrSpec, f.DynamicPrefix, f.Subnet)
+		if base, err = m.Subnet(f.Subnet, p); err != nil {
+			return netip.Addr{}, err
 		}
-		s := spec.Subnets[i]
-		sub, err := prefix.Subnet(p, s.Offset, s.PrefixLength)
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("%w: %v", pool.ErrSpec, err)
-		}
-		base = sub
 	}
 	a, err := prefix.Splice(base, suffix)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%w: %v", pool.ErrSpec, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
 	}
 	return a, nil
 }
@@ -111,10 +95,10 @@ type Annotations struct {
 
 // Render merges the managed addresses for the pooled prefixes (current first)
 // with what the Service carries now.
-func Render(spec dynamicprefix.Spec, f Follow, pooled []netip.Prefix, live Annotations) (Annotations, error) {
+func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations) (Annotations, error) {
 	var addrs []string
 	for _, p := range pooled {
-		a, err := Address(spec, f, p)
+		a, err := Address(m, f, p)
 		if err != nil {
 			return Annotations{}, err
 		}

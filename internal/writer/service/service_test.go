@@ -7,16 +7,16 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var (
 	cur  = netip.MustParsePrefix("2001:db8:b::/64")
 	old  = netip.MustParsePrefix("2001:db8:a::/64")
-	spec = dynamicprefix.Spec{
+	model = spec.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
-	}
+	})
 )
 
 func TestAddress(t *testing.T) {
@@ -31,14 +31,14 @@ func TestAddress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Address(spec, tt.f, cur)
+			got, err := Address(model, tt.f, cur)
 			if err != nil || got.String() != tt.want {
 				t.Errorf("Address = %v, %v; want %s", got, err, tt.want)
 			}
 		})
 	}
 	for _, f := range []Follow{{}, {Suffix: "nope"}, {Suffix: "::1", Range: "lb"}, {Suffix: "::1", Subnet: "x"}, {Suffix: "::1:0:0", Subnet: "svc"}} {
-		if _, err := Address(spec, f, cur); !errors.Is(err, pool.ErrSpec) {
+		if _, err := Address(model, f, cur); !errors.Is(err, spec.ErrInvalid) {
 			t.Errorf("Address(%+v) err = %v, want ErrSpec", f, err)
 		}
 	}
@@ -52,7 +52,7 @@ func TestRenderHA(t *testing.T) {
 		Targets:        []string{"lb.example.org", "2001:db8:a::ffff:0:1"},
 		ManagedTargets: []string{"2001:db8:a::ffff:0:1"},
 	}
-	got, err := Render(spec, f, []netip.Prefix{cur, old}, live)
+	got, err := Render(model, f, []netip.Prefix{cur, old}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +62,13 @@ func TestRenderHA(t *testing.T) {
 	if want := []string{"lb.example.org", "2001:db8:b::ffff:0:1"}; !slices.Equal(got.Targets, want) {
 		t.Errorf("targets = %q, want user hostname + current only %q", got.Targets, want)
 	}
-	again, _ := Render(spec, f, []netip.Prefix{cur, old}, got)
+	again, _ := Render(model, f, []netip.Prefix{cur, old}, got)
 	if !slices.Equal(again.IPs, got.IPs) || !slices.Equal(again.Targets, got.Targets) {
 		t.Error("rendering twice changes the Service")
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Render(spec, skip, []netip.Prefix{cur}, live)
+	got, _ = Render(model, skip, []netip.Prefix{cur}, live)
 	if !slices.Equal(got.Targets, []string{"lb.example.org"}) || len(got.ManagedTargets) != 0 {
 		t.Errorf("skip-external-dns-update: targets %q record %q", got.Targets, got.ManagedTargets)
 	}

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -18,7 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/budget"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Condition types.
@@ -39,8 +37,9 @@ type Problems struct {
 	BGPErr error
 }
 
-// Render returns the status for dp given the decision at now.
-func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, now time.Time) dynamicprefix.Status {
+// Render returns the status for dp (whose spec parsed to m) given the decision
+// at now.
+func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision, p Problems, now time.Time) dynamicprefix.Status {
 	prev := dp.Status
 	st := dynamicprefix.Status{
 		PrefixSource:       d.Source,
@@ -51,7 +50,7 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 	}
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
-		ranges, subnets, err := Derived(dp.Spec, d.Current)
+		ranges, subnets, err := m.Derived(d.Current)
 		if err != nil && p.Spec == nil {
 			p.Spec = err
 		}
@@ -87,12 +86,8 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 	} else {
 		set(PoolsSynced, true, "Synced", "every following pool holds the current entries")
 	}
-	advertises := false
-	for _, s := range dp.Spec.Subnets {
-		advertises = advertises || (s.BGP != nil && s.BGP.Advertise)
-	}
 	switch {
-	case !advertises:
+	case !m.Advertises():
 		meta.RemoveStatusCondition(&st.Conditions, BGPAdvertisementReady)
 	case p.BGPErr != nil:
 		set(BGPAdvertisementReady, false, "AdvertisementMissing", p.BGPErr.Error())
@@ -104,7 +99,7 @@ func Render(dp *dynamicprefix.DynamicPrefix, d aggregate.Decision, p Problems, n
 	if p.Spec != nil {
 		degraded, reason = append(degraded, p.Spec.Error()), "InvalidSpec"
 	}
-	if dp.Spec.Acquisition.DHCPv6PD != nil && !dp.Spec.RAEnabled() {
+	if m.DHCPv6PD && !m.RA {
 		degraded, reason = append(degraded, "DHCPv6-PD acquisition is not implemented; enable routerAdvertisement"), "DHCPv6PDUnsupported"
 	}
 	if p.Pools != nil && p.Spec == nil {
@@ -140,31 +135,4 @@ func normal(s dynamicprefix.Status) dynamicprefix.Status {
 		s.Conditions = nil
 	}
 	return s
-}
-
-// Derived computes status.addressRanges and status.subnets for the current prefix.
-func Derived(spec dynamicprefix.Spec, current netip.Prefix) ([]dynamicprefix.AddressRangeStatus, []dynamicprefix.SubnetStatus, error) {
-	var ranges []dynamicprefix.AddressRangeStatus
-	var subnets []dynamicprefix.SubnetStatus
-	for _, r := range spec.AddressRanges {
-		start, err1 := netip.ParseAddr(r.Start)
-		end, err2 := netip.ParseAddr(r.End)
-		if err1 != nil || err2 != nil {
-			return nil, nil, fmt.Errorf("address range %q: start and end must be IPv6 suffixes", r.Name)
-		}
-		first, last, err := prefix.Range(current, start, end)
-		if err != nil {
-			return nil, nil, fmt.Errorf("address range %q: %w", r.Name, err)
-		}
-		c, _ := prefix.Covering(first, last)
-		ranges = append(ranges, dynamicprefix.AddressRangeStatus{Name: r.Name, Start: first.String(), End: last.String(), CIDR: c.String()})
-	}
-	for _, s := range spec.Subnets {
-		sub, err := prefix.Subnet(current, s.Offset, s.PrefixLength)
-		if err != nil {
-			return nil, nil, fmt.Errorf("subnet %q: %w", s.Name, err)
-		}
-		subnets = append(subnets, dynamicprefix.SubnetStatus{Name: s.Name, CIDR: sub.String()})
-	}
-	return ranges, subnets, nil
 }

@@ -1,0 +1,226 @@
+// Package spec parses a DynamicPrefix spec once into a validated model: the
+// acquisition settings with their defaults, the prefix filter, and the named
+// address ranges and subnets, parsed. Every consumer (aggregation, pools,
+// Services, status) reads the model and resolves names against a prefix here,
+// never from the raw strings. Pure.
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/prefix"
+)
+
+// ErrInvalid is wrapped by every error caused by a DynamicPrefix spec or by an
+// object's annotations that name parts of it: a fix by the user heals it, so
+// retrying does not.
+var ErrInvalid = errors.New("spec: cannot be used as written")
+
+// Model is a DynamicPrefix spec, parsed.
+type Model struct {
+	Name string // the DynamicPrefix, for messages
+	// Interface is the link followed ("" follows every link the agents watch).
+	Interface  string
+	RA         bool // routerAdvertisement acquisition is enabled
+	DHCPv6PD   bool // dhcpv6pd acquisition is asked for
+	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
+	Allowed    []netip.Prefix
+	Quorum     int // nodes that must report a prefix as preferred (at least 1)
+	MaxHistory int // earlier prefixes kept in status.history (1..10)
+	HA         bool
+	Ranges     []Range
+	Subnets    []Subnet
+	// Err says what is wrong with the spec whatever the prefix (unparsable
+	// suffixes or allowed prefixes); nil when nothing is. Whether a range or
+	// subnet fits a prefix is known only once there is one (Check).
+	Err error
+}
+
+// Range is a named address range: host-part suffixes spliced onto a prefix.
+type Range struct {
+	Name       string
+	Start, End netip.Addr // invalid when the spec's value does not parse
+}
+
+// Subnet is the Offset-th subnet of length Length inside a prefix.
+type Subnet struct {
+	Name      string
+	Offset    int64
+	Length    int
+	Advertise bool   // bgp.advertise
+	Community string // bgp.community
+}
+
+// Parse reads spec. It never fails as a whole: what cannot be used is in Err.
+func Parse(name string, s dynamicprefix.Spec) Model {
+	m := Model{Name: name, GlobalOnly: true, Quorum: 1, MaxHistory: 2}
+	var errs []error
+	a := s.Acquisition
+	if ra := a.RouterAdvertisement; ra != nil {
+		m.Interface = ra.Interface
+		m.RA = ra.Enabled == nil || *ra.Enabled
+	}
+	m.DHCPv6PD = a.DHCPv6PD != nil
+	if q := a.Quorum; q != nil && *q > 0 {
+		m.Quorum = *q
+	}
+	if f := a.PrefixFilter; f != nil {
+		m.GlobalOnly = f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
+		for _, v := range f.AllowedPrefixes {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("allowedPrefixes: %q is not a prefix", v))
+				continue
+			}
+			m.Allowed = append(m.Allowed, p.Masked())
+		}
+		if len(f.AllowedPrefixes) > 0 && len(m.Allowed) == 0 {
+			// Every entry was garbage: an allowlist that allows nothing stays one.
+			m.Allowed = []netip.Prefix{}
+		}
+	}
+	if t := s.Transition; t != nil {
+		m.HA = t.Mode == "ha"
+		if t.MaxPrefixHistory > 0 {
+			m.MaxHistory = min(t.MaxPrefixHistory, 10)
+		}
+	}
+	for _, r := range s.AddressRanges {
+		start, err1 := netip.ParseAddr(r.Start)
+		end, err2 := netip.ParseAddr(r.End)
+		if err1 != nil || err2 != nil || !start.Is6() || !end.Is6() {
+			errs = append(errs, fmt.Errorf("address range %q: start and end must be IPv6 suffixes", r.Name))
+			start, end = netip.Addr{}, netip.Addr{}
+		}
+		m.Ranges = append(m.Ranges, Range{Name: r.Name, Start: start, End: end})
+	}
+	for _, sub := range s.Subnets {
+		out := Subnet{Name: sub.Name, Offset: sub.Offset, Length: sub.PrefixLength}
+		if sub.BGP != nil {
+			out.Advertise, out.Community = sub.BGP.Advertise, sub.BGP.Community
+		}
+		m.Subnets = append(m.Subnets, out)
+	}
+	if len(errs) > 0 {
+		m.Err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return m
+}
+
+// Advertises reports whether any subnet asks for a BGP advertisement.
+func (m Model) Advertises() bool {
+	for _, s := range m.Subnets {
+		if s.Advertise {
+			return true
+		}
+	}
+	return false
+}
+
+// Accept says why the model refuses p, or "" when it accepts it. This is the one
+// home of the acceptability rules.
+func (m Model) Accept(p netip.Prefix) string {
+	if m.GlobalOnly && !digest.GlobalUnicast(p) {
+		return "not global unicast (outside 2000::/3)"
+	}
+	if m.Allowed != nil {
+		for _, a := range m.Allowed {
+			if a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
+				return ""
+			}
+		}
+		return "outside allowedPrefixes"
+	}
+	return ""
+}
+
+// Range returns the first and last address of the named range on p.
+func (m Model) Range(name string, p netip.Prefix) (first, last netip.Addr, err error) {
+	i := m.rangeIndex(name)
+	if i < 0 {
+		return first, last, fmt.Errorf("%w: DynamicPrefix %q has no address range %q", ErrInvalid, m.Name, name)
+	}
+	r := m.Ranges[i]
+	if !r.Start.IsValid() {
+		return first, last, fmt.Errorf("%w: address range %q: start and end must be IPv6 suffixes", ErrInvalid, r.Name)
+	}
+	first, last, err = prefix.Range(p, r.Start, r.End)
+	if err != nil {
+		return first, last, fmt.Errorf("%w: address range %q on %s: %w", ErrInvalid, r.Name, p, err)
+	}
+	return first, last, nil
+}
+
+// Subnet returns the named subnet of p.
+func (m Model) Subnet(name string, p netip.Prefix) (netip.Prefix, error) {
+	i := m.subnetIndex(name)
+	if i < 0 {
+		return netip.Prefix{}, fmt.Errorf("%w: DynamicPrefix %q has no subnet %q", ErrInvalid, m.Name, name)
+	}
+	s := m.Subnets[i]
+	sub, err := prefix.Subnet(p, s.Offset, s.Length)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%w: subnet %q on %s: %w", ErrInvalid, s.Name, p, err)
+	}
+	return sub, nil
+}
+
+// Check reports whether the whole spec can be used with current: Err, or the
+// first range or subnet that does not fit it.
+func (m Model) Check(current netip.Prefix) error {
+	if m.Err != nil {
+		return m.Err
+	}
+	for _, r := range m.Ranges {
+		if _, _, err := m.Range(r.Name, current); err != nil {
+			return err
+		}
+	}
+	for _, s := range m.Subnets {
+		if _, err := m.Subnet(s.Name, current); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Derived computes status.addressRanges and status.subnets on current.
+func (m Model) Derived(current netip.Prefix) ([]dynamicprefix.AddressRangeStatus, []dynamicprefix.SubnetStatus, error) {
+	if err := m.Check(current); err != nil {
+		return nil, nil, err
+	}
+	var ranges []dynamicprefix.AddressRangeStatus
+	for _, r := range m.Ranges {
+		first, last, _ := m.Range(r.Name, current)
+		c, _ := prefix.Covering(first, last)
+		ranges = append(ranges, dynamicprefix.AddressRangeStatus{Name: r.Name, Start: first.String(), End: last.String(), CIDR: c.String()})
+	}
+	var subnets []dynamicprefix.SubnetStatus
+	for _, s := range m.Subnets {
+		sub, _ := m.Subnet(s.Name, current)
+		subnets = append(subnets, dynamicprefix.SubnetStatus{Name: s.Name, CIDR: sub.String()})
+	}
+	return ranges, subnets, nil
+}
+
+func (m Model) rangeIndex(name string) int {
+	for i, r := range m.Ranges {
+		if r.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m Model) subnetIndex(name string) int {
+	for i, s := range m.Subnets {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,183 @@
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+)
+
+var cur = netip.MustParsePrefix("2001:db8:b::/64")
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseDefaults(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}})
+	want := Model{Name: "home", RA: true, GlobalOnly: true, Quorum: 1, MaxHistory: 2}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		spec    dynamicprefix.Spec
+		check   func(Model) bool
+		invalid bool
+	}{
+		{"RA disabled", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Enabled: ptr(false)}}},
+			func(m Model) bool { return !m.RA }, false},
+		{"DHCPv6-PD only", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}},
+			func(m Model) bool { return m.DHCPv6PD && !m.RA }, false},
+		{"quorum 0 means 1", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{Quorum: ptr(0)}},
+			func(m Model) bool { return m.Quorum == 1 }, false},
+		{"history capped at 10", dynamicprefix.Spec{Transition: &dynamicprefix.Transition{Mode: "ha", MaxPrefixHistory: 50}},
+			func(m Model) bool { return m.MaxHistory == 10 && m.HA }, false},
+		{"filter off", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{RequireGlobalUnicast: ptr(false)}}},
+			func(m Model) bool { return !m.GlobalOnly }, false},
+		{"allowed prefixes masked", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::1/48"}}}},
+			func(m Model) bool { return len(m.Allowed) == 1 && m.Allowed[0].String() == "2001:db8:a::/48" }, false},
+		{"garbage allowed prefix", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"nope"}}}},
+			func(m Model) bool { return m.Allowed != nil && len(m.Allowed) == 0 }, true},
+		{"range suffix not an address", dynamicprefix.Spec{AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "x", End: "::1"}}},
+			func(m Model) bool { return len(m.Ranges) == 1 && !m.Ranges[0].Start.IsValid() }, true},
+		{"range suffix IPv4", dynamicprefix.Spec{AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "10.0.0.1", End: "::1"}}},
+			func(m Model) bool { return true }, true},
+		{"subnet with BGP", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80, BGP: &dynamicprefix.BGP{Advertise: true, Community: "65000:1"}}}},
+			func(m Model) bool {
+				return m.Advertises() && m.Subnets[0] == Subnet{Name: "s", Offset: 2, Length: 80, Advertise: true, Community: "65000:1"}
+			}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Parse("home", tt.spec)
+			if !tt.check(m) {
+				t.Errorf("model = %+v", m)
+			}
+			if got := m.Err != nil; got != tt.invalid {
+				t.Errorf("Err = %v, want invalid %v", m.Err, tt.invalid)
+			}
+			if m.Err != nil && !errors.Is(m.Err, ErrInvalid) {
+				t.Errorf("Err %v does not wrap ErrInvalid", m.Err)
+			}
+		})
+	}
+}
+
+func TestAccept(t *testing.T) {
+	allow := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}}})
+	open := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{RequireGlobalUnicast: ptr(false)}}})
+	nothing := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"nope"}}}})
+	tests := []struct {
+		name   string
+		m      Model
+		prefix string
+		want   string
+	}{
+		{"global unicast by default", Parse("home", dynamicprefix.Spec{}), "2001:db8:b::/64", ""},
+		{"ULA refused by default", Parse("home", dynamicprefix.Spec{}), "fd00::/64", "not global unicast (outside 2000::/3)"},
+		{"link-local refused", Parse("home", dynamicprefix.Spec{}), "fe80::/64", "not global unicast (outside 2000::/3)"},
+		{"shorter than 2000::/3 refused", Parse("home", dynamicprefix.Spec{}), "::/0", "not global unicast (outside 2000::/3)"},
+		{"ULA with the filter off", open, "fd00::/64", ""},
+		{"inside the allowlist", allow, "2001:db8:a:1::/64", ""},
+		{"outside the allowlist", allow, "2001:db8:b::/64", "outside allowedPrefixes"},
+		{"wider than the allowlist entry", allow, "2001:db8::/32", "outside allowedPrefixes"},
+		{"an allowlist of garbage allows nothing", nothing, "2001:db8:a::/64", "outside allowedPrefixes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.m.Accept(netip.MustParsePrefix(tt.prefix)); got != tt.want {
+				t.Errorf("Accept(%s) = %q, want %q", tt.prefix, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolution(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{
+		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
+		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
+	})
+	first, last, err := m.Range("lb", cur)
+	if err != nil || first.String() != "2001:db8:b:0:f000::" || last.String() != "2001:db8:b:0:ffff:ffff:ffff:ffff" {
+		t.Errorf("Range = %v %v %v", first, last, err)
+	}
+	if sub, err := m.Subnet("svc", cur); err != nil || sub.String() != "2001:db8:b::1:0/112" {
+		t.Errorf("Subnet = %v %v", sub, err)
+	}
+	ranges, subnets, err := m.Derived(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantR := []dynamicprefix.AddressRangeStatus{{Name: "lb", Start: "2001:db8:b:0:f000::", End: "2001:db8:b:0:ffff:ffff:ffff:ffff", CIDR: "2001:db8:b:0:f000::/68"}}
+	wantS := []dynamicprefix.SubnetStatus{{Name: "svc", CIDR: "2001:db8:b::1:0/112"}}
+	if diff := cmp.Diff(wantR, ranges); diff != "" {
+		t.Errorf("ranges (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantS, subnets); diff != "" {
+		t.Errorf("subnets (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"nope", ""} {
+		if _, _, err := m.Range(name, cur); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Range(%q) err = %v, want ErrInvalid", name, err)
+		}
+		if _, err := m.Subnet(name, cur); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Subnet(%q) err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// A range or subnet that fits one prefix may not fit another: Check says so
+// for the prefix at hand, and only then.
+func TestCheckDependsOnThePrefix(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{
+		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
+		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 3, PrefixLength: 64}},
+	})
+	if err := m.Check(netip.MustParsePrefix("2001:db8::/56")); err != nil {
+		t.Errorf("a /56 fits: %v", err)
+	}
+	for _, p := range []string{"2001:db8::/64", "2001:db8::/63"} { // offset 3 needs 2 bits
+		if err := m.Check(netip.MustParsePrefix(p)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Check(%s) = %v, want ErrInvalid", p, err)
+		}
+	}
+	reversed := Parse("home", dynamicprefix.Spec{AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::f000:0:0:0"}}})
+	if err := reversed.Check(cur); !errors.Is(err, ErrInvalid) {
+		t.Errorf("start after end: %v", err)
+	}
+	if _, _, err := reversed.Derived(cur); err == nil {
+		t.Error("Derived accepted a reversed range")
+	}
+}
+
+// FuzzParse: any spec the API server could hand us parses without a panic, and
+// every resolution against any prefix either works or says ErrInvalid.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"acquisition":{"routerAdvertisement":{}},"addressRanges":[{"name":"lb","start":"::f000:0:0:0","end":"::ffff:ffff:ffff:ffff"}],"subnets":[{"name":"s","offset":1,"prefixLength":112}]}`), "2001:db8::/64")
+	f.Add([]byte(`{"acquisition":{"prefixFilter":{"allowedPrefixes":["x","2001:db8::/32"]}},"subnets":[{"name":"s","offset":-1,"prefixLength":200}]}`), "2001:db8::/48")
+	f.Fuzz(func(t *testing.T, raw []byte, p string) {
+		var s dynamicprefix.Spec
+		if json.Unmarshal(raw, &s) != nil {
+			return
+		}
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			return
+		}
+		m := Parse("home", s)
+		_ = m.Accept(pfx)
+		err = m.Check(pfx)
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Check: %v does not wrap ErrInvalid", err)
+		}
+		if _, _, derr := m.Derived(pfx); (derr == nil) != (err == nil) {
+			t.Fatalf("Derived and Check disagree: %v / %v", derr, err)
+		}
+	})
+}

@@ -11,8 +11,8 @@ import (
 )
 
 var (
-	cur  = netip.MustParsePrefix("2001:db8:b::/64")
-	old  = netip.MustParsePrefix("2001:db8:a::/64")
+	cur   = netip.MustParsePrefix("2001:db8:b::/64")
+	old   = netip.MustParsePrefix("2001:db8:a::/64")
 	model = spec.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},

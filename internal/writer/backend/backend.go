@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
@@ -33,6 +34,12 @@ type Kind struct {
 	Entries func(*unstructured.Unstructured) ([]string, error)
 	// Spec renders entries as the spec fields to merge-patch.
 	Spec func([]string) (map[string]any, error)
+}
+
+// Cached is one pool kind and the cache of its objects.
+type Cached struct {
+	Kind  *Kind
+	Store cache.Store
 }
 
 // Object is one pool-like object, backend-neutral.

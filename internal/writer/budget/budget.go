@@ -6,6 +6,7 @@ package budget
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,14 @@ type Limits struct {
 	ObjectPerMinute float64 // sustained writes per object
 	TotalBurst      int
 	TotalPerMinute  float64
+}
+
+// Flags registers the breaker's flags on fs, filling l.
+func (l *Limits) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&l.ObjectBurst, "budget-object-burst", 5, "write-storm breaker: writes one object may take at once")
+	fs.Float64Var(&l.ObjectPerMinute, "budget-object-per-minute", 2, "write-storm breaker: sustained writes per object per minute")
+	fs.IntVar(&l.TotalBurst, "budget-total-burst", 200, "write-storm breaker: writes of all objects at once (a prefix change writes each managed object once)")
+	fs.Float64Var(&l.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
 }
 
 // Validate rejects limits that would block every write.

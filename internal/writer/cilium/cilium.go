@@ -31,9 +31,12 @@ func Discover(disc backend.Discovery) ([]*backend.Kind, schema.GroupVersionResou
 	return out, bgpResource(served), nil
 }
 
+// PoolResource is the CiliumLoadBalancerIPPool resource.
+const PoolResource = "ciliumloadbalancerippools"
+
 func poolKind() *backend.Kind {
 	return &backend.Kind{
-		Name: "CiliumLoadBalancerIPPool", Resource: "ciliumloadbalancerippools",
+		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
 		RecordKey: dynamicprefix.AnnotationManagedBlock,
 		Entries: func(u *unstructured.Unstructured) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool

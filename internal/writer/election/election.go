@@ -8,8 +8,10 @@ package election
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,25 @@ type Config struct {
 	LeaseDuration             time.Duration // 60 s
 	RenewDeadline             time.Duration // 40 s
 	RetryPeriod               time.Duration // 5 s
+}
+
+// Flags registers the election's flags on fs, filling c (defaults: the values
+// above; identity from $POD_NAME, namespace from $POD_NAMESPACE).
+func (c *Config) Flags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.Namespace, "namespace", envOr("POD_NAMESPACE", "renumber-system"), "namespace of the leader election Lease")
+	fs.StringVar(&c.Identity, "identity", envOr("POD_NAME", host), "this replica's name in the Lease")
+	fs.StringVar(&c.Name, "lease-name", "renumber-writer", "name of the leader election Lease")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", 60*time.Second, "how long a lease is valid without renewal")
+	fs.DurationVar(&c.RenewDeadline, "renew-deadline", 40*time.Second, "how long the leader keeps trying to renew before it stops writing")
+	fs.DurationVar(&c.RetryPeriod, "retry-period", 5*time.Second, "interval between lease renewals (the only writes at steady state)")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }
 
 // Validate checks the timing rules client-go relies on.

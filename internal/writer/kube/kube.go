@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/client-go/dynamic"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -42,4 +46,40 @@ func Counted(cfg *rest.Config, c *metrics.CounterVec, gate requests.Gate) *rest.
 		return requests.Counting(rt, c, gate)
 	})
 	return out
+}
+
+// Clients are the writer's clients behind the leader gate.
+type Clients struct {
+	Dynamic   dynamic.Interface
+	Metadata  metadata.Interface
+	Nodes     corev1client.NodesGetter // typed, protobuf
+	Events    eventsv1client.EventsGetter
+	Discovery *Discovery
+}
+
+// NewClients builds every client the writer writes with from gated, a config
+// whose writes pass the leader gate. Typed clients per API group, not the whole
+// clientset, and kube.Discovery instead of client-go's: the clientset made
+// every group's client code reachable (with the discovery client, 8 MB of
+// binary and of RSS).
+func NewClients(gated *rest.Config) (Clients, error) {
+	var c Clients
+	var err error
+	if c.Dynamic, err = dynamic.NewForConfig(gated); err != nil {
+		return c, err
+	}
+	if c.Metadata, err = metadata.NewForConfig(gated); err != nil {
+		return c, err
+	}
+	if c.Discovery, err = NewDiscovery(gated); err != nil {
+		return c, err
+	}
+	if c.Events, err = eventsv1client.NewForConfig(gated); err != nil {
+		return c, err
+	}
+	proto := rest.CopyConfig(gated)
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	c.Nodes, err = corev1client.NewForConfig(proto)
+	return c, err
 }

@@ -1,16 +1,49 @@
 package reconcile
 
-import "github.com/renumber/renumber/internal/metrics"
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/writer/apply"
+)
 
 var (
-	metricWrites     = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
-	metricErrors     = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
-	metricRefused    = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
-	metricRelists    = metrics.NewCounterVec("renumber_writer_cache_relists_total", "Caches found behind the API server and re-listed, by resource.", "resource")
-	metricBadDigests = metrics.NewCounter("renumber_writer_invalid_digests_total", "Distinct garbled node digests ignored.")
+	metricWrites  = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
+	metricErrors  = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
+	metricRefused = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricWrites, metricErrors, metricBadDigests, metricRefused, metricRelists}
+	return append(apply.Collectors(), metricErrors)
+}
+
+// stateCollector reports what the caches hold at scrape time, on every replica:
+// no series outlives its object, and standbys report the same as the leader.
+type stateCollector struct{ c *Controller }
+
+var (
+	descThrottled = &metrics.Desc{Name: "renumber_writer_throttled_objects", Type: "gauge",
+		Help: "Objects whose last write the write-storm breaker refused (0 when writes flow)."}
+	descAcquired = &metrics.Desc{Name: "renumber_writer_dynamicprefix_acquired", Type: "gauge", Labels: []string{"name"},
+		Help: "1 when the DynamicPrefix's status has a current prefix."}
+)
+
+// Collector returns the collector of cache-derived gauges.
+func (c *Controller) Collector() metrics.Collector { return stateCollector{c} }
+
+func (s stateCollector) Collect(w *metrics.Writer) {
+	w.Sample(descThrottled, float64(s.c.breaker.Throttled()))
+	for _, o := range s.c.caches.DynamicPrefixes().List() {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		cur, _, _ := unstructured.NestedString(u.Object, "status", "currentPrefix")
+		v := 0.0
+		if cur != "" {
+			v = 1
+		}
+		w.Sample(descAcquired, v, u.GetName())
+	}
 }

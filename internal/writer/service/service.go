@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/prefix"
@@ -28,6 +30,9 @@ const (
 	AnnotationManagedIPs    = "dynamic-prefix.io/managed-ips"
 	AnnotationManagedTarget = "dynamic-prefix.io/managed-targets"
 )
+
+// GVR is the Service resource.
+var GVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
 // Follow is what a Service's annotations ask for.
 type Follow struct {

@@ -1,4 +1,4 @@
-package reconcile
+package votes
 
 import (
 	"io"
@@ -35,10 +35,8 @@ func node(name, value string, ready corev1.ConditionStatus, since string) *corev
 func TestNodeRule(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	ev := &noEvents{}
-	r := &Reconciler{cfg: Config{NodeGrace: 5 * time.Minute}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), recorder: ev,
-		badNodes: map[string]string{}, lapsed: map[string]bool{}, decoded: map[string]decoded{}}
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
-	r.nodes = &watched{inf: inf}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	r := New(5*time.Minute, store.List, slog.New(slog.NewTextHandler(io.Discard, nil)), ev)
 	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
 	for _, n := range []*corev1.Node{
 		node("fresh", a, "", ""), // no kubelet report yet: votes
@@ -47,15 +45,15 @@ func TestNodeRule(t *testing.T) {
 		node("down", a, "False", "2026-11-21T11:50:00Z"),     // 10 min: lapsed
 		node("garbled", "v1;eth0=::/0 <script>", "True", ""), // never votes
 	} {
-		v, err := nodeView(n)
+		v, err := View(n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := inf.GetStore().Add(v); err != nil {
+		if err := store.Add(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, wake := r.reports(now)
+	got, wake := r.Reports(now)
 	var names []string
 	for _, rep := range got {
 		names = append(names, rep.Node)
@@ -70,7 +68,7 @@ func TestNodeRule(t *testing.T) {
 		t.Errorf("%d events, want 1 (the garbled digest)", ev.n)
 	}
 	// Three minutes later flaky lapses too; the garbled digest is not reported again.
-	got, wake = r.reports(now.Add(3 * time.Minute))
+	got, wake = r.Reports(now.Add(3 * time.Minute))
 	if len(got) != 2 || !wake.IsZero() || ev.n != 1 {
 		t.Errorf("later: %d voting, wake %v, %d events; want 2, none, 1", len(got), wake, ev.n)
 	}
@@ -78,16 +76,24 @@ func TestNodeRule(t *testing.T) {
 		t.Errorf("lapsed = %v", r.lapsed)
 	}
 	// down is Ready again: it votes, and is no longer counted as lapsed.
-	v, _ := nodeView(node("down", a, "True", "2026-11-21T12:04:00Z"))
-	if err := inf.GetStore().Update(v); err != nil {
+	v, _ := View(node("down", a, "True", "2026-11-21T12:04:00Z"))
+	if err := store.Update(v); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.reports(now.Add(4 * time.Minute)); len(got) != 3 || r.isLapsed("down") {
+	if got, _ := r.Reports(now.Add(4 * time.Minute)); len(got) != 3 || r.isLapsed("down") {
 		t.Errorf("down back: %d voting, lapsed %v; want 3 and false", len(got), r.isLapsed("down"))
 	}
+	// A deleted Node is forgotten: nothing of it is kept.
+	if err := store.Delete(v); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = r.Reports(now.Add(4 * time.Minute))
+	if _, kept := r.decoded["down"]; len(got) != 2 || kept {
+		t.Errorf("down deleted: %d voting, its digest kept %v; want 2 and false", len(got), kept)
+	}
 	// With the rule off every digest votes.
-	r.cfg.NodeGrace = 0
-	if got, _ := r.reports(now); len(got) != 4 {
-		t.Errorf("rule off: %d voting, want 4", len(got))
+	r.grace = 0
+	if got, _ := r.Reports(now); len(got) != 3 {
+		t.Errorf("rule off: %d voting, want 3", len(got))
 	}
 }

@@ -1,0 +1,119 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+// Advertisements makes one CiliumBGPAdvertisement per advertised subnet that a pool
+// uses, patches it only when its rendered spec changes, and deletes the ones no
+// subnet asks for any more. It returns subnet -> advertisement name.
+// The cache of advertisements is nil (and gvr empty) when the API server
+// does not serve them; pools are the pool caches, where a subnet's
+// CiliumLoadBalancerIPPool gives the selector.
+func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m spec.Model) (map[string]string, Outcomes) {
+	if bgp == nil {
+		for _, s := range m.Subnets {
+			if s.Advertise {
+				return nil, Outcomes{Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", spec.ErrInvalid, s.Name))}
+			}
+		}
+		return nil, nil
+	}
+	names := map[string]string{}
+	want := map[string]bool{}
+	var out Outcomes
+	for _, s := range m.Subnets {
+		if !s.Advertise {
+			continue
+		}
+		selector, found := poolSelector(pools, m.Name, s.Name)
+		if !found {
+			out = append(out, Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", spec.ErrInvalid, s.Name)))
+			continue
+		}
+		a, err := cilium.RenderAdvertisement(m.Name, s, selector)
+		if err != nil {
+			out = append(out, Final(fmt.Errorf("%w: %w", spec.ErrInvalid, err)))
+			continue
+		}
+		want[a.Name] = true
+		names[s.Name] = a.Name
+		var live *unstructured.Unstructured
+		if o, ok, _ := bgp.GetByKey(a.Name); ok {
+			live = o.(*unstructured.Unstructured)
+		}
+		self := object{resource: "ciliumbgpadvertisements", name: a.Name}
+		if _, ok := w.adverts.get(self, ""); ok && live == nil {
+			continue // created; the cache has not shown it yet
+		}
+		if live != nil {
+			if last, ok := w.adverts.get(self, live.GetResourceVersion()); ok && last == a.Name {
+				continue
+			}
+			if cilium.SameAdvertisement(live, a) {
+				w.calm(self, m.Name)
+				continue
+			}
+		}
+		if err := w.permit(self, u, m.Name); err != nil {
+			out = append(out, Final(err))
+			continue
+		}
+		if err := cilium.ApplyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
+			out = append(out, Transient(err))
+			continue
+		}
+		base := ""
+		if live != nil {
+			base = live.GetResourceVersion()
+		}
+		w.adverts.put(self, base, a.Name)
+		metricWrites.With("ciliumbgpadvertisements").Inc()
+		w.Log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
+	}
+	for _, o := range bgp.List() {
+		live := o.(*unstructured.Unstructured)
+		l := live.GetLabels()
+		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != m.Name || want[live.GetName()] {
+			continue
+		}
+		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(live.GetResourceVersion())}}); err != nil {
+			out = append(out, Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
+			continue
+		}
+		metricWrites.With("ciliumbgpadvertisements").Inc()
+		w.Log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
+	}
+	return names, out
+}
+
+// poolSelector finds the serviceSelector of the pool using dp's subnet.
+func poolSelector(pools []backend.Cached, dp, subnet string) (map[string]any, bool) {
+	for _, p := range pools {
+		if p.Kind.Resource != cilium.PoolResource {
+			continue
+		}
+		for _, o := range p.Store.List() {
+			u := o.(*unstructured.Unstructured)
+			a := u.GetAnnotations()
+			if a[dynamicprefix.AnnotationName] == dp && a[dynamicprefix.AnnotationSubnet] == subnet {
+				return cilium.Selector(u), true
+			}
+		}
+	}
+	return nil, false
+}
+
+func ptr[T any](v T) *T { return &v }

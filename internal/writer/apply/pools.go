@@ -1,0 +1,124 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+// poolWrite is what was written to a pool: its entries and our record.
+type poolWrite struct{ entries, record []string }
+
+// Pools writes every pool, of every kind, that follows m's DynamicPrefix.
+func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d aggregate.Decision) Outcomes {
+	var out Outcomes
+	for _, p := range pools {
+		for _, o := range p.Store.List() {
+			u := o.(*unstructured.Unstructured)
+			po, ours, err := p.Kind.Decode(u)
+			if !ours || po.Follow.DynamicPrefix != m.Name {
+				continue
+			}
+			if err != nil {
+				out = append(out, Final(err)) // the pool's spec is garbled: the user's to fix
+				continue
+			}
+			out = append(out, w.pool(ctx, p.Kind, u, po, m, d))
+			if ctx.Err() != nil {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d aggregate.Decision) Outcome {
+	self := object{resource: k.Resource, namespace: po.Namespace, name: po.Name}
+	if last, ok := w.pools.get(self, po.ResourceVersion); ok {
+		po.Entries, po.Record, po.HasRecord = last.entries, last.record, len(last.record) > 0
+	}
+	desired, err := pool.Desired(m, po.Follow, d.Pooled, k.CIDROnly)
+	if err != nil {
+		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
+		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
+		return Final(err)
+	}
+	entries, record := pool.Merge(po.Entries, po.Record, desired)
+	if pool.Same(entries, po.Entries) && slices.Equal(record, po.Record) && po.HasRecord == (len(record) > 0) {
+		w.Events.Forget("pool/" + self.String())
+		w.calm(self, m.Name)
+		return Outcome{}
+	}
+	if err := w.permit(self, u, m.Name); err != nil {
+		return Final(err)
+	}
+	if err := k.Patch(ctx, w.Client, po, entries, record); err != nil {
+		return Transient(err)
+	}
+	w.pools.put(self, po.ResourceVersion, poolWrite{entries, record})
+	metricWrites.With(k.Resource).Inc()
+	removed := difference(po.Record, record)
+	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
+	if len(removed) > 0 {
+		note += fmt.Sprintf("; removed %s", strings.Join(removed, ", "))
+	}
+	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "removed", removed)
+	w.Events.Event(u, "PoolUpdated", note)
+	w.Events.Forget("pool/" + self.String())
+	return Outcome{}
+}
+
+// ReleasePool removes our entries and record from the pool key ("name" or
+// "namespace/name") once its dynamic-prefix.io/name annotation was removed;
+// nothing else is touched. A refused permit returns how long to wait.
+func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key string) (Outcome, time.Duration) {
+	k := p.Kind
+	obj, exists, err := p.Store.GetByKey(key)
+	if err != nil || !exists {
+		return Transient(err), 0
+	}
+	u := obj.(*unstructured.Unstructured)
+	po, ours, err := k.Decode(u)
+	if err != nil {
+		return Final(err), 0
+	}
+	if !ours || po.Follow.DynamicPrefix != "" {
+		return Outcome{}, 0
+	}
+	self := object{resource: k.Resource, namespace: po.Namespace, name: po.Name}
+	if _, ok := w.pools.get(self, po.ResourceVersion); ok {
+		return Outcome{}, 0 // already released; the cache has not caught up
+	}
+	entries, _ := pool.Merge(po.Entries, po.Record, nil)
+	if ok, wait := w.Breaker.TakeQuietly(self.String(), w.Clock.Now()); !ok {
+		metricRefused.With(k.Resource).Inc()
+		return Outcome{}, wait
+	}
+	if err := k.Patch(ctx, w.Client, po, entries, nil); err != nil {
+		return Transient(err), 0
+	}
+	w.pools.put(self, po.ResourceVersion, poolWrite{entries, nil})
+	metricWrites.With(k.Resource).Inc()
+	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record)
+	w.Events.Event(u, "PoolReleased", "dynamic-prefix.io/name removed: managed entries and record removed")
+	return Outcome{}, 0
+}
+
+func difference(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

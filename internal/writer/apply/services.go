@@ -1,0 +1,138 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+func liveAnnotations(m *metav1.PartialObjectMetadata) service.Annotations {
+	return service.Annotations{
+		IPs:            service.Split(m.Annotations[service.AnnotationIPs]),
+		ManagedIPs:     service.Split(m.Annotations[service.AnnotationManagedIPs]),
+		Targets:        service.Split(m.Annotations[service.AnnotationTarget]),
+		ManagedTargets: service.Split(m.Annotations[service.AnnotationManagedTarget]),
+	}
+}
+
+// Services writes the HA-mode Services (from the Service cache) that follow
+// model's DynamicPrefix.
+func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d aggregate.Decision) Outcomes {
+	if !model.HA {
+		return nil
+	}
+	var out Outcomes
+	for _, o := range services.List() {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
+			continue
+		}
+		self := object{resource: "services", namespace: m.Namespace, name: m.Name}
+		live := liveAnnotations(m)
+		if last, ok := w.services.get(self, m.ResourceVersion); ok {
+			live = last
+		}
+		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live)
+		if err != nil {
+			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
+			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
+			out = append(out, Final(err))
+			continue
+		}
+		if sameAnnotations(want, live) {
+			w.calm(self, model.Name)
+			continue
+		}
+		if err := w.permit(self, serviceRef(m), model.Name); err != nil {
+			out = append(out, Final(err))
+			continue
+		}
+		if err := w.patchService(ctx, m, want); err != nil {
+			out = append(out, Transient(err))
+			continue
+		}
+		w.services.put(self, m.ResourceVersion, want)
+		metricWrites.With("services").Inc()
+		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets)
+	}
+	return out
+}
+
+// ReleaseService removes our addresses and records from the Service ns/name
+// once it no longer names a DynamicPrefix; the user's entries stay.
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name string) Outcome {
+	o, exists, err := services.GetByKey(informer.Key(ns, name))
+	if err != nil || !exists {
+		return Transient(err)
+	}
+	m := o.(*metav1.PartialObjectMetadata)
+	if m.Annotations[dynamicprefix.AnnotationName] != "" {
+		return Outcome{}
+	}
+	self := object{resource: "services", namespace: ns, name: name}
+	if _, ok := w.services.get(self, m.ResourceVersion); ok {
+		return Outcome{}
+	}
+	want := service.Release(liveAnnotations(m))
+	if err := w.patchService(ctx, m, want); err != nil {
+		return Transient(err)
+	}
+	w.services.put(self, m.ResourceVersion, want)
+	metricWrites.With("services").Inc()
+	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name))
+	return Outcome{}
+}
+
+func sameAnnotations(a, b service.Annotations) bool {
+	return slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ManagedIPs, b.ManagedIPs) &&
+		slices.Equal(a.Targets, b.Targets) && slices.Equal(a.ManagedTargets, b.ManagedTargets)
+}
+
+// patchService writes the four annotations (null removes one: an empty value is
+// never written) with a resourceVersion precondition, nothing else.
+func (w *Writer) patchService(ctx context.Context, m *metav1.PartialObjectMetadata, a service.Annotations) error {
+	val := func(v []string) any {
+		if len(v) == 0 {
+			return nil
+		}
+		return strings.Join(v, ",")
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": m.ResourceVersion,
+		"annotations": map[string]any{
+			service.AnnotationIPs: val(a.IPs), service.AnnotationManagedIPs: val(a.ManagedIPs),
+			service.AnnotationTarget: val(a.Targets), service.AnnotationManagedTarget: val(a.ManagedTargets),
+		},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := w.Meta.Resource(service.GVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("patching Service %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	return nil
+}
+
+func serviceRef(m *metav1.PartialObjectMetadata) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Service")
+	u.SetNamespace(m.Namespace)
+	u.SetName(m.Name)
+	u.SetUID(m.UID)
+	return u
+}

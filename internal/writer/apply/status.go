@@ -1,0 +1,49 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/status"
+)
+
+// LiveStatus is u's status as the writer last wrote it, while the cache has not
+// shown that write yet, or as the cache shows it.
+func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached dynamicprefix.Status) dynamicprefix.Status {
+	if st, ok := w.statuses.get(object{resource: "dynamicprefixes", name: u.GetName()}, u.GetResourceVersion()); ok {
+		return st
+	}
+	return cached
+}
+
+// Status writes st as u's status when it differs from live.
+func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st dynamicprefix.Status) Outcome {
+	self := object{resource: "dynamicprefixes", name: u.GetName()}
+	if status.Equal(st, live) {
+		w.calm(self, u.GetName())
+		return Outcome{}
+	}
+	if err := w.permit(self, u, u.GetName()); err != nil {
+		return Final(err) // requeued for when a permit is back
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
+		"status":   st,
+	})
+	if err != nil {
+		return Final(err)
+	}
+	if _, err := w.Client.Resource(dynamicprefix.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+		return Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
+	}
+	w.statuses.put(self, u.GetResourceVersion(), st)
+	metricWrites.With("dynamicprefixes/status").Inc()
+	return Outcome{}
+}

@@ -1,0 +1,261 @@
+// Package caches builds and runs the writer's informers, on every replica (a
+// standby takes over with warm caches): Nodes, DynamicPrefixes, Services, the
+// pool kinds the API server serves and CiliumBGPAdvertisements. Each cache keeps
+// only the fields the writer reads, and each informer tells a Handler only of
+// the changes that matter to it. Pool kinds are found through discovery, again
+// whenever a CRD of a backend group changes (kinds.go).
+package caches
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/votes"
+)
+
+// Handler is told of the changes that can change what the writer writes.
+type Handler interface {
+	// DynamicPrefixChanged: added, its spec changed (not our status writes), or
+	// deleted.
+	DynamicPrefixChanged(name string)
+	// NodesChanged: a digest or a Node's readiness changed, or a Node came or went.
+	NodesChanged()
+	ServiceChanged(m *metav1.PartialObjectMetadata)
+	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
+	AdvertisementChanged(u *unstructured.Unstructured)
+	// KindsChanged: CiliumBGPAdvertisement became served, or stopped being.
+	KindsChanged()
+}
+
+// Config of the caches.
+type Config struct {
+	// NodeGrace > 0 caches Nodes typed (their Ready condition is read); 0 caches
+	// only their metadata.
+	NodeGrace time.Duration
+	// BackendGroups are the API groups of pool kinds: a CRD of one of them being
+	// installed or removed makes the writer look for pool kinds again.
+	BackendGroups []string
+}
+
+// Caches are the writer's informers.
+type Caches struct {
+	cfg      Config
+	dyn      dynamic.Interface
+	meta     metadata.Interface
+	core     corev1client.NodesGetter // typed reads (Nodes, in protobuf); nil: metadata only
+	discover Discover
+	clock    clock.Clock
+	log      *slog.Logger
+	h        Handler
+
+	nodes, dps, services, crds *informer.Watched
+
+	mu         sync.Mutex
+	pools      []*pooled         // the pool kinds followed now
+	bgp        *informer.Watched // nil while CiliumBGPAdvertisement is not served
+	bgpGVR     schema.GroupVersionResource
+	rediscover chan struct{} // a backend CRD changed
+}
+
+// New builds the informers and asks discovery once (a failure is retried in
+// the background). Nothing runs before Run.
+func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core corev1client.NodesGetter, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
+	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, discover: discover, clock: clk, log: log,
+		rediscover: make(chan struct{}, 1)}
+	c.nodes = c.watchNodes()
+	c.dps = c.watchDynamicPrefixes()
+	c.services = c.watchServices()
+	served, err := discover()
+	if err != nil {
+		log.Warn("discovery failed; retrying in the background", "err", err)
+		c.rediscover <- struct{}{}
+	}
+	for _, k := range served.Pools {
+		c.pools = append(c.pools, c.newPooled(k))
+	}
+	if !served.BGP.Empty() {
+		c.bgp, c.bgpGVR = c.watchBGP(served.BGP), served.BGP
+	}
+	if len(cfg.BackendGroups) > 0 {
+		c.crds = c.watchCRDs()
+	}
+	return c
+}
+
+// Run starts the informers, which tell h of every change that matters, and
+// returns once they listed (false if ctx ended first).
+func (c *Caches) Run(ctx context.Context, h Handler) bool {
+	c.h = h
+	var synced []cache.InformerSynced
+	for _, w := range c.All() {
+		w.Run(ctx)
+		synced = append(synced, w.Synced)
+	}
+	if c.crds != nil {
+		c.crds.Run(ctx)
+		synced = append(synced, c.crds.Synced)
+		go c.followKinds(ctx)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// All returns every cache the writer reads now.
+func (c *Caches) All() []*informer.Watched {
+	ws := []*informer.Watched{c.nodes, c.dps, c.services}
+	if bgp, _ := c.advertisements(); bgp != nil {
+		ws = append(ws, bgp)
+	}
+	for _, p := range c.followed() {
+		ws = append(ws, p.w)
+	}
+	return ws
+}
+
+// Synced reports whether every cache has listed (readiness).
+func (c *Caches) Synced() bool {
+	for _, w := range c.All() {
+		if !w.Synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Nodes returns the Node cache's objects (votes.View objects).
+func (c *Caches) Nodes() []any { return c.nodes.Store().List() }
+
+// DynamicPrefixes is the DynamicPrefix cache.
+func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
+
+// Services is the Service cache (metadata, only our annotations).
+func (c *Caches) Services() cache.Store { return c.services.Store() }
+
+// Pools returns the pool kinds followed now with their caches.
+func (c *Caches) Pools() []backend.Cached {
+	var out []backend.Cached
+	for _, p := range c.followed() {
+		out = append(out, backend.Cached{Kind: p.kind, Store: p.w.Store()})
+	}
+	return out
+}
+
+// Advertisements returns the CiliumBGPAdvertisement cache and resource; a nil
+// store when the API server does not serve it.
+func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
+	w, gvr := c.advertisements()
+	if w == nil {
+		return nil, gvr
+	}
+	return w.Store(), gvr
+}
+
+// watchNodes caches each Node as votes.View: its name, our annotation and, when
+// not Ready, since when. Kubelet's status updates (every few minutes per node)
+// are compared on those fields only and cost no pass.
+func (c *Caches) watchNodes() *informer.Watched {
+	return informer.NewWatched("nodes", votes.GVR, func() cache.SharedIndexInformer {
+		var inf cache.SharedIndexInformer
+		if c.cfg.NodeGrace > 0 && c.core != nil {
+			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
+			// writer to 133 MiB RSS; typed, 59 MiB (tools/bench, scale).
+			nodes := c.core.Nodes()
+			inf = informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
+				nodes.Watch, &corev1.Node{})
+		} else {
+			inf = informer.Metadata(c.meta, votes.GVR)
+		}
+		_ = inf.SetTransform(votes.View)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { c.h.NodesChanged() },
+			UpdateFunc: func(old, new any) {
+				if votes.State(old) != votes.State(new) {
+					c.h.NodesChanged()
+				}
+			},
+			DeleteFunc: func(any) { c.h.NodesChanged() },
+		})
+		return inf
+	})
+}
+
+func (c *Caches) watchDynamicPrefixes() *informer.Watched {
+	return informer.NewWatched("dynamicprefixes", dynamicprefix.GVR, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(c.dyn, dynamicprefix.GVR)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
+			UpdateFunc: func(old, new any) {
+				// Our own status writes change nothing we act on: only spec changes.
+				if o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured); o.GetGeneration() != n.GetGeneration() {
+					c.h.DynamicPrefixChanged(n.GetName())
+				}
+			},
+			DeleteFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
+		})
+		return inf
+	})
+}
+
+// serviceKeys are the only annotations kept in the Service cache.
+var serviceKeys = []string{
+	dynamicprefix.AnnotationName, service.AnnotationSuffix, service.AnnotationRange, service.AnnotationSubnet,
+	service.AnnotationSkipDNS, service.AnnotationIPs, service.AnnotationTarget,
+	service.AnnotationManagedIPs, service.AnnotationManagedTarget,
+}
+
+// keepOurAnnotations strips a cached Service down to its identity and the
+// annotations renumber reads or owns: clusters with thousands of Services cost
+// a few bytes each (the operator we replace spent its memory here).
+func keepOurAnnotations(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	out := informer.Bare(m)
+	for _, k := range serviceKeys {
+		if v, ok := m.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (c *Caches) watchServices() *informer.Watched {
+	return informer.NewWatched("services", service.GVR, func() cache.SharedIndexInformer {
+		inf := informer.Metadata(c.meta, service.GVR)
+		_ = inf.SetTransform(keepOurAnnotations)
+		changed := func(o any) {
+			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+				c.h.ServiceChanged(m)
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: changed,
+			UpdateFunc: func(old, new any) {
+				if informer.Version(old) != informer.Version(new) {
+					changed(new)
+				}
+			},
+		})
+		return inf
+	})
+}

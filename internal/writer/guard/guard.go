@@ -1,0 +1,171 @@
+// Package guard keeps the writer from writing more than it must. Memo stands in
+// for a write the caches do not show yet, so the next pass does not write it
+// again; Breaker tracks the write-storm breaker's episodes per object; Events
+// emits an event only when its text for a subject changes, so a steady problem
+// costs one event, not one per pass.
+package guard
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/budget"
+)
+
+// Memo remembers, per key, what was written and from which resourceVersion.
+// The zero value is ready.
+type Memo[T any] struct {
+	mu sync.Mutex
+	m  map[string]memoEntry[T]
+}
+
+type memoEntry[T any] struct {
+	base    string // resourceVersion the write was computed from
+	written T
+}
+
+// Get returns what was written to key from base, while the cache still shows
+// base; once the cache moved on, the entry is dropped.
+func (m *Memo[T]) Get(key, base string) (T, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	if !ok || e.base != base {
+		delete(m.m, key)
+		var zero T
+		return zero, false
+	}
+	return e.written, true
+}
+
+// Put records a write to key computed from base.
+func (m *Memo[T]) Put(key, base string, written T) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string]memoEntry[T]{}
+	}
+	m.m[key] = memoEntry[T]{base: base, written: written}
+}
+
+// Reset forgets everything (a new leader term trusts only the caches).
+func (m *Memo[T]) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m = nil
+}
+
+// Recorder emits Kubernetes events.
+type Recorder interface {
+	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
+}
+
+// Events deduplicates events per subject.
+type Events struct {
+	Recorder Recorder
+	mu       sync.Mutex
+	last     map[string]string
+}
+
+// Announce emits an event about regarding when reason and note differ from the
+// last ones announced for subject.
+func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) {
+	e.mu.Lock()
+	same := e.last[subject] == reason+note
+	if e.last == nil {
+		e.last = map[string]string{}
+	}
+	e.last[subject] = reason + note
+	e.mu.Unlock()
+	if !same {
+		e.Recorder.Event(regarding, warning, reason, note)
+	}
+}
+
+// Event emits a normal event that marks a write (every write is a transition).
+func (e *Events) Event(regarding *unstructured.Unstructured, reason, note string) {
+	e.Recorder.Event(regarding, false, reason, note)
+}
+
+// Forget ends subject's announcement: the next one is emitted again.
+func (e *Events) Forget(subject string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.last, subject)
+}
+
+// Breaker is the write budget with episodes: a key whose write the budget
+// refused is throttled until its bucket is full again.
+type Breaker struct {
+	budget *budget.Budget
+	mu     sync.Mutex
+	on     map[string]bool
+}
+
+// NewBreaker returns a breaker with full buckets.
+func NewBreaker(l budget.Limits) *Breaker {
+	return &Breaker{budget: budget.New(l), on: map[string]bool{}}
+}
+
+// Permit is the breaker's answer to a write.
+type Permit struct {
+	OK bool // write now
+	// Started: this refusal starts an episode (log it once).
+	Started bool
+	// Again: look at the object again after this long (refused, or permitted
+	// while an episode lasts); 0 when not needed.
+	Again time.Duration
+}
+
+// Take asks for a permit to write key at now.
+func (b *Breaker) Take(key string, now time.Time) Permit {
+	ok, wait := b.budget.Take(key, now)
+	b.mu.Lock()
+	was := b.on[key]
+	if !ok {
+		b.on[key] = true
+	}
+	b.mu.Unlock()
+	if !ok {
+		return Permit{Started: !was, Again: wait}
+	}
+	p := Permit{OK: true}
+	if was {
+		_, p.Again = b.budget.Calm(key, now)
+	}
+	return p
+}
+
+// TakeQuietly asks for a permit without episodes (writes no pass will repeat,
+// such as a release); when refused, it says how long until one is there.
+func (b *Breaker) TakeQuietly(key string, now time.Time) (bool, time.Duration) {
+	return b.budget.Take(key, now)
+}
+
+// Calm is called when a pass finds nothing to write to key: it ends key's
+// episode once its bucket is full again (ended), or says when to look again.
+func (b *Breaker) Calm(key string, now time.Time) (ended bool, again time.Duration) {
+	b.mu.Lock()
+	was := b.on[key]
+	b.mu.Unlock()
+	if !was {
+		return false, 0
+	}
+	calm, in := b.budget.Calm(key, now)
+	if !calm {
+		return false, in
+	}
+	b.mu.Lock()
+	delete(b.on, key)
+	b.mu.Unlock()
+	return true, 0
+}
+
+// Throttled counts the keys in an episode now.
+func (b *Breaker) Throttled() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.on)
+}

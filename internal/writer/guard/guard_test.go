@@ -1,0 +1,81 @@
+package guard
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/budget"
+)
+
+func TestMemoStandsInOnlyWhileTheCacheShowsTheBase(t *testing.T) {
+	var m Memo[string]
+	m.Put("pool/lb", "7", "written")
+	if v, ok := m.Get("pool/lb", "7"); !ok || v != "written" {
+		t.Errorf("same base: %q %v", v, ok)
+	}
+	if _, ok := m.Get("pool/lb", "8"); ok {
+		t.Error("the cache moved on, yet the memo answered")
+	}
+	if _, ok := m.Get("pool/lb", "7"); ok {
+		t.Error("an entry outlived the cache moving on")
+	}
+	m.Put("pool/lb", "9", "again")
+	m.Reset()
+	if _, ok := m.Get("pool/lb", "9"); ok {
+		t.Error("Reset kept an entry")
+	}
+}
+
+type count struct{ reasons []string }
+
+func (c *count) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) {
+	c.reasons = append(c.reasons, reason)
+}
+
+func TestEventsMarkTransitions(t *testing.T) {
+	c := &count{}
+	e := Events{Recorder: c}
+	u := &unstructured.Unstructured{}
+	for range 3 {
+		e.Announce("dp/home", u, true, "InvalidSpec", "range lb is reversed")
+	}
+	e.Announce("dp/home", u, true, "InvalidSpec", "subnet s does not fit")
+	e.Forget("dp/home")
+	e.Announce("dp/home", u, true, "InvalidSpec", "subnet s does not fit")
+	e.Event(u, "PoolUpdated", "")
+	want := []string{"InvalidSpec", "InvalidSpec", "InvalidSpec", "PoolUpdated"}
+	if len(c.reasons) != len(want) {
+		t.Errorf("events %q, want %q", c.reasons, want)
+	}
+}
+
+func TestBreakerEpisode(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	b := NewBreaker(budget.Limits{ObjectBurst: 1, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 100})
+	if p := b.Take("pool/lb", now); !p.OK || p.Again != 0 {
+		t.Fatalf("first write: %+v", p)
+	}
+	p := b.Take("pool/lb", now)
+	if p.OK || !p.Started || p.Again <= 0 || b.Throttled() != 1 {
+		t.Fatalf("second write at once: %+v, %d throttled; want refused, an episode started", p, b.Throttled())
+	}
+	if p := b.Take("pool/lb", now); p.OK || p.Started {
+		t.Errorf("third: %+v; want refused within the same episode", p)
+	}
+	// Ten seconds on a token is back: permitted, but the episode lasts until the bucket is full.
+	now = now.Add(10 * time.Second)
+	if p := b.Take("pool/lb", now); !p.OK || p.Again <= 0 {
+		t.Errorf("after 10 s: %+v; want permitted with a look again", p)
+	}
+	if ended, again := b.Calm("pool/lb", now); ended || again <= 0 {
+		t.Errorf("calm right after a write: ended %v, again %v", ended, again)
+	}
+	if ended, _ := b.Calm("pool/lb", now.Add(time.Minute)); !ended || b.Throttled() != 0 {
+		t.Errorf("a minute later: ended %v, %d throttled; want the episode over", ended, b.Throttled())
+	}
+	if ended, again := b.Calm("svc/web", now); ended || again != 0 {
+		t.Errorf("calm without an episode: %v %v", ended, again)
+	}
+}

@@ -1,0 +1,173 @@
+// Package informer is the writer's informer plumbing: informers that list with
+// plain LIST semantics, and Watched, an informer that can be replaced by a fresh
+// one (a full re-list) when its watch is found to have fallen behind.
+package informer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+)
+
+// plainList makes a reflector use LIST then WATCH rather than a streaming list
+// (which rides on a watch): the re-list that heals a silent watch must not
+// depend on a watch delivering anything.
+type plainList struct{ *cache.ListWatch }
+
+func (plainList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// Plain builds an informer with plain LIST semantics.
+func Plain(list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), example runtime.Object) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}
+	return cache.NewSharedIndexInformer(plainList{lw}, example, 0, cache.Indexers{})
+}
+
+// Dynamic is an informer over gvr with plain LIST semantics.
+func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	res := client.Resource(gvr)
+	return Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		res.Watch, &unstructured.Unstructured{})
+}
+
+// Metadata is a metadata-only informer over gvr with plain LIST semantics.
+func Metadata(client metadata.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	res := client.Resource(gvr)
+	return Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		res.Watch, &metav1.PartialObjectMetadata{})
+}
+
+// RestartTimeout bounds a (re-)list: a broken path must not wedge its caller.
+const RestartTimeout = time.Minute
+
+// Watched is one informer that can be replaced by a fresh one.
+type Watched struct {
+	Name  string // the resource, for logs and metrics
+	GVR   schema.GroupVersionResource
+	build func() cache.SharedIndexInformer // a new informer with its handlers
+
+	mu   sync.Mutex
+	inf  cache.SharedIndexInformer
+	stop context.CancelFunc
+}
+
+// NewWatched builds the first informer with build; build is called again for
+// every restart and must add the handlers each time.
+func NewWatched(name string, gvr schema.GroupVersionResource, build func() cache.SharedIndexInformer) *Watched {
+	return &Watched{Name: name, GVR: gvr, build: build, inf: build()}
+}
+
+func (w *Watched) informer() cache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inf
+}
+
+// Store is the current informer's store.
+func (w *Watched) Store() cache.Store { return w.informer().GetStore() }
+
+// Synced reports whether the current informer has listed.
+func (w *Watched) Synced() bool { return w.informer().HasSynced() }
+
+// Run starts the current informer under ctx.
+func (w *Watched) Run(ctx context.Context) {
+	w.mu.Lock()
+	ictx, cancel := context.WithCancel(ctx)
+	w.stop = cancel
+	inf := w.inf
+	w.mu.Unlock()
+	go inf.RunWithContext(ictx)
+}
+
+// Halt stops the current informer.
+func (w *Watched) Halt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// RunSynced starts the informer and waits (at most RestartTimeout) until it has
+// listed; when it has not, it is stopped again and false returned.
+func (w *Watched) RunSynced(ctx context.Context) bool {
+	w.Run(ctx)
+	wait, cancel := context.WithTimeout(ctx, RestartTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait.Done(), w.Synced) {
+		w.Halt()
+		return false
+	}
+	return true
+}
+
+// Restart builds a fresh informer, waits until its list is done, then swaps it
+// in and stops the old one: readers never see an empty cache.
+func (w *Watched) Restart(ctx context.Context) bool {
+	fresh := w.build()
+	ictx, cancel := context.WithCancel(ctx)
+	go fresh.RunWithContext(ictx)
+	wait, stop := context.WithTimeout(ctx, RestartTimeout)
+	defer stop()
+	if !cache.WaitForCacheSync(wait.Done(), fresh.HasSynced) {
+		cancel()
+		return false
+	}
+	w.mu.Lock()
+	old := w.stop
+	w.inf, w.stop = fresh, cancel
+	w.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	return true
+}
+
+// Bare is m with only its identity: name, namespace, version, UID.
+func Bare(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.Name, m.Namespace, m.ResourceVersion, m.UID
+	return out
+}
+
+// Unwrap returns the object inside a tombstone (a delete the watch missed).
+func Unwrap(o any) any {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return o
+}
+
+// Name is an object's name ("" if it has none).
+func Name(o any) string {
+	if m, err := meta.Accessor(Unwrap(o)); err == nil {
+		return m.GetName()
+	}
+	return ""
+}
+
+// Version is an object's resourceVersion ("" if it has none).
+func Version(o any) string {
+	if m, err := meta.Accessor(Unwrap(o)); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+// Key is an informer's key for an object: "name" or "namespace/name".
+func Key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,482 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/service"
+)
+
+// Fixture tests in the manner of kubernetes/sample-controller: the caches are
+// stores the test fills, the clients are client-go's fakes, and each test drives
+// Sync and asserts the exact API actions it made. The same behaviours are
+// proven against the real API server, audit-counted, in e2e/.
+
+const (
+	prefixA = "2001:db8:a::/64"
+	prefixB = "2001:db8:b::/64"
+)
+
+var poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: cilium.PoolResource}
+
+type fixture struct {
+	t      *testing.T
+	dps    cache.Store
+	svcs   cache.Store
+	pools  cache.Store
+	kind   *backend.Kind
+	votes  *voters
+	dyn    *dynamicfake.FakeDynamicClient
+	meta   *metadatafake.FakeMetadataClient
+	events *recorder
+	clock  *clocktesting.FakeClock
+	ctl    *Controller
+	seen   map[string]string // object -> its content at the last catchUp
+	rv     int
+}
+
+func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
+func (f *fixture) Services() cache.Store        { return f.svcs }
+func (f *fixture) Pools() []backend.Cached {
+	return []backend.Cached{{Kind: f.kind, Store: f.pools}}
+}
+func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
+	return nil, schema.GroupVersionResource{}
+}
+
+type voters struct{ reports []aggregate.Report }
+
+func (v *voters) Reports(time.Time) ([]aggregate.Report, time.Time) { return v.reports, time.Time{} }
+
+type recorder struct{ reasons []string }
+
+func (r *recorder) Event(u *unstructured.Unstructured, _ bool, reason, _ string) {
+	r.reasons = append(r.reasons, reason+" "+u.GetName())
+}
+
+type discovery struct{}
+
+func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	if gv != "cilium.io/v2" {
+		return &metav1.APIResourceList{}, nil
+	}
+	return &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: cilium.PoolResource}}}, nil
+}
+
+// newFixture is one DynamicPrefix "home" (HA mode, address range "lb"), a
+// CiliumLoadBalancerIPPool "lb" following its range next to the user's IPv4
+// block, and an HA Service "web" with a user's address, all as the user made
+// them: nothing written by us yet.
+func newFixture(t *testing.T, limits budget.Limits) *fixture {
+	kinds, _, err := cilium.Discover(discovery{})
+	if err != nil || len(kinds) != 1 {
+		t.Fatalf("kinds %v, %v", kinds, err)
+	}
+	dp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "home", "generation": int64(1), "resourceVersion": "1"},
+		"spec": map[string]any{
+			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+			"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+			"transition":    map[string]any{"mode": "ha"},
+		},
+	}}
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "resourceVersion": "1", "annotations": map[string]any{
+			dynamicprefix.AnnotationName: "home", dynamicprefix.AnnotationAddressRange: "lb"}},
+		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	}}
+	svc := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "1", Annotations: map[string]string{
+			dynamicprefix.AnnotationName: "home", service.AnnotationSuffix: "::ffff:0:0:1", service.AnnotationIPs: "192.0.2.7"}},
+	}
+	scheme := runtime.NewScheme()
+	metaScheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(metaScheme); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{
+		t: t, kind: kinds[0], votes: &voters{}, events: &recorder{},
+		dps:   cache.NewStore(cache.MetaNamespaceKeyFunc),
+		svcs:  cache.NewStore(cache.MetaNamespaceKeyFunc),
+		pools: cache.NewStore(cache.MetaNamespaceKeyFunc),
+		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+			dynamicprefix.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
+		meta:  metadatafake.NewSimpleMetadataClient(metaScheme, svc.DeepCopy()),
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
+	}
+	// Created under their resources: the fake would guess "dynamicprefixs".
+	for gvr, u := range map[schema.GroupVersionResource]*unstructured.Unstructured{dynamicprefix.GVR: dp, poolGVR: pool} {
+		if _, err := f.dyn.Resource(gvr).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.ctl = New(Config{Budget: limits}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.catchUp()
+	return f
+}
+
+var generous = budget.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100}
+
+// report makes every one of n nodes report prefix preferred on eth0 (and the
+// previous one, if any, deprecated).
+func (f *fixture) report(n int, preferred string, deprecated ...string) {
+	entries := []digest.Prefix{{Prefix: netip.MustParsePrefix(preferred), Sources: digest.SourceRA}}
+	for _, d := range deprecated {
+		entries = append(entries, digest.Prefix{Prefix: netip.MustParsePrefix(d), Deprecated: true, Remaining: time.Hour, Sources: digest.SourceRA})
+	}
+	f.votes.reports = nil
+	for i := range n {
+		f.votes.reports = append(f.votes.reports, aggregate.Report{Node: fmt.Sprintf("node-%d", i),
+			Digest: digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: entries}}}.Canonical()})
+	}
+}
+
+// catchUp does what the API server and the informers do: an object whose
+// content changed gets a new resourceVersion (the fake tracker gives none), and
+// the caches show what the API holds.
+func (f *fixture) catchUp() {
+	f.t.Helper()
+	ctx := f.t.Context()
+	for gvr, store := range map[schema.GroupVersionResource]cache.Store{dynamicprefix.GVR: f.dps, poolGVR: f.pools} {
+		list, err := f.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		var objs []any
+		for i := range list.Items {
+			u := &list.Items[i]
+			if rv := f.bump(gvr.Resource+"/"+u.GetName(), u); rv != "" {
+				u.SetResourceVersion(rv)
+				if _, err := f.dyn.Resource(gvr).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+					f.t.Fatal(err)
+				}
+			}
+			objs = append(objs, u)
+		}
+		if err := store.Replace(objs, ""); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	list, err := f.meta.Resource(service.GVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var objs []any
+	for i := range list.Items {
+		m := &list.Items[i]
+		if rv := f.bump("services/"+m.Name, m); rv != "" {
+			m.ResourceVersion = rv
+			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q}}`, rv)
+			if _, err := f.meta.Resource(service.GVR).Namespace(m.Namespace).Patch(ctx, m.Name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+		objs = append(objs, m)
+	}
+	if err := f.svcs.Replace(objs, ""); err != nil {
+		f.t.Fatal(err)
+	}
+	f.dyn.ClearActions()
+	f.meta.ClearActions()
+}
+
+// bump returns a new resourceVersion when o's content changed since the last
+// look ("" when it did not).
+func (f *fixture) bump(key string, o metav1.Object) string {
+	rv := o.GetResourceVersion()
+	o.SetResourceVersion("")
+	b, err := json.Marshal(o)
+	o.SetResourceVersion(rv)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if f.seen == nil {
+		f.seen = map[string]string{}
+	}
+	if f.seen[key] == string(b) {
+		return ""
+	}
+	f.seen[key] = string(b)
+	f.rv++
+	return fmt.Sprint(100 + f.rv)
+}
+
+// sync runs one pass over home and returns the writes it made, as
+// "verb resource[/subresource] name".
+func (f *fixture) sync(key Key) []string {
+	f.t.Helper()
+	f.dyn.ClearActions()
+	f.meta.ClearActions()
+	o := f.ctl.Sync(f.t.Context(), key)
+	if o.Err != nil && o.Retry {
+		f.t.Fatalf("sync %+v: %v", key, o.Err)
+	}
+	var out []string
+	for _, a := range append(f.dyn.Actions(), f.meta.Actions()...) {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+			continue
+		}
+		res := a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			res += "/" + a.GetSubresource()
+		}
+		name := ""
+		if p, ok := a.(clienttesting.PatchAction); ok {
+			name = p.GetName()
+		}
+		out = append(out, a.GetVerb()+" "+res+" "+name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var passHome = Key{Action: SyncDynamicPrefix, Name: "home"}
+
+func (f *fixture) pool() (blocks []string, record string) {
+	f.t.Helper()
+	u, err := f.dyn.Resource(poolGVR).Get(f.t.Context(), "lb", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	items, _, _ := unstructured.NestedSlice(u.Object, "spec", "blocks")
+	for _, b := range items {
+		m := b.(map[string]any)
+		if c, ok := m["cidr"]; ok {
+			blocks = append(blocks, c.(string))
+		} else {
+			blocks = append(blocks, m["start"].(string)+"-"+m["stop"].(string))
+		}
+	}
+	return blocks, u.GetAnnotations()[dynamicprefix.AnnotationManagedBlock]
+}
+
+func (f *fixture) status() dynamicprefix.Status {
+	f.t.Helper()
+	u, err := f.dyn.Resource(dynamicprefix.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dp, err := dynamicprefix.FromUnstructured(u)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return dp.Status
+}
+
+func (f *fixture) condition(typ string) metav1.Condition {
+	for _, c := range f.status().Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func rangeOn(p string) string {
+	base := strings.TrimSuffix(p, "::/64")
+	return base + ":0:f000::-" + base + ":0:ffff:ffff:ffff:ffff"
+}
+
+// converged: home follows prefix A and everything holds what it should.
+func converged(t *testing.T, limits budget.Limits) *fixture {
+	f := newFixture(t, limits)
+	f.report(3, prefixA)
+	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("first pass wrote %q, want %q", got, want)
+	}
+	f.catchUp()
+	return f
+}
+
+func TestAPassThatFindsNothingToChangeMakesNoAction(t *testing.T) {
+	f := converged(t, generous)
+	for range 3 {
+		f.clock.Step(time.Minute)
+		if got := f.sync(passHome); len(got) != 0 {
+			t.Fatalf("nothing changed, yet the pass wrote %q", got)
+		}
+	}
+	// A new leader term forgets what it wrote and trusts the caches alone.
+	f.ctl.write.Forget()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("a new term with nothing changed wrote %q", got)
+	}
+}
+
+func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
+	f := converged(t, generous)
+	f.report(3, prefixB, prefixA)
+	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("a prefix change wrote %q, want %q", got, want)
+	}
+	blocks, record := f.pool()
+	if want := []string{"192.0.2.0/24", rangeOn(prefixB), rangeOn(prefixA)}; !slices.Equal(blocks, want) {
+		t.Errorf("pool blocks = %q, want the user's block, then B, then A draining: %q", blocks, want)
+	}
+	if want := rangeOn(prefixB) + "," + rangeOn(prefixA); record != want {
+		t.Errorf("record = %q, want %q", record, want)
+	}
+	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != dynamicprefix.StateDraining {
+		t.Errorf("status = %s, history %+v", st.CurrentPrefix, st.History)
+	}
+	svc, err := f.meta.Resource(service.GVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := svc.Annotations[service.AnnotationIPs], "192.0.2.7,2001:db8:b:0:ffff::1,2001:db8:a:0:ffff::1"; got != want {
+		t.Errorf("%s = %q, want %q", service.AnnotationIPs, got, want)
+	}
+	// The pass before the informers caught up, and the one after, write nothing.
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again before the caches caught up: %q", got)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again after: %q", got)
+	}
+}
+
+// fight stands for another controller rewriting the pool to drop our entries.
+func (f *fixture) fight(rv string) {
+	f.t.Helper()
+	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`, rv)
+	if _, err := f.dyn.Resource(poolGVR).Patch(f.t.Context(), "lb", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.catchUp()
+}
+
+func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
+	f := converged(t, generous)
+	// The same world under a controller whose breaker allows one write per object.
+	f.ctl = New(Config{Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.fight("2")
+	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
+		t.Fatalf("first fight: wrote %q, want %q", got, want)
+	}
+	f.fight("3")
+	got := f.sync(passHome)
+	if want := []string{"patch dynamicprefixes/status home"}; !slices.Equal(got, want) {
+		t.Fatalf("second fight: wrote %q, want only the status (no pool write): %q", got, want)
+	}
+	if c := f.condition("PoolsSynced"); c.Status != metav1.ConditionFalse || c.Reason != "WriteBudgetExceeded" {
+		t.Errorf("PoolsSynced = %s %s, want False WriteBudgetExceeded", c.Status, c.Reason)
+	}
+	if !slices.Contains(f.events.reasons, "WriteBudgetExceeded lb") {
+		t.Errorf("events %q, want WriteBudgetExceeded", f.events.reasons)
+	}
+	if f.ctl.breaker.Throttled() != 1 {
+		t.Errorf("%d throttled objects, want 1", f.ctl.breaker.Throttled())
+	}
+}
+
+func TestAReleasedPoolLosesOnlyItsManagedEntries(t *testing.T) {
+	f := converged(t, generous)
+	release := `{"metadata":{"annotations":{"dynamic-prefix.io/name":null,"dynamic-prefix.io/address-range":null}}}`
+	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(release), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	// The handler turns the pool's change into a release key.
+	u, _, _ := f.pools.GetByKey("lb")
+	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
+	key, _ := f.ctl.queue.Get()
+	f.ctl.queue.Done(key)
+	if want := (Key{Action: ReleasePool, Resource: cilium.PoolResource, Name: "lb"}); key != want {
+		t.Fatalf("queued %+v, want %+v", key, want)
+	}
+	if got, want := f.sync(key), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
+		t.Fatalf("release wrote %q, want %q", got, want)
+	}
+	blocks, record := f.pool()
+	if !slices.Equal(blocks, []string{"192.0.2.0/24"}) || record != "" {
+		t.Errorf("after release: blocks %q, record %q; want only the user's block and no record", blocks, record)
+	}
+	f.catchUp()
+	if got := f.sync(key); len(got) != 0 {
+		t.Errorf("releasing again wrote %q", got)
+	}
+}
+
+func TestAnInvalidPoolReferenceWritesOnlyStatus(t *testing.T) {
+	f := converged(t, generous)
+	bad := `{"metadata":{"annotations":{"dynamic-prefix.io/address-range":"nope"}}}`
+	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(bad), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	o := f.ctl.Sync(t.Context(), passHome)
+	if o.Retry || o.Err != nil {
+		t.Errorf("outcome %+v: a user's mistake is not retried", o)
+	}
+	got := f.sync(passHome)
+	if len(got) != 0 {
+		t.Errorf("the same mistake again wrote %q", got)
+	}
+	if c := f.condition("PoolsSynced"); c.Status != metav1.ConditionFalse || c.Reason != "PoolError" {
+		t.Errorf("PoolsSynced = %s %s, want False PoolError", c.Status, c.Reason)
+	}
+	n := 0
+	for _, r := range f.events.reasons {
+		if r == "InvalidPoolReference lb" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("events %q: want one InvalidPoolReference for two passes", f.events.reasons)
+	}
+}
+
+// The status patch carries only status and the version of the object it was
+// computed from (a concurrent change is a conflict, never overwritten).
+func TestStatusPatchCarriesOnlyStatus(t *testing.T) {
+	f := newFixture(t, generous)
+	f.report(1, prefixA)
+	cached, _, _ := f.dps.GetByKey("home")
+	base := cached.(*unstructured.Unstructured).GetResourceVersion()
+	f.ctl.Sync(t.Context(), passHome)
+	for _, a := range f.dyn.Actions() {
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || p.GetSubresource() != "status" {
+			continue
+		}
+		var body map[string]map[string]any
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body) != 2 || len(body["metadata"]) != 1 || body["metadata"]["resourceVersion"] != base {
+			t.Errorf("status patch %s: want status and metadata.resourceVersion only", p.GetPatch())
+		}
+		return
+	}
+	t.Error("no status patch")
+}

@@ -1,0 +1,84 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/apply"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/status"
+)
+
+// syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
+// Service and advertisement that follows it, then its status (so status
+// records what the pools already carry).
+func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.Outcome {
+	obj, exists, err := c.caches.DynamicPrefixes().GetByKey(name)
+	if err != nil {
+		return apply.Transient(err)
+	}
+	if !exists {
+		c.events.Forget("dp/" + name)
+		return apply.Outcome{} // pools that still name it are left as they are
+	}
+	u := obj.(*unstructured.Unstructured)
+	dp, err := dynamicprefix.FromUnstructured(u)
+	if err != nil {
+		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
+		return apply.Final(err) // a fix of the object brings a new event
+	}
+	dp.Status = c.write.LiveStatus(u, dp.Status)
+	m := spec.Parse(name, dp.Spec)
+	now := c.clock.Now()
+	reports, lapse := c.voters.Reports(now)
+	d := aggregate.Decide(m, dp.Status, reports, now)
+	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
+		d.Wake = lapse
+	}
+	for _, rej := range d.Rejected {
+		c.events.Announce("reject/"+name+"/"+rej.Prefix.String(), u, true, "PrefixRejected",
+			fmt.Sprintf("%s reported by %d node(s) is not adopted: %s", rej.Prefix, rej.Nodes, rej.Reason))
+	}
+
+	var problems status.Problems
+	problems.Spec = m.Err
+	if d.Current.IsValid() {
+		problems.Spec = m.Check(d.Current)
+	}
+	var steps, bgp apply.Outcomes
+	if d.Current.IsValid() && problems.Spec == nil {
+		pools := c.caches.Pools()
+		steps = c.write.Pools(ctx, pools, m, d)
+		if ctx.Err() != nil {
+			return apply.Transient(ctx.Err())
+		}
+		steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
+		adverts, gvr := c.caches.Advertisements()
+		problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)
+		problems.BGPErr = bgp.Err()
+	}
+	problems.Pools = steps.Err()
+	if problems.Spec != nil {
+		c.events.Announce("dp/"+name, u, true, "InvalidSpec", problems.Spec.Error())
+	}
+
+	if o := c.write.Status(ctx, u, dp.Status, status.Render(dp, m, d, problems, now)); o.Err != nil {
+		return o
+	}
+	if d.Changed && d.Current.IsValid() {
+		prev := dp.Status.CurrentPrefix
+		if prev == "" {
+			prev = "none"
+		}
+		c.log.Info(fmt.Sprintf("%s: prefix %s -> %s", name, prev, d.Current), "nodes", d.Reporting, "pooled", d.Pooled)
+		c.events.Announce("dp/"+name+"/prefix", u, false, "PrefixChanged", fmt.Sprintf("following %s (was %s)", d.Current, prev))
+	}
+	if !d.Wake.IsZero() {
+		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
+	}
+	return append(steps, bgp...).Retry()
+}

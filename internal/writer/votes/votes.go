@@ -1,0 +1,267 @@
+// Package votes is the node rule: which Nodes' digests vote, decoded once per
+// value, with a garbled digest or a vote that lapses reported once.
+//
+// A Node's digest votes while the Node exists and is Ready, or has not been
+// Ready for less than the grace. A Node with no Ready condition (no kubelet has
+// reported yet) votes. A Node gone NotReady past the grace stops voting: the
+// prefixes only it reported drain, and the current prefix stays unless the
+// nodes still voting choose another. A deleted Node stops voting at once. An
+// agent that died on a Ready node leaves its last digest voting; its deprecated
+// prefixes still expire by their deadlines (status.history[].expiresAt).
+package votes
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/informer"
+)
+
+// NotReadySince is where the node cache keeps when a Node's Ready condition last
+// turned False or Unknown. It exists only in the writer's cache, never in the API.
+const NotReadySince = "renumber.internal/not-ready-since"
+
+// GVR is the Node resource.
+var GVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+
+var metricBadDigests = metrics.NewCounter("renumber_writer_invalid_digests_total", "Distinct garbled node digests ignored.")
+
+// Recorder emits Kubernetes events.
+type Recorder interface {
+	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
+}
+
+// Ballot applies the node rule to the Node cache.
+type Ballot struct {
+	grace    time.Duration
+	nodes    func() []any // the Node cache now (View objects)
+	log      *slog.Logger
+	recorder Recorder
+
+	mu      sync.Mutex
+	decoded map[string]decoded // node -> its digest, decoded once per value
+	bad     map[string]string  // node -> garbled digest value already reported
+	lapsed  map[string]bool    // nodes whose vote lapsed (not Ready past the grace)
+}
+
+// New returns a ballot over nodes; grace 0 turns the rule off (every digest
+// votes).
+func New(grace time.Duration, nodes func() []any, log *slog.Logger, rec Recorder) *Ballot {
+	return &Ballot{grace: grace, nodes: nodes, log: log, recorder: rec,
+		decoded: map[string]decoded{}, bad: map[string]string{}, lapsed: map[string]bool{}}
+}
+
+// View strips a Node (full or metadata only) to what the writer reads: its
+// name, the digest and, when not Ready, since when. It is the Node cache's
+// transform: kubelet's status updates then compare equal unless they change
+// readiness.
+func View(o any) (any, error) {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+		out := informer.Bare(m)
+		if v, ok := m.Annotations[digest.Annotation]; ok {
+			out.Annotations = map[string]string{digest.Annotation: v}
+		}
+		return out, nil
+	}
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
+	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
+	ann := map[string]string{}
+	if v, ok := n.Annotations[digest.Annotation]; ok {
+		ann[digest.Annotation] = v
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			ann[NotReadySince] = c.LastTransitionTime.UTC().Format(time.RFC3339)
+		}
+	}
+	if len(ann) > 0 {
+		out.Annotations = ann
+	}
+	return out, nil
+}
+
+// State is what of a View the rule reads: a change of it is a reason for a pass.
+func State(o any) string {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return ""
+	}
+	v, ok := m.Annotations[digest.Annotation]
+	if ok {
+		v = "=" + v
+	}
+	return v + "|" + m.Annotations[NotReadySince]
+}
+
+type decoded struct {
+	value string
+	node  digest.Node
+	err   error
+}
+
+// decode decodes a node's digest, once per value.
+func (b *Ballot) decode(node, value string) (digest.Node, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d, ok := b.decoded[node]; ok && d.value == value {
+		return d.node, d.err
+	}
+	n, err := digest.Decode(value)
+	b.decoded[node] = decoded{value: value, node: n, err: err}
+	return n, err
+}
+
+// Reports returns the digests that vote at now, reporting garbled ones and
+// lapsed nodes once, and when the next vote lapses (zero if none will).
+func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
+	var out []aggregate.Report
+	var wake time.Time
+	present := map[string]bool{}
+	for _, o := range b.nodes() {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			continue
+		}
+		present[m.Name] = true
+		v, ok := m.Annotations[digest.Annotation]
+		if !ok {
+			continue
+		}
+		lapse, notReady := b.lapse(m, now)
+		if b.noteLapse(m.Name, notReady && !now.Before(lapse)) {
+			continue
+		}
+		if notReady && (wake.IsZero() || lapse.Before(wake)) {
+			wake = lapse
+		}
+		n, err := b.decode(m.Name, v)
+		if err != nil {
+			b.mu.Lock()
+			seen := b.bad[m.Name] == v
+			b.bad[m.Name] = v
+			b.mu.Unlock()
+			if !seen {
+				metricBadDigests.Inc()
+				b.log.Warn("ignoring garbled digest", "node", m.Name, "err", err)
+				b.recorder.Event(nodeRef(m), true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, err))
+			}
+			continue
+		}
+		b.mu.Lock()
+		delete(b.bad, m.Name)
+		b.mu.Unlock()
+		out = append(out, aggregate.Report{Node: m.Name, Digest: n})
+	}
+	b.forgetAllBut(present)
+	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })
+	return out, wake
+}
+
+// lapse returns when a not-Ready node's vote lapses (false when it is Ready or
+// the rule is off).
+func (b *Ballot) lapse(m *metav1.PartialObjectMetadata, now time.Time) (time.Time, bool) {
+	since, ok := m.Annotations[NotReadySince]
+	if !ok || b.grace <= 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		t = now // no usable transition time: the grace starts when we saw it
+	}
+	return t.Add(b.grace), true
+}
+
+// noteLapse records whether node's vote has lapsed, logging the transitions,
+// and returns lapsed.
+func (b *Ballot) noteLapse(node string, lapsed bool) bool {
+	b.mu.Lock()
+	was := b.lapsed[node]
+	if lapsed {
+		b.lapsed[node] = true
+	} else {
+		delete(b.lapsed, node)
+	}
+	b.mu.Unlock()
+	switch {
+	case lapsed && !was:
+		b.log.Info("node not Ready past the grace period; its digest no longer votes", "node", node, "grace", b.grace)
+	case !lapsed && was:
+		b.log.Info("node Ready again; its digest votes", "node", node)
+	}
+	return lapsed
+}
+
+// forgetAllBut drops what is remembered of deleted Nodes.
+func (b *Ballot) forgetAllBut(present map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	maps.DeleteFunc(b.lapsed, func(n string, _ bool) bool { return !present[n] })
+	maps.DeleteFunc(b.bad, func(n, _ string) bool { return !present[n] })
+	maps.DeleteFunc(b.decoded, func(n string, _ decoded) bool { return !present[n] })
+}
+
+func nodeRef(m *metav1.PartialObjectMetadata) *unstructured.Unstructured {
+	node := &unstructured.Unstructured{}
+	node.SetAPIVersion("v1")
+	node.SetKind("Node")
+	node.SetName(m.Name)
+	node.SetUID(m.UID)
+	return node
+}
+
+func (b *Ballot) isLapsed(node string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lapsed[node]
+}
+
+var descNodes = &metrics.Desc{Name: "renumber_writer_nodes", Type: "gauge", Labels: []string{"state"},
+	Help: "Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid, not-ready (not Ready past the grace: not voting)."}
+
+// Collectors returns this package's metrics: the counter, and the ballot's
+// gauge computed from the cache at scrape time (no series outlives its Node).
+func (b *Ballot) Collectors() []metrics.Collector { return []metrics.Collector{metricBadDigests, b} }
+
+// Collect reports Nodes by digest state.
+func (b *Ballot) Collect(w *metrics.Writer) {
+	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0, "not-ready": 0}
+	for _, o := range b.nodes() {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			continue
+		}
+		v, ok := m.Annotations[digest.Annotation]
+		if !ok {
+			counts["missing"]++
+			continue
+		}
+		switch _, err := b.decode(m.Name, v); {
+		case b.isLapsed(m.Name):
+			counts["not-ready"]++
+		case err != nil:
+			counts["invalid"]++
+		default:
+			counts["reporting"]++
+		}
+	}
+	for state, n := range counts {
+		w.Sample(descNodes, n, state)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/backoff"
 )
 
 type linkState struct {
@@ -23,7 +24,7 @@ type linkState struct {
 // Run follows address and link events until ctx ends. A subscription that fails
 // or closes is reopened with backoff, listing existing state again.
 func (w *Watcher) Run(ctx context.Context) {
-	wait := 250 * time.Millisecond
+	retry := backoff.New(250*time.Millisecond, 30*time.Second)
 	for ctx.Err() == nil {
 		started := w.Clock.Now()
 		err := w.session(ctx)
@@ -31,14 +32,12 @@ func (w *Watcher) Run(ctx context.Context) {
 			return
 		}
 		if w.Clock.Since(started) > time.Minute {
-			wait = 250 * time.Millisecond
+			retry.Reset()
 		}
-		w.Log.Warn("netlink subscription ended; resubscribing", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		wait := retry.Next()
+		w.Log.Warn("netlink subscription ended; resubscribing", "err", err, "in", wait.Round(time.Millisecond))
+		if !backoff.Sleep(ctx, w.Clock, wait) {
 			return
-		case <-w.Clock.After(wait):
-			wait = min(2*wait, 30*time.Second)
 		}
 	}
 }

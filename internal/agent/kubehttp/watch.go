@@ -14,6 +14,10 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/backoff"
 )
 
 // Collection names what Watch lists and watches.
@@ -29,11 +33,6 @@ type Collection struct {
 // Objects maps "namespace/name" (or "name") to an object's JSON.
 type Objects map[string]json.RawMessage
 
-const (
-	minBackoff = time.Second
-	maxBackoff = 30 * time.Second
-)
-
 // Watch lists col, then watches it from the list's resourceVersion, calling
 // onChange with every object after the list and after each change, until ctx
 // ends; calls come one at a time, from one goroutine, and the map is onChange's
@@ -47,16 +46,17 @@ func (c *Client) Watch(ctx context.Context, col Collection, log *slog.Logger, on
 	go func() {
 		var store Objects
 		var rv string
-		backoff := minBackoff
+		retry := backoff.New(time.Second, 30*time.Second)
 		listed := false
 		for ctx.Err() == nil {
 			if rv == "" {
 				objs, listRV, err := c.list(ctx, col)
 				if err != nil {
+					wait := retry.Next()
 					if ctx.Err() == nil {
-						log.Warn("list failed; retrying", "path", col.Path, "err", err, "in", backoff)
+						log.Warn("list failed; retrying", "path", col.Path, "err", err, "in", wait.Round(time.Millisecond))
 					}
-					backoff = pause(ctx, backoff)
+					backoff.Sleep(ctx, clock.RealClock{}, wait)
 					continue
 				}
 				store, rv = objs, listRV
@@ -75,32 +75,25 @@ func (c *Client) Watch(ctx context.Context, col Collection, log *slog.Logger, on
 			// at once, or refusing every version) is not retried at once.
 			short := time.Since(start) < time.Second
 			if !short {
-				backoff = minBackoff
+				retry.Reset()
+			}
+			var wait time.Duration
+			if short || (err != nil && !IsGone(err)) {
+				wait = retry.Next()
 			}
 			switch {
 			case IsGone(err):
 				log.Debug("watch resourceVersion gone; listing again", "path", col.Path)
 				rv = ""
 			case err != nil:
-				log.Warn("watch failed; resuming", "path", col.Path, "err", err, "in", backoff)
+				log.Warn("watch failed; resuming", "path", col.Path, "err", err, "in", wait.Round(time.Millisecond))
 			}
-			if short || (err != nil && !IsGone(err)) {
-				backoff = pause(ctx, backoff)
+			if wait > 0 {
+				backoff.Sleep(ctx, clock.RealClock{}, wait)
 			}
 		}
 	}()
 	return done
-}
-
-// pause sleeps about d (±20%) or until ctx ends, and returns the next backoff.
-func pause(ctx context.Context, d time.Duration) time.Duration {
-	t := time.NewTimer(time.Duration(float64(d) * (0.8 + 0.4*rand.Float64())))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return min(2*d, maxBackoff)
 }
 
 func (col Collection) accept(list bool) string {

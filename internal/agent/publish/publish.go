@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/backoff"
 )
 
 // Patcher writes the annotation on the node (a merge patch of that key only).
@@ -24,7 +26,7 @@ type Publisher struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	debounce time.Duration
-	backoff  [2]time.Duration // min, max
+	retry    func() *backoff.Backoff
 
 	mu        sync.Mutex
 	want      string
@@ -40,8 +42,8 @@ type Publisher struct {
 func New(p Patcher, clk clock.Clock, log *slog.Logger, debounce time.Duration) *Publisher {
 	return &Publisher{
 		patcher: p, clock: clk, log: log, debounce: debounce,
-		backoff: [2]time.Duration{500 * time.Millisecond, 30 * time.Second},
-		kick:    make(chan struct{}, 1),
+		retry: func() *backoff.Backoff { return backoff.New(500*time.Millisecond, 30*time.Second) },
+		kick:  make(chan struct{}, 1),
 	}
 }
 
@@ -97,7 +99,7 @@ func (p *Publisher) pending() (string, bool) {
 
 // Run publishes until ctx ends.
 func (p *Publisher) Run(ctx context.Context) {
-	wait := p.backoff[0]
+	retry := p.retry()
 	for {
 		select {
 		case <-ctx.Done():
@@ -118,7 +120,7 @@ func (p *Publisher) Run(ctx context.Context) {
 		for {
 			v, ok := p.pending()
 			if !ok {
-				wait = p.backoff[0]
+				retry.Reset()
 				break
 			}
 			err := p.patcher.Patch(ctx, v)
@@ -128,20 +130,18 @@ func (p *Publisher) Run(ctx context.Context) {
 				p.writes++
 				p.mu.Unlock()
 				metricPublishes.Inc()
-				wait = p.backoff[0]
+				retry.Reset()
 				break
 			}
 			if ctx.Err() != nil {
 				return
 			}
 			metricErrors.Inc()
-			p.log.Warn("publishing digest failed; retrying", "err", err, "in", wait)
-			select {
-			case <-ctx.Done():
+			wait := retry.Next()
+			p.log.Warn("publishing digest failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
+			if !backoff.Sleep(ctx, p.clock, wait) {
 				return
-			case <-p.clock.After(wait):
 			}
-			wait = min(2*wait, p.backoff[1])
 		}
 	}
 }

@@ -123,11 +123,11 @@ func TestRetriesWithBackoff(t *testing.T) {
 	p.Live("", false)
 	p.Want("v1;eth0=")
 	step(t, clk, debounce)
-	waitCall(t, f) // fails
-	step(t, clk, 500*time.Millisecond)
-	waitCall(t, f)     // fails
-	p.Want("v1;eth1=") // the network moved on meanwhile: the retry sends the latest
-	step(t, clk, time.Second)
+	waitCall(t, f)                     // fails
+	step(t, clk, 600*time.Millisecond) // 500 ms, +20% jitter at most
+	waitCall(t, f)                     // fails
+	p.Want("v1;eth1=")                 // the network moved on meanwhile: the retry sends the latest
+	step(t, clk, 1200*time.Millisecond)
 	waitCall(t, f)
 	if got := f.Calls(); !slices.Equal(got, []string{"v1;eth0=", "v1;eth0=", "v1;eth1="}) {
 		t.Errorf("patches = %q", got)

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/net/ipv6"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/backoff"
+
 	"github.com/renumber/renumber/internal/agent/observe"
 )
 
@@ -25,23 +27,21 @@ type Handler func(link string, router netip.Addr, at time.Time, prefixes []obser
 
 // Listener reads RAs on one link until its context ends.
 type Listener struct {
-	Link    string
-	Handle  Handler
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Backoff Backoff
+	Link   string
+	Handle Handler
+	Clock  clock.Clock
+	Log    *slog.Logger
+	// Retry is the wait between failed attempts (250 ms doubling to 30 s).
+	Retry *backoff.Backoff
 
 	restart chan struct{}
 }
-
-// Backoff bounds the wait between failed attempts.
-type Backoff struct{ Min, Max time.Duration }
 
 // NewListener returns a listener for link.
 func NewListener(link string, h Handler, clk clock.Clock, log *slog.Logger) *Listener {
 	return &Listener{
 		Link: link, Handle: h, Clock: clk, Log: log,
-		Backoff: Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second},
+		Retry:   backoff.New(250*time.Millisecond, 30*time.Second),
 		restart: make(chan struct{}, 1),
 	}
 }
@@ -58,7 +58,6 @@ func (l *Listener) Restart() {
 // Run listens until ctx ends. It never returns early: every failure is retried
 // with exponential backoff, and a failure is logged once, not on every retry.
 func (l *Listener) Run(ctx context.Context) {
-	wait := l.Backoff.Min
 	var lastErr string
 	for ctx.Err() == nil {
 		started := l.Clock.Now()
@@ -67,12 +66,12 @@ func (l *Listener) Run(ctx context.Context) {
 			return
 		}
 		if errors.Is(err, errRestart) {
-			wait = l.Backoff.Min
+			l.Retry.Reset()
 			continue
 		}
 		metricErrors.With(l.Link).Inc()
 		if l.Clock.Since(started) > time.Minute {
-			wait = l.Backoff.Min
+			l.Retry.Reset()
 		}
 		if msg := err.Error(); msg != lastErr {
 			l.Log.Warn("RA listener failed; retrying with backoff", "link", l.Link, "err", err)
@@ -82,9 +81,8 @@ func (l *Listener) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.restart:
-			wait = l.Backoff.Min
-		case <-l.Clock.After(wait):
-			wait = min(wait*2, l.Backoff.Max)
+			l.Retry.Reset()
+		case <-l.Clock.After(l.Retry.Next()):
 		}
 	}
 }

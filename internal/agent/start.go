@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// Parts are the agent's side effects, as Start needs them.
+type Parts struct {
+	Node       string   // this Node's name, for the log
+	Interfaces []string // the --interface links, for the log
+	Clock      clock.Clock
+	Log        *slog.Logger
+	// Publisher writes the digest to the Node (publish.Publisher).
+	Publisher interface {
+		Publisher
+		Live(value string, exists bool)
+		Run(ctx context.Context)
+	}
+	// WatchNode follows the digest annotation on the agent's own Node, calling
+	// back with its value (exists false when absent); synced closes after the
+	// first list.
+	WatchNode func(ctx context.Context, live func(value string, exists bool)) (synced <-chan struct{})
+	// WatchLinks follows the links to watch (the --interface links and those
+	// DynamicPrefixes name; true: global unicast only); synced closes after the
+	// first list.
+	WatchLinks func(ctx context.Context, links func(map[string]bool)) (synced <-chan struct{})
+	// DefaultLinks are the --interface links, followed alone while the
+	// DynamicPrefixes cannot be listed.
+	DefaultLinks map[string]bool
+	// NewListener makes the RA listener of one link.
+	NewListener NewListener
+	// WatchKernel follows the kernel's addresses and links until ctx ends.
+	WatchKernel func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time))
+}
+
+// Start runs the start-up sequence, then the agent until ctx ends:
+//  1. Read the digest the Node carries now (at most StartupGrace): it seeds the
+//     frozen lifetimes, so a restart on an unchanged network writes nothing. A
+//     slow API server does not stop observation: past the grace, the agent
+//     starts without it.
+//  2. Learn which links to follow from the DynamicPrefixes (at most
+//     StartupGrace; then the --interface links alone, until the list arrives).
+//  3. Follow the kernel, publish, observe.
+//
+// ready reports whether the Node has been read (readiness).
+func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run func()) {
+	var published digest.Node
+	var haveLive bool
+	live := make(chan struct{})
+	nodeSynced := p.WatchNode(ctx, func(v string, exists bool) {
+		if !haveLive {
+			haveLive = true
+			if n, err := digest.Decode(v); exists && err == nil {
+				published = n
+			}
+			close(live)
+		}
+		p.Publisher.Live(v, exists)
+	})
+	ready = func() error {
+		select {
+		case <-live:
+			return nil
+		default:
+			return errors.New("own Node not read yet")
+		}
+	}
+	run = func() {
+		select {
+		case <-live:
+		case <-nodeSynced:
+		case <-p.Clock.After(cfg.StartupGrace):
+			p.Log.Warn("node not read yet; starting without the published digest", "node", p.Node)
+		case <-ctx.Done():
+			return
+		}
+		a := New(cfg, p.Clock, p.Log, p.Publisher, p.NewListener, published)
+		linksSynced := p.WatchLinks(ctx, a.SetLinks)
+		select {
+		case <-linksSynced:
+		case <-p.Clock.After(cfg.StartupGrace):
+			p.Log.Warn("DynamicPrefixes not listed yet; watching --interface links only", "links", p.DefaultLinks)
+			a.SetLinks(p.DefaultLinks)
+		case <-ctx.Done():
+			return
+		}
+		go p.WatchKernel(ctx, a.Address, a.Link)
+		go p.Publisher.Run(ctx)
+		p.Log.Info("agent started", "node", p.Node, "interfaces", p.Interfaces)
+		a.Run(ctx)
+	}
+	return ready, run
+}

@@ -179,7 +179,9 @@ func (c *Caches) watchNodes() *informer.Watched {
 			// by pages of slim Nodes, so the first list of a large cluster is
 			// never in memory whole.
 			nodes := c.core.Nodes()
-			inf = informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return slimNodes(ctx, nodes, o) },
+			inf = informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return slimNodes(ctx, nodes, o)
+			},
 				nodes.Watch, &corev1.Node{})
 		} else {
 			inf = informer.Metadata(c.meta, votes.GVR)

@@ -85,6 +85,7 @@ func main() {
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
+	runs := flag.Int("runs", 3, "runs of each scale size (memory is reported as min/median/max)")
 	out := flag.String("out", "bench", "directory for results.md and results.json")
 	flag.Parse()
 	name, ok := benchmarks[*only]
@@ -117,7 +118,7 @@ func main() {
 		os.Exit(1)
 	}
 	if *only == "" || *only == "scale" {
-		rows, err := runScale(ctx, *out, sizes)
+		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
@@ -25,11 +27,15 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
 			po, ours, err := p.Kind.Decode(u)
-			if !ours || po.Follow.DynamicPrefix != m.Name {
+			if !ours || u.GetAnnotations()[dynamicprefix.AnnotationName] != m.Name {
 				continue
 			}
 			if err != nil {
-				out = append(out, Final(err)) // the pool's spec is garbled: the user's to fix
+				// The pool's entries cannot be read: the user's to fix. It is
+				// never written (its user entries could not be kept).
+				err = fmt.Errorf("%s %q: %w", p.Kind.Name, informer.Key(u.GetNamespace(), u.GetName()), err)
+				w.Events.Announce("pool/"+p.Kind.Resource+"/"+informer.Key(u.GetNamespace(), u.GetName()), u, true, "InvalidPool", err.Error())
+				out = append(out, Final(err))
 				continue
 			}
 			out = append(out, w.pool(ctx, p.Kind, u, po, m, d))

@@ -133,6 +133,7 @@ func (c *Caches) followKinds(ctx context.Context) {
 				c.log.Debug("pool kind discovery failed; retrying", "err", err, "in", wait)
 			} else {
 				looks++
+				b.Reset()
 			}
 			if changed || !backoff.Sleep(ctx, c.clock, wait) {
 				break

@@ -480,3 +480,30 @@ func TestStatusPatchCarriesOnlyStatus(t *testing.T) {
 	}
 	t.Error("no status patch")
 }
+
+// A pool whose entries cannot be read is reported by a pass over the
+// DynamicPrefix it names (condition and event), and never written.
+func TestAGarbledPoolIsReportedNotWritten(t *testing.T) {
+	f := converged(t, generous)
+	garbled := `{"spec":{"blocks":"not a list"}}`
+	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(garbled), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	u, _, _ := f.pools.GetByKey("lb")
+	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
+	key, _ := f.ctl.queue.Get()
+	f.ctl.queue.Done(key)
+	if key != passHome {
+		t.Fatalf("queued %+v, want a pass over home", key)
+	}
+	if got, want := f.sync(key), []string{"patch dynamicprefixes/status home"}; !slices.Equal(got, want) {
+		t.Fatalf("wrote %q, want only the status", got)
+	}
+	if c := f.condition("PoolsSynced"); c.Status != metav1.ConditionFalse {
+		t.Errorf("PoolsSynced = %s %s, want False", c.Status, c.Reason)
+	}
+	if !slices.Contains(f.events.reasons, "InvalidPool lb") {
+		t.Errorf("events %q, want InvalidPool", f.events.reasons)
+	}
+}

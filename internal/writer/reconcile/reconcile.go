@@ -129,9 +129,11 @@ func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
 // release when it follows none but carries our record.
 func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) {
-	obj, ours, _ := k.Decode(u)
+	obj, ours, err := k.Decode(u)
 	switch {
 	case !ours:
+	case err != nil: // garbled entries: the pass over its DynamicPrefix reports them
+		c.enqueue(u.GetAnnotations()[dynamicprefix.AnnotationName], 0)
 	case obj.Follow.DynamicPrefix != "":
 		c.enqueue(obj.Follow.DynamicPrefix, 0)
 	default:

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/metallb"
 	"github.com/renumber/renumber/internal/writer/reconcile"
+	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/staleness"
 	"github.com/renumber/renumber/internal/writer/votes"
 )
@@ -55,11 +57,14 @@ func main() {
 	flag.DurationVar(&o.nodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
 	r.Budget.Flags(flag.CommandLine)
+	r.TargetKeys = service.DefaultTargetKeys
+	flag.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(service.DefaultTargetKeys, ",")+")",
+		func(v string) error { r.TargetKeys = service.Split(v); return nil })
 	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
 	log, err := newLog()
 	if err == nil {
-		err = errors.Join(r.Budget.Validate(), e.Validate())
+		err = errors.Join(r.Budget.Validate(), e.Validate(), service.CheckTargetKeys(r.TargetKeys))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -101,7 +106,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	c := caches.New(caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}},
+	c := caches.New(caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}, TargetKeys: o.reconcile.TargetKeys},
 		cl.Dynamic, cl.Metadata, cl.Nodes, discover, clk, log)
 	ballot := votes.New(o.nodeGrace, c.Nodes, log, rec)
 	ctl := reconcile.New(o.reconcile, c, ballot, cl.Dynamic, cl.Metadata, clk, log, rec)

@@ -41,6 +41,9 @@ type Writer struct {
 	// Requeue asks for another pass over a DynamicPrefix after a delay (a
 	// throttled object, an episode to end).
 	Requeue func(dp string, after time.Duration)
+	// TargetKeys are the annotations HA Services get the DNS target under, in
+	// order (service.DefaultTargetKeys; none: no target is written).
+	TargetKeys []string
 
 	// What was written last, per object, until the caches show it.
 	statuses memo[dynamicprefix.Status]

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,15 +16,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
-
-func liveAnnotations(m *metav1.PartialObjectMetadata) service.Annotations {
-	return service.Annotations{
-		IPs:            service.Split(m.Annotations[service.AnnotationIPs]),
-		ManagedIPs:     service.Split(m.Annotations[service.AnnotationManagedIPs]),
-		Targets:        service.Split(m.Annotations[service.AnnotationTarget]),
-		ManagedTargets: service.Split(m.Annotations[service.AnnotationManagedTarget]),
-	}
-}
 
 // Services writes the HA-mode Services (from the Service cache) that follow
 // model's DynamicPrefix.
@@ -41,18 +30,18 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			continue
 		}
 		self := object{resource: "services", namespace: m.Namespace, name: m.Name}
-		live := liveAnnotations(m)
+		live := service.Live(m.Annotations, w.TargetKeys)
 		if last, ok := w.services.get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live)
+		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, w.TargetKeys)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
 			out = append(out, Final(err))
 			continue
 		}
-		if sameAnnotations(want, live) {
+		if want.Equal(live) {
 			w.calm(self, model.Name)
 			continue
 		}
@@ -60,7 +49,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			out = append(out, Final(err))
 			continue
 		}
-		if err := w.patchService(ctx, m, want); err != nil {
+		if err := w.patchService(ctx, m, live, want); err != nil {
 			out = append(out, Transient(err))
 			continue
 		}
@@ -86,8 +75,9 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	if _, ok := w.services.get(self, m.ResourceVersion); ok {
 		return Outcome{}
 	}
-	want := service.Release(liveAnnotations(m))
-	if err := w.patchService(ctx, m, want); err != nil {
+	live := service.Live(m.Annotations, w.TargetKeys)
+	want := service.Release(live)
+	if err := w.patchService(ctx, m, live, want); err != nil {
 		return Transient(err)
 	}
 	w.services.put(self, m.ResourceVersion, want)
@@ -96,26 +86,12 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	return Outcome{}
 }
 
-func sameAnnotations(a, b service.Annotations) bool {
-	return slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ManagedIPs, b.ManagedIPs) &&
-		slices.Equal(a.Targets, b.Targets) && slices.Equal(a.ManagedTargets, b.ManagedTargets)
-}
-
-// patchService writes the four annotations (null removes one: an empty value is
+// patchService writes our annotations (null removes one: an empty value is
 // never written) with a resourceVersion precondition, nothing else.
-func (w *Writer) patchService(ctx context.Context, m *metav1.PartialObjectMetadata, a service.Annotations) error {
-	val := func(v []string) any {
-		if len(v) == 0 {
-			return nil
-		}
-		return strings.Join(v, ",")
-	}
+func (w *Writer) patchService(ctx context.Context, m *metav1.PartialObjectMetadata, live, a service.Annotations) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": m.ResourceVersion,
-		"annotations": map[string]any{
-			service.AnnotationIPs: val(a.IPs), service.AnnotationManagedIPs: val(a.ManagedIPs),
-			service.AnnotationTarget: val(a.Targets), service.AnnotationManagedTarget: val(a.ManagedTargets),
-		},
+		"annotations":     a.Patch(live),
 	}})
 	if err != nil {
 		return err

@@ -53,6 +53,9 @@ type Config struct {
 	// BackendGroups are the API groups of pool kinds: a CRD of one of them being
 	// installed or removed makes the writer look for pool kinds again.
 	BackendGroups []string
+	// TargetKeys are the DNS target annotations written on HA Services: the
+	// Service cache keeps them.
+	TargetKeys []string
 }
 
 // Caches are the writer's informers.
@@ -217,24 +220,17 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 	})
 }
 
-// serviceKeys are the only annotations kept in the Service cache.
-var serviceKeys = []string{
-	dynamicprefix.AnnotationName, service.AnnotationSuffix, service.AnnotationRange, service.AnnotationSubnet,
-	service.AnnotationSkipDNS, service.AnnotationIPs, service.AnnotationTarget,
-	service.AnnotationManagedIPs, service.AnnotationManagedTarget,
-}
-
 // keepOurAnnotations strips a cached Service down to its identity and the
-// annotations renumber reads or owns: clusters with thousands of Services cost
-// a few bytes each (the operator we replace spent its memory here).
-func keepOurAnnotations(o any) (any, error) {
+// annotations renumber reads or owns (service.Kept): clusters with thousands of
+// Services cost a few bytes each (the operator we replace spent its memory here).
+func (c *Caches) keepOurAnnotations(o any) (any, error) {
 	m, ok := o.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return o, nil
 	}
 	out := informer.Bare(m)
-	for _, k := range serviceKeys {
-		if v, ok := m.Annotations[k]; ok {
+	for k, v := range m.Annotations {
+		if service.Kept(k, m.Annotations, c.cfg.TargetKeys) {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}
 			}
@@ -247,7 +243,7 @@ func keepOurAnnotations(o any) (any, error) {
 func (c *Caches) watchServices() *informer.Watched {
 	return informer.NewWatched("services", service.GVR, func() cache.SharedIndexInformer {
 		inf := informer.Metadata(c.meta, service.GVR)
-		_ = inf.SetTransform(keepOurAnnotations)
+		_ = inf.SetTransform(c.keepOurAnnotations)
 		changed := func(o any) {
 			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 				c.h.ServiceChanged(m)

@@ -136,7 +136,7 @@ func newFixture(t *testing.T, limits budget.Limits) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f.ctl = New(Config{Budget: limits}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.ctl = New(Config{Budget: limits, TargetKeys: service.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.catchUp()
 	return f
 }
@@ -354,6 +354,11 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	if got, want := svc.Annotations[service.AnnotationIPs], "192.0.2.7,2001:db8:b:0:ffff::1,2001:db8:a:0:ffff::1"; got != want {
 		t.Errorf("%s = %q, want %q", service.AnnotationIPs, got, want)
 	}
+	for _, k := range service.DefaultTargetKeys {
+		if got, want := svc.Annotations[k], "2001:db8:b:0:ffff::1"; got != want {
+			t.Errorf("%s = %q, want the current address %q", k, got, want)
+		}
+	}
 	// The pass before the informers caught up, and the one after, write nothing.
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("again before the caches caught up: %q", got)
@@ -377,7 +382,7 @@ func (f *fixture) fight(rv string) {
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	f := converged(t, generous)
 	// The same world under a controller whose breaker allows one write per object.
-	f.ctl = New(Config{Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.fight("2")
 	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {

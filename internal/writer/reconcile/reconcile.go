@@ -57,6 +57,8 @@ type Config struct {
 	Debounce time.Duration
 	// Budget limits our own object writes (the write-storm breaker).
 	Budget budget.Limits
+	// TargetKeys are the annotations HA Services get their DNS target under.
+	TargetKeys []string
 }
 
 // Action is what a queue key asks for.
@@ -106,7 +108,7 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue}
+	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, TargetKeys: cfg.TargetKeys}
 	return c
 }
 

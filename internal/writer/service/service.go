@@ -1,17 +1,20 @@
 // Package service renders the addresses of Services that follow a DynamicPrefix
 // in transition mode "ha": `lbipam.cilium.io/ips` gets the current and retained
 // addresses (so connections on the old prefix keep working while it drains) and
-// `external-dns.alpha.kubernetes.io/target` only the current one (so DNS moves at
-// once). User entries in both are kept; ownership records say which are ours.
+// the external-dns target keys only the current one (so DNS moves at once).
+// User entries are kept; ownership records say which entries, and under which
+// target keys, are ours.
 package service
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
@@ -26,10 +29,43 @@ const (
 	AnnotationSubnet        = "dynamic-prefix.io/service-subnet"
 	AnnotationSkipDNS       = "dynamic-prefix.io/skip-external-dns-update"
 	AnnotationIPs           = "lbipam.cilium.io/ips"
-	AnnotationTarget        = "external-dns.alpha.kubernetes.io/target"
 	AnnotationManagedIPs    = "dynamic-prefix.io/managed-ips"
 	AnnotationManagedTarget = "dynamic-prefix.io/managed-targets"
+	// AnnotationManagedTargetKeys records the target keys we wrote the
+	// managed targets under. Absent with managed targets present: the alpha
+	// key alone (what was written before keys could be chosen).
+	AnnotationManagedTargetKeys = "dynamic-prefix.io/managed-target-keys"
+
+	// AnnotationTarget is the key external-dns v0.22 and later read by default.
+	AnnotationTarget = "external-dns.kubernetes.io/target"
+	// AnnotationTargetAlpha is the key external-dns read before v0.22.
+	AnnotationTargetAlpha = "external-dns.alpha.kubernetes.io/target"
 )
+
+// DefaultTargetKeys are the keys the target is written under unless told
+// otherwise: both spellings, so a cluster keeps resolving across an
+// external-dns upgrade.
+var DefaultTargetKeys = []string{AnnotationTarget, AnnotationTargetAlpha}
+
+// CheckTargetKeys refuses keys that are not annotation keys, repeat, or
+// collide with an annotation renumber reads or owns.
+func CheckTargetKeys(keys []string) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if problems := validation.IsQualifiedName(k); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("target key %q is not an annotation key: %s", k, strings.Join(problems, "; ")))
+		}
+		if seen[k] {
+			errs = append(errs, fmt.Errorf("target key %q is listed twice", k))
+		}
+		seen[k] = true
+		if k == AnnotationIPs || strings.HasPrefix(k, "dynamic-prefix.io/") {
+			errs = append(errs, fmt.Errorf("target key %q is an annotation renumber reads or owns", k))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // GVR is the Service resource.
 var GVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
@@ -91,16 +127,97 @@ func Address(m spec.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
 	return a, nil
 }
 
-// Annotations are the four values a Service should carry; an empty list means
-// the annotation is absent (an empty lbipam.cilium.io/ips would withdraw the
+// Annotations are what a Service carries of ours; an empty list means the
+// annotation is absent (an empty lbipam.cilium.io/ips would withdraw the
 // Service's address, so none is ever written).
 type Annotations struct {
-	IPs, ManagedIPs, Targets, ManagedTargets []string
+	IPs, ManagedIPs []string
+	// Targets are the entries under each target key: the keys asked for and
+	// those the record names.
+	Targets map[string][]string
+	// ManagedTargets is the record of the target entries we own, under every
+	// key of TargetKeys.
+	ManagedTargets []string
+	TargetKeys     []string
+}
+
+// Live reads a Service's annotations: the addresses, and the targets under
+// every key of keys and of the record.
+func Live(ann map[string]string, keys []string) Annotations {
+	a := Annotations{
+		IPs:            Split(ann[AnnotationIPs]),
+		ManagedIPs:     Split(ann[AnnotationManagedIPs]),
+		ManagedTargets: Split(ann[AnnotationManagedTarget]),
+		TargetKeys:     Split(ann[AnnotationManagedTargetKeys]),
+		Targets:        map[string][]string{},
+	}
+	if len(a.TargetKeys) == 0 && len(a.ManagedTargets) > 0 {
+		a.TargetKeys = []string{AnnotationTargetAlpha}
+	}
+	for _, k := range slices.Concat(keys, a.TargetKeys) {
+		if v := Split(ann[k]); len(v) > 0 {
+			a.Targets[k] = v
+		}
+	}
+	return a
+}
+
+// Kept reports whether the Service cache must keep the annotation k of a
+// Service carrying ann: one renumber reads or owns, a target key asked for,
+// or one its record names (so a key dropped from the list can be released).
+func Kept(k string, ann map[string]string, keys []string) bool {
+	switch k {
+	case dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
+		AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget, AnnotationManagedTargetKeys, AnnotationTargetAlpha:
+		return true
+	}
+	return slices.Contains(keys, k) || slices.Contains(Split(ann[AnnotationManagedTargetKeys]), k)
+}
+
+// Equal compares two renderings entry by entry.
+func (a Annotations) Equal(b Annotations) bool {
+	keys := map[string]bool{}
+	for k := range a.Targets {
+		keys[k] = true
+	}
+	for k := range b.Targets {
+		keys[k] = true
+	}
+	for k := range keys {
+		if !slices.Equal(a.Targets[k], b.Targets[k]) {
+			return false
+		}
+	}
+	return slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ManagedIPs, b.ManagedIPs) &&
+		slices.Equal(a.ManagedTargets, b.ManagedTargets) && slices.Equal(a.TargetKeys, b.TargetKeys)
+}
+
+// Patch is the annotations map of a merge patch making a Service carry a
+// (null removes one), given what it carries now: every annotation of ours
+// either rendering names, nothing else.
+func (a Annotations) Patch(live Annotations) map[string]any {
+	val := func(v []string) any {
+		if len(v) == 0 {
+			return nil
+		}
+		return strings.Join(v, ",")
+	}
+	out := map[string]any{
+		AnnotationIPs: val(a.IPs), AnnotationManagedIPs: val(a.ManagedIPs),
+		AnnotationManagedTarget: val(a.ManagedTargets), AnnotationManagedTargetKeys: val(a.TargetKeys),
+	}
+	for k := range live.Targets {
+		out[k] = nil
+	}
+	for k, v := range a.Targets {
+		out[k] = val(v)
+	}
+	return out
 }
 
 // Render merges the managed addresses for the pooled prefixes (current first)
-// with what the Service carries now.
-func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations) (Annotations, error) {
+// with what the Service carries now; the target goes under every key of keys.
+func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, keys []string) (Annotations, error) {
 	var addrs []string
 	for _, p := range pooled {
 		a, err := Address(m, f, p)
@@ -117,15 +234,51 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations) (An
 	if len(addrs) > 0 && !f.SkipDNS {
 		current = addrs[:1]
 	}
-	out.Targets, out.ManagedTargets = pool.Merge(live.Targets, live.ManagedTargets, current)
+	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, keys, current)
 	return out, nil
+}
+
+// targets writes current under every key of keys and releases the keys the
+// record names that keys no longer does. The record is what we own under
+// every key: an entry the user also lists under one key is the user's under
+// all (a user entry is never removed; the price, in that corner, is an entry
+// of ours left behind).
+func targets(live Annotations, keys, current []string) (map[string][]string, []string, []string) {
+	out := map[string][]string{}
+	var record []string
+	for i, k := range keys {
+		var owned []string
+		if slices.Contains(live.TargetKeys, k) {
+			owned = live.ManagedTargets
+		}
+		entries, rec := pool.Merge(live.Targets[k], owned, current)
+		if len(entries) > 0 {
+			out[k] = entries
+		}
+		if i == 0 {
+			record = rec
+		} else {
+			record = slices.DeleteFunc(record, func(e string) bool { return !slices.Contains(rec, e) })
+		}
+	}
+	for _, k := range live.TargetKeys {
+		if !slices.Contains(keys, k) {
+			if entries, _ := pool.Merge(live.Targets[k], live.ManagedTargets, nil); len(entries) > 0 {
+				out[k] = entries
+			}
+		}
+	}
+	if len(record) == 0 {
+		return out, nil, nil
+	}
+	return out, record, slices.Clone(keys)
 }
 
 // Release removes our entries and records, keeping the user's.
 func Release(live Annotations) Annotations {
 	var out Annotations
 	out.IPs, _ = pool.Merge(live.IPs, live.ManagedIPs, nil)
-	out.Targets, _ = pool.Merge(live.Targets, live.ManagedTargets, nil)
+	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
 	return out
 }
 

@@ -46,38 +46,115 @@ func TestAddress(t *testing.T) {
 
 func TestRenderHA(t *testing.T) {
 	f := Follow{Suffix: "::ffff:0:1"}
-	live := Annotations{
-		IPs:            []string{"192.0.2.7", "2001:db8:a::ffff:0:1"},
-		ManagedIPs:     []string{"2001:db8:a::ffff:0:1"},
-		Targets:        []string{"lb.example.org", "2001:db8:a::ffff:0:1"},
-		ManagedTargets: []string{"2001:db8:a::ffff:0:1"},
-	}
-	got, err := Render(model, f, []netip.Prefix{cur, old}, live)
+	// Written before keys could be chosen: the alpha key, no keys record.
+	live := Live(map[string]string{
+		AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
+		AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
+	}, DefaultTargetKeys)
+	got, err := Render(model, f, []netip.Prefix{cur, old}, live, DefaultTargetKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"192.0.2.7", "2001:db8:b::ffff:0:1", "2001:db8:a::ffff:0:1"}; !slices.Equal(got.IPs, want) {
 		t.Errorf("ips = %q, want user entry + current + retained %q", got.IPs, want)
 	}
-	if want := []string{"lb.example.org", "2001:db8:b::ffff:0:1"}; !slices.Equal(got.Targets, want) {
-		t.Errorf("targets = %q, want user hostname + current only %q", got.Targets, want)
+	if want := []string{"lb.example.org", "2001:db8:b::ffff:0:1"}; !slices.Equal(got.Targets[AnnotationTargetAlpha], want) {
+		t.Errorf("alpha targets = %q, want user hostname + current only %q", got.Targets[AnnotationTargetAlpha], want)
 	}
-	again, _ := Render(model, f, []netip.Prefix{cur, old}, got)
-	if !slices.Equal(again.IPs, got.IPs) || !slices.Equal(again.Targets, got.Targets) {
-		t.Error("rendering twice changes the Service")
+	if want := []string{"2001:db8:b::ffff:0:1"}; !slices.Equal(got.Targets[AnnotationTarget], want) {
+		t.Errorf("v0.22 targets = %q, want the current address %q", got.Targets[AnnotationTarget], want)
+	}
+	if !slices.Equal(got.TargetKeys, DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
+		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
+	}
+	again, _ := Render(model, f, []netip.Prefix{cur, old}, got, DefaultTargetKeys)
+	if !again.Equal(got) {
+		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Render(model, skip, []netip.Prefix{cur}, live)
-	if !slices.Equal(got.Targets, []string{"lb.example.org"}) || len(got.ManagedTargets) != 0 {
-		t.Errorf("skip-external-dns-update: targets %q record %q", got.Targets, got.ManagedTargets)
+	got, _ = Render(model, skip, []netip.Prefix{cur}, live, DefaultTargetKeys)
+	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[AnnotationTarget]) != 0 ||
+		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
+		t.Errorf("skip-external-dns-update: %+v", got)
+	}
+}
+
+// A key dropped from the list is released (the user's entries under it stay);
+// a key added gets the target; the record follows the list.
+func TestTargetKeysFollowTheList(t *testing.T) {
+	f := Follow{Suffix: "::ffff:0:1"}
+	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), DefaultTargetKeys)
+	ann := map[string]string{}
+	for k, v := range both.Patch(Annotations{}) {
+		if v != nil {
+			ann[k] = v.(string)
+		}
+	}
+	newOnly := []string{AnnotationTarget}
+	live := Live(ann, newOnly)
+	if !slices.Equal(live.Targets[AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
+		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
+	}
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, newOnly)
+	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) {
+		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[AnnotationTargetAlpha])
+	}
+	if !slices.Equal(got.TargetKeys, newOnly) || !slices.Equal(got.Targets[AnnotationTarget], []string{"2001:db8:b::ffff:0:1"}) {
+		t.Errorf("after: %+v", got)
+	}
+	patch := got.Patch(live)
+	if patch[AnnotationTargetAlpha] != "lb.example.org" || patch[AnnotationManagedTargetKeys] != AnnotationTarget {
+		t.Errorf("patch %v", patch)
+	}
+	// No key at all: every target of ours goes, the records too.
+	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil)
+	if len(none.Targets[AnnotationTarget]) != 0 || none.Targets[AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
+		t.Errorf("no keys: %+v", none)
+	}
+}
+
+// An entry the user lists under one key is the user's under every key: it is
+// never removed, at the price of not being claimed under the others.
+func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
+	f := Follow{Suffix: "::ffff:0:1"}
+	live := Live(map[string]string{AnnotationTarget: "2001:db8:b::ffff:0:1"}, DefaultTargetKeys)
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, DefaultTargetKeys)
+	if len(got.ManagedTargets) != 0 {
+		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
+	}
+	later, _ := Render(model, f, []netip.Prefix{old}, got, DefaultTargetKeys)
+	if !slices.Contains(later.Targets[AnnotationTarget], "2001:db8:b::ffff:0:1") {
+		t.Errorf("the user's entry was removed: %q", later.Targets[AnnotationTarget])
+	}
+}
+
+func TestCheckTargetKeys(t *testing.T) {
+	for _, ok := range [][]string{DefaultTargetKeys, {AnnotationTarget}, {"example.com/target"}, nil} {
+		if err := CheckTargetKeys(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{"not a key"}, {AnnotationTarget, AnnotationTarget}, {AnnotationIPs}, {"dynamic-prefix.io/managed-ips"}, {"/target"}} {
+		if err := CheckTargetKeys(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
 
 func TestReleaseKeepsUserEntries(t *testing.T) {
-	got := Release(Annotations{IPs: []string{"192.0.2.7", "2001:db8:b::1"}, ManagedIPs: []string{"2001:db8:b::1"}})
-	if !slices.Equal(got.IPs, []string{"192.0.2.7"}) || got.ManagedIPs != nil {
+	live := Live(map[string]string{
+		AnnotationIPs: "192.0.2.7,2001:db8:b::1", AnnotationManagedIPs: "2001:db8:b::1",
+		AnnotationTarget: "lb.example.org,2001:db8:b::1", AnnotationTargetAlpha: "2001:db8:b::1",
+		AnnotationManagedTarget: "2001:db8:b::1", AnnotationManagedTargetKeys: AnnotationTarget + "," + AnnotationTargetAlpha,
+	}, nil)
+	got := Release(live)
+	if !slices.Equal(got.IPs, []string{"192.0.2.7"}) || got.ManagedIPs != nil || got.ManagedTargets != nil || got.TargetKeys != nil ||
+		!slices.Equal(got.Targets[AnnotationTarget], []string{"lb.example.org"}) || len(got.Targets[AnnotationTargetAlpha]) != 0 {
 		t.Errorf("release = %+v", got)
+	}
+	if p := got.Patch(live); p[AnnotationTargetAlpha] != nil || p[AnnotationTarget] != "lb.example.org" {
+		t.Errorf("release patch %v", p)
 	}
 }
 

@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// TestExternalDNSTargetKeys: external-dns v0.22 reads only
+// external-dns.kubernetes.io/target, earlier versions only the alpha key. By
+// default the target goes under both, each in one Service write; a Service an
+// earlier version managed under the alpha key alone is taken over; a key
+// dropped from the list is released on every Service, the user's entries
+// under it kept; a key that is not one stops the writer at start.
+func TestExternalDNSTargetKeys(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	addr := func(host string) string {
+		a, err := prefix.Splice(prefixA, netip.MustParseAddr(host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	a1, a2 := addr("::ffff:0:1"), addr("::ffff:0:2")
+	for name, ann := range map[string]map[string]string{
+		// As a writer before target keys existed left it: the alpha key, its
+		// record, no keys record; the user's own name under the alpha key.
+		"upgraded": {"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
+			service.AnnotationIPs: a1, service.AnnotationManagedIPs: a1,
+			service.AnnotationTargetAlpha: "legacy.example.org," + a1, service.AnnotationManagedTarget: a1},
+		"fresh": {"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
+			service.AnnotationTarget: "fresh.example.org"},
+	} {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+		}
+		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, w, "node1")
+	waitDigest(t, w, "node1", "prefix A", func(n digest.Node) bool {
+		return len(n.Links) == 1 && len(n.Links[0].Prefixes) == 1 && n.Links[0].Prefixes[0].Prefix == prefixA
+	})
+
+	expect := func(name string, want map[string]string) {
+		t.Helper()
+		eventually(t, name+" targets", func() (bool, string) {
+			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for k, v := range want {
+				got, ok := s.Annotations[k]
+				if got != v || (v == "" && ok) {
+					return false, fmt.Sprintf("%s = %q, want %q", k, got, v)
+				}
+			}
+			return true, ""
+		})
+	}
+	writes := func(m world.Mark) []string {
+		t.Helper()
+		settleWrites()
+		var out []string
+		for _, wr := range objectWrites(writesBy(t, w, m, writerUser)) {
+			if strings.HasPrefix(wr, "patch services ") {
+				out = append(out, wr)
+			}
+		}
+		return out
+	}
+	both := service.AnnotationTarget + "," + service.AnnotationTargetAlpha
+	oneEach := []string{"patch services fresh 200", "patch services upgraded 200"}
+
+	m := mark(t, w)
+	writer := startWriter(t, w, "writer-a")
+	expect("upgraded", map[string]string{service.AnnotationTarget: a1, service.AnnotationTargetAlpha: "legacy.example.org," + a1,
+		service.AnnotationManagedTarget: a1, service.AnnotationManagedTargetKeys: both})
+	expect("fresh", map[string]string{service.AnnotationTarget: "fresh.example.org," + a2, service.AnnotationTargetAlpha: a2,
+		service.AnnotationManagedTargetKeys: both})
+	if got := writes(m); !slices.Equal(got, oneEach) {
+		t.Errorf("Service writes taking over: %q, want one each %q", got, oneEach)
+	}
+
+	// external-dns upgraded to v0.22: the alpha key is dropped from the list.
+	w.Stop(writer, 10*time.Second)
+	m = mark(t, w)
+	startWriter(t, w, "writer-a", "--external-dns-target-annotation-keys", service.AnnotationTarget)
+	expect("upgraded", map[string]string{service.AnnotationTarget: a1, service.AnnotationTargetAlpha: "legacy.example.org",
+		service.AnnotationManagedTarget: a1, service.AnnotationManagedTargetKeys: service.AnnotationTarget})
+	expect("fresh", map[string]string{service.AnnotationTarget: "fresh.example.org," + a2, service.AnnotationTargetAlpha: "",
+		service.AnnotationManagedTargetKeys: service.AnnotationTarget})
+	if got := writes(m); !slices.Equal(got, oneEach) {
+		t.Errorf("Service writes releasing the alpha key: %q, want one each %q", got, oneEach)
+	}
+
+	for _, bad := range []string{"not a key", service.AnnotationTarget + "," + service.AnnotationTarget, "dynamic-prefix.io/name"} {
+		out, err := exec.Command(filepath.Join(binaries(t), "writer"), "--external-dns-target-annotation-keys", bad).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "target key") {
+			t.Errorf("--external-dns-target-annotation-keys %q: %v, %q; want exit 2 naming the key", bad, err, out)
+		}
+	}
+}

@@ -82,10 +82,17 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		metricWrites.With("ciliumbgpadvertisements").Inc()
 		w.Log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
 	}
+	return names, append(out, w.deleteAdvertisements(ctx, bgp, gvr, m.Name, want)...)
+}
+
+// deleteAdvertisements deletes the CiliumBGPAdvertisements we made for dp
+// that keep does not name.
+func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) Outcomes {
+	var out Outcomes
 	for _, o := range bgp.List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
-		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != m.Name || want[live.GetName()] {
+		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
 			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
@@ -95,8 +102,9 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		}
 		metricWrites.With("ciliumbgpadvertisements").Inc()
 		w.Log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
+		w.Events.Event(live, "AdvertisementDeleted", "no subnet of DynamicPrefix "+dp+" advertises it any more")
 	}
-	return names, out
+	return out
 }
 
 // poolSelector finds the serviceSelector of the pool using dp's subnet.

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/backend"
@@ -84,9 +87,10 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 }
 
 // ReleasePool removes our entries and record from the pool key ("name" or
-// "namespace/name") once its dynamic-prefix.io/name annotation was removed;
-// nothing else is touched. A refused permit returns how long to wait.
-func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key string) (Outcome, time.Duration) {
+// "namespace/name") when it names dp: "" once its dynamic-prefix.io/name
+// annotation was removed, or a DynamicPrefix that was deleted. Nothing else is
+// touched. A refused permit returns how long to wait.
+func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp string) (Outcome, time.Duration) {
 	k := p.Kind
 	obj, exists, err := p.Store.GetByKey(key)
 	if err != nil || !exists {
@@ -97,7 +101,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key string) 
 	if err != nil {
 		return Final(err), 0
 	}
-	if !ours || po.Follow.DynamicPrefix != "" {
+	if !ours || po.Follow.DynamicPrefix != dp || !po.HasRecord {
 		return Outcome{}, 0
 	}
 	self := object{resource: k.Resource, namespace: po.Namespace, name: po.Name}
@@ -114,9 +118,45 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key string) 
 	}
 	w.pools.put(self, po.ResourceVersion, poolWrite{entries, nil})
 	metricWrites.With(k.Resource).Inc()
-	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record)
-	w.Events.Event(u, "PoolReleased", "dynamic-prefix.io/name removed: managed entries and record removed")
+	why := "dynamic-prefix.io/name removed"
+	if dp != "" {
+		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
+	}
+	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record, "why", why)
+	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
 	return Outcome{}, 0
+}
+
+// ReleaseAll releases everything written for the DynamicPrefix dp, which was
+// deleted: our entries in every pool naming it, our annotations on every
+// Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
+// served). The user's entries stay; each released object gets one event.
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) Outcomes {
+	var out Outcomes
+	var wait time.Duration
+	for _, p := range pools {
+		for _, o := range p.Store.List() {
+			u := o.(*unstructured.Unstructured)
+			if u.GetAnnotations()[dynamicprefix.AnnotationName] != dp {
+				continue
+			}
+			r, again := w.ReleasePool(ctx, p, informer.Key(u.GetNamespace(), u.GetName()), dp)
+			out, wait = append(out, r), max(wait, again)
+		}
+	}
+	for _, o := range services.List() {
+		m := o.(*metav1.PartialObjectMetadata)
+		if m.Annotations[dynamicprefix.AnnotationName] == dp {
+			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
+		}
+	}
+	if adverts != nil {
+		out = append(out, w.deleteAdvertisements(ctx, adverts, gvr, dp, nil)...)
+	}
+	if wait > 0 {
+		w.Requeue(dp, wait)
+	}
+	return out
 }
 
 func difference(a, b []string) []string {

@@ -18,12 +18,17 @@ import (
 )
 
 // Services writes the HA-mode Services (from the Service cache) that follow
-// model's DynamicPrefix.
+// model's DynamicPrefix; in transition mode simple, it releases them.
 func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d aggregate.Decision) Outcomes {
-	if !model.HA {
-		return nil
-	}
 	var out Outcomes
+	if !model.HA {
+		for _, o := range services.List() {
+			if m := o.(*metav1.PartialObjectMetadata); m.Annotations[dynamicprefix.AnnotationName] == model.Name {
+				out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
+			}
+		}
+		return out
+	}
 	for _, o := range services.List() {
 		m, ok := o.(*metav1.PartialObjectMetadata)
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
@@ -61,28 +66,35 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name
-// once it no longer names a DynamicPrefix; the user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name string) Outcome {
+// when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
+// or a DynamicPrefix that was deleted or went back to transition mode simple.
+// The user's entries stay.
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) Outcome {
 	o, exists, err := services.GetByKey(informer.Key(ns, name))
 	if err != nil || !exists {
 		return Transient(err)
 	}
 	m := o.(*metav1.PartialObjectMetadata)
-	if m.Annotations[dynamicprefix.AnnotationName] != "" {
+	live := service.Live(m.Annotations, w.TargetKeys)
+	if m.Annotations[dynamicprefix.AnnotationName] != dp || !live.Owned() {
 		return Outcome{}
 	}
 	self := object{resource: "services", namespace: ns, name: name}
 	if _, ok := w.services.get(self, m.ResourceVersion); ok {
 		return Outcome{}
 	}
-	live := service.Live(m.Annotations, w.TargetKeys)
 	want := service.Release(live)
 	if err := w.patchService(ctx, m, live, want); err != nil {
 		return Transient(err)
 	}
 	w.services.put(self, m.ResourceVersion, want)
 	metricWrites.With("services").Inc()
-	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name))
+	why := "dynamic-prefix.io/name removed"
+	if dp != "" {
+		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
+	}
+	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
+	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
 	return Outcome{}
 }
 

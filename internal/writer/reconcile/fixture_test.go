@@ -512,3 +512,66 @@ func TestAGarbledPoolIsReportedNotWritten(t *testing.T) {
 		t.Errorf("events %q, want InvalidPool", f.events.reasons)
 	}
 }
+
+func (f *fixture) service() map[string]string {
+	f.t.Helper()
+	svc, err := f.meta.Resource(service.GVR).Namespace("default").Get(f.t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return svc.Annotations
+}
+
+// Deleting a DynamicPrefix releases what was written for it - one patch per
+// object, one event each - and leaves the user's entries.
+func TestADeletedDynamicPrefixReleasesWhatItWrote(t *testing.T) {
+	f := converged(t, generous)
+	if err := f.dyn.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.events.reasons = nil
+	want := []string{"patch ciliumloadbalancerippools lb", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("releasing wrote %q, want %q", got, want)
+	}
+	if blocks, record := f.pool(); !slices.Equal(blocks, []string{"192.0.2.0/24"}) || record != "" {
+		t.Errorf("pool after release: %q, record %q; want the user's block alone", blocks, record)
+	}
+	ann := f.service()
+	if ann[service.AnnotationIPs] != "192.0.2.7" || ann[service.AnnotationTarget] != "" || ann[service.AnnotationManagedIPs] != "" ||
+		ann[service.AnnotationManagedTargetKeys] != "" || ann[dynamicprefix.AnnotationName] != "home" {
+		t.Errorf("Service after release: %v; want the user's address, the user's name annotation, nothing of ours", ann)
+	}
+	slices.Sort(f.events.reasons)
+	if want := []string{"PoolReleased lb", "ServiceReleased web"}; !slices.Equal(f.events.reasons, want) {
+		t.Errorf("events %q, want %q", f.events.reasons, want)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("releasing again wrote %q", got)
+	}
+}
+
+// Back to transition mode simple: the HA annotations go, the pools stay.
+func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
+	f := converged(t, generous)
+	simple := `{"spec":{"transition":{"mode":"simple"}}}`
+	if _, err := f.dyn.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", "application/merge-patch+json", []byte(simple), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
+		t.Fatalf("switching to simple wrote %q, want %q", got, want)
+	}
+	if ann := f.service(); ann[service.AnnotationIPs] != "192.0.2.7" || ann[service.AnnotationManagedIPs] != "" {
+		t.Errorf("Service: %v", ann)
+	}
+	if blocks, _ := f.pool(); len(blocks) != 2 {
+		t.Errorf("pool blocks %q: the pool still follows home", blocks)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again: %q", got)
+	}
+}

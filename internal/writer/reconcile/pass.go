@@ -22,8 +22,10 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 		return apply.Transient(err)
 	}
 	if !exists {
+		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
-		return apply.Outcome{} // pools that still name it are left as they are
+		adverts, gvr := c.caches.Advertisements()
+		return c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
 	dp, err := dynamicprefix.FromUnstructured(u)

@@ -230,7 +230,7 @@ func (c *Controller) Sync(ctx context.Context, key Key) apply.Outcome {
 	case ReleasePool:
 		for _, p := range c.caches.Pools() {
 			if p.Kind.Resource == key.Resource {
-				o, wait := c.write.ReleasePool(ctx, p, informer.Key(key.Namespace, key.Name))
+				o, wait := c.write.ReleasePool(ctx, p, informer.Key(key.Namespace, key.Name), "")
 				if wait > 0 {
 					c.queue.AddAfter(key, wait)
 				}
@@ -238,7 +238,7 @@ func (c *Controller) Sync(ctx context.Context, key Key) apply.Outcome {
 			}
 		}
 	case ReleaseService:
-		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name)
+		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
 	}
 	return apply.Outcome{}
 }

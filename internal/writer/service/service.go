@@ -174,6 +174,11 @@ func Kept(k string, ann map[string]string, keys []string) bool {
 	return slices.Contains(keys, k) || slices.Contains(Split(ann[AnnotationManagedTargetKeys]), k)
 }
 
+// Owned reports whether the Service carries anything of ours (a record).
+func (a Annotations) Owned() bool {
+	return len(a.ManagedIPs) > 0 || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0
+}
+
 // Equal compares two renderings entry by entry.
 func (a Annotations) Equal(b Annotations) bool {
 	keys := map[string]bool{}

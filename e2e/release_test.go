@@ -37,8 +37,8 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 	})
 	apply(t, w, groupGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
-		"metadata":   map[string]any{"name": "raw", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":       map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
+		"metadata": map[string]any{"name": "raw", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
 	})
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{

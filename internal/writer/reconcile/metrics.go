@@ -7,11 +7,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 )
 
-var (
-	metricWrites  = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
-	metricErrors  = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
-	metricRefused = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
-)
+var metricErrors = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {

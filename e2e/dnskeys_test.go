@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -48,13 +47,7 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 		"fresh": {"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
 			service.AnnotationTarget: "fresh.example.org"},
 	} {
-		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
-			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-		}
-		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createService(t, w, name, ann)
 	}
 	startAgent(t, w, "node1")
 	waitDigest(t, w, "node1", "prefix A", func(n digest.Node) bool {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -40,15 +40,9 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 		"metadata": map[string]any{"name": "raw", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
 	})
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
-			"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
-			service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "web.example.org"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
-	if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createService(t, w, "web", map[string]string{
+		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
+		service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "web.example.org"})
 	startAgent(t, w, "node1")
 	writer := startWriter(t, w, "writer-a")
 	a1, err := prefix.Splice(prefixA, netip.MustParseAddr("::ffff:0:1"))
@@ -105,14 +99,16 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
 		t.Errorf("writes deleting the DynamicPrefix: %q, want %q", got, want)
 	}
-	for _, gvr := range []string{"lb", "raw"} {
-		kind := poolGVR
-		if gvr == "raw" {
-			kind = groupGVR
+	for name, gvr := range map[string]schema.GroupVersionResource{"lb": poolGVR, "raw": groupGVR} {
+		a := get(t, w, gvr, name).GetAnnotations()
+		_, blocks := a[dynamicprefix.AnnotationManagedBlock]
+		_, cidrs := a[dynamicprefix.AnnotationManagedCIDRs]
+		if a[dynamicprefix.AnnotationName] != "home" || blocks || cidrs {
+			t.Errorf("%s annotations after release: %v; want the user's kept and no record of ours", name, a)
 		}
-		if a := get(t, w, kind, gvr).GetAnnotations(); a["dynamic-prefix.io/name"] != "home" || len(a) != 1 {
-			t.Errorf("%s annotations after release: %v; want only the user's dynamic-prefix.io/name", gvr, a)
-		}
+	}
+	if a := get(t, w, poolGVR, "lb").GetAnnotations(); a[dynamicprefix.AnnotationAddressRange] != "lb" {
+		t.Errorf("lb lost the user's address-range annotation: %v", a)
 	}
 
 	// A new writer (a new leader term) finds nothing left to release.

@@ -14,6 +14,18 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
+// createService creates a LoadBalancer Service in default with annotations ann.
+func createService(t *testing.T, w *world.World, name string, ann map[string]string) {
+	t.Helper()
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	if _, err := w.API.Client.CoreV1().Services("default").Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHAServiceFollowsThePrefix: a Service in transition mode "ha" keeps the
 // current and the draining address for Cilium (old connections keep working)
 // while DNS moves to the new address at once; user entries stay.
@@ -24,15 +36,7 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	createDP(t, w, "home", map[string]any{
 		"transition": map[string]any{"mode": "ha"},
 	})
-	svc := func(name string, ann map[string]string) {
-		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
-			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-		}
-		if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	svc := func(name string, ann map[string]string) { createService(t, w, name, ann) }
 	svc("web", map[string]string{
 		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
 		service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "lb.example.org",

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
@@ -182,10 +181,10 @@ func (c *Caches) watchNodes() *informer.Watched {
 			// by pages of slim Nodes, so the first list of a large cluster is
 			// never in memory whole.
 			nodes := c.core.Nodes()
-			inf = informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return slimNodes(ctx, nodes, o)
-			},
-				nodes.Watch, &corev1.Node{})
+			}
+			inf = informer.Plain(list, nodes.Watch, &corev1.Node{})
 		} else {
 			inf = informer.Metadata(c.meta, votes.GVR)
 		}
@@ -265,9 +264,7 @@ func (c *Caches) watchServices() *informer.Watched {
 const nodePage = 500
 
 // slimNodes lists Nodes page by page (one consistent snapshot, the first
-// page's resourceVersion) and keeps of each only what votes.View reads: name,
-// version, UID, the digest annotation and the Ready condition. A real Node is
-// kilobytes (images, addresses, capacity); its slim copy is a few hundred bytes.
+// page's resourceVersion) and keeps a votes.Slim copy of each.
 func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.ListOptions) (runtime.Object, error) {
 	out := &corev1.NodeList{}
 	o.Limit, o.ResourceVersion, o.ResourceVersionMatch = nodePage, "", ""
@@ -280,25 +277,11 @@ func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.L
 			out.ResourceVersion = page.ResourceVersion
 		}
 		for i := range page.Items {
-			out.Items = append(out.Items, slim(&page.Items[i]))
+			out.Items = append(out.Items, votes.Slim(&page.Items[i]))
 		}
 		if page.Continue == "" {
 			return out, nil
 		}
 		o.Continue = page.Continue
 	}
-}
-
-func slim(n *corev1.Node) corev1.Node {
-	out := corev1.Node{TypeMeta: n.TypeMeta}
-	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
-	if v, ok := n.Annotations[digest.Annotation]; ok {
-		out.Annotations = map[string]string{digest.Annotation: v}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
-		}
-	}
-	return out
 }

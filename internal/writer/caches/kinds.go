@@ -142,7 +142,7 @@ func (c *Caches) followKinds(ctx context.Context) {
 	}
 }
 
-// updateBackends compares the served pool kinds with the followed ones, starts
+// updateKinds compares the served pool kinds with the followed ones, starts
 // informers for new kinds (waiting until they are listed) and stops removed ones.
 // It reports whether anything changed; on a discovery error nothing changes.
 func (c *Caches) updateKinds(ctx context.Context) (bool, error) {

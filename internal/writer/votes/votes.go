@@ -97,6 +97,23 @@ func View(o any) (any, error) {
 	return out, nil
 }
 
+// Slim is a copy of n with only what View reads: name, version, UID, the
+// digest annotation and the Ready condition. A real Node is kilobytes (images,
+// addresses, capacity); its slim copy is a few hundred bytes.
+func Slim(n *corev1.Node) corev1.Node {
+	out := corev1.Node{TypeMeta: n.TypeMeta}
+	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
+	if v, ok := n.Annotations[digest.Annotation]; ok {
+		out.Annotations = map[string]string{digest.Annotation: v}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		}
+	}
+	return out
+}
+
 // State is what of a View the rule reads: a change of it is a reason for a pass.
 func State(o any) string {
 	m, ok := o.(*metav1.PartialObjectMetadata)
@@ -133,17 +150,18 @@ func (b *Ballot) decode(node, value string) (digest.Node, error) {
 func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
 	var out []aggregate.Report
 	var wake time.Time
-	present := map[string]bool{}
-	for _, o := range b.nodes() {
+	nodes := b.nodes()
+	reporting := 0
+	for _, o := range nodes {
 		m, ok := o.(*metav1.PartialObjectMetadata)
 		if !ok {
 			continue
 		}
-		present[m.Name] = true
 		v, ok := m.Annotations[digest.Annotation]
 		if !ok {
 			continue
 		}
+		reporting++
 		lapse, notReady := b.lapse(m, now)
 		if b.noteLapse(m.Name, notReady && !now.Before(lapse)) {
 			continue
@@ -169,7 +187,7 @@ func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
 		b.mu.Unlock()
 		out = append(out, aggregate.Report{Node: m.Name, Digest: n})
 	}
-	b.forgetAllBut(present)
+	b.forgetGone(nodes, reporting)
 	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })
 	return out, wake
 }
@@ -208,10 +226,23 @@ func (b *Ballot) noteLapse(node string, lapsed bool) bool {
 	return lapsed
 }
 
-// forgetAllBut drops what is remembered of deleted Nodes.
-func (b *Ballot) forgetAllBut(present map[string]bool) {
+// forgetGone drops what is remembered of Nodes deleted or without a digest.
+// Every map holds only Nodes that reported a digest, so while none holds more
+// entries than Nodes report now (the usual pass) there is nothing to look for.
+func (b *Ballot) forgetGone(nodes []any, reporting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.decoded) <= reporting && len(b.lapsed) <= reporting && len(b.bad) <= reporting {
+		return
+	}
+	present := make(map[string]bool, reporting)
+	for _, o := range nodes {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			if _, ok := m.Annotations[digest.Annotation]; ok {
+				present[m.Name] = true
+			}
+		}
+	}
 	maps.DeleteFunc(b.lapsed, func(n string, _ bool) bool { return !present[n] })
 	maps.DeleteFunc(b.bad, func(n, _ string) bool { return !present[n] })
 	maps.DeleteFunc(b.decoded, func(n string, _ decoded) bool { return !present[n] })

@@ -220,7 +220,7 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 }
 
 // keepOurAnnotations strips a cached Service down to its identity and the
-// annotations renumber reads or owns (service.Kept): clusters with thousands of
+// annotations renumber reads or owns (service.Keep): clusters with thousands of
 // Services cost a few bytes each (the operator we replace spent its memory here).
 func (c *Caches) keepOurAnnotations(o any) (any, error) {
 	m, ok := o.(*metav1.PartialObjectMetadata)
@@ -228,14 +228,7 @@ func (c *Caches) keepOurAnnotations(o any) (any, error) {
 		return o, nil
 	}
 	out := informer.Bare(m)
-	for k, v := range m.Annotations {
-		if service.Kept(k, m.Annotations, c.cfg.TargetKeys) {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[k] = v
-		}
-	}
+	out.Annotations = service.Keep(m.Annotations, c.cfg.TargetKeys)
 	return out, nil
 }
 

@@ -162,16 +162,25 @@ func Live(ann map[string]string, keys []string) Annotations {
 	return a
 }
 
-// Kept reports whether the Service cache must keep the annotation k of a
-// Service carrying ann: one renumber reads or owns, a target key asked for,
-// or one its record names (so a key dropped from the list can be released).
-func Kept(k string, ann map[string]string, keys []string) bool {
-	switch k {
-	case dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
-		AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget, AnnotationManagedTargetKeys, AnnotationTargetAlpha:
-		return true
+// ours are the annotations renumber reads or owns on every Service; the
+// alpha key is one too, for Services written before the keys record existed.
+var ours = []string{dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
+	AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget, AnnotationManagedTargetKeys, AnnotationTargetAlpha}
+
+// Keep returns the annotations of ann the Service cache keeps (nil if none):
+// ours, the target keys asked for, and those its record names (so a key
+// dropped from the list can be released).
+func Keep(ann map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range slices.Concat(ours, keys, Split(ann[AnnotationManagedTargetKeys])) {
+		if v, ok := ann[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
-	return slices.Contains(keys, k) || slices.Contains(Split(ann[AnnotationManagedTargetKeys]), k)
+	return out
 }
 
 // Owned reports whether the Service carries anything of ours (a record).

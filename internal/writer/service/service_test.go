@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -161,5 +162,24 @@ func TestReleaseKeepsUserEntries(t *testing.T) {
 func TestSplit(t *testing.T) {
 	if got := Split(" 2001:db8::1, ,lb.example.org,"); !slices.Equal(got, []string{"2001:db8::1", "lb.example.org"}) {
 		t.Errorf("Split = %q", got)
+	}
+}
+
+// The Service cache keeps our annotations, the keys asked for and the keys the
+// record names (to release them), and nothing else.
+func TestKeep(t *testing.T) {
+	ann := map[string]string{
+		"dynamic-prefix.io/name": "home", AnnotationIPs: "2001:db8::1", AnnotationTarget: "a",
+		"example.com/old-target": "b", AnnotationManagedTargetKeys: "example.com/old-target",
+		"kubectl.kubernetes.io/last-applied-configuration": "{...}", "example.com/other": "c",
+	}
+	got := Keep(ann, []string{AnnotationTarget})
+	want := map[string]string{"dynamic-prefix.io/name": "home", AnnotationIPs: "2001:db8::1", AnnotationTarget: "a",
+		"example.com/old-target": "b", AnnotationManagedTargetKeys: "example.com/old-target"}
+	if !maps.Equal(got, want) {
+		t.Errorf("Keep = %v, want %v", got, want)
+	}
+	if Keep(map[string]string{"example.com/other": "c"}, DefaultTargetKeys) != nil {
+		t.Error("a Service with nothing of ours keeps annotations")
 	}
 }

@@ -369,14 +369,30 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	}
 }
 
-// fight stands for another controller rewriting the pool to drop our entries.
-func (f *fixture) fight(rv string) {
+// edit merge-patches an object as a user (or another controller) would, and
+// lets the caches catch up.
+func (f *fixture) edit(gvr schema.GroupVersionResource, name, body string) {
 	f.t.Helper()
-	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`, rv)
-	if _, err := f.dyn.Resource(poolGVR).Patch(f.t.Context(), "lb", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+	if _, err := f.dyn.Resource(gvr).Patch(f.t.Context(), name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.catchUp()
+}
+
+// poolEvent is the key the pool lb's cache event queues.
+func (f *fixture) poolEvent() Key {
+	f.t.Helper()
+	u, _, _ := f.pools.GetByKey("lb")
+	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
+	key, _ := f.ctl.queue.Get()
+	f.ctl.queue.Done(key)
+	return key
+}
+
+// fight stands for another controller rewriting the pool to drop our entries.
+func (f *fixture) fight(rv string) {
+	f.t.Helper()
+	f.edit(poolGVR, "lb", fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`, rv))
 }
 
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
@@ -406,16 +422,8 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 
 func TestAReleasedPoolLosesOnlyItsManagedEntries(t *testing.T) {
 	f := converged(t, generous)
-	release := `{"metadata":{"annotations":{"dynamic-prefix.io/name":null,"dynamic-prefix.io/address-range":null}}}`
-	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(release), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
-	// The handler turns the pool's change into a release key.
-	u, _, _ := f.pools.GetByKey("lb")
-	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
-	key, _ := f.ctl.queue.Get()
-	f.ctl.queue.Done(key)
+	f.edit(poolGVR, "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null,"dynamic-prefix.io/address-range":null}}}`)
+	key := f.poolEvent() // the handler turns the pool's change into a release key
 	if want := (Key{Action: ReleasePool, Resource: cilium.PoolResource, Name: "lb"}); key != want {
 		t.Fatalf("queued %+v, want %+v", key, want)
 	}
@@ -434,11 +442,7 @@ func TestAReleasedPoolLosesOnlyItsManagedEntries(t *testing.T) {
 
 func TestAnInvalidPoolReferenceWritesOnlyStatus(t *testing.T) {
 	f := converged(t, generous)
-	bad := `{"metadata":{"annotations":{"dynamic-prefix.io/address-range":"nope"}}}`
-	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(bad), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
+	f.edit(poolGVR, "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/address-range":"nope"}}}`)
 	o := f.ctl.Sync(t.Context(), passHome)
 	if o.Retry || o.Err != nil {
 		t.Errorf("outcome %+v: a user's mistake is not retried", o)
@@ -490,15 +494,8 @@ func TestStatusPatchCarriesOnlyStatus(t *testing.T) {
 // DynamicPrefix it names (condition and event), and never written.
 func TestAGarbledPoolIsReportedNotWritten(t *testing.T) {
 	f := converged(t, generous)
-	garbled := `{"spec":{"blocks":"not a list"}}`
-	if _, err := f.dyn.Resource(poolGVR).Patch(t.Context(), "lb", "application/merge-patch+json", []byte(garbled), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
-	u, _, _ := f.pools.GetByKey("lb")
-	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
-	key, _ := f.ctl.queue.Get()
-	f.ctl.queue.Done(key)
+	f.edit(poolGVR, "lb", `{"spec":{"blocks":"not a list"}}`)
+	key := f.poolEvent()
 	if key != passHome {
 		t.Fatalf("queued %+v, want a pass over home", key)
 	}
@@ -556,11 +553,7 @@ func TestADeletedDynamicPrefixReleasesWhatItWrote(t *testing.T) {
 // Back to transition mode simple: the HA annotations go, the pools stay.
 func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
 	f := converged(t, generous)
-	simple := `{"spec":{"transition":{"mode":"simple"}}}`
-	if _, err := f.dyn.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", "application/merge-patch+json", []byte(simple), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
+	f.edit(dynamicprefix.GVR, "home", `{"spec":{"transition":{"mode":"simple"}}}`)
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("switching to simple wrote %q, want %q", got, want)
 	}

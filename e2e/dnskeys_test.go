@@ -70,17 +70,7 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 			return true, ""
 		})
 	}
-	writes := func(m world.Mark) []string {
-		t.Helper()
-		settleWrites()
-		var out []string
-		for _, wr := range objectWrites(writesBy(t, w, m, writerUser)) {
-			if strings.HasPrefix(wr, "patch services ") {
-				out = append(out, wr)
-			}
-		}
-		return out
-	}
+	writes := func(m world.Mark) []string { return serviceWrites(t, w, m) }
 	both := service.AnnotationTarget + "," + service.AnnotationTargetAlpha
 	oneEach := []string{"patch services fresh 200", "patch services upgraded 200"}
 

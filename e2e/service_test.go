@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,9 +27,23 @@ func createService(t *testing.T, w *world.World, name string, ann map[string]str
 	}
 }
 
+// serviceWrites returns the writer's Service writes since m, once writes settled.
+func serviceWrites(t *testing.T, w *world.World, m world.Mark) []string {
+	t.Helper()
+	settleWrites()
+	var out []string
+	for _, wr := range objectWrites(writesBy(t, w, m, writerUser)) {
+		if strings.HasPrefix(wr, "patch services ") {
+			out = append(out, wr)
+		}
+	}
+	return out
+}
+
 // TestHAServiceFollowsThePrefix: a Service in transition mode "ha" keeps the
 // current and the draining address for Cilium (old connections keep working)
-// while DNS moves to the new address at once; user entries stay.
+// while DNS moves to the new address at once (no load balancer publishes an
+// ingress here: nothing to wait for); user entries stay.
 func TestHAServiceFollowsThePrefix(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
@@ -90,5 +105,82 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	}
 	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "unrelated", metav1.GetOptions{}); s.Annotations[service.AnnotationIPs] != "192.0.2.9" {
 		t.Errorf("a Service without our annotation was touched: %v", s.Annotations)
+	}
+}
+
+// publish writes ips into a Service's status.loadBalancer.ingress, as Cilium's
+// LB-IPAM does once it has allocated them (LB-IPAM itself does not run in this
+// world; issue 14 item 7).
+func publish(t *testing.T, w *world.World, name string, ips ...string) {
+	t.Helper()
+	eventually(t, "publishing "+name+"'s ingress", func() (bool, string) {
+		s, err := w.API.Client.CoreV1().Services("default").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s.Status.LoadBalancer.Ingress = nil
+		for _, ip := range ips {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+		if _, err := w.API.Client.CoreV1().Services("default").UpdateStatus(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// TestDNSWaitsForTheLoadBalancer: after a renumbering the new address is asked
+// for at once, but DNS stays on the old one (still allocated, still answering)
+// until the load balancer publishes the new one in the Service's status; then
+// the target moves, in the Service's second write of the change.
+func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a")
+	on := func(p netip.Prefix) string {
+		a, err := prefix.Splice(p, netip.MustParseAddr("::ffff:0:1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	a1, b1 := on(prefixA), on(prefixB)
+	expect := func(what string, ips []string, target string) {
+		t.Helper()
+		eventually(t, what, func() (bool, string) {
+			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			gotIPs := service.Split(s.Annotations[service.AnnotationIPs])
+			ok := slices.Equal(gotIPs, ips)
+			for _, k := range service.DefaultTargetKeys {
+				ok = ok && s.Annotations[k] == target
+			}
+			return ok, fmt.Sprintf("ips %q annotations %v", gotIPs, s.Annotations)
+		})
+	}
+	expect("the first address", []string{a1}, a1)
+	publish(t, w, "web", a1)
+	m := mark(t, w)
+	if got := serviceWrites(t, w, m); len(got) != 0 {
+		t.Fatalf("the load balancer publishing what we asked for made the writer write %q", got)
+	}
+
+	advertise(t, w, prefixB, prefixA)
+	expect("the new address asked for, DNS held on the old", []string{b1, a1}, a1)
+	if got, want := serviceWrites(t, w, m), []string{"patch services web 200"}; !slices.Equal(got, want) {
+		t.Fatalf("before the new address is published: %q, want %q", got, want)
+	}
+	expect("DNS still held once the writes settled", []string{b1, a1}, a1)
+
+	publish(t, w, "web", b1, a1)
+	expect("DNS on the published new address", []string{b1, a1}, b1)
+	if got, want := serviceWrites(t, w, m), []string{"patch services web 200", "patch services web 200"}; !slices.Equal(got, want) {
+		t.Errorf("the whole change: %q, want %q (one write asks, one moves DNS)", got, want)
 	}
 }

@@ -107,7 +107,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
 	c := caches.New(caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}, TargetKeys: o.reconcile.TargetKeys},
-		cl.Dynamic, cl.Metadata, cl.Nodes, discover, clk, log)
+		cl.Dynamic, cl.Metadata, cl.Core, discover, clk, log)
 	ballot := votes.New(o.nodeGrace, c.Nodes, log, rec)
 	ctl := reconcile.New(o.reconcile, c, ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -145,7 +145,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, service
 		}
 	}
 	for _, o := range services.List() {
-		m := o.(*metav1.PartialObjectMetadata)
+		m := o.(*corev1.Service)
 		if m.Annotations[dynamicprefix.AnnotationName] == dp {
 			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,14 +24,14 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 	var out Outcomes
 	if !model.HA {
 		for _, o := range services.List() {
-			if m := o.(*metav1.PartialObjectMetadata); m.Annotations[dynamicprefix.AnnotationName] == model.Name {
+			if m := o.(*corev1.Service); m.Annotations[dynamicprefix.AnnotationName] == model.Name {
 				out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			}
 		}
 		return out
 	}
 	for _, o := range services.List() {
-		m, ok := o.(*metav1.PartialObjectMetadata)
+		m, ok := o.(*corev1.Service)
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
 			continue
 		}
@@ -39,7 +40,8 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		if last, ok := w.services.get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, w.TargetKeys)
+		ingress := service.Ingress(m)
+		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, ingress, w.TargetKeys)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
@@ -74,7 +76,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	if err != nil || !exists {
 		return Transient(err)
 	}
-	m := o.(*metav1.PartialObjectMetadata)
+	m := o.(*corev1.Service)
 	live := service.Live(m.Annotations, w.TargetKeys)
 	if m.Annotations[dynamicprefix.AnnotationName] != dp || !live.Owned() {
 		return Outcome{}
@@ -100,7 +102,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 
 // patchService writes our annotations (null removes one: an empty value is
 // never written) with a resourceVersion precondition, nothing else.
-func (w *Writer) patchService(ctx context.Context, m *metav1.PartialObjectMetadata, live, a service.Annotations) error {
+func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a service.Annotations) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": m.ResourceVersion,
 		"annotations":     a.Patch(live),
@@ -115,7 +117,7 @@ func (w *Writer) patchService(ctx context.Context, m *metav1.PartialObjectMetada
 	return nil
 }
 
-func serviceRef(m *metav1.PartialObjectMetadata) *unstructured.Unstructured {
+func serviceRef(m *corev1.Service) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("Service")

@@ -9,6 +9,8 @@ package caches
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,7 +39,9 @@ type Handler interface {
 	DynamicPrefixChanged(name string)
 	// NodesChanged: a digest or a Node's readiness changed, or a Node came or went.
 	NodesChanged()
-	ServiceChanged(m *metav1.PartialObjectMetadata)
+	// ServiceChanged: a Service's annotations of ours or its published
+	// ingress changed (or it came).
+	ServiceChanged(s *corev1.Service)
 	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
 	AdvertisementChanged(u *unstructured.Unstructured)
 	// KindsChanged: CiliumBGPAdvertisement became served, or stopped being.
@@ -53,7 +57,7 @@ type Config struct {
 	// installed or removed makes the writer look for pool kinds again.
 	BackendGroups []string
 	// TargetKeys are the DNS target annotations written on HA Services: the
-	// Service cache keeps them.
+	// Service cache keeps them (service.Slim).
 	TargetKeys []string
 }
 
@@ -62,7 +66,7 @@ type Caches struct {
 	cfg      Config
 	dyn      dynamic.Interface
 	meta     metadata.Interface
-	core     corev1client.NodesGetter // typed reads (Nodes, in protobuf); nil: metadata only
+	core     Typed
 	discover Discover
 	clock    clock.Clock
 	log      *slog.Logger
@@ -77,9 +81,15 @@ type Caches struct {
 	rediscover chan struct{} // a backend CRD changed
 }
 
+// Typed reads, in protobuf: Services, and Nodes when their readiness counts.
+type Typed interface {
+	corev1client.NodesGetter
+	corev1client.ServicesGetter
+}
+
 // New builds the informers and asks discovery once (a failure is retried in
 // the background). Nothing runs before Run.
-func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core corev1client.NodesGetter, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
+func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
 	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, discover: discover, clock: clk, log: log,
 		rediscover: make(chan struct{}, 1)}
 	c.nodes = c.watchNodes()
@@ -147,7 +157,7 @@ func (c *Caches) Nodes() []any { return c.nodes.Store().List() }
 // DynamicPrefixes is the DynamicPrefix cache.
 func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 
-// Services is the Service cache (metadata, only our annotations).
+// Services is the Service cache (service.Slim Services).
 func (c *Caches) Services() cache.Store { return c.services.Store() }
 
 // Pools returns the pool kinds followed now with their caches.
@@ -175,7 +185,7 @@ func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
 func (c *Caches) watchNodes() *informer.Watched {
 	return informer.NewWatched("nodes", votes.GVR, func() cache.SharedIndexInformer {
 		var inf cache.SharedIndexInformer
-		if c.cfg.NodeGrace > 0 && c.core != nil {
+		if c.cfg.NodeGrace > 0 {
 			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
 			// writer to 133 MiB RSS; typed, 59 MiB (tools/bench, scale). Listed
 			// by pages of slim Nodes, so the first list of a large cluster is
@@ -219,33 +229,33 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 	})
 }
 
-// keepOurAnnotations strips a cached Service down to its identity and the
-// annotations renumber reads or owns (service.Keep): clusters with thousands of
-// Services cost a few bytes each (the operator we replace spent its memory here).
-func (c *Caches) keepOurAnnotations(o any) (any, error) {
-	m, ok := o.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return o, nil
-	}
-	out := informer.Bare(m)
-	out.Annotations = service.Keep(m.Annotations, c.cfg.TargetKeys)
-	return out, nil
-}
-
+// watchServices caches each Service as service.Slim: clusters with thousands of
+// Services cost a few bytes each (the operator we replace spent its memory
+// here). A change of anything else (ports, selector, labels) costs no pass.
 func (c *Caches) watchServices() *informer.Watched {
 	return informer.NewWatched("services", service.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Metadata(c.meta, service.GVR)
-		_ = inf.SetTransform(c.keepOurAnnotations)
+		services := c.core.Services(metav1.NamespaceAll)
+		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return slimServices(ctx, services, c.cfg.TargetKeys, o)
+		}
+		inf := informer.Plain(list, services.Watch, &corev1.Service{})
+		_ = inf.SetTransform(func(o any) (any, error) {
+			if s, ok := o.(*corev1.Service); ok {
+				return service.Slim(s, c.cfg.TargetKeys), nil
+			}
+			return o, nil
+		})
 		changed := func(o any) {
-			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-				c.h.ServiceChanged(m)
+			if s, ok := o.(*corev1.Service); ok {
+				c.h.ServiceChanged(s)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: changed,
 			UpdateFunc: func(old, new any) {
-				if informer.Version(old) != informer.Version(new) {
-					changed(new)
+				if o, n := old.(*corev1.Service), new.(*corev1.Service); !maps.Equal(o.Annotations, n.Annotations) ||
+					!slices.Equal(service.Ingress(o), service.Ingress(n)) {
+					changed(n)
 				}
 			},
 		})
@@ -253,28 +263,56 @@ func (c *Caches) watchServices() *informer.Watched {
 	})
 }
 
-// nodePage is how many Nodes one list request returns.
-const nodePage = 500
-
-// slimNodes lists Nodes page by page (one consistent snapshot, the first
-// page's resourceVersion) and keeps a votes.Slim copy of each.
-func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.ListOptions) (runtime.Object, error) {
+// slimNodes lists Nodes by pages and keeps a votes.Slim copy of each.
+func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.ListOptions) (*corev1.NodeList, error) {
 	out := &corev1.NodeList{}
-	o.Limit, o.ResourceVersion, o.ResourceVersionMatch = nodePage, "", ""
+	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+		p, err := nodes.List(ctx, o)
+		if err == nil {
+			for i := range p.Items {
+				out.Items = append(out.Items, votes.Slim(&p.Items[i]))
+			}
+		}
+		return p, err
+	})
+	return out, err
+}
+
+// slimServices lists Services by pages and keeps a service.Slim copy of each.
+func slimServices(ctx context.Context, services corev1client.ServiceInterface, keys []string, o metav1.ListOptions) (*corev1.ServiceList, error) {
+	out := &corev1.ServiceList{}
+	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+		p, err := services.List(ctx, o)
+		if err == nil {
+			for i := range p.Items {
+				out.Items = append(out.Items, *service.Slim(&p.Items[i], keys))
+			}
+		}
+		return p, err
+	})
+	return out, err
+}
+
+// page is how many objects one list request returns.
+const page = 500
+
+// paged lists page by page (one consistent snapshot, the first page's
+// resourceVersion), so the first list of a large cluster is never in memory
+// whole: list keeps what it needs of each page; meta gets the snapshot's
+// resourceVersion.
+func paged(ctx context.Context, o metav1.ListOptions, meta *metav1.ListMeta, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) error {
+	o.Limit, o.ResourceVersion, o.ResourceVersionMatch = page, "", ""
 	for {
-		page, err := nodes.List(ctx, o)
+		p, err := list(ctx, o)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if out.ResourceVersion == "" {
-			out.ResourceVersion = page.ResourceVersion
+		if meta.ResourceVersion == "" {
+			meta.ResourceVersion = p.GetResourceVersion()
 		}
-		for i := range page.Items {
-			out.Items = append(out.Items, votes.Slim(&page.Items[i]))
+		if p.GetContinue() == "" {
+			return nil
 		}
-		if page.Continue == "" {
-			return out, nil
-		}
-		o.Continue = page.Continue
+		o.Continue = p.GetContinue()
 	}
 }

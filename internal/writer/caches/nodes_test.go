@@ -58,17 +58,16 @@ func TestNodesAreListedByPagesOfSlimNodes(t *testing.T) {
 	for i := range 1234 {
 		p.nodes = append(p.nodes, fatNode(i))
 	}
-	obj, err := slimNodes(t.Context(), p, metav1.ListOptions{ResourceVersion: "0"})
+	list, err := slimNodes(t.Context(), p, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := obj.(*corev1.NodeList)
 	if len(p.calls) != 3 || len(list.Items) != 1234 {
-		t.Fatalf("%d requests, %d Nodes; want 3 pages of at most %d and every Node", len(p.calls), len(list.Items), nodePage)
+		t.Fatalf("%d requests, %d Nodes; want 3 pages of at most %d and every Node", len(p.calls), len(list.Items), page)
 	}
 	for _, c := range p.calls {
-		if c.Limit != nodePage || c.ResourceVersion != "" {
-			t.Errorf("request %+v: want limit %d and a consistent read", c, nodePage)
+		if c.Limit != page || c.ResourceVersion != "" {
+			t.Errorf("request %+v: want limit %d and a consistent read", c, page)
 		}
 	}
 	if list.ResourceVersion != "101" {

@@ -52,7 +52,7 @@ func Counted(cfg *rest.Config, c *metrics.CounterVec, gate requests.Gate) *rest.
 type Clients struct {
 	Dynamic   dynamic.Interface
 	Metadata  metadata.Interface
-	Nodes     corev1client.NodesGetter // typed, protobuf
+	Core      corev1client.CoreV1Interface // typed, protobuf: Nodes and Services
 	Events    eventsv1client.EventsGetter
 	Discovery *Discovery
 }
@@ -80,6 +80,6 @@ func NewClients(gated *rest.Config) (Clients, error) {
 	proto := rest.CopyConfig(gated)
 	proto.ContentType = "application/vnd.kubernetes.protobuf"
 	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	c.Nodes, err = corev1client.NewForConfig(proto)
+	c.Core, err = corev1client.NewForConfig(proto)
 	return c, err
 }

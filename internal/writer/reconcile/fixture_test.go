@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,9 @@ type fixture struct {
 	ctl    *Controller
 	seen   map[string]string // object -> its content at the last catchUp
 	rv     int
+	// published is what web's load balancer publishes in its
+	// status.loadBalancer.ingress (none until a test says).
+	published []string
 }
 
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
@@ -189,15 +193,18 @@ func (f *fixture) catchUp() {
 	}
 	var objs []any
 	for i := range list.Items {
-		m := &list.Items[i]
-		if rv := f.bump("services/"+m.Name, m); rv != "" {
-			m.ResourceVersion = rv
+		s := &corev1.Service{ObjectMeta: list.Items[i].ObjectMeta}
+		for _, ip := range f.published {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+		if rv := f.bump("services/"+s.Name, s); rv != "" {
+			s.ResourceVersion = rv
 			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q}}`, rv)
-			if _, err := f.meta.Resource(service.GVR).Namespace(m.Namespace).Patch(ctx, m.Name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+			if _, err := f.meta.Resource(service.GVR).Namespace(s.Namespace).Patch(ctx, s.Name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 				f.t.Fatal(err)
 			}
 		}
-		objs = append(objs, m)
+		objs = append(objs, service.Slim(s, service.DefaultTargetKeys))
 	}
 	if err := f.svcs.Replace(objs, ""); err != nil {
 		f.t.Fatal(err)
@@ -366,6 +373,56 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	f.catchUp()
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("again after: %q", got)
+	}
+}
+
+// publish stands for the load balancer (Cilium's LB-IPAM) publishing ips in
+// web's status.loadBalancer.ingress.
+func (f *fixture) publish(ips ...string) {
+	f.published = ips
+	f.catchUp()
+}
+
+// DNS follows the address: a change asks for the new address at once and
+// keeps the target on the old one, which still answers; the load balancer
+// publishing the new address moves the target, in a second Service write.
+func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := converged(t, generous)
+	f.publish("192.0.2.7", onA)
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Fatalf("the load balancer publishing what we asked for made us write %q", got)
+	}
+	f.report(3, prefixB, prefixA)
+	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("the change wrote %q, want %q", got, want)
+	}
+	ann := f.service()
+	if got, want := ann[service.AnnotationIPs], "192.0.2.7,"+onB+","+onA; got != want {
+		t.Errorf("%s = %q, want the new address asked for at once: %q", service.AnnotationIPs, got, want)
+	}
+	for _, k := range service.DefaultTargetKeys {
+		if ann[k] != onA {
+			t.Errorf("%s = %q before the new address is published, want the old one %s", k, ann[k], onA)
+		}
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Fatalf("waiting for the load balancer wrote %q", got)
+	}
+	f.publish("192.0.2.7", onB, onA)
+	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
+		t.Fatalf("the new address published: wrote %q, want %q", got, want)
+	}
+	for _, k := range service.DefaultTargetKeys {
+		if ann := f.service(); ann[k] != onB {
+			t.Errorf("%s = %q once published, want %s", k, ann[k], onB)
+		}
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again: %q", got)
 	}
 }
 

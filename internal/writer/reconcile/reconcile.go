@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -35,7 +35,7 @@ import (
 // cache re-listed after a silent watch is a new store, and pool kinds come and go.
 type Caches interface {
 	DynamicPrefixes() cache.Store
-	Services() cache.Store // metadata only
+	Services() cache.Store // slim Services (service.Slim)
 	Pools() []backend.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
@@ -145,7 +145,7 @@ func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) 
 
 // ServiceChanged queues a pass over the DynamicPrefix the Service follows, or
 // its release when it follows none but carries our records.
-func (c *Controller) ServiceChanged(m *metav1.PartialObjectMetadata) {
+func (c *Controller) ServiceChanged(m *corev1.Service) {
 	if name := m.Annotations[dynamicprefix.AnnotationName]; name != "" {
 		c.enqueue(name, 0)
 		return
@@ -187,7 +187,7 @@ func (c *Controller) Lead(ctx context.Context) {
 		}
 	}
 	for _, o := range c.caches.Services().List() {
-		c.ServiceChanged(o.(*metav1.PartialObjectMetadata))
+		c.ServiceChanged(o.(*corev1.Service))
 	}
 	stop := context.AfterFunc(ctx, func() { c.queue.Add(Key{Action: wake}) })
 	defer stop()

@@ -1,7 +1,9 @@
 // Package service renders the addresses of Services that follow a DynamicPrefix
 // in transition mode "ha": `lbipam.cilium.io/ips` gets the current and retained
 // addresses (so connections on the old prefix keep working while it drains) and
-// the external-dns target keys only the current one (so DNS moves at once).
+// the external-dns target keys only the current one, once the load balancer
+// publishes it in the Service's status (so a name never resolves to an address
+// that does not answer yet).
 // User entries are kept; ownership records say which entries, and under which
 // target keys, are ours.
 package service
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -183,6 +186,32 @@ func Keep(ann map[string]string, keys []string) map[string]string {
 	return out
 }
 
+// Slim is s as the writer's Service cache keeps it: its identity, the
+// annotations Keep keeps and the IPs of status.loadBalancer.ingress.
+func Slim(s *corev1.Service, keys []string) *corev1.Service {
+	out := &corev1.Service{}
+	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
+	out.Annotations = Keep(s.Annotations, keys)
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
+		}
+	}
+	return out
+}
+
+// Ingress returns the IPs s's status.loadBalancer.ingress publishes, in the
+// canonical form we write addresses in.
+func Ingress(s *corev1.Service) []string {
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
 // Owned reports whether the Service carries anything of ours (a record).
 func (a Annotations) Owned() bool {
 	return len(a.ManagedIPs) > 0 || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0
@@ -231,7 +260,9 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 
 // Render merges the managed addresses for the pooled prefixes (current first)
 // with what the Service carries now; the target goes under every key of keys.
-func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, keys []string) (Annotations, error) {
+// ingress is what the Service's status.loadBalancer.ingress publishes: the
+// target moves to the current address only once it is published there (Held).
+func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress, keys []string) (Annotations, error) {
 	var addrs []string
 	for _, p := range pooled {
 		a, err := Address(m, f, p)
@@ -247,9 +278,30 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, key
 	var current []string
 	if len(addrs) > 0 && !f.SkipDNS {
 		current = addrs[:1]
+		if held := Held(live, addrs, ingress); held != nil {
+			current = held
+		}
 	}
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, keys, current)
 	return out, nil
+}
+
+// Held returns the targets DNS stays on while the load balancer has not yet
+// published the current address (addrs[0]): those we wrote before that are
+// still managed addresses and still published. nil when the target may move:
+// the current address is published, the Service publishes no ingress at all
+// (nothing to wait for), or no previous target of ours still answers.
+func Held(live Annotations, addrs, ingress []string) []string {
+	if len(ingress) == 0 || slices.Contains(ingress, addrs[0]) {
+		return nil
+	}
+	var held []string
+	for _, t := range live.ManagedTargets {
+		if slices.Contains(addrs, t) && slices.Contains(ingress, t) {
+			held = append(held, t)
+		}
+	}
+	return held
 }
 
 // targets writes current under every key of keys and releases the keys the

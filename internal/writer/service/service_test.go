@@ -7,6 +7,11 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
@@ -52,7 +57,7 @@ func TestRenderHA(t *testing.T) {
 		AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
 		AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
 	}, DefaultTargetKeys)
-	got, err := Render(model, f, []netip.Prefix{cur, old}, live, DefaultTargetKeys)
+	got, err := Render(model, f, []netip.Prefix{cur, old}, live, nil, DefaultTargetKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +73,13 @@ func TestRenderHA(t *testing.T) {
 	if !slices.Equal(got.TargetKeys, DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
 		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
 	}
-	again, _ := Render(model, f, []netip.Prefix{cur, old}, got, DefaultTargetKeys)
+	again, _ := Render(model, f, []netip.Prefix{cur, old}, got, nil, DefaultTargetKeys)
 	if !again.Equal(got) {
 		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Render(model, skip, []netip.Prefix{cur}, live, DefaultTargetKeys)
+	got, _ = Render(model, skip, []netip.Prefix{cur}, live, nil, DefaultTargetKeys)
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[AnnotationTarget]) != 0 ||
 		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
 		t.Errorf("skip-external-dns-update: %+v", got)
@@ -85,7 +90,7 @@ func TestRenderHA(t *testing.T) {
 // a key added gets the target; the record follows the list.
 func TestTargetKeysFollowTheList(t *testing.T) {
 	f := Follow{Suffix: "::ffff:0:1"}
-	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), DefaultTargetKeys)
+	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, DefaultTargetKeys)
 	ann := map[string]string{}
 	for k, v := range both.Patch(Annotations{}) {
 		if v != nil {
@@ -97,7 +102,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 	if !slices.Equal(live.Targets[AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
 		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
 	}
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, newOnly)
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, newOnly)
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) {
 		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[AnnotationTargetAlpha])
 	}
@@ -109,7 +114,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 		t.Errorf("patch %v", patch)
 	}
 	// No key at all: every target of ours goes, the records too.
-	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil)
+	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, nil)
 	if len(none.Targets[AnnotationTarget]) != 0 || none.Targets[AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
 		t.Errorf("no keys: %+v", none)
 	}
@@ -120,13 +125,82 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
 	f := Follow{Suffix: "::ffff:0:1"}
 	live := Live(map[string]string{AnnotationTarget: "2001:db8:b::ffff:0:1"}, DefaultTargetKeys)
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, DefaultTargetKeys)
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, DefaultTargetKeys)
 	if len(got.ManagedTargets) != 0 {
 		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
 	}
-	later, _ := Render(model, f, []netip.Prefix{old}, got, DefaultTargetKeys)
+	later, _ := Render(model, f, []netip.Prefix{old}, got, nil, DefaultTargetKeys)
 	if !slices.Contains(later.Targets[AnnotationTarget], "2001:db8:b::ffff:0:1") {
 		t.Errorf("the user's entry was removed: %q", later.Targets[AnnotationTarget])
+	}
+}
+
+// DNS follows the address: while the load balancer has not published the new
+// address, the target stays on the previous one (still allocated, still
+// answering); it moves once the new one is published, and at once where
+// waiting would not help.
+func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
+	f := Follow{Suffix: "::ffff:0:1"}
+	const was, now = "2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1"
+	live := Live(map[string]string{
+		AnnotationIPs: "192.0.2.7," + was, AnnotationManagedIPs: was,
+		AnnotationTarget: was, AnnotationManagedTarget: was, AnnotationManagedTargetKeys: AnnotationTarget,
+	}, []string{AnnotationTarget})
+	render := func(pooled []netip.Prefix, ingress ...string) Annotations {
+		t.Helper()
+		got, err := Render(model, f, pooled, live, ingress, []string{AnnotationTarget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	held := render([]netip.Prefix{cur, old}, "192.0.2.7", was)
+	if !slices.Equal(held.IPs, []string{"192.0.2.7", now, was}) {
+		t.Errorf("ips = %q: the new address must be asked for at once", held.IPs)
+	}
+	if !slices.Equal(held.Targets[AnnotationTarget], []string{was}) || !slices.Equal(held.ManagedTargets, []string{was}) {
+		t.Errorf("not yet published: target %q record %q, want both still %s", held.Targets[AnnotationTarget], held.ManagedTargets, was)
+	}
+	moves := []struct {
+		why     string
+		pooled  []netip.Prefix
+		ingress []string
+	}{
+		{"published", []netip.Prefix{cur, old}, []string{"192.0.2.7", now, was}},
+		{"no ingress at all", []netip.Prefix{cur, old}, nil},
+		{"the previous address not published either", []netip.Prefix{cur, old}, []string{"192.0.2.7"}},
+		{"the previous address no longer pooled", []netip.Prefix{cur}, []string{"192.0.2.7", was}},
+	}
+	for _, m := range moves {
+		got := render(m.pooled, m.ingress...)
+		if !slices.Equal(got.Targets[AnnotationTarget], []string{now}) || !slices.Equal(got.ManagedTargets, []string{now}) {
+			t.Errorf("%s: target %q record %q, want %s", m.why, got.Targets[AnnotationTarget], got.ManagedTargets, now)
+		}
+	}
+}
+
+// The Service cache keeps a Service's identity, our annotations and the
+// addresses its load balancer publishes: nothing of its spec.
+func TestSlim(t *testing.T) {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{AnnotationIPs: "2001:db8::1", "example.com/x": "y"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+			{IP: "2001:0db8::1", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}, {Hostname: "lb.example.org"}, {IP: "192.0.2.7"}}}},
+	}
+	got := Slim(s, nil)
+	want := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+			Annotations: map[string]string{AnnotationIPs: "2001:db8::1"}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+			{IP: "2001:0db8::1"}, {IP: "192.0.2.7"}}}},
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("Slim = %+v\nwant %+v", got, want)
+	}
+	if ips := Ingress(got); !slices.Equal(ips, []string{"2001:db8::1", "192.0.2.7"}) {
+		t.Errorf("Ingress = %q, want canonical addresses", ips)
 	}
 }
 

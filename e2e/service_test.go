@@ -136,6 +136,7 @@ func publish(t *testing.T, w *world.World, name string, ips ...string) {
 func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
+	runCilium(t, w, "quay.io/cilium/cilium:v1.20.1") // no L2 announcer nudge: TestL2AnnouncerNudge
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})

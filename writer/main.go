@@ -19,7 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -44,6 +46,7 @@ type options struct {
 	reconcile               reconcile.Config
 	nodeGrace, staleness    time.Duration
 	pprof                   bool
+	l2Nudge, ciliumNS       string
 }
 
 func main() {
@@ -60,11 +63,16 @@ func main() {
 	r.TargetKeys = service.DefaultTargetKeys
 	flag.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(service.DefaultTargetKeys, ",")+")",
 		func(v string) error { r.TargetKeys = service.Split(v); return nil })
+	flag.StringVar(&o.l2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
+	flag.StringVar(&o.ciliumNS, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+cilium.DaemonSetSelector+"), read with --l2-nudge=auto")
 	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
 	log, err := newLog()
 	if err == nil {
 		err = errors.Join(r.Budget.Validate(), e.Validate(), service.CheckTargetKeys(r.TargetKeys))
+		if !slices.Contains(cilium.L2NudgeModes, o.l2Nudge) {
+			err = errors.Join(err, fmt.Errorf("--l2-nudge %q: want one of %s", o.l2Nudge, strings.Join(cilium.L2NudgeModes, ", ")))
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -106,8 +114,12 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	c := caches.New(caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}, TargetKeys: o.reconcile.TargetKeys},
-		cl.Dynamic, cl.Metadata, cl.Core, discover, clk, log)
+	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}, TargetKeys: o.reconcile.TargetKeys}
+	if o.l2Nudge == "auto" {
+		cfg.CiliumNamespace = o.ciliumNS
+	}
+	c := caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
+	o.reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.l2Nudge, Images: c.CiliumImages, Log: log}).Needed
 	ballot := votes.New(o.nodeGrace, c.Nodes, log, rec)
 	ctl := reconcile.New(o.reconcile, c, ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 
@@ -127,6 +139,12 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	elector.Run(ctx, ctl.Lead)
 	return nil
+}
+
+// typed are the typed clients the caches read with.
+type typed struct {
+	corev1client.CoreV1Interface
+	appsv1client.AppsV1Interface
 }
 
 func serve(ctx context.Context, log *slog.Logger, o options, reg *metrics.Registry, healthy func() error, synced func() bool) {

@@ -44,6 +44,9 @@ type Writer struct {
 	// TargetKeys are the annotations HA Services get the DNS target under, in
 	// order (service.DefaultTargetKeys; none: no target is written).
 	TargetKeys []string
+	// L2Nudge reports whether HA Services need the L2 announcer nudge
+	// (service.Options); nil: never.
+	L2Nudge func() bool
 
 	// What was written last, per object, until the caches show it.
 	statuses memo[dynamicprefix.Status]

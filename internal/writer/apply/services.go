@@ -30,6 +30,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		}
 		return out
 	}
+	opt := service.Options{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge()}
 	for _, o := range services.List() {
 		m, ok := o.(*corev1.Service)
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
@@ -41,7 +42,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			live = last
 		}
 		ingress := service.Ingress(m)
-		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, ingress, w.TargetKeys)
+		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
@@ -62,7 +63,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		}
 		w.services.put(self, m.ResourceVersion, want)
 		metricWrites.With("services").Inc()
-		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets)
+		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
 	}
 	return out
 }

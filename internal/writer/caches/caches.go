@@ -14,18 +14,23 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -46,6 +51,8 @@ type Handler interface {
 	AdvertisementChanged(u *unstructured.Unstructured)
 	// KindsChanged: CiliumBGPAdvertisement became served, or stopped being.
 	KindsChanged()
+	// CiliumChanged: the Cilium DaemonSet's images changed.
+	CiliumChanged()
 }
 
 // Config of the caches.
@@ -59,6 +66,9 @@ type Config struct {
 	// TargetKeys are the DNS target annotations written on HA Services: the
 	// Service cache keeps them (service.Slim).
 	TargetKeys []string
+	// CiliumNamespace, when set, is where the Cilium DaemonSet
+	// (cilium.DaemonSetSelector) is watched for the images it runs.
+	CiliumNamespace string
 }
 
 // Caches are the writer's informers.
@@ -73,6 +83,7 @@ type Caches struct {
 	h        Handler
 
 	nodes, dps, services, crds *informer.Watched
+	cilium                     *informer.Watched // nil without CiliumNamespace
 
 	mu         sync.Mutex
 	pools      []*pooled         // the pool kinds followed now
@@ -81,10 +92,12 @@ type Caches struct {
 	rediscover chan struct{} // a backend CRD changed
 }
 
-// Typed reads, in protobuf: Services, and Nodes when their readiness counts.
+// Typed reads, in protobuf: Services, the Cilium DaemonSet, and Nodes when
+// their readiness counts.
 type Typed interface {
 	corev1client.NodesGetter
 	corev1client.ServicesGetter
+	appsv1client.DaemonSetsGetter
 }
 
 // New builds the informers and asks discovery once (a failure is retried in
@@ -95,6 +108,9 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 	c.nodes = c.watchNodes()
 	c.dps = c.watchDynamicPrefixes()
 	c.services = c.watchServices()
+	if cfg.CiliumNamespace != "" {
+		c.cilium = c.watchCilium()
+	}
 	served, err := discover()
 	if err != nil {
 		log.Warn("discovery failed; retrying in the background", "err", err)
@@ -132,6 +148,9 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 // All returns every cache the writer reads now.
 func (c *Caches) All() []*informer.Watched {
 	ws := []*informer.Watched{c.nodes, c.dps, c.services}
+	if c.cilium != nil {
+		ws = append(ws, c.cilium)
+	}
 	if bgp, _ := c.advertisements(); bgp != nil {
 		ws = append(ws, bgp)
 	}
@@ -159,6 +178,20 @@ func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 
 // Services is the Service cache (service.Slim Services).
 func (c *Caches) Services() cache.Store { return c.services.Store() }
+
+// CiliumImages returns the container images of the Cilium DaemonSet(s).
+func (c *Caches) CiliumImages() []string {
+	if c.cilium == nil {
+		return nil
+	}
+	var out []string
+	for _, o := range c.cilium.Store().List() {
+		for _, ct := range o.(*appsv1.DaemonSet).Spec.Template.Spec.Containers {
+			out = append(out, ct.Image)
+		}
+	}
+	return out
+}
 
 // Pools returns the pool kinds followed now with their caches.
 func (c *Caches) Pools() []backend.Cached {
@@ -291,6 +324,48 @@ func slimServices(ctx context.Context, services corev1client.ServiceInterface, k
 		return p, err
 	})
 	return out, err
+}
+
+// watchCilium caches the Cilium agent DaemonSet(s) of CiliumNamespace down to
+// their containers' images: which Cilium runs decides the L2 announcer nudge.
+func (c *Caches) watchCilium() *informer.Watched {
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	w := informer.NewWatched("daemonsets", gvr, func() cache.SharedIndexInformer {
+		ds := c.core.DaemonSets(c.cfg.CiliumNamespace)
+		selected := func(o metav1.ListOptions) metav1.ListOptions { o.LabelSelector = cilium.DaemonSetSelector; return o }
+		inf := informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ds.List(ctx, selected(o))
+		},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return ds.Watch(ctx, selected(o))
+			},
+			&appsv1.DaemonSet{})
+		_ = inf.SetTransform(func(o any) (any, error) {
+			d, ok := o.(*appsv1.DaemonSet)
+			if !ok {
+				return o, nil
+			}
+			out := &appsv1.DaemonSet{}
+			out.Name, out.Namespace, out.ResourceVersion, out.UID = d.Name, d.Namespace, d.ResourceVersion, d.UID
+			for _, ct := range d.Spec.Template.Spec.Containers {
+				out.Spec.Template.Spec.Containers = append(out.Spec.Template.Spec.Containers, corev1.Container{Name: ct.Name, Image: ct.Image})
+			}
+			return out, nil
+		})
+		changed := func(any) { c.h.CiliumChanged() }
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: changed,
+			UpdateFunc: func(old, new any) {
+				if !equality.Semantic.DeepEqual(old.(*appsv1.DaemonSet).Spec, new.(*appsv1.DaemonSet).Spec) {
+					c.h.CiliumChanged()
+				}
+			},
+			DeleteFunc: changed,
+		})
+		return inf
+	})
+	w.Namespace, w.Selector = c.cfg.CiliumNamespace, cilium.DaemonSetSelector
+	return w
 }
 
 // page is how many objects one list request returns.

@@ -52,9 +52,12 @@ const RestartTimeout = time.Minute
 
 // Watched is one informer that can be replaced by a fresh one.
 type Watched struct {
-	Name  string // the resource, for logs and metrics
-	GVR   schema.GroupVersionResource
-	build func() cache.SharedIndexInformer // a new informer with its handlers
+	Name string // the resource, for logs and metrics
+	GVR  schema.GroupVersionResource
+	// Namespace and Selector narrow what the informer watches ("": every
+	// namespace, every object): a check against the API lists the same.
+	Namespace, Selector string
+	build               func() cache.SharedIndexInformer // a new informer with its handlers
 
 	mu   sync.Mutex
 	inf  cache.SharedIndexInformer

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"k8s.io/client-go/dynamic"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
@@ -53,6 +54,7 @@ type Clients struct {
 	Dynamic   dynamic.Interface
 	Metadata  metadata.Interface
 	Core      corev1client.CoreV1Interface // typed, protobuf: Nodes and Services
+	Apps      appsv1client.AppsV1Interface // typed, protobuf: the Cilium DaemonSet
 	Events    eventsv1client.EventsGetter
 	Discovery *Discovery
 }
@@ -80,6 +82,9 @@ func NewClients(gated *rest.Config) (Clients, error) {
 	proto := rest.CopyConfig(gated)
 	proto.ContentType = "application/vnd.kubernetes.protobuf"
 	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	c.Core, err = corev1client.NewForConfig(proto)
+	if c.Core, err = corev1client.NewForConfig(proto); err != nil {
+		return c, err
+	}
+	c.Apps, err = appsv1client.NewForConfig(proto)
 	return c, err
 }

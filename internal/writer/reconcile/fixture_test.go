@@ -426,6 +426,43 @@ func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
 	}
 }
 
+// On a Cilium whose L2 announcer misses added addresses, the nudge rides in
+// the write that moves the target: a renumbering still costs the Service two
+// writes, and the load balancer publishing nothing new costs none.
+func TestTheL2NudgeRidesWithTheTargetMove(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := converged(t, generous)
+	f.ctl.cfg.L2Nudge = func() bool { return true }
+	f.ctl.write.L2Nudge = f.ctl.cfg.L2Nudge
+	f.publish("192.0.2.7", onA)
+	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
+		t.Fatalf("the first address published: wrote %q, want the nudge %q", got, want)
+	}
+	if got := f.service()[service.AnnotationL2Nudged]; got != onA {
+		t.Errorf("nudge = %q, want %q", got, onA)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Fatalf("nudged already, yet wrote %q", got)
+	}
+	f.report(3, prefixB, prefixA)
+	if got := f.sync(passHome); !slices.Contains(got, "patch services web") {
+		t.Fatalf("the change wrote %q, want the Service asked for the new address", got)
+	}
+	f.catchUp()
+	f.publish("192.0.2.7", onB, onA)
+	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
+		t.Fatalf("the new address published: wrote %q, want one write %q", got, want)
+	}
+	if ann := f.service(); ann[service.AnnotationL2Nudged] != onB+","+onA || ann[service.AnnotationTarget] != onB {
+		t.Errorf("nudge %q target %q: want both in the one write", ann[service.AnnotationL2Nudged], ann[service.AnnotationTarget])
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again: %q", got)
+	}
+}
+
 // edit merge-patches an object as a user (or another controller) would, and
 // lets the caches catch up.
 func (f *fixture) edit(gvr schema.GroupVersionResource, name, body string) {

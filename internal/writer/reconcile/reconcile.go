@@ -59,6 +59,9 @@ type Config struct {
 	Budget budget.Limits
 	// TargetKeys are the annotations HA Services get their DNS target under.
 	TargetKeys []string
+	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
+	// never.
+	L2Nudge func() bool
 }
 
 // Action is what a queue key asks for.
@@ -108,7 +111,8 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, TargetKeys: cfg.TargetKeys}
+	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue,
+		TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
 	return c
 }
 
@@ -122,6 +126,10 @@ func (c *Controller) NodesChanged() { c.enqueueAll(c.cfg.Debounce) }
 
 // KindsChanged queues a pass over every DynamicPrefix.
 func (c *Controller) KindsChanged() { c.enqueueAll(0) }
+
+// CiliumChanged queues a pass over every DynamicPrefix: whether Services need
+// the L2 announcer nudge may have changed.
+func (c *Controller) CiliumChanged() { c.enqueueAll(0) }
 
 // AdvertisementChanged queues a pass over the DynamicPrefix owning u.
 func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {

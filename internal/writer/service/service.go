@@ -27,13 +27,20 @@ import (
 
 // Annotations read and written on Services.
 const (
-	AnnotationSuffix        = "dynamic-prefix.io/suffix"
-	AnnotationRange         = "dynamic-prefix.io/service-address-range"
-	AnnotationSubnet        = "dynamic-prefix.io/service-subnet"
-	AnnotationSkipDNS       = "dynamic-prefix.io/skip-external-dns-update"
+	AnnotationSuffix  = "dynamic-prefix.io/suffix"
+	AnnotationRange   = "dynamic-prefix.io/service-address-range"
+	AnnotationSubnet  = "dynamic-prefix.io/service-subnet"
+	AnnotationSkipDNS = "dynamic-prefix.io/skip-external-dns-update"
+	// AnnotationSkipL2Nudge / AnnotationForceL2Nudge: "true" overrides, for one
+	// Service, whether it gets the L2 announcer nudge (Options.L2Nudge).
+	AnnotationSkipL2Nudge  = "dynamic-prefix.io/skip-l2-nudge"
+	AnnotationForceL2Nudge = "dynamic-prefix.io/force-l2-nudge"
+	// AnnotationL2Nudged is the nudge: the managed addresses the load balancer
+	// published when we last touched the Service for Cilium's L2 announcer.
 	AnnotationIPs           = "lbipam.cilium.io/ips"
 	AnnotationManagedIPs    = "dynamic-prefix.io/managed-ips"
 	AnnotationManagedTarget = "dynamic-prefix.io/managed-targets"
+	AnnotationL2Nudged      = "dynamic-prefix.io/l2-nudged"
 	// AnnotationManagedTargetKeys records the target keys we wrote the
 	// managed targets under. Absent with managed targets present: the alpha
 	// key alone (what was written before keys could be chosen).
@@ -80,6 +87,8 @@ type Follow struct {
 	Range         string
 	Subnet        string
 	SkipDNS       bool
+	SkipL2Nudge   bool
+	ForceL2Nudge  bool
 }
 
 // FollowOf reads a Service's annotations.
@@ -90,6 +99,8 @@ func FollowOf(ann map[string]string) Follow {
 		Range:         ann[AnnotationRange],
 		Subnet:        ann[AnnotationSubnet],
 		SkipDNS:       ann[AnnotationSkipDNS] == "true",
+		SkipL2Nudge:   ann[AnnotationSkipL2Nudge] == "true",
+		ForceL2Nudge:  ann[AnnotationForceL2Nudge] == "true",
 	}
 }
 
@@ -142,6 +153,8 @@ type Annotations struct {
 	// key of TargetKeys.
 	ManagedTargets []string
 	TargetKeys     []string
+	// L2Nudged is the last nudge (AnnotationL2Nudged).
+	L2Nudged []string
 }
 
 // Live reads a Service's annotations: the addresses, and the targets under
@@ -152,6 +165,7 @@ func Live(ann map[string]string, keys []string) Annotations {
 		ManagedIPs:     Split(ann[AnnotationManagedIPs]),
 		ManagedTargets: Split(ann[AnnotationManagedTarget]),
 		TargetKeys:     Split(ann[AnnotationManagedTargetKeys]),
+		L2Nudged:       Split(ann[AnnotationL2Nudged]),
 		Targets:        map[string][]string{},
 	}
 	if len(a.TargetKeys) == 0 && len(a.ManagedTargets) > 0 {
@@ -168,7 +182,8 @@ func Live(ann map[string]string, keys []string) Annotations {
 // ours are the annotations renumber reads or owns on every Service; the
 // alpha key is one too, for Services written before the keys record existed.
 var ours = []string{dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
-	AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget, AnnotationManagedTargetKeys, AnnotationTargetAlpha}
+	AnnotationSkipL2Nudge, AnnotationForceL2Nudge, AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget,
+	AnnotationManagedTargetKeys, AnnotationL2Nudged, AnnotationTargetAlpha}
 
 // Keep returns the annotations of ann the Service cache keeps (nil if none):
 // ours, the target keys asked for, and those its record names (so a key
@@ -214,7 +229,7 @@ func Ingress(s *corev1.Service) []string {
 
 // Owned reports whether the Service carries anything of ours (a record).
 func (a Annotations) Owned() bool {
-	return len(a.ManagedIPs) > 0 || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0
+	return len(a.ManagedIPs) > 0 || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0 || len(a.L2Nudged) > 0
 }
 
 // Equal compares two renderings entry by entry.
@@ -232,7 +247,8 @@ func (a Annotations) Equal(b Annotations) bool {
 		}
 	}
 	return slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ManagedIPs, b.ManagedIPs) &&
-		slices.Equal(a.ManagedTargets, b.ManagedTargets) && slices.Equal(a.TargetKeys, b.TargetKeys)
+		slices.Equal(a.ManagedTargets, b.ManagedTargets) && slices.Equal(a.TargetKeys, b.TargetKeys) &&
+		slices.Equal(a.L2Nudged, b.L2Nudged)
 }
 
 // Patch is the annotations map of a merge patch making a Service carry a
@@ -248,6 +264,7 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 	out := map[string]any{
 		AnnotationIPs: val(a.IPs), AnnotationManagedIPs: val(a.ManagedIPs),
 		AnnotationManagedTarget: val(a.ManagedTargets), AnnotationManagedTargetKeys: val(a.TargetKeys),
+		AnnotationL2Nudged: val(a.L2Nudged),
 	}
 	for k := range live.Targets {
 		out[k] = nil
@@ -258,11 +275,22 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 	return out
 }
 
+// Options are the writer's settings for every HA Service.
+type Options struct {
+	// TargetKeys: the target goes under every key, in order.
+	TargetKeys []string
+	// L2Nudge: the running Cilium's L2 announcer misses an address added to
+	// an existing Service (before v1.20.1, cilium/cilium PR 47579), so each
+	// Service whose load balancer has published a new address of ours is
+	// touched once more (Nudged).
+	L2Nudge bool
+}
+
 // Render merges the managed addresses for the pooled prefixes (current first)
-// with what the Service carries now; the target goes under every key of keys.
-// ingress is what the Service's status.loadBalancer.ingress publishes: the
-// target moves to the current address only once it is published there (Held).
-func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress, keys []string) (Annotations, error) {
+// with what the Service carries now. ingress is what the Service's
+// status.loadBalancer.ingress publishes: the target moves to the current
+// address only once it is published there (Held), and the nudge follows it.
+func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress []string, o Options) (Annotations, error) {
 	var addrs []string
 	for _, p := range pooled {
 		a, err := Address(m, f, p)
@@ -282,8 +310,32 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ing
 			current = held
 		}
 	}
-	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, keys, current)
+	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
+	out.L2Nudged = live.L2Nudged
+	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge) {
+		out.L2Nudged = Nudged(live.L2Nudged, out.ManagedIPs, ingress)
+	}
 	return out, nil
+}
+
+// Nudged returns the nudge record after the load balancer published ingress:
+// when it publishes an address of ours the last nudge did not cover, a new
+// record (the managed addresses it publishes) - the one write Cilium's L2
+// announcer needs to see the address; otherwise the last record, so a
+// published address going away (a drain ending) costs nothing.
+func Nudged(last, managed, ingress []string) []string {
+	var published []string
+	for _, a := range managed {
+		if slices.Contains(ingress, a) {
+			published = append(published, a)
+		}
+	}
+	for _, a := range published {
+		if !slices.Contains(last, a) {
+			return published
+		}
+	}
+	return last
 }
 
 // Held returns the targets DNS stays on while the load balancer has not yet

@@ -17,9 +17,9 @@ import (
 )
 
 var (
-	cur   = netip.MustParsePrefix("2001:db8:b::/64")
-	old   = netip.MustParsePrefix("2001:db8:a::/64")
-	model = spec.Parse("home", dynamicprefix.Spec{
+	cur       = netip.MustParsePrefix("2001:db8:b::/64")
+	prefixOld = netip.MustParsePrefix("2001:db8:a::/64")
+	model     = spec.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
 	})
@@ -57,7 +57,7 @@ func TestRenderHA(t *testing.T) {
 		AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
 		AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
 	}, DefaultTargetKeys)
-	got, err := Render(model, f, []netip.Prefix{cur, old}, live, nil, DefaultTargetKeys)
+	got, err := Render(model, f, []netip.Prefix{cur, prefixOld}, live, nil, Options{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +73,13 @@ func TestRenderHA(t *testing.T) {
 	if !slices.Equal(got.TargetKeys, DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
 		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
 	}
-	again, _ := Render(model, f, []netip.Prefix{cur, old}, got, nil, DefaultTargetKeys)
+	again, _ := Render(model, f, []netip.Prefix{cur, prefixOld}, got, nil, Options{TargetKeys: DefaultTargetKeys})
 	if !again.Equal(got) {
 		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Render(model, skip, []netip.Prefix{cur}, live, nil, DefaultTargetKeys)
+	got, _ = Render(model, skip, []netip.Prefix{cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[AnnotationTarget]) != 0 ||
 		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
 		t.Errorf("skip-external-dns-update: %+v", got)
@@ -90,7 +90,7 @@ func TestRenderHA(t *testing.T) {
 // a key added gets the target; the record follows the list.
 func TestTargetKeysFollowTheList(t *testing.T) {
 	f := Follow{Suffix: "::ffff:0:1"}
-	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, DefaultTargetKeys)
+	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, Options{TargetKeys: DefaultTargetKeys})
 	ann := map[string]string{}
 	for k, v := range both.Patch(Annotations{}) {
 		if v != nil {
@@ -102,7 +102,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 	if !slices.Equal(live.Targets[AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
 		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
 	}
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, newOnly)
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, Options{TargetKeys: newOnly})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) {
 		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[AnnotationTargetAlpha])
 	}
@@ -114,7 +114,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 		t.Errorf("patch %v", patch)
 	}
 	// No key at all: every target of ours goes, the records too.
-	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, nil)
+	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, Options{})
 	if len(none.Targets[AnnotationTarget]) != 0 || none.Targets[AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
 		t.Errorf("no keys: %+v", none)
 	}
@@ -125,11 +125,11 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
 	f := Follow{Suffix: "::ffff:0:1"}
 	live := Live(map[string]string{AnnotationTarget: "2001:db8:b::ffff:0:1"}, DefaultTargetKeys)
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, DefaultTargetKeys)
+	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
 	if len(got.ManagedTargets) != 0 {
 		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
 	}
-	later, _ := Render(model, f, []netip.Prefix{old}, got, nil, DefaultTargetKeys)
+	later, _ := Render(model, f, []netip.Prefix{prefixOld}, got, nil, Options{TargetKeys: DefaultTargetKeys})
 	if !slices.Contains(later.Targets[AnnotationTarget], "2001:db8:b::ffff:0:1") {
 		t.Errorf("the user's entry was removed: %q", later.Targets[AnnotationTarget])
 	}
@@ -148,13 +148,13 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 	}, []string{AnnotationTarget})
 	render := func(pooled []netip.Prefix, ingress ...string) Annotations {
 		t.Helper()
-		got, err := Render(model, f, pooled, live, ingress, []string{AnnotationTarget})
+		got, err := Render(model, f, pooled, live, ingress, Options{TargetKeys: []string{AnnotationTarget}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
-	held := render([]netip.Prefix{cur, old}, "192.0.2.7", was)
+	held := render([]netip.Prefix{cur, prefixOld}, "192.0.2.7", was)
 	if !slices.Equal(held.IPs, []string{"192.0.2.7", now, was}) {
 		t.Errorf("ips = %q: the new address must be asked for at once", held.IPs)
 	}
@@ -166,9 +166,9 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 		pooled  []netip.Prefix
 		ingress []string
 	}{
-		{"published", []netip.Prefix{cur, old}, []string{"192.0.2.7", now, was}},
-		{"no ingress at all", []netip.Prefix{cur, old}, nil},
-		{"the previous address not published either", []netip.Prefix{cur, old}, []string{"192.0.2.7"}},
+		{"published", []netip.Prefix{cur, prefixOld}, []string{"192.0.2.7", now, was}},
+		{"no ingress at all", []netip.Prefix{cur, prefixOld}, nil},
+		{"the previous address not published either", []netip.Prefix{cur, prefixOld}, []string{"192.0.2.7"}},
 		{"the previous address no longer pooled", []netip.Prefix{cur}, []string{"192.0.2.7", was}},
 	}
 	for _, m := range moves {
@@ -176,6 +176,62 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 		if !slices.Equal(got.Targets[AnnotationTarget], []string{now}) || !slices.Equal(got.ManagedTargets, []string{now}) {
 			t.Errorf("%s: target %q record %q, want %s", m.why, got.Targets[AnnotationTarget], got.ManagedTargets, now)
 		}
+	}
+}
+
+// On a Cilium whose L2 announcer misses added addresses, a Service is touched
+// once when its load balancer publishes an address of ours the last nudge did
+// not cover - in the same write that moves the target when there is one - and
+// never when an address goes away. The Service's own annotations override.
+func TestTheL2Nudge(t *testing.T) {
+	const was, now = "2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1"
+	ann := map[string]string{
+		AnnotationIPs: was, AnnotationManagedIPs: was, AnnotationL2Nudged: was,
+		AnnotationTarget: was, AnnotationManagedTarget: was, AnnotationManagedTargetKeys: AnnotationTarget,
+	}
+	old := Options{TargetKeys: []string{AnnotationTarget}, L2Nudge: true}
+	render := func(f Follow, o Options, live Annotations, pooled []netip.Prefix, ingress ...string) Annotations {
+		t.Helper()
+		f.Suffix = "::ffff:0:1"
+		got, err := Render(model, f, pooled, live, ingress, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	both := []netip.Prefix{cur, prefixOld}
+	asked := render(Follow{}, old, Live(ann, old.TargetKeys), both, was)
+	if !slices.Equal(asked.L2Nudged, []string{was}) {
+		t.Errorf("before the new address is published: nudge %q, want the last one %q", asked.L2Nudged, was)
+	}
+	moved := render(Follow{}, old, asked, both, now, was)
+	if !slices.Equal(moved.L2Nudged, []string{now, was}) || !slices.Equal(moved.ManagedTargets, []string{now}) {
+		t.Errorf("published: nudge %q target %q, want the nudge %q and the target moved in one rendering", moved.L2Nudged, moved.ManagedTargets, []string{now, was})
+	}
+	if again := render(Follow{}, old, moved, both, now, was); !again.Equal(moved) {
+		t.Errorf("a second look nudges again: %+v", again)
+	}
+	drained := render(Follow{}, old, moved, []netip.Prefix{cur}, now)
+	if !slices.Equal(drained.L2Nudged, []string{now, was}) {
+		t.Errorf("a drain ending changed the nudge to %q: an address going away needs none", drained.L2Nudged)
+	}
+	fixed := Options{TargetKeys: old.TargetKeys}
+	for _, c := range []struct {
+		why  string
+		f    Follow
+		o    Options
+		want []string
+	}{
+		{"a fixed Cilium", Follow{}, fixed, []string{was}},
+		{"skip-l2-nudge", Follow{SkipL2Nudge: true}, old, []string{was}},
+		{"force-l2-nudge on a fixed Cilium", Follow{ForceL2Nudge: true}, fixed, []string{now, was}},
+	} {
+		if got := render(c.f, c.o, asked, both, now, was); !slices.Equal(got.L2Nudged, c.want) {
+			t.Errorf("%s: nudge %q, want %q", c.why, got.L2Nudged, c.want)
+		}
+	}
+	if r := Release(moved); r.L2Nudged != nil || r.Patch(moved)[AnnotationL2Nudged] != nil {
+		t.Errorf("release keeps the nudge: %+v", r)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/event"
 	"github.com/renumber/renumber/internal/writer/kube"
+	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/metallb"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -47,6 +48,7 @@ type options struct {
 	nodeGrace, staleness    time.Duration
 	pprof                   bool
 	l2Nudge, ciliumNS       string
+	kubeVIP                 string
 }
 
 func main() {
@@ -65,11 +67,15 @@ func main() {
 		func(v string) error { r.TargetKeys = service.Split(v); return nil })
 	flag.StringVar(&o.l2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
 	flag.StringVar(&o.ciliumNS, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+cilium.DaemonSetSelector+"), read with --l2-nudge=auto")
+	flag.StringVar(&o.kubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+kubevip.DefaultConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
 	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
 	log, err := newLog()
 	if err == nil {
 		err = errors.Join(r.Budget.Validate(), e.Validate(), service.CheckTargetKeys(r.TargetKeys))
+		if o.kubeVIP != "" {
+			err = errors.Join(err, kubevip.CheckConfigMap(o.kubeVIP))
+		}
 		if !slices.Contains(cilium.L2NudgeModes, o.l2Nudge) {
 			err = errors.Join(err, fmt.Errorf("--l2-nudge %q: want one of %s", o.l2Nudge, strings.Join(cilium.L2NudgeModes, ", ")))
 		}
@@ -110,7 +116,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := cilium.Discover(cl.Discovery)
 		m, err2 := metallb.Kinds(cl.Discovery)
-		return caches.Served{Pools: append(c, m...), BGP: bgp}, errors.Join(err1, err2)
+		pools := append(c, m...)
+		if o.kubeVIP != "" {
+			pools = append(pools, kubevip.Kind(o.kubeVIP))
+		}
+		return caches.Served{Pools: pools, BGP: bgp}, errors.Join(err1, err2)
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}

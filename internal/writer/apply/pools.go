@@ -55,7 +55,7 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 	if last, ok := w.pools.get(self, po.ResourceVersion); ok {
 		po.Entries, po.Record, po.HasRecord = last.entries, last.record, len(last.record) > 0
 	}
-	desired, err := pool.Desired(m, po.Follow, d.Pooled, k.CIDROnly)
+	desired, err := pool.Desired(m, po.Follow, d.Pooled, po.Form)
 	if err != nil {
 		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())

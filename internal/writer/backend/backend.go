@@ -1,13 +1,14 @@
 // Package backend is what the writer knows about a kind of pool: where its
 // entries live, how they are read and written, and which annotation records the
-// entries we own. Cilium's pools and CIDR groups and MetalLB's IPAddressPools are
-// Kinds; the reconciler handles them alike.
+// entries we own. Cilium's pools and CIDR groups, MetalLB's IPAddressPools and
+// kube-vip's pool ConfigMap are Kinds; the reconciler handles them alike.
 package backend
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/pool"
 )
 
@@ -28,12 +30,30 @@ type Kind struct {
 	GVR        schema.GroupVersionResource
 	Namespaced bool
 	RecordKey  string
-	// CIDROnly: entries must be CIDRs (CIDR groups have no ranges).
-	CIDROnly bool
-	// Entries reads the pool's entries ("cidr" or "start-stop") from an object.
-	Entries func(*unstructured.Unstructured) ([]string, error)
-	// Spec renders entries as the spec fields to merge-patch.
-	Spec func([]string) (map[string]any, error)
+	// Form of the entries its objects hold (CIDR groups: CIDRs only).
+	Form pool.Form
+	// Only, when set, is the one object of this kind followed, as
+	// "namespace/name": RBAC allows the writer no other.
+	Only string
+	// Slot, when set, says where in an object the entries live and in which
+	// form (kube-vip: the ConfigMap key its annotation names); nil: one place,
+	// Form.
+	Slot func(*unstructured.Unstructured) (slot string, form pool.Form, err error)
+	// Entries reads the pool's entries ("cidr" or "start-stop") at slot.
+	Entries func(u *unstructured.Unstructured, slot string) ([]string, error)
+	// Spec renders entries at slot as the fields of Top to merge-patch.
+	Spec func(slot string, entries []string) (map[string]any, error)
+	// Top is the object's field Spec renders ("spec" unless set).
+	Top string
+}
+
+// Scope narrows the kind's informer to Only.
+func (k *Kind) Scope() informer.Scope {
+	if k.Only == "" {
+		return informer.Scope{}
+	}
+	ns, name, _ := strings.Cut(k.Only, "/")
+	return informer.Scope{Namespace: ns, Fields: "metadata.name=" + name}
 }
 
 // Cached is one pool kind and the cache of its objects.
@@ -48,6 +68,8 @@ type Object struct {
 	Namespace, Name string
 	ResourceVersion string
 	Follow          pool.Follow
+	Slot            string    // where the entries live (Kind.Slot)
+	Form            pool.Form // the form they take there
 	Entries         []string
 	Record          []string
 	HasRecord       bool
@@ -96,11 +118,19 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if name == "" && !hasRecord {
 		return Object{}, false, nil
 	}
-	entries, err := k.Entries(u)
+	slot, form := "", k.Form
+	var err error
+	if k.Slot != nil {
+		if slot, form, err = k.Slot(u); err != nil {
+			return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
+		}
+	}
+	entries, err := k.Entries(u, slot)
 	if err != nil {
 		return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
 	}
 	return Object{
+		Slot: slot, Form: form,
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		Follow: pool.Follow{
 			DynamicPrefix: name,
@@ -116,9 +146,13 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 // version the entries were computed from: a concurrent edit by someone else is a
 // conflict to retry, never overwritten.
 func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, entries, record []string) error {
-	spec, err := k.Spec(entries)
+	spec, err := k.Spec(o.Slot, entries)
 	if err != nil {
 		return err
+	}
+	top := k.Top
+	if top == "" {
+		top = "spec"
 	}
 	var rec any
 	if record != nil {
@@ -126,7 +160,7 @@ func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, en
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": map[string]any{k.RecordKey: rec}},
-		"spec":     spec,
+		top:        spec,
 	})
 	if err != nil {
 		return err

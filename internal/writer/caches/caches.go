@@ -247,7 +247,7 @@ func (c *Caches) watchNodes() *informer.Watched {
 
 func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 	return informer.NewWatched("dynamicprefixes", dynamicprefix.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(c.dyn, dynamicprefix.GVR)
+		inf := informer.Dynamic(c.dyn, dynamicprefix.GVR, informer.Scope{})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
 			UpdateFunc: func(old, new any) {
@@ -330,16 +330,16 @@ func slimServices(ctx context.Context, services corev1client.ServiceInterface, k
 // their containers' images: which Cilium runs decides the L2 announcer nudge.
 func (c *Caches) watchCilium() *informer.Watched {
 	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	scope := informer.Scope{Namespace: c.cfg.CiliumNamespace, Labels: cilium.DaemonSetSelector}
 	w := informer.NewWatched("daemonsets", gvr, func() cache.SharedIndexInformer {
-		ds := c.core.DaemonSets(c.cfg.CiliumNamespace)
-		selected := func(o metav1.ListOptions) metav1.ListOptions { o.LabelSelector = cilium.DaemonSetSelector; return o }
-		inf := informer.Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ds.List(ctx, selected(o))
-		},
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return ds.Watch(ctx, selected(o))
-			},
-			&appsv1.DaemonSet{})
+		ds := c.core.DaemonSets(scope.Namespace)
+		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ds.List(ctx, scope.Options(o))
+		}
+		watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ds.Watch(ctx, scope.Options(o))
+		}
+		inf := informer.Plain(list, watchFn, &appsv1.DaemonSet{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			d, ok := o.(*appsv1.DaemonSet)
 			if !ok {
@@ -364,7 +364,7 @@ func (c *Caches) watchCilium() *informer.Watched {
 		})
 		return inf
 	})
-	w.Namespace, w.Selector = c.cfg.CiliumNamespace, cilium.DaemonSetSelector
+	w.Scope = scope
 	return w
 }
 

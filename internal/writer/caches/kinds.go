@@ -51,8 +51,8 @@ func (c *Caches) Kinds() []string {
 }
 
 func (c *Caches) newPooled(k *backend.Kind) *pooled {
-	return &pooled{kind: k, w: informer.NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(c.dyn, k.GVR)
+	w := informer.NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(c.dyn, k.GVR, k.Scope())
 		changed := func(o any) {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				c.h.PoolChanged(k, u)
@@ -68,7 +68,9 @@ func (c *Caches) newPooled(k *backend.Kind) *pooled {
 			},
 		})
 		return inf
-	})}
+	})
+	w.Scope = k.Scope()
+	return &pooled{kind: k, w: w}
 }
 
 // watchCRDs signals a rediscovery when a CustomResourceDefinition of a backend
@@ -222,7 +224,7 @@ func (c *Caches) advertisements() (*informer.Watched, schema.GroupVersionResourc
 
 func (c *Caches) watchBGP(gvr schema.GroupVersionResource) *informer.Watched {
 	return informer.NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(c.dyn, gvr)
+		inf := informer.Dynamic(c.dyn, gvr, informer.Scope{})
 		changed := func(o any) {
 			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[cilium.LabelManagedBy] == cilium.ManagedBy {
 				c.h.AdvertisementChanged(u)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/pool"
 )
 
 // Discover returns the Cilium pool kinds the API server serves, preferring
@@ -38,7 +39,7 @@ func poolKind() *backend.Kind {
 	return &backend.Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
 		RecordKey: dynamicprefix.AnnotationManagedBlock,
-		Entries: func(u *unstructured.Unstructured) ([]string, error) {
+		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
 				return nil, err
@@ -53,7 +54,7 @@ func poolKind() *backend.Kind {
 			}
 			return out, nil
 		},
-		Spec: func(entries []string) (map[string]any, error) {
+		Spec: func(_ string, entries []string) (map[string]any, error) {
 			blocks := []ciliumv2.CiliumLoadBalancerIPPoolIPBlock{}
 			for _, e := range entries {
 				if start, stop, ok := strings.Cut(e, "-"); ok {
@@ -70,8 +71,8 @@ func poolKind() *backend.Kind {
 func groupKind() *backend.Kind {
 	return &backend.Kind{
 		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
-		RecordKey: dynamicprefix.AnnotationManagedCIDRs, CIDROnly: true,
-		Entries: func(u *unstructured.Unstructured) ([]string, error) {
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: pool.CIDRs,
+		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var g ciliumv2.CiliumCIDRGroup
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {
 				return nil, err
@@ -82,7 +83,7 @@ func groupKind() *backend.Kind {
 			}
 			return out, nil
 		},
-		Spec: func(entries []string) (map[string]any, error) {
+		Spec: func(_ string, entries []string) (map[string]any, error) {
 			cidrs := []policyapi.CIDR{}
 			for _, e := range entries {
 				cidrs = append(cidrs, policyapi.CIDR(e))

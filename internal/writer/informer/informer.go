@@ -33,11 +33,26 @@ func Plain(list func(context.Context, metav1.ListOptions) (runtime.Object, error
 	return cache.NewSharedIndexInformer(plainList{lw}, example, 0, cache.Indexers{})
 }
 
-// Dynamic is an informer over gvr with plain LIST semantics.
-func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	res := client.Resource(gvr)
-	return Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
-		res.Watch, &unstructured.Unstructured{})
+// Scope narrows a list and a watch to one namespace and to label and field
+// selectors ("": no narrowing).
+type Scope struct{ Namespace, Labels, Fields string }
+
+// Options narrows o to the scope.
+func (s Scope) Options(o metav1.ListOptions) metav1.ListOptions {
+	o.LabelSelector, o.FieldSelector = s.Labels, s.Fields
+	return o
+}
+
+// Dynamic is an informer over gvr, within scope, with plain LIST semantics.
+func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, scope Scope) cache.SharedIndexInformer {
+	res := client.Resource(gvr).Namespace(scope.Namespace)
+	return Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return res.List(ctx, scope.Options(o))
+	},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, scope.Options(o))
+		},
+		&unstructured.Unstructured{})
 }
 
 // Metadata is a metadata-only informer over gvr with plain LIST semantics.
@@ -54,10 +69,10 @@ const RestartTimeout = time.Minute
 type Watched struct {
 	Name string // the resource, for logs and metrics
 	GVR  schema.GroupVersionResource
-	// Namespace and Selector narrow what the informer watches ("": every
-	// namespace, every object): a check against the API lists the same.
-	Namespace, Selector string
-	build               func() cache.SharedIndexInformer // a new informer with its handlers
+	// Scope narrows what the informer watches: a check against the API lists
+	// the same.
+	Scope Scope
+	build func() cache.SharedIndexInformer // a new informer with its handlers
 
 	mu   sync.Mutex
 	inf  cache.SharedIndexInformer

@@ -30,8 +30,8 @@ func Kinds(disc backend.Discovery) ([]*backend.Kind, error) {
 		Name: "IPAddressPool", Resource: Resource, Namespaced: true,
 		GVR:       schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: Resource},
 		RecordKey: dynamicprefix.AnnotationManagedAddresses,
-		Entries:   entries,
-		Spec: func(entries []string) (map[string]any, error) {
+		Entries:   func(u *unstructured.Unstructured, _ string) ([]string, error) { return entries(u) },
+		Spec: func(_ string, entries []string) (map[string]any, error) {
 			out := make([]any, len(entries))
 			for i, e := range entries {
 				out[i] = e

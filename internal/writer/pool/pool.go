@@ -23,13 +23,25 @@ type Follow struct {
 	Subnet        string // dynamic-prefix.io/subnet
 }
 
-// Desired returns the managed entries for the pooled prefixes, current first. With
-// cidrOnly (CIDR groups, Calico) a range becomes its smallest covering CIDR.
-// Errors wrap spec.ErrInvalid.
-func Desired(m spec.Model, f Follow, pooled []netip.Prefix, cidrOnly bool) ([]string, error) {
+// Form is the shape of entries a pool can hold.
+type Form uint8
+
+const (
+	// Any: CIDRs and "first-last" ranges.
+	Any Form = iota
+	// CIDRs only (CIDR groups, kube-vip's cidr-* keys): a range becomes its
+	// smallest covering CIDR.
+	CIDRs
+	// Ranges only (kube-vip's range-* keys): a CIDR becomes "first-last".
+	Ranges
+)
+
+// Desired returns the managed entries, in form, for the pooled prefixes,
+// current first. Errors wrap spec.ErrInvalid.
+func Desired(m spec.Model, f Follow, pooled []netip.Prefix, form Form) ([]string, error) {
 	var out []string
 	for _, p := range pooled {
-		e, err := entry(m, f, p, cidrOnly)
+		e, err := entry(m, f, p, form)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +52,7 @@ func Desired(m spec.Model, f Follow, pooled []netip.Prefix, cidrOnly bool) ([]st
 	return out, nil
 }
 
-func entry(m spec.Model, f Follow, p netip.Prefix, cidrOnly bool) (string, error) {
+func entry(m spec.Model, f Follow, p netip.Prefix, form Form) (string, error) {
 	switch {
 	case f.AddressRange != "" && f.Subnet != "":
 		return "", fmt.Errorf("%w: both %s and %s are set", spec.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
@@ -49,7 +61,7 @@ func entry(m spec.Model, f Follow, p netip.Prefix, cidrOnly bool) (string, error
 		if err != nil {
 			return "", err
 		}
-		if cidrOnly {
+		if form == CIDRs {
 			c, err := prefix.Covering(first, last)
 			if err != nil {
 				return "", fmt.Errorf("%w: %w", spec.ErrInvalid, err)
@@ -62,10 +74,19 @@ func entry(m spec.Model, f Follow, p netip.Prefix, cidrOnly bool) (string, error
 		if err != nil {
 			return "", err
 		}
-		return sub.String(), nil
+		return cidr(sub, form), nil
 	default:
-		return p.Masked().String(), nil
+		return cidr(p.Masked(), form), nil
 	}
+}
+
+// cidr writes p as a CIDR, or as "first-last" for a pool of Ranges.
+func cidr(p netip.Prefix, form Form) string {
+	if form != Ranges {
+		return p.String()
+	}
+	first, last := prefix.Bounds(p)
+	return first.String() + "-" + last.String()
 }
 
 // Canonical returns the comparison form of an entry ("cidr" or "first-last");

@@ -21,32 +21,34 @@ var (
 
 func TestDesired(t *testing.T) {
 	tests := []struct {
-		name     string
-		follow   Follow
-		cidrOnly bool
-		want     []string
+		name   string
+		follow Follow
+		form   Form
+		want   []string
 	}{
-		{"raw prefixes", Follow{}, false, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
-		{"address range as start-stop", Follow{AddressRange: "lb"}, false,
+		{"raw prefixes", Follow{}, Any, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
+		{"address range as start-stop", Follow{AddressRange: "lb"}, Any,
 			[]string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
-		{"address range as covering CIDR", Follow{AddressRange: "lb"}, true, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
-		{"subnet", Follow{Subnet: "svc"}, false, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
+		{"address range as covering CIDR", Follow{AddressRange: "lb"}, CIDRs, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
+		{"subnet", Follow{Subnet: "svc"}, Any, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
+		{"subnet as a range", Follow{Subnet: "svc"}, Ranges, []string{"2001:db8:b::1:0-2001:db8:b::1:ffff", "2001:db8:a::1:0-2001:db8:a::1:ffff"}},
+		{"raw prefix as a range", Follow{}, Ranges, []string{"2001:db8:b::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Desired(specR, tt.follow, []netip.Prefix{cur, old}, tt.cidrOnly)
+			got, err := Desired(specR, tt.follow, []netip.Prefix{cur, old}, tt.form)
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("Desired = %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}
 	for _, f := range []Follow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := Desired(specR, f, []netip.Prefix{cur}, false); !errors.Is(err, spec.ErrInvalid) {
+		if _, err := Desired(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, spec.ErrInvalid) {
 			t.Errorf("Desired(%+v) err = %v, want spec.ErrInvalid", f, err)
 		}
 	}
 	bad := spec.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
-	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, false); !errors.Is(err, spec.ErrInvalid) {
+	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, spec.ErrInvalid) {
 		t.Errorf("offset outside the prefix: err = %v, want spec.ErrInvalid", err)
 	}
 }
@@ -76,7 +78,7 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := Desired(spec.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, false)
+		desired, err := Desired(spec.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, Any)
 		if err != nil {
 			t.Fatal(err)
 		}

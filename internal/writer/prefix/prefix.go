@@ -117,3 +117,9 @@ func Covering(first, last netip.Addr) (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(first, bits).Masked(), nil
 }
+
+// Bounds returns the first and the last address of the IPv6 prefix p.
+func Bounds(p netip.Prefix) (first, last netip.Addr) {
+	p = p.Masked()
+	return p.Addr(), fromInt(new(big.Int).Or(toInt(p.Addr()), hostMask(p.Bits())))
+}

@@ -106,3 +106,17 @@ func FuzzArithmetic(f *testing.F) {
 		}
 	})
 }
+
+func TestBounds(t *testing.T) {
+	for p, want := range map[string][2]string{
+		"2001:db8:1:100::/64":  {"2001:db8:1:100::", "2001:db8:1:100:ffff:ffff:ffff:ffff"},
+		"2001:db8::1:0/112":    {"2001:db8::1:0", "2001:db8::1:ffff"},
+		"2001:db8::7/128":      {"2001:db8::7", "2001:db8::7"},
+		"2001:db8:1:100::5/64": {"2001:db8:1:100::", "2001:db8:1:100:ffff:ffff:ffff:ffff"},
+	} {
+		first, last := Bounds(netip.MustParsePrefix(p))
+		if first.String() != want[0] || last.String() != want[1] {
+			t.Errorf("Bounds(%s) = %s-%s, want %s-%s", p, first, last, want[0], want[1])
+		}
+	}
+}

@@ -37,8 +37,18 @@ const (
 	AnnotationForceL2Nudge = "dynamic-prefix.io/force-l2-nudge"
 	// AnnotationL2Nudged is the nudge: the managed addresses the load balancer
 	// published when we last touched the Service for Cilium's L2 announcer.
-	AnnotationIPs           = "lbipam.cilium.io/ips"
-	AnnotationManagedIPs    = "dynamic-prefix.io/managed-ips"
+	AnnotationIPs        = "lbipam.cilium.io/ips"
+	AnnotationManagedIPs = "dynamic-prefix.io/managed-ips"
+	// AnnotationProvider chooses the load balancer that gets the addresses:
+	// cilium (the default: AnnotationIPs) or kube-vip (AnnotationKubeVIPIPs).
+	AnnotationProvider = "dynamic-prefix.io/lb-provider"
+	// AnnotationKubeVIPIPs is what the kube-vip cloud provider and kube-vip
+	// read for the addresses a Service asks for.
+	AnnotationKubeVIPIPs = "kube-vip.io/loadbalancerIPs"
+	// AnnotationManagedIPsKey records the key the managed addresses were
+	// written under when it is not AnnotationIPs (so a Service that never
+	// left Cilium carries no such record, and upgrading costs no write).
+	AnnotationManagedIPsKey = "dynamic-prefix.io/managed-ips-key"
 	AnnotationManagedTarget = "dynamic-prefix.io/managed-targets"
 	AnnotationL2Nudged      = "dynamic-prefix.io/l2-nudged"
 	// AnnotationManagedTargetKeys records the target keys we wrote the
@@ -70,7 +80,7 @@ func CheckTargetKeys(keys []string) error {
 			errs = append(errs, fmt.Errorf("target key %q is listed twice", k))
 		}
 		seen[k] = true
-		if k == AnnotationIPs || strings.HasPrefix(k, "dynamic-prefix.io/") {
+		if slices.Contains(AddressKeys, k) || strings.HasPrefix(k, "dynamic-prefix.io/") {
 			errs = append(errs, fmt.Errorf("target key %q is an annotation renumber reads or owns", k))
 		}
 	}
@@ -86,6 +96,7 @@ type Follow struct {
 	Suffix        string
 	Range         string
 	Subnet        string
+	Provider      string
 	SkipDNS       bool
 	SkipL2Nudge   bool
 	ForceL2Nudge  bool
@@ -98,10 +109,27 @@ func FollowOf(ann map[string]string) Follow {
 		Suffix:        ann[AnnotationSuffix],
 		Range:         ann[AnnotationRange],
 		Subnet:        ann[AnnotationSubnet],
+		Provider:      ann[AnnotationProvider],
 		SkipDNS:       ann[AnnotationSkipDNS] == "true",
 		SkipL2Nudge:   ann[AnnotationSkipL2Nudge] == "true",
 		ForceL2Nudge:  ann[AnnotationForceL2Nudge] == "true",
 	}
+}
+
+// AddressKeys are the annotations a load balancer reads a Service's addresses
+// from: Cilium's, then kube-vip's.
+var AddressKeys = []string{AnnotationIPs, AnnotationKubeVIPIPs}
+
+// AddressKey is the annotation the Service's provider reads its addresses
+// from. Errors wrap spec.ErrInvalid.
+func (f Follow) AddressKey() (string, error) {
+	switch f.Provider {
+	case "", "cilium":
+		return AnnotationIPs, nil
+	case "kube-vip":
+		return AnnotationKubeVIPIPs, nil
+	}
+	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", spec.ErrInvalid, AnnotationProvider, f.Provider)
 }
 
 // Address is the Service's address on prefix p: the static suffix spliced onto
@@ -145,7 +173,12 @@ func Address(m spec.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
 // annotation is absent (an empty lbipam.cilium.io/ips would withdraw the
 // Service's address, so none is ever written).
 type Annotations struct {
-	IPs, ManagedIPs []string
+	// IPs are the entries under each key of AddressKeys.
+	IPs map[string][]string
+	// ManagedIPs is the record of the addresses we own under IPsKey
+	// (AnnotationIPs when "").
+	ManagedIPs []string
+	IPsKey     string
 	// Targets are the entries under each target key: the keys asked for and
 	// those the record names.
 	Targets map[string][]string
@@ -161,8 +194,9 @@ type Annotations struct {
 // every key of keys and of the record.
 func Live(ann map[string]string, keys []string) Annotations {
 	a := Annotations{
-		IPs:            Split(ann[AnnotationIPs]),
+		IPs:            map[string][]string{},
 		ManagedIPs:     Split(ann[AnnotationManagedIPs]),
+		IPsKey:         ann[AnnotationManagedIPsKey],
 		ManagedTargets: Split(ann[AnnotationManagedTarget]),
 		TargetKeys:     Split(ann[AnnotationManagedTargetKeys]),
 		L2Nudged:       Split(ann[AnnotationL2Nudged]),
@@ -170,6 +204,11 @@ func Live(ann map[string]string, keys []string) Annotations {
 	}
 	if len(a.TargetKeys) == 0 && len(a.ManagedTargets) > 0 {
 		a.TargetKeys = []string{AnnotationTargetAlpha}
+	}
+	for _, k := range AddressKeys {
+		if v := Split(ann[k]); len(v) > 0 {
+			a.IPs[k] = v
+		}
 	}
 	for _, k := range slices.Concat(keys, a.TargetKeys) {
 		if v := Split(ann[k]); len(v) > 0 {
@@ -182,8 +221,9 @@ func Live(ann map[string]string, keys []string) Annotations {
 // ours are the annotations renumber reads or owns on every Service; the
 // alpha key is one too, for Services written before the keys record existed.
 var ours = []string{dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
-	AnnotationSkipL2Nudge, AnnotationForceL2Nudge, AnnotationIPs, AnnotationManagedIPs, AnnotationManagedTarget,
-	AnnotationManagedTargetKeys, AnnotationL2Nudged, AnnotationTargetAlpha}
+	AnnotationSkipL2Nudge, AnnotationForceL2Nudge, AnnotationProvider, AnnotationIPs, AnnotationKubeVIPIPs,
+	AnnotationManagedIPs, AnnotationManagedIPsKey, AnnotationManagedTarget, AnnotationManagedTargetKeys,
+	AnnotationL2Nudged, AnnotationTargetAlpha}
 
 // Keep returns the annotations of ann the Service cache keeps (nil if none):
 // ours, the target keys asked for, and those its record names (so a key
@@ -229,24 +269,13 @@ func Ingress(s *corev1.Service) []string {
 
 // Owned reports whether the Service carries anything of ours (a record).
 func (a Annotations) Owned() bool {
-	return len(a.ManagedIPs) > 0 || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0 || len(a.L2Nudged) > 0
+	return len(a.ManagedIPs) > 0 || a.IPsKey != "" || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0 || len(a.L2Nudged) > 0
 }
 
 // Equal compares two renderings entry by entry.
 func (a Annotations) Equal(b Annotations) bool {
-	keys := map[string]bool{}
-	for k := range a.Targets {
-		keys[k] = true
-	}
-	for k := range b.Targets {
-		keys[k] = true
-	}
-	for k := range keys {
-		if !slices.Equal(a.Targets[k], b.Targets[k]) {
-			return false
-		}
-	}
-	return slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ManagedIPs, b.ManagedIPs) &&
+	return sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
+		slices.Equal(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
 		slices.Equal(a.ManagedTargets, b.ManagedTargets) && slices.Equal(a.TargetKeys, b.TargetKeys) &&
 		slices.Equal(a.L2Nudged, b.L2Nudged)
 }
@@ -262,17 +291,40 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 		return strings.Join(v, ",")
 	}
 	out := map[string]any{
-		AnnotationIPs: val(a.IPs), AnnotationManagedIPs: val(a.ManagedIPs),
+		AnnotationManagedIPs: val(a.ManagedIPs), AnnotationManagedIPsKey: nil,
 		AnnotationManagedTarget: val(a.ManagedTargets), AnnotationManagedTargetKeys: val(a.TargetKeys),
 		AnnotationL2Nudged: val(a.L2Nudged),
 	}
-	for k := range live.Targets {
-		out[k] = nil
+	if a.IPsKey != "" {
+		out[AnnotationManagedIPsKey] = a.IPsKey
 	}
-	for k, v := range a.Targets {
-		out[k] = val(v)
+	for _, m := range []map[string][]string{live.IPs, live.Targets} {
+		for k := range m {
+			out[k] = nil
+		}
+	}
+	for _, m := range []map[string][]string{a.IPs, a.Targets} {
+		for k, v := range m {
+			out[k] = val(v)
+		}
 	}
 	return out
+}
+
+// sameEntries compares entries under each key (a key without entries is
+// absent).
+func sameEntries(a, b map[string][]string) bool {
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	for k, v := range b {
+		if !slices.Equal(v, a[k]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Options are the writer's settings for every HA Service.
@@ -291,6 +343,10 @@ type Options struct {
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
 func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress []string, o Options) (Annotations, error) {
+	key, err := f.AddressKey()
+	if err != nil {
+		return Annotations{}, err
+	}
 	var addrs []string
 	for _, p := range pooled {
 		a, err := Address(m, f, p)
@@ -302,7 +358,10 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ing
 		}
 	}
 	var out Annotations
-	out.IPs, out.ManagedIPs = pool.Merge(live.IPs, live.ManagedIPs, addrs)
+	out.IPs, out.ManagedIPs = addresses(live, key, addrs)
+	if key != AnnotationIPs && len(out.ManagedIPs) > 0 {
+		out.IPsKey = key
+	}
 	var current []string
 	if len(addrs) > 0 && !f.SkipDNS {
 		current = addrs[:1]
@@ -312,10 +371,38 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ing
 	}
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
 	out.L2Nudged = live.L2Nudged
-	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge) {
+	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge && key == AnnotationIPs) {
 		out.L2Nudged = Nudged(live.L2Nudged, out.ManagedIPs, ingress)
 	}
 	return out, nil
+}
+
+// addresses puts addrs under key, and takes ours out of the other address
+// keys (a Service that changed provider): the user's entries stay everywhere.
+func addresses(live Annotations, key string, addrs []string) (map[string][]string, []string) {
+	was := live.IPsKey
+	if was == "" {
+		was = AnnotationIPs
+	}
+	out := map[string][]string{}
+	var record []string
+	for _, k := range AddressKeys {
+		var owned, want []string
+		if k == was {
+			owned = live.ManagedIPs
+		}
+		if k == key {
+			want = addrs
+		}
+		entries, rec := pool.Merge(live.IPs[k], owned, want)
+		if len(entries) > 0 {
+			out[k] = entries
+		}
+		if k == key {
+			record = rec
+		}
+	}
+	return out, record
 }
 
 // Nudged returns the nudge record after the load balancer published ingress:
@@ -395,7 +482,7 @@ func targets(live Annotations, keys, current []string) (map[string][]string, []s
 // Release removes our entries and records, keeping the user's.
 func Release(live Annotations) Annotations {
 	var out Annotations
-	out.IPs, _ = pool.Merge(live.IPs, live.ManagedIPs, nil)
+	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
 	return out
 }

@@ -61,8 +61,8 @@ func TestRenderHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"192.0.2.7", "2001:db8:b::ffff:0:1", "2001:db8:a::ffff:0:1"}; !slices.Equal(got.IPs, want) {
-		t.Errorf("ips = %q, want user entry + current + retained %q", got.IPs, want)
+	if want := []string{"192.0.2.7", "2001:db8:b::ffff:0:1", "2001:db8:a::ffff:0:1"}; !slices.Equal(got.IPs[AnnotationIPs], want) {
+		t.Errorf("ips = %q, want user entry + current + retained %q", got.IPs[AnnotationIPs], want)
 	}
 	if want := []string{"lb.example.org", "2001:db8:b::ffff:0:1"}; !slices.Equal(got.Targets[AnnotationTargetAlpha], want) {
 		t.Errorf("alpha targets = %q, want user hostname + current only %q", got.Targets[AnnotationTargetAlpha], want)
@@ -155,8 +155,8 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 		return got
 	}
 	held := render([]netip.Prefix{cur, prefixOld}, "192.0.2.7", was)
-	if !slices.Equal(held.IPs, []string{"192.0.2.7", now, was}) {
-		t.Errorf("ips = %q: the new address must be asked for at once", held.IPs)
+	if !slices.Equal(held.IPs[AnnotationIPs], []string{"192.0.2.7", now, was}) {
+		t.Errorf("ips = %q: the new address must be asked for at once", held.IPs[AnnotationIPs])
 	}
 	if !slices.Equal(held.Targets[AnnotationTarget], []string{was}) || !slices.Equal(held.ManagedTargets, []string{was}) {
 		t.Errorf("not yet published: target %q record %q, want both still %s", held.Targets[AnnotationTarget], held.ManagedTargets, was)
@@ -260,6 +260,44 @@ func TestSlim(t *testing.T) {
 	}
 }
 
+// Switching a Service's load balancer moves our addresses to the key the new
+// one reads; the user's entries stay under every key, and a Service that
+// stays on Cilium carries no record of the key.
+func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
+	const was, now = "2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1"
+	live := Live(map[string]string{
+		AnnotationIPs: "192.0.2.7," + was, AnnotationManagedIPs: was, AnnotationKubeVIPIPs: "192.0.2.8",
+	}, nil)
+	opt := Options{L2Nudge: true}
+	kv := Follow{Suffix: "::ffff:0:1", Provider: "kube-vip"}
+	got, err := Render(model, kv, []netip.Prefix{cur}, live, []string{now}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.IPs[AnnotationIPs], []string{"192.0.2.7"}) || !slices.Equal(got.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8", now}) ||
+		!slices.Equal(got.ManagedIPs, []string{now}) || got.IPsKey != AnnotationKubeVIPIPs {
+		t.Errorf("to kube-vip: %+v", got)
+	}
+	if got.L2Nudged != nil {
+		t.Errorf("a kube-vip Service got Cilium's L2 nudge: %q", got.L2Nudged)
+	}
+	patch := got.Patch(live)
+	if patch[AnnotationIPs] != "192.0.2.7" || patch[AnnotationKubeVIPIPs] != "192.0.2.8,"+now || patch[AnnotationManagedIPsKey] != AnnotationKubeVIPIPs {
+		t.Errorf("patch %v", patch)
+	}
+	back, _ := Render(model, Follow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, Options{})
+	if !slices.Equal(back.IPs[AnnotationIPs], []string{"192.0.2.7", now}) || !slices.Equal(back.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) ||
+		back.IPsKey != "" || back.Patch(got)[AnnotationManagedIPsKey] != nil {
+		t.Errorf("back to cilium: %+v", back)
+	}
+	if _, err := Render(model, Follow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("unknown provider: err = %v", err)
+	}
+	if r := Release(got); !slices.Equal(r.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {
+		t.Errorf("release from kube-vip: %+v", r)
+	}
+}
+
 func TestCheckTargetKeys(t *testing.T) {
 	for _, ok := range [][]string{DefaultTargetKeys, {AnnotationTarget}, {"example.com/target"}, nil} {
 		if err := CheckTargetKeys(ok); err != nil {
@@ -280,7 +318,7 @@ func TestReleaseKeepsUserEntries(t *testing.T) {
 		AnnotationManagedTarget: "2001:db8:b::1", AnnotationManagedTargetKeys: AnnotationTarget + "," + AnnotationTargetAlpha,
 	}, nil)
 	got := Release(live)
-	if !slices.Equal(got.IPs, []string{"192.0.2.7"}) || got.ManagedIPs != nil || got.ManagedTargets != nil || got.TargetKeys != nil ||
+	if !slices.Equal(got.IPs[AnnotationIPs], []string{"192.0.2.7"}) || got.ManagedIPs != nil || got.ManagedTargets != nil || got.TargetKeys != nil ||
 		!slices.Equal(got.Targets[AnnotationTarget], []string{"lb.example.org"}) || len(got.Targets[AnnotationTargetAlpha]) != 0 {
 		t.Errorf("release = %+v", got)
 	}

@@ -84,9 +84,9 @@ func (c *Checker) Run(ctx context.Context, interval time.Duration) {
 // versions lists name -> resourceVersion from the API server, metadata only.
 func (c *Checker) versions(ctx context.Context, w *informer.Watched) (map[string]string, error) {
 	out := map[string]string{}
-	opts := metav1.ListOptions{Limit: 500, LabelSelector: w.Selector}
+	opts := w.Scope.Options(metav1.ListOptions{Limit: 500})
 	for {
-		list, err := c.Lister.Resource(w.GVR).Namespace(w.Namespace).List(ctx, opts)
+		list, err := c.Lister.Resource(w.GVR).Namespace(w.Scope.Namespace).List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}

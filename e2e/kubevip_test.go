@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// TestKubeVIP: with the opt-in Role of manifests/kube-vip and
+// --kube-vip-configmap, the key of kube-vip's pool ConfigMap that its
+// annotation names follows the prefix ("first-last" ranges under a range-*
+// key), no other key and no other ConfigMap is touched, HA Services choosing
+// kube-vip get their addresses under kube-vip.io/loadbalancerIPs, a Service
+// switching provider moves our addresses, and deleting the DynamicPrefix
+// releases all of it. The contract (keys, formats, the Service annotation) is
+// kube-vip-cloud-provider's README; its controller does not build here.
+func TestKubeVIP(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{
+		"transition":    map[string]any{"mode": "ha"},
+		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+	})
+	configMaps := w.API.Client.CoreV1().ConfigMaps("kube-system")
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
+			"dynamic-prefix.io/address-range": "lb", kubevip.AnnotationKey: "range-global"}},
+			Data: map[string]string{"range-global": "192.0.2.100-192.0.2.110", "cidr-default": "198.51.100.0/28"}},
+		// Names the DynamicPrefix too, but is not the ConfigMap the writer
+		// was told of (and RBAC allows it no other).
+		{ObjectMeta: metav1.ObjectMeta{Name: "other", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
+			kubevip.AnnotationKey: "cidr-global"}}, Data: map[string]string{"cidr-global": "192.0.2.0/28"}},
+	} {
+		if _, err := configMaps.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createService(t, w, "vip", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
+		service.AnnotationProvider: "kube-vip", service.AnnotationSkipDNS: "true"})
+	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
+		service.AnnotationSkipDNS: "true", service.AnnotationIPs: "192.0.2.7", service.AnnotationKubeVIPIPs: "192.0.2.8"})
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+
+	on := func(p netip.Prefix, host string) string {
+		a, err := prefix.Splice(p, netip.MustParseAddr(host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	poolIs := func(want map[string]string) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("kubevip data %v", want), func() (bool, string) {
+			cm, err := configMaps.Get(ctx, "kubevip", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return fmt.Sprint(cm.Data) == fmt.Sprint(want), fmt.Sprint(cm.Data)
+		})
+	}
+	serviceIs := func(name string, want map[string]string) {
+		t.Helper()
+		eventually(t, name+" addresses", func() (bool, string) {
+			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for k, v := range want {
+				if got, ok := s.Annotations[k]; got != v || (v == "" && ok) {
+					return false, fmt.Sprintf("%s = %q, want %q", k, got, v)
+				}
+			}
+			return true, ""
+		})
+	}
+	kvKey := map[string]string{service.AnnotationManagedIPsKey: service.AnnotationKubeVIPIPs}
+	with := func(a, b map[string]string) map[string]string {
+		out := map[string]string{}
+		for _, m := range []map[string]string{a, b} {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+
+	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixA.String())})
+	serviceIs("vip", with(kvKey, map[string]string{service.AnnotationKubeVIPIPs: on(prefixA, "::ffff:0:1"), service.AnnotationIPs: ""}))
+	serviceIs("moving", map[string]string{service.AnnotationIPs: "192.0.2.7," + on(prefixA, "::ffff:0:2"),
+		service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationManagedIPsKey: ""})
+	settleWrites()
+
+	m := mark(t, w)
+	advertise(t, w, prefixB, prefixA)
+	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixB.String()) + "," + rangeOf(prefixA.String())})
+	serviceIs("vip", with(kvKey, map[string]string{service.AnnotationKubeVIPIPs: on(prefixB, "::ffff:0:1") + "," + on(prefixA, "::ffff:0:1")}))
+	settleWrites()
+	want := []string{"patch configmaps kubevip 200", "patch dynamicprefixes/status home 200", "patch services moving 200", "patch services vip 200"}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
+		t.Errorf("a renumbering wrote %q, want %q", got, want)
+	}
+
+	m = mark(t, w)
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"kube-vip"}}}`, service.AnnotationProvider)
+	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "moving", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	serviceIs("moving", with(kvKey, map[string]string{service.AnnotationIPs: "192.0.2.7",
+		service.AnnotationKubeVIPIPs: "192.0.2.8," + on(prefixB, "::ffff:0:2") + "," + on(prefixA, "::ffff:0:2")}))
+	if got, want := serviceWrites(t, w, m), []string{"patch services moving 200"}; !slices.Equal(got, want) {
+		t.Errorf("switching provider wrote %q, want %q", got, want)
+	}
+
+	m = mark(t, w)
+	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110"})
+	serviceIs("vip", map[string]string{service.AnnotationKubeVIPIPs: "", service.AnnotationManagedIPsKey: "", service.AnnotationManagedIPs: ""})
+	serviceIs("moving", map[string]string{service.AnnotationIPs: "192.0.2.7", service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationManagedIPsKey: ""})
+	settleWrites()
+	want = []string{"patch configmaps kubevip 200", "patch services moving 200", "patch services vip 200"}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
+		t.Errorf("releasing wrote %q, want %q", got, want)
+	}
+	if cm, _ := configMaps.Get(ctx, "other", metav1.GetOptions{}); cm.Data["cidr-global"] != "192.0.2.0/28" {
+		t.Errorf("a ConfigMap the writer was not told of was touched: %v", cm.Data)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
 	"github.com/renumber/renumber/internal/writer/caches"
+	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/event"
@@ -120,11 +121,12 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		if o.kubeVIP != "" {
 			pools = append(pools, kubevip.Kind(o.kubeVIP))
 		}
-		return caches.Served{Pools: pools, BGP: bgp}, errors.Join(err1, err2)
+		ippools, err3 := calico.Discover(cl.Discovery)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io"}, TargetKeys: o.reconcile.TargetKeys}
+	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"}, TargetKeys: o.reconcile.TargetKeys}
 	if o.l2Nudge == "auto" {
 		cfg.CiliumNamespace = o.ciliumNS
 	}

@@ -153,6 +153,22 @@ func (cp *ControlPlane) InstallMetalLB(ctx context.Context) error {
 	return cp.Apply(ctx, filepath.Join(dir, "config", "crd", "bases", "metallb.io_ipaddresspools.yaml"))
 }
 
+// CalicoVersion is the Calico monorepo version whose IPPool CRD schema the world
+// installs: the only version of github.com/projectcalico/calico the Go module
+// proxy serves here (its tags are not module versions; this pseudo-version is
+// the master branch of 2025-08-13, between Calico v3.30 and v3.31). Not added
+// to go.mod: nothing imports it.
+const CalicoVersion = "v1.11.0-cni-plugin.0.20250813170300-a0db560f0520"
+
+// InstallCalico installs Calico's real crd.projectcalico.org/v1 IPPool CRD.
+func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
+	dir, err := moduleDir("github.com/projectcalico/calico@" + CalicoVersion)
+	if err != nil {
+		return err
+	}
+	return cp.Apply(ctx, filepath.Join(dir, "libcalico-go", "config", "crd", "crd.projectcalico.org_ippools.yaml"))
+}
+
 // moduleDir downloads a module (module cache, then the proxy) and returns its directory.
 func moduleDir(query string) (string, error) {
 	out, err := exec.Command("go", "mod", "download", "-json", query).Output()

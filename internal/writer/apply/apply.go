@@ -53,6 +53,7 @@ type Writer struct {
 	pools    memo[poolWrite]
 	services memo[service.Annotations]
 	adverts  memo[string]
+	calico   memo[string]
 }
 
 // memo is guard.Memo keyed by object.
@@ -67,6 +68,7 @@ func (w *Writer) Forget() {
 	w.pools.Reset()
 	w.services.Reset()
 	w.adverts.Reset()
+	w.calico.Reset()
 }
 
 // object names one object we write: the key of memos and of the write budget.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,6 +174,19 @@ func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, en
 		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
 	}
 	return nil
+}
+
+// SameJSON reports whether a and b are the same in JSON (an int64 and a
+// float64 of one value are: the API server gives numbers back as either).
+func SameJSON(a, b any) bool {
+	return reflect.DeepEqual(normalJSON(a), normalJSON(b))
+}
+
+func normalJSON(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
 }
 
 // ToMap turns a typed value into the map form a merge patch carries.

@@ -1,6 +1,6 @@
 // Package caches builds and runs the writer's informers, on every replica (a
 // standby takes over with warm caches): Nodes, DynamicPrefixes, Services, the
-// pool kinds the API server serves and CiliumBGPAdvertisements. Each cache keeps
+// pool kinds the API server serves, CiliumBGPAdvertisements and Calico IPPools. Each cache keeps
 // only the fields the writer reads, and each informer tells a Handler only of
 // the changes that matter to it. Pool kinds are found through discovery, again
 // whenever a CRD of a backend group changes (kinds.go).
@@ -49,8 +49,11 @@ type Handler interface {
 	ServiceChanged(s *corev1.Service)
 	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
 	AdvertisementChanged(u *unstructured.Unstructured)
-	// KindsChanged: CiliumBGPAdvertisement became served, or stopped being.
+	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
+	// or stopped being.
 	KindsChanged()
+	// CalicoPoolChanged: a Calico IPPool changed (u: as it was and as it is).
+	CalicoPoolChanged(u *unstructured.Unstructured)
 	// CiliumChanged: the Cilium DaemonSet's images changed.
 	CiliumChanged()
 }
@@ -87,8 +90,7 @@ type Caches struct {
 
 	mu         sync.Mutex
 	pools      []*pooled         // the pool kinds followed now
-	bgp        *informer.Watched // nil while CiliumBGPAdvertisement is not served
-	bgpGVR     schema.GroupVersionResource
+	bgp, calico optional // CiliumBGPAdvertisements, Calico IPPools
 	rediscover chan struct{} // a backend CRD changed
 }
 
@@ -119,8 +121,13 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 	for _, k := range served.Pools {
 		c.pools = append(c.pools, c.newPooled(k))
 	}
+	c.bgp = optional{name: "CiliumBGPAdvertisement", watch: c.watchBGP}
+	c.calico = optional{name: "Calico IPPool", watch: c.watchCalico}
 	if !served.BGP.Empty() {
-		c.bgp, c.bgpGVR = c.watchBGP(served.BGP), served.BGP
+		c.bgp.w, c.bgp.gvr = c.watchBGP(served.BGP), served.BGP
+	}
+	if !served.Calico.Empty() {
+		c.calico.w, c.calico.gvr = c.watchCalico(served.Calico), served.Calico
 	}
 	if len(cfg.BackendGroups) > 0 {
 		c.crds = c.watchCRDs()
@@ -151,8 +158,10 @@ func (c *Caches) All() []*informer.Watched {
 	if c.cilium != nil {
 		ws = append(ws, c.cilium)
 	}
-	if bgp, _ := c.advertisements(); bgp != nil {
-		ws = append(ws, bgp)
+	for _, o := range []*optional{&c.bgp, &c.calico} {
+		if w, _ := c.current(o); w != nil {
+			ws = append(ws, w)
+		}
 	}
 	for _, p := range c.followed() {
 		ws = append(ws, p.w)
@@ -390,4 +399,14 @@ func paged(ctx context.Context, o metav1.ListOptions, meta *metav1.ListMeta, lis
 		}
 		o.Continue = p.GetContinue()
 	}
+}
+
+// CalicoPools returns the Calico IPPool cache and resource; a nil store when
+// the API server does not serve it.
+func (c *Caches) CalicoPools() (cache.Store, schema.GroupVersionResource) {
+	w, gvr := c.current(&c.calico)
+	if w == nil {
+		return nil, gvr
+	}
+	return w.Store(), gvr
 }

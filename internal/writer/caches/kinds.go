@@ -20,7 +20,8 @@ import (
 // Served is what the API server serves of the kinds the writer writes.
 type Served struct {
 	Pools []*backend.Kind
-	BGP   schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
+	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
+	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
 }
 
 // Discover asks the API server what it serves now.
@@ -58,15 +59,7 @@ func (c *Caches) newPooled(k *backend.Kind) *pooled {
 				c.h.PoolChanged(k, u)
 			}
 		}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: changed,
-			UpdateFunc: func(old, new any) {
-				if informer.Version(old) != informer.Version(new) {
-					changed(old) // it may have followed another DynamicPrefix
-					changed(new)
-				}
-			},
-		})
+		_, _ = inf.AddEventHandler(onChange(changed, false))
 		return inf
 	})
 	w.Scope = k.Scope()
@@ -184,42 +177,90 @@ func (c *Caches) updateKinds(ctx context.Context) (bool, error) {
 		}
 		changed = true
 	}
-	return c.updateBGP(ctx, s.BGP) || changed, nil
+	bgp := c.update(ctx, &c.bgp, s.BGP)
+	return c.update(ctx, &c.calico, s.Calico) || bgp || changed, nil
 }
 
-// updateBGP starts or stops following CiliumBGPAdvertisements.
-func (c *Caches) updateBGP(ctx context.Context, gvr schema.GroupVersionResource) bool {
-	w, current := c.advertisements()
+// optional is the informer over a resource the API server may serve or not.
+type optional struct {
+	name  string // the kind, for logs
+	watch func(schema.GroupVersionResource) *informer.Watched
+	w     *informer.Watched // nil while not served
+	gvr   schema.GroupVersionResource
+}
+
+// update starts or stops following o's resource, served now as gvr (empty:
+// not served), and reports whether anything changed.
+func (c *Caches) update(ctx context.Context, o *optional, gvr schema.GroupVersionResource) bool {
+	w, current := c.current(o)
 	if current == gvr {
 		return false
 	}
 	if w != nil {
 		w.Halt()
 		c.mu.Lock()
-		c.bgp, c.bgpGVR = nil, schema.GroupVersionResource{}
+		o.w, o.gvr = nil, schema.GroupVersionResource{}
 		c.mu.Unlock()
-		c.log.Info("CiliumBGPAdvertisement no longer served; stopped following it", "version", current.Version)
+		c.log.Info(o.name+" no longer served; stopped following it", "version", current.Version)
 	}
 	if !gvr.Empty() {
-		w := c.watchBGP(gvr)
+		w := o.watch(gvr)
 		if !w.RunSynced(ctx) {
 			return true // the next signal tries again
 		}
 		c.mu.Lock()
-		c.bgp, c.bgpGVR = w, gvr
+		o.w, o.gvr = w, gvr
 		c.mu.Unlock()
-		c.log.Info("CiliumBGPAdvertisement served; following it", "version", gvr.Version)
+		c.log.Info(o.name+" served; following it", "version", gvr.Version)
 	}
-	c.h.KindsChanged() // subnets asking for BGP can be served now (or no longer)
+	c.h.KindsChanged() // what asks for it can be served now (or no longer)
 	return true
 }
 
-// advertisements returns the CiliumBGPAdvertisement informer and resource, nil
-// when the API server does not serve it.
-func (c *Caches) advertisements() (*informer.Watched, schema.GroupVersionResource) {
+// current returns o's informer and resource, nil when not served.
+func (c *Caches) current(o *optional) (*informer.Watched, schema.GroupVersionResource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.bgp, c.bgpGVR
+	return o.w, o.gvr
+}
+
+// advertisements returns the CiliumBGPAdvertisement informer and resource.
+func (c *Caches) advertisements() (*informer.Watched, schema.GroupVersionResource) {
+	return c.current(&c.bgp)
+}
+
+// watchCalico follows Calico's IPPools: the annotated ones and our siblings
+// matter; a change of either queues the DynamicPrefix it names.
+func (c *Caches) watchCalico(gvr schema.GroupVersionResource) *informer.Watched {
+	return informer.NewWatched("ippools", gvr, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(c.dyn, gvr, informer.Scope{})
+		changed := func(o any) {
+			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok {
+				c.h.CalicoPoolChanged(u)
+			}
+		}
+		_, _ = inf.AddEventHandler(onChange(changed, true))
+		return inf
+	})
+}
+
+// onChange calls changed for an added object, for both sides of an update
+// that changed its version (it may have followed another DynamicPrefix), and,
+// with deletes, for a deleted one.
+func onChange(changed func(o any), deletes bool) cache.ResourceEventHandlerFuncs {
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, new any) {
+			if informer.Version(old) != informer.Version(new) {
+				changed(old)
+				changed(new)
+			}
+		},
+	}
+	if deletes {
+		h.DeleteFunc = changed
+	}
+	return h
 }
 
 func (c *Caches) watchBGP(gvr schema.GroupVersionResource) *informer.Watched {

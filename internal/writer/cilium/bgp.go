@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 
@@ -103,14 +102,7 @@ func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
 			return false
 		}
 	}
-	return reflect.DeepEqual(normalJSON(spec), normalJSON(a.Spec))
-}
-
-func normalJSON(v any) any {
-	b, _ := json.Marshal(v)
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
+	return backend.SameJSON(spec, a.Spec)
 }
 
 // ApplyAdvertisement creates a, or merge-patches its spec and labels, owned by

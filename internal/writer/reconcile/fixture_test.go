@@ -70,6 +70,9 @@ func (f *fixture) Pools() []backend.Cached {
 func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
 	return nil, schema.GroupVersionResource{}
 }
+func (f *fixture) CalicoPools() (cache.Store, schema.GroupVersionResource) {
+	return nil, schema.GroupVersionResource{}
+}
 
 type voters struct{ reports []aggregate.Report }
 

@@ -25,7 +25,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		adverts, gvr := c.caches.Advertisements()
-		return c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name).Retry()
+		out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
+		ippools, gvr := c.caches.CalicoPools()
+		return append(out, c.write.ReleaseCalico(ctx, ippools, gvr, name)...).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
 	dp, err := dynamicprefix.FromUnstructured(u)
@@ -58,6 +60,8 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 		if ctx.Err() != nil {
 			return apply.Transient(ctx.Err())
 		}
+		ippools, gvr := c.caches.CalicoPools()
+		steps = append(steps, c.write.Calico(ctx, ippools, gvr, m, d)...)
 		steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
 		adverts, gvr := c.caches.Advertisements()
 		problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)

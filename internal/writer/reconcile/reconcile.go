@@ -39,6 +39,8 @@ type Caches interface {
 	Pools() []backend.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
+	// CalicoPools is the Calico IPPool cache, nil when not served.
+	CalicoPools() (cache.Store, schema.GroupVersionResource)
 }
 
 // Voters gives the node digests that vote at now, and when that changes by
@@ -126,6 +128,13 @@ func (c *Controller) NodesChanged() { c.enqueueAll(c.cfg.Debounce) }
 
 // KindsChanged queues a pass over every DynamicPrefix.
 func (c *Controller) KindsChanged() { c.enqueueAll(0) }
+
+// CalicoPoolChanged queues a pass over the DynamicPrefix a Calico IPPool
+// names (the user's annotation, or our sibling's label).
+func (c *Controller) CalicoPoolChanged(u *unstructured.Unstructured) {
+	c.enqueue(u.GetAnnotations()[dynamicprefix.AnnotationName], 0)
+	c.enqueue(u.GetLabels()[dynamicprefix.AnnotationName], 0)
+}
 
 // CiliumChanged queues a pass over every DynamicPrefix: whether Services need
 // the L2 announcer nudge may have changed.

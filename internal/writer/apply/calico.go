@@ -1,0 +1,208 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+// Calico writes the Calico IPPools that follow m's DynamicPrefix (the cache
+// is nil when IPPools are not served): siblings no longer draining are
+// deleted first, then each annotated pool gets the current CIDR, then the
+// draining siblings are created or updated - so no two pools ever hold the
+// same CIDR, a prefix coming back included.
+func (w *Writer) Calico(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d aggregate.Decision) Outcomes {
+	if pools == nil {
+		return nil
+	}
+	var out Outcomes
+	type planned struct {
+		parent *unstructured.Unstructured
+		plan   calico.Plan
+	}
+	var plans []planned
+	want := map[string]bool{}
+	for _, o := range pools.List() {
+		u := o.(*unstructured.Unstructured)
+		a := u.GetAnnotations()
+		if _, ours := a[calico.RecordKey]; ours && !calico.Sibling(u) && a[dynamicprefix.AnnotationName] == "" {
+			out = append(out, w.calicoParent(ctx, gvr, u, m.Name, "")) // no longer follows anything
+			continue
+		}
+		if calico.Sibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
+			continue
+		}
+		f := pool.Follow{DynamicPrefix: m.Name, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
+		entries, err := pool.Desired(m, f, d.Pooled, pool.CIDRs)
+		if err != nil {
+			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
+			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
+			out = append(out, Final(err))
+			continue
+		}
+		p := calico.Render(u, m.Name, entries)
+		plans = append(plans, planned{u, p})
+		for _, s := range p.Siblings {
+			want[s.Name] = true
+		}
+	}
+	out = append(out, w.deleteSiblings(ctx, pools, gvr, m.Name, want)...)
+	for _, p := range plans {
+		out = append(out, w.calicoParent(ctx, gvr, p.parent, m.Name, p.plan.CIDR))
+	}
+	for _, p := range plans {
+		for _, s := range p.plan.Siblings {
+			out = append(out, w.calicoSibling(ctx, pools, gvr, p.parent, m.Name, s))
+		}
+	}
+	return out
+}
+
+// calicoParent makes the annotated pool hold cidr, and our record say so
+// ("" removes the record and leaves the CIDR: a pool must have one).
+func (w *Writer) calicoParent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) Outcome {
+	self := object{resource: calico.Resource, name: u.GetName()}
+	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
+	record := u.GetAnnotations()[calico.RecordKey]
+	if last, ok := w.calico.get(self, u.GetResourceVersion()); ok {
+		live, record = last, last
+	}
+	if record == cidr && (cidr == "" || pool.Canonical(live) == cidr) {
+		w.calm(self, dp)
+		return Outcome{}
+	}
+	if err := w.permit(self, u, dp); err != nil {
+		return Final(err)
+	}
+	var rec any
+	patch := map[string]any{}
+	if cidr != "" {
+		rec, patch["spec"] = cidr, map[string]any{"cidr": cidr}
+	}
+	patch["metadata"] = map[string]any{"resourceVersion": u.GetResourceVersion(), "annotations": map[string]any{calico.RecordKey: rec}}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return Final(err)
+	}
+	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
+	}
+	w.calico.put(self, u.GetResourceVersion(), cidr)
+	metricWrites.With(calico.Resource).Inc()
+	if cidr == "" {
+		w.Log.Info("IPPool " + u.GetName() + " released")
+		w.Events.Event(u, "PoolReleased", "record removed, spec.cidr left as it was (a pool must have one)")
+		return Outcome{}
+	}
+	w.Log.Info("IPPool "+u.GetName()+" updated", "cidr", cidr, "was", live)
+	w.Events.Event(u, "PoolUpdated", fmt.Sprintf("spec.cidr now %s (was %s)", cidr, live))
+	return Outcome{}
+}
+
+// calicoSibling creates the sibling s of parent, or updates it to s.
+func (w *Writer) calicoSibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s calico.Pool) Outcome {
+	self := object{resource: calico.Resource, name: s.Name}
+	var live *unstructured.Unstructured
+	if o, ok, _ := pools.GetByKey(s.Name); ok {
+		live = o.(*unstructured.Unstructured)
+	}
+	if _, ok := w.calico.get(self, ""); ok && live == nil {
+		return Outcome{} // created; the cache has not shown it yet
+	}
+	if live != nil {
+		if _, ok := w.calico.get(self, live.GetResourceVersion()); ok || calico.Same(live, s) {
+			w.calm(self, dp)
+			return Outcome{}
+		}
+	}
+	if err := w.permit(self, parent, dp); err != nil {
+		return Final(err)
+	}
+	res := w.Client.Resource(gvr)
+	if live == nil {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": gvr.GroupVersion().String(), "kind": "IPPool",
+			"metadata": map[string]any{"name": s.Name}, "spec": s.Spec,
+		}}
+		u.SetLabels(s.Labels)
+		// Deleting the user's pool deletes its siblings.
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
+			Name: parent.GetName(), UID: parent.GetUID()}})
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+			return Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
+		}
+		w.calico.put(self, "", s.Name)
+		metricWrites.With(calico.Resource).Inc()
+		w.Log.Info("IPPool "+s.Name+" created", "cidr", s.Spec["cidr"], "draining", true)
+		w.Events.Event(parent, "PoolCreated", fmt.Sprintf("IPPool %s holds draining %v, disabled", s.Name, s.Spec["cidr"]))
+		return Outcome{}
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": s.Labels},
+		"spec":     s.Spec,
+	})
+	if err != nil {
+		return Final(err)
+	}
+	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
+	}
+	w.calico.put(self, live.GetResourceVersion(), s.Name)
+	metricWrites.With(calico.Resource).Inc()
+	w.Log.Info("IPPool "+s.Name+" updated (follows "+parent.GetName()+")", "cidr", s.Spec["cidr"])
+	return Outcome{}
+}
+
+// deleteSiblings deletes the siblings of dp that keep does not name.
+func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) Outcomes {
+	var out Outcomes
+	for _, o := range pools.List() {
+		u := o.(*unstructured.Unstructured)
+		if !calico.Sibling(u) || u.GetLabels()[dynamicprefix.AnnotationName] != dp || keep[u.GetName()] {
+			continue
+		}
+		self := object{resource: calico.Resource, name: u.GetName()}
+		if _, ok := w.calico.get(self, u.GetResourceVersion()); ok {
+			continue // deleted; the cache has not caught up
+		}
+		if err := w.Client.Resource(gvr).Delete(ctx, u.GetName(), metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(u.GetResourceVersion())}}); err != nil {
+			out = append(out, Transient(fmt.Errorf("deleting IPPool %q: %w", u.GetName(), err)))
+			continue
+		}
+		w.calico.put(self, u.GetResourceVersion(), "")
+		metricWrites.With(calico.Resource).Inc()
+		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
+		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", cidr)
+		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", cidr, dp))
+	}
+	return out
+}
+
+// ReleaseCalico deletes dp's siblings and removes our record from the pools
+// naming dp, which was deleted; their spec.cidr stays (a pool must have one).
+func (w *Writer) ReleaseCalico(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) Outcomes {
+	if pools == nil {
+		return nil
+	}
+	out := w.deleteSiblings(ctx, pools, gvr, dp, nil)
+	for _, o := range pools.List() {
+		u := o.(*unstructured.Unstructured)
+		if _, ours := u.GetAnnotations()[calico.RecordKey]; ours && !calico.Sibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
+			out = append(out, w.calicoParent(ctx, gvr, u, dp, ""))
+		}
+	}
+	return out
+}

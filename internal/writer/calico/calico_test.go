@@ -1,0 +1,47 @@
+package calico
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func parent() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "home-v6"},
+		"spec": map[string]any{"cidr": "2001:db8:1:100::/64", "natOutgoing": false, "blockSize": int64(122),
+			"nodeSelector": "all()", "vxlanMode": "Never"},
+	}}
+}
+
+// The current entry goes into the annotated pool; each draining one into a
+// disabled copy of its settings, named by its CIDR.
+func TestRender(t *testing.T) {
+	p := Render(parent(), "home", []string{"2001:db8:2:200::/64", "2001:db8:1:100::/64"})
+	if p.CIDR != "2001:db8:2:200::/64" || len(p.Siblings) != 1 {
+		t.Fatalf("plan %+v", p)
+	}
+	s := p.Siblings[0]
+	if s.Name != "home-v6-2001-db8-1-100-64" || s.Spec["cidr"] != "2001:db8:1:100::/64" || s.Spec["disabled"] != true ||
+		s.Spec["blockSize"] != int64(122) || s.Spec["nodeSelector"] != "all()" {
+		t.Errorf("sibling %+v", s)
+	}
+	if s.Labels[LabelSiblingOf] != "home-v6" || s.Labels["dynamic-prefix.io/name"] != "home" || s.Labels[LabelManagedBy] != ManagedBy {
+		t.Errorf("labels %v", s.Labels)
+	}
+	// The same CIDR coming back finds the same name: never a second pool.
+	if again := Render(parent(), "home", []string{"2001:db8:3:300::/64", "2001:db8:1:100::/64"}); again.Siblings[0].Name != s.Name {
+		t.Errorf("names differ: %s, %s", again.Siblings[0].Name, s.Name)
+	}
+	live := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"cidr": "2001:db8:1:100::/64", "disabled": true, "natOutgoing": false, "blockSize": float64(122),
+		"nodeSelector": "all()", "vxlanMode": "Never"}}}
+	live.SetLabels(s.Labels)
+	if !Same(live, s) {
+		t.Error("a sibling as rendered is not Same")
+	}
+	if Render(parent(), "home", nil).CIDR != "" {
+		t.Error("no entries, yet a CIDR")
+	}
+}

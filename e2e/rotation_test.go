@@ -1,27 +1,50 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/prefix"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
 
-// TestRotations renumbers again and again with maxPrefixHistory 2: which entries
-// exist when, a prefix coming back, and twenty rotations that leave a user IPv4
-// block, a Service's user address and hostname target in place with no growth.
+// TestRotations renumbers again and again with maxPrefixHistory 2 and every
+// backend at once (a Cilium pool and CIDR group, a MetalLB IPAddressPool,
+// kube-vip's ConfigMap, a Calico IPPool with its siblings, HA Services on
+// Cilium and on kube-vip): which entries exist when, a prefix coming back, and
+// twenty rotations that leave every user entry in place with no growth.
 func TestRotations(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico,
+		func(ctx context.Context) error {
+			return w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml"))
+		}} {
+		if err := install(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.API.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	p := func(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:100::/64", i)) }
 	advertise := func(cur int, old ...int) {
 		t.Helper()
@@ -44,41 +67,110 @@ func TestRotations(t *testing.T) {
 		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
 	})
-	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
-		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::1:2:3:4",
-		service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "web.example.org"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
-	if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	apply(t, w, groupGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+		"metadata": map[string]any{"name": "raw", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
+	})
+	for gvr, obj := range map[schema.GroupVersionResource]map[string]any{
+		addressPoolGVR: {"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+			"metadata": map[string]any{"name": "home", "namespace": "metallb-system", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+			"spec":     map[string]any{"addresses": []any{"192.0.2.10-192.0.2.20"}}},
+		ippoolGVR: {"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+			"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+			"spec":     map[string]any{"cidr": "2001:db8:ffff::/64", "blockSize": 122}},
+		{Version: "v1", Resource: "configmaps"}: {"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "kubevip", "namespace": "kube-system", "annotations": map[string]any{
+				"dynamic-prefix.io/name": "home", kubevip.AnnotationKey: "cidr-global"}},
+			"data": map[string]any{"cidr-global": "192.0.2.128/28", "range-default": "192.0.2.200-192.0.2.210"}},
+	} {
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := w.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	createService(t, w, "web", map[string]string{
+		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::1:2:3:4",
+		service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "web.example.org"})
+	createService(t, w, "vip", map[string]string{
+		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::1:2:3:5", service.AnnotationProvider: "kube-vip",
+		service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationSkipDNS: "true"})
 	startAgent(t, w, "node1")
-	// Twenty-five renumberings in about a minute are far beyond the default
-	// write budget (burst 5, then 2/min per object), which would throttle them.
-	startWriter(t, w, "writer-a", "--budget-object-burst", "60", "--budget-object-per-minute", "120")
+	// Twenty-five renumberings in about a minute (some 11 writes each) are far
+	// beyond the default write budget (burst 5, then 2/min per object; 200,
+	// then 60/min in all), which would throttle them.
+	startWriter(t, w, "writer-a", "--budget-object-burst", "60", "--budget-object-per-minute", "120",
+		"--budget-total-burst", "1000", "--budget-total-per-minute", "1000",
+		"--kube-vip-configmap", kubevip.DefaultConfigMap)
 
-	addr := func(i int) string {
-		a, _ := prefix.Splice(p(i), netip.MustParseAddr("::1:2:3:4"))
+	addr := func(i int, host string) string {
+		a, _ := prefix.Splice(p(i), netip.MustParseAddr(host))
 		return a.String()
+	}
+	// holds lists what every backend should hold: the user's entries first,
+	// then ours for the pooled prefixes (current first).
+	holds := func(pooled []int) map[string]string {
+		var prefixes, web, vip []string
+		ippools := map[string]string{"home-v6": p(pooled[0]).String()}
+		for n, i := range pooled {
+			prefixes = append(prefixes, p(i).String())
+			web, vip = append(web, addr(i, "::1:2:3:4")), append(vip, addr(i, "::1:2:3:5"))
+			if n > 0 {
+				ippools[calico.SiblingName("home-v6", p(i).String())] = p(i).String()
+			}
+		}
+		join := func(user string, ours []string) string { return strings.Join(append([]string{user}, ours...), ",") }
+		return map[string]string{
+			"cilium pool": join("192.0.2.0/24", prefixes), "CIDR group": join("198.51.100.0/24", prefixes),
+			"metallb": join("192.0.2.10-192.0.2.20", prefixes),
+			"kube-vip":  join("192.0.2.128/28", prefixes) + " / range-default 192.0.2.200-192.0.2.210",
+			"calico":    fmt.Sprint(ippools),
+			"web ips":   join("192.0.2.7", web), "web dns": join("web.example.org", web[:1]),
+			"vip ips":   join("192.0.2.8", vip) + " / cilium ",
+		}
+	}
+	held := func() map[string]string {
+		svc := func(name string) map[string]string {
+			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Annotations
+		}
+		pool, err := w.API.Dynamic.Resource(addressPoolGVR).Namespace("metallb-system").Get(ctx, "home", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metallb, _, _ := unstructured.NestedStringSlice(pool.Object, "spec", "addresses")
+		cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools := map[string]string{}
+		for name, cidr := range ippools(t, w) {
+			pools[name] = strings.TrimSuffix(cidr, ", disabled")
+		}
+		web, vip := svc("web"), svc("vip")
+		return map[string]string{
+			"cilium pool": strings.Join(blocks(t, w, "lb"), ","), "CIDR group": strings.Join(cidrs(t, w, "raw"), ","),
+			"metallb":  strings.Join(metallb, ","),
+			"kube-vip": cm.Data["cidr-global"] + " / range-default " + cm.Data["range-default"],
+			"calico":   fmt.Sprint(pools),
+			"web ips":  web[service.AnnotationIPs], "web dns": web[service.AnnotationTarget],
+			"vip ips":  vip[service.AnnotationKubeVIPIPs] + " / cilium " + vip[service.AnnotationIPs],
+		}
 	}
 	expect := func(what string, pooled ...int) {
 		t.Helper()
-		wantBlocks := []string{"192.0.2.0/24"}
-		wantIPs := []string{"192.0.2.7"}
-		for _, i := range pooled {
-			wantBlocks = append(wantBlocks, p(i).String())
-			wantIPs = append(wantIPs, addr(i))
-		}
-		wantTargets := []string{"web.example.org", addr(pooled[0])}
+		want := holds(pooled)
 		eventually(t, what, func() (bool, string) {
-			b := blocks(t, w, "lb")
-			svc, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
+			got := held()
+			for k, v := range want {
+				if got[k] != v {
+					return false, fmt.Sprintf("%s: %q, want %q", k, got[k], v)
+				}
 			}
-			ips := service.Split(svc.Annotations[service.AnnotationIPs])
-			targets := service.Split(svc.Annotations[service.AnnotationTarget])
-			return slices.Equal(b, wantBlocks) && slices.Equal(ips, wantIPs) && slices.Equal(targets, wantTargets),
-				fmt.Sprintf("blocks %v ips %v targets %v", b, ips, targets)
+			return true, ""
 		})
 	}
 	// recent lists prefixes by when they were last current: the pools hold the

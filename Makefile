@@ -11,6 +11,7 @@ export CGO_ENABLED := 0
 APISERVER := $(BIN)/kube-apiserver
 ETCD      := $(BIN)/etcd
 KIND      := $(BIN)/kind
+LBIPAM    := $(BIN)/lbipam
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.7.0
 APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck
@@ -37,6 +38,12 @@ $(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	@echo "building etcd (cold: ~1-2 min)"
 	@mkdir -p $(BIN) && cd tools/etcd && $(GO) build -trimpath -o $@ .
 
+# Cilium's own LB-IPAM (the cilium-operator cell) for the test world: the real
+# consumer of our pools and Service annotations.
+$(LBIPAM): tools/lbipam/go.mod tools/lbipam/go.sum tools/lbipam/main.go
+	@echo "building Cilium's LB-IPAM (cold: ~3 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/lbipam && $(GO) build -trimpath -o $@ .
+
 $(KIND): tools/kind/go.mod tools/kind/go.sum tools/kind/main.go
 	@mkdir -p $(BIN) && cd tools/kind && $(GO) build -trimpath -o $@ .
 
@@ -44,7 +51,7 @@ $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: tools
-tools: $(APISERVER) $(ETCD) ## Build the pinned API server and etcd for the test world
+tools: $(APISERVER) $(ETCD) $(LBIPAM) ## Build the pinned API server, etcd and Cilium's LB-IPAM for the test world
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build

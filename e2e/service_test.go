@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/renumber/renumber/internal/writer/prefix"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -129,17 +130,34 @@ func publish(t *testing.T, w *world.World, name string, ips ...string) {
 	})
 }
 
-// TestDNSWaitsForTheLoadBalancer: after a renumbering the new address is asked
-// for at once, but DNS stays on the old one (still allocated, still answering)
-// until the load balancer publishes the new one in the Service's status; then
-// the target moves, in the Service's second write of the change.
+// TestDNSWaitsForTheLoadBalancer, with Cilium's own LB-IPAM allocating the
+// addresses: after a renumbering the new address is asked for at once, but DNS
+// stays on the old one (still allocated, still answering) until LB-IPAM has
+// allocated the new one and published it in the Service's status; then the
+// target moves, in the Service's second write of the change.
 func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
 	runCilium(t, w, "quay.io/cilium/cilium:v1.20.1") // no L2 announcer nudge: TestL2AnnouncerNudge
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	})
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
+			"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}},
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
+	}
+	if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 	on := func(p netip.Prefix) string {
@@ -158,30 +176,27 @@ func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 				return false, err.Error()
 			}
 			gotIPs := service.Split(s.Annotations[service.AnnotationIPs])
-			ok := slices.Equal(gotIPs, ips)
+			published := service.Ingress(s) // in LB-IPAM's order
+			ok := slices.Equal(gotIPs, ips) && slices.Equal(slices.Sorted(slices.Values(published)), slices.Sorted(slices.Values(ips)))
 			for _, k := range service.DefaultTargetKeys {
 				ok = ok && s.Annotations[k] == target
 			}
-			return ok, fmt.Sprintf("ips %q annotations %v", gotIPs, s.Annotations)
+			return ok, fmt.Sprintf("ips %q ingress %q annotations %v", gotIPs, published, s.Annotations)
 		})
 	}
-	expect("the first address", []string{a1}, a1)
-	publish(t, w, "web", a1)
+	expect("the first address, allocated by LB-IPAM", []string{a1}, a1)
 	m := mark(t, w)
 	if got := serviceWrites(t, w, m); len(got) != 0 {
-		t.Fatalf("the load balancer publishing what we asked for made the writer write %q", got)
+		t.Fatalf("LB-IPAM publishing what we asked for made the writer write %q", got)
 	}
 
 	advertise(t, w, prefixB, prefixA)
-	expect("the new address asked for, DNS held on the old", []string{b1, a1}, a1)
-	if got, want := serviceWrites(t, w, m), []string{"patch services web 200"}; !slices.Equal(got, want) {
-		t.Fatalf("before the new address is published: %q, want %q", got, want)
-	}
-	expect("DNS still held once the writes settled", []string{b1, a1}, a1)
-
-	publish(t, w, "web", b1, a1)
-	expect("DNS on the published new address", []string{b1, a1}, b1)
+	expect("both addresses allocated, DNS on the new one", []string{b1, a1}, b1)
 	if got, want := serviceWrites(t, w, m), []string{"patch services web 200", "patch services web 200"}; !slices.Equal(got, want) {
 		t.Errorf("the whole change: %q, want %q (one write asks, one moves DNS)", got, want)
+	}
+	// The writer's journal: the first write asked for b1 and kept DNS on a1.
+	if n := countLog(w, "writer-a.log", fmt.Sprintf("ips=\"[%s %s]\" dns=[%s]", b1, a1, a1)); n != 1 {
+		t.Errorf("%d writes asked for %s with DNS held on %s, want 1", n, b1, a1)
 	}
 }

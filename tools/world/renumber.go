@@ -3,7 +3,9 @@ package world
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,4 +89,17 @@ func (cp *ControlPlane) PoolBlocks(ctx context.Context, name string) ([]string, 
 func RangeOf(p64 string) string {
 	base := strings.TrimSuffix(p64, "::/64")
 	return base + ":f000::-" + base + ":ffff:ffff:ffff:ffff"
+}
+
+// StartLBIPAM runs Cilium's own LB-IPAM (tools/lbipam, which `make tools`
+// builds into _out/bin) against the world's API server with the admin's
+// identity, as cilium-operator would: it allocates Service addresses from the
+// CiliumLoadBalancerIPPools and writes status.loadBalancer.ingress. Its log is
+// <world>/lbipam.log.
+func (w *World) StartLBIPAM() (*exec.Cmd, error) {
+	bin := filepath.Join(w.repo, "_out", "bin", "lbipam")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("Cilium's LB-IPAM is not built (make tools): %w", err)
+	}
+	return w.Spawn("", "lbipam.log", bin, "--k8s-kubeconfig-path", w.API.AdminFile)
 }

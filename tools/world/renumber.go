@@ -99,7 +99,7 @@ func RangeOf(p64 string) string {
 func (w *World) StartLBIPAM() (*exec.Cmd, error) {
 	bin := filepath.Join(w.repo, "_out", "bin", "lbipam")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("Cilium's LB-IPAM is not built (make tools): %w", err)
+		return nil, fmt.Errorf("the LB-IPAM harness is not built (make tools): %w", err)
 	}
 	return w.Spawn("", "lbipam.log", bin, "--k8s-kubeconfig-path", w.API.AdminFile)
 }

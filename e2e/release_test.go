@@ -18,9 +18,10 @@ import (
 
 // TestReleasingWhatADynamicPrefixWrote: switching transition.mode from ha to
 // simple releases the HA Services' addresses and targets; deleting the
-// DynamicPrefix releases the pools and CIDR groups that name it. Each released
-// object costs one patch and one event; the user's entries and annotations
-// stay; a writer started afterwards finds nothing to do.
+// DynamicPrefix releases the pools and CIDR groups that name it and deletes its
+// CiliumBGPAdvertisements. Each released object costs one write and one event;
+// the user's entries and annotations stay; a writer started afterwards finds
+// nothing to do.
 func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
@@ -28,7 +29,10 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 	createDP(t, w, "home", map[string]any{
 		"transition":    map[string]any{"mode": "ha"},
 		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120,
+			"bgp": map[string]any{"advertise": true}}},
 	})
+	publicPool(t, w)
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{
@@ -69,6 +73,10 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 		})
 	}
 	webIs("192.0.2.7,"+a1.String(), "web.example.org,"+a1.String())
+	eventually(t, "the advertisement", func() (bool, string) {
+		_, err := w.API.Dynamic.Resource(advertGVR).Get(ctx, "home-public", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	poolsAre([]string{"192.0.2.0/24", rangeOf(prefixA.String())}, []string{"198.51.100.0/24", prefixA.String()})
 	settleWrites()
 
@@ -94,8 +102,11 @@ func TestReleasingWhatADynamicPrefixWrote(t *testing.T) {
 	poolsAre([]string{"192.0.2.0/24"}, []string{"198.51.100.0/24"})
 	waitEvent(t, w, "PoolReleased", "lb")
 	waitEvent(t, w, "PoolReleased", "raw")
+	waitEvent(t, w, "PoolReleased", "public")
+	waitEvent(t, w, "AdvertisementDeleted", "home-public")
 	settleWrites()
-	want = []string{"patch ciliumcidrgroups raw 200", "patch ciliumloadbalancerippools lb 200"}
+	want = []string{"delete ciliumbgpadvertisements home-public 200", "patch ciliumcidrgroups raw 200",
+		"patch ciliumloadbalancerippools lb 200", "patch ciliumloadbalancerippools public 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
 		t.Errorf("writes deleting the DynamicPrefix: %q, want %q", got, want)
 	}

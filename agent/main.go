@@ -87,7 +87,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		WatchNode: func(ctx context.Context, live func(string, bool)) <-chan struct{} {
 			return node.Watch(ctx, api, log, nodeName, live)
 		},
-		WatchLinks: func(ctx context.Context, set func(map[string]bool)) <-chan struct{} {
+		WatchLinks: func(ctx context.Context, set func(map[string]observe.Policy)) <-chan struct{} {
 			return uplink.Watch(ctx, api, log, func(f []uplink.Follower) { set(uplink.Links(ifaces, f)) })
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),

@@ -6,9 +6,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -56,6 +58,7 @@ type Agent struct {
 	last      digest.Node
 	seed      digest.Node
 	rejected  map[string]bool
+	ignored   map[string]*ignoring // link + " " + router: RAs not believed
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 }
@@ -76,20 +79,25 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		last:      published,
 		seed:      published,
 		rejected:  map[string]bool{},
+		ignored:   map[string]*ignoring{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	return a
 }
 
-// SetLinks changes the watched links: link -> only global unicast prefixes.
-// Safe from any goroutine.
-func (a *Agent) SetLinks(links map[string]bool) {
+// SetLinks changes the watched links and the policy on each. Safe from any
+// goroutine.
+func (a *Agent) SetLinks(links map[string]observe.Policy) {
 	a.events <- func() { a.setLinks(links) }
 }
 
 // RA is the handler for RA listeners. Safe from any goroutine.
 func (a *Agent) RA(link string, router netip.Addr, at time.Time, p []observe.RAPrefix) {
-	a.events <- func() { a.state.RA(link, router, at, p) }
+	a.events <- func() {
+		if !a.state.RA(link, router, at, p) {
+			a.untrusted(link, router, at)
+		}
+	}
 }
 
 // Address is the handler for kernel address events. Safe from any goroutine.
@@ -149,7 +157,7 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-func (a *Agent) setLinks(links map[string]bool) {
+func (a *Agent) setLinks(links map[string]observe.Policy) {
 	a.linksKnown = true
 	names := make([]string, 0, len(links))
 	for l := range links {
@@ -173,12 +181,7 @@ func (a *Agent) setLinks(links map[string]bool) {
 		}
 	}
 	a.state.Seed(seed)
-	a.state.SetFilter(func(link string, p netip.Prefix) error {
-		if links[link] {
-			return observe.RequireGlobalUnicast(link, p)
-		}
-		return nil
-	})
+	a.state.SetPolicies(links)
 	for link, r := range a.listeners {
 		if _, ok := links[link]; !ok {
 			r.cancel()
@@ -248,4 +251,48 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 		}
 	}
 	a.rejected = now
+}
+
+// ignoring counts the RAs of one router not believed since the last log line.
+type ignoring struct {
+	count  int
+	logged time.Time
+}
+
+// ignoredSummary is how often a router whose RAs keep being ignored is logged.
+const ignoredSummary = 10 * time.Minute
+
+// maxIgnored bounds the routers remembered: sources are whatever a host on the
+// link puts in its packets.
+const maxIgnored = 64
+
+// untrusted counts an RA from a router no DynamicPrefix of the link trusts:
+// one log line the first time, then a summary at most every ignoredSummary.
+func (a *Agent) untrusted(link string, router netip.Addr, at time.Time) {
+	metricIgnored.With(link, "untrusted").Inc()
+	key := link + " " + router.String()
+	ig := a.ignored[key]
+	if ig == nil {
+		if len(a.ignored) >= maxIgnored {
+			key = link + " others"
+			if ig = a.ignored[key]; ig == nil {
+				ig = &ignoring{}
+				a.ignored[key] = ig
+			}
+		} else {
+			ig = &ignoring{}
+			a.ignored[key] = ig
+		}
+	}
+	ig.count++
+	switch {
+	case ig.logged.IsZero():
+		a.log.Warn(link+": ignoring router advertisements from "+router.String()+": not a trusted router (trustedRouters)")
+	case at.Sub(ig.logged) >= ignoredSummary:
+		a.log.Warn(fmt.Sprintf("%s: %d router advertisements from %s ignored in the last %s: not a trusted router",
+			link, ig.count, strings.TrimPrefix(key, link+" "), at.Sub(ig.logged).Round(time.Second)))
+	default:
+		return
+	}
+	ig.count, ig.logged = 0, at
 }

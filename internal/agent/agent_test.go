@@ -70,7 +70,7 @@ func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.Fak
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	a.SetLinks(map[string]bool{"eth0": true})
+	a.SetLinks(map[string]observe.Policy{"eth0": {GlobalOnly: true}})
 	return a, rec, clk
 }
 

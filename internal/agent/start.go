@@ -31,10 +31,10 @@ type Parts struct {
 	// WatchLinks follows the links to watch (the --interface links and those
 	// DynamicPrefixes name; true: global unicast only); synced closes after the
 	// first list.
-	WatchLinks func(ctx context.Context, links func(map[string]bool)) (synced <-chan struct{})
+	WatchLinks func(ctx context.Context, links func(map[string]observe.Policy)) (synced <-chan struct{})
 	// DefaultLinks are the --interface links, followed alone while the
 	// DynamicPrefixes cannot be listed.
-	DefaultLinks map[string]bool
+	DefaultLinks map[string]observe.Policy
 	// NewListener makes the RA listener of one link.
 	NewListener NewListener
 	// WatchKernel follows the kernel's addresses and links until ctx ends.

@@ -32,17 +32,17 @@ func startParts(clk *clocktesting.FakeClock, pub *startPublisher, node, links ch
 	return Parts{
 		Node: "n1", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Publisher: pub,
 		WatchNode: func(context.Context, func(string, bool)) <-chan struct{} { return node },
-		WatchLinks: func(_ context.Context, set func(map[string]bool)) <-chan struct{} {
+		WatchLinks: func(_ context.Context, set func(map[string]observe.Policy)) <-chan struct{} {
 			synced := make(chan struct{})
 			go func() {
 				if _, ok := <-links; ok {
-					set(map[string]bool{"eth1": true})
+					set(map[string]observe.Policy{"eth1": {GlobalOnly: true}})
 					close(synced)
 				}
 			}()
 			return synced
 		},
-		DefaultLinks: map[string]bool{"eth0": true},
+		DefaultLinks: map[string]observe.Policy{"eth0": {GlobalOnly: true}},
 		NewListener: func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix)) Listener {
 			listened <- link
 			return idleListener{}

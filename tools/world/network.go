@@ -248,21 +248,31 @@ func (r *Router) Start() error {
 }
 
 // RogueRouter returns a second router whose RAs reach only the given node
-// (unicast to its link-local address).
+// (unicast to its link-local address), or every node when node is "".
 func (n *Network) RogueRouter(ctx context.Context, node string) (*Router, error) {
 	if n.Rogue != nil {
 		return nil, errors.New("world: one rogue router per world")
 	}
-	nd, err := n.Node(node)
-	if err != nil {
-		return nil, err
+	var clients []netip.Addr
+	if node != "" {
+		nd, err := n.Node(node)
+		if err != nil {
+			return nil, err
+		}
+		ll, err := nd.LinkLocal(ctx)
+		if err != nil {
+			return nil, err
+		}
+		clients = []netip.Addr{ll}
 	}
-	ll, err := nd.LinkLocal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	n.Rogue, err = n.newRouter(ctx, "rg", []netip.Addr{ll})
+	var err error
+	n.Rogue, err = n.newRouter(ctx, "rg", clients)
 	return n.Rogue, err
+}
+
+// LinkLocal returns the router's link-local address: the source of its RAs.
+func (r *Router) LinkLocal(ctx context.Context) (netip.Addr, error) {
+	return linkLocal(ctx, r.NS, "eth0")
 }
 
 // RadvdConf renders radvd's configuration for eth0 advertising ads (unicast to
@@ -334,7 +344,11 @@ func (nd *Node) Addrs(ctx context.Context) ([]Addr, error) {
 
 // LinkLocal returns the node's link-local address on its uplink.
 func (nd *Node) LinkLocal(ctx context.Context) (netip.Addr, error) {
-	out, err := exec.CommandContext(ctx, "ip", "-n", nd.NS, "-j", "-6", "addr", "show", "dev", nd.Link, "scope", "link").Output()
+	return linkLocal(ctx, nd.NS, nd.Link)
+}
+
+func linkLocal(ctx context.Context, ns, link string) (netip.Addr, error) {
+	out, err := exec.CommandContext(ctx, "ip", "-n", ns, "-j", "-6", "addr", "show", "dev", link, "scope", "link").Output()
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -353,7 +367,7 @@ func (nd *Node) LinkLocal(ctx context.Context) (netip.Addr, error) {
 			}
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("world: %s has no link-local address", nd.Name)
+	return netip.Addr{}, fmt.Errorf("world: %s in %s has no link-local address", link, ns)
 }
 
 // Recreate deletes the node's uplink (its veth pair) and creates it again with

@@ -85,9 +85,12 @@ type link struct {
 	ra     map[raKey]lifetimes
 	addrs  map[netip.Addr]addrEntry
 	frozen map[netip.Prefix]time.Duration // remaining valid lifetime at deprecation
-	sawRA  bool
-	down   bool
-	upAt   time.Time
+	// vouched: prefixes a trusted router advertised, while something of them
+	// is still seen (Policy.Trusted).
+	vouched map[netip.Prefix]bool
+	sawRA   bool
+	down    bool
+	upAt    time.Time
 }
 
 type addrEntry struct {
@@ -102,8 +105,9 @@ type addrEntry struct {
 
 // State is what one agent knows about its watched links.
 type State struct {
-	links  map[string]*link
-	filter Filter
+	links    map[string]*link
+	filter   Filter
+	policies map[string]Policy
 	// LinkGrace is how long after a link comes back up the addresses the kernel
 	// flushed when it went down still count. The kernel removes SLAAC addresses on
 	// link down (keep_addr_on_down keeps only static ones) and forms them again
@@ -131,7 +135,8 @@ func (s *State) SetLinks(names ...string) {
 	for _, n := range names {
 		keep[n] = true
 		if s.links[n] == nil {
-			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{}}
+			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
+				vouched: map[netip.Prefix]bool{}}
 		}
 	}
 	for n := range s.links {
@@ -170,13 +175,21 @@ func (s *State) Seed(n digest.Node) {
 	}
 }
 
-// RA records one Router Advertisement's prefixes from router at now.
-func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+// RA records one Router Advertisement's prefixes from router at now. An RA
+// from a router the link's policy does not trust is not believed: RA returns
+// false and records nothing.
+func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) bool {
 	l := s.links[name]
 	if l == nil {
-		return
+		return true
+	}
+	if !s.policies[name].Trusts(router) {
+		return false
 	}
 	for _, p := range prefixes {
+		if p.Valid > 0 {
+			l.vouched[p.Prefix.Masked()] = true
+		}
 		k := raKey{p.Prefix.Masked(), router}
 		if p.Valid == 0 {
 			delete(l.ra, k)
@@ -187,12 +200,12 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	}
 	if len(prefixes) == 0 {
 		l.sawRA = true
-		return
+		return true
 	}
 	// Only an RA that offers something (valid > 0) is the router's whole offer: one
 	// that merely withdraws a prefix says nothing of the others.
 	if !s.OmitDeprecates || !slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Valid > 0 }) {
-		return
+		return true
 	}
 	for k, e := range l.ra {
 		if k.router != router || slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Prefix.Masked() == k.prefix }) {
@@ -203,6 +216,7 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 			l.ra[k] = e
 		}
 	}
+	return true
 }
 
 // Link records a link going down or coming up.
@@ -335,6 +349,10 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		}
 		dl := digest.Link{Name: name}
 		for p, e := range byPrefix {
+			if r := s.untrusted(name, l, p, e.sources); r != nil {
+				rejected = append(rejected, *r)
+				continue
+			}
 			if s.filter != nil {
 				if err := s.filter(name, p); err != nil {
 					rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: err})
@@ -355,6 +373,11 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		for p := range l.frozen {
 			if byPrefix[p] == nil {
 				delete(l.frozen, p)
+			}
+		}
+		for p := range l.vouched {
+			if byPrefix[p] == nil {
+				delete(l.vouched, p)
 			}
 		}
 		out.Links = append(out.Links, dl)

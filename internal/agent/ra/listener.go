@@ -132,8 +132,9 @@ func (l *Listener) session(ctx context.Context) error {
 
 	l.Log.Debug("listening for router advertisements", "link", l.Link, "index", ifi.Index)
 	l.solicit(conn, ifi)
+	buf := make([]byte, max(ifi.MTU, 1280))
 	for {
-		msg, cm, from, err := conn.ReadFrom()
+		n, cm, from, err := conn.ReadRaw(buf)
 		if err != nil {
 			mu.Lock()
 			r := restarted
@@ -148,7 +149,7 @@ func (l *Listener) session(ctx context.Context) error {
 		if cm != nil {
 			hop = cm.HopLimit
 		}
-		prefixes, bad, err := Parse(msg, from, hop)
+		prefixes, bad, err := ParseRaw(buf[:n], from, hop)
 		if err != nil {
 			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring message", "link", l.Link, "err", err)

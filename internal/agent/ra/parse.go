@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/mdlayher/ndp"
+	"golang.org/x/net/ipv6"
 
 	"github.com/renumber/renumber/internal/agent/observe"
 )
@@ -16,10 +17,36 @@ import (
 // ErrNotRA is returned by Parse for messages that are not a valid RA.
 var ErrNotRA = errors.New("ra: not a valid router advertisement")
 
+// MaxDelegation is the longest prefix a Prefix Information option may carry to
+// be reported: hosts form addresses in /64s, and a delegated prefix is never
+// longer (a /128, say, is a misconfiguration or an attack).
+const MaxDelegation = 64
+
+// ParseRaw validates one ICMPv6 message as a Router Advertisement, by every
+// rule of RFC 4861 6.1.2 that the kernel has not already applied (it drops a
+// bad checksum): source link-local, hop limit 255, ICMP code 0, 16 octets or
+// more, every option's length above 0. It returns the RA's usable prefixes
+// (Parse).
+func ParseRaw(b []byte, from netip.Addr, hopLimit int) ([]observe.RAPrefix, []error, error) {
+	if len(b) >= 2 && b[0] == byte(ipv6.ICMPTypeRouterAdvertisement) && b[1] != 0 {
+		return nil, nil, fmt.Errorf("%w: ICMP code %d from %s, want 0", ErrNotRA, b[1], from)
+	}
+	if len(b) < 16 {
+		return nil, nil, fmt.Errorf("%w: %d octets from %s, want 16 or more", ErrNotRA, len(b), from)
+	}
+	// ndp refuses an option of length 0 and a truncated one.
+	m, err := ndp.ParseMessage(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrNotRA, err)
+	}
+	return Parse(m, from, hopLimit)
+}
+
 // Parse validates an NDP message as a Router Advertisement (RFC 4861 6.1.2: link-
 // local source, hop limit 255) and returns its usable prefixes. Options that must
-// be ignored (bad length, link-local or multicast prefix, preferred > valid) are
-// returned as errors next to the good ones, never as a failure of the whole RA.
+// be ignored (bad length, link-local or multicast prefix, preferred > valid, a
+// length no on-link delegation has) are returned as errors next to the good
+// ones, never as a failure of the whole RA.
 func Parse(m ndp.Message, from netip.Addr, hopLimit int) ([]observe.RAPrefix, []error, error) {
 	ra, ok := m.(*ndp.RouterAdvertisement)
 	if !ok {
@@ -51,6 +78,9 @@ func Parse(m ndp.Message, from netip.Addr, hopLimit int) ([]observe.RAPrefix, []
 func prefix(pi *ndp.PrefixInformation) (observe.RAPrefix, error) {
 	if pi.PrefixLength == 0 || pi.PrefixLength > 128 {
 		return observe.RAPrefix{}, fmt.Errorf("ra: prefix length %d out of range", pi.PrefixLength)
+	}
+	if pi.PrefixLength > MaxDelegation {
+		return observe.RAPrefix{}, fmt.Errorf("ra: prefix %s/%d is longer than /%d: no on-link delegation is", pi.Prefix, pi.PrefixLength, MaxDelegation)
 	}
 	if !pi.Prefix.Is6() || pi.Prefix.Is4In6() {
 		return observe.RAPrefix{}, fmt.Errorf("ra: prefix %v is not IPv6", pi.Prefix)

@@ -56,10 +56,12 @@ func TestParse(t *testing.T) {
 				pio("ff02::/64", time.Hour, time.Hour),
 				pio("2001:db8:5::/64", time.Minute, time.Hour),
 				pio("2001:db8:9::/56", time.Hour, time.Hour),
+				pio("2001:db8:7::1/128", time.Hour, time.Hour),
+				pio("2001:db8:7::/80", time.Hour, time.Hour),
 			}},
 			from: router, hop: 255,
 			want: []observe.RAPrefix{{Prefix: netip.MustParsePrefix("2001:db8:9::/56"), Valid: time.Hour, Preferred: time.Hour, Autonomous: true}},
-			bad:  5,
+			bad:  7,
 		},
 		{name: "not from a link-local source", msg: &ndp.RouterAdvertisement{}, from: netip.MustParseAddr("2001:db8::1"), hop: 255, wantErr: true},
 		{name: "forwarded (hop limit below 255)", msg: &ndp.RouterAdvertisement{}, from: router, hop: 254, wantErr: true},
@@ -87,6 +89,44 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// Every validity rule of RFC 4861 6.1.2 for a Router Advertisement, on
+// hand-made packets as they come off the raw socket (the kernel has already
+// dropped a bad checksum).
+func TestParseRawAppliesEveryValidityRule(t *testing.T) {
+	good, err := ndp.MarshalMessage(&ndp.RouterAdvertisement{Options: []ndp.Option{pio("2001:db8:1::/64", time.Hour, time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func([]byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	tests := []struct {
+		name string
+		b    []byte
+		from netip.Addr
+		hop  int
+		ok   bool
+	}{
+		{"valid", good, router, 255, true},
+		{"source not link-local", good, netip.MustParseAddr("2001:db8::1"), 255, false},
+		{"hop limit 254 (forwarded)", good, router, 254, false},
+		{"ICMP code 7", edit(func(b []byte) []byte { b[1] = 7; return b }), router, 255, false},
+		{"shorter than 16 octets", good[:15], router, 255, false},
+		{"an option of length 0", edit(func(b []byte) []byte { b[16+1] = 0; return b }), router, 255, false},
+		{"an option longer than the message", edit(func(b []byte) []byte { b[16+1] = 9; return b }), router, 255, false},
+		{"not an RA (type 133)", edit(func(b []byte) []byte { b[0] = 133; return b }), router, 255, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefixes, _, err := ParseRaw(tt.b, tt.from, tt.hop)
+			if tt.ok && (err != nil || len(prefixes) != 1) {
+				t.Errorf("refused: %v %v", prefixes, err)
+			}
+			if !tt.ok && !errors.Is(err, ErrNotRA) {
+				t.Errorf("accepted: %v %v", prefixes, err)
+			}
+		})
+	}
+}
+
 // FuzzParse feeds raw ICMPv6 bytes through ndp's parser and ours: whatever
 // arrives on the wire, nothing panics and every accepted prefix is usable.
 func FuzzParse(f *testing.F) {
@@ -97,16 +137,12 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ndp.ParseMessage(b)
-		if err != nil {
-			return
-		}
-		prefixes, _, err := Parse(m, router, 255)
+		prefixes, _, err := ParseRaw(b, router, 255)
 		if err != nil {
 			return
 		}
 		for _, p := range prefixes {
-			if !p.Prefix.IsValid() || p.Prefix != p.Prefix.Masked() || p.Prefix.Bits() == 0 || p.Preferred > p.Valid {
+			if !p.Prefix.IsValid() || p.Prefix != p.Prefix.Masked() || p.Prefix.Bits() == 0 || p.Prefix.Bits() > MaxDelegation || p.Preferred > p.Valid {
 				t.Fatalf("accepted unusable prefix %+v", p)
 			}
 		}

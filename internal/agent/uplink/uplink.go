@@ -10,15 +10,27 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/renumber/renumber/internal/agent/kubehttp"
+	"github.com/renumber/renumber/internal/agent/observe"
 )
 
 // Follower is what one DynamicPrefix asks of the agents.
 type Follower struct {
 	Interface  string // "": the agents' --interface links
 	GlobalOnly bool   // spec.acquisition.prefixFilter.requireGlobalUnicast (default true)
+	// Trusted: routerAdvertisement.trustedRouters (nil: every router).
+	Trusted []netip.Addr
+	// MinLength, MaxLength: prefixFilter.min/maxPrefixLength (0: none).
+	MinLength, MaxLength int
+}
+
+// Equal compares two followers.
+func (f Follower) Equal(o Follower) bool {
+	return f.Interface == o.Interface && f.GlobalOnly == o.GlobalOnly && slices.Equal(f.Trusted, o.Trusted) &&
+		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength
 }
 
 // view is the part of a DynamicPrefix read here; field names as in
@@ -27,11 +39,14 @@ type view struct {
 	Spec struct {
 		Acquisition struct {
 			RouterAdvertisement *struct {
-				Interface string `json:"interface"`
-				Enabled   *bool  `json:"enabled"`
+				Interface      string   `json:"interface"`
+				Enabled        *bool    `json:"enabled"`
+				TrustedRouters []string `json:"trustedRouters"`
 			} `json:"routerAdvertisement"`
 			PrefixFilter *struct {
 				RequireGlobalUnicast *bool `json:"requireGlobalUnicast"`
+				MinPrefixLength      *int  `json:"minPrefixLength"`
+				MaxPrefixLength      *int  `json:"maxPrefixLength"`
 			} `json:"prefixFilter"`
 		} `json:"acquisition"`
 	} `json:"spec"`
@@ -50,19 +65,40 @@ func Decode(raw []byte) (f Follower, follows bool, err error) {
 	}
 	f.Interface = a.RouterAdvertisement.Interface
 	f.GlobalOnly = a.PrefixFilter == nil || a.PrefixFilter.RequireGlobalUnicast == nil || *a.PrefixFilter.RequireGlobalUnicast
+	for _, r := range a.RouterAdvertisement.TrustedRouters {
+		addr, err := netip.ParseAddr(r)
+		if err != nil || !addr.Is6() || !addr.IsLinkLocalUnicast() {
+			// The schema refuses this; believing every router instead would
+			// be the unsafe reading.
+			return Follower{}, false, fmt.Errorf("uplink: trustedRouters: %q is not an IPv6 link-local address", r)
+		}
+		f.Trusted = append(f.Trusted, addr.WithZone(""))
+	}
+	slices.SortFunc(f.Trusted, netip.Addr.Compare)
+	f.Trusted = slices.Compact(f.Trusted)
+	if pf := a.PrefixFilter; pf != nil {
+		if pf.MinPrefixLength != nil {
+			f.MinLength = *pf.MinPrefixLength
+		}
+		if pf.MaxPrefixLength != nil {
+			f.MaxLength = *pf.MaxPrefixLength
+		}
+	}
 	return f, true, nil
 }
 
-// Links returns the links the agent must watch: defaults plus every interface
-// a follower names. For each, whether only global unicast prefixes are
-// reported: true unless some follower of that link turned the filter off (the
-// writer then applies each DynamicPrefix's own filter). A follower without an
-// interface follows the defaults.
-func Links(defaults []string, followers []Follower) map[string]bool {
-	global := map[string]bool{}
+// Links returns the links the agent must watch - defaults plus every
+// interface a follower names - each with the loosest policy of the
+// DynamicPrefixes following it: only global unicast prefixes unless one turned
+// the filter off, the routers any of them trusts (every router if one trusts
+// all), the widest length bounds. The writer applies each DynamicPrefix's own
+// filter and bounds again; trust only the agents can apply. A follower without
+// an interface follows the defaults.
+func Links(defaults []string, followers []Follower) map[string]observe.Policy {
+	out := map[string]observe.Policy{}
 	followed := map[string]bool{}
 	for _, l := range defaults {
-		global[l] = true
+		out[l] = observe.Policy{GlobalOnly: true}
 	}
 	for _, f := range followers {
 		targets := defaults
@@ -70,13 +106,36 @@ func Links(defaults []string, followers []Follower) map[string]bool {
 			targets = []string{f.Interface}
 		}
 		for _, l := range targets {
+			p := out[l]
 			if !followed[l] {
-				followed[l], global[l] = true, true
+				followed[l] = true
+				out[l] = observe.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength}
+				continue
 			}
-			global[l] = global[l] && f.GlobalOnly
+			p.GlobalOnly = p.GlobalOnly && f.GlobalOnly
+			if p.Trusted == nil || f.Trusted == nil {
+				p.Trusted = nil
+			} else {
+				p.Trusted = slices.Compact(slices.SortedFunc(slices.Values(slices.Concat(p.Trusted, f.Trusted)), netip.Addr.Compare))
+			}
+			p.MinLength, p.MaxLength = loosest(p.MinLength, f.MinLength, true), loosest(p.MaxLength, f.MaxLength, false)
+			out[l] = p
 		}
 	}
-	return global
+	return out
+}
+
+// loosest of two bounds, 0 being none: the smaller of two minimums, the
+// larger of two maximums.
+func loosest(a, b int, minimum bool) int {
+	switch {
+	case a == 0 || b == 0:
+		return 0
+	case minimum:
+		return min(a, b)
+	default:
+		return max(a, b)
+	}
 }
 
 // Watch calls follow with what every DynamicPrefix asks of the agents, after
@@ -98,7 +157,7 @@ func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow f
 				fs = append(fs, f)
 			}
 		}
-		if !first && slices.Equal(fs, last) {
+		if !first && slices.EqualFunc(fs, last, Follower.Equal) {
 			return
 		}
 		first, last = false, fs

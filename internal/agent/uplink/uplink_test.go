@@ -3,31 +3,63 @@ package uplink
 import (
 	"encoding/json"
 	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/renumber/renumber/internal/agent/observe"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 func TestLinks(t *testing.T) {
+	r1, r2 := netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")
+	global := observe.Policy{GlobalOnly: true}
 	tests := []struct {
 		name      string
 		defaults  []string
 		followers []Follower
-		want      map[string]bool
+		want      map[string]observe.Policy
 	}{
-		{"flags only", []string{"eth0"}, nil, map[string]bool{"eth0": true}},
-		{"named interface added", []string{"eth0"}, []Follower{{"eth1", true}}, map[string]bool{"eth0": true, "eth1": true}},
-		{"empty interface follows the flags", []string{"eth0"}, []Follower{{"", false}}, map[string]bool{"eth0": false}},
-		{"one follower allowing non-global is enough", nil, []Follower{{"eth1", true}, {"eth1", false}}, map[string]bool{"eth1": false}},
-		{"no followers, no flags", nil, nil, map[string]bool{}},
+		{"flags only", []string{"eth0"}, nil, map[string]observe.Policy{"eth0": global}},
+		{"named interface added", []string{"eth0"}, []Follower{{Interface: "eth1", GlobalOnly: true}}, map[string]observe.Policy{"eth0": global, "eth1": global}},
+		{"empty interface follows the flags", []string{"eth0"}, []Follower{{}}, map[string]observe.Policy{"eth0": {}}},
+		{"one follower allowing non-global is enough", nil, []Follower{{Interface: "eth1", GlobalOnly: true}, {Interface: "eth1"}}, map[string]observe.Policy{"eth1": {}}},
+		{"no followers, no flags", nil, nil, map[string]observe.Policy{}},
+		{"trust and bounds of one follower", nil, []Follower{{Interface: "eth1", GlobalOnly: true, Trusted: []netip.Addr{r1}, MinLength: 48, MaxLength: 64}},
+			map[string]observe.Policy{"eth1": {GlobalOnly: true, Trusted: []netip.Addr{r1}, MinLength: 48, MaxLength: 64}}},
+		{"two followers: the routers either trusts, the widest bounds", nil, []Follower{
+			{Interface: "eth1", Trusted: []netip.Addr{r2}, MinLength: 48, MaxLength: 56},
+			{Interface: "eth1", Trusted: []netip.Addr{r1}, MinLength: 40, MaxLength: 64}},
+			map[string]observe.Policy{"eth1": {Trusted: []netip.Addr{r1, r2}, MinLength: 40, MaxLength: 64}}},
+		{"one follower trusting every router trusts them all", nil, []Follower{
+			{Interface: "eth1", Trusted: []netip.Addr{r1}, MinLength: 48}, {Interface: "eth1"}},
+			map[string]observe.Policy{"eth1": {}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Links(tt.defaults, tt.followers); !maps.Equal(got, tt.want) {
-				t.Errorf("Links = %v, want %v", got, tt.want)
+			if got := Links(tt.defaults, tt.followers); !maps.EqualFunc(got, tt.want, observe.Policy.Equal) {
+				t.Errorf("Links = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A trusted router that is not a link-local address makes the DynamicPrefix
+// unreadable to the agent (the schema refuses it): believing every router
+// would be the unsafe reading.
+func TestDecodeRefusesATrustedRouterThatIsNotLinkLocal(t *testing.T) {
+	for _, bad := range []string{"2001:db8::1", "192.0.2.1", "router", "ff02::2"} {
+		raw := []byte(`{"spec":{"acquisition":{"routerAdvertisement":{"trustedRouters":["fe80::1",` + strconv.Quote(bad) + `]}}}}`)
+		if _, _, err := Decode(raw); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	f, _, err := Decode([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"trustedRouters":["fe80::2","FE80::1","fe80::2"]},"prefixFilter":{"minPrefixLength":48,"maxPrefixLength":64}}}}`))
+	if err != nil || !slices.Equal(f.Trusted, []netip.Addr{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")}) || f.MinLength != 48 || f.MaxLength != 64 {
+		t.Errorf("Decode = %+v, %v", f, err)
 	}
 }
 
@@ -81,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"spec":{"acquisition":{}}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fl, follows, err := Decode(raw)
-		if err != nil && (follows || fl != Follower{}) {
+		if err != nil && (follows || !fl.Equal(Follower{})) {
 			t.Fatalf("error %v with a result %+v %v", err, fl, follows)
 		}
 	})

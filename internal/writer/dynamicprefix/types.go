@@ -54,6 +54,9 @@ type Acquisition struct {
 type RouterAdvertisement struct {
 	Interface string `json:"interface,omitempty"`
 	Enabled   *bool  `json:"enabled,omitempty"`
+	// TrustedRouters: agents believe only RAs from these link-local sources
+	// (enforced by the agents; the digest carries no routers).
+	TrustedRouters []string `json:"trustedRouters,omitempty"`
 }
 
 type DHCPv6PD struct {
@@ -65,6 +68,10 @@ type PrefixFilter struct {
 	RequireGlobalUnicast *bool `json:"requireGlobalUnicast,omitempty"`
 	// AllowedPrefixes (renumber addition): only prefixes inside one are adopted.
 	AllowedPrefixes []string `json:"allowedPrefixes,omitempty"`
+	// MinPrefixLength / MaxPrefixLength bound the length of a plausible
+	// delegation, for every source.
+	MinPrefixLength *int `json:"minPrefixLength,omitempty"`
+	MaxPrefixLength *int `json:"maxPrefixLength,omitempty"`
 }
 
 type AddressRange struct {

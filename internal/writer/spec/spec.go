@@ -29,6 +29,8 @@ type Model struct {
 	DHCPv6PD   bool // dhcpv6pd acquisition is asked for
 	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
 	Allowed    []netip.Prefix
+	// MinLength, MaxLength bound a prefix's length (0: no bound).
+	MinLength, MaxLength int
 	Quorum     int // nodes that must report a prefix as preferred (at least 1)
 	MaxHistory int // earlier prefixes kept in status.history (1..10)
 	HA         bool
@@ -82,6 +84,15 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 			// Every entry was garbage: an allowlist that allows nothing stays one.
 			m.Allowed = []netip.Prefix{}
 		}
+		if f.MinPrefixLength != nil {
+			m.MinLength = *f.MinPrefixLength
+		}
+		if f.MaxPrefixLength != nil {
+			m.MaxLength = *f.MaxPrefixLength
+		}
+		if m.MaxLength > 0 && m.MinLength > m.MaxLength {
+			errs = append(errs, fmt.Errorf("prefixFilter: minPrefixLength %d exceeds maxPrefixLength %d", m.MinLength, m.MaxLength))
+		}
 	}
 	if t := s.Transition; t != nil {
 		m.HA = t.Mode == "ha"
@@ -126,6 +137,12 @@ func (m Model) Advertises() bool {
 func (m Model) Accept(p netip.Prefix) string {
 	if m.GlobalOnly && !digest.GlobalUnicast(p) {
 		return "not global unicast (outside 2000::/3)"
+	}
+	if m.MinLength > 0 && p.Bits() < m.MinLength {
+		return fmt.Sprintf("shorter than minPrefixLength /%d", m.MinLength)
+	}
+	if m.MaxLength > 0 && p.Bits() > m.MaxLength {
+		return fmt.Sprintf("longer than maxPrefixLength /%d", m.MaxLength)
 	}
 	if m.Allowed != nil {
 		for _, a := range m.Allowed {

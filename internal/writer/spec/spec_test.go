@@ -73,6 +73,7 @@ func TestAccept(t *testing.T) {
 	allow := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}}})
 	open := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{RequireGlobalUnicast: ptr(false)}}})
 	nothing := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"nope"}}}})
+	bounded := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{MinPrefixLength: ptr(48), MaxPrefixLength: ptr(64)}}})
 	tests := []struct {
 		name   string
 		m      Model
@@ -88,6 +89,10 @@ func TestAccept(t *testing.T) {
 		{"outside the allowlist", allow, "2001:db8:b::/64", "outside allowedPrefixes"},
 		{"wider than the allowlist entry", allow, "2001:db8::/32", "outside allowedPrefixes"},
 		{"an allowlist of garbage allows nothing", nothing, "2001:db8:a::/64", "outside allowedPrefixes"},
+		{"inside the length bounds", bounded, "2001:db8:a::/56", ""},
+		{"at the bounds", bounded, "2001:db8:a::/64", ""},
+		{"shorter than minPrefixLength", bounded, "2001:db8::/32", "shorter than minPrefixLength /48"},
+		{"longer than maxPrefixLength", bounded, "2001:db8:a:1::/80", "longer than maxPrefixLength /64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +100,13 @@ func TestAccept(t *testing.T) {
 				t.Errorf("Accept(%s) = %q, want %q", tt.prefix, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestLengthBoundsThatContradictAreAnError(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{MinPrefixLength: ptr(64), MaxPrefixLength: ptr(48)}}})
+	if m.Err == nil {
+		t.Error("minPrefixLength 64 > maxPrefixLength 48 accepted")
 	}
 }
 

@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/ndp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// agentMetric reads one sample of the agent's metrics on node (0 if absent).
+func agentMetric(t *testing.T, w *world.World, node, sample string) float64 {
+	t.Helper()
+	nd, err := w.Net.Node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := nd.Get("http://[::1]:9470/metrics")
+	if err != nil {
+		return 0 // not serving yet
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// TestUntrustedAndInvalidRAsAreIgnored: with trustedRouters set, a second
+// router reaching every node is ignored on every node (counted, one log line
+// per agent, its SLAAC addresses not reported); from the trusted router
+// itself, an RA with ICMP code 7 and a Prefix Information option for a /128
+// are ignored too. Nothing is written for any of them.
+func TestUntrustedAndInvalidRAsAreIgnored(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	trusted, err := w.Net.Router.LinkLocal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
+	}})
+	nodes := []string{"node1", "node2"}
+	for _, n := range nodes {
+		startAgent(t, w, n)
+	}
+	startWriter(t, w, "writer-a")
+	for _, n := range nodes {
+		waitDigest(t, w, n, "A", has(prefixA, false, digest.SourceRA))
+	}
+	settleWrites()
+	m := mark(t, w)
+
+	rogue, err := w.Net.RogueRouter(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := netip.MustParsePrefix("2001:db8:bad::/64")
+	if err := rogue.Advertise(ctx, world.Advert{Prefix: foreign, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	const ignored = `renumber_agent_ras_ignored_total{link="eth0",reason="untrusted"}`
+	for _, n := range nodes {
+		eventually(t, n+" ignores the untrusted router", func() (bool, string) {
+			v := agentMetric(t, w, n, ignored)
+			return v >= 2, fmt.Sprint(v)
+		})
+	}
+
+	invalidBefore := map[string]float64{}
+	for _, n := range nodes {
+		invalidBefore[n] = agentMetric(t, w, n, `renumber_agent_ra_invalid_total{link="eth0"}`)
+	}
+	code7, err := ndp.MarshalMessage(&ndp.RouterAdvertisement{Options: []ndp.Option{&ndp.PrefixInformation{
+		PrefixLength: 64, Prefix: netip.MustParseAddr("2001:db8:7::"), OnLink: true, AutonomousAddressConfiguration: true,
+		ValidLifetime: time.Hour, PreferredLifetime: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code7[1] = 7
+	host, err := ndp.MarshalMessage(&ndp.RouterAdvertisement{Options: []ndp.Option{&ndp.PrefixInformation{
+		PrefixLength: 128, Prefix: netip.MustParseAddr("2001:db8:8::1"), OnLink: true,
+		ValidLifetime: time.Hour, PreferredLifetime: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{code7, host} {
+		if err := w.Net.Router.SendRA(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		eventually(t, n+" counts the code-7 RA and the /128 option as invalid", func() (bool, string) {
+			v := agentMetric(t, w, n, `renumber_agent_ra_invalid_total{link="eth0"}`)
+			return v >= invalidBefore[n]+2, fmt.Sprint(v)
+		})
+	}
+	settleWrites()
+	for _, n := range nodes {
+		v, _ := annotation(t, w, n)
+		d, err := digest.Decode(v)
+		if err != nil || len(d.Links) != 1 || len(d.Links[0].Prefixes) != 1 || d.Links[0].Prefixes[0].Prefix != prefixA {
+			t.Errorf("%s reports %q: want A alone", n, v)
+		}
+		if got := countLog(w, "agent-"+n+".log", "ignoring router advertisements from"); got != 1 {
+			t.Errorf("%s logged the untrusted router %d times, want once", n, got)
+		}
+	}
+	for _, wr := range writesBy(t, w, m, writerUser) {
+		if wr.Resource != "leases" {
+			t.Errorf("a write for ignored RAs: %s", wr)
+		}
+	}
+	for _, wr := range writesBy(t, w, m, "system:serviceaccount:renumber-system:renumber-agent") {
+		t.Errorf("an agent wrote for ignored RAs: %s", wr)
+	}
+}
+
+// TestTheSchemaRefusesBadTrustAndBounds: the API server itself refuses a
+// trusted router that is not a link-local address and length bounds that
+// cannot hold, and keeps the fields of a good object (a user switching from
+// the existing operator loses none of them).
+func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
+	w := newWorldWith(t, 0, true)
+	create := func(name string, acquisition map[string]any) error {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"acquisition": acquisition},
+		}}
+		_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Create(t.Context(), u, metav1.CreateOptions{})
+		return err
+	}
+	ra := func(trusted ...any) map[string]any {
+		return map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": trusted}}
+	}
+	bounds := func(min, max int) map[string]any {
+		return map[string]any{"routerAdvertisement": map[string]any{}, "prefixFilter": map[string]any{"minPrefixLength": min, "maxPrefixLength": max}}
+	}
+	for name, acq := range map[string]map[string]any{
+		"global-router":  ra("2001:db8::1"),
+		"not-an-address": ra("router"),
+		"multicast":      ra("ff02::2"),
+		"min-above-max":  bounds(64, 48),
+		"zero-length":    bounds(0, 64),
+		"beyond-128":     bounds(48, 129),
+	} {
+		if err := create(name, acq); err == nil || !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+	if err := create("good", map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{"fe80::1", "fe80::abcd:1"}},
+		"prefixFilter":        map[string]any{"minPrefixLength": 48, "maxPrefixLength": 64},
+	}); err != nil {
+		t.Fatalf("a good DynamicPrefix refused: %v", err)
+	}
+	u, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Get(t.Context(), "good", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "acquisition", "routerAdvertisement", "trustedRouters")
+	minLen, _, _ := unstructured.NestedInt64(u.Object, "spec", "acquisition", "prefixFilter", "minPrefixLength")
+	if len(trusted) != 2 || minLen != 48 {
+		t.Errorf("stored %v: the fields were pruned", u.Object["spec"])
+	}
+}

@@ -44,10 +44,14 @@ func main() {
 		ifaces      links
 		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
-		debounce    = flag.Duration("debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
+		pub         publish.Config
 		metricsAddr = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")
 		cfg         agent.Config
 	)
+	flag.DurationVar(&pub.Debounce, "debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
+	flag.DurationVar(&pub.MaxDelay, "debounce-max", time.Second, "longest a changed digest waits for quiet: under continuous change the latest is written this long after the first change")
+	flag.IntVar(&pub.Burst, "publish-burst", 10, "write budget: digest writes at once")
+	flag.Float64Var(&pub.PerMinute, "publish-per-minute", 12, "write budget: sustained digest writes a minute (0: no budget)")
 	flag.DurationVar(&cfg.StartupGrace, "startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 	flag.BoolVar(&cfg.KeepOmitted, "keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
@@ -63,13 +67,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, cfg, *debounce); err != nil {
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, cfg, pub); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifaces []string, metricsAddr string, cfg agent.Config, debounce time.Duration) error {
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifaces []string, metricsAddr string, cfg agent.Config, pub publish.Config) error {
 	counter := requests.NewCounter("agent")
 	apiCfg, err := kubehttp.Load(kubeconfig)
 	if err != nil {
@@ -83,7 +87,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 	clk := clock.RealClock{}
 	ready, start := agent.Start(ctx, cfg, agent.Parts{
 		Node: nodeName, Interfaces: ifaces, Clock: clk, Log: log,
-		Publisher: publish.New(node.Annotation{Client: api, Node: nodeName}, clk, log, debounce),
+		Publisher: publish.New(node.Annotation{Client: api, Node: nodeName}, clk, log, pub),
 		WatchNode: func(ctx context.Context, live func(string, bool)) <-chan struct{} {
 			return node.Watch(ctx, api, log, nodeName, live)
 		},

@@ -23,6 +23,21 @@ func poolIs(t *testing.T, w *world.World, what string, prefixes ...string) {
 	})
 }
 
+// runningHome is homeWorld with two nodes, their agents and a writer, the
+// pool following A and the writes settled.
+func runningHome(t *testing.T) (*world.World, []string) {
+	t.Helper()
+	w := homeWorld(t, 2)
+	nodes := []string{"node1", "node2"}
+	for _, n := range nodes {
+		startAgent(t, w, n)
+	}
+	startWriter(t, w, "writer-a")
+	poolIs(t, w, "pool follows A", prefixA.String())
+	settleWrites()
+	return w, nodes
+}
+
 func leader(t *testing.T, w *world.World) string {
 	t.Helper()
 	l, err := w.API.Client.CoordinationV1().Leases(world.Namespace).Get(t.Context(), "renumber-writer", metav1.GetOptions{})
@@ -99,15 +114,8 @@ func TestDrainingFollowsLifetimes(t *testing.T) {
 // which the kernel keeps preferred) is followed at once; the old prefix coming
 // back later is reactivated, not duplicated.
 func TestRouterReboot(t *testing.T) {
-	w := homeWorld(t, 2)
+	w, nodes := runningHome(t)
 	ctx := t.Context()
-	nodes := []string{"node1", "node2"}
-	for _, n := range nodes {
-		startAgent(t, w, n)
-	}
-	startWriter(t, w, "writer-a")
-	poolIs(t, w, "pool follows A", prefixA.String())
-	settleWrites()
 
 	reboot := func(ads ...world.Advert) {
 		t.Helper()

@@ -59,6 +59,8 @@ type Agent struct {
 	seed      digest.Node
 	rejected  map[string]bool
 	ignored   map[string]*ignoring // link + " " + router: RAs not believed
+	quiet     rejectLines
+	junior    map[string]bool // link + " " + prefix: it appeared from a router other than the senior one
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 }
@@ -80,6 +82,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		seed:      published,
 		rejected:  map[string]bool{},
 		ignored:   map[string]*ignoring{},
+		junior:    map[string]bool{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	return a
@@ -232,13 +235,28 @@ func (a *Agent) evaluate() (time.Time, bool) {
 }
 
 func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
+	at := a.clock.Now()
 	for _, c := range observe.Diff(a.last, node) {
+		metricPrefixEvents.With(string(c.Kind)).Inc()
 		attrs := []any{}
-		if routers := a.state.Routers(c.Link, c.Prefix); len(routers) > 0 && c.Kind != observe.Gone {
+		routers := a.state.Routers(c.Link, c.Prefix)
+		if len(routers) > 0 && c.Kind != observe.Gone {
 			attrs = append(attrs, "routers", routers)
 		}
+		// Changes from routers other than the link's senior one (a host
+		// flooding fresh prefixes, say) are rate-limited like rejections.
+		from := c.Link + " " + c.Prefix.String()
+		if c.Kind == observe.Appeared {
+			a.junior[from] = len(routers) > 0 && !slices.ContainsFunc(routers, func(r netip.Addr) bool { return a.state.Senior(c.Link, r) })
+		}
+		junior := a.junior[from]
+		if c.Kind == observe.Gone {
+			delete(a.junior, from)
+		}
+		if junior && !a.quiet.allow(c.Link, at) {
+			continue
+		}
 		a.log.Info(c.String(), attrs...)
-		metricPrefixEvents.With(string(c.Kind)).Inc()
 	}
 	a.last = node
 	now := map[string]bool{}
@@ -247,10 +265,64 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 		now[key] = true
 		if !a.rejected[key] {
 			metricRejected.Inc()
-			a.log.Warn(r.Link+": ignoring prefix "+r.Prefix.String(), "reason", r.Reason)
+			if a.quiet.allow(r.Link, at) {
+				a.log.Warn(r.Link+": ignoring prefix "+r.Prefix.String(), "reason", r.Reason)
+			}
 		}
 	}
 	a.rejected = now
+	for _, s := range a.quiet.summaries(at) {
+		a.log.Warn(s)
+	}
+}
+
+// rejectLines keeps the journal readable under a flood: per link, at most
+// rejectBurst "ignoring prefix" lines per rejectWindow, then one summary of
+// how many more were left out.
+type rejectLines struct {
+	window map[string]*rejectWindow
+}
+
+type rejectWindow struct {
+	start         time.Time
+	logged, extra int
+}
+
+const (
+	rejectBurst     = 3
+	rejectWindowLen = 10 * time.Second
+)
+
+func (q *rejectLines) allow(link string, now time.Time) bool {
+	if q.window == nil {
+		q.window = map[string]*rejectWindow{}
+	}
+	w := q.window[link]
+	if w == nil || now.Sub(w.start) >= rejectWindowLen && w.extra == 0 {
+		w = &rejectWindow{start: now}
+		q.window[link] = w
+	}
+	if w.logged < rejectBurst {
+		w.logged++
+		return true
+	}
+	w.extra++
+	return false
+}
+
+// summaries returns one line per link whose window ended with prefixes left
+// unlogged, and starts a new window for it.
+func (q *rejectLines) summaries(now time.Time) []string {
+	var out []string
+	for link, w := range q.window {
+		if w.extra > 0 && now.Sub(w.start) >= rejectWindowLen {
+			out = append(out, fmt.Sprintf("%s: %d more prefix changes from other routers and prefixes ignored in the last %s (filtered, untrusted or over the digest's %d) not logged",
+				link, w.extra, now.Sub(w.start).Round(time.Second), digest.MaxPrefixes))
+			q.window[link] = &rejectWindow{start: now}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ignoring counts the RAs of one router not believed since the last log line.
@@ -287,7 +359,7 @@ func (a *Agent) untrusted(link string, router netip.Addr, at time.Time) {
 	ig.count++
 	switch {
 	case ig.logged.IsZero():
-		a.log.Warn(link+": ignoring router advertisements from "+router.String()+": not a trusted router (trustedRouters)")
+		a.log.Warn(link + ": ignoring router advertisements from " + router.String() + ": not a trusted router (trustedRouters)")
 	case at.Sub(ig.logged) >= ignoredSummary:
 		a.log.Warn(fmt.Sprintf("%s: %d router advertisements from %s ignored in the last %s: not a trusted router",
 			link, ig.count, strings.TrimPrefix(key, link+" "), at.Sub(ig.logged).Round(time.Second)))

@@ -88,9 +88,14 @@ type link struct {
 	// vouched: prefixes a trusted router advertised, while something of them
 	// is still seen (Policy.Trusted).
 	vouched map[netip.Prefix]bool
-	sawRA   bool
-	down    bool
-	upAt    time.Time
+	// kept: the prefixes the last digest carried (Snapshot's eviction).
+	kept map[netip.Prefix]bool
+	// since: when each router still advertising here was first heard (at
+	// most maxRouters; Snapshot's eviction ranks senior routers first).
+	since map[netip.Addr]time.Time
+	sawRA bool
+	down  bool
+	upAt  time.Time
 }
 
 type addrEntry struct {
@@ -136,7 +141,7 @@ func (s *State) SetLinks(names ...string) {
 		keep[n] = true
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
-				vouched: map[netip.Prefix]bool{}}
+				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{}}
 		}
 	}
 	for n := range s.links {
@@ -185,6 +190,9 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	}
 	if !s.policies[name].Trusts(router) {
 		return false
+	}
+	if _, ok := l.since[router]; !ok && len(l.since) < maxRouters {
+		l.since[router] = now
 	}
 	for _, p := range prefixes {
 		if p.Valid > 0 {
@@ -380,6 +388,15 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				delete(l.vouched, p)
 			}
 		}
+		advertising := map[netip.Addr]bool{}
+		for k := range l.ra {
+			advertising[k.router] = true
+		}
+		for r := range l.since {
+			if !advertising[r] {
+				delete(l.since, r)
+			}
+		}
 		out.Links = append(out.Links, dl)
 	}
 	out = out.Canonical()
@@ -389,16 +406,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		}
 	}
 	if len(all) > digest.MaxPrefixes {
-		// Keep preferred before deprecated, then by address: deterministic.
-		slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
-			if a.Deprecated != b.Deprecated {
-				if a.Deprecated {
-					return 1
-				}
-				return -1
-			}
-			return digest.ComparePrefix(a.Prefix, b.Prefix)
-		})
+		s.evictionOrder(out, all, now)
 		drop := map[*digest.Prefix]bool{}
 		for _, p := range all[digest.MaxPrefixes:] {
 			drop[p] = true
@@ -416,10 +424,70 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			l.Prefixes = kept
 		}
 	}
+	for _, dl := range out.Links {
+		if l := s.links[dl.Name]; l != nil {
+			l.kept = map[netip.Prefix]bool{}
+			for _, p := range dl.Prefixes {
+				l.kept[p.Prefix] = true
+			}
+		}
+	}
 	slices.SortFunc(rejected, func(a, b Rejected) int {
 		return cmp.Or(cmp.Compare(a.Link, b.Link), digest.ComparePrefix(a.Prefix, b.Prefix))
 	})
 	return out, rejected
+}
+
+// maxRouters bounds the routers whose seniority a link remembers: sources are
+// whatever a host on the link puts in its packets.
+const maxRouters = 64
+
+// evictionOrder sorts all (pointers into out) by what the digest keeps first
+// when more prefixes are seen than it may hold: a trusted router's prefixes
+// (trustedRouters), then each router's by seniority - the router heard first
+// on the link first, so a host that starts flooding fresh prefixes crowds out
+// neither the current prefix, nor a real renumbering from the home router,
+// nor what still drains; a prefix only the kernel reports ranks with the
+// senior routers. Within a router, preferred before deprecated, and among
+// deprecated ones the most valid lifetime left first (the one closest to
+// expiry goes first); then what the last digest carried (a full digest does
+// not churn); then by address.
+func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Time) {
+	type key struct {
+		trusted bool
+		since   time.Time
+	}
+	ranks := map[*digest.Prefix]key{}
+	fresh := map[*digest.Prefix]bool{}
+	for i := range out.Links {
+		name := out.Links[i].Name
+		l := s.links[name]
+		pol := s.policies[name]
+		for j := range out.Links[i].Prefixes {
+			p := &out.Links[i].Prefixes[j]
+			routers := s.Routers(name, p.Prefix)
+			k := key{since: now.Add(time.Hour)} // a router not remembered: the most junior
+			if len(routers) == 0 {
+				k.since = time.Time{} // the kernel's alone: as senior as it gets
+			}
+			for _, r := range routers {
+				k.trusted = k.trusted || (pol.Trusted != nil && pol.Trusts(r))
+				if t, ok := l.since[r]; ok && t.Before(k.since) {
+					k.since = t
+				}
+			}
+			ranks[p] = k
+			if !l.kept[p.Prefix] {
+				fresh[p] = true
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
+		ka, kb := ranks[a], ranks[b]
+		return cmp.Or(compareBool(!ka.trusted, !kb.trusted), ka.since.Compare(kb.since),
+			compareBool(a.Deprecated, b.Deprecated), cmp.Compare(b.Remaining, a.Remaining),
+			compareBool(fresh[a], fresh[b]), digest.ComparePrefix(a.Prefix, b.Prefix))
+	})
 }
 
 // NextDeadline is the earliest time after now at which Snapshot could change
@@ -461,4 +529,16 @@ func (s *State) Routers(name string, p netip.Prefix) []netip.Addr {
 	}
 	slices.SortFunc(rs, netip.Addr.Compare)
 	return rs
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }

@@ -69,3 +69,22 @@ func (s *State) untrusted(name string, l *link, p netip.Prefix, sources digest.S
 	}
 	return &Rejected{Link: name, Prefix: p, Reason: ErrUntrusted}
 }
+
+// Senior reports whether router is the first still advertising on the link
+// heard of (the home router, as far as an agent can tell).
+func (s *State) Senior(name string, router netip.Addr) bool {
+	l := s.links[name]
+	if l == nil {
+		return false
+	}
+	t, ok := l.since[router]
+	if !ok {
+		return false
+	}
+	for r, u := range l.since {
+		if u.Before(t) || (u.Equal(t) && r.Less(router)) {
+			return false
+		}
+	}
+	return true
+}

@@ -2,9 +2,12 @@ package observe
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/renumber/renumber/internal/digest"
 )
 
 // With trusted routers, an RA from any other router is not believed, and an
@@ -48,5 +51,59 @@ func TestPolicyLengthBounds(t *testing.T) {
 		if err := pol.Check("eth0", netip.MustParsePrefix(p)); (err == nil) != ok {
 			t.Errorf("%s: %v, want ok=%v", p, err, ok)
 		}
+	}
+}
+
+// More prefixes than a digest holds: a flood of fresh prefixes from another
+// host crowds out neither the current prefix, nor a renumbering from the real
+// router, nor what drains; among draining prefixes the oldest go first.
+func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
+	s := New(RequireGlobalUnicast, "eth0")
+	p := func(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", i)) }
+	// The real router: p(1) current, p(2)..p(4) draining, the newest with the
+	// most valid lifetime left.
+	ras := []RAPrefix{{p(1), time.Hour, time.Hour, true}}
+	for i := 2; i <= 4; i++ {
+		ras = append(ras, RAPrefix{p(i), time.Duration(10*i) * time.Minute, 0, true})
+	}
+	s.RA("eth0", routerA, t0, ras)
+	s.Snapshot(t0)
+	flooder := netip.MustParseAddr("fe80::bad")
+	later := t0.Add(time.Minute) // the flood starts after the home router was heard
+	for i := 0x100; i < 0x100+digest.MaxPrefixes; i++ {
+		s.RA("eth0", flooder, later, []RAPrefix{{p(i), time.Hour, time.Hour, true}})
+		s.Snapshot(later) // the flood fills the digest before it overflows
+	}
+	// A real renumbering during the flood: p(5) new, p(1) deprecated.
+	s.RA("eth0", routerA, later, append([]RAPrefix{{p(5), time.Hour, time.Hour, true}, {p(1), 50 * time.Minute, 0, true}}, ras[1:]...))
+	node, rejected := s.Snapshot(later)
+	kept := map[netip.Prefix]bool{}
+	for _, e := range node.Links[0].Prefixes {
+		kept[e.Prefix] = true
+	}
+	for i := 1; i <= 5; i++ {
+		if !kept[p(i)] {
+			t.Errorf("the real router's %s was evicted", p(i))
+		}
+	}
+	if len(node.Links[0].Prefixes) != digest.MaxPrefixes || len(rejected) != 5 {
+		t.Errorf("%d kept, %d rejected: want the digest full and 5 of the flood out", len(node.Links[0].Prefixes), len(rejected))
+	}
+
+	// A burst of real renumberings within one valid lifetime: the oldest
+	// draining prefix goes first.
+	b := New(RequireGlobalUnicast, "eth0")
+	var burst []RAPrefix
+	for i := range digest.MaxPrefixes + 2 {
+		burst = append(burst, RAPrefix{p(0x200 + i), time.Duration(i+1) * time.Minute, 0, true})
+	}
+	burst = append(burst, RAPrefix{p(0x300), time.Hour, time.Hour, true})
+	b.RA("eth0", routerA, t0, burst)
+	node, rejected = b.Snapshot(t0)
+	if len(rejected) != 3 || rejected[0].Prefix != p(0x200) || rejected[1].Prefix != p(0x201) || rejected[2].Prefix != p(0x202) {
+		t.Errorf("rejected %v: want the three closest to expiry", rejected)
+	}
+	if len(node.Links[0].Prefixes) != digest.MaxPrefixes {
+		t.Errorf("%d kept", len(node.Links[0].Prefixes))
 	}
 }

@@ -1,15 +1,20 @@
 // Package publish keeps one annotation on the agent's own Node equal to the latest
 // digest: it writes only when the live value differs, debounces bursts so one
-// network change is one write, restores a value someone removed or altered, and
-// retries API errors with exponential backoff while observation goes on.
+// network change is one write (but never holds a change back longer than
+// MaxDelay, however long the burst), keeps its own write rate within a budget
+// (a flood of RAs cannot become a write storm), restores a value someone
+// removed or altered, and retries API errors with exponential backoff while
+// observation goes on.
 package publish
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/backoff"
@@ -20,13 +25,27 @@ type Patcher interface {
 	Patch(ctx context.Context, value string) error
 }
 
+// Config of a publisher.
+type Config struct {
+	// Debounce is how long the wanted value must stay put before it is written.
+	Debounce time.Duration
+	// MaxDelay bounds how long a change waits for the value to stay put: under
+	// continuous change the latest value is written MaxDelay after the first.
+	MaxDelay time.Duration
+	// Burst and PerMinute are the write budget: Burst writes at once, then
+	// PerMinute a minute. Zero PerMinute: no budget.
+	Burst     int
+	PerMinute float64
+}
+
 // Publisher publishes the wanted value when it differs from the live one.
 type Publisher struct {
-	patcher  Patcher
-	clock    clock.Clock
-	log      *slog.Logger
-	debounce time.Duration
-	retry    func() *backoff.Backoff
+	patcher Patcher
+	clock   clock.Clock
+	log     *slog.Logger
+	cfg     Config
+	budget  *rate.Limiter // nil: none
+	retry   func() *backoff.Backoff
 
 	mu        sync.Mutex
 	want      string
@@ -35,16 +54,20 @@ type Publisher struct {
 	liveKnown bool
 	kick      chan struct{}
 	writes    int
+	biting    bool // the budget made the last write wait
 }
 
-// New returns a publisher. debounce is how long the wanted value must stay put
-// before it is written.
-func New(p Patcher, clk clock.Clock, log *slog.Logger, debounce time.Duration) *Publisher {
-	return &Publisher{
-		patcher: p, clock: clk, log: log, debounce: debounce,
+// New returns a publisher.
+func New(p Patcher, clk clock.Clock, log *slog.Logger, cfg Config) *Publisher {
+	pub := &Publisher{
+		patcher: p, clock: clk, log: log, cfg: cfg,
 		retry: func() *backoff.Backoff { return backoff.New(500*time.Millisecond, 30*time.Second) },
 		kick:  make(chan struct{}, 1),
 	}
+	if cfg.PerMinute > 0 {
+		pub.budget = rate.NewLimiter(rate.Limit(cfg.PerMinute/60), max(cfg.Burst, 1))
+	}
+	return pub
 }
 
 // Want sets the value the node should carry.
@@ -106,16 +129,25 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		case <-p.kick:
 		}
-		// Debounce: let the burst settle (each new kick restarts the quiet period).
+		// Debounce: let the burst settle (each new kick restarts the quiet
+		// period), but no longer than MaxDelay in all.
+		deadline := p.clock.Now().Add(max(p.cfg.MaxDelay, p.cfg.Debounce))
 	settle:
 		for {
+			wait := min(p.cfg.Debounce, deadline.Sub(p.clock.Now()))
+			if wait <= 0 {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-p.kick:
-			case <-p.clock.After(p.debounce):
+			case <-p.clock.After(wait):
 				break settle
 			}
+		}
+		if !p.await(ctx) {
+			return
 		}
 		for {
 			v, ok := p.pending()
@@ -144,4 +176,30 @@ func (p *Publisher) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// await takes a write permit from the budget, waiting for one if it is spent:
+// one log line when it starts to bite, the metric on every wait. The value
+// written after the wait is the latest.
+func (p *Publisher) await(ctx context.Context) bool {
+	if p.budget == nil {
+		return true
+	}
+	if _, ok := p.pending(); !ok {
+		return true
+	}
+	now := p.clock.Now()
+	r := p.budget.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	if wait <= 0 {
+		p.biting = false
+		return true
+	}
+	metricThrottled.Inc()
+	if !p.biting {
+		p.biting = true
+		p.log.Warn(fmt.Sprintf("digest changing faster than the write budget (%d at once, then %g a minute); publishing the latest every %s until it settles",
+			p.cfg.Burst, p.cfg.PerMinute, (time.Duration(float64(time.Minute) / p.cfg.PerMinute)).Round(time.Second)))
+	}
+	return backoff.Sleep(ctx, p.clock, wait)
 }

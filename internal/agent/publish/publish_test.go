@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -42,9 +43,14 @@ const debounce = 300 * time.Millisecond
 
 func setup(t *testing.T, fail int) (*Publisher, *fakePatcher, *clocktesting.FakeClock) {
 	t.Helper()
+	return setupWith(t, fail, Config{Debounce: debounce, MaxDelay: 10 * debounce})
+}
+
+func setupWith(t *testing.T, fail int, cfg Config) (*Publisher, *fakePatcher, *clocktesting.FakeClock) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	f := &fakePatcher{fail: fail, done: make(chan struct{}, 100)}
-	p := New(f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), debounce)
+	p := New(f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
@@ -134,5 +140,43 @@ func TestRetriesWithBackoff(t *testing.T) {
 	}
 	if p.Writes() != 1 {
 		t.Errorf("Writes = %d, want 1", p.Writes())
+	}
+}
+
+// A digest that never stops changing (a flood of fresh prefixes) is still
+// published: the latest value, MaxDelay after the first change.
+func TestContinuousChangeIsPublishedWithinMaxDelay(t *testing.T) {
+	p, f, clk := setupWith(t, 0, Config{Debounce: debounce, MaxDelay: 3 * debounce})
+	p.Live("", false)
+	var last string
+	for i := range 6 { // 6 x debounce/2 = MaxDelay: the quiet period never comes
+		last = fmt.Sprintf("v1;eth0=2001:db8:%x::/64 p ra", i)
+		p.Want(last)
+		step(t, clk, debounce/2)
+	}
+	waitCall(t, f)
+	if got := f.Calls(); !slices.Equal(got, []string{last}) {
+		t.Errorf("patches = %q, want the latest value once MaxDelay passed: %q", got, last)
+	}
+}
+
+// The write budget: Burst writes at once, then one per 60/PerMinute seconds,
+// each the latest value; a change that settles costs no extra write.
+func TestWriteBudget(t *testing.T) {
+	p, f, clk := setupWith(t, 0, Config{Debounce: debounce, MaxDelay: debounce, Burst: 2, PerMinute: 6})
+	p.Live("", false)
+	value := func(i int) string { return fmt.Sprintf("v1;eth0=2001:db8:%x::/64 p ra", i) }
+	for i := range 2 {
+		p.Want(value(i))
+		step(t, clk, debounce)
+		waitCall(t, f)
+	}
+	p.Want(value(2))
+	step(t, clk, debounce) // debounced; now waiting for the budget (10 s)
+	p.Want(value(3))       // the network moved on meanwhile
+	step(t, clk, 10*time.Second)
+	waitCall(t, f)
+	if got, want := f.Calls(), []string{value(0), value(1), value(3)}; !slices.Equal(got, want) {
+		t.Errorf("patches = %q, want the burst, then the latest after the wait: %q", got, want)
 	}
 }

@@ -60,6 +60,10 @@ type Decision struct {
 	Votes    map[netip.Prefix]int
 	// Reporting is how many nodes sent a usable digest for this DynamicPrefix.
 	Reporting int
+	// Unreported: there is a current prefix, but no voting node reports it any
+	// more, preferred or deprecated (the router went quiet, or every agent lost
+	// the link). It stays current and pooled: Services keep working.
+	Unreported bool
 	// Wake is when the decision changes by time alone (a drain deadline).
 	Wake time.Time
 }
@@ -129,6 +133,7 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
 	d.Current = choose(seen, prevCurrent, m.Quorum)
 	d.Changed = d.Current != prevCurrent
+	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil
 	switch t := seen[d.Current]; {
 	case !d.Current.IsValid():
 	case t != nil && t.ra:

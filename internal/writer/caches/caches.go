@@ -88,10 +88,10 @@ type Caches struct {
 	nodes, dps, services, crds *informer.Watched
 	cilium                     *informer.Watched // nil without CiliumNamespace
 
-	mu         sync.Mutex
-	pools      []*pooled         // the pool kinds followed now
-	bgp, calico optional // CiliumBGPAdvertisements, Calico IPPools
-	rediscover chan struct{} // a backend CRD changed
+	mu          sync.Mutex
+	pools       []*pooled     // the pool kinds followed now
+	bgp, calico optional      // CiliumBGPAdvertisements, Calico IPPools
+	rediscover  chan struct{} // a backend CRD changed
 }
 
 // Typed reads, in protobuf: Services, the Cilium DaemonSet, and Nodes when

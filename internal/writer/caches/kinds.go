@@ -19,7 +19,7 @@ import (
 
 // Served is what the API server serves of the kinds the writer writes.
 type Served struct {
-	Pools []*backend.Kind
+	Pools  []*backend.Kind
 	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
 	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
 }

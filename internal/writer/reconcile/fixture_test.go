@@ -379,6 +379,50 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	}
 }
 
+// The router goes quiet: no node reports the current prefix any more. It
+// stays current and in the pools (Services keep working), and status says so
+// - one status write, one event; when it is reported again, conditions clear
+// with one status write and no pool write.
+func TestAQuietRouterIsReportedNotActedOn(t *testing.T) {
+	f := converged(t, generous)
+	blocksBefore, _ := f.pool()
+	f.votes.reports = nil
+	for i := range 3 {
+		f.votes.reports = append(f.votes.reports, aggregate.Report{Node: fmt.Sprintf("node-%d", i),
+			Digest: digest.Node{Links: []digest.Link{{Name: "eth0"}}}})
+	}
+	f.events.reasons = nil
+	if got, want := f.sync(passHome), []string{"patch dynamicprefixes/status home"}; !slices.Equal(got, want) {
+		t.Fatalf("quiet router: wrote %q, want %q", got, want)
+	}
+	if c := f.condition("PrefixAcquired"); c.Status != metav1.ConditionFalse || c.Reason != "PrefixNotReported" {
+		t.Errorf("PrefixAcquired = %s %s", c.Status, c.Reason)
+	}
+	if c := f.condition("Degraded"); c.Status != metav1.ConditionTrue || c.Reason != "PrefixNotReported" {
+		t.Errorf("Degraded = %s %s", c.Status, c.Reason)
+	}
+	if st := f.status(); st.CurrentPrefix != prefixA {
+		t.Errorf("current prefix %q, want %s kept", st.CurrentPrefix, prefixA)
+	}
+	if blocks, _ := f.pool(); !slices.Equal(blocks, blocksBefore) {
+		t.Errorf("pool %q, want it unchanged %q", blocks, blocksBefore)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Fatalf("still quiet: wrote %q", got)
+	}
+	f.report(3, prefixA)
+	if got, want := f.sync(passHome), []string{"patch dynamicprefixes/status home"}; !slices.Equal(got, want) {
+		t.Fatalf("reported again: wrote %q, want %q", got, want)
+	}
+	if c := f.condition("PrefixAcquired"); c.Status != metav1.ConditionTrue {
+		t.Errorf("PrefixAcquired = %s %s after the router came back", c.Status, c.Reason)
+	}
+	if want := []string{"PrefixNotReported home", "PrefixReported home"}; !slices.Equal(f.events.reasons, want) {
+		t.Errorf("events %q, want %q", f.events.reasons, want)
+	}
+}
+
 // publish stands for the load balancer (Cilium's LB-IPAM) publishing ips in
 // web's status.loadBalancer.ingress.
 func (f *fixture) publish(ips ...string) {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/apply"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/status"
 )
 
 var metricErrors = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
@@ -23,6 +25,8 @@ var (
 		Help: "Objects whose last write the write-storm breaker refused (0 when writes flow)."}
 	descAcquired = &metrics.Desc{Name: "renumber_writer_dynamicprefix_acquired", Type: "gauge", Labels: []string{"name"},
 		Help: "1 when the DynamicPrefix's status has a current prefix."}
+	descUnreported = &metrics.Desc{Name: "renumber_writer_dynamicprefix_unreported", Type: "gauge", Labels: []string{"name"},
+		Help: "1 while no voting node reports the DynamicPrefix's current prefix (a quiet router); it stays in the pools."}
 )
 
 // Collector returns the collector of cache-derived gauges.
@@ -36,10 +40,18 @@ func (s stateCollector) Collect(w *metrics.Writer) {
 			continue
 		}
 		cur, _, _ := unstructured.NestedString(u.Object, "status", "currentPrefix")
-		v := 0.0
-		if cur != "" {
-			v = 1
+		w.Sample(descAcquired, one(cur != ""), u.GetName())
+		quiet := false
+		if dp, err := dynamicprefix.FromUnstructured(u); err == nil {
+			quiet = status.Quiet(dp.Status)
 		}
-		w.Sample(descAcquired, v, u.GetName())
+		w.Sample(descUnreported, one(quiet), u.GetName())
 	}
+}
+
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

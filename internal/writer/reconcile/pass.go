@@ -75,6 +75,15 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 	if o := c.write.Status(ctx, u, dp.Status, status.Render(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
+	switch was := status.Quiet(dp.Status); {
+	case d.Unreported && !was:
+		msg := status.NotReportedMessage(d.Current)
+		c.log.Warn(name + ": " + msg)
+		c.events.Event(u, status.ReasonNotReported, msg)
+	case was && !d.Unreported && d.Current.IsValid():
+		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), "nodes", d.Reporting)
+		c.events.Event(u, "PrefixReported", d.Current.String()+" is reported again")
+	}
 	if d.Changed && d.Current.IsValid() {
 		prev := dp.Status.CurrentPrefix
 		if prev == "" {

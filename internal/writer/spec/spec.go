@@ -31,11 +31,11 @@ type Model struct {
 	Allowed    []netip.Prefix
 	// MinLength, MaxLength bound a prefix's length (0: no bound).
 	MinLength, MaxLength int
-	Quorum     int // nodes that must report a prefix as preferred (at least 1)
-	MaxHistory int // earlier prefixes kept in status.history (1..10)
-	HA         bool
-	Ranges     []Range
-	Subnets    []Subnet
+	Quorum               int // nodes that must report a prefix as preferred (at least 1)
+	MaxHistory           int // earlier prefixes kept in status.history (1..10)
+	HA                   bool
+	Ranges               []Range
+	Subnets              []Subnet
 	// Err says what is wrong with the spec whatever the prefix (unparsable
 	// suffixes or allowed prefixes); nil when nothing is. Whether a range or
 	// subnet fits a prefix is known only once there is one (Check).

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -70,6 +71,8 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		})
 	}
 	switch {
+	case d.Unreported:
+		set(PrefixAcquired, false, ReasonNotReported, NotReportedMessage(d.Current))
 	case d.Current.IsValid():
 		set(PrefixAcquired, true, "Acquired", "following "+d.Current.String())
 	case d.Reporting == 0:
@@ -99,6 +102,9 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 	if p.Spec != nil {
 		degraded, reason = append(degraded, p.Spec.Error()), "InvalidSpec"
 	}
+	if d.Unreported {
+		degraded, reason = append(degraded, NotReportedMessage(d.Current)), ReasonNotReported
+	}
 	if m.DHCPv6PD && !m.RA {
 		degraded, reason = append(degraded, "DHCPv6-PD acquisition is not implemented; enable routerAdvertisement"), "DHCPv6PDUnsupported"
 	}
@@ -110,6 +116,21 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		return prev
 	}
 	return st
+}
+
+// ReasonNotReported is the reason of PrefixAcquired=False and Degraded=True
+// while no voting node reports the current prefix.
+const ReasonNotReported = "PrefixNotReported"
+
+// NotReportedMessage says what a quiet router means for the DynamicPrefix.
+func NotReportedMessage(p netip.Prefix) string {
+	return "no voting node reports " + p.String() + " any more (has the router gone quiet?); it stays current and in the pools"
+}
+
+// Quiet reports whether st says no voting node reports its current prefix.
+func Quiet(st dynamicprefix.Status) bool {
+	c := meta.FindStatusCondition(st.Conditions, PrefixAcquired)
+	return c != nil && c.Reason == ReasonNotReported
 }
 
 // Equal compares two statuses as the API server would store them (JSON: times

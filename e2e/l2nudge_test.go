@@ -182,3 +182,18 @@ func TestL2AnnouncerNudge(t *testing.T) {
 		t.Errorf("%d log lines for the upgrade, want 1", n)
 	}
 }
+
+// TestWriterWithoutTheCiliumRole: a writer that may not read Cilium's
+// DaemonSet (the Role in kube-system left out) still starts, leads and keeps
+// the pools, and says why once (the version then counts as unknown: nudge,
+// TestL2NudgeWhileTheDaemonSetCannotBeRead).
+func TestWriterWithoutTheCiliumRole(t *testing.T) {
+	w := homeWorld(t, 1)
+	if err := w.API.Client.RbacV1().RoleBindings("kube-system").Delete(t.Context(), "renumber-writer-cilium", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a")
+	poolIs(t, w, "pool follows A", prefixA.String())
+	waitLog(t, w, "writer-a.log", "cannot read the Cilium DaemonSet", 1)
+}

@@ -142,15 +142,33 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 	var synced []cache.InformerSynced
 	for _, w := range c.All() {
 		w.Run(ctx)
-		synced = append(synced, w.Synced)
+		if w != c.cilium {
+			synced = append(synced, w.Synced)
+		}
 	}
 	if c.crds != nil {
 		c.crds.Run(ctx)
 		synced = append(synced, c.crds.Synced)
 		go c.followKinds(ctx)
 	}
-	return cache.WaitForCacheSync(ctx.Done(), synced...)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return false
+	}
+	// The Cilium DaemonSet only refines a decision that defaults to the safe
+	// side: a writer that cannot read it (no Role in its namespace) still runs.
+	if c.cilium != nil {
+		wait, cancel := context.WithTimeout(ctx, ciliumWait)
+		defer cancel()
+		if !cache.WaitForCacheSync(wait.Done(), c.cilium.Synced) && ctx.Err() == nil {
+			c.log.Warn("cannot read the Cilium DaemonSet (the writer's Role in its namespace?); HA Services get the L2 announcer nudge until it can",
+				"namespace", c.cfg.CiliumNamespace, "after", ciliumWait)
+		}
+	}
+	return ctx.Err() == nil
 }
+
+// ciliumWait is how long Run waits for the Cilium DaemonSet's cache.
+const ciliumWait = 30 * time.Second
 
 // All returns every cache the writer reads now.
 func (c *Caches) All() []*informer.Watched {
@@ -169,10 +187,11 @@ func (c *Caches) All() []*informer.Watched {
 	return ws
 }
 
-// Synced reports whether every cache has listed (readiness).
+// Synced reports whether every cache has listed (readiness); the Cilium
+// DaemonSet's may not (Run).
 func (c *Caches) Synced() bool {
 	for _, w := range c.All() {
-		if !w.Synced() {
+		if w != c.cilium && !w.Synced() {
 			return false
 		}
 	}
@@ -189,9 +208,13 @@ func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 func (c *Caches) Services() cache.Store { return c.services.Store() }
 
 // CiliumImages returns the container images of the Cilium DaemonSet(s).
-func (c *Caches) CiliumImages() []string {
+// known is false until the cache has listed them.
+func (c *Caches) CiliumImages() (images []string, known bool) {
 	if c.cilium == nil {
-		return nil
+		return nil, true
+	}
+	if !c.cilium.Synced() {
+		return nil, false
 	}
 	var out []string
 	for _, o := range c.cilium.Store().List() {
@@ -199,7 +222,7 @@ func (c *Caches) CiliumImages() []string {
 			out = append(out, ct.Image)
 		}
 	}
-	return out
+	return out, true
 }
 
 // Pools returns the pool kinds followed now with their caches.

@@ -61,8 +61,9 @@ func splitImage(img string) (repo, tag string) {
 type L2Nudge struct {
 	// Mode is "auto" (from Images), "always" or "never".
 	Mode string
-	// Images are the Cilium DaemonSet's container images now (auto).
-	Images func() []string
+	// Images are the Cilium DaemonSet's container images now (auto); known
+	// is false while they cannot be read.
+	Images func() (images []string, known bool)
 	Log    *slog.Logger
 
 	mu   sync.Mutex
@@ -80,7 +81,11 @@ func (n *L2Nudge) Needed() bool {
 	case "never":
 		return false
 	}
-	need, why := NeedsL2Nudge(n.Images())
+	images, known := n.Images()
+	need, why := NeedsL2Nudge(images)
+	if !known {
+		need, why = true, "the Cilium DaemonSet cannot be read (yet)"
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if why != n.last {

@@ -1,6 +1,10 @@
 package cilium
 
-import "testing"
+import (
+	"io"
+	"log/slog"
+	"testing"
+)
 
 // Only a Cilium known to announce added addresses goes without the nudge:
 // every uncertain case nudges.
@@ -25,5 +29,19 @@ func TestNeedsL2Nudge(t *testing.T) {
 		if got, why := NeedsL2Nudge(c.images); got != c.want || why == "" {
 			t.Errorf("%q: nudge %v (%s), want %v", c.images, got, why, c.want)
 		}
+	}
+}
+
+// While the DaemonSet cannot be read, the version is unknown: nudge.
+func TestL2NudgeWhileTheDaemonSetCannotBeRead(t *testing.T) {
+	fixed := []string{"quay.io/cilium/cilium:v1.20.1"}
+	known := false
+	n := &L2Nudge{Mode: "auto", Images: func() ([]string, bool) { return fixed, known }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if !n.Needed() {
+		t.Error("no nudge while the DaemonSet cannot be read")
+	}
+	known = true
+	if n.Needed() {
+		t.Error("a nudge on Cilium v1.20.1")
 	}
 }

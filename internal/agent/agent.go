@@ -76,7 +76,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 	a := &Agent{
 		cfg: cfg, clock: clk, log: log, pub: pub, newListener: nl,
 		events:    make(chan func(), 256),
-		state:     observe.New(nil),
+		state:     observe.New(),
 		listeners: map[string]listenerRun{},
 		last:      published,
 		seed:      published,

@@ -10,7 +10,7 @@ import (
 // BenchmarkSteadyRA is what one periodic RA costs the agent when nothing changed:
 // fold it into the state, snapshot, encode (the publisher then compares strings).
 func BenchmarkSteadyRA(b *testing.B) {
-	s := New(RequireGlobalUnicast, "eth0")
+	s := globalOnly("eth0")
 	ra := []RAPrefix{{pA, time.Hour, 30 * time.Minute, true}, {pB, time.Hour, 0, true}}
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0)
 	b.ReportAllocs()

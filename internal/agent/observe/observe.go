@@ -33,9 +33,6 @@ import (
 // Infinite is the lifetime that never runs out (0xffffffff seconds on the wire).
 const Infinite = time.Duration(0xffffffff) * time.Second
 
-// Filter says why a prefix must not be reported on a link, or nil to accept it.
-type Filter func(link string, p netip.Prefix) error
-
 // RAPrefix is one Prefix Information option, already validated.
 type RAPrefix struct {
 	Prefix    netip.Prefix
@@ -111,7 +108,6 @@ type addrEntry struct {
 // State is what one agent knows about its watched links.
 type State struct {
 	links    map[string]*link
-	filter   Filter
 	policies map[string]Policy
 	// LinkGrace is how long after a link comes back up the addresses the kernel
 	// flushed when it went down still count. The kernel removes SLAAC addresses on
@@ -128,8 +124,8 @@ type State struct {
 const DefaultLinkGrace = 10 * time.Second
 
 // New returns a State watching the given links.
-func New(filter Filter, links ...string) *State {
-	s := &State{links: map[string]*link{}, filter: filter, LinkGrace: DefaultLinkGrace, OmitDeprecates: true}
+func New(links ...string) *State {
+	s := &State{links: map[string]*link{}, LinkGrace: DefaultLinkGrace, OmitDeprecates: true}
 	s.SetLinks(links...)
 	return s
 }
@@ -150,9 +146,6 @@ func (s *State) SetLinks(names ...string) {
 		}
 	}
 }
-
-// SetFilter replaces the prefix filter.
-func (s *State) SetFilter(f Filter) { s.filter = f }
 
 // Links returns the watched link names, sorted.
 func (s *State) Links() []string {
@@ -280,7 +273,7 @@ func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 	}
 }
 
-// Rejected is a prefix seen on a link that the filter refused.
+// Rejected is a prefix seen on a link that the link's policy refused.
 type Rejected struct {
 	Link   string
 	Prefix netip.Prefix
@@ -314,7 +307,7 @@ func (e *seen) remaining() time.Duration {
 }
 
 // Snapshot expires what ran out by now and returns the digest of what is left,
-// with the prefixes the filter refused. Prefixes beyond digest.MaxPrefixes are
+// with the prefixes the links' policies refused. Prefixes beyond digest.MaxPrefixes are
 // dropped, deprecated ones first, and listed in Rejected.
 func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	var out digest.Node
@@ -361,11 +354,9 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				rejected = append(rejected, *r)
 				continue
 			}
-			if s.filter != nil {
-				if err := s.filter(name, p); err != nil {
-					rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: err})
-					continue
-				}
+			if err := s.policies[name].Check(name, p); err != nil {
+				rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: err})
+				continue
 			}
 			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred()}
 			if dp.Deprecated {

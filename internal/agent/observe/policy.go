@@ -52,10 +52,7 @@ func (pol Policy) Equal(o Policy) bool {
 
 // SetPolicies sets each watched link's policy (a link without one has the
 // zero Policy: everything is reported).
-func (s *State) SetPolicies(p map[string]Policy) {
-	s.policies = p
-	s.filter = func(link string, pfx netip.Prefix) error { return s.policies[link].Check(link, pfx) }
-}
+func (s *State) SetPolicies(p map[string]Policy) { s.policies = p }
 
 // vouchedFor reports, on a link that trusts some routers, whether a trusted
 // router has advertised p since the agent started (a kernel address alone is

@@ -16,7 +16,7 @@ import (
 // out (the router rebooting is not a renumbering).
 func TestTrustedRouters(t *testing.T) {
 	rogue, pR := netip.MustParseAddr("fe80::666"), netip.MustParsePrefix("2001:db8:666::/64")
-	s := New(nil, "eth0")
+	s := New("eth0")
 	s.SetPolicies(map[string]Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
 	if !s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Minute, time.Minute, true}}) {
 		t.Fatal("the trusted router's RA was not believed")
@@ -58,7 +58,7 @@ func TestPolicyLengthBounds(t *testing.T) {
 // host crowds out neither the current prefix, nor a renumbering from the real
 // router, nor what drains; among draining prefixes the oldest go first.
 func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
-	s := New(RequireGlobalUnicast, "eth0")
+	s := globalOnly("eth0")
 	p := func(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", i)) }
 	// The real router: p(1) current, p(2)..p(4) draining, the newest with the
 	// most valid lifetime left.
@@ -92,7 +92,7 @@ func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
 
 	// A burst of real renumberings within one valid lifetime: the oldest
 	// draining prefix goes first.
-	b := New(RequireGlobalUnicast, "eth0")
+	b := globalOnly("eth0")
 	var burst []RAPrefix
 	for i := range digest.MaxPrefixes + 2 {
 		burst = append(burst, RAPrefix{p(0x200 + i), time.Duration(i+1) * time.Minute, 0, true})

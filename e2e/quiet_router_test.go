@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +33,8 @@ func writerMetric(addr, sample string) float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			var f float64
-			fmt.Sscan(v, &f)
-			return f
-		}
+	if v, ok := metricSample(body, sample); ok {
+		return v
 	}
 	return -1
 }

@@ -31,14 +31,20 @@ func agentMetric(t *testing.T, w *world.World, node, sample string) float64 {
 	if err != nil {
 		return 0 // not serving yet
 	}
+	v, _ := metricSample(body, sample)
+	return v
+}
+
+// metricSample finds one sample in a Prometheus text exposition.
+func metricSample(body []byte, sample string) (float64, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // TestUntrustedAndInvalidRAsAreIgnored: with trustedRouters set, a second

@@ -18,6 +18,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/service"
 )
 
 const (
@@ -77,11 +78,5 @@ func entries(u *unstructured.Unstructured, key string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return service.Split(v), nil
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
-	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -188,41 +189,28 @@ func tarDir(w io.Writer, dir string, mod time.Time) error {
 	if mod.IsZero() {
 		mod = time.Unix(0, 0).UTC()
 	}
-	var files []string
-	if err := walk(dir, "", &files); err != nil {
-		return err
-	}
-	slices.Sort(files)
 	tw := tar.NewWriter(w)
-	for _, f := range files {
-		b, err := os.ReadFile(path.Join(dir, f))
+	// WalkDir visits in lexical order: the tarball is the same every time.
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		if err := tw.WriteHeader(&tar.Header{Name: f, Mode: 0o644, Size: int64(len(b)), ModTime: mod, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		name, err := filepath.Rel(dir, p)
+		if err != nil {
 			return err
 		}
-		if _, err := tw.Write(b); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(name), Mode: 0o644, Size: int64(len(b)), ModTime: mod, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
 			return err
 		}
-	}
-	return tw.Close()
-}
-
-func walk(root, rel string, out *[]string) error {
-	entries, err := os.ReadDir(path.Join(root, rel))
+		_, err = tw.Write(b)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		name := path.Join(rel, e.Name())
-		if e.IsDir() {
-			if err := walk(root, name, out); err != nil {
-				return err
-			}
-			continue
-		}
-		*out = append(*out, name)
-	}
-	return nil
+	return tw.Close()
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/metallb"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/staleness"
@@ -47,7 +48,7 @@ type options struct {
 	election                election.Config
 	reconcile               reconcile.Config
 	nodeGrace, staleness    time.Duration
-	pprof                   bool
+	pprof, dryRun           bool
 	l2Nudge, ciliumNS       string
 	kubeVIP                 string
 }
@@ -59,6 +60,7 @@ func main() {
 	e.Flags(flag.CommandLine)
 	flag.DurationVar(&r.Debounce, "debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
 	flag.StringVar(&o.metricsAddr, "metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+	flag.BoolVar(&o.dryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 	flag.DurationVar(&o.nodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
@@ -110,7 +112,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kube.NewClients(kube.Counted(base, counter, &elector.Gate))
+	gate := &elector.Gate
+	if o.dryRun {
+		gate = &election.Gate{} // never opens: a write that slipped through is refused before it leaves
+	}
+	cl, err := kube.NewClients(kube.Counted(base, counter, gate))
 	if err != nil {
 		return err
 	}
@@ -126,29 +132,45 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"}, TargetKeys: o.reconcile.TargetKeys}
+	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},
+		TargetKeys: o.reconcile.TargetKeys, StatusChanges: o.dryRun}
 	if o.l2Nudge == "auto" {
 		cfg.CiliumNamespace = o.ciliumNS
 	}
 	c := caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.l2Nudge, Images: c.CiliumImages, Log: log}).Needed
+	collectors := []metrics.Collector{counter}
+	healthy, extra := elector.Check, map[string]http.HandlerFunc{}
+	if o.dryRun {
+		rec.Client = nil
+		o.reconcile.Plan = plan.New(log)
+		collectors = append(collectors, o.reconcile.Plan.Collector())
+		healthy, extra["/debug/plan"] = func() error { return nil }, o.reconcile.Plan.ServeHTTP
+	} else {
+		collectors = append(collectors, elector.Collectors()...)
+	}
 	ballot := votes.New(o.nodeGrace, c.Nodes, log, rec)
 	ctl := reconcile.New(o.reconcile, c, ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 
-	reg := metrics.NewRegistry(slices.Concat(elector.Collectors(), reconcile.Collectors(), staleness.Collectors(),
-		ballot.Collectors(), []metrics.Collector{counter, ctl.Collector()})...)
-	go serve(ctx, log, o, reg, elector.Check, c.Synced)
+	reg := metrics.NewRegistry(slices.Concat(collectors, reconcile.Collectors(), staleness.Collectors(),
+		ballot.Collectors(), []metrics.Collector{ctl.Collector()})...)
+	go serve(ctx, log, o, reg, healthy, c.Synced, extra)
 	if !c.Run(ctx, ctl) {
 		return nil // shutting down before the caches synced
 	}
 	if len(c.Kinds()) == 0 {
 		log.Warn("no pool kinds served yet (Cilium or MetalLB); only DynamicPrefix status will be written until one is installed")
 	}
-	log.Info("writer started", "identity", o.election.Identity, "kinds", c.Kinds(),
-		"lease", o.election.LeaseDuration, "renew", o.election.RenewDeadline, "retry", o.election.RetryPeriod)
 	if o.staleness > 0 {
 		go (&staleness.Checker{Lister: cl.Metadata, Caches: c.All, Clock: clk, Log: log}).Run(ctx, o.staleness)
 	}
+	if o.dryRun {
+		log.Info("writer started in dry-run mode: planning, never writing", "identity", o.election.Identity, "kinds", c.Kinds())
+		ctl.Lead(ctx) // every pass, no Lease: the plan records its writes
+		return nil
+	}
+	log.Info("writer started", "identity", o.election.Identity, "kinds", c.Kinds(),
+		"lease", o.election.LeaseDuration, "renew", o.election.RenewDeadline, "retry", o.election.RetryPeriod)
 	elector.Run(ctx, ctl.Lead)
 	return nil
 }
@@ -159,16 +181,15 @@ type typed struct {
 	appsv1client.AppsV1Interface
 }
 
-func serve(ctx context.Context, log *slog.Logger, o options, reg *metrics.Registry, healthy func() error, synced func() bool) {
+func serve(ctx context.Context, log *slog.Logger, o options, reg *metrics.Registry, healthy func() error, synced func() bool, extra map[string]http.HandlerFunc) {
 	readyz := func(*http.Request) error {
 		if !synced() {
 			return errors.New("caches not synced")
 		}
 		return nil
 	}
-	var extra map[string]http.HandlerFunc
 	if o.pprof {
-		extra = map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/profile": pprof.Profile}
+		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
 	}
 	if err := metrics.Serve(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, readyz, extra); err != nil {
 		log.Error("metrics server stopped", "err", err)

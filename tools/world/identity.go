@@ -200,8 +200,9 @@ func CiliumCRDDir() (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "pkg", "k8s", "apis", "cilium.io", "client", "crds", "v2"), nil
 }
 
-// InstallRBAC applies the namespace, the shipped RBAC for agent and writer, and
-// the admission policy that keeps each agent to its own Node.
+// InstallRBAC applies the namespace, the shipped RBAC for agent, writer, reader
+// and shadow writer, and the admission policies that keep the agent to its
+// own Node and the writer to its own fields.
 func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 	m := filepath.Join(cp.w.repo, "manifests")
 	return cp.Apply(ctx,
@@ -209,6 +210,8 @@ func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 		filepath.Join(m, "agent", "rbac.yaml"),
 		filepath.Join(m, "agent", "policy.yaml"),
 		filepath.Join(m, "writer", "rbac.yaml"),
+		filepath.Join(m, "reader", "rbac.yaml"),
+		filepath.Join(m, "shadow", "rbac.yaml"),
 	)
 }
 

@@ -31,7 +31,13 @@ func (w *World) StartAgent(ctx context.Context, bin, node string, extra ...strin
 // StartWriter runs the writer binary at bin in the root namespace as name, with
 // the writer's identity. Its log is <world>/<name>.log.
 func (w *World) StartWriter(ctx context.Context, bin, name string, extra ...string) (*exec.Cmd, error) {
-	id, err := w.API.ServiceAccount(ctx, "renumber-writer", "")
+	return w.StartWriterAs(ctx, "renumber-writer", bin, name, extra...)
+}
+
+// StartWriterAs starts a writer named name with the token of the
+// ServiceAccount sa (renumber-shadow for a shadow writer).
+func (w *World) StartWriterAs(ctx context.Context, sa, bin, name string, extra ...string) (*exec.Cmd, error) {
+	id, err := w.API.ServiceAccount(ctx, sa, "")
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/guard"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/service"
 )
 
@@ -47,6 +48,9 @@ type Writer struct {
 	// L2Nudge reports whether HA Services need the L2 announcer nudge
 	// (service.Options); nil: never.
 	L2Nudge func() bool
+	// Plan, when set, makes the Writer a shadow (writer --dry-run): every
+	// write it would make is recorded there and none is sent.
+	Plan *plan.Plan
 
 	// What was written last, per object, until the caches show it.
 	statuses memo[dynamicprefix.Status]

@@ -66,6 +66,12 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 				continue
 			}
 		}
+		if live == nil && w.shadow(create(self, a.Spec)) {
+			continue
+		}
+		if live != nil && w.shadow(update(self, live.Object["spec"], a.Spec)) {
+			continue
+		}
 		if err := w.permit(self, u, m.Name); err != nil {
 			out = append(out, Final(err))
 			continue
@@ -93,6 +99,9 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
 		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
+			continue
+		}
+		if w.shadow(remove(object{resource: "ciliumbgpadvertisements", name: live.GetName()})) {
 			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{

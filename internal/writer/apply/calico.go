@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
@@ -83,6 +85,10 @@ func (w *Writer) calicoParent(ctx context.Context, gvr schema.GroupVersionResour
 		w.calm(self, dp)
 		return Outcome{}
 	}
+	if w.shadow(plan.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
+		plan.Change{Object: self.String(), Field: "metadata.annotations." + calico.RecordKey, From: record, To: cidr}) {
+		return Outcome{}
+	}
 	if err := w.permit(self, u, dp); err != nil {
 		return Final(err)
 	}
@@ -126,6 +132,12 @@ func (w *Writer) calicoSibling(ctx context.Context, pools cache.Store, gvr schem
 			w.calm(self, dp)
 			return Outcome{}
 		}
+	}
+	if live == nil && w.shadow(create(self, s.Spec)) {
+		return Outcome{}
+	}
+	if live != nil && w.shadow(update(self, live.Object["spec"], s.Spec)) {
+		return Outcome{}
 	}
 	if err := w.permit(self, parent, dp); err != nil {
 		return Final(err)
@@ -176,6 +188,9 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 		self := object{resource: calico.Resource, name: u.GetName()}
 		if _, ok := w.calico.get(self, u.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
+		}
+		if w.shadow(remove(self)) {
+			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, u.GetName(), metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(u.GetResourceVersion())}}); err != nil {

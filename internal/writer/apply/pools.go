@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
@@ -67,6 +68,9 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 		w.calm(self, m.Name)
 		return Outcome{}
 	}
+	if w.shadow(poolChanges(self, k, po, entries, record)...) {
+		return Outcome{}
+	}
 	if err := w.permit(self, u, m.Name); err != nil {
 		return Final(err)
 	}
@@ -109,6 +113,9 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp stri
 		return Outcome{}, 0 // already released; the cache has not caught up
 	}
 	entries, _ := pool.Merge(po.Entries, po.Record, nil)
+	if w.shadow(poolChanges(self, k, po, entries, nil)...) {
+		return Outcome{}, 0
+	}
 	if ok, wait := w.Breaker.TakeQuietly(self.String(), w.Clock.Now()); !ok {
 		metricRefused.With(k.Resource).Inc()
 		return Outcome{}, wait
@@ -167,4 +174,17 @@ func difference(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// poolChanges are the entries and record a pool write changes.
+func poolChanges(o object, k *backend.Kind, po backend.Object, entries, record []string) []plan.Change {
+	field := k.Top
+	if field == "" {
+		field = "spec"
+	}
+	cs := []plan.Change{{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)}}
+	if !slices.Equal(po.Record, record) || po.HasRecord != (len(record) > 0) {
+		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: joined(po.Record), To: joined(record)})
+	}
+	return cs
 }

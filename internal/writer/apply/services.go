@@ -53,6 +53,9 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			w.calm(self, model.Name)
 			continue
 		}
+		if w.shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
+			continue
+		}
 		if err := w.permit(self, serviceRef(m), model.Name); err != nil {
 			out = append(out, Final(err))
 			continue
@@ -87,6 +90,9 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 		return Outcome{}
 	}
 	want := service.Release(live)
+	if w.shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
+		return Outcome{}
+	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
 		return Transient(err)
 	}

@@ -29,6 +29,9 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 		w.calm(self, u.GetName())
 		return Outcome{}
 	}
+	if w.shadow(statusChanges(self, live, st)...) {
+		return Outcome{}
+	}
 	if err := w.permit(self, u, u.GetName()); err != nil {
 		return Final(err) // requeued for when a permit is back
 	}

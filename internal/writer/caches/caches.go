@@ -39,8 +39,8 @@ import (
 
 // Handler is told of the changes that can change what the writer writes.
 type Handler interface {
-	// DynamicPrefixChanged: added, its spec changed (not our status writes), or
-	// deleted.
+	// DynamicPrefixChanged: added, its spec changed (not our status writes,
+	// unless Config.StatusChanges), or deleted.
 	DynamicPrefixChanged(name string)
 	// NodesChanged: a digest or a Node's readiness changed, or a Node came or went.
 	NodesChanged()
@@ -72,6 +72,9 @@ type Config struct {
 	// CiliumNamespace, when set, is where the Cilium DaemonSet
 	// (cilium.DaemonSetSelector) is watched for the images it runs.
 	CiliumNamespace string
+	// StatusChanges makes a DynamicPrefix's status changes handler events too:
+	// for a shadow writer, whose leader writes the status it compares with.
+	StatusChanges bool
 }
 
 // Caches are the writer's informers.
@@ -284,7 +287,8 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
 			UpdateFunc: func(old, new any) {
 				// Our own status writes change nothing we act on: only spec changes.
-				if o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured); o.GetGeneration() != n.GetGeneration() {
+				o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured)
+				if o.GetGeneration() != n.GetGeneration() || (c.cfg.StatusChanges && o.GetResourceVersion() != n.GetResourceVersion()) {
 					c.h.DynamicPrefixChanged(n.GetName())
 				}
 			},

@@ -19,7 +19,7 @@ import (
 
 // Recorder creates events as Component/Instance.
 type Recorder struct {
-	Client    eventsv1client.EventsGetter
+	Client    eventsv1client.EventsGetter // nil: events are only logged, at debug level (writer --dry-run)
 	Component string
 	Instance  string
 	Clock     clock.Clock
@@ -38,6 +38,10 @@ func (r *Recorder) Event(regarding *unstructured.Unstructured, warning bool, rea
 	}
 	if len(note) > 1024 {
 		note = note[:1021] + "..."
+	}
+	if r.Client == nil {
+		r.Log.Debug("event not recorded (dry run)", "regarding", regarding.GetKind()+" "+regarding.GetName(), "reason", reason, "note", note)
+		return
 	}
 	now := r.Clock.Now()
 	ev := &eventsv1.Event{

@@ -28,6 +28,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/guard"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/service"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
 	// never.
 	L2Nudge func() bool
+	// Plan, when set, makes the controller a shadow (writer --dry-run): each
+	// pass records the writes it would make there and sends none; it is run
+	// with Lead without ever leading.
+	Plan *plan.Plan
 }
 
 // Action is what a queue key asks for.
@@ -86,6 +91,16 @@ type Key struct {
 	Action          Action
 	Resource        string // ReleasePool: the pool kind's resource
 	Namespace, Name string
+}
+
+func (k Key) String() string {
+	switch k.Action {
+	case ReleasePool:
+		return "release " + k.Resource + "/" + informer.Key(k.Namespace, k.Name)
+	case ReleaseService:
+		return "release services/" + informer.Key(k.Namespace, k.Name)
+	}
+	return "dynamicprefixes/" + k.Name
 }
 
 // Controller is the writer's loop: it turns cache events into queue keys and,
@@ -114,7 +129,7 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
 	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue,
-		TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
+		TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge, Plan: cfg.Plan}
 	return c
 }
 
@@ -155,6 +170,9 @@ func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) 
 		c.enqueue(u.GetAnnotations()[dynamicprefix.AnnotationName], 0)
 	case obj.Follow.DynamicPrefix != "":
 		c.enqueue(obj.Follow.DynamicPrefix, 0)
+		if c.cfg.Plan != nil { // a release it planned before is planned no more
+			c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
+		}
 	default:
 		c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
 	}
@@ -163,13 +181,13 @@ func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) 
 // ServiceChanged queues a pass over the DynamicPrefix the Service follows, or
 // its release when it follows none but carries our records.
 func (c *Controller) ServiceChanged(m *corev1.Service) {
-	if name := m.Annotations[dynamicprefix.AnnotationName]; name != "" {
-		c.enqueue(name, 0)
-		return
-	}
+	name := m.Annotations[dynamicprefix.AnnotationName]
+	c.enqueue(name, 0)
 	_, ips := m.Annotations[service.AnnotationManagedIPs]
 	_, targets := m.Annotations[service.AnnotationManagedTarget]
-	if ips || targets {
+	// A shadow passes over the release too: one it planned before may be
+	// planned no more.
+	if (ips || targets) && (name == "" || c.cfg.Plan != nil) {
 		c.queue.Add(Key{Action: ReleaseService, Namespace: m.Namespace, Name: m.Name})
 	}
 }
@@ -241,6 +259,10 @@ func (c *Controller) Lead(ctx context.Context) {
 
 // Sync does the work key asks for, once.
 func (c *Controller) Sync(ctx context.Context, key Key) apply.Outcome {
+	if p := c.cfg.Plan; p != nil {
+		p.Begin(key.String())
+		defer p.Commit()
+	}
 	switch key.Action {
 	case SyncDynamicPrefix:
 		return c.syncDynamicPrefix(ctx, key.Name)

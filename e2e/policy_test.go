@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -56,4 +63,118 @@ func errString(err error) string {
 		return "allowed"
 	}
 	return err.Error()
+}
+
+// TestWriterCanTouchOnlyItsOwnFields checks manifests/writer/policy.yaml
+// against the real API server and the real CRD schemas, with the writer's
+// real token: its own fields pass, anything else on the same objects is
+// refused. (Every other e2e test runs the writer under the same policy.)
+func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := t.Context()
+	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico} {
+		if err := install(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ipPools, addressPools := ippoolGVR, addressPoolGVR
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", "owner": "user"})
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}},
+			"serviceSelector": map[string]any{"matchLabels": map[string]any{"app": "web"}}},
+	})
+	apply(t, w, ipPools, map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "user", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"cidr": "2001:db8:1::/64", "natOutgoing": false},
+	})
+	apply(t, w, advertGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "metadata": map[string]any{"name": "users"},
+		"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "PodCIDR"}}},
+	})
+	if _, err := w.API.Dynamic.Resource(addressPools).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"name": "mlb", "namespace": "default"},
+		"spec":     map[string]any{"addresses": []any{"192.0.2.0/24"}, "autoAssign": true},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	id, err := w.API.ServiceAccount(ctx, "renumber-writer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := dynamic.NewForConfigOrDie(id.Config)
+	type write struct {
+		gvr      schema.GroupVersionResource
+		ns, name string
+		patch    string // merge patch; "create:"+object or "delete"
+	}
+	do := func(x write) error {
+		res := writer.Resource(x.gvr).Namespace(x.ns)
+		switch {
+		case x.patch == "delete":
+			return res.Delete(ctx, x.name, metav1.DeleteOptions{})
+		case strings.HasPrefix(x.patch, "create:"):
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON([]byte(strings.TrimPrefix(x.patch, "create:"))); err != nil {
+				t.Fatal(err)
+			}
+			_, err := res.Create(ctx, u, metav1.CreateOptions{})
+			return err
+		}
+		_, err := res.Patch(ctx, x.name, types.MergePatchType, []byte(x.patch), metav1.PatchOptions{})
+		return err
+	}
+	svc := schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	denied := func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) }
+	// The policies take a moment to be loaded by the API server after creation.
+	eventually(t, "policy enforced", func() (bool, string) {
+		err := do(write{svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`})
+		return denied(err), errString(err)
+	})
+
+	allowed := map[string]write{
+		"a Service's addresses and records": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1","dynamic-prefix.io/managed-ips":"2001:db8:1::1","dynamic-prefix.io/l2-nudged":"2001:db8:1::1"}}}`},
+		"a Service's DNS targets":           {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:1::1","external-dns.alpha.kubernetes.io/target":"2001:db8:1::1","dynamic-prefix.io/managed-targets":"2001:db8:1::1"}}}`},
+		"a Service's records removed":       {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
+		"a pool's blocks and record":        {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a MetalLB pool's addresses":        {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
+		"a Calico pool's CIDR and record":   {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
+		"a sibling created":                 {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+	}
+	for _, name := range slices.Sorted(maps.Keys(allowed)) {
+		if err := do(allowed[name]); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	if err := do(write{ipPools, "", "user-1", "delete"}); err != nil {
+		t.Errorf("deleting its own sibling: %v", err)
+	}
+
+	refused := map[string]write{
+		"a Service's ports":                {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
+		"a Service's label":                {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Service's user annotation":      {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Service's name annotation":      {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
+		"a Service deleted":                {svc, "default", "web", "delete"},
+		"a pool's selector":                {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
+		"a pool disabled":                  {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
+		"a pool's label":                   {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's name annotation":         {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a MetalLB pool's autoAssign":      {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
+		"a Calico pool's NAT":              {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
+		"a Calico pool taken over":         {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"a Calico pool deleted":            {ipPools, "", "user", "delete"},
+		"an unlabelled pool created":       {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
+		"the user's advertisement":         {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
+		"the user's advertisement deleted": {advertGVR, "", "users", "delete"},
+	}
+	for _, name := range slices.Sorted(maps.Keys(refused)) {
+		if err := do(refused[name]); !denied(err) {
+			t.Errorf("%s: got %v, want refused", name, errString(err))
+		}
+	}
 }

@@ -210,6 +210,7 @@ func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 		filepath.Join(m, "agent", "rbac.yaml"),
 		filepath.Join(m, "agent", "policy.yaml"),
 		filepath.Join(m, "writer", "rbac.yaml"),
+		filepath.Join(m, "writer", "policy.yaml"),
 		filepath.Join(m, "reader", "rbac.yaml"),
 		filepath.Join(m, "shadow", "rbac.yaml"),
 	)

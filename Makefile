@@ -55,10 +55,12 @@ tools: $(APISERVER) $(ETCD) $(LBIPAM) ## Build the pinned API server, etcd and C
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build
-build: ## Build the agent, the writer and worldctl into _out/bin
+build: ## Build the agent, the writer, kubectl-renumber (also renumber-status) and worldctl into _out/bin
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/agent ./agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/writer ./writer
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/kubectl-renumber ./writer/kubectl-renumber
+	ln -sf kubectl-renumber $(BIN)/renumber-status
 	$(GO) build -trimpath -o $(BIN)/worldctl ./tools/worldctl
 
 IMAGE_VERSION ?= dev

@@ -19,6 +19,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -28,7 +29,8 @@ var (
 	buildErr  error
 )
 
-// binaries builds the agent and writer once per test run, from this checkout.
+// binaries builds the agent, the writer and kubectl-renumber once per test
+// run, from this checkout.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -38,11 +40,11 @@ func binaries(t *testing.T) string {
 			return
 		}
 		binDir = filepath.Join(repo, "_out", "e2e-bin")
-		for _, cmd := range []string{"agent", "writer"} {
+		for _, cmd := range []string{"agent", "writer", "writer/kubectl-renumber"} {
 			if _, err := os.Stat(filepath.Join(repo, cmd)); err != nil {
 				continue
 			}
-			c := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "./"+cmd)
+			c := exec.Command("go", "build", "-o", filepath.Join(binDir, filepath.Base(cmd)), "./"+cmd)
 			c.Dir = repo
 			if out, err := c.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("building %s: %v\n%s", cmd, err, out)
@@ -240,6 +242,22 @@ func advertise(t *testing.T, w *world.World, cur netip.Prefix, deprecated ...net
 	if err := w.Net.Router.Advertise(t.Context(), ads...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// haWorld is homeWorld with "home" in transition mode ha and an HA Service
+// "web" (suffix ::ffff:0:1) following it.
+func haWorld(t *testing.T, nodes int) *world.World {
+	t.Helper()
+	w := newWorld(t, nodes)
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})
+	return w
 }
 
 // homeWorld is the common set-up: a world whose router advertises prefixA, a

@@ -67,15 +67,7 @@ func planIs(t *testing.T, addr, what string, want ...string) []plan.Change {
 // DNS target key fewer), its plan holds exactly that difference, before and
 // after a renumbering. Neither shadow makes a single API write (audit log).
 func TestShadowWriter(t *testing.T) {
-	w := newWorld(t, 2)
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})
+	w := haWorld(t, 2)
 	m := mark(t, w)
 	for _, n := range []string{"node1", "node2"} {
 		startAgent(t, w, n)

@@ -19,28 +19,22 @@ import (
 	"syscall"
 	"time"
 
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
-	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/event"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/metallb"
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/pipeline"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/staleness"
-	"github.com/renumber/renumber/internal/writer/votes"
 )
 
 type options struct {
@@ -120,40 +114,21 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
-		c, bgp, err1 := cilium.Discover(cl.Discovery)
-		m, err2 := metallb.Kinds(cl.Discovery)
-		pools := append(c, m...)
-		if o.kubeVIP != "" {
-			pools = append(pools, kubevip.Kind(o.kubeVIP))
-		}
-		ippools, err3 := calico.Discover(cl.Discovery)
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
-	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	cfg := caches.Config{NodeGrace: o.nodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},
-		TargetKeys: o.reconcile.TargetKeys, StatusChanges: o.dryRun}
-	if o.l2Nudge == "auto" {
-		cfg.CiliumNamespace = o.ciliumNS
-	}
-	c := caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
-	o.reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.l2Nudge, Images: c.CiliumImages, Log: log}).Needed
+	p := pipeline.New(pipeline.Options{NodeGrace: o.nodeGrace, L2Nudge: o.l2Nudge, CiliumNamespace: o.ciliumNS,
+		KubeVIP: o.kubeVIP, Reconcile: o.reconcile, DryRun: o.dryRun}, cl, rec, clk, log)
+	c, ctl := p.Caches, p.Controller
 	collectors := []metrics.Collector{counter}
 	healthy, extra := elector.Check, map[string]http.HandlerFunc{}
 	if o.dryRun {
-		rec.Client = nil
-		o.reconcile.Plan = plan.New(log)
-		collectors = append(collectors, o.reconcile.Plan.Collector())
-		healthy, extra["/debug/plan"] = func() error { return nil }, o.reconcile.Plan.ServeHTTP
+		collectors = append(collectors, p.Plan.Collector())
+		healthy, extra["/debug/plan"] = func() error { return nil }, p.Plan.ServeHTTP
 	} else {
 		collectors = append(collectors, elector.Collectors()...)
 	}
-	ballot := votes.New(o.nodeGrace, c.Nodes, log, rec)
-	ctl := reconcile.New(o.reconcile, c, ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
-
 	reg := metrics.NewRegistry(slices.Concat(collectors, reconcile.Collectors(), staleness.Collectors(),
-		ballot.Collectors(), []metrics.Collector{ctl.Collector()})...)
+		p.Ballot.Collectors(), []metrics.Collector{ctl.Collector()})...)
 	go serve(ctx, log, o, reg, healthy, c.Synced, extra)
 	if !c.Run(ctx, ctl) {
 		return nil // shutting down before the caches synced
@@ -173,12 +148,6 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		"lease", o.election.LeaseDuration, "renew", o.election.RenewDeadline, "retry", o.election.RetryPeriod)
 	elector.Run(ctx, ctl.Lead)
 	return nil
-}
-
-// typed are the typed clients the caches read with.
-type typed struct {
-	corev1client.CoreV1Interface
-	appsv1client.AppsV1Interface
 }
 
 func serve(ctx context.Context, log *slog.Logger, o options, reg *metrics.Registry, healthy func() error, synced func() bool, extra map[string]http.HandlerFunc) {

@@ -135,6 +135,7 @@ func (v *CounterVec) With(values ...string) *Counter { return v.with(values) }
 
 // Collect implements Collector.
 func (v *CounterVec) Collect(w *Writer) {
+	w.Declare(v.desc)
 	v.each(func(c *Counter, values []string) { w.Sample(v.desc, float64(c.Value()), values...) })
 }
 
@@ -151,6 +152,7 @@ func (v *GaugeVec) With(values ...string) *Gauge { return v.with(values) }
 
 // Collect implements Collector.
 func (v *GaugeVec) Collect(w *Writer) {
+	w.Declare(v.desc)
 	v.each(func(g *Gauge, values []string) { w.Sample(v.desc, g.Value(), values...) })
 }
 
@@ -187,6 +189,16 @@ type family struct {
 type sample struct {
 	labels string // rendered {a="b",...} or ""
 	value  float64
+}
+
+// Declare writes d's HELP and TYPE even when no sample of it follows: a
+// family whose label values have not been seen yet (no write refused, no RA
+// ignored) is still listed, so dashboards and alerts can be checked against
+// a scrape.
+func (w *Writer) Declare(d *Desc) {
+	if _, ok := w.families[d.Name]; !ok {
+		w.families[d.Name] = &family{desc: d}
+	}
 }
 
 // Sample adds one sample of d with values for d's labels, in order.

@@ -7,6 +7,7 @@
 package caches
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -72,6 +73,9 @@ type Config struct {
 	// CiliumNamespace, when set, is where the Cilium DaemonSet
 	// (cilium.DaemonSetSelector) is watched for the images it runs.
 	CiliumNamespace string
+	// CiliumWait is how long Run waits for the Cilium DaemonSet's cache
+	// before going on without it (0: 30 s).
+	CiliumWait time.Duration
 	// StatusChanges makes a DynamicPrefix's status changes handler events too:
 	// for a shadow writer, whose leader writes the status it compares with.
 	StatusChanges bool
@@ -160,17 +164,18 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 	// The Cilium DaemonSet only refines a decision that defaults to the safe
 	// side: a writer that cannot read it (no Role in its namespace) still runs.
 	if c.cilium != nil {
-		wait, cancel := context.WithTimeout(ctx, ciliumWait)
+		wait, cancel := context.WithTimeout(ctx, cmp.Or(c.cfg.CiliumWait, ciliumWait))
 		defer cancel()
 		if !cache.WaitForCacheSync(wait.Done(), c.cilium.Synced) && ctx.Err() == nil {
 			c.log.Warn("cannot read the Cilium DaemonSet (the writer's Role in its namespace?); HA Services get the L2 announcer nudge until it can",
-				"namespace", c.cfg.CiliumNamespace, "after", ciliumWait)
+				"namespace", c.cfg.CiliumNamespace, "after", cmp.Or(c.cfg.CiliumWait, ciliumWait))
 		}
 	}
 	return ctx.Err() == nil
 }
 
-// ciliumWait is how long Run waits for the Cilium DaemonSet's cache.
+// ciliumWait is how long Run waits for the Cilium DaemonSet's cache by
+// default.
 const ciliumWait = 30 * time.Second
 
 // All returns every cache the writer reads now.

@@ -92,6 +92,13 @@ func (p *Plan) Changes() []Change {
 	return slices.Compact(out)
 }
 
+// Of returns the changes the last pass over the work named pass planned.
+func (p *Plan) Of(pass string) []Change {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.byPass[pass])
+}
+
 // Document is what /debug/plan serves.
 type Document struct {
 	Changes []Change `json:"changes"`

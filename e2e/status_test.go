@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/inspect"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// statusIdentity is a ServiceAccount holding only the renumber-reader role,
+// as a person running kubectl renumber status would.
+func statusIdentity(t *testing.T, w *world.World) *world.Identity {
+	t.Helper()
+	ctx := t.Context()
+	cs := w.API.Client
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "status-reader", Namespace: world.Namespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(world.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: world.Namespace}}
+	meta := metav1.ObjectMeta{Name: "status-reader", Namespace: world.Namespace}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: meta, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "renumber-reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(world.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "renumber-reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := w.API.ServiceAccount(ctx, sa.Name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// status runs kubectl renumber status as id with args.
+func status(t *testing.T, id *world.Identity, args ...string) string {
+	t.Helper()
+	argv := append([]string{"status", "--kubeconfig", id.Kubeconfig}, args...)
+	out, err := exec.Command(filepath.Join(binaries(t), "kubectl-renumber"), argv...).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("kubectl renumber %s: %v\n%s", strings.Join(argv, " "), err, stderr)
+	}
+	return string(out)
+}
+
+func statusJSON(t *testing.T, id *world.Identity) inspect.Report {
+	t.Helper()
+	var r inspect.Report
+	if out := status(t, id, "-o", "json"); json.Unmarshal([]byte(out), &r) != nil || len(r.DynamicPrefixes) != 1 {
+		t.Fatalf("unexpected output:\n%s", out)
+	}
+	return r
+}
+
+// TestStatusCommand: kubectl renumber status, run with the read-only role
+// only, explains a renumbering (the nodes' votes, the draining prefix and
+// its deadline, every object in sync, the lease holder), a garbled digest,
+// and an object that no longer holds what the writer would write. It makes
+// no write (audit log).
+func TestStatusCommand(t *testing.T) {
+	w := haWorld(t, 2)
+	ctx := t.Context()
+	id := statusIdentity(t, w)
+	m := mark(t, w)
+	for _, n := range []string{"node1", "node2"} {
+		startAgent(t, w, n)
+	}
+	writer := startWriter(t, w, "writer-a")
+	poolIs(t, w, "pool follows A", prefixA.String())
+	advertise(t, w, prefixB, prefixA)
+	poolIs(t, w, "pool follows B", prefixB.String(), prefixA.String())
+	eventually(t, "status written", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return st.CurrentPrefix == prefixB.String(), st.CurrentPrefix
+	})
+
+	r := statusJSON(t, id)
+	dp := r.DynamicPrefixes[0]
+	if dp.Current != prefixB.String() || dp.Source != "router-advertisement" || !strings.Contains(dp.Why, "2 of 2 reporting node(s) prefer it") {
+		t.Errorf("current %s (%s), why %q", dp.Current, dp.Source, dp.Why)
+	}
+	for _, v := range dp.Votes {
+		if !slices.Equal(v.Preferred, []string{prefixB.String()}) || !slices.Equal(v.Deprecated, []string{prefixA.String()}) || v.Problem != "" {
+			t.Errorf("vote %+v, want %s preferred and %s deprecated", v, prefixB, prefixA)
+		}
+	}
+	if len(dp.Votes) != 2 {
+		t.Errorf("votes %+v, want node1 and node2", dp.Votes)
+	}
+	if len(dp.Draining) != 1 || dp.Draining[0].Prefix != prefixA.String() || dp.Draining[0].Expires == nil || !dp.Draining[0].Expires.After(time.Now()) {
+		t.Errorf("draining %+v, want %s with a deadline ahead", dp.Draining, prefixA)
+	}
+	var objects []string
+	for _, o := range dp.Objects {
+		objects = append(objects, o.Object)
+		if !o.InSync {
+			t.Errorf("%s not in sync after the writer's pass: %v", o.Object, o.Pending)
+		}
+	}
+	if want := []string{"dynamicprefixes/home", "ciliumloadbalancerippools/lb", "services/default/web"}; !slices.Equal(objects, want) {
+		t.Errorf("objects %q, want %q", objects, want)
+	}
+	if r.Lease == nil || r.Lease.Holder != "writer-a" || r.Lease.RenewedAt == nil {
+		t.Errorf("lease %+v, want held by writer-a", r.Lease)
+	}
+
+	// A garbled digest on a third Node, and, with the writer stopped, a pool
+	// edited by hand: both show, with why.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node9", Annotations: map[string]string{digest.Annotation: "v1;eth0=not-a-prefix"}}}
+	if _, err := w.API.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop(writer, 10*time.Second)
+	body := `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`
+	if _, err := w.API.Dynamic.Resource(poolGVR).Patch(ctx, "lb", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	text := statusAs(t, id)
+	flat := strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{
+		"node9 does not vote: digest cannot be read",
+		"ciliumloadbalancerippools/lb would write: spec entries: \"192.0.2.0/24\" -> \"192.0.2.0/24," + prefixB.String() + "," + prefixA.String() + "\"",
+		"services/default/web in sync",
+		"draining " + prefixA.String() + " until",
+		"Lease held by nobody", // the writer released it when it stopped
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("status lacks %q:\n%s", want, text)
+		}
+	}
+
+	settleWrites()
+	if ws := writesBy(t, w, m, id.User); len(ws) != 0 {
+		t.Errorf("the status command wrote: %v", ws)
+	}
+}
+
+// statusAs runs the standalone renumber-status (the same binary under that
+// name) in text form.
+func statusAs(t *testing.T, id *world.Identity) string {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "renumber-status")
+	if err := os.Symlink(filepath.Join(binaries(t), "kubectl-renumber"), link); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(link, "--kubeconfig", id.Kubeconfig).Output()
+	if err != nil {
+		t.Fatalf("renumber-status: %v", err)
+	}
+	return string(out)
+}

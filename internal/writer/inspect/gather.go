@@ -1,0 +1,74 @@
+package inspect
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/pipeline"
+	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/reconcile"
+)
+
+// Gather runs one shadow pass over every DynamicPrefix of p (built with
+// DryRun, its caches synced) and returns what Build needs.
+func Gather(ctx context.Context, p *pipeline.Pipeline, lease *Lease, now time.Time) Input {
+	in := Input{Now: now, Lease: lease, Voting: map[string]bool{}, Plan: map[string][]plan.Change{}}
+	c := p.Caches
+	for _, o := range c.DynamicPrefixes().List() {
+		u := o.(*unstructured.Unstructured)
+		in.DynamicPrefixes = append(in.DynamicPrefixes, u)
+		key := reconcile.Key{Action: reconcile.SyncDynamicPrefix, Name: u.GetName()}
+		p.Controller.Sync(ctx, key)
+		in.Plan[u.GetName()] = p.Plan.Of(key.String())
+	}
+	for _, o := range c.Nodes() {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			in.Nodes = append(in.Nodes, m)
+		}
+	}
+	reports, _ := p.Ballot.Reports(now)
+	for _, r := range reports {
+		in.Voting[r.Node] = true
+	}
+
+	follow := func(dp, kind, resource string, u metav1.Object) {
+		if dp != "" {
+			in.Followers = append(in.Followers, Follower{DynamicPrefix: dp, Kind: kind,
+				Object: resource + "/" + informer.Key(u.GetNamespace(), u.GetName())})
+		}
+	}
+	for _, pool := range c.Pools() {
+		for _, o := range pool.Store.List() {
+			u := o.(*unstructured.Unstructured)
+			follow(u.GetAnnotations()[dynamicprefix.AnnotationName], pool.Kind.Name, pool.Kind.Resource, u)
+		}
+	}
+	if ippools, _ := c.CalicoPools(); ippools != nil {
+		for _, o := range ippools.List() {
+			u := o.(*unstructured.Unstructured)
+			dp := u.GetAnnotations()[dynamicprefix.AnnotationName]
+			if calico.Sibling(u) {
+				dp = u.GetLabels()[dynamicprefix.AnnotationName]
+			}
+			follow(dp, "Calico IPPool", calico.Resource, u)
+		}
+	}
+	if adverts, _ := c.Advertisements(); adverts != nil {
+		for _, o := range adverts.List() {
+			u := o.(*unstructured.Unstructured)
+			follow(u.GetLabels()[dynamicprefix.AnnotationName], "CiliumBGPAdvertisement", "ciliumbgpadvertisements", u)
+		}
+	}
+	for _, o := range c.Services().List() {
+		s := o.(*corev1.Service)
+		follow(s.Annotations[dynamicprefix.AnnotationName], "Service", "services", s)
+	}
+	return in
+}

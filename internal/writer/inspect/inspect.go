@@ -1,0 +1,253 @@
+// Package inspect explains what the writer sees and decides, for kubectl
+// renumber status: for each DynamicPrefix the current prefix and why (each
+// node's vote from its decoded digest, the quorum, what was rejected or could
+// not be read), the draining prefixes and their deadlines, every object that
+// follows it and whether it holds what the writer would write now, and who
+// holds the writer's Lease. Build is pure; Gather reads a shadow pipeline.
+package inspect
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+// Input is what a report is built from, as values.
+type Input struct {
+	Now             time.Time
+	DynamicPrefixes []*unstructured.Unstructured
+	// Nodes are the Nodes' metadata (their digests are annotations).
+	Nodes []*metav1.PartialObjectMetadata
+	// Voting are the nodes whose digests vote now (the writer's ballot).
+	Voting map[string]bool
+	// Followers are the objects that follow a DynamicPrefix.
+	Followers []Follower
+	// Plan is what a shadow pass over each DynamicPrefix would write now, by
+	// its name.
+	Plan  map[string][]plan.Change
+	Lease *Lease
+}
+
+// Follower is an object that follows a DynamicPrefix.
+type Follower struct {
+	DynamicPrefix string `json:"-"`
+	Kind          string `json:"kind"`
+	// Object names it as the plan does: "resource/name" or "resource/namespace/name".
+	Object string `json:"object"`
+}
+
+// Lease is the writer's Lease.
+type Lease struct {
+	Holder    string     `json:"holder"`
+	RenewedAt *time.Time `json:"renewedAt,omitempty"`
+}
+
+// Report is the whole answer.
+type Report struct {
+	DynamicPrefixes []DynamicPrefix `json:"dynamicPrefixes"`
+	Lease           *Lease          `json:"lease,omitempty"`
+}
+
+// DynamicPrefix is one DynamicPrefix explained.
+type DynamicPrefix struct {
+	Name       string      `json:"name"`
+	Current    string      `json:"current,omitempty"`
+	Source     string      `json:"source,omitempty"`
+	Why        string      `json:"why"`
+	Quorum     int         `json:"quorum"`
+	Votes      []Vote      `json:"votes"`
+	Rejected   []Rejected  `json:"rejected,omitempty"`
+	Draining   []Draining  `json:"draining,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+	Objects    []Object    `json:"objects"`
+}
+
+// Vote is what one node reports on the DynamicPrefix's interface.
+type Vote struct {
+	Node       string   `json:"node"`
+	Preferred  []string `json:"preferred,omitempty"`
+	Deprecated []string `json:"deprecated,omitempty"`
+	// Problem says why the node does not vote ("" when it does).
+	Problem string `json:"problem,omitempty"`
+}
+
+// Rejected is a prefix reported as preferred and not adopted.
+type Rejected struct {
+	Prefix string `json:"prefix"`
+	Reason string `json:"reason"`
+	Nodes  int    `json:"nodes"`
+}
+
+// Draining is an earlier prefix still in the pools.
+type Draining struct {
+	Prefix  string     `json:"prefix"`
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+// Condition is a status condition.
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+// Object is a follower and whether it holds what the writer would write now.
+type Object struct {
+	Follower
+	InSync  bool          `json:"inSync"`
+	Pending []plan.Change `json:"pending,omitempty"`
+}
+
+// Build explains every DynamicPrefix in in.
+func Build(in Input) Report {
+	r := Report{Lease: in.Lease, DynamicPrefixes: []DynamicPrefix{}}
+	for _, u := range in.DynamicPrefixes {
+		r.DynamicPrefixes = append(r.DynamicPrefixes, explain(in, u))
+	}
+	slices.SortFunc(r.DynamicPrefixes, func(a, b DynamicPrefix) int { return cmp.Compare(a.Name, b.Name) })
+	return r
+}
+
+func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
+	out := DynamicPrefix{Name: u.GetName(), Votes: []Vote{}, Objects: []Object{}}
+	dp, err := dynamicprefix.FromUnstructured(u)
+	if err != nil {
+		out.Why = "the object cannot be read: " + err.Error()
+		return out
+	}
+	m := spec.Parse(u.GetName(), dp.Spec)
+	out.Quorum = m.Quorum
+	var reports []aggregate.Report
+	for _, n := range in.Nodes {
+		v, ok := n.Annotations[digest.Annotation]
+		if !ok {
+			continue
+		}
+		vote := Vote{Node: n.Name}
+		d, err := digest.Decode(v)
+		switch {
+		case err != nil:
+			vote.Problem = "digest cannot be read: " + err.Error()
+		case !in.Voting[n.Name]:
+			vote.Problem = "not Ready for longer than the grace: its digest does not vote"
+		default:
+			reports = append(reports, aggregate.Report{Node: n.Name, Digest: d})
+		}
+		vote.Preferred, vote.Deprecated = reported(d, m)
+		out.Votes = append(out.Votes, vote)
+	}
+	slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
+
+	d := aggregate.Decide(m, dp.Status, reports, in.Now)
+	for _, rej := range d.Rejected {
+		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
+	}
+	out.Current, out.Source = dp.Status.CurrentPrefix, dp.Status.PrefixSource
+	out.Why = why(m, d, dp.Status.CurrentPrefix)
+	for _, h := range dp.Status.History {
+		if h.State != dynamicprefix.StateDraining {
+			continue
+		}
+		dr := Draining{Prefix: h.Prefix}
+		if h.ExpiresAt != nil {
+			t := h.ExpiresAt.UTC()
+			dr.Expires = &t
+		}
+		out.Draining = append(out.Draining, dr)
+	}
+	for _, c := range dp.Status.Conditions {
+		out.Conditions = append(out.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message})
+	}
+
+	pending := map[string][]plan.Change{}
+	for _, c := range in.Plan[out.Name] {
+		pending[c.Object] = append(pending[c.Object], c)
+	}
+	objects := []Follower{{DynamicPrefix: out.Name, Kind: "DynamicPrefix", Object: "dynamicprefixes/" + out.Name}}
+	for _, f := range in.Followers {
+		// Services are written in transition mode ha only.
+		if f.DynamicPrefix == out.Name && (m.HA || f.Kind != "Service") {
+			objects = append(objects, f)
+		}
+	}
+	for _, f := range objects {
+		out.Objects = append(out.Objects, Object{Follower: f, InSync: len(pending[f.Object]) == 0, Pending: pending[f.Object]})
+		delete(pending, f.Object)
+	}
+	for _, o := range slices.Sorted(maps.Keys(pending)) { // to be created
+		out.Objects = append(out.Objects, Object{Follower: Follower{DynamicPrefix: out.Name, Object: o}, Pending: pending[o]})
+	}
+	return out
+}
+
+// reported lists what d reports on m's interface, preferred and deprecated.
+func reported(d digest.Node, m spec.Model) (preferred, deprecated []string) {
+	for _, l := range d.Links {
+		if m.Interface != "" && l.Name != m.Interface {
+			continue
+		}
+		for _, p := range l.Prefixes {
+			s := p.Prefix.String()
+			if p.Deprecated {
+				deprecated = append(deprecated, s)
+			} else if !slices.Contains(preferred, s) {
+				preferred = append(preferred, s)
+			}
+		}
+	}
+	return preferred, deprecated
+}
+
+// why says in a sentence why the current prefix is what it is.
+func why(m spec.Model, d aggregate.Decision, current string) string {
+	cur, _ := netip.ParsePrefix(current)
+	switch {
+	case m.Err != nil:
+		return "the spec is invalid: " + m.Err.Error()
+	case !cur.IsValid() && d.Reporting == 0:
+		return "no node reports on " + cmp.Or(m.Interface, "any link") + " yet"
+	case !cur.IsValid():
+		return fmt.Sprintf("no prefix has the quorum of %d preferring node(s) yet", m.Quorum)
+	case d.Current != cur:
+		return fmt.Sprintf("%s now has %d of %d reporting nodes (quorum %d): the writer is about to follow it",
+			d.Current, d.Votes[d.Current], d.Reporting, m.Quorum)
+	case d.Unreported:
+		return "no voting node reports it any more (a quiet router?); it stays until a prefix reaches the quorum"
+	}
+	return fmt.Sprintf("%d of %d reporting node(s) prefer it (quorum %d)", d.Votes[cur], d.Reporting, m.Quorum)
+}
+
+// Summary is a one-line account of a DynamicPrefix's objects.
+func (dp DynamicPrefix) Summary() string {
+	n := 0
+	for _, o := range dp.Objects {
+		if !o.InSync {
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Sprintf("%d object(s), all in sync", len(dp.Objects))
+	}
+	return fmt.Sprintf("%d object(s), %d not yet as the writer would write them", len(dp.Objects), n)
+}
+
+func list(v []string) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	return strings.Join(v, ", ")
+}

@@ -1,0 +1,127 @@
+package inspect
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/plan"
+)
+
+var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func dp(name, current string, history ...any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+			"transition": map[string]any{"mode": "ha"}},
+		"status": map[string]any{"currentPrefix": current, "prefixSource": "router-advertisement", "history": history},
+	}}
+}
+
+func node(name, annotation string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{digest.Annotation: annotation}}}
+}
+
+func encode(t *testing.T, ps ...digest.Prefix) string {
+	t.Helper()
+	s, err := digest.Encode(digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: ps}}}.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBuildExplainsVotesDrainingAndObjects(t *testing.T) {
+	b := encode(t, digest.Prefix{Prefix: netip.MustParsePrefix("2001:db8:b::/64"), Sources: digest.SourceRA},
+		digest.Prefix{Prefix: netip.MustParsePrefix("2001:db8:a::/64"), Deprecated: true, Remaining: time.Hour, Sources: digest.SourceRA})
+	in := Input{
+		Now: now,
+		DynamicPrefixes: []*unstructured.Unstructured{dp("home", "2001:db8:b::/64",
+			map[string]any{"prefix": "2001:db8:b::/64", "state": "active"},
+			map[string]any{"prefix": "2001:db8:a::/64", "state": "draining", "expiresAt": "2026-11-23T13:00:00Z"})},
+		Nodes:  []*metav1.PartialObjectMetadata{node("n2", b), node("n1", b), node("n3", "garbage"), node("n4", b)},
+		Voting: map[string]bool{"n1": true, "n2": true},
+		Followers: []Follower{
+			{DynamicPrefix: "home", Kind: "CiliumLoadBalancerIPPool", Object: "ciliumloadbalancerippools/lb"},
+			{DynamicPrefix: "home", Kind: "Service", Object: "services/default/web"},
+			{DynamicPrefix: "other", Kind: "Service", Object: "services/default/x"},
+		},
+		Plan: map[string][]plan.Change{"home": {
+			{Object: "services/default/web", Field: "metadata.annotations.lbipam.cilium.io/ips", From: "a", To: "b"},
+			{Object: "ciliumbgpadvertisements/home-public", Field: "(object)", To: "{}"},
+		}},
+		Lease: &Lease{Holder: "writer-a"},
+	}
+	r := Build(in)
+	if len(r.DynamicPrefixes) != 1 {
+		t.Fatalf("%d DynamicPrefixes", len(r.DynamicPrefixes))
+	}
+	got := r.DynamicPrefixes[0]
+	if want := "2 of 2 reporting node(s) prefer it (quorum 1)"; got.Why != want {
+		t.Errorf("why %q, want %q", got.Why, want)
+	}
+	var votes []string
+	for _, v := range got.Votes {
+		problem, _, _ := strings.Cut(v.Problem, ":")
+		votes = append(votes, v.Node+" "+strings.Join(v.Preferred, ",")+"|"+strings.Join(v.Deprecated, ",")+"|"+problem)
+	}
+	want := []string{
+		"n1 2001:db8:b::/64|2001:db8:a::/64|",
+		"n2 2001:db8:b::/64|2001:db8:a::/64|",
+		"n3 ||digest cannot be read",
+		"n4 2001:db8:b::/64|2001:db8:a::/64|not Ready for longer than the grace",
+	}
+	if !slices.Equal(votes, want) {
+		t.Errorf("votes\n%q\nwant\n%q", votes, want)
+	}
+	if len(got.Draining) != 1 || got.Draining[0].Prefix != "2001:db8:a::/64" || !got.Draining[0].Expires.Equal(now.Add(time.Hour)) {
+		t.Errorf("draining %+v", got.Draining)
+	}
+	var objects []string
+	for _, o := range got.Objects {
+		objects = append(objects, o.Object+" "+map[bool]string{true: "in sync", false: "pending"}[o.InSync])
+	}
+	wantObjects := []string{
+		"dynamicprefixes/home in sync",
+		"ciliumloadbalancerippools/lb in sync",
+		"services/default/web pending",
+		"ciliumbgpadvertisements/home-public pending", // to be created
+	}
+	if !slices.Equal(objects, wantObjects) {
+		t.Errorf("objects\n%q\nwant\n%q", objects, wantObjects)
+	}
+
+	var text bytes.Buffer
+	if err := r.Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(text.String()), " ")
+	for _, line := range []string{"DynamicPrefix home", "draining 2001:db8:a::/64 until 2026-11-23T13:00:00Z (in 1h0m0s)",
+		`services/default/web would write: metadata.annotations.lbipam.cilium.io/ips: "a" -> "b"`, "Lease held by writer-a, never renewed"} {
+		if !strings.Contains(flat, line) {
+			t.Errorf("text lacks %q:\n%s", line, text.String())
+		}
+	}
+}
+
+func TestWhyNamesTheQuorumThatIsMissing(t *testing.T) {
+	in := Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{dp("home", "")}, Voting: map[string]bool{}}
+	if got := Build(in).DynamicPrefixes[0].Why; got != "no node reports on eth0 yet" {
+		t.Errorf("no nodes: %q", got)
+	}
+	in.Nodes = []*metav1.PartialObjectMetadata{node("n1", encode(t, digest.Prefix{Prefix: netip.MustParsePrefix("fd00::/64"), Sources: digest.SourceRA}))}
+	in.Voting["n1"] = true
+	got := Build(in).DynamicPrefixes[0]
+	if got.Why != "no prefix has the quorum of 1 preferring node(s) yet" || len(got.Rejected) != 1 || got.Rejected[0].Nodes != 1 {
+		t.Errorf("a rejected prefix only: %q, %+v", got.Why, got.Rejected)
+	}
+}

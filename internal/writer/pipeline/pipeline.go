@@ -1,0 +1,89 @@
+// Package pipeline assembles the writer from its parts over one set of
+// clients: the caches, the ballot of node digests and the controller. The
+// writer runs it as leader or as a shadow (--dry-run); kubectl renumber
+// status runs it as a shadow once, to tell what the writer would write now.
+package pipeline
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/writer/caches"
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/event"
+	"github.com/renumber/renumber/internal/writer/kube"
+	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/metallb"
+	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/reconcile"
+	"github.com/renumber/renumber/internal/writer/votes"
+)
+
+// Options of a pipeline, from the writer's flags.
+type Options struct {
+	NodeGrace time.Duration
+	// L2Nudge is --l2-nudge (auto, always, never); with auto the Cilium
+	// DaemonSet in CiliumNamespace is watched.
+	L2Nudge, CiliumNamespace string
+	// CiliumWait is how long to wait for the Cilium DaemonSet before going on
+	// without it (0: the caches' default).
+	CiliumWait time.Duration
+	// KubeVIP is the kube-vip ConfigMap followed ("" none).
+	KubeVIP   string
+	Reconcile reconcile.Config
+	// DryRun makes it a shadow: Reconcile.Plan records the writes, events are
+	// only logged, and a leader's status writes are followed.
+	DryRun bool
+}
+
+// Pipeline is the writer without its election.
+type Pipeline struct {
+	Caches     *caches.Caches
+	Ballot     *votes.Ballot
+	Controller *reconcile.Controller
+	// Plan is the shadow's plan (nil unless DryRun).
+	Plan *plan.Plan
+}
+
+// New assembles a pipeline reading and writing with cl; rec records events
+// (its client is dropped for a shadow).
+func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
+	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
+		c, bgp, err1 := cilium.Discover(cl.Discovery)
+		m, err2 := metallb.Kinds(cl.Discovery)
+		pools := append(c, m...)
+		if o.KubeVIP != "" {
+			pools = append(pools, kubevip.Kind(o.KubeVIP))
+		}
+		ippools, err3 := calico.Discover(cl.Discovery)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
+	}
+	p := &Pipeline{}
+	if o.DryRun {
+		rec.Client = nil
+		p.Plan = plan.New(log)
+		o.Reconcile.Plan = p.Plan
+	}
+	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},
+		TargetKeys: o.Reconcile.TargetKeys, StatusChanges: o.DryRun, CiliumWait: o.CiliumWait}
+	if o.L2Nudge == "auto" {
+		cfg.CiliumNamespace = o.CiliumNamespace
+	}
+	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
+	o.Reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
+	p.Ballot = votes.New(o.NodeGrace, p.Caches.Nodes, log, rec)
+	p.Controller = reconcile.New(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
+	return p
+}
+
+// typed are the typed clients the caches read with.
+type typed struct {
+	corev1client.CoreV1Interface
+	appsv1client.AppsV1Interface
+}

@@ -1,0 +1,172 @@
+// Command kubectl-renumber is `kubectl renumber status` (also installed as
+// renumber-status): for each DynamicPrefix, the current prefix and why, the
+// nodes' votes, draining prefixes, whether every object that follows it holds
+// what the writer would write now, and who holds the writer's Lease. It runs
+// the writer's own pipeline as a shadow, once (or again on --watch), and
+// only reads: its writes are refused before they leave, and it needs no more
+// than the renumber-reader role (manifests/reader).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/writer/election"
+	"github.com/renumber/renumber/internal/writer/event"
+	"github.com/renumber/renumber/internal/writer/inspect"
+	"github.com/renumber/renumber/internal/writer/kube"
+	"github.com/renumber/renumber/internal/writer/pipeline"
+	"github.com/renumber/renumber/internal/writer/service"
+)
+
+type options struct {
+	kubeconfig, output, namespace, lease string
+	watch                                bool
+	interval, timeout                    time.Duration
+	pipeline                             pipeline.Options
+}
+
+func main() {
+	args := os.Args[1:]
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		if len(args) == 0 || args[0] != "status" {
+			fmt.Fprintln(os.Stderr, "usage: kubectl renumber status [flags] (see --help)")
+			os.Exit(2)
+		}
+		args = args[1:]
+	}
+	var o options
+	fs := flag.NewFlagSet("renumber-status", flag.ExitOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	fs.StringVar(&o.output, "o", "text", "output format: text or json")
+	fs.BoolVar(&o.watch, "watch", false, "print again whenever the answer changes")
+	fs.DurationVar(&o.interval, "interval", 2*time.Second, "with --watch, how often to look")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the first complete read")
+	fs.StringVar(&o.namespace, "namespace", "renumber-system", "the writer's namespace (its Lease)")
+	fs.StringVar(&o.lease, "lease", "renumber-writer", "the writer's Lease")
+	// What the writer would write depends on these of its flags: pass them as it runs.
+	p := &o.pipeline
+	p.Reconcile.TargetKeys = service.DefaultTargetKeys
+	fs.Func("external-dns-target-annotation-keys", "as the writer's flag", func(v string) error { p.Reconcile.TargetKeys = service.Split(v); return nil })
+	fs.DurationVar(&p.NodeGrace, "node-not-ready-grace", 5*time.Minute, "as the writer's flag")
+	fs.StringVar(&p.L2Nudge, "l2-nudge", "auto", "as the writer's flag")
+	fs.StringVar(&p.CiliumNamespace, "cilium-namespace", "kube-system", "as the writer's flag")
+	// A person should not wait the writer's 30 s when their role cannot read it.
+	p.CiliumWait = 3 * time.Second
+	fs.StringVar(&p.KubeVIP, "kube-vip-configmap", "", "as the writer's flag")
+	_ = fs.Parse(args)
+	if o.output != "text" && o.output != "json" {
+		fmt.Fprintf(os.Stderr, "-o %q: want text or json\n", o.output)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	klog.SetSlogLogger(log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stdout, log, o); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "renumber status:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	base, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return err
+	}
+	base.UserAgent = "renumber-status"
+	// A gate that never opens: whatever the pipeline would write is refused
+	// before it leaves.
+	ro := kube.Counted(base, requests.NewCounter("status"), &election.Gate{})
+	cl, err := kube.NewClients(ro)
+	if err != nil {
+		return err
+	}
+	leases, err := coordinationv1.NewForConfig(ro)
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	o.pipeline.DryRun = true
+	p := pipeline.New(o.pipeline, cl, &event.Recorder{Clock: clk, Log: log}, clk, log)
+	synced := make(chan bool, 1)
+	go func() { synced <- p.Caches.Run(ctx, p.Controller) }()
+	select {
+	case ok := <-synced:
+		if !ok {
+			return ctx.Err()
+		}
+	case <-time.After(o.timeout):
+		return fmt.Errorf("nothing read after %s: can this identity read what the writer reads (the renumber-reader role)?", o.timeout)
+	}
+
+	var last []byte
+	for {
+		r := inspect.Build(inspect.Gather(ctx, p, lease(ctx, leases, o), clk.Now()))
+		var b bytes.Buffer
+		if o.output == "json" {
+			enc := json.NewEncoder(&b)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(r)
+		} else {
+			err = r.Text(&b, clk.Now())
+		}
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(b.Bytes(), last) || !o.watch {
+			if last != nil && o.output == "text" {
+				fmt.Fprintf(out, "\n--- %s\n", clk.Now().Format(time.TimeOnly))
+			}
+			if _, err := out.Write(b.Bytes()); err != nil {
+				return err
+			}
+			last = b.Bytes()
+		}
+		if !o.watch {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(o.interval):
+		}
+	}
+}
+
+// lease reads the writer's Lease; an error is reported as its holder.
+func lease(ctx context.Context, c coordinationv1.LeasesGetter, o options) *inspect.Lease {
+	l, err := c.Leases(o.namespace).Get(ctx, o.lease, metav1.GetOptions{})
+	if err != nil {
+		return &inspect.Lease{Holder: "unknown (" + err.Error() + ")"}
+	}
+	out := &inspect.Lease{Holder: "nobody"}
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+		out.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		t := l.Spec.RenewTime.UTC()
+		out.RenewedAt = &t
+	}
+	return out
+}

@@ -124,10 +124,39 @@ func TestStatusCommand(t *testing.T) {
 	}
 
 	// A garbled digest on a third Node, and, with the writer stopped, a pool
-	// edited by hand: both show, with why.
+	// edited by hand: both show, with why. --watch prints again when the
+	// garbled digest appears.
+	watch := exec.CommandContext(ctx, filepath.Join(binaries(t), "kubectl-renumber"), "status", "--watch", "--interval", "200ms",
+		"-o", "json", "--kubeconfig", id.Kubeconfig)
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
+	// A --watch that never prints again ends the reads below with an error,
+	// not a hung test.
+	stopWatch := time.AfterFunc(time.Minute, func() { _ = watch.Process.Kill() })
+	defer stopWatch.Stop()
+	docs := json.NewDecoder(stdout)
+	var first, second inspect.Report
+	if err := docs.Decode(&first); err != nil || len(first.DynamicPrefixes[0].Votes) != 2 {
+		t.Fatalf("--watch, first: %v, %+v", err, first)
+	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node9", Annotations: map[string]string{digest.Annotation: "v1;eth0=not-a-prefix"}}}
 	if _, err := w.API.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The next answer that differs (the Lease renewal time changes too).
+	for len(second.DynamicPrefixes) == 0 || len(second.DynamicPrefixes[0].Votes) != 3 {
+		if err := docs.Decode(&second); err != nil {
+			t.Fatalf("--watch: %v", err)
+		}
+	}
+	if v := second.DynamicPrefixes[0].Votes[2]; v.Node != "node9" || !strings.Contains(v.Problem, "digest cannot be read") {
+		t.Errorf("--watch: node9's vote %+v", v)
 	}
 	w.Stop(writer, 10*time.Second)
 	body := `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`

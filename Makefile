@@ -13,6 +13,8 @@ ETCD      := $(BIN)/etcd
 KIND      := $(BIN)/kind
 LBIPAM    := $(BIN)/lbipam
 STATICCHECK := $(BIN)/staticcheck
+HELM        := $(BIN)/helm
+ACTIONLINT  := $(BIN)/actionlint
 STATICCHECK_VERSION := v0.7.0
 APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck
 
@@ -47,11 +49,21 @@ $(LBIPAM): tools/lbipam/go.mod tools/lbipam/go.sum tools/lbipam/main.go
 $(KIND): tools/kind/go.mod tools/kind/go.sum tools/kind/main.go
 	@mkdir -p $(BIN) && cd tools/kind && $(GO) build -trimpath -o $@ .
 
+$(HELM): tools/helm/go.mod tools/helm/go.sum
+	@echo "building helm (cold: ~3 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/helm && $(GO) build -trimpath -o $@ helm.sh/helm/v3/cmd/helm
+
+.PHONY: helm
+helm: $(HELM) ## Build the pinned Helm (charts/renumber is linted and rendered with it in make test)
+
+$(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
+	@mkdir -p $(BIN) && cd tools/actionlint && $(GO) build -trimpath -o $@ github.com/rhysd/actionlint/cmd/actionlint
+
 $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: tools
-tools: $(APISERVER) $(ETCD) $(LBIPAM) ## Build the pinned API server, etcd and Cilium's LB-IPAM for the test world
+tools: $(APISERVER) $(ETCD) $(LBIPAM) $(HELM) ## Build the pinned API server, etcd, Cilium's LB-IPAM (the test world) and Helm (the chart tests)
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build
@@ -109,10 +121,11 @@ fuzz: ## Fuzz every decoder of outside input for FUZZTIME each (default 30s)
 	done
 
 .PHONY: lint
-lint: $(STATICCHECK) ## go vet and staticcheck
+lint: $(STATICCHECK) $(ACTIONLINT) ## go vet, staticcheck, shellcheck and actionlint (the release workflow)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	shellcheck e2e/kind/*.sh .ci/run
+	$(ACTIONLINT) .github/workflows/*.yml
 
 .PHONY: world-up
 world-up: deps tools build ## Start a test world (3 nodes) in the background and print how to use it

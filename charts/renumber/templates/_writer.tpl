@@ -1,0 +1,55 @@
+{{/* The writer's flags shared by the writer and its shadow. */}}
+{{- define "renumber.writerArgs" -}}
+{{- $w := .Values.writer -}}
+- --metrics-addr=:{{ $w.metricsPort }}
+{{- include "renumber.flag" (list "debounce" $w.debounce) }}
+{{- include "renumber.flag" (list "node-not-ready-grace" $w.nodeNotReadyGrace) }}
+{{- include "renumber.flag" (list "staleness-check" $w.stalenessCheck) }}
+{{- include "renumber.flag" (list "budget-object-burst" $w.budget.objectBurst) }}
+{{- include "renumber.flag" (list "budget-object-per-minute" $w.budget.objectPerMinute) }}
+{{- include "renumber.flag" (list "budget-total-burst" $w.budget.totalBurst) }}
+{{- include "renumber.flag" (list "budget-total-per-minute" $w.budget.totalPerMinute) }}
+{{- with $w.externalDNSTargetKeys }}
+- --external-dns-target-annotation-keys={{ join "," . }}
+{{- end }}
+{{- include "renumber.flag" (list "l2-nudge" $w.l2Nudge) }}
+{{- if ne $w.ciliumNamespace "kube-system" }}
+- --cilium-namespace={{ $w.ciliumNamespace }}
+{{- end }}
+{{- include "renumber.flag" (list "kube-vip-configmap" .Values.kubeVIP.configMap) }}
+{{- include "renumber.flag" (list "log-level" $w.logLevel) }}
+{{- include "renumber.flag" (list "log-format" $w.logFormat) }}
+{{- with $w.extraArgs }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The rest of the writer's container, shared by the writer and its shadow. */}}
+{{- define "renumber.writerContainer" -}}
+{{- $w := .root.Values.writer -}}
+env:
+  - name: POD_NAME
+    valueFrom: {fieldRef: {fieldPath: metadata.name}}
+  {{- if .pod }}
+  - name: POD_NAMESPACE
+    valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+  {{- end }}
+  - name: GOMEMLIMIT
+    value: {{ $w.goMemLimit }}
+ports:
+  - {name: metrics, containerPort: {{ $w.metricsPort }}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+resources: {{- toYaml $w.resources | nindent 2 }}
+readinessProbe:
+  httpGet: {path: /readyz, port: metrics}
+  periodSeconds: 10
+livenessProbe:
+  httpGet: {path: /healthz, port: metrics}
+  periodSeconds: 30
+  {{- if .pod }}
+  failureThreshold: 4
+  {{- end }}
+{{- end -}}

@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/renumber/renumber/tools/world"
+)
+
+// helmBin is the pinned Helm (make helm); the chart tests skip without it
+// outside CI.
+func helmBin(t *testing.T) (helm, repo string) {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm = filepath.Join(repo, "_out", "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("helm missing in CI: make test builds it (make helm)")
+		}
+		t.Skip("helm not built (make helm)")
+	}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl not installed")
+	}
+	return helm, repo
+}
+
+// render runs helm template on the chart with values (YAML) and returns the
+// objects, CRDs included.
+func render(t *testing.T, helm, repo, values string) ([]byte, error) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helm, "template", "renumber", filepath.Join(repo, "charts", "renumber"), "-n", world.Namespace,
+		"--kube-version", "1.35.0", "--include-crds", "-f", f)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		var msg []string // without Helm's notes on the chart's symbolic links into manifests/
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			if !strings.Contains(l, "found symbolic link") {
+				msg = append(msg, l)
+			}
+		}
+		return nil, fmt.Errorf("%w: %s", err, strings.Join(msg, "\n"))
+	}
+	return out, nil
+}
+
+// objects splits a YAML stream into objects by "Kind namespace/name".
+func objects(t *testing.T, stream []byte) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if o == nil {
+			continue
+		}
+		u := unstructured.Unstructured{Object: o}
+		out[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = o
+	}
+	return out
+}
+
+// TestChartRendersTheManifests: with its defaults the chart renders exactly the
+// objects of `kubectl apply -k manifests/` (but the Namespace, which Helm
+// users create), field for field - so the security properties, RBAC verbs,
+// admission policies and arguments are the same; `helm lint --strict` passes
+// with the defaults and with every option on; the values schema refuses a
+// wrong type and an unknown key.
+func TestChartRendersTheManifests(t *testing.T) {
+	helm, repo := helmBin(t)
+	chart := filepath.Join(repo, "charts", "renumber")
+	kust, err := exec.Command("kubectl", "kustomize", filepath.Join(repo, "manifests")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := objects(t, kust)
+	delete(want, "Namespace /"+world.Namespace)
+	out, err := render(t, helm, repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := objects(t, out)
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		if d := differences("", g, want[k]); len(d) > 0 {
+			t.Errorf("%s differs from manifests/ (chart vs manifests):\n%s", k, strings.Join(d, "\n"))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, which manifests/ does not have", k)
+		}
+	}
+
+	for name, values := range map[string]string{"defaults": "", "everything on": everything} {
+		f := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(helm, "lint", "--strict", "--kube-version", "1.35.0", chart, "-f", f).CombinedOutput(); err != nil {
+			t.Errorf("helm lint --strict (%s): %v\n%s", name, err, out)
+		}
+	}
+	for name, values := range map[string]string{
+		"a wrong type":   "writer: {replicas: two}\n",
+		"an unknown key": "writer: {replica: 2}\n",
+		"a bad l2Nudge":  "writer: {l2Nudge: sometimes}\n",
+	} {
+		if _, err := render(t, helm, repo, values); err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("%s: rendered (%v), want refused by values.schema.json", name, err)
+		}
+	}
+}
+
+// differences lists the paths where a and b differ, with both values.
+func differences(path string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(am)) {
+			out = append(out, differences(path+"."+k, am[k], bm[k])...)
+		}
+		for _, k := range slices.Sorted(maps.Keys(bm)) {
+			if _, ok := am[k]; !ok {
+				out = append(out, differences(path+"."+k, nil, bm[k])...)
+			}
+		}
+		return out
+	}
+	as, aok := a.([]any)
+	bs, bok := b.([]any)
+	if aok && bok && len(as) == len(bs) {
+		var out []string
+		for i := range as {
+			out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), as[i], bs[i])...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(a, b) {
+		return nil
+	}
+	return []string{fmt.Sprintf("  %s: %v vs %v", path, a, b)}
+}
+
+// everything switches every option of the chart on.
+const everything = `
+agent:
+  interface: enp1s0
+  debounce: 200ms
+  publishBurst: 5
+  keepOmittedPrefixes: true
+  logLevel: debug
+  extraArgs: [--startup-grace=10s]
+writer:
+  replicas: 3
+  budget: {objectBurst: 3, totalPerMinute: 30}
+  externalDNSTargetKeys: [external-dns.kubernetes.io/target]
+  l2Nudge: never
+  logFormat: json
+kubeVIP: {configMap: kube-system/kubevip}
+shadow: {enabled: true}
+monitoring:
+  prometheusRule: {enabled: true, labels: {release: prom}}
+  podMonitor: {enabled: true}
+  dashboard: {enabled: true}
+`
+
+// TestChartIsAcceptedByTheAPIServer: the chart with every option on, applied to
+// the real API server (the Prometheus Operator's kinds excepted: their CRDs are
+// not in the world), and its writer arguments are the ones the values ask for.
+func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
+	helm, repo := helmBin(t)
+	w := newWorld(t, 0)
+	out, err := render(t, helm, repo, everything)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	var apply bytes.Buffer
+	for _, k := range slices.Sorted(maps.Keys(objs)) {
+		if strings.HasPrefix(k, "PrometheusRule ") || strings.HasPrefix(k, "PodMonitor ") {
+			continue
+		}
+		b, err := yaml.Marshal(objs[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply.WriteString("---\n")
+		apply.Write(b)
+	}
+	for _, k := range []string{"PrometheusRule renumber-system/renumber", "PodMonitor renumber-system/renumber-writer",
+		"ConfigMap renumber-system/renumber-dashboard", "Deployment renumber-system/renumber-shadow", "Role kube-system/renumber-writer-kube-vip"} {
+		if objs[k] == nil {
+			t.Errorf("everything on: %s not rendered", k)
+		}
+	}
+	if err := w.API.ApplyYAML(t.Context(), apply.Bytes()); err != nil {
+		t.Fatalf("the API server refuses the chart: %v", err)
+	}
+	args := func(k string) []string {
+		u := unstructured.Unstructured{Object: objs[k]}
+		cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		a, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+		return a
+	}
+	for k, want := range map[string][]string{
+		"Deployment renumber-system/renumber-writer": {"--budget-object-burst=3", "--budget-total-per-minute=30",
+			"--external-dns-target-annotation-keys=external-dns.kubernetes.io/target", "--l2-nudge=never",
+			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json"},
+		"Deployment renumber-system/renumber-shadow": {"--dry-run", "--l2-nudge=never"},
+		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--startup-grace=10s"},
+	} {
+		got := args(k)
+		for _, a := range want {
+			if !slices.Contains(got, a) {
+				t.Errorf("%s: args %q lack %q", k, got, a)
+			}
+		}
+	}
+}

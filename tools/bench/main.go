@@ -47,6 +47,7 @@ type results struct {
 	Layers   map[string]int64  `json:"imageLayerSizes,omitempty"`
 	ScaleAt  string            `json:"scaleMeasuredAt,omitempty"`
 	Scale    []scaleRow        `json:"scale,omitempty"`
+	Soak     *soak             `json:"soak,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -81,7 +82,8 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale or size (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size or soak (default all)")
+	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
@@ -90,7 +92,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -117,6 +119,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	if *only == "" || *only == "soak" {
+		s, err := runSoak(ctx, *soakChanges)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Soak = s
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -138,7 +148,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak",
 }
 
 func progress(format string, args ...any) {
@@ -168,7 +178,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" {
+	if only == "scale" || only == "soak" {
 		return nil
 	}
 	agentBin, err := world.Bin("agent")
@@ -599,6 +609,9 @@ func write(r *results, dir string) error {
 	}
 	if len(r.Scale) > 0 {
 		writeScale(&b, r.ScaleAt, r.Scale)
+	}
+	if r.Soak != nil {
+		writeSoak(&b, r.Soak)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

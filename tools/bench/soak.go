@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/renumber/renumber/tools/world"
+)
+
+// The rotation soak: many renumberings in a row (each to a prefix the nodes
+// never saw, valid for a minute so the kernel forgets them), then the same
+// quiet as before; every process is measured before and after, each time
+// after more than the Go runtime's forced-GC period (2 min) of quiet, so the
+// heap figures are a collection's, not garbage's.
+
+type soak struct {
+	At      string      `json:"measuredAt"`
+	Changes int         `json:"renumberings"`
+	Seconds float64     `json:"renumberingSeconds"`
+	Procs   []soakUsage `json:"processes"`
+}
+
+type soakUsage struct {
+	Name          string  `json:"name"`
+	RSSBefore     float64 `json:"rssMiBBefore"`
+	RSSAfter      float64 `json:"rssMiBAfter"`
+	HeapBefore    float64 `json:"heapInuseMiBBefore"`
+	HeapAfter     float64 `json:"heapInuseMiBAfter"`
+	GoroutsBefore float64 `json:"goroutinesBefore"`
+	GoroutsAfter  float64 `json:"goroutinesAfter"`
+	ThreadsBefore float64 `json:"threadsBefore"`
+	ThreadsAfter  float64 `json:"threadsAfter"`
+	FDsBefore     int     `json:"fdsBefore"`
+	FDsAfter      int     `json:"fdsAfter"`
+}
+
+const (
+	soakQuiet = 150 * time.Second // > the runtime's forced GC every 2 min
+	soakValid = time.Minute
+)
+
+// soakProc is one measured process: its pid and how to read its metrics.
+type soakProc struct {
+	name    string
+	pid     int
+	metrics func() ([]byte, error)
+}
+
+type sample struct {
+	rss, heap, goroutines, threads float64
+	fds                            int
+}
+
+func (p soakProc) sample() (sample, error) {
+	body, err := p.metrics()
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", p.name, err)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
+	return sample{rss: memory(p.pid).rss, heap: metric(body, "go_memstats_heap_inuse_bytes") / (1 << 20),
+		goroutines: metric(body, "go_goroutines"), threads: metric(body, "go_threads"), fds: len(fds)}, nil
+}
+
+func metric(body []byte, name string) float64 {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return -1
+}
+
+func runSoak(ctx context.Context, changes int) (*soak, error) {
+	agentBin, err := world.Bin("agent")
+	if err != nil {
+		return nil, err
+	}
+	writerBin, err := world.Bin("writer")
+	if err != nil {
+		return nil, err
+	}
+	progress("soak: starting the world (3 nodes, the same workload)")
+	w, err := world.Start(ctx, world.Options{Nodes: 3})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		return nil, err
+	}
+	advert := func(i int) []world.Advert {
+		ads := []world.Advert{{Prefix: fresh(i), Valid: soakValid, Preferred: soakValid / 2}}
+		if i > 0 {
+			ads = append(ads, world.Advert{Prefix: fresh(i - 1), Valid: soakValid, Preferred: 0})
+		}
+		return ads
+	}
+	if err := w.Net.Router.Advertise(ctx, advert(0)...); err != nil {
+		return nil, err
+	}
+	if err := workload(ctx, w); err != nil {
+		return nil, err
+	}
+	var procs []soakProc
+	for _, n := range w.Net.Nodes {
+		c, err := w.StartAgent(ctx, agentBin, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		node := n
+		procs = append(procs, soakProc{name: "agent-" + n.Name, pid: c.Process.Pid,
+			metrics: func() ([]byte, error) { return node.Get("http://[::1]:9470/metrics") }})
+	}
+	// The write budget opened wide: a renumbering every second or two.
+	wide := []string{"--budget-object-burst", "1000", "--budget-object-per-minute", "600", "--budget-total-burst", "20000", "--budget-total-per-minute", "12000"}
+	for _, name := range []string{"writer-a", "writer-b"} {
+		l, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c, err := w.StartWriter(ctx, writerBin, name, append(wide, "--metrics-addr", l)...)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, soakProc{name: name, pid: c.Process.Pid, metrics: func() ([]byte, error) { return get("http://" + l + "/metrics") }})
+	}
+	if err := waitAllPools(ctx, w, fresh(0)); err != nil {
+		return nil, err
+	}
+	measure := func(what string) ([]sample, error) {
+		progress("soak: %s quiet before measuring %s", soakQuiet, what)
+		select {
+		case <-time.After(soakQuiet):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		var out []sample
+		for _, p := range procs {
+			s, err := p.sample()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	before, err := measure("the start")
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	for i := 1; i <= changes; i++ {
+		if err := w.Net.Router.Advertise(ctx, advert(i)...); err != nil {
+			return nil, err
+		}
+		if err := waitAllPools(ctx, w, fresh(i)); err != nil {
+			return nil, err
+		}
+		if i%20 == 0 {
+			progress("soak: %d/%d renumberings", i, changes)
+		}
+	}
+	s := &soak{At: time.Now().UTC().Format(time.RFC3339), Changes: changes, Seconds: time.Since(t0).Seconds()}
+	// The last prefixes leave the kernel (and the pools) when their minute runs out.
+	after, err := measure("the end (the last prefixes expired meanwhile)")
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range procs {
+		b, a := before[i], after[i]
+		s.Procs = append(s.Procs, soakUsage{Name: p.name, RSSBefore: b.rss, RSSAfter: a.rss, HeapBefore: b.heap, HeapAfter: a.heap,
+			GoroutsBefore: b.goroutines, GoroutsAfter: a.goroutines, ThreadsBefore: b.threads, ThreadsAfter: a.threads,
+			FDsBefore: b.fds, FDsAfter: a.fds})
+	}
+	return s, nil
+}
+
+func get(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func writeSoak(b *strings.Builder, s *soak) {
+	fmt.Fprintf(b, "\n## Rotation soak (%d renumberings in %.0f s, measured %s)\n\n", s.Changes, s.Seconds, s.At)
+	b.WriteString("Each process before and after, each time after 150 s of quiet (the Go runtime forces a GC every 2 min). Goal: heap back within 1 MiB of the start.\n\n")
+	b.WriteString("| process | RSS MiB before -> after | heap in use MiB | goroutines | threads | fds |\n|---|---|---|---|---|---|\n")
+	for _, p := range s.Procs {
+		fmt.Fprintf(b, "| %s | %.1f -> %.1f | %.1f -> %.1f | %.0f -> %.0f | %.0f -> %.0f | %d -> %d |\n", p.Name, p.RSSBefore, p.RSSAfter,
+			p.HeapBefore, p.HeapAfter, p.GoroutsBefore, p.GoroutsAfter, p.ThreadsBefore, p.ThreadsAfter, p.FDsBefore, p.FDsAfter)
+	}
+}
+
+// freePort returns a loopback address nothing listens on.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

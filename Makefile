@@ -16,7 +16,7 @@ STATICCHECK := $(BIN)/staticcheck
 HELM        := $(BIN)/helm
 ACTIONLINT  := $(BIN)/actionlint
 STATICCHECK_VERSION := v0.7.0
-APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck
+APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck isc-dhcp-server isc-dhcp-client
 
 .DEFAULT_GOAL := help
 

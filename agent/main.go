@@ -98,8 +98,9 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix)) agent.Listener {
 			return ra.NewListener(link, h, clk, log)
 		},
-		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time)) {
-			(&kernel.Watcher{H: kernel.Handlers{Addr: addr, Link: link}, Clock: clk, Log: log}).Run(ctx)
+		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),
+			delegated func(netip.Prefix, time.Duration, bool, time.Time)) {
+			(&kernel.Watcher{H: kernel.Handlers{Addr: addr, Link: link, Delegated: delegated}, Clock: clk, Log: log}).Run(ctx)
 		},
 	})
 	reg := metrics.NewRegistry(slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})...)

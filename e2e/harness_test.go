@@ -142,7 +142,14 @@ func annotation(t *testing.T, w *world.World, node string) (string, bool) {
 // on the world, never for asserting how fast it is.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
+	eventuallyWithin(t, 45*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with its own limit, for what the world
+// itself paces (a DHCPv6 client renewing its lease).
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, state := cond()
@@ -244,6 +251,17 @@ func advertise(t *testing.T, w *world.World, cur netip.Prefix, deprecated ...net
 	}
 }
 
+// createPool creates the CiliumLoadBalancerIPPool "lb" following "home",
+// with the user's IPv4 block 192.0.2.0/24.
+func createPool(t *testing.T, w *world.World) {
+	t.Helper()
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	})
+}
+
 // haWorld is homeWorld with "home" in transition mode ha and an HA Service
 // "web" (suffix ::ffff:0:1) following it.
 func haWorld(t *testing.T, nodes int) *world.World {
@@ -251,11 +269,7 @@ func haWorld(t *testing.T, nodes int) *world.World {
 	w := newWorld(t, nodes)
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
+	createPool(t, w)
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1"})
 	return w
 }
@@ -267,10 +281,6 @@ func homeWorld(t *testing.T, nodes int) *world.World {
 	w := newWorld(t, nodes)
 	advertise(t, w, prefixA)
 	minimalDP(t, w, "home")
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
+	createPool(t, w)
 	return w
 }

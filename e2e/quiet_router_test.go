@@ -63,11 +63,7 @@ func TestQuietRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	minimalDP(t, w, "home")
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
+	createPool(t, w)
 	for _, n := range []string{"node1", "node2"} {
 		startAgent(t, w, n)
 	}

@@ -111,6 +111,15 @@ func (a *Agent) Address(link string, addr observe.Address, removed bool, at time
 	}
 }
 
+// Delegated is the handler for a prefix delegated to the node (a DHCPv6
+// client's route) appearing or going. Safe from any goroutine.
+func (a *Agent) Delegated(p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+	a.events <- func() {
+		a.log.Debug("delegated prefix", "prefix", p, "valid", valid, "removed", removed)
+		a.state.Delegated(p, valid, removed, at)
+	}
+}
+
 // Link records a link going down or up; on up it restarts the link's RA
 // listener so it solicits at once. Safe from any goroutine.
 func (a *Agent) Link(link string, up bool, at time.Time) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -37,8 +38,10 @@ type Parts struct {
 	DefaultLinks map[string]observe.Policy
 	// NewListener makes the RA listener of one link.
 	NewListener NewListener
-	// WatchKernel follows the kernel's addresses and links until ctx ends.
-	WatchKernel func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time))
+	// WatchKernel follows the kernel's addresses, links and delegated
+	// prefixes until ctx ends.
+	WatchKernel func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),
+		delegated func(netip.Prefix, time.Duration, bool, time.Time))
 }
 
 // Start runs the start-up sequence, then the agent until ctx ends:
@@ -92,7 +95,7 @@ func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run fu
 		case <-ctx.Done():
 			return
 		}
-		go p.WatchKernel(ctx, a.Address, a.Link)
+		go p.WatchKernel(ctx, a.Address, a.Link, a.Delegated)
 		go p.Publisher.Run(ctx)
 		p.Log.Info("agent started", "node", p.Node, "interfaces", p.Interfaces)
 		a.Run(ctx)

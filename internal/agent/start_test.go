@@ -47,7 +47,7 @@ func startParts(clk *clocktesting.FakeClock, pub *startPublisher, node, links ch
 			listened <- link
 			return idleListener{}
 		},
-		WatchKernel: func(ctx context.Context, _ func(string, observe.Address, bool, time.Time), _ func(string, bool, time.Time)) {
+		WatchKernel: func(ctx context.Context, _ func(string, observe.Address, bool, time.Time), _ func(string, bool, time.Time), _ func(netip.Prefix, time.Duration, bool, time.Time)) {
 			<-ctx.Done()
 		},
 	}

@@ -51,6 +51,12 @@ const (
 	SourceRA Source = 1 << iota
 	// SourceAddr: a global address the kernel holds on the link.
 	SourceAddr
+	// SourcePD: a prefix delegated to the node by DHCPv6-PD, as the node's
+	// own DHCPv6 client installed it (an unreachable or blackhole route).
+	// Writers before v0.2 do not know it: upgrade the writer first.
+	SourcePD
+
+	knownSources = SourceRA | SourceAddr | SourcePD
 )
 
 type sourceName struct {
@@ -58,7 +64,7 @@ type sourceName struct {
 	name string
 }
 
-var sourceNames = []sourceName{{SourceRA, "ra"}, {SourceAddr, "addr"}}
+var sourceNames = []sourceName{{SourceRA, "ra"}, {SourceAddr, "addr"}, {SourcePD, "pd"}}
 
 // Prefix is one prefix seen on one link.
 type Prefix struct {
@@ -277,7 +283,7 @@ func checkPrefix(p Prefix) error {
 		return fmt.Errorf("%w: %s has length 0", ErrInvalid, p.Prefix)
 	case p.Prefix != p.Prefix.Masked():
 		return fmt.Errorf("%w: %s has host bits set", ErrInvalid, p.Prefix)
-	case p.Sources == 0 || p.Sources&^(SourceRA|SourceAddr) != 0:
+	case p.Sources == 0 || p.Sources&^knownSources != 0:
 		return fmt.Errorf("%w: %s has no known source", ErrInvalid, p.Prefix)
 	case p.Remaining < 0 || p.Remaining > MaxLifetime*time.Second:
 		return fmt.Errorf("%w: %s remaining lifetime out of range", ErrInvalid, p.Prefix)
@@ -307,7 +313,7 @@ func (s Source) String() string {
 			names = append(names, sn.name)
 		}
 	}
-	if rest := s &^ (SourceRA | SourceAddr); rest != 0 {
+	if rest := s &^ knownSources; rest != 0 {
 		names = append(names, fmt.Sprintf("0x%x", uint8(rest)))
 	}
 	return strings.Join(names, "+")

@@ -29,6 +29,11 @@ func TestEncode(t *testing.T) {
 			want: "v1;eth0=2001:db8:1::/64 p ra+addr",
 		},
 		{
+			name: "a delegated prefix",
+			in:   Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{{Prefix: pfx("2001:db8:a00::/56"), Sources: SourcePD}}}}},
+			want: "v1;wan=2001:db8:a00::/56 p pd",
+		},
+		{
 			name: "links and prefixes sorted, prefixes masked",
 			in: Node{Links: []Link{
 				{Name: "eth1", Prefixes: []Prefix{{Prefix: pfx("2001:db8:9::1/64"), Sources: SourceRA}}},

@@ -58,6 +58,7 @@ type Router struct {
 	mu      sync.Mutex
 	adverts []Advert
 	radvd   *exec.Cmd
+	dhcpd   *exec.Cmd // DelegatePrefixes
 }
 
 func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {

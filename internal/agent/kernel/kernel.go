@@ -1,9 +1,11 @@
-// Package kernel follows the kernel's address and link events (netlink) and hands
-// the global IPv6 addresses of each link, and links coming up, to the agent.
+// Package kernel follows the kernel's address, link and route events (netlink)
+// and hands the global IPv6 addresses of each link, links coming up, and the
+// prefixes delegated to the node to the agent.
 package kernel
 
 import (
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -18,6 +20,12 @@ type Handlers struct {
 	Addr func(link string, a observe.Address, removed bool, at time.Time)
 	// Link: a link went down, or came up (or appeared with a new index).
 	Link func(link string, up bool, at time.Time)
+	// Delegated: a prefix delegated to the node appeared, changed or went.
+	// A DHCPv6 client on the node (host mode) installs each delegation as an
+	// unreachable (or blackhole, prohibit) route in the main table, with the
+	// lease's valid lifetime as the route's expiry or none. Nil: routes are
+	// not followed.
+	Delegated func(p netip.Prefix, valid time.Duration, removed bool, at time.Time)
 }
 
 // Watcher follows netlink until its context ends, resubscribing with backoff.

@@ -67,6 +67,13 @@ func (w *Watcher) session(ctx context.Context) error {
 	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("kernel: address subscription: %w", err)
 	}
+	var routes chan netlink.RouteUpdate // nil (never ready) unless delegations are followed
+	if w.H.Delegated != nil {
+		routes = make(chan netlink.RouteUpdate, 64)
+		if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: onErr}); err != nil {
+			return fmt.Errorf("kernel: route subscription: %w", err)
+		}
+	}
 	// What exists now is asked on sockets of their own, after subscribing: a
 	// change racing the listing arrives on the subscription afterwards and is
 	// applied last. (ListExisting would send the dump request to the groups,
@@ -90,10 +97,26 @@ func (w *Watcher) session(ctx context.Context) error {
 				PreferedLft: a.PreferedLft, ValidLft: a.ValidLft, NewAddr: true}, names)
 		}
 	}
+	if routes != nil {
+		rs, err := dump(func() ([]netlink.Route, error) {
+			return netlink.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		})
+		if err != nil {
+			return fmt.Errorf("kernel: listing routes: %w", err)
+		}
+		for _, r := range rs {
+			w.route(r, false)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case u, ok := <-routes:
+			if !ok {
+				return fmt.Errorf("kernel: route updates closed")
+			}
+			w.route(u.Route, u.Type == unix.RTM_DELROUTE)
 		case err := <-errc:
 			return fmt.Errorf("kernel: %w", err)
 		case u, ok := <-links:
@@ -192,4 +215,27 @@ func (w *Watcher) addr(u netlink.AddrUpdate, names map[int]string) {
 	if w.H.Addr != nil {
 		w.H.Addr(name, a, removed, w.Clock.Now())
 	}
+}
+
+// route hands a delegation's route to the agent: an unreachable, blackhole or
+// prohibit route in the main table to an IPv6 prefix no longer than /64.
+func (w *Watcher) route(r netlink.Route, removed bool) {
+	switch r.Type {
+	case unix.RTN_UNREACHABLE, unix.RTN_BLACKHOLE, unix.RTN_PROHIBIT:
+	default:
+		return
+	}
+	if r.Dst == nil || (r.Table != unix.RT_TABLE_MAIN && r.Table != 0) {
+		return
+	}
+	ip, ok := netip.AddrFromSlice(r.Dst.IP)
+	ones, bits := r.Dst.Mask.Size()
+	if !ok || bits != 128 || ones == 0 || ones > 64 {
+		return
+	}
+	valid := observe.Infinite
+	if r.Expires > 0 {
+		valid = time.Duration(r.Expires) * time.Second
+	}
+	w.H.Delegated(netip.PrefixFrom(ip, ones).Masked(), valid, removed, w.Clock.Now())
 }

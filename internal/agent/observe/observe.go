@@ -118,6 +118,9 @@ type State struct {
 	// OmitDeprecates: an RA that omits a prefix its router advertised before
 	// deprecates that prefix for the router (default true).
 	OmitDeprecates bool
+	// delegated: the prefixes delegated to the node (DHCPv6-PD, host mode),
+	// until when each is valid.
+	delegated map[netip.Prefix]deadline
 }
 
 // DefaultLinkGrace covers an RA interval plus DAD.
@@ -125,7 +128,7 @@ const DefaultLinkGrace = 10 * time.Second
 
 // New returns a State watching the given links.
 func New(links ...string) *State {
-	s := &State{links: map[string]*link{}, LinkGrace: DefaultLinkGrace, OmitDeprecates: true}
+	s := &State{links: map[string]*link{}, LinkGrace: DefaultLinkGrace, OmitDeprecates: true, delegated: map[netip.Prefix]deadline{}}
 	s.SetLinks(links...)
 	return s
 }
@@ -273,6 +276,18 @@ func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 	}
 }
 
+// Delegated records a prefix delegated to the node, valid for valid
+// (Infinite: until removed), or its removal. The node's DHCPv6 client holds
+// the lease and installs the prefix as an unreachable route; it is reported
+// on every link whose policy says Delegated, preferred until it expires.
+func (s *State) Delegated(p netip.Prefix, valid time.Duration, removed bool, now time.Time) {
+	if removed {
+		delete(s.delegated, p)
+		return
+	}
+	s.delegated[p] = until(now, valid)
+}
+
 // Rejected is a prefix seen on a link that the link's policy refused.
 type Rejected struct {
 	Link   string
@@ -282,6 +297,7 @@ type Rejected struct {
 
 type seen struct {
 	sources       digest.Source
+	pdRemaining   time.Duration // a delegation's valid lifetime left
 	raPreferred   bool          // some router's preferred lifetime runs
 	addrPreferred bool          // some address is preferred
 	raRemaining   time.Duration // longest valid lifetime left by a router's RA
@@ -290,6 +306,9 @@ type seen struct {
 
 // preferred: routers decide when any advertises the prefix, addresses otherwise.
 func (e *seen) preferred() bool {
+	if e.sources&digest.SourcePD != 0 {
+		return true // a delegation has one lifetime: preferred until it ends
+	}
 	if e.sources&digest.SourceRA != 0 {
 		return e.raPreferred
 	}
@@ -300,6 +319,9 @@ func (e *seen) preferred() bool {
 // valid lifetime below two hours on an RA's word (RFC 4862 5.5.3 e), but the
 // router's last word is what the prefix has left on the network.
 func (e *seen) remaining() time.Duration {
+	if e.sources&digest.SourcePD != 0 {
+		return e.pdRemaining
+	}
 	if e.sources&digest.SourceRA != 0 {
 		return e.raRemaining
 	}
@@ -313,6 +335,11 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	var out digest.Node
 	var rejected []Rejected
 	var all []*digest.Prefix
+	for p, valid := range s.delegated {
+		if valid.passed(now) {
+			delete(s.delegated, p)
+		}
+	}
 	for _, name := range s.Links() {
 		l := s.links[name]
 		byPrefix := map[netip.Prefix]*seen{}
@@ -347,6 +374,13 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			}
 			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
 			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
+		}
+		if s.policies[name].Delegated {
+			for p, valid := range s.delegated {
+				e := get(p)
+				e.sources |= digest.SourcePD
+				e.pdRemaining = max(e.pdRemaining, valid.remaining(now))
+			}
 		}
 		dl := digest.Link{Name: name}
 		for p, e := range byPrefix {
@@ -489,6 +523,9 @@ func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
 		if !d.never() && time.Time(d).After(now) && (next.IsZero() || time.Time(d).Before(next)) {
 			next = time.Time(d)
 		}
+	}
+	for _, d := range s.delegated {
+		consider(d)
 	}
 	for _, l := range s.links {
 		for _, e := range l.ra {

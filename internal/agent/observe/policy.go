@@ -21,6 +21,9 @@ type Policy struct {
 	Trusted []netip.Addr
 	// MinLength, MaxLength bound a reported prefix's length (0: no bound).
 	MinLength, MaxLength int
+	// Delegated: a DynamicPrefix acquires by DHCPv6-PD on this link, so the
+	// prefixes delegated to the node (State.Delegated) are reported here.
+	Delegated bool
 }
 
 // Check says why p must not be reported under this policy, or nil.
@@ -47,7 +50,7 @@ func (pol Policy) Trusts(router netip.Addr) bool {
 // Equal compares two policies.
 func (pol Policy) Equal(o Policy) bool {
 	return pol.GlobalOnly == o.GlobalOnly && slices.Equal(pol.Trusted, o.Trusted) &&
-		pol.MinLength == o.MinLength && pol.MaxLength == o.MaxLength
+		pol.MinLength == o.MinLength && pol.MaxLength == o.MaxLength && pol.Delegated == o.Delegated
 }
 
 // SetPolicies sets each watched link's policy (a link without one has the
@@ -61,7 +64,9 @@ func (l *link) vouchedFor(p netip.Prefix) bool { return l.vouched[p] }
 
 // untrusted returns the rejection of a prefix only the kernel reports, or nil.
 func (s *State) untrusted(name string, l *link, p netip.Prefix, sources digest.Source) *Rejected {
-	if s.policies[name].Trusted == nil || sources&digest.SourceRA != 0 || l.vouchedFor(p) {
+	// A delegated prefix is the node's own DHCPv6 client's word, not a
+	// router's on the LAN: trustedRouters does not apply to it.
+	if s.policies[name].Trusted == nil || sources&(digest.SourceRA|digest.SourcePD) != 0 || l.vouchedFor(p) {
 		return nil
 	}
 	return &Rejected{Link: name, Prefix: p, Reason: ErrUntrusted}

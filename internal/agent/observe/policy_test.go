@@ -107,3 +107,33 @@ func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
 		t.Errorf("%d kept", len(node.Links[0].Prefixes))
 	}
 }
+
+// A prefix delegated to the node (DHCPv6-PD, host mode) is reported on the
+// links that ask for delegations, preferred, whatever the trusted routers,
+// until its lifetime runs out or its route goes; other links do not see it.
+func TestDelegatedPrefixes(t *testing.T) {
+	pd := netip.MustParsePrefix("2001:db8:a00::/56")
+	s := New("wan", "eth0")
+	s.SetPolicies(map[string]Policy{"wan": {GlobalOnly: true, Delegated: true, Trusted: []netip.Addr{routerA}}, "eth0": {GlobalOnly: true}})
+	s.Delegated(pd, time.Minute, false, t0)
+	s.Delegated(netip.MustParsePrefix("fd00:1::/56"), time.Hour, false, t0)
+	node, rejected := s.Snapshot(t0)
+	want := digest.Node{Links: []digest.Link{{Name: "eth0"}, {Name: "wan", Prefixes: []digest.Prefix{{Prefix: pd, Sources: digest.SourcePD}}}}}
+	if fmt.Sprint(node) != fmt.Sprint(want) {
+		t.Errorf("digest %+v, want %+v", node, want)
+	}
+	if len(rejected) != 1 || rejected[0].Prefix.String() != "fd00:1::/56" {
+		t.Errorf("rejected %+v, want the ULA delegation (global unicast only)", rejected)
+	}
+	if next, ok := s.NextDeadline(t0); !ok || !next.Equal(t0.Add(time.Minute)) {
+		t.Errorf("next deadline %v, want the delegation's end", next)
+	}
+	if node, _ := s.Snapshot(t0.Add(time.Minute)); len(node.Links[1].Prefixes) != 0 {
+		t.Errorf("after its lifetime: %+v", node)
+	}
+	s.Delegated(pd, Infinite, false, t0)
+	s.Delegated(pd, 0, true, t0.Add(time.Second))
+	if node, _ := s.Snapshot(t0.Add(time.Second)); len(node.Links[1].Prefixes) != 0 {
+		t.Errorf("after its route went: %+v", node)
+	}
+}

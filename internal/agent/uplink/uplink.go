@@ -25,12 +25,15 @@ type Follower struct {
 	Trusted []netip.Addr
 	// MinLength, MaxLength: prefixFilter.min/maxPrefixLength (0: none).
 	MinLength, MaxLength int
+	// Delegated: this follows spec.acquisition.dhcpv6pd on Interface: the
+	// prefixes delegated to the node are reported there (host mode).
+	Delegated bool
 }
 
 // Equal compares two followers.
 func (f Follower) Equal(o Follower) bool {
 	return f.Interface == o.Interface && f.GlobalOnly == o.GlobalOnly && slices.Equal(f.Trusted, o.Trusted) &&
-		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength
+		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength && f.Delegated == o.Delegated
 }
 
 // view is the part of a DynamicPrefix read here; field names as in
@@ -43,6 +46,9 @@ type view struct {
 				Enabled        *bool    `json:"enabled"`
 				TrustedRouters []string `json:"trustedRouters"`
 			} `json:"routerAdvertisement"`
+			DHCPv6PD *struct {
+				Interface string `json:"interface"`
+			} `json:"dhcpv6pd"`
 			PrefixFilter *struct {
 				RequireGlobalUnicast *bool `json:"requireGlobalUnicast"`
 				MinPrefixLength      *int  `json:"minPrefixLength"`
@@ -52,39 +58,55 @@ type view struct {
 	} `json:"spec"`
 }
 
-// Decode reads one DynamicPrefix; follows is false when it does not follow
-// Router Advertisements (none configured, or enabled: false).
-func Decode(raw []byte) (f Follower, follows bool, err error) {
+// Decode reads one DynamicPrefix: what it asks of the agents for Router
+// Advertisements (none when not followed: not configured, or enabled: false),
+// then for DHCPv6-PD (when configured).
+func Decode(raw []byte) ([]Follower, error) {
 	var v view
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return Follower{}, false, fmt.Errorf("uplink: decoding DynamicPrefix: %w", err)
+		return nil, fmt.Errorf("uplink: decoding DynamicPrefix: %w", err)
 	}
 	a := v.Spec.Acquisition
-	if a.RouterAdvertisement == nil || (a.RouterAdvertisement.Enabled != nil && !*a.RouterAdvertisement.Enabled) {
-		return Follower{}, false, nil
+	var base Follower
+	base.GlobalOnly = a.PrefixFilter == nil || a.PrefixFilter.RequireGlobalUnicast == nil || *a.PrefixFilter.RequireGlobalUnicast
+	if pf := a.PrefixFilter; pf != nil {
+		if pf.MinPrefixLength != nil {
+			base.MinLength = *pf.MinPrefixLength
+		}
+		if pf.MaxPrefixLength != nil {
+			base.MaxLength = *pf.MaxPrefixLength
+		}
 	}
-	f.Interface = a.RouterAdvertisement.Interface
-	f.GlobalOnly = a.PrefixFilter == nil || a.PrefixFilter.RequireGlobalUnicast == nil || *a.PrefixFilter.RequireGlobalUnicast
-	for _, r := range a.RouterAdvertisement.TrustedRouters {
+	var out []Follower
+	if ra := a.RouterAdvertisement; ra != nil && (ra.Enabled == nil || *ra.Enabled) {
+		f, err := decodeRA(base, ra.Interface, ra.TrustedRouters)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if pd := a.DHCPv6PD; pd != nil && pd.Interface != "" {
+		f := base
+		f.Interface, f.Delegated = pd.Interface, true
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func decodeRA(f Follower, iface string, trusted []string) (Follower, error) {
+	f.Interface = iface
+	for _, r := range trusted {
 		addr, err := netip.ParseAddr(r)
 		if err != nil || !addr.Is6() || !addr.IsLinkLocalUnicast() {
 			// The schema refuses this; believing every router instead would
 			// be the unsafe reading.
-			return Follower{}, false, fmt.Errorf("uplink: trustedRouters: %q is not an IPv6 link-local address", r)
+			return Follower{}, fmt.Errorf("uplink: trustedRouters: %q is not an IPv6 link-local address", r)
 		}
 		f.Trusted = append(f.Trusted, addr.WithZone(""))
 	}
 	slices.SortFunc(f.Trusted, netip.Addr.Compare)
 	f.Trusted = slices.Compact(f.Trusted)
-	if pf := a.PrefixFilter; pf != nil {
-		if pf.MinPrefixLength != nil {
-			f.MinLength = *pf.MinPrefixLength
-		}
-		if pf.MaxPrefixLength != nil {
-			f.MaxLength = *pf.MaxPrefixLength
-		}
-	}
-	return f, true, nil
+	return f, nil
 }
 
 // Links returns the links the agent must watch - defaults plus every
@@ -100,7 +122,12 @@ func Links(defaults []string, followers []Follower) map[string]observe.Policy {
 	for _, l := range defaults {
 		out[l] = observe.Policy{GlobalOnly: true}
 	}
-	for _, f := range followers {
+	// Router Advertisement followers first: a DHCPv6-PD follower on the same
+	// link adds its delegations without loosening whom the link trusts.
+	ordered := slices.Concat(
+		slices.DeleteFunc(slices.Clone(followers), func(f Follower) bool { return f.Delegated }),
+		slices.DeleteFunc(slices.Clone(followers), func(f Follower) bool { return !f.Delegated }))
+	for _, f := range ordered {
 		targets := defaults
 		if f.Interface != "" {
 			targets = []string{f.Interface}
@@ -109,13 +136,16 @@ func Links(defaults []string, followers []Follower) map[string]observe.Policy {
 			p := out[l]
 			if !followed[l] {
 				followed[l] = true
-				out[l] = observe.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength}
+				out[l] = observe.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength, Delegated: f.Delegated}
 				continue
 			}
 			p.GlobalOnly = p.GlobalOnly && f.GlobalOnly
-			if p.Trusted == nil || f.Trusted == nil {
+			p.Delegated = p.Delegated || f.Delegated
+			switch {
+			case f.Delegated: // trust is the RA followers' business
+			case p.Trusted == nil || f.Trusted == nil:
 				p.Trusted = nil
-			} else {
+			default:
 				p.Trusted = slices.Compact(slices.SortedFunc(slices.Values(slices.Concat(p.Trusted, f.Trusted)), netip.Addr.Compare))
 			}
 			p.MinLength, p.MaxLength = loosest(p.MinLength, f.MinLength, true), loosest(p.MaxLength, f.MaxLength, false)
@@ -148,14 +178,12 @@ func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow f
 	return api.Watch(ctx, kubehttp.Collection{Path: "/apis/dynamic-prefix.io/v1alpha1/dynamicprefixes"}, log, func(objs kubehttp.Objects) {
 		var fs []Follower
 		for _, name := range slices.Sorted(maps.Keys(objs)) {
-			f, follows, err := Decode(objs[name])
+			f, err := Decode(objs[name])
 			if err != nil {
 				log.Warn("ignoring DynamicPrefix", "name", name, "err", err)
 				continue
 			}
-			if follows {
-				fs = append(fs, f)
-			}
+			fs = append(fs, f...)
 		}
 		if !first && slices.EqualFunc(fs, last, Follower.Equal) {
 			return

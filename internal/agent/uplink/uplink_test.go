@@ -37,6 +37,11 @@ func TestLinks(t *testing.T) {
 		{"one follower trusting every router trusts them all", nil, []Follower{
 			{Interface: "eth1", Trusted: []netip.Addr{r1}, MinLength: 48}, {Interface: "eth1"}},
 			map[string]observe.Policy{"eth1": {}}},
+		{"DHCPv6-PD on a link adds delegations, and leaves its trust alone", []string{"eth0"}, []Follower{
+			{Interface: "wan", Delegated: true, GlobalOnly: true}, {Interface: "wan", GlobalOnly: true, Trusted: []netip.Addr{r1}}},
+			map[string]observe.Policy{"eth0": global, "wan": {GlobalOnly: true, Trusted: []netip.Addr{r1}, Delegated: true}}},
+		{"DHCPv6-PD alone", nil, []Follower{{Interface: "wan", Delegated: true, MaxLength: 56}},
+			map[string]observe.Policy{"wan": {Delegated: true, MaxLength: 56}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,13 +58,13 @@ func TestLinks(t *testing.T) {
 func TestDecodeRefusesATrustedRouterThatIsNotLinkLocal(t *testing.T) {
 	for _, bad := range []string{"2001:db8::1", "192.0.2.1", "router", "ff02::2"} {
 		raw := []byte(`{"spec":{"acquisition":{"routerAdvertisement":{"trustedRouters":["fe80::1",` + strconv.Quote(bad) + `]}}}}`)
-		if _, _, err := Decode(raw); err == nil {
+		if _, err := Decode(raw); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
 	}
-	f, _, err := Decode([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"trustedRouters":["fe80::2","FE80::1","fe80::2"]},"prefixFilter":{"minPrefixLength":48,"maxPrefixLength":64}}}}`))
-	if err != nil || !slices.Equal(f.Trusted, []netip.Addr{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")}) || f.MinLength != 48 || f.MaxLength != 64 {
-		t.Errorf("Decode = %+v, %v", f, err)
+	fs, err := Decode([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"trustedRouters":["fe80::2","FE80::1","fe80::2"]},"prefixFilter":{"minPrefixLength":48,"maxPrefixLength":64}}}}`))
+	if err != nil || len(fs) != 1 || !slices.Equal(fs[0].Trusted, []netip.Addr{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")}) || fs[0].MinLength != 48 || fs[0].MaxLength != 64 {
+		t.Errorf("Decode = %+v, %v", fs, err)
 	}
 }
 
@@ -81,9 +86,14 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, follows, err := Decode(raw)
+			fs, err := Decode(raw)
 			if err != nil {
 				t.Fatalf("%s: %v", raw, err)
+			}
+			follows := len(fs) == 1
+			var f Follower
+			if follows {
+				f = fs[0]
 			}
 			m := spec.Parse(dp.Name, dp.Spec)
 			if follows != m.RA {
@@ -100,9 +110,19 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 	}
 }
 
+// A DynamicPrefix acquiring by both asks for Router Advertisements on one
+// link and delegations on another, with the same filter.
+func TestDecodeBothAcquisitions(t *testing.T) {
+	fs, err := Decode([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"interface":"lan"},"dhcpv6pd":{"interface":"wan"},"prefixFilter":{"maxPrefixLength":60}}}}`))
+	want := []Follower{{Interface: "lan", GlobalOnly: true, MaxLength: 60}, {Interface: "wan", GlobalOnly: true, MaxLength: 60, Delegated: true}}
+	if err != nil || !slices.EqualFunc(fs, want, Follower.Equal) {
+		t.Errorf("Decode = %+v, %v; want %+v", fs, err, want)
+	}
+}
+
 func TestDecodeRejectsGarbage(t *testing.T) {
 	for _, raw := range []string{``, `[]`, `{"spec":{"acquisition":{"routerAdvertisement":{"interface":7}}}}`, `{"spec":{"acquisition":{"prefixFilter":{"requireGlobalUnicast":"no"}}}}`} {
-		if _, _, err := Decode([]byte(raw)); err == nil {
+		if _, err := Decode([]byte(raw)); err == nil {
 			t.Errorf("Decode(%s) accepted", raw)
 		}
 	}
@@ -112,9 +132,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"interface":"eth0","enabled":true},"prefixFilter":{"requireGlobalUnicast":false}}}}`))
 	f.Add([]byte(`{"spec":{"acquisition":{}}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		fl, follows, err := Decode(raw)
-		if err != nil && (follows || !fl.Equal(Follower{})) {
-			t.Fatalf("error %v with a result %+v %v", err, fl, follows)
+		fs, err := Decode(raw)
+		if err != nil && fs != nil {
+			t.Fatalf("error %v with a result %+v", err, fs)
 		}
 	})
 }

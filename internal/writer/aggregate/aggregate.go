@@ -72,12 +72,11 @@ type tally struct {
 	votes     int
 	seen      int
 	remaining time.Duration
-	ra        bool
+	ra, pd    bool
 }
 
 // Decide computes the decision for one DynamicPrefix (its spec parsed to m) at now.
 func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
-	iface := m.Interface
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
@@ -85,11 +84,14 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 		counted := map[netip.Prefix]bool{}
 		reported := false
 		for _, l := range r.Digest.Links {
-			if iface != "" && l.Name != iface {
+			if !m.Follows(l.Name) {
 				continue
 			}
 			reported = true
 			for _, p := range l.Prefixes {
+				if !m.Counts(l.Name, p.Sources) {
+					continue // another acquisition's prefix on the same link
+				}
 				if why := m.Accept(p.Prefix); why != "" {
 					if !p.Deprecated && !counted[p.Prefix] {
 						if rejected[p.Prefix] == nil {
@@ -111,6 +113,7 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 				counted[p.Prefix] = true
 				t.seen++
 				t.ra = t.ra || p.Sources&digest.SourceRA != 0
+				t.pd = t.pd || p.Sources&digest.SourcePD != 0
 				if p.Deprecated {
 					t.remaining = max(t.remaining, p.Remaining)
 				} else {
@@ -138,6 +141,8 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 	case !d.Current.IsValid():
 	case t != nil && t.ra:
 		d.Source = "router-advertisement"
+	case t != nil && t.pd:
+		d.Source = "dhcpv6-pd"
 	case t != nil:
 		d.Source = "static"
 	default:

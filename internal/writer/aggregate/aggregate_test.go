@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -232,4 +233,23 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("history unbounded: %d", len(a.History))
 		}
 	})
+}
+
+// DHCPv6-PD in host mode: the delegation the nodes report on the PD interface
+// is adopted with its own source; the ISP's /64 the same link carries in RAs
+// is not (a DynamicPrefix without routerAdvertisement counts delegations
+// only), and a DynamicPrefix with both counts each on its own link.
+func TestDelegatedPrefixes(t *testing.T) {
+	pdOnly := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
+	wan := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p pd"
+	d := Decide(model(pdOnly), dynamicprefix.Status{}, reports(t, wan, wan), t0)
+	if d.Current.String() != "2001:db8:a00::/56" || d.Source != "dhcpv6-pd" || d.Votes[netip.MustParsePrefix("2001:db8:f::/64")] != 0 {
+		t.Errorf("PD only: %s source %s votes %v", d, d.Source, d.Votes)
+	}
+	both := eth0()
+	both.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan"}
+	d = Decide(model(both), dynamicprefix.Status{}, reports(t, wan), t0)
+	if got := slices.SortedFunc(maps.Keys(d.Votes), digest.ComparePrefix); !slices.Equal(prefixes(got), []string{"2001:db8:e::/64", "2001:db8:a00::/56"}) {
+		t.Errorf("RA on eth0 and PD on wan: votes for %q", got)
+	}
 }

@@ -194,13 +194,13 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	return out
 }
 
-// reported lists what d reports on m's interface, preferred and deprecated.
+// reported lists what d reports for m, preferred and deprecated.
 func reported(d digest.Node, m spec.Model) (preferred, deprecated []string) {
 	for _, l := range d.Links {
-		if m.Interface != "" && l.Name != m.Interface {
-			continue
-		}
 		for _, p := range l.Prefixes {
+			if !m.Counts(l.Name, p.Sources) {
+				continue
+			}
 			s := p.Prefix.String()
 			if p.Deprecated {
 				deprecated = append(deprecated, s)

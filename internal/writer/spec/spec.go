@@ -24,11 +24,14 @@ var ErrInvalid = errors.New("spec: cannot be used as written")
 type Model struct {
 	Name string // the DynamicPrefix, for messages
 	// Interface is the link followed ("" follows every link the agents watch).
-	Interface  string
-	RA         bool // routerAdvertisement acquisition is enabled
-	DHCPv6PD   bool // dhcpv6pd acquisition is asked for
-	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
-	Allowed    []netip.Prefix
+	Interface string
+	RA        bool // routerAdvertisement acquisition is enabled
+	DHCPv6PD  bool // dhcpv6pd acquisition is asked for
+	// PDInterface is the link the node's DHCPv6 client requests delegations
+	// on (dhcpv6pd.interface): the agents report them there (host mode).
+	PDInterface string
+	GlobalOnly  bool // only prefixes inside 2000::/3 are adopted
+	Allowed     []netip.Prefix
 	// MinLength, MaxLength bound a prefix's length (0: no bound).
 	MinLength, MaxLength int
 	Quorum               int // nodes that must report a prefix as preferred (at least 1)
@@ -66,7 +69,9 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 		m.Interface = ra.Interface
 		m.RA = ra.Enabled == nil || *ra.Enabled
 	}
-	m.DHCPv6PD = a.DHCPv6PD != nil
+	if pd := a.DHCPv6PD; pd != nil {
+		m.DHCPv6PD, m.PDInterface = true, pd.Interface
+	}
 	if q := a.Quorum; q != nil && *q > 0 {
 		m.Quorum = *q
 	}
@@ -153,6 +158,23 @@ func (m Model) Accept(p netip.Prefix) string {
 		return "outside allowedPrefixes"
 	}
 	return ""
+}
+
+// Counts reports whether a prefix a node saw on link, from src, is a report
+// for this DynamicPrefix: Router Advertisements (and the addresses they make)
+// on its RA interface (any link when it names none), delegations on its
+// DHCPv6-PD interface.
+func (m Model) Counts(link string, src digest.Source) bool {
+	ra := m.RA || !m.DHCPv6PD // neither configured: as RA (the schema requires one)
+	if ra && (m.Interface == "" || link == m.Interface) && src&(digest.SourceRA|digest.SourceAddr) != 0 {
+		return true
+	}
+	return m.DHCPv6PD && link == m.PDInterface && src&digest.SourcePD != 0
+}
+
+// Follows reports whether the DynamicPrefix acquires anything on link.
+func (m Model) Follows(link string) bool {
+	return m.Counts(link, digest.SourceRA) || m.Counts(link, digest.SourcePD)
 }
 
 // Range returns the first and last address of the named range on p.

@@ -105,9 +105,6 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 	if d.Unreported {
 		degraded, reason = append(degraded, NotReportedMessage(d.Current)), ReasonNotReported
 	}
-	if m.DHCPv6PD && !m.RA {
-		degraded, reason = append(degraded, "DHCPv6-PD acquisition is not implemented; enable routerAdvertisement"), "DHCPv6PDUnsupported"
-	}
 	if p.Pools != nil && p.Spec == nil {
 		degraded, reason = append(degraded, p.Pools.Error()), poolReason
 	}

@@ -14,8 +14,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -26,56 +24,35 @@ import (
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
-	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/event"
 	"github.com/renumber/renumber/internal/writer/kube"
-	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/reconcile"
-	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/staleness"
 )
 
 type options struct {
 	kubeconfig, metricsAddr string
 	election                election.Config
-	reconcile               reconcile.Config
-	nodeGrace, staleness    time.Duration
-	pprof, dryRun           bool
-	l2Nudge, ciliumNS       string
-	kubeVIP                 string
+	pipeline                pipeline.Options
+	staleness               time.Duration
+	pprof                   bool
 }
 
 func main() {
 	var o options
-	e, r := &o.election, &o.reconcile
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
-	e.Flags(flag.CommandLine)
-	flag.DurationVar(&r.Debounce, "debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
+	o.election.Flags(flag.CommandLine)
+	o.pipeline.Flags(flag.CommandLine)
 	flag.StringVar(&o.metricsAddr, "metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
-	flag.BoolVar(&o.dryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
+	flag.BoolVar(&o.pipeline.DryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
-	flag.DurationVar(&o.nodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
-	r.Budget.Flags(flag.CommandLine)
-	r.TargetKeys = service.DefaultTargetKeys
-	flag.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(service.DefaultTargetKeys, ",")+")",
-		func(v string) error { r.TargetKeys = service.Split(v); return nil })
-	flag.StringVar(&o.l2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
-	flag.StringVar(&o.ciliumNS, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+cilium.DaemonSetSelector+"), read with --l2-nudge=auto")
-	flag.StringVar(&o.kubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+kubevip.DefaultConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
 	newLog := logs.Flags(flag.CommandLine)
 	flag.Parse()
 	log, err := newLog()
 	if err == nil {
-		err = errors.Join(r.Budget.Validate(), e.Validate(), service.CheckTargetKeys(r.TargetKeys))
-		if o.kubeVIP != "" {
-			err = errors.Join(err, kubevip.CheckConfigMap(o.kubeVIP))
-		}
-		if !slices.Contains(cilium.L2NudgeModes, o.l2Nudge) {
-			err = errors.Join(err, fmt.Errorf("--l2-nudge %q: want one of %s", o.l2Nudge, strings.Join(cilium.L2NudgeModes, ", ")))
-		}
+		err = errors.Join(o.election.Validate(), o.pipeline.Validate())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -106,8 +83,9 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
+	dryRun := o.pipeline.DryRun
 	gate := &elector.Gate
-	if o.dryRun {
+	if dryRun {
 		gate = &election.Gate{} // never opens: a write that slipped through is refused before it leaves
 	}
 	cl, err := kube.NewClients(kube.Counted(base, counter, gate))
@@ -116,20 +94,24 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &event.Recorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	p := pipeline.New(pipeline.Options{NodeGrace: o.nodeGrace, L2Nudge: o.l2Nudge, CiliumNamespace: o.ciliumNS,
-		KubeVIP: o.kubeVIP, Reconcile: o.reconcile, DryRun: o.dryRun}, cl, rec, clk, log)
+	p := pipeline.New(o.pipeline, cl, rec, clk, log)
 	c, ctl := p.Caches, p.Controller
-	collectors := []metrics.Collector{counter}
+	collectors := append(p.Collectors(), counter)
 	healthy, extra := elector.Check, map[string]http.HandlerFunc{}
-	if o.dryRun {
-		collectors = append(collectors, p.Plan.Collector())
+	if dryRun {
 		healthy, extra["/debug/plan"] = func() error { return nil }, p.Plan.ServeHTTP
 	} else {
 		collectors = append(collectors, elector.Collectors()...)
 	}
-	reg := metrics.NewRegistry(slices.Concat(collectors, reconcile.Collectors(), staleness.Collectors(),
-		p.Ballot.Collectors(), []metrics.Collector{ctl.Collector()})...)
-	go serve(ctx, log, o, reg, healthy, c.Synced, extra)
+	reg := metrics.NewRegistry(collectors...)
+	if o.pprof {
+		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
+	}
+	go func() {
+		if err := metrics.Serve(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, c.Ready, extra); err != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
 	if !c.Run(ctx, ctl) {
 		return nil // shutting down before the caches synced
 	}
@@ -139,7 +121,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.staleness > 0 {
 		go (&staleness.Checker{Lister: cl.Metadata, Caches: c.All, Clock: clk, Log: log}).Run(ctx, o.staleness)
 	}
-	if o.dryRun {
+	if dryRun {
 		log.Info("writer started in dry-run mode: planning, never writing", "identity", o.election.Identity, "kinds", c.Kinds())
 		ctl.Lead(ctx) // every pass, no Lease: the plan records its writes
 		return nil
@@ -148,19 +130,4 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		"lease", o.election.LeaseDuration, "renew", o.election.RenewDeadline, "retry", o.election.RetryPeriod)
 	elector.Run(ctx, ctl.Lead)
 	return nil
-}
-
-func serve(ctx context.Context, log *slog.Logger, o options, reg *metrics.Registry, healthy func() error, synced func() bool, extra map[string]http.HandlerFunc) {
-	readyz := func(*http.Request) error {
-		if !synced() {
-			return errors.New("caches not synced")
-		}
-		return nil
-	}
-	if o.pprof {
-		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
-	}
-	if err := metrics.Serve(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, readyz, extra); err != nil {
-		log.Error("metrics server stopped", "err", err)
-	}
 }

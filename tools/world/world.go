@@ -153,7 +153,9 @@ func (w *World) Close() {
 	st.PIDs = nil
 	w.mu.Unlock()
 	teardown(st)
-	_ = os.RemoveAll(w.Dir)
+	if os.Getenv("WORLD_KEEP") == "" { // WORLD_KEEP=1 keeps the logs of a failed test to read
+		_ = os.RemoveAll(w.Dir)
+	}
 }
 
 // teardown kills every process left in the world's namespaces and deletes them.

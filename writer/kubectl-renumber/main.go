@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,7 +35,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/inspect"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/service"
 )
 
 type options struct {
@@ -46,12 +46,16 @@ type options struct {
 
 func main() {
 	args := os.Args[1:]
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
-		if len(args) == 0 || args[0] != "status" {
-			fmt.Fprintln(os.Stderr, "usage: kubectl renumber status [flags] (see --help)")
-			os.Exit(2)
-		}
+	switch {
+	case len(args) > 0 && args[0] == "status":
 		args = args[1:]
+	case strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-"):
+		fmt.Fprintln(os.Stderr, "usage: kubectl renumber status [flags] (see --help)")
+		os.Exit(2)
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(os.Stderr, "unknown command %q: the one command is status\n", args[0])
+		os.Exit(2)
 	}
 	var o options
 	fs := flag.NewFlagSet("renumber-status", flag.ExitOnError)
@@ -62,19 +66,17 @@ func main() {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the first complete read")
 	fs.StringVar(&o.namespace, "namespace", "renumber-system", "the writer's namespace (its Lease)")
 	fs.StringVar(&o.lease, "lease", "renumber-writer", "the writer's Lease")
-	// What the writer would write depends on these of its flags: pass them as it runs.
-	p := &o.pipeline
-	p.Reconcile.TargetKeys = service.DefaultTargetKeys
-	fs.Func("external-dns-target-annotation-keys", "as the writer's flag", func(v string) error { p.Reconcile.TargetKeys = service.Split(v); return nil })
-	fs.DurationVar(&p.NodeGrace, "node-not-ready-grace", 5*time.Minute, "as the writer's flag")
-	fs.StringVar(&p.L2Nudge, "l2-nudge", "auto", "as the writer's flag")
-	fs.StringVar(&p.CiliumNamespace, "cilium-namespace", "kube-system", "as the writer's flag")
+	// What the writer would write depends on its flags: pass them as it runs.
+	o.pipeline.Flags(fs)
 	// A person should not wait the writer's 30 s when their role cannot read it.
-	p.CiliumWait = 3 * time.Second
-	fs.StringVar(&p.KubeVIP, "kube-vip-configmap", "", "as the writer's flag")
+	o.pipeline.CiliumWait = 3 * time.Second
 	_ = fs.Parse(args)
+	err := o.pipeline.Validate()
 	if o.output != "text" && o.output != "json" {
-		fmt.Fprintf(os.Stderr, "-o %q: want text or json\n", o.output)
+		err = errors.Join(err, fmt.Errorf("-o %q: want text or json", o.output))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

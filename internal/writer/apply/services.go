@@ -64,7 +64,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			out = append(out, Transient(err))
 			continue
 		}
-		w.services.put(self, m.ResourceVersion, want)
+		w.services.put(self, m.ResourceVersion, w.readBack(m, live, want))
 		metricWrites.With("services").Inc()
 		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
 	}
@@ -96,7 +96,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	if err := w.patchService(ctx, m, live, want); err != nil {
 		return Transient(err)
 	}
-	w.services.put(self, m.ResourceVersion, want)
+	w.services.put(self, m.ResourceVersion, w.readBack(m, live, want))
 	metricWrites.With("services").Inc()
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
@@ -105,6 +105,13 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
 	return Outcome{}
+}
+
+// readBack is what the Service cache will show of our annotations once the
+// patch making m carry want is in: the memo must read as the cache would, or
+// the next pass renders from a different starting point and writes again.
+func (w *Writer) readBack(m *corev1.Service, live, want service.Annotations) service.Annotations {
+	return service.Live(service.Applied(m.Annotations, want.Patch(live)), w.TargetKeys)
 }
 
 // patchService writes our annotations (null removes one: an empty value is

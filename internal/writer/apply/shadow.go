@@ -6,6 +6,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/service"
 )
 
 // shadow reports whether w only plans (writer --dry-run); then the changes of
@@ -22,18 +23,7 @@ func (w *Writer) shadow(cs ...plan.Change) bool {
 // annotationChanges are the changes a merge patch of annotations (nil
 // removes a key) makes to live.
 func annotationChanges(o object, live map[string]string, patch map[string]any) []plan.Change {
-	to := map[string]string{}
-	for k, v := range live {
-		to[k] = v
-	}
-	for k, v := range patch {
-		if s, ok := v.(string); ok {
-			to[k] = s
-		} else {
-			delete(to, k)
-		}
-	}
-	return plan.Fields(o.String(), "metadata.annotations.", live, to)
+	return plan.Fields(o.String(), "metadata.annotations.", live, service.Applied(live, patch))
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.

@@ -9,8 +9,10 @@ package caches
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -204,6 +206,14 @@ func (c *Caches) Synced() bool {
 		}
 	}
 	return true
+}
+
+// Ready is the writer's readiness: its caches have synced.
+func (c *Caches) Ready(*http.Request) error {
+	if !c.Synced() {
+		return errors.New("caches not synced")
+	}
+	return nil
 }
 
 // Nodes returns the Node cache's objects (votes.View objects).

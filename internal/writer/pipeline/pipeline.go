@@ -7,12 +7,14 @@ package pipeline
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
@@ -22,6 +24,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/metallb"
 	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/reconcile"
+	"github.com/renumber/renumber/internal/writer/staleness"
 	"github.com/renumber/renumber/internal/writer/votes"
 )
 
@@ -80,6 +83,16 @@ func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, 
 	p.Ballot = votes.New(o.NodeGrace, p.Caches.Nodes, log, rec)
 	p.Controller = reconcile.New(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 	return p
+}
+
+// Collectors are the pipeline's metrics: the controller's, the ballot's, the
+// staleness checks', and the shadow's plan.
+func (p *Pipeline) Collectors() []metrics.Collector {
+	cs := slices.Concat(reconcile.Collectors(), staleness.Collectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
+	if p.Plan != nil {
+		cs = append(cs, p.Plan.Collector())
+	}
+	return cs
 }
 
 // typed are the typed clients the caches read with.

@@ -709,3 +709,31 @@ func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
 		t.Errorf("again: %q", got)
 	}
 }
+
+// A writer restarted with one DNS target key fewer releases the other, user's
+// entries under it kept, in one patch; the pass after it, before the cache
+// shows that patch, writes nothing (what it remembers writing reads as the
+// cache will).
+func TestADroppedTargetKeyIsReleasedInOnePatch(t *testing.T) {
+	f := converged(t, generous)
+	body := `{"metadata":{"annotations":{"` + service.AnnotationTargetAlpha + `":"legacy.example.org,2001:db8:a:0:ffff::1"}}}`
+	if _, err := f.meta.Resource(service.GVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.ctl = New(Config{Budget: generous, TargetKeys: []string{service.AnnotationTarget}}, f, f.votes, f.dyn, f.meta, f.clock,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
+		t.Fatalf("releasing the alpha key wrote %q, want %q", got, want)
+	}
+	if got := f.service()[service.AnnotationTargetAlpha]; got != "legacy.example.org" {
+		t.Errorf("alpha key after the release = %q, want the user's entry alone", got)
+	}
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again before the cache caught up: %q", got)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("again after: %q", got)
+	}
+}

@@ -280,6 +280,23 @@ func (a Annotations) Equal(b Annotations) bool {
 		slices.Equal(a.L2Nudged, b.L2Nudged)
 }
 
+// Applied is ann after the merge patch of annotations patch (a nil value
+// removes a key): what the Service carries once the patch is made.
+func Applied(ann map[string]string, patch map[string]any) map[string]string {
+	out := make(map[string]string, len(ann)+len(patch))
+	for k, v := range ann {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		} else {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
 // Patch is the annotations map of a merge patch making a Service carry a
 // (null removes one), given what it carries now: every annotation of ours
 // either rendering names, nothing else.

@@ -70,7 +70,11 @@ func (w *Watcher) session(ctx context.Context) error {
 	var routes chan netlink.RouteUpdate // nil (never ready) unless delegations are followed
 	if w.H.Delegated != nil {
 		routes = make(chan netlink.RouteUpdate, 64)
-		if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		// Every route change on the node arrives here (a CNI adding a route
+		// per pod, too), though few are delegations: a larger socket buffer
+		// (up to net.core.rmem_max) keeps a burst from overflowing it, which
+		// would end the session and list everything again.
+		if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: onErr, ReceiveBufferSize: 1 << 20}); err != nil {
 			return fmt.Errorf("kernel: route subscription: %w", err)
 		}
 	}

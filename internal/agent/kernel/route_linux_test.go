@@ -26,7 +26,9 @@ func TestRouteHandsOnDelegationsOnly(t *testing.T) {
 	}
 	var seen []got
 	w := &Watcher{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		H: Handlers{Delegated: func(p netip.Prefix, valid time.Duration, removed bool, _ time.Time) { seen = append(seen, got{p, valid, removed}) }}}
+		H: Handlers{Delegated: func(p netip.Prefix, valid time.Duration, removed bool, _ time.Time) {
+			seen = append(seen, got{p, valid, removed})
+		}}}
 	dst := func(s string) *net.IPNet { _, n, _ := net.ParseCIDR(s); return n }
 	routes := []struct {
 		name    string

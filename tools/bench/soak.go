@@ -26,7 +26,13 @@ type soak struct {
 	Changes int         `json:"renumberings"`
 	Seconds float64     `json:"renumberingSeconds"`
 	Procs   []soakUsage `json:"processes"`
+	// Heap is each process's heap in use (MiB) every soakEvery renumberings,
+	// without the quiet: growth that levels off is a cache filling, growth
+	// that keeps pace with the renumberings is a leak.
+	Heap map[string][]float64 `json:"heapInuseMiBEvery50"`
 }
+
+const soakEvery = 50
 
 type soakUsage struct {
 	Name          string  `json:"name"`
@@ -169,6 +175,20 @@ func runSoak(ctx context.Context, changes int) (*soak, error) {
 	if err != nil {
 		return nil, err
 	}
+	heap := map[string][]float64{}
+	checkpoint := func() error {
+		for _, p := range procs {
+			s, err := p.sample()
+			if err != nil {
+				return err
+			}
+			heap[p.name] = append(heap[p.name], s.heap)
+		}
+		return nil
+	}
+	if err := checkpoint(); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	for i := 1; i <= changes; i++ {
 		if err := w.Net.Router.Advertise(ctx, advert(i)...); err != nil {
@@ -180,8 +200,13 @@ func runSoak(ctx context.Context, changes int) (*soak, error) {
 		if i%20 == 0 {
 			progress("soak: %d/%d renumberings", i, changes)
 		}
+		if i%soakEvery == 0 {
+			if err := checkpoint(); err != nil {
+				return nil, err
+			}
+		}
 	}
-	s := &soak{At: time.Now().UTC().Format(time.RFC3339), Changes: changes, Seconds: time.Since(t0).Seconds()}
+	s := &soak{At: time.Now().UTC().Format(time.RFC3339), Changes: changes, Seconds: time.Since(t0).Seconds(), Heap: heap}
 	// The last prefixes leave the kernel (and the pools) when their minute runs out.
 	after, err := measure("the end (the last prefixes expired meanwhile)")
 	if err != nil {
@@ -212,6 +237,16 @@ func writeSoak(b *strings.Builder, s *soak) {
 	for _, p := range s.Procs {
 		fmt.Fprintf(b, "| %s | %.1f -> %.1f | %.1f -> %.1f | %.0f -> %.0f | %.0f -> %.0f | %d -> %d |\n", p.Name, p.RSSBefore, p.RSSAfter,
 			p.HeapBefore, p.HeapAfter, p.GoroutsBefore, p.GoroutsAfter, p.ThreadsBefore, p.ThreadsAfter, p.FDsBefore, p.FDsAfter)
+	}
+	if len(s.Heap) > 0 {
+		fmt.Fprintf(b, "\nHeap in use (MiB) every %d renumberings, read without the quiet (the writers' right after a collection):\n\n", soakEvery)
+		for _, p := range s.Procs {
+			var vs []string
+			for _, v := range s.Heap[p.Name] {
+				vs = append(vs, fmt.Sprintf("%.1f", v))
+			}
+			fmt.Fprintf(b, "- %s: %s\n", p.Name, strings.Join(vs, ", "))
+		}
 	}
 }
 

@@ -95,7 +95,7 @@ images: ## OCI image tarballs of agent and writer (linux/amd64 + arm64, one inde
 	done
 
 .PHONY: test
-test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~21 min)
+test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~22 min)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...

@@ -50,7 +50,7 @@ $(KIND): tools/kind/go.mod tools/kind/go.sum tools/kind/main.go
 	@mkdir -p $(BIN) && cd tools/kind && $(GO) build -trimpath -o $@ .
 
 $(HELM): tools/helm/go.mod tools/helm/go.sum
-	@echo "building helm (cold: ~3 min, cached afterwards)"
+	@echo "building helm (cold: ~2 min, cached afterwards)"
 	@mkdir -p $(BIN) && cd tools/helm && $(GO) build -trimpath -o $@ helm.sh/helm/v3/cmd/helm
 
 .PHONY: helm

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -16,12 +15,11 @@ import (
 // freeAddr returns a loopback address with a port nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := world.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // writerMetric reads one sample from the writer's metrics at addr (-1 when
@@ -33,7 +31,7 @@ func writerMetric(addr, sample string) float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if v, ok := metricSample(body, sample); ok {
+	if v, ok := world.MetricSample(body, sample); ok {
 		return v
 	}
 	return -1

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,20 +27,8 @@ func agentMetric(t *testing.T, w *world.World, node, sample string) float64 {
 	if err != nil {
 		return 0 // not serving yet
 	}
-	v, _ := metricSample(body, sample)
+	v, _ := world.MetricSample(body, sample)
 	return v
-}
-
-// metricSample finds one sample in a Prometheus text exposition.
-func metricSample(body []byte, sample string) (float64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }
 
 // TestUntrustedAndInvalidRAsAreIgnored: with trustedRouters set, a second

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -71,20 +68,14 @@ func (p soakProc) sample() (sample, error) {
 		return sample{}, fmt.Errorf("%s: %w", p.name, err)
 	}
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
-	return sample{rss: memory(p.pid).rss, heap: metric(body, "go_memstats_heap_inuse_bytes") / (1 << 20),
-		goroutines: metric(body, "go_goroutines"), threads: metric(body, "go_threads"), fds: len(fds)}, nil
-}
-
-func metric(body []byte, name string) float64 {
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			var f float64
-			fmt.Sscan(v, &f)
-			return f
+	metric := func(name string) float64 {
+		if v, ok := world.MetricSample(body, name); ok {
+			return v
 		}
+		return -1
 	}
-	return -1
+	return sample{rss: memory(p.pid).rss, heap: metric("go_memstats_heap_inuse_bytes") / (1 << 20),
+		goroutines: metric("go_goroutines"), threads: metric("go_threads"), fds: len(fds)}, nil
 }
 
 func runSoak(ctx context.Context, changes int) (*soak, error) {
@@ -134,7 +125,7 @@ func runSoak(ctx context.Context, changes int) (*soak, error) {
 	// The write budget opened wide: a renumbering every second or two.
 	wide := []string{"--budget-object-burst", "1000", "--budget-object-per-minute", "600", "--budget-total-burst", "20000", "--budget-total-per-minute", "12000"}
 	for _, name := range []string{"writer-a", "writer-b"} {
-		l, err := freePort()
+		l, err := world.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -248,14 +239,4 @@ func writeSoak(b *strings.Builder, s *soak) {
 			fmt.Fprintf(b, "- %s: %s\n", p.Name, strings.Join(vs, ", "))
 		}
 	}
-}
-
-// freePort returns a loopback address nothing listens on.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

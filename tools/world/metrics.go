@@ -1,0 +1,33 @@
+package world
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// MetricSample finds one sample ("name" or "name{labels}") in a Prometheus
+// text exposition, as the agents and writers serve it.
+func MetricSample(body []byte, sample string) (float64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// FreeAddr returns a loopback address with a port nothing listens on, for a
+// writer's --metrics-addr.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

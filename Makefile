@@ -16,7 +16,21 @@ STATICCHECK := $(BIN)/staticcheck
 HELM        := $(BIN)/helm
 ACTIONLINT  := $(BIN)/actionlint
 STATICCHECK_VERSION := v0.7.0
-APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck isc-dhcp-server isc-dhcp-client
+# Real nodes in the test world (../shared/notes/nodeworld.md): built from the
+# module proxy like the API server, cached in _out/bin.
+KUBE_VERSION       := v1.35.4
+CONTAINERD_VERSION := v2.2.1
+RUNC_VERSION       := v1.3.2
+CNI_VERSION        := v1.8.0
+KUBELET            := $(BIN)/kubelet
+CONTAINERD         := $(BIN)/containerd
+RUNC               := $(BIN)/runc
+CNI                := $(BIN)/cni/bridge
+# Without these the API server and nodes report v0.0.0-master (and Helm refuses
+# a chart requiring Kubernetes 1.30+).
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck isc-dhcp-server isc-dhcp-client libseccomp-dev gcc libc6-dev util-linux
 
 .DEFAULT_GOAL := help
 
@@ -34,7 +48,7 @@ deps: ## Install the Debian packages tests need (radvd, iproute2, promtool, ...)
 
 $(APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum tools/kube-apiserver/main.go
 	@echo "building kube-apiserver (cold: ~6 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/kube-apiserver && $(GO) build -trimpath -o $@ .
+	@mkdir -p $(BIN) && cd tools/kube-apiserver && $(GO) build -trimpath -ldflags="$(KUBE_LDFLAGS)" -o $@ .
 
 $(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	@echo "building etcd (cold: ~1-2 min)"
@@ -61,6 +75,31 @@ $(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
 
 $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(KUBELET): tools/kube-node/go.mod tools/kube-node/go.sum $(wildcard tools/kube-node/*/main.go)
+	@echo "building kubelet, kube-controller-manager, kube-scheduler $(KUBE_VERSION) (cold: ~15 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube-node && for c in kube-controller-manager kube-scheduler kubelet; do \
+		$(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/$$c ./$$c || exit 1; done
+
+$(CONTAINERD):
+	@echo "building containerd $(CONTAINERD_VERSION) (cold: ~4 min)"
+	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install -trimpath -tags no_btrfs \
+		github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION) \
+		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION)
+
+# runc needs cgo and libseccomp (libseccomp-dev, in make deps).
+$(RUNC):
+	@mkdir -p $(BIN) && GOBIN=$(BIN) CGO_ENABLED=1 $(GO) install -trimpath -tags seccomp github.com/opencontainers/runc@$(RUNC_VERSION)
+
+$(CNI):
+	@mkdir -p $(BIN)/cni && GOBIN=$(BIN)/cni $(GO) install -trimpath \
+		github.com/containernetworking/plugins/plugins/main/bridge@$(CNI_VERSION) \
+		github.com/containernetworking/plugins/plugins/main/loopback@$(CNI_VERSION) \
+		github.com/containernetworking/plugins/plugins/ipam/host-local@$(CNI_VERSION)
+
+.PHONY: node-tools
+node-tools: $(KUBELET) $(CONTAINERD) $(RUNC) $(CNI) ## Build the real nodes' parts: kubelet, controller manager, scheduler, containerd, runc, CNI plugins
 
 .PHONY: tools
 tools: $(APISERVER) $(ETCD) $(LBIPAM) $(HELM) ## Build the pinned API server, etcd, Cilium's LB-IPAM (the test world) and Helm (the chart tests)
@@ -94,15 +133,25 @@ images: ## OCI image tarballs of agent and writer (linux/amd64 + arm64, one inde
 		(cd tools/images && $(GO) run . -name $$cmd $$cap $$args -version $(IMAGE_VERSION) -revision "$$rev" -out $(OUT)/images/$$cmd.oci.tar) || exit 1; \
 	done
 
+# The real nodes' sandbox image: a static pause (tools/images/pause), never shipped.
+.PHONY: node-images
+node-images: ## The sandbox (pause) image the test world's real nodes run Pods with, in _out/images
+	@mkdir -p $(OUT)/images && cd tools/images && args=""; \
+	for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; bin=$(OUT)/images/pause-$$os-$$arch; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w -buildid=" -o $$bin ./pause || exit 1; \
+		args="$$args -bin $$p=$$bin"; \
+	done; \
+	SOURCE_DATE_EPOCH=0 $(GO) run . -name pause $$args -version dev -out $(OUT)/images/pause.oci.tar
+
 .PHONY: test
-test: deps tools build ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~22 min)
+test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~22 min)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -p 1 -timeout 60m ./...
 
 .PHONY: e2e
-e2e: deps tools build ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall; ~25 min)
+e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall; ~25 min)
 	E2E_FULL=1 $(GO) test -count=1 -p 1 -timeout 80m ./e2e/
 
 .PHONY: e2e-kind
@@ -128,8 +177,8 @@ lint: $(STATICCHECK) $(ACTIONLINT) ## go vet, staticcheck, shellcheck and action
 	$(ACTIONLINT) .github/workflows/*.yml
 
 .PHONY: world-up
-world-up: deps tools build ## Start a test world (3 nodes) in the background and print how to use it
-	@$(BIN)/worldctl up --nodes $${NODES:-3}
+world-up: deps tools build $(if $(KUBELET),node-tools images node-images helm) ## Start a test world (NODES=3) in the background; KUBELET=1: real nodes running the install (INSTALL=kustomize|helm)
+	@$(BIN)/worldctl up --nodes $${NODES:-3} $(if $(KUBELET),--kubelets --install $${INSTALL:-kustomize})
 
 .PHONY: world-down
 world-down: ## Tear down every test world, even after a crashed test

@@ -74,12 +74,7 @@ func newWorld(t *testing.T, nodes int) *world.World {
 // newWorldWith starts a world with RBAC installed, and the CRDs when crds is set.
 func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("real-world test (skipped with -short)")
-	}
-	if err := world.Require(); err != nil {
-		t.Skipf("test world unavailable: %v", err)
-	}
+	skipWithoutWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w, err := world.Start(ctx, world.Options{Nodes: nodes, Log: logWriter{t}})
@@ -101,6 +96,17 @@ func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// skipWithoutWorld skips a real-world test with -short or where no world can run.
+func skipWithoutWorld(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real-world test (skipped with -short)")
+	}
+	if err := world.Require(); err != nil {
+		t.Skipf("test world unavailable: %v", err)
+	}
 }
 
 func dumpLogs(t *testing.T, w *world.World) {

@@ -53,7 +53,16 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 		return nil, err
 	}
 	host := w.Net.HostAddr
-	p, err := newPKI(w.Dir, []net.IP{host.AsSlice(), net.IPv4(127, 0, 0, 1)})
+	serverIPs := []net.IP{host.AsSlice(), net.IPv4(127, 0, 0, 1)}
+	if w.kubelets {
+		// Pods reach the API server at the `kubernetes` Service's ClusterIP.
+		host = w.Net.ServiceAddr()
+		serverIPs = append(serverIPs, host.AsSlice())
+		if err := w.Net.addServiceAddr(ctx); err != nil {
+			return nil, err
+		}
+	}
+	p, err := newPKI(w.Dir, serverIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +87,11 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 		return nil, err
 	}
 
-	port, err := freePort(host.String())
-	if err != nil {
-		return nil, err
+	port := 443 // the `kubernetes` Service's port
+	if !w.kubelets {
+		if port, err = freePort(host.String()); err != nil {
+			return nil, err
+		}
 	}
 	cp.URL = "https://" + netip.AddrPortFrom(host, uint16(port)).String()
 	policy := filepath.Join(w.Dir, "audit-policy.yaml")
@@ -102,6 +113,16 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 		"--audit-log-mode", "blocking",
 		"--profiling=false", "--cert-dir", filepath.Join(w.Dir, "certs"),
 		"--v", "1",
+	}
+	if w.kubelets {
+		cp.apiArgs = withArgs(cp.apiArgs, map[string]string{
+			"--service-cluster-ip-range":  w.Net.ServiceRange().String(),
+			"--authorization-mode":        "Node,RBAC",
+			"--disable-admission-plugins": "",
+		})
+		cp.apiArgs = append(cp.apiArgs, "--enable-admission-plugins", "NodeRestriction",
+			"--kubelet-preferred-address-types", "InternalIP",
+			"--kubelet-client-certificate", p.AdminCert, "--kubelet-client-key", p.AdminKey)
 	}
 	if err := cp.startAPIServer(); err != nil {
 		return nil, err
@@ -194,6 +215,22 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string) error {
 		return fmt.Errorf("creating node %q: %w", name, err)
 	}
 	return nil
+}
+
+// withArgs replaces the values of flags already in argv ("" drops the flag).
+func withArgs(argv []string, set map[string]string) []string {
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		if v, ok := set[argv[i]]; ok && i+1 < len(argv) {
+			if v != "" {
+				out = append(out, argv[i], v)
+			}
+			i++
+			continue
+		}
+		out = append(out, argv[i])
+	}
+	return out
 }
 
 func freePort(host string) (int, error) {

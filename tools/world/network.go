@@ -40,6 +40,7 @@ type Node struct {
 	NS          string
 	Link        string
 	ControlAddr netip.Addr
+	PodRange    netip.Prefix // its Pods' addresses, with real nodes (Options.Kubelets)
 }
 
 // Advert is one prefix in a Router Advertisement.
@@ -142,6 +143,7 @@ func (n *Network) addNode(ctx context.Context, i int) (*Node, error) {
 		NS:          fmt.Sprintf("rn%s-n%d", n.w.ID, i),
 		Link:        "eth0",
 		ControlAddr: netip.MustParseAddr(fmt.Sprintf("fd72:6e75:%s::1%d", n.w.ID, i)),
+		PodRange:    netip.MustParsePrefix(fmt.Sprintf("fd72:6e75:%s:%x::/64", n.w.ID, 0x100+i)),
 	}
 	if err := n.addNS(ctx, node.NS); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,10 @@ type Options struct {
 	Root string
 	// Log receives progress lines; default io.Discard.
 	Log io.Writer
+	// Kubelets makes the nodes real: containerd, runc and a kubelet in every
+	// node namespace, kube-controller-manager and kube-scheduler beside the API
+	// server, which then serves on the in-cluster address (see kubelet.go).
+	Kubelets bool
 }
 
 // World is one running test world.
@@ -44,12 +49,16 @@ type World struct {
 	Dir string
 	Net *Network
 	API *ControlPlane
+	// Kubelets are the real nodes, with Options.Kubelets.
+	Kubelets []*Kubelet
 
-	log   io.Writer
-	repo  string
-	mu    sync.Mutex
-	state state
-	procs []*exec.Cmd
+	kubelets bool
+	closed   bool
+	log      io.Writer
+	repo     string
+	mu       sync.Mutex
+	state    state
+	procs    []*exec.Cmd
 }
 
 // state is what teardown needs, kept on disk so `world down` can clean up after a
@@ -59,6 +68,8 @@ type state struct {
 	Owner      int      `json:"owner"` // the process that started the world
 	Namespaces []string `json:"namespaces"`
 	PIDs       []int    `json:"pids"`
+	// Real nodes: their cgroup roots.
+	CgroupRoots []string `json:"cgroupRoots,omitempty"`
 }
 
 // ErrNotRoot is returned by Start when the caller cannot create namespaces.
@@ -95,7 +106,16 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	idb := make([]byte, 2)
 	_, _ = rand.Read(idb)
 	id := hex.EncodeToString(idb)
-	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, state: state{ID: id, Owner: os.Getpid()}}
+	if opts.Kubelets {
+		if opts.NoControlPlane {
+			return nil, errors.New("world: real nodes need the control plane")
+		}
+		if err := RequireKubelets(); err != nil {
+			return nil, err
+		}
+	}
+	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, kubelets: opts.Kubelets,
+		state: state{ID: id, Owner: os.Getpid()}}
 	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("world: %w", err)
 	}
@@ -116,6 +136,14 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 			return nil, fmt.Errorf("world: control plane: %w", err)
 		}
 		w.logf("API server ready at %s (%s)", w.API.URL, time.Since(t).Round(time.Millisecond))
+		if opts.Kubelets {
+			t := time.Now()
+			if err := w.startNodes(ctx); err != nil {
+				return nil, fmt.Errorf("world: real nodes: %w", err)
+			}
+			w.logf("%d real nodes Ready (%s)", len(w.Kubelets), time.Since(t).Round(time.Millisecond))
+			return w, nil
+		}
 		for _, n := range w.Net.Nodes {
 			if err := w.API.CreateNode(ctx, n.Name); err != nil {
 				return nil, err
@@ -128,6 +156,11 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 // Close tears the world down: processes by recorded PID, then namespaces.
 func (w *World) Close() {
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
 	procs := w.procs
 	w.procs = nil
 	w.mu.Unlock()
@@ -166,6 +199,14 @@ func teardown(s state) {
 		if pid != self && alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+	// Real nodes: the containers outlive containerd (its shims, in the node's
+	// network namespace, go with the namespaces below).
+	for _, root := range s.CgroupRoots {
+		removeCgroupRoot(root)
+	}
+	if len(s.CgroupRoots) > 0 {
+		restoreSysctls()
 	}
 	for i := len(s.Namespaces) - 1; i >= 0; i-- {
 		ns := s.Namespaces[i]
@@ -240,6 +281,11 @@ func (w *World) record(f func(*state)) {
 // spawn starts a long-running process (optionally inside namespace ns), in its own
 // process group, with output to logName under the world directory.
 func (w *World) spawn(ns, logName string, argv ...string) (*exec.Cmd, error) {
+	return w.spawnEnv(ns, logName, nil, argv...)
+}
+
+// spawnEnv is spawn with env added to the process's environment.
+func (w *World) spawnEnv(ns, logName string, env []string, argv ...string) (*exec.Cmd, error) {
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
@@ -248,6 +294,9 @@ func (w *World) spawn(ns, logName string, argv ...string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -304,13 +353,9 @@ func (w *World) logf(format string, args ...any) {
 // Bin finds a binary built by `make tools build` (kube-apiserver, etcd, agent,
 // writer) under $RENUMBER_BIN or <repo>/_out/bin.
 func Bin(name string) (string, error) {
-	dir := os.Getenv("RENUMBER_BIN")
-	if dir == "" {
-		repo, err := RepoRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(repo, "_out", "bin")
+	dir, err := binDir()
+	if err != nil {
+		return "", err
 	}
 	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
@@ -318,6 +363,21 @@ func Bin(name string) (string, error) {
 	}
 	return p, nil
 }
+
+func binDir() (string, error) {
+	if dir := os.Getenv("RENUMBER_BIN"); dir != "" {
+		return dir, nil
+	}
+	repo, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(repo, "_out", "bin"), nil
+}
+
+func goarch() string { return runtime.GOARCH }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // RepoRoot finds the directory holding this project's go.mod.
 func RepoRoot() (string, error) {

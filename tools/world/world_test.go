@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/renumber/renumber/tools/world"
 )
@@ -281,5 +283,92 @@ func TestAPIServerPauseAndResume(t *testing.T) {
 	}
 	if err := w.API.WaitReady(ctx, 30*time.Second); err != nil {
 		t.Errorf("not ready after resume: %v", err)
+	}
+}
+
+// TestRealNodesDoNotCollideAndCleanUp: two worlds of real nodes run Pods side
+// by side; closing one leaves the other's running and nothing of its own
+// behind (processes, cgroups, mounts), and the last one puts back the global
+// sysctls kubelet changed.
+func TestRealNodesDoNotCollideAndCleanUp(t *testing.T) {
+	if err := world.RequireKubelets(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("real nodes missing in CI: %v", err)
+		}
+		t.Skipf("real nodes unavailable: %v", err)
+	}
+	sysctls := func() string {
+		var out []string
+		for _, f := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {
+			b, _ := os.ReadFile("/proc/sys/" + f)
+			out = append(out, f+"="+strings.TrimSpace(string(b)))
+		}
+		return strings.Join(out, " ")
+	}
+	before := sysctls()
+	a := start(t, world.Options{Nodes: 1, Kubelets: true})
+	b := start(t, world.Options{Nodes: 1, Kubelets: true})
+	for _, w := range []*world.World{a, b} {
+		runPause(t, w)
+	}
+	if sysctls() == before {
+		t.Logf("kubelet changed no sysctl here (%s)", before)
+	}
+	aRoot := "/sys/fs/cgroup/pids" + a.Kubelets[0].CgroupRoot
+	a.Close()
+	if _, err := os.Stat(aRoot); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup root %s left behind", aRoot)
+	}
+	// containerd's shims leave the world's process groups: none may be left.
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if cmd, err := os.ReadFile("/proc/" + p.Name() + "/cmdline"); err == nil && strings.Contains(string(cmd), a.Dir) {
+			t.Errorf("process %s left behind: %s", p.Name(), strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	if p, err := b.API.Client.CoreV1().Pods("default").Get(t.Context(), "pause", metav1.GetOptions{}); err != nil || p.Status.Phase != "Running" {
+		t.Errorf("the other world's Pod after the first closed: %v %v", err, p.Status.Phase)
+	}
+	b.Close()
+	if got := sysctls(); got != before {
+		t.Errorf("sysctls after both worlds: %s, before: %s", got, before)
+	}
+}
+
+// runPause runs a Pod of the pause image on the Pod network and waits for it.
+func runPause(t *testing.T, w *world.World) {
+	t.Helper()
+	ctx := t.Context()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pause"},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers:                   []corev1.Container{{Name: "pause", Image: world.PauseImage, ImagePullPolicy: corev1.PullNever}},
+		},
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := w.API.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		// The default ServiceAccount appears once the controller manager runs.
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for {
+		p, err := w.API.Client.CoreV1().Pods("default").Get(ctx, "pause", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			if !w.Net.Nodes[0].PodRange.Contains(netip.MustParseAddr(p.Status.PodIP)) {
+				t.Errorf("Pod address %s outside the node's range %s", p.Status.PodIP, w.Net.Nodes[0].PodRange)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pause Pod not running: %v %+v", err, p.Status)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

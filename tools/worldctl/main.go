@@ -1,7 +1,11 @@
 // Command worldctl starts and stops the local test world for a person to explore:
 //
-//	worldctl up [--nodes 3]   start a world in the background and print how to use it
+//	worldctl up [--nodes 3] [--kubelets] [--install kustomize|helm]
+//	                          start a world in the background and print how to use it
 //	worldctl down             tear down every world under _out/worlds
+//
+// With --kubelets the nodes are real (kubelet, containerd, runc) and the
+// install - manifests/ or the Helm chart - runs on them as Pods.
 package main
 
 import (
@@ -23,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: worldctl up [--nodes N] | down")
+		fmt.Fprintln(os.Stderr, "usage: worldctl up [--nodes N] [--kubelets] [--install kustomize|helm] | down")
 		os.Exit(2)
 	}
 	var err error
@@ -90,16 +94,21 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 3, "node namespaces")
 	report := fs.String("report", "", "file to write the summary to once ready")
+	kubelets := fs.Bool("kubelets", false, "real nodes: kubelet, containerd and runc in every node namespace")
+	install := fs.String("install", "kustomize", "with --kubelets: install with kustomize (manifests/) or helm (charts/renumber)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	w, err := world.Start(ctx, world.Options{Nodes: *nodes, Log: os.Stderr})
+	w, err := world.Start(ctx, world.Options{Nodes: *nodes, Kubelets: *kubelets, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
+	if *kubelets {
+		return serveReal(ctx, w, *install, *report)
+	}
 	if err := errors.Join(w.API.InstallCRDs(ctx), w.API.InstallRBAC(ctx)); err != nil {
 		return err
 	}
@@ -126,6 +135,48 @@ func serve(args []string) error {
 		return err
 	}
 	if err := os.WriteFile(*report, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// serveReal installs renumber on the real nodes and reports how to watch it.
+func serveReal(ctx context.Context, w *world.World, install, report string) error {
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		return err
+	}
+	var err error
+	switch install {
+	case "kustomize":
+		err = w.InstallKustomize(ctx)
+	case "helm":
+		err = w.InstallHelm(ctx)
+	default:
+		err = fmt.Errorf("--install %q: want kustomize or helm", install)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.Net.Router.Advertise(ctx, world.Advert{
+		Prefix: netip.MustParsePrefix("2001:db8:1:100::/64"), Valid: time.Hour, Preferred: 30 * time.Minute,
+	}); err != nil {
+		return err
+	}
+	for kind, name := range map[string]string{"DaemonSet": "renumber-agent", "Deployment": "renumber-writer"} {
+		if err := w.WaitRollout(ctx, kind, name, 3*time.Minute); err != nil {
+			return err
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "World %s is up: %d real nodes, renumber installed with %s, router advertising 2001:db8:1:100::/64.\n\n", w.ID, len(w.Kubelets), install)
+	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n  kubectl get nodes,pods -A -o wide\n  kubectl renumber status\n", w.API.AdminFile)
+	for _, k := range w.Kubelets {
+		fmt.Fprintf(&b, "  %s: ip netns exec %s bash    (kubelet log: %s/kubelet-%s.log)\n", k.Node.Name, k.Node.NS, w.Dir, k.Node.Name)
+	}
+	fmt.Fprintf(&b, "  router: ip netns exec %s bash    (radvd config: %s/radvd-rt.conf)\n", w.Net.Router.NS, w.Dir)
+	fmt.Fprintf(&b, "  audit log: %s\n\nStop it with: make world-down\n", w.API.AuditLog)
+	if err := os.WriteFile(report, []byte(b.String()), 0o600); err != nil {
 		return err
 	}
 	<-ctx.Done()

@@ -1,0 +1,16 @@
+// Command kube-scheduler is the upstream scheduler, built from the module
+// proxy at the version pinned in go.mod, for the test world's real nodes.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}

@@ -134,11 +134,24 @@ func dumpPods(t *testing.T, w *world.World) {
 }
 
 // quietFor asserts that for d nothing of ours writes but the leader renewing
-// its Lease once per 5 s retry period (the shipped timings).
+// its Lease once per 5 s retry period (the shipped timings), and no Pod of
+// ours logs a line (the shipped log level is info: nothing at steady state).
 func quietFor(t *testing.T, w *world.World, d time.Duration) {
 	t.Helper()
 	m := mark(t, w)
+	since := metav1.Now()
 	time.Sleep(d)
+	for _, app := range []string{"renumber-agent", "renumber-writer"} {
+		for _, p := range pods(t, w, app) {
+			b, err := w.API.Client.CoreV1().Pods(world.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &since}).DoRaw(t.Context())
+			if err != nil {
+				t.Fatalf("logs of %s: %v", p.Name, err)
+			}
+			if len(b) > 0 {
+				t.Errorf("%s logged in a quiet period:\n%s", p.Name, b)
+			}
+		}
+	}
 	ws, err := w.API.WritesSince(t.Context(), m)
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +228,17 @@ func noObjectWrites(t *testing.T, w *world.World, m world.Mark, what string) {
 // first RA converges, a quiet minute costs only Lease renewals, a renumbering
 // costs the minimal writes, a DaemonSet rollout to a new image costs nothing,
 // and a change made while the leader Pod is deleted lands.
-func TestRealNodes(t *testing.T) {
-	w := realWorld(t, 3, "kustomize")
+func TestRealNodes(t *testing.T) { realNodeScenarios(t, "kustomize") }
+
+// TestRealNodesHelm (make e2e): the same scenarios, installed with `helm
+// install` and the chart's defaults.
+func TestRealNodesHelm(t *testing.T) {
+	long(t)
+	realNodeScenarios(t, "helm")
+}
+
+func realNodeScenarios(t *testing.T, install string) {
+	w := realWorld(t, 3, install)
 	ctx := t.Context()
 	nodes := []string{"node1", "node2", "node3"}
 
@@ -415,18 +437,6 @@ func TestRealNodesOperations(t *testing.T) {
 		})
 		noObjectWrites(t, w, m, "node drained")
 	})
-}
-
-// TestRealNodesHelm (make e2e): the same install with `helm install`: it
-// converges from the first RA and a renumbering costs the minimal writes.
-func TestRealNodesHelm(t *testing.T) {
-	long(t)
-	w := realWorld(t, 2, "helm")
-	renumbered(t, w, prefixA.String())
-	settleWrites()
-	m := mark(t, w)
-	renumbered(t, w, prefixB.String(), prefixA.String())
-	minimalWrites(t, w, m, []string{"node1", "node2"})
 }
 
 // TestAgentWithoutNetRaw: the agent binary carries cap_net_raw=ep, so a

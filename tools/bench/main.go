@@ -190,7 +190,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		return err
 	}
 	progress("starting the world: 3 nodes, %d DynamicPrefixes, %d pools, %d Services", dps, dps*poolsPerDP, services)
-	w, err := world.Start(ctx, world.Options{Nodes: 3})
+	w, err := startWorld(ctx, 3)
 	if err != nil {
 		return err
 	}
@@ -634,4 +634,19 @@ func table(m map[string]int) string {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, m[k])
 	}
 	return b.String()
+}
+
+// startWorld starts a world whose writers run with the shipped Deployment's
+// environment (GOGC, GOMEMLIMIT): the benchmarks measure what ships.
+func startWorld(ctx context.Context, nodes int) (*world.World, error) {
+	env, err := world.ShippedWriterEnv()
+	if err != nil {
+		return nil, err
+	}
+	w, err := world.Start(ctx, world.Options{Nodes: nodes})
+	if err != nil {
+		return nil, err
+	}
+	w.WriterEnv = env
+	return w, nil
 }

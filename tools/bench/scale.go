@@ -114,7 +114,7 @@ func spread(runs []memRun, f func(memRun) float64) string {
 func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, error) {
 	row := scaleRow{Nodes: n, Services: scaleServices, FollowingSvcs: scaleFollowing}
 	progress("scale %d: starting an API server (no network nodes)", n)
-	w, err := world.Start(ctx, world.Options{Nodes: 0})
+	w, err := startWorld(ctx, 0)
 	if err != nil {
 		return row, err
 	}
@@ -282,7 +282,7 @@ func top(file string, args ...string) string {
 
 func scaleNotes() []string {
 	return []string{
-		fmt.Sprintf("Scale: one writer (default budgets and timings) against an API server holding N simulated Nodes (created and patched as the world admin by tools/loadgen, 32 concurrent clients), one DynamicPrefix with two pools, and %d Services of which %d follow it in HA mode. Every node then reports the new prefix, the i-th patch sent at i/N of %s; how long the API server took to accept them all is the digest spread column.", scaleServices, scaleFollowing, scaleWindow),
+		fmt.Sprintf("Scale: one writer (default budgets and timings, the shipped Deployment's GOGC and GOMEMLIMIT) against an API server holding N simulated Nodes (created and patched as the world admin by tools/loadgen, 32 concurrent clients), one DynamicPrefix with two pools, and %d Services of which %d follow it in HA mode. Every node then reports the new prefix, the i-th patch sent at i/N of %s; how long the API server took to accept them all is the digest spread column.", scaleServices, scaleFollowing, scaleWindow),
 		"Scale: the time from the last digest to the pool patch is negative when the majority (and so the pool patch) came before the last node reported: the writer needs half the nodes, not all. Profiles are in bench/profiles/ (go tool pprof).",
 	}
 }

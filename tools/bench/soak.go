@@ -88,7 +88,7 @@ func runSoak(ctx context.Context, changes int) (*soak, error) {
 		return nil, err
 	}
 	progress("soak: starting the world (3 nodes, the same workload)")
-	w, err := world.Start(ctx, world.Options{Nodes: 3})
+	w, err := startWorld(ctx, 3)
 	if err != nil {
 		return nil, err
 	}

@@ -2,15 +2,18 @@ package world
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 )
 
 // PoolGVR is the Cilium pool resource the world's CRDs serve.
@@ -42,7 +45,36 @@ func (w *World) StartWriterAs(ctx context.Context, sa, bin, name string, extra .
 		return nil, err
 	}
 	argv := append([]string{bin, "--kubeconfig", id.Kubeconfig, "--identity", name, "--metrics-addr", "127.0.0.1:0"}, extra...)
-	return w.Spawn("", name+".log", argv...)
+	return w.spawnEnv("", name+".log", w.WriterEnv, argv...)
+}
+
+// ShippedWriterEnv is the literal environment (GOMEMLIMIT, GOGC) of the writer
+// container in manifests/writer/deployment.yaml: what the writer ships with.
+func ShippedWriterEnv() ([]string, error) {
+	repo, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(repo, "manifests", "writer", "deployment.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if c.Name == "writer" && e.ValueFrom == nil {
+				env = append(env, e.Name+"="+e.Value)
+			}
+		}
+	}
+	if len(env) == 0 {
+		return nil, errors.New("world: no literal env in the writer Deployment")
+	}
+	return env, nil
 }
 
 // StartAll starts an agent on every node and the named writers, each writer

@@ -51,6 +51,9 @@ type World struct {
 	API *ControlPlane
 	// Kubelets are the real nodes, with Options.Kubelets.
 	Kubelets []*Kubelet
+	// WriterEnv is added to the environment of every writer the world starts
+	// (the benchmarks set the shipped Deployment's, ShippedWriterEnv).
+	WriterEnv []string
 
 	kubelets bool
 	closed   bool

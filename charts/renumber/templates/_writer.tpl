@@ -36,6 +36,8 @@ env:
   {{- end }}
   - name: GOMEMLIMIT
     value: {{ $w.goMemLimit }}
+  - name: GOGC
+    value: {{ $w.goGC | quote }}
 ports:
   - {name: metrics, containerPort: {{ $w.metricsPort }}}
 securityContext:

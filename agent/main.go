@@ -104,11 +104,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		},
 	})
 	reg := metrics.NewRegistry(slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})...)
-	go func() {
-		if err := metrics.Serve(ctx, log, metricsAddr, reg, nil, func(*http.Request) error { return ready() }, nil); err != nil {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
+	metrics.Start(ctx, log, metricsAddr, reg, nil, func(*http.Request) error { return ready() }, nil)
 	start()
 	return nil
 }

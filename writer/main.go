@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -74,12 +73,8 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	// The Lease client is counted but not gated: it writes before leading.
-	leases, err := coordinationv1.NewForConfig(kube.Counted(base, counter, nil))
-	if err != nil {
-		return err
-	}
-	elector, err := election.New(o.election, leases, log)
+	// The Lease is counted but not gated: it is written before leading.
+	elector, err := election.New(o.election, kube.Counted(base, counter, nil), log)
 	if err != nil {
 		return err
 	}
@@ -107,16 +102,9 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.pprof {
 		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
 	}
-	go func() {
-		if err := metrics.Serve(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, c.Ready, extra); err != nil {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
+	metrics.Start(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, c.Ready, extra)
 	if !c.Run(ctx, ctl) {
 		return nil // shutting down before the caches synced
-	}
-	if len(c.Kinds()) == 0 {
-		log.Warn("no pool kinds served yet (Cilium or MetalLB); only DynamicPrefix status will be written until one is installed")
 	}
 	if o.staleness > 0 {
 		go (&staleness.Checker{Lister: cl.Metadata, Caches: c.All, Clock: clk, Log: log}).Run(ctx, o.staleness)

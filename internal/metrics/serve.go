@@ -45,6 +45,16 @@ func Serve(ctx context.Context, log *slog.Logger, addr string, reg *Registry, he
 	return nil
 }
 
+// Start runs Serve in the background; a failure is logged (the health checks
+// then go unanswered, and the kubelet restarts the Pod).
+func Start(ctx context.Context, log *slog.Logger, addr string, reg *Registry, healthz, readyz Check, extra map[string]http.HandlerFunc) {
+	go func() {
+		if err := Serve(ctx, log, addr, reg, healthz, readyz, extra); err != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+}
+
 // ServeHTTP answers a scrape.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", ContentType)

@@ -173,6 +173,9 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 				"namespace", c.cfg.CiliumNamespace, "after", cmp.Or(c.cfg.CiliumWait, ciliumWait))
 		}
 	}
+	if len(c.Kinds()) == 0 && ctx.Err() == nil {
+		c.log.Warn("no pool kinds served yet (Cilium or MetalLB); only DynamicPrefix status will be written until one is installed")
+	}
 	return ctx.Err() == nil
 }
 

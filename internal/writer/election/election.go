@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -84,10 +85,14 @@ type Elector struct {
 	sinceRenewal metrics.Collector
 }
 
-// New returns an elector; client must not go through the write gate (the Lease
-// itself is written while not yet leading).
-func New(cfg Config, client coordinationv1.LeasesGetter, log *slog.Logger) (*Elector, error) {
+// New returns an elector whose Lease client uses cfg, which must not go
+// through the write gate (the Lease itself is written while not yet leading).
+func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Elector, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	client, err := coordinationv1.NewForConfig(rc)
+	if err != nil {
 		return nil, err
 	}
 	metricDeadlines.With("lease_duration").Set(cfg.LeaseDuration.Seconds())

@@ -78,6 +78,7 @@ func up(args []string) error {
 		select {
 		case err := <-done:
 			b, _ := os.ReadFile(report + ".log")
+			_ = os.Remove(report + ".log")
 			return fmt.Errorf("world did not start: %v\n%s", err, b)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -170,7 +171,7 @@ func serveReal(ctx context.Context, w *world.World, install, report string) erro
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "World %s is up: %d real nodes, renumber installed with %s, router advertising 2001:db8:1:100::/64.\n\n", w.ID, len(w.Kubelets), install)
-	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n  kubectl get nodes,pods -A -o wide\n  kubectl renumber status\n", w.API.AdminFile)
+	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n  kubectl get nodes,pods -A -o wide\n  _out/bin/kubectl-renumber status\n", w.API.AdminFile)
 	for _, k := range w.Kubelets {
 		fmt.Fprintf(&b, "  %s: ip netns exec %s bash    (kubelet log: %s/kubelet-%s.log)\n", k.Node.Name, k.Node.NS, w.Dir, k.Node.Name)
 	}

@@ -144,14 +144,14 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 	SOURCE_DATE_EPOCH=0 $(GO) run . -name pause $$args -version dev -out $(OUT)/images/pause.oci.tar
 
 .PHONY: test
-test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~22 min)
+test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~25 min warm)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -p 1 -timeout 60m ./...
 
 .PHONY: e2e
-e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall; ~25 min)
+e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall, real nodes after helm install; ~40 min)
 	E2E_FULL=1 $(GO) test -count=1 -p 1 -timeout 80m ./e2e/
 
 .PHONY: e2e-kind

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -130,8 +131,6 @@ type Kubelet struct {
 	Socket     string // containerd's CRI socket
 	CgroupRoot string // kubelet's cgroupRoot, the same in every hierarchy
 	containerd *exec.Cmd
-	kubelet    *exec.Cmd
-	kubeletArg []string
 }
 
 // startNodes starts the controller manager, the scheduler and one kubelet per
@@ -260,7 +259,7 @@ func (w *World) startKubelet(ctx context.Context, nd *Node) (*Kubelet, error) {
 		return nil, err
 	}
 	for _, img := range NodeImages {
-		if err := k.ctr(ctx, "images", "import", "--platform", "linux/"+goarch(), filepath.Join(repo, "_out", "images", img)); err != nil {
+		if err := k.ctr(ctx, "images", "import", "--platform", "linux/"+runtime.GOARCH, filepath.Join(repo, "_out", "images", img)); err != nil {
 			return nil, err
 		}
 	}
@@ -272,29 +271,12 @@ func (w *World) startKubelet(ctx context.Context, nd *Node) (*Kubelet, error) {
 	if err := os.WriteFile(cfg, []byte(kubeletConfig(k, w.API.pki.CAFile)), 0o600); err != nil {
 		return nil, err
 	}
-	k.kubeletArg = []string{"nsenter", "-t", fmt.Sprint(k.containerd.Process.Pid), "-m", "-n",
+	// kubelet joins containerd's mount namespace: Pod volumes must be visible to both.
+	_, err = w.spawn("", "kubelet-"+nd.Name+".log", "nsenter", "-t", fmt.Sprint(k.containerd.Process.Pid), "-m", "-n",
 		filepath.Join(bin, "kubelet"), "--config", cfg, "--kubeconfig", kc,
 		"--root-dir", filepath.Join(k.Dir, "kubelet"), "--hostname-override", nd.Name,
-		"--node-ip", nd.ControlAddr.String(), "--v=1"}
-	return k, k.startKubelet(w)
-}
-
-func (k *Kubelet) startKubelet(w *World) error {
-	var err error
-	k.kubelet, err = w.spawn("", "kubelet-"+k.Node.Name+".log", k.kubeletArg...)
-	return err
-}
-
-// RestartKubelet stops the node's kubelet and starts it again (Pods keep
-// running under containerd meanwhile, as on a real node).
-func (k *Kubelet) RestartKubelet(w *World) error {
-	w.Stop(k.kubelet, 10*time.Second)
-	return k.startKubelet(w)
-}
-
-// Import imports another image tarball into the node's containerd.
-func (k *Kubelet) Import(ctx context.Context, tarball string) error {
-	return k.ctr(ctx, "images", "import", "--platform", "linux/"+goarch(), tarball)
+		"--node-ip", nd.ControlAddr.String(), "--v=1")
+	return k, err
 }
 
 // Tag gives an imported image a second name (a "new" image for a rollout).

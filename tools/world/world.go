@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -377,8 +376,6 @@ func binDir() (string, error) {
 	}
 	return filepath.Join(repo, "_out", "bin"), nil
 }
-
-func goarch() string { return runtime.GOARCH }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 

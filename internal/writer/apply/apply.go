@@ -58,6 +58,7 @@ type Writer struct {
 	services memo[service.Annotations]
 	adverts  memo[string]
 	calico   memo[string]
+	deleted  memo[struct{}] // advertisements deleted, until the cache shows it
 }
 
 // memo is guard.Memo keyed by object.
@@ -73,6 +74,7 @@ func (w *Writer) Forget() {
 	w.services.Reset()
 	w.adverts.Reset()
 	w.calico.Reset()
+	w.deleted.Reset()
 }
 
 // object names one object we write: the key of memos and of the write budget.

@@ -101,7 +101,11 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
 			continue
 		}
-		if w.shadow(remove(object{resource: "ciliumbgpadvertisements", name: live.GetName()})) {
+		self := object{resource: "ciliumbgpadvertisements", name: live.GetName()}
+		if _, ok := w.deleted.get(self, live.GetResourceVersion()); ok {
+			continue // deleted; the cache has not caught up
+		}
+		if w.shadow(remove(self)) {
 			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
@@ -109,6 +113,7 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 			out = append(out, Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
 			continue
 		}
+		w.deleted.put(self, live.GetResourceVersion(), struct{}{})
 		metricWrites.With("ciliumbgpadvertisements").Inc()
 		w.Log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
 		w.Events.Event(live, "AdvertisementDeleted", "no subnet of DynamicPrefix "+dp+" advertises it any more")

@@ -41,13 +41,17 @@ const (
 	prefixB = "2001:db8:b::/64"
 )
 
-var poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: cilium.PoolResource}
+var (
+	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: cilium.PoolResource}
+	bgpGVR  = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+)
 
 type fixture struct {
 	t      *testing.T
 	dps    cache.Store
 	svcs   cache.Store
 	pools  cache.Store
+	bgp    cache.Store // CiliumBGPAdvertisements; nil: not served
 	kind   *backend.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
@@ -68,7 +72,7 @@ func (f *fixture) Pools() []backend.Cached {
 	return []backend.Cached{{Kind: f.kind, Store: f.pools}}
 }
 func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
-	return nil, schema.GroupVersionResource{}
+	return f.bgp, bgpGVR
 }
 func (f *fixture) CalicoPools() (cache.Store, schema.GroupVersionResource) {
 	return nil, schema.GroupVersionResource{}
@@ -688,6 +692,36 @@ func TestADeletedDynamicPrefixReleasesWhatItWrote(t *testing.T) {
 	f.catchUp()
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("releasing again wrote %q", got)
+	}
+}
+
+// An advertisement made for a deleted DynamicPrefix is deleted once: a pass
+// before the cache shows the deletion does not send it again (it would be a
+// 404 in the audit log).
+func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
+	f := converged(t, generous)
+	adv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+		"metadata": map[string]any{"name": "home-public", "resourceVersion": "7", "labels": map[string]any{
+			cilium.LabelManagedBy: cilium.ManagedBy, dynamicprefix.AnnotationName: "home"}},
+	}}
+	if _, err := f.dyn.Resource(bgpGVR).Create(t.Context(), adv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.bgp = cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := f.bgp.Add(adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dyn.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp() // the advertisement cache is left as it is: it has not caught up
+	want := []string{"delete ciliumbgpadvertisements ", "patch ciliumloadbalancerippools lb", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("releasing wrote %q, want %q", got, want)
+	}
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("a pass before the caches caught up wrote %q", got)
 	}
 }
 

@@ -23,11 +23,7 @@ import (
 // ServiceAccount tokens, the shipped securityContext and probes. Writes are
 // counted from the audit log by those identities.
 
-const (
-	agentDaemonSet   = "renumber-agent"
-	writerDeployment = "renumber-writer"
-	rolloutLimit     = 3 * time.Minute
-)
+const rolloutLimit = 3 * time.Minute
 
 // realWorld starts a world of real nodes with Cilium's CRDs, installed with
 // install ("kustomize" or "helm"), a DynamicPrefix "home" and the pool "lb"
@@ -60,30 +56,15 @@ func realWorld(t *testing.T, nodes int, install string) *world.World {
 	if err := w.API.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	switch install {
-	case "kustomize":
-		err = w.InstallKustomize(ctx)
-	case "helm":
-		err = w.InstallHelm(ctx)
-	}
-	if err != nil {
+	if err := w.Install(ctx, install); err != nil {
 		t.Fatal(err)
 	}
 	minimalDP(t, w, "home")
 	createPool(t, w)
-	rolledOut(t, w)
-	return w
-}
-
-// rolledOut waits until the agent DaemonSet and the writer Deployment are
-// rolled out and every Pod is Ready.
-func rolledOut(t *testing.T, w *world.World) {
-	t.Helper()
-	for kind, name := range map[string]string{"DaemonSet": agentDaemonSet, "Deployment": writerDeployment} {
-		if err := w.WaitRollout(t.Context(), kind, name, rolloutLimit); err != nil {
-			t.Fatal(err)
-		}
+	if err := w.WaitInstalled(t.Context(), rolloutLimit); err != nil {
+		t.Fatal(err)
 	}
+	return w
 }
 
 // leaderPod is the writer Pod holding the Lease.
@@ -281,10 +262,10 @@ func realNodeScenarios(t *testing.T, install string) {
 		m := mark(t, w)
 		before := podNames(pods(t, w, "renumber-agent"))
 		patch := `{"spec":{"template":{"spec":{"containers":[{"name":"agent","image":"renumber/agent:rollout"}]}}}}`
-		if _, err := w.API.Client.AppsV1().DaemonSets(world.Namespace).Patch(ctx, agentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := w.API.Client.AppsV1().DaemonSets(world.Namespace).Patch(ctx, world.AgentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.WaitRollout(ctx, "DaemonSet", agentDaemonSet, rolloutLimit); err != nil {
+		if err := w.WaitRollout(ctx, "DaemonSet", world.AgentDaemonSet, rolloutLimit); err != nil {
 			t.Fatal(err)
 		}
 		after := podNames(pods(t, w, "renumber-agent"))
@@ -305,7 +286,7 @@ func realNodeScenarios(t *testing.T, install string) {
 			t.Errorf("the deleted Pod %s still leads", l)
 		}
 		minimalWrites(t, w, m, nodes)
-		if err := w.WaitRollout(ctx, "Deployment", writerDeployment, rolloutLimit); err != nil {
+		if err := w.WaitRollout(ctx, "Deployment", world.WriterDeployment, rolloutLimit); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -360,14 +341,14 @@ func TestRealNodesOperations(t *testing.T) {
 		m := mark(t, w)
 		before := podNames(pods(t, w, "renumber-writer"))
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
-		if _, err := w.API.Client.AppsV1().Deployments(world.Namespace).Patch(ctx, writerDeployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := w.API.Client.AppsV1().Deployments(world.Namespace).Patch(ctx, world.WriterDeployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "new writer Pods", func() (bool, string) {
 			after := podNames(pods(t, w, "renumber-writer"))
 			return !slices.ContainsFunc(after, func(n string) bool { return slices.Contains(before, n) }), fmt.Sprint(after)
 		})
-		if err := w.WaitRollout(ctx, "Deployment", writerDeployment, rolloutLimit); err != nil {
+		if err := w.WaitRollout(ctx, "Deployment", world.WriterDeployment, rolloutLimit); err != nil {
 			t.Fatal(err)
 		}
 		if l := leaderPod(t, w); slices.Contains(before, l) {
@@ -423,7 +404,7 @@ func TestRealNodesOperations(t *testing.T) {
 		if err := w.Drain(ctx, node); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.WaitRollout(ctx, "Deployment", writerDeployment, rolloutLimit); err != nil {
+		if err := w.WaitRollout(ctx, "Deployment", world.WriterDeployment, rolloutLimit); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range pods(t, w, "renumber-writer") {
@@ -447,7 +428,7 @@ func TestAgentWithoutNetRaw(t *testing.T) {
 	w := realWorld(t, 1, "kustomize")
 	ctx := t.Context()
 	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"agent","securityContext":{"capabilities":{"add":null}}}]}}}}`
-	if _, err := w.API.Client.AppsV1().DaemonSets(world.Namespace).Patch(ctx, agentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := w.API.Client.AppsV1().DaemonSets(world.Namespace).Patch(ctx, world.AgentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// runc starts the container, and the kernel refuses the exec: exit 255,

@@ -15,6 +15,33 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// The shipped install's workloads.
+const (
+	AgentDaemonSet   = "renumber-agent"
+	WriterDeployment = "renumber-writer"
+)
+
+// Install installs renumber the way how names: "kustomize" (InstallKustomize)
+// or "helm" (InstallHelm, the chart's defaults).
+func (w *World) Install(ctx context.Context, how string) error {
+	switch how {
+	case "kustomize":
+		return w.InstallKustomize(ctx)
+	case "helm":
+		return w.InstallHelm(ctx)
+	}
+	return fmt.Errorf("world: install %q: want kustomize or helm", how)
+}
+
+// WaitInstalled waits until the agent DaemonSet and the writer Deployment have
+// rolled out, every Pod Ready.
+func (w *World) WaitInstalled(ctx context.Context, limit time.Duration) error {
+	if err := w.WaitRollout(ctx, "DaemonSet", AgentDaemonSet, limit); err != nil {
+		return err
+	}
+	return w.WaitRollout(ctx, "Deployment", WriterDeployment, limit)
+}
+
 // InstallKustomize applies the shipped install, `kubectl kustomize manifests/`,
 // unchanged, as `kubectl apply -k manifests/` would (server-side, as the admin).
 // Real nodes then run it as Pods.

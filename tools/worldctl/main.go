@@ -147,16 +147,7 @@ func serveReal(ctx context.Context, w *world.World, install, report string) erro
 	if err := w.API.InstallCRDs(ctx); err != nil {
 		return err
 	}
-	var err error
-	switch install {
-	case "kustomize":
-		err = w.InstallKustomize(ctx)
-	case "helm":
-		err = w.InstallHelm(ctx)
-	default:
-		err = fmt.Errorf("--install %q: want kustomize or helm", install)
-	}
-	if err != nil {
+	if err := w.Install(ctx, install); err != nil {
 		return err
 	}
 	if err := w.Net.Router.Advertise(ctx, world.Advert{
@@ -164,10 +155,8 @@ func serveReal(ctx context.Context, w *world.World, install, report string) erro
 	}); err != nil {
 		return err
 	}
-	for kind, name := range map[string]string{"DaemonSet": "renumber-agent", "Deployment": "renumber-writer"} {
-		if err := w.WaitRollout(ctx, kind, name, 3*time.Minute); err != nil {
-			return err
-		}
+	if err := w.WaitInstalled(ctx, 3*time.Minute); err != nil {
+		return err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "World %s is up: %d real nodes, renumber installed with %s, router advertising 2001:db8:1:100::/64.\n\n", w.ID, len(w.Kubelets), install)

@@ -129,7 +129,7 @@ images: ## OCI image tarballs of agent and writer (linux/amd64 + arm64, one inde
 			CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w -buildid=" -o $$bin ./$$cmd || exit 1; \
 			args="$$args -bin $$p=$$bin"; \
 		done; \
-		cap=""; if [ $$cmd = agent ]; then cap=-cap-net-raw; fi; \
+		cap=""; if [ $$cmd = agent ]; then cap=-agent-caps; fi; \
 		(cd tools/images && $(GO) run . -name $$cmd $$cap $$args -version $(IMAGE_VERSION) -revision "$$rev" -out $(OUT)/images/$$cmd.oci.tar) || exit 1; \
 	done
 

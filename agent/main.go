@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/agent"
+	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kernel"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
 	"github.com/renumber/renumber/internal/agent/node"
@@ -91,10 +92,11 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		WatchNode: func(ctx context.Context, live func(string, bool)) <-chan struct{} {
 			return node.Watch(ctx, api, log, nodeName, live)
 		},
-		WatchLinks: func(ctx context.Context, set func(map[string]observe.Policy)) <-chan struct{} {
-			return uplink.Watch(ctx, api, log, func(f []uplink.Follower) { set(uplink.Links(ifaces, f)) })
+		WatchLinks: func(ctx context.Context, set func(map[string]observe.Policy), clients func([]dhcp6.Want)) <-chan struct{} {
+			return uplink.Watch(ctx, api, log, nodeName, func(f []uplink.Follower) { set(uplink.Links(ifaces, f)) }, clients)
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),
+		DialDHCPv6:   dhcp6.Dial,
 		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix)) agent.Listener {
 			return ra.NewListener(link, h, clk, log)
 		},

@@ -9,6 +9,13 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -38,7 +45,7 @@ func delegate(t *testing.T, w *world.World, prefix, previous string) {
 func TestDelegatedPrefixHostMode(t *testing.T) {
 	w := newWorld(t, 2)
 	advertise(t, w, prefixA) // the ISP's /64 on the uplink: not what this DynamicPrefix follows
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0", "mode": "host"}}})
 	createPool(t, w)
 	const pd1, pd2 = "2001:db8:a00::/56", "2001:db8:b00::/56"
 	delegate(t, w, pd1, "")
@@ -81,7 +88,7 @@ func TestDHCPv6PDWithARealServer(t *testing.T) {
 	if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0", "mode": "host"}}})
 	createPool(t, w)
 	for _, n := range []string{"node1", "node2"} {
 		startAgent(t, w, n)
@@ -135,5 +142,192 @@ func TestDHCPv6PDWithARealServer(t *testing.T) {
 	}
 	if pools != 1 || statuses < 1 || statuses > 2 {
 		t.Errorf("%d pool and %d status patches for one renumbering, want 1 and 1-2", pools, statuses)
+	}
+}
+
+// TestDHCPv6PDBuiltInClient: the agents' own DHCPv6 client (mode client, the
+// default) against ISC dhcpd in the router. The writer names one node to run
+// it; its renewals, and the server rebooting with its leases, write nothing.
+// That node dies: the client moves at once to the other node, whose agent
+// asks as the same client and gets the same prefix back, so no pool is
+// written and the prefix is never reported missing. The ISP renumbers (the
+// server restarts with another pool, its leases forgotten): the next renewal
+// is answered NoBinding or with the new prefix, and the pool follows.
+func TestDHCPv6PDBuiltInClient(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := t.Context()
+	advertise(t, w, prefixA) // the /64 on the uplink: not what this DynamicPrefix follows
+	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
+	if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
+	createPool(t, w)
+	node1 := startAgent(t, w, "node1")
+	startAgent(t, w, "node2")
+	startWriter(t, w, "writer-a", "--node-not-ready-grace", "10s")
+
+	following := func(what string, pool netip.Prefix, client string) netip.Prefix {
+		t.Helper()
+		var cur netip.Prefix
+		eventuallyWithin(t, 2*time.Minute, what, func() (bool, string) {
+			st := dpStatus(t, w, "home")
+			p, err := netip.ParsePrefix(st.CurrentPrefix)
+			node := ""
+			if st.DHCPv6PD != nil {
+				node = st.DHCPv6PD.ClientNode
+			}
+			if err != nil || !pool.Contains(p.Addr()) || p.Bits() != 56 || st.PrefixSource != "dhcpv6-pd" || node != client {
+				return false, fmt.Sprintf("%s %s client %q", st.CurrentPrefix, st.PrefixSource, node)
+			}
+			cur = p
+			b := blocks(t, w, "lb")
+			return slices.Equal(b, []string{"192.0.2.0/24", p.String()}), fmt.Sprint(b)
+		})
+		return cur
+	}
+	quiet := func(what string, m world.Mark) {
+		t.Helper()
+		settleWrites()
+		if got := writesBy(t, w, m, agentUser); len(got) > 0 {
+			t.Errorf("%s: agent writes %v, want none", what, got)
+		}
+		if got := objectWrites(writesBy(t, w, m, writerUser)); len(got) > 0 {
+			t.Errorf("%s: writer writes %q, want none", what, got)
+		}
+	}
+	renewals := func() int { return countLog(w, "rt-dhcpd.log", "Renew message from") }
+
+	p1 := following("node1's client is delegated a prefix", first.Pool, "node1")
+	waitDigest(t, w, "node1", "reports the delegation", delegated(p1))
+	if v, _ := annotation(t, w, "node2"); strings.Contains(v, p1.String()) {
+		t.Errorf("node2's digest %q reports %s: only the client's node holds the delegation", v, p1)
+	}
+
+	settleWrites()
+	m := mark(t, w)
+	before := renewals()
+	eventuallyWithin(t, time.Minute, "two renewals (T1: 15 s)", func() (bool, string) {
+		return renewals() >= before+2, fmt.Sprint(renewals() - before)
+	})
+	quiet("renewals", m)
+
+	m = mark(t, w)
+	if err := w.Net.Router.RestartDHCPServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before = renewals()
+	eventuallyWithin(t, time.Minute, "a renewal with the restarted server", func() (bool, string) {
+		return renewals() > before, ""
+	})
+	if st := dpStatus(t, w, "home"); st.CurrentPrefix != p1.String() {
+		t.Errorf("after the server's restart: %s, want %s kept", st.CurrentPrefix, p1)
+	}
+	quiet("the server's restart", m)
+
+	// node1 dies: its agent stops and its Node goes NotReady.
+	m = mark(t, w)
+	w.Stop(node1, 5*time.Second)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Test","message":"set by the test",`+
+		`"lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+	if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, "node1", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if p := following("node2 takes the client over", first.Pool, "node2"); p != p1 {
+		t.Errorf("after the failover the server delegated %s, want %s again (same DUID and IAID)", p, p1)
+	}
+	waitDigest(t, w, "node2", "reports the delegation", delegated(p1))
+	waitLog(t, w, "writer-a.log", "its digest no longer votes", 1) // node1's report lapsed: node2's holds the prefix
+	settleWrites()
+	// The client moved when node1 went NotReady, while node1 still voted:
+	// the prefix was never unreported, so one status write says where the
+	// client runs, and nothing else changes.
+	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200"}; !slices.Equal(got, want) {
+		t.Errorf("failover: writer wrote %q, want %q", got, want)
+	}
+	onePatchPerNode(t, writesBy(t, w, m, agentUser), "node2")
+	if n := countLog(w, "writer-a.log", "any more (has the router gone quiet?)"); n != 0 {
+		t.Errorf("the writer reported the prefix unreported during the failover (%d lines)", n)
+	}
+
+	m = mark(t, w)
+	second := first
+	second.Pool = netip.MustParsePrefix("2001:db8:b00::/52")
+	if err := w.Net.Router.DelegatePrefixes(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	p2 := following("the delegation after the ISP renumbered", second.Pool, "node2")
+	t.Logf("delegations: %s, then %s", p1, p2)
+	settleWrites()
+	var pools int
+	for _, wr := range objectWrites(writesBy(t, w, m, writerUser)) {
+		switch wr {
+		case "patch ciliumloadbalancerippools lb 200":
+			pools++
+		case "patch dynamicprefixes/status home 200":
+		default:
+			t.Errorf("unexpected write %s", wr)
+		}
+	}
+	if pools != 1 {
+		t.Errorf("%d pool patches for one renumbering, want 1", pools)
+	}
+}
+
+// delegated: the digest shows p delegated (source pd) on eth0.
+func delegated(p netip.Prefix) func(digest.Node) bool {
+	return func(n digest.Node) bool {
+		for _, l := range n.Links {
+			if l.Name == "eth0" && slices.ContainsFunc(l.Prefixes, func(e digest.Prefix) bool { return e.Prefix == p && e.Sources&digest.SourcePD != 0 }) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestTheSchemaServesTheDHCPv6PDFields: the API server refuses a mode that is
+// neither client nor host and a requested length outside 48..64, defaults
+// the mode to client (the existing operator's objects mean "request the
+// delegation"), and keeps nodeNames and status.dhcpv6pd.
+func TestTheSchemaServesTheDHCPv6PDFields(t *testing.T) {
+	w := newWorldWith(t, 0, true)
+	dps := w.API.Dynamic.Resource(dynamicprefix.GVR)
+	create := func(name string, pd map[string]any) error {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"acquisition": map[string]any{"dhcpv6pd": pd}},
+		}}
+		_, err := dps.Create(t.Context(), u, metav1.CreateOptions{})
+		return err
+	}
+	for name, pd := range map[string]map[string]any{
+		"bad-mode":     {"interface": "eth0", "mode": "relay"},
+		"too-long":     {"interface": "eth0", "requestedPrefixLength": 72},
+		"no-interface": {"mode": "client"},
+	} {
+		if err := create(name, pd); err == nil || !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+	if err := create("home", map[string]any{"interface": "eth0", "nodeNames": []any{"node2", "node1"}}); err != nil {
+		t.Fatalf("a good DynamicPrefix refused: %v", err)
+	}
+	u, err := dps.Get(t.Context(), "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, "node2", "status", "dhcpv6pd", "clientNode"); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = dps.UpdateStatus(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mode, _, _ := unstructured.NestedString(u.Object, "spec", "acquisition", "dhcpv6pd", "mode")
+	length, _, _ := unstructured.NestedInt64(u.Object, "spec", "acquisition", "dhcpv6pd", "requestedPrefixLength")
+	nodes, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "acquisition", "dhcpv6pd", "nodeNames")
+	client, _, _ := unstructured.NestedString(u.Object, "status", "dhcpv6pd", "clientNode")
+	if mode != "client" || length != 56 || !slices.Equal(nodes, []string{"node2", "node1"}) || client != "node2" {
+		t.Errorf("stored mode %q, length %d, nodeNames %q, clientNode %q; want the defaults client and 56, and the fields kept", mode, length, nodes, client)
 	}
 }

@@ -169,3 +169,23 @@ func TestRestartSeedsFrozenLifetime(t *testing.T) {
 		t.Errorf("published %q, want the unchanged %q", got, published)
 	}
 }
+
+// A restart on a node whose digest carried a delegation waits (within the
+// grace) for the DHCPv6 client to confirm it, rather than publishing the
+// digest without it and then with it again: a restart on an unchanged
+// network writes nothing.
+func TestRestartWaitsForTheDelegationBack(t *testing.T) {
+	published := "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p pd"
+	a, rec, _ := start(t, published)
+	a.SetLinks(map[string]observe.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, t0, []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour}})
+	sync_(a)
+	if got := rec.values(); len(got) != 0 {
+		t.Fatalf("published %q before the delegation was back", got)
+	}
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Minute, false, t0)
+	sync_(a)
+	if got := rec.values(); !slices.Equal(got, []string{published}) {
+		t.Errorf("published %q, want the unchanged %q", got, published)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/digest"
 )
@@ -30,9 +32,11 @@ type Parts struct {
 	// first list.
 	WatchNode func(ctx context.Context, live func(value string, exists bool)) (synced <-chan struct{})
 	// WatchLinks follows the links to watch (the --interface links and those
-	// DynamicPrefixes name; true: global unicast only); synced closes after the
-	// first list.
-	WatchLinks func(ctx context.Context, links func(map[string]observe.Policy)) (synced <-chan struct{})
+	// DynamicPrefixes name; true: global unicast only) and the DHCPv6 clients
+	// to run here; synced closes after the first list.
+	WatchLinks func(ctx context.Context, links func(map[string]observe.Policy), clients func([]dhcp6.Want)) (synced <-chan struct{})
+	// DialDHCPv6 opens a DHCPv6 client's socket on a link (dhcp6.Dial).
+	DialDHCPv6 func(link string) (dhcp6.Conn, net.Addr, error)
 	// DefaultLinks are the --interface links, followed alone while the
 	// DynamicPrefixes cannot be listed.
 	DefaultLinks map[string]observe.Policy
@@ -51,7 +55,8 @@ type Parts struct {
 //     starts without it.
 //  2. Learn which links to follow from the DynamicPrefixes (at most
 //     StartupGrace; then the --interface links alone, until the list arrives).
-//  3. Follow the kernel, publish, observe.
+//  3. Follow the kernel, run the DHCPv6 clients the writer asks of this node,
+//     publish, observe.
 //
 // ready reports whether the Node has been read (readiness).
 func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run func()) {
@@ -86,7 +91,8 @@ func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run fu
 			return
 		}
 		a := New(cfg, p.Clock, p.Log, p.Publisher, p.NewListener, published)
-		linksSynced := p.WatchLinks(ctx, a.SetLinks)
+		clients := &dhcp6.Supervisor{Clock: p.Clock, Log: p.Log, Dial: p.DialDHCPv6, Report: a.Delegated}
+		linksSynced := p.WatchLinks(ctx, a.SetLinks, func(w []dhcp6.Want) { clients.Set(ctx, w) })
 		select {
 		case <-linksSynced:
 		case <-p.Clock.After(cfg.StartupGrace):

@@ -11,6 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/observe"
 )
 
@@ -32,7 +33,7 @@ func startParts(clk *clocktesting.FakeClock, pub *startPublisher, node, links ch
 	return Parts{
 		Node: "n1", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Publisher: pub,
 		WatchNode: func(context.Context, func(string, bool)) <-chan struct{} { return node },
-		WatchLinks: func(_ context.Context, set func(map[string]observe.Policy)) <-chan struct{} {
+		WatchLinks: func(_ context.Context, set func(map[string]observe.Policy), _ func([]dhcp6.Want)) <-chan struct{} {
 			synced := make(chan struct{})
 			go func() {
 				if _, ok := <-links; ok {

@@ -26,7 +26,7 @@ import (
 type Spec struct {
 	Name     string
 	Binaries map[string]string // "linux/amd64" -> path
-	NetRaw   bool
+	Caps     bool              // the agent's file capabilities
 	Version  string
 	Revision string
 	Created  time.Time // every timestamp (zero: the Unix epoch)
@@ -39,12 +39,14 @@ const User = "65532:65532"
 // renumber/writer resolve to in containerd.
 const Repository = "docker.io/renumber/"
 
-// capNetRaw is the security.capability value for cap_net_raw=ep: VFS
-// revision 2 with the effective flag, CAP_NET_RAW (13) permitted.
-func capNetRaw() []byte {
+// agentCaps is the security.capability value for
+// cap_net_bind_service,cap_net_raw=ep: VFS revision 2 with the effective flag,
+// CAP_NET_BIND_SERVICE (10: the DHCPv6 client port) and CAP_NET_RAW (13: the
+// raw ICMPv6 socket) permitted.
+func agentCaps() []byte {
 	b := make([]byte, 20)
 	binary.LittleEndian.PutUint32(b[0:], 0x02000000|0x000001)
-	binary.LittleEndian.PutUint32(b[4:], 1<<13)
+	binary.LittleEndian.PutUint32(b[4:], 1<<10|1<<13)
 	return b
 }
 
@@ -69,8 +71,8 @@ func layer(s Spec, bin []byte) ([]byte, error) {
 		return tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, ModTime: mod, Typeflag: tar.TypeDir, Uname: "root", Gname: "root", Format: tar.FormatPAX})
 	}
 	var pax map[string]string
-	if s.NetRaw {
-		pax = map[string]string{"SCHILY.xattr.security.capability": string(capNetRaw())}
+	if s.Caps {
+		pax = map[string]string{"SCHILY.xattr.security.capability": string(agentCaps())}
 	}
 	err := dir("etc/")
 	if err == nil {

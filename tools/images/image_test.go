@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-func spec(t *testing.T, name string, netRaw bool) Spec {
+func spec(t *testing.T, name string, caps bool) Spec {
 	t.Helper()
 	dir := t.TempDir()
 	bins := map[string]string{}
@@ -24,7 +24,7 @@ func spec(t *testing.T, name string, netRaw bool) Spec {
 		}
 		bins[p] = f
 	}
-	return Spec{Name: name, Binaries: bins, NetRaw: netRaw, Version: "v0.0.0-test"}
+	return Spec{Name: name, Binaries: bins, Caps: caps, Version: "v0.0.0-test"}
 }
 
 // The same inputs give the same bytes, hence the same digests.
@@ -77,7 +77,7 @@ func readDockerfile(t *testing.T, name string) dockerfile {
 		case strings.HasPrefix(line, "COPY --from=build "):
 			fields := strings.Fields(line)
 			d.copyTo = fields[len(fields)-1]
-		case strings.Contains(line, "setcap cap_net_raw=ep"):
+		case strings.Contains(line, "setcap cap_net_bind_service,cap_net_raw=ep"):
 			d.setcap = true
 		}
 	}
@@ -90,11 +90,11 @@ func readDockerfile(t *testing.T, name string) dockerfile {
 func TestImagesMatchTheDockerfiles(t *testing.T) {
 	for _, c := range []struct {
 		name, dockerfile string
-		netRaw           bool
+		caps             bool
 	}{{"agent", "Dockerfile.agent", true}, {"writer", "Dockerfile.writer", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			d := readDockerfile(t, c.dockerfile)
-			img, err := Image(spec(t, c.name, c.netRaw), "linux/amd64", []byte("bin"))
+			img, err := Image(spec(t, c.name, c.caps), "linux/amd64", []byte("bin"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,8 +139,8 @@ func TestImagesMatchTheDockerfiles(t *testing.T) {
 				t.Fatalf("%s missing or not executable: %v", d.entrypoint, files)
 			}
 			capability, has := bin.PAXRecords["SCHILY.xattr.security.capability"]
-			if has != d.setcap || (has && capability != string(capNetRaw())) {
-				t.Errorf("file capability %x (set: %v); the Dockerfile sets cap_net_raw=ep: %v", capability, has, d.setcap)
+			if has != d.setcap || (has && capability != string(agentCaps())) {
+				t.Errorf("file capability %x (set: %v); the Dockerfile sets cap_net_bind_service,cap_net_raw=ep: %v", capability, has, d.setcap)
 			}
 			if !bytes.Contains(passwd, []byte(":"+strings.ReplaceAll(d.user, ":", ":")+":")) {
 				t.Errorf("/etc/passwd has no user %s: %q", d.user, passwd)
@@ -149,10 +149,11 @@ func TestImagesMatchTheDockerfiles(t *testing.T) {
 	}
 }
 
-// cap_net_raw=ep as getcap writes it in the xattr (VFS_CAP_REVISION_2).
-func TestCapNetRawEncoding(t *testing.T) {
-	want := []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-	if got := capNetRaw(); !bytes.Equal(got, want) {
-		t.Errorf("capNetRaw = % x, want % x", got, want)
+// cap_net_bind_service,cap_net_raw=ep as setcap writes it in the xattr
+// (VFS_CAP_REVISION_2; read back with getfattr -e hex -n security.capability).
+func TestAgentCapsEncoding(t *testing.T) {
+	want := []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x24, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if got := agentCaps(); !bytes.Equal(got, want) {
+		t.Errorf("agentCaps = % x, want % x", got, want)
 	}
 }

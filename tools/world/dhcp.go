@@ -11,9 +11,10 @@ import (
 )
 
 // DHCPv6-PD in the world: ISC dhcpd (Debian's isc-dhcp-server) in the router
-// namespace delegating prefixes from a pool, and ISC dhclient (isc-dhcp-client)
-// on a node requesting one, in host mode: a hook installs the delegation as
-// an unreachable route expiring with the lease, as routers-on-a-node setups do.
+// namespace delegating prefixes from a pool (asked by the agents' built-in
+// client), and ISC dhclient (isc-dhcp-client) on a node requesting one, in
+// host mode: a hook installs the delegation as an unreachable route expiring
+// with the lease, as routers-on-a-node setups do.
 
 // Delegation is what the router's DHCPv6 server hands out.
 type Delegation struct {
@@ -62,8 +63,26 @@ subnet6 %s {
 	if err := os.WriteFile(leases, nil, 0o644); err != nil { // a new pool: no lease survives
 		return err
 	}
+	return r.startDHCPD(dir)
+}
+
+// RestartDHCPServer stops the router's DHCPv6 server and starts it again
+// with the same pool and its lease database: a router rebooting.
+func (r *Router) RestartDHCPServer(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dhcpd == nil {
+		return fmt.Errorf("world: %s runs no DHCPv6 server", r.name)
+	}
+	r.net.w.Stop(r.dhcpd, 5*time.Second)
+	r.dhcpd = nil
+	return r.startDHCPD(filepath.Join(r.net.w.Dir, r.name+"-dhcpd"))
+}
+
+// startDHCPD starts dhcpd on the configuration and leases in dir; r.mu is held.
+func (r *Router) startDHCPD(dir string) error {
 	cmd, err := r.net.w.spawn(r.NS, r.name+"-dhcpd.log", "dhcpd", "-6", "-f", "-d", "-cf", filepath.Join(dir, "dhcpd6.conf"),
-		"-lf", leases, "-pf", filepath.Join(dir, "dhcpd6.pid"), "eth0")
+		"-lf", filepath.Join(dir, "dhcpd6.leases"), "-pf", filepath.Join(dir, "dhcpd6.pid"), "eth0")
 	if err != nil {
 		return err
 	}

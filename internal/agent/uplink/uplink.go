@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
 	"github.com/renumber/renumber/internal/agent/observe"
 )
@@ -39,6 +40,10 @@ func (f Follower) Equal(o Follower) bool {
 // view is the part of a DynamicPrefix read here; field names as in
 // dynamicprefix.Spec (a test holds the two together).
 type view struct {
+	Metadata struct {
+		Name string `json:"name"`
+		UID  string `json:"uid"`
+	} `json:"metadata"`
 	Spec struct {
 		Acquisition struct {
 			RouterAdvertisement *struct {
@@ -47,7 +52,9 @@ type view struct {
 				TrustedRouters []string `json:"trustedRouters"`
 			} `json:"routerAdvertisement"`
 			DHCPv6PD *struct {
-				Interface string `json:"interface"`
+				Interface             string `json:"interface"`
+				Mode                  string `json:"mode"`
+				RequestedPrefixLength *int   `json:"requestedPrefixLength"`
 			} `json:"dhcpv6pd"`
 			PrefixFilter *struct {
 				RequireGlobalUnicast *bool `json:"requireGlobalUnicast"`
@@ -56,6 +63,34 @@ type view struct {
 			} `json:"prefixFilter"`
 		} `json:"acquisition"`
 	} `json:"spec"`
+	Status struct {
+		DHCPv6PD *struct {
+			ClientNode string `json:"clientNode"`
+		} `json:"dhcpv6pd"`
+	} `json:"status"`
+}
+
+// DefaultRequestedLength is dhcpv6pd.requestedPrefixLength's default.
+const DefaultRequestedLength = 56
+
+// Client returns the DHCPv6 client this node must run for one DynamicPrefix:
+// its spec asks for the built-in client (dhcpv6pd.mode client, the default)
+// and the writer named node in status.dhcpv6pd.clientNode.
+func Client(raw []byte, node string) (dhcp6.Want, bool) {
+	var v view
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return dhcp6.Want{}, false
+	}
+	pd := v.Spec.Acquisition.DHCPv6PD
+	st := v.Status.DHCPv6PD
+	if pd == nil || pd.Interface == "" || (pd.Mode != "" && pd.Mode != "client") || st == nil || st.ClientNode != node || node == "" {
+		return dhcp6.Want{}, false
+	}
+	length := DefaultRequestedLength
+	if pd.RequestedPrefixLength != nil {
+		length = *pd.RequestedPrefixLength
+	}
+	return dhcp6.Want{Name: v.Metadata.Name, UID: v.Metadata.UID, Link: pd.Interface, Length: length}, true
 }
 
 // Decode reads one DynamicPrefix: what it asks of the agents for Router
@@ -168,15 +203,18 @@ func loosest(a, b int, minimum bool) int {
 	}
 }
 
-// Watch calls follow with what every DynamicPrefix asks of the agents, after
-// the first list and whenever that changes (status updates and other fields do
-// not call it). One that cannot be read is logged and left out. synced is
-// closed after the first call.
-func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow func([]Follower)) (synced <-chan struct{}) {
+// Watch calls follow with what every DynamicPrefix asks of the agents, and
+// clients with the DHCPv6 clients this node must run, after the first list
+// and whenever either changes (other status updates and fields do not call
+// them). One that cannot be read is logged and left out. synced is closed
+// after the first calls.
+func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, node string, follow func([]Follower), clients func([]dhcp6.Want)) (synced <-chan struct{}) {
 	var last []Follower
+	var lastClients []dhcp6.Want
 	first := true
 	return api.Watch(ctx, kubehttp.Collection{Path: "/apis/dynamic-prefix.io/v1alpha1/dynamicprefixes"}, log, func(objs kubehttp.Objects) {
 		var fs []Follower
+		var cs []dhcp6.Want
 		for _, name := range slices.Sorted(maps.Keys(objs)) {
 			f, err := Decode(objs[name])
 			if err != nil {
@@ -184,11 +222,18 @@ func Watch(ctx context.Context, api *kubehttp.Client, log *slog.Logger, follow f
 				continue
 			}
 			fs = append(fs, f...)
+			if c, ok := Client(objs[name], node); ok {
+				cs = append(cs, c)
+			}
 		}
-		if !first && slices.EqualFunc(fs, last, Follower.Equal) {
-			return
+		if first || !slices.EqualFunc(fs, last, Follower.Equal) {
+			last = fs
+			follow(fs)
 		}
-		first, last = false, fs
-		follow(fs)
+		if first || !slices.Equal(cs, lastClients) {
+			lastClients = cs
+			clients(cs)
+		}
+		first = false
 	})
 }

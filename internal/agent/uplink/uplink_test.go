@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/observe"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -137,4 +138,50 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("error %v with a result %+v", err, fs)
 		}
 	})
+}
+
+// The agent runs a DHCPv6 client for a DynamicPrefix when its spec asks for
+// the built-in client (mode client, the default) and the writer named this
+// node; with the DynamicPrefix's identity and the length it asks for.
+func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
+	dp := func(pd, status string) []byte {
+		return []byte(`{"metadata":{"name":"home","uid":"6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90"},` +
+			`"spec":{"acquisition":{"dhcpv6pd":` + pd + `}},"status":` + status + `}`)
+	}
+	named := `{"dhcpv6pd":{"clientNode":"n1"}}`
+	for _, c := range []struct {
+		name, pd, status string
+		want             dhcp6.Want
+		ok               bool
+	}{
+		{"named, default mode and length", `{"interface":"wan"}`, named,
+			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56}, true},
+		{"named, length asked", `{"interface":"wan","mode":"client","requestedPrefixLength":60}`, named,
+			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 60}, true},
+		{"another node named", `{"interface":"wan"}`, `{"dhcpv6pd":{"clientNode":"n2"}}`, dhcp6.Want{}, false},
+		{"no node named yet", `{"interface":"wan"}`, `{}`, dhcp6.Want{}, false},
+		{"host mode", `{"interface":"wan","mode":"host"}`, named, dhcp6.Want{}, false},
+	} {
+		got, ok := Client(dp(c.pd, c.status), "n1")
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s: %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := Client([]byte(`{"spec":`), "n1"); ok {
+		t.Error("a garbled DynamicPrefix runs a client")
+	}
+	// The field names agree with the API types.
+	var api dynamicprefix.DynamicPrefix
+	api.Name, api.UID = "home", "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90"
+	length := 48
+	api.Spec.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeClient, RequestedPrefixLength: &length}
+	api.Status.DHCPv6PD = &dynamicprefix.DHCPv6PDStatus{ClientNode: "n1"}
+	raw, err := json.Marshal(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 48}
+	if got, ok := Client(raw, "n1"); !ok || got != want {
+		t.Errorf("from the API types: %+v %v, want %+v", got, ok, want)
+	}
 }

@@ -36,6 +36,8 @@ import (
 type Report struct {
 	Node   string
 	Digest digest.Node
+	// NotReady: the Node is not Ready, but votes still (within the grace).
+	NotReady bool
 }
 
 // Rejected is a prefix some node reported that the spec does not accept.
@@ -66,6 +68,8 @@ type Decision struct {
 	Unreported bool
 	// Wake is when the decision changes by time alone (a drain deadline).
 	Wake time.Time
+	// PDClient is the node whose agent runs the DHCPv6 client ("": none).
+	PDClient string
 }
 
 type tally struct {
@@ -148,6 +152,9 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 	default:
 		d.Source = cmp.Or(prev.PrefixSource, "unknown")
 	}
+	if m.DHCPv6PD && m.PDClient {
+		d.PDClient = clientNode(m, prev, reports)
+	}
 	d.History, d.Wake = history(m.MaxHistory, prev.History, prevCurrent, d.Current, seen, now)
 	for _, h := range d.History {
 		if h.State == dynamicprefix.StateExpired {
@@ -162,6 +169,45 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 
 // choose applies the hysteresis rule. Among the most-voted prefixes the current
 // one wins a tie, then the lowest.
+// clientNode picks the node to run the DHCPv6 client among the voting nodes
+// whose agent follows the interface (and that spec.dhcpv6pd.nodeNames allows):
+// the one running it now while it is Ready, so that it does not move without
+// cause; else the first Ready one of nodeNames, else the first Ready one by
+// name. A node gone NotReady hands the client over at once, while its digest
+// still votes (for the grace), so the new client has the prefix back before
+// the old report lapses: any node asks with the same identity, and the server
+// hands back the same prefix. With no Ready candidate the client stays.
+func clientNode(m spec.Model, prev dynamicprefix.Status, reports []Report) string {
+	var ready, all []string
+	for _, r := range reports {
+		if slices.ContainsFunc(r.Digest.Links, func(l digest.Link) bool { return l.Name == m.PDInterface }) &&
+			(len(m.PDNodes) == 0 || slices.Contains(m.PDNodes, r.Node)) {
+			all = append(all, r.Node)
+			if !r.NotReady {
+				ready = append(ready, r.Node)
+			}
+		}
+	}
+	current := ""
+	if prev.DHCPv6PD != nil {
+		current = prev.DHCPv6PD.ClientNode
+	}
+	for _, candidates := range [][]string{ready, all} {
+		if slices.Contains(candidates, current) {
+			return current
+		}
+		for _, n := range m.PDNodes {
+			if slices.Contains(candidates, n) {
+				return n
+			}
+		}
+		if len(candidates) > 0 {
+			return slices.Min(candidates)
+		}
+	}
+	return ""
+}
+
 func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) netip.Prefix {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {

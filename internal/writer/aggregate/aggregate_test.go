@@ -253,3 +253,54 @@ func TestDelegatedPrefixes(t *testing.T) {
 		t.Errorf("RA on eth0 and PD on wan: votes for %q", got)
 	}
 }
+
+// DHCPv6-PD with the built-in client: one node runs it. It is a voting node
+// whose agent follows the interface; it stays where it is while that node
+// votes; spec.dhcpv6pd.nodeNames limits and orders the choice; host mode and
+// RA-only DynamicPrefixes name no client.
+func TestTheDHCPv6ClientNode(t *testing.T) {
+	client := func(names ...string) dynamicprefix.Spec {
+		return dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", NodeNames: names}}}
+	}
+	on := func(node string) dynamicprefix.Status {
+		return dynamicprefix.Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: node}}
+	}
+	const (
+		follows = "v1;eth0=2001:db8:e::/64 p ra;wan="
+		holds   = "v1;wan=2001:db8:a00::/56 p pd"
+		noWan   = "v1;eth0=2001:db8:e::/64 p ra"
+	)
+	for _, c := range []struct {
+		name    string
+		spec    dynamicprefix.Spec
+		prev    dynamicprefix.Status
+		digests []string // nodes a, b, c, ...
+		want    string
+	}{
+		{"the first node by name", client(), dynamicprefix.Status{}, []string{follows, follows}, "a"},
+		{"only nodes whose agent follows the interface", client(), dynamicprefix.Status{}, []string{noWan, follows}, "b"},
+		{"it stays where it runs", client(), on("b"), []string{follows, holds, follows}, "b"},
+		{"it moves when its node stops voting", client(), on("z"), []string{follows, follows}, "a"},
+		{"nodeNames in order of preference", client("c", "b"), dynamicprefix.Status{}, []string{follows, follows, follows}, "c"},
+		{"nodeNames only", client("c", "b"), on("a"), []string{follows, follows}, "b"},
+		{"no candidate, no client", client("x"), on("a"), []string{follows}, ""},
+		{"host mode runs none", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeHost}}},
+			dynamicprefix.Status{}, []string{follows}, ""},
+		{"RA only runs none", eth0(), dynamicprefix.Status{}, []string{follows}, ""},
+	} {
+		if got := Decide(model(c.spec), c.prev, reports(t, c.digests...), t0).PDClient; got != c.want {
+			t.Errorf("%s: client on %q, want %q", c.name, got, c.want)
+		}
+	}
+	// A node gone NotReady hands the client over at once, while it still
+	// votes: the new client has the prefix back before its report lapses.
+	r := reports(t, holds, follows, follows)
+	r[0].NotReady = true
+	if got := Decide(model(client()), on("a"), r, t0).PDClient; got != "b" {
+		t.Errorf("a NotReady: client on %q, want b", got)
+	}
+	r[1].NotReady, r[2].NotReady = true, true
+	if got := Decide(model(client()), on("a"), r, t0).PDClient; got != "a" {
+		t.Errorf("no node Ready: client on %q, want it to stay on a", got)
+	}
+}

@@ -35,9 +35,13 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 	if err := w.permit(self, u, u.GetName()); err != nil {
 		return Final(err) // requeued for when a permit is back
 	}
+	patch, err := statusPatch(live, st)
+	if err != nil {
+		return Final(err)
+	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
-		"status":   st,
+		"status":   patch,
 	})
 	if err != nil {
 		return Final(err)
@@ -49,4 +53,25 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 	w.statuses.put(self, u.GetResourceVersion(), st)
 	metricWrites.With("dynamicprefixes/status").Inc()
 	return Outcome{}
+}
+
+// statusPatch is st as a merge patch over live: a field live has and st
+// leaves out (empty) is cleared with null, which a merge patch needs.
+func statusPatch(live, st dynamicprefix.Status) (map[string]any, error) {
+	var from, to map[string]any
+	for v, into := range map[*dynamicprefix.Status]*map[string]any{&live: &from, &st: &to} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			return nil, err
+		}
+	}
+	for k := range from {
+		if _, ok := to[k]; !ok {
+			to[k] = nil
+		}
+	}
+	return to, nil
 }

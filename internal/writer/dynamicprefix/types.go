@@ -62,6 +62,24 @@ type RouterAdvertisement struct {
 type DHCPv6PD struct {
 	Interface             string `json:"interface"`
 	RequestedPrefixLength *int   `json:"requestedPrefixLength,omitempty"`
+	// Mode (renumber addition): "client" (default) runs the agents' own
+	// DHCPv6 client on one node; "host" follows the delegation a DHCPv6
+	// client on the nodes installs.
+	Mode string `json:"mode,omitempty"`
+	// NodeNames (renumber addition): the nodes that may run the client, in
+	// order of preference (empty: any node whose agent follows the interface).
+	NodeNames []string `json:"nodeNames,omitempty"`
+}
+
+// DHCPv6PD modes.
+const (
+	ModeClient = "client"
+	ModeHost   = "host"
+)
+
+// DHCPv6PDStatus says which node's agent runs the DHCPv6 client.
+type DHCPv6PDStatus struct {
+	ClientNode string `json:"clientNode,omitempty"`
 }
 
 type PrefixFilter struct {
@@ -105,6 +123,7 @@ type Status struct {
 	AddressRanges      []AddressRangeStatus `json:"addressRanges,omitempty"`
 	Subnets            []SubnetStatus       `json:"subnets,omitempty"`
 	History            []HistoryEntry       `json:"history,omitempty"`
+	DHCPv6PD           *DHCPv6PDStatus      `json:"dhcpv6pd,omitempty"`
 	Conditions         []metav1.Condition   `json:"conditions,omitempty"`
 }
 

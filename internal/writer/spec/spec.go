@@ -27,11 +27,16 @@ type Model struct {
 	Interface string
 	RA        bool // routerAdvertisement acquisition is enabled
 	DHCPv6PD  bool // dhcpv6pd acquisition is asked for
-	// PDInterface is the link the node's DHCPv6 client requests delegations
-	// on (dhcpv6pd.interface): the agents report them there (host mode).
+	// PDInterface is the link DHCPv6 delegations are requested on
+	// (dhcpv6pd.interface): the agents report them there.
 	PDInterface string
-	GlobalOnly  bool // only prefixes inside 2000::/3 are adopted
-	Allowed     []netip.Prefix
+	// PDClient: the agents' own DHCPv6 client requests the delegation, on one
+	// node at a time (dhcpv6pd.mode client); PDNodes may run it, in order of
+	// preference (empty: any).
+	PDClient   bool
+	PDNodes    []string
+	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
+	Allowed    []netip.Prefix
 	// MinLength, MaxLength bound a prefix's length (0: no bound).
 	MinLength, MaxLength int
 	Quorum               int // nodes that must report a prefix as preferred (at least 1)
@@ -71,6 +76,7 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 	}
 	if pd := a.DHCPv6PD; pd != nil {
 		m.DHCPv6PD, m.PDInterface = true, pd.Interface
+		m.PDClient, m.PDNodes = pd.Mode != dynamicprefix.ModeHost, pd.NodeNames
 	}
 	if q := a.Quorum; q != nil && *q > 0 {
 		m.Quorum = *q

@@ -49,6 +49,9 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		LeaseExpiresAt:     prev.LeaseExpiresAt,
 		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
 	}
+	if d.PDClient != "" {
+		st.DHCPv6PD = &dynamicprefix.DHCPv6PDStatus{ClientNode: d.PDClient}
+	}
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
 		ranges, subnets, err := m.Derived(d.Current)

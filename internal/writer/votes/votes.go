@@ -185,7 +185,7 @@ func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
 		b.mu.Lock()
 		delete(b.bad, m.Name)
 		b.mu.Unlock()
-		out = append(out, aggregate.Report{Node: m.Name, Digest: n})
+		out = append(out, aggregate.Report{Node: m.Name, Digest: n, NotReady: notReady})
 	}
 	b.forgetGone(nodes, reporting)
 	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })

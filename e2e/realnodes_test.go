@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -420,8 +421,9 @@ func TestRealNodesOperations(t *testing.T) {
 	})
 }
 
-// TestAgentWithoutNetRaw: the agent binary carries cap_net_raw=ep, so a
-// DaemonSet whose securityContext drops ALL without adding NET_RAW back
+// TestAgentWithoutNetRaw: the agent binary carries
+// cap_net_bind_service,cap_net_raw=ep, so a DaemonSet whose securityContext
+// drops ALL without adding NET_RAW (and NET_BIND_SERVICE) back
 // cannot start it: the container exits 255 and its log says "operation not
 // permitted", the line README's Troubleshooting section explains.
 func TestAgentWithoutNetRaw(t *testing.T) {
@@ -457,4 +459,70 @@ func podReady(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestRealNodesDHCPv6Client: the built-in DHCPv6-PD client in the shipped
+// agent Pod (non-root, the client port bound with the NET_BIND_SERVICE the
+// DaemonSet adds and the binary carries) against ISC dhcpd in the router.
+// The writer Pod names the client's node, the delegation reaches the pool,
+// and the client's agent Pod, deleted and replaced, asks again as the same
+// client and gets the same prefix: nothing is written.
+func TestRealNodesDHCPv6Client(t *testing.T) {
+	w := realWorld(t, 2, "kustomize")
+	ctx := t.Context()
+	pool := netip.MustParsePrefix("2001:db8:a00::/52")
+	if err := w.Net.Router.DelegatePrefixes(ctx, world.Delegation{Pool: pool, Length: 56, Valid: 2 * time.Minute, Preferred: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	patch := `{"spec":{"acquisition":{"routerAdvertisement":null,"dhcpv6pd":{"interface":"eth0"}}}}`
+	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var p netip.Prefix
+	eventually(t, "node1's agent Pod is delegated a prefix and the pool follows", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		cur, err := netip.ParsePrefix(st.CurrentPrefix)
+		if err != nil || !pool.Contains(cur.Addr()) || st.DHCPv6PD == nil || st.DHCPv6PD.ClientNode != "node1" {
+			return false, fmt.Sprintf("%s %+v", st.CurrentPrefix, st.DHCPv6PD)
+		}
+		p = cur
+		b := blocks(t, w, "lb")
+		return slices.Equal(b, []string{"192.0.2.0/24", p.String()}), fmt.Sprint(b)
+	})
+
+	settleWrites()
+	m := mark(t, w)
+	var victim corev1.Pod
+	for _, pod := range pods(t, w, "renumber-agent") {
+		if pod.Spec.NodeName == "node1" {
+			victim = pod
+		}
+	}
+	if err := w.API.Client.CoreV1().Pods(world.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var replaced string
+	eventually(t, "a new agent Pod on node1", func() (bool, string) {
+		for _, pod := range pods(t, w, "renumber-agent") {
+			if pod.Spec.NodeName == "node1" && pod.Name != victim.Name && podReady(pod) {
+				replaced = pod.Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(podNames(pods(t, w, "renumber-agent")))
+	})
+	eventually(t, "the new Pod's client asked the server", func() (bool, string) {
+		return countLog(w, "rt-dhcpd.log", "Solicit message from") >= 2, ""
+	})
+	noObjectWrites(t, w, m, "the client's agent Pod replaced")
+	if st := dpStatus(t, w, "home"); st.CurrentPrefix != p.String() {
+		t.Errorf("after the agent Pod's restart: %s, want %s (the same client asked again)", st.CurrentPrefix, p)
+	}
+	b, err := w.API.Client.CoreV1().Pods(world.Namespace).GetLogs(replaced, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := string(b); !strings.Contains(log, "DHCPv6 client started") || strings.Contains(log, "cannot open its socket") {
+		t.Errorf("the new agent Pod's log:\n%s", log)
+	}
 }

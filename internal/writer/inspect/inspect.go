@@ -63,16 +63,18 @@ type Report struct {
 
 // DynamicPrefix is one DynamicPrefix explained.
 type DynamicPrefix struct {
-	Name       string      `json:"name"`
-	Current    string      `json:"current,omitempty"`
-	Source     string      `json:"source,omitempty"`
-	Why        string      `json:"why"`
-	Quorum     int         `json:"quorum"`
-	Votes      []Vote      `json:"votes"`
-	Rejected   []Rejected  `json:"rejected,omitempty"`
-	Draining   []Draining  `json:"draining,omitempty"`
-	Conditions []Condition `json:"conditions,omitempty"`
-	Objects    []Object    `json:"objects"`
+	Name    string `json:"name"`
+	Current string `json:"current,omitempty"`
+	Source  string `json:"source,omitempty"`
+	// DHCPv6Client is the node running the built-in DHCPv6 client, if any.
+	DHCPv6Client string      `json:"dhcpv6Client,omitempty"`
+	Why          string      `json:"why"`
+	Quorum       int         `json:"quorum"`
+	Votes        []Vote      `json:"votes"`
+	Rejected     []Rejected  `json:"rejected,omitempty"`
+	Draining     []Draining  `json:"draining,omitempty"`
+	Conditions   []Condition `json:"conditions,omitempty"`
+	Objects      []Object    `json:"objects"`
 }
 
 // Vote is what one node reports on the DynamicPrefix's interface.
@@ -157,6 +159,9 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
 	}
 	out.Current, out.Source = dp.Status.CurrentPrefix, dp.Status.PrefixSource
+	if pd := dp.Status.DHCPv6PD; pd != nil {
+		out.DHCPv6Client = pd.ClientNode
+	}
 	out.Why = why(m, d, dp.Status.CurrentPrefix)
 	for _, h := range dp.Status.History {
 		if h.State != dynamicprefix.StateDraining {

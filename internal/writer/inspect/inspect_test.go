@@ -125,3 +125,21 @@ func TestWhyNamesTheQuorumThatIsMissing(t *testing.T) {
 		t.Errorf("a rejected prefix only: %q, %+v", got.Why, got.Rejected)
 	}
 }
+
+func TestTheDHCPv6ClientNodeIsShown(t *testing.T) {
+	u := dp("home", "2001:db8:a00::/56")
+	if err := unstructured.SetNestedField(u.Object, "n2", "status", "dhcpv6pd", "clientNode"); err != nil {
+		t.Fatal(err)
+	}
+	r := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{u}})
+	if got := r.DynamicPrefixes[0].DHCPv6Client; got != "n2" {
+		t.Errorf("DHCPv6 client %q, want n2", got)
+	}
+	var text bytes.Buffer
+	if err := r.Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(text.String()), " "); !strings.Contains(flat, "dhcpv6 client on n2") {
+		t.Errorf("text lacks the client's node:\n%s", text.String())
+	}
+}

@@ -25,6 +25,9 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 			cur = dp.Current + " (" + dp.Source + ")"
 		}
 		line("  current\t%s", cur)
+		if dp.DHCPv6Client != "" {
+			line("  dhcpv6 client\ton %s", dp.DHCPv6Client)
+		}
 		line("  why\t%s", dp.Why)
 		for j, v := range dp.Votes {
 			label := ""

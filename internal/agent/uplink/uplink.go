@@ -87,8 +87,8 @@ func Client(raw []byte, node string) (dhcp6.Want, bool) {
 		return dhcp6.Want{}, false
 	}
 	length := DefaultRequestedLength
-	if pd.RequestedPrefixLength != nil {
-		length = *pd.RequestedPrefixLength
+	if l := pd.RequestedPrefixLength; l != nil && *l >= 48 && *l <= 64 { // the schema's bounds
+		length = *l
 	}
 	return dhcp6.Want{Name: v.Metadata.Name, UID: v.Metadata.UID, Link: pd.Interface, Length: length}, true
 }

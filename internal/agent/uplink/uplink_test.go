@@ -158,6 +158,8 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56}, true},
 		{"named, length asked", `{"interface":"wan","mode":"client","requestedPrefixLength":60}`, named,
 			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 60}, true},
+		{"a length the schema refuses: the default", `{"interface":"wan","requestedPrefixLength":200}`, named,
+			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56}, true},
 		{"another node named", `{"interface":"wan"}`, `{"dhcpv6pd":{"clientNode":"n2"}}`, dhcp6.Want{}, false},
 		{"no node named yet", `{"interface":"wan"}`, `{}`, dhcp6.Want{}, false},
 		{"host mode", `{"interface":"wan","mode":"host"}`, named, dhcp6.Want{}, false},

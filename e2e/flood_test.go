@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+
+	"github.com/renumber/renumber/internal/digest"
 )
 
 // TestAFloodOfFreshPrefixes: a host on the link sends an RA with a fresh
@@ -83,5 +85,64 @@ func TestAFloodOfFreshPrefixes(t *testing.T) {
 	}
 	if b := blocks(t, w, "lb"); !slices.Equal(b, []string{"192.0.2.0/24", prefixB.String(), prefixA.String()}) {
 		t.Errorf("pool %v after the flood", b)
+	}
+}
+
+// TestABurstOfRenumberingsKeepsTheNewestDraining: 36 real renumberings
+// within one valid lifetime show each node more prefixes than a digest holds
+// (32). The agents evict, among the draining prefixes, those with the least
+// valid lifetime left - the oldest - so each digest keeps the 32 newest and
+// the pool (maxPrefixHistory 10) the current prefix and the ten newest
+// draining ones. Dropping the newest deprecated prefixes instead would take
+// exactly those out of the pool while they still drain.
+func TestABurstOfRenumberingsKeepsTheNewestDraining(t *testing.T) {
+	w := newWorld(t, 2)
+	p := func(i int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0x0c, byte(i)}), 64)
+	}
+	advertise(t, w, p(0))
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"maxPrefixHistory": 10}})
+	createPool(t, w)
+	nodes := []string{"node1", "node2"}
+	for _, n := range nodes {
+		startAgent(t, w, n, "--publish-burst", "100", "--publish-per-minute", "600")
+	}
+	// Some 36 pool and status patches in about a minute: beyond the default
+	// write budget, which would (rightly) throttle them.
+	startWriter(t, w, "writer-a", "--budget-object-burst", "100", "--budget-object-per-minute", "600",
+		"--budget-total-burst", "1000", "--budget-total-per-minute", "1000")
+	poolIs(t, w, "pool follows the first prefix", p(0).String())
+
+	const renumberings = 36
+	for i := 1; i < renumberings; i++ {
+		advertise(t, w, p(i), p(i-1)) // older ones are omitted: deprecated, still valid
+		eventually(t, "home follows "+p(i).String(), func() (bool, string) {
+			st := dpStatus(t, w, "home")
+			return st.CurrentPrefix == p(i).String(), st.CurrentPrefix
+		})
+	}
+	want := []string{p(renumberings - 1).String()}
+	for i := renumberings - 2; i >= renumberings-11; i-- {
+		want = append(want, p(i).String())
+	}
+	poolIs(t, w, "the current prefix and the ten newest draining ones", want...)
+	for _, n := range nodes {
+		waitDigest(t, w, n, "the 32 newest prefixes", func(d digest.Node) bool {
+			var got []netip.Prefix
+			for _, l := range d.Links {
+				for _, e := range l.Prefixes {
+					got = append(got, e.Prefix)
+				}
+			}
+			if len(got) != digest.MaxPrefixes {
+				return false
+			}
+			for i := renumberings - digest.MaxPrefixes; i < renumberings; i++ {
+				if !slices.Contains(got, p(i)) {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }

@@ -335,6 +335,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	var out digest.Node
 	var rejected []Rejected
 	var all []*digest.Prefix
+	left := map[linkPrefix]time.Duration{} // valid lifetime left now, for the eviction
 	for p, valid := range s.delegated {
 		if valid.passed(now) {
 			delete(s.delegated, p)
@@ -393,6 +394,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				continue
 			}
 			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred()}
+			left[linkPrefix{name, p}] = e.remaining()
 			if dp.Deprecated {
 				if _, ok := l.frozen[p]; !ok {
 					l.frozen[p] = min(e.remaining(), digest.MaxLifetime*time.Second).Truncate(time.Second)
@@ -431,7 +433,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		}
 	}
 	if len(all) > digest.MaxPrefixes {
-		s.evictionOrder(out, all, now)
+		s.evictionOrder(out, all, left, now)
 		drop := map[*digest.Prefix]bool{}
 		for _, p := range all[digest.MaxPrefixes:] {
 			drop[p] = true
@@ -463,6 +465,12 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	return out, rejected
 }
 
+// linkPrefix is a prefix on a link.
+type linkPrefix struct {
+	link   string
+	prefix netip.Prefix
+}
+
 // maxRouters bounds the routers whose seniority a link remembers: sources are
 // whatever a host on the link puts in its packets.
 const maxRouters = 64
@@ -474,16 +482,18 @@ const maxRouters = 64
 // neither the current prefix, nor a real renumbering from the home router,
 // nor what still drains; a prefix only the kernel reports ranks with the
 // senior routers. Within a router, preferred before deprecated, and among
-// deprecated ones the most valid lifetime left first (the one closest to
-// expiry goes first); then what the last digest carried (a full digest does
-// not churn); then by address.
-func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Time) {
+// deprecated ones the most valid lifetime left now first (the one closest to
+// expiry goes first: after a burst of renumberings, the oldest; the digest's
+// frozen lifetimes say only what was left at each deprecation); then what the
+// last digest carried (a full digest does not churn); then by address.
+func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, left map[linkPrefix]time.Duration, now time.Time) {
 	type key struct {
 		trusted bool
 		since   time.Time
 	}
 	ranks := map[*digest.Prefix]key{}
 	fresh := map[*digest.Prefix]bool{}
+	remaining := map[*digest.Prefix]time.Duration{}
 	for i := range out.Links {
 		name := out.Links[i].Name
 		l := s.links[name]
@@ -502,6 +512,7 @@ func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Ti
 				}
 			}
 			ranks[p] = k
+			remaining[p] = left[linkPrefix{name, p.Prefix}]
 			if !l.kept[p.Prefix] {
 				fresh[p] = true
 			}
@@ -510,7 +521,7 @@ func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Ti
 	slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
 		ka, kb := ranks[a], ranks[b]
 		return cmp.Or(compareBool(!ka.trusted, !kb.trusted), ka.since.Compare(kb.since),
-			compareBool(a.Deprecated, b.Deprecated), cmp.Compare(b.Remaining, a.Remaining),
+			compareBool(a.Deprecated, b.Deprecated), cmp.Compare(remaining[b], remaining[a]),
 			compareBool(fresh[a], fresh[b]), digest.ComparePrefix(a.Prefix, b.Prefix))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,6 +106,31 @@ func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
 	}
 	if len(node.Links[0].Prefixes) != digest.MaxPrefixes {
 		t.Errorf("%d kept", len(node.Links[0].Prefixes))
+	}
+
+	// The same burst as a router makes it: every prefix advertised with the
+	// same lifetimes, each RA the new prefix and the one it replaces
+	// (deprecated); older ones omitted. Each was frozen at the same valid
+	// lifetime when deprecated; what is left of it now differs, and the
+	// oldest goes first.
+	r := globalOnly("eth0")
+	at := t0
+	const n = digest.MaxPrefixes + 4
+	for i := range n {
+		ra := []RAPrefix{{p(0x400 + i), 10 * time.Minute, 5 * time.Minute, true}}
+		if i > 0 {
+			ra = append(ra, RAPrefix{p(0x400 + i - 1), 10 * time.Minute, 0, true})
+		}
+		r.RA("eth0", routerA, at, ra)
+		node, rejected = r.Snapshot(at)
+		at = at.Add(time.Second)
+	}
+	var dropped []netip.Prefix
+	for _, x := range rejected {
+		dropped = append(dropped, x.Prefix)
+	}
+	if want := []netip.Prefix{p(0x400), p(0x401), p(0x402), p(0x403)}; !slices.Equal(dropped, want) {
+		t.Errorf("a router's burst: dropped %v, want the four oldest %v", dropped, want)
 	}
 }
 

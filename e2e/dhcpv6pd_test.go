@@ -79,7 +79,9 @@ func TestDelegatedPrefixHostMode(t *testing.T) {
 // pool; ISC dhclient on node1 (host mode, its hook installs the delegation as
 // an unreachable route) gets one, and the DynamicPrefix follows it. The ISP
 // renumbers - the server restarts with another pool, every lease forgotten -
-// and the pool follows the client's new delegation.
+// and the pool follows the client's new delegation. Then node1 dies and a
+// standby client on node2 (another DUID: another delegation) takes over: once
+// node1's report lapses, the pool follows node2's delegation.
 func TestDHCPv6PDWithARealServer(t *testing.T) {
 	w := newWorld(t, 2)
 	ctx := t.Context()
@@ -90,11 +92,11 @@ func TestDHCPv6PDWithARealServer(t *testing.T) {
 	}
 	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0", "mode": "host"}}})
 	createPool(t, w)
-	for _, n := range []string{"node1", "node2"} {
-		startAgent(t, w, n)
-	}
-	startWriter(t, w, "writer-a")
-	if _, err := w.RequestDelegation("node1"); err != nil {
+	node1 := startAgent(t, w, "node1")
+	startAgent(t, w, "node2")
+	startWriter(t, w, "writer-a", "--node-not-ready-grace", "10s")
+	client1, err := w.RequestDelegation("node1")
+	if err != nil {
 		t.Fatal(err)
 	}
 	following := func(what string, pool netip.Prefix) netip.Prefix {
@@ -142,6 +144,40 @@ func TestDHCPv6PDWithARealServer(t *testing.T) {
 	}
 	if pools != 1 || statuses < 1 || statuses > 2 {
 		t.Errorf("%d pool and %d status patches for one renumbering, want 1 and 1-2", pools, statuses)
+	}
+
+	// node1 dies with its client; the standby client on node2 asks.
+	w.Stop(client1, 5*time.Second)
+	w.Stop(node1, 5*time.Second)
+	notReady(t, w, "node1")
+	if _, err := w.RequestDelegation("node2"); err != nil {
+		t.Fatal(err)
+	}
+	waitDigest(t, w, "node2", "reports its own client's delegation", func(n digest.Node) bool {
+		for _, l := range n.Links {
+			for _, e := range l.Prefixes {
+				if e.Sources&digest.SourcePD != 0 && e.Prefix != p2 && second.Pool.Contains(e.Prefix.Addr()) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	eventually(t, "the pool follows node2's delegation once node1's report lapsed", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		b := blocks(t, w, "lb")
+		return st.CurrentPrefix != p2.String() && len(b) == 2 && b[1] == st.CurrentPrefix, fmt.Sprint(st.CurrentPrefix, b)
+	})
+}
+
+// notReady sets node's Ready condition False, as its kubelet stopping would.
+func notReady(t *testing.T, w *world.World, node string) {
+	t.Helper()
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Test","message":"set by the test",`+
+		`"lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, now, now)
+	if _, err := w.API.Client.CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -228,11 +264,7 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	// node1 dies: its agent stops and its Node goes NotReady.
 	m = mark(t, w)
 	w.Stop(node1, 5*time.Second)
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Test","message":"set by the test",`+
-		`"lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
-	if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, "node1", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
+	notReady(t, w, "node1")
 	if p := following("node2 takes the client over", first.Pool, "node2"); p != p1 {
 		t.Errorf("after the failover the server delegated %s, want %s again (same DUID and IAID)", p, p1)
 	}

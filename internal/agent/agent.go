@@ -218,13 +218,14 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	now := a.clock.Now()
-	// Until every link has had its first RA and the delegations the Node
-	// carried are back (or the grace ran out), the state is half-observed:
-	// publishing or journaling it would be noise.
-	node, rejected := a.state.Snapshot(now)
-	if grace := a.started.Add(a.cfg.StartupGrace); (!a.state.SawRA() || !delegationsBack(a.seed, node)) && now.Before(grace) {
+	// Until every link has had its first RA and a delegation the Node
+	// carried is back (or the grace ran out), the state is half-observed:
+	// publishing or journaling it would be noise. (No Snapshot before then:
+	// it would forget the lifetimes seeded from the Node.)
+	if grace := a.started.Add(a.cfg.StartupGrace); (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
 		return grace, true
 	}
+	node, rejected := a.state.Snapshot(now)
 	a.journal(node, rejected)
 
 	var wake []time.Time
@@ -244,24 +245,15 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	return slices.MinFunc(wake, func(x, y time.Time) int { return x.Compare(y) }), true
 }
 
-// delegationsBack reports whether node shows a delegation on every link
-// where seed (the digest published before a restart) did: a DHCPv6 client,
-// the agent's own or the node's, takes a moment to confirm its lease.
-func delegationsBack(seed, node digest.Node) bool {
-	has := func(n digest.Node, link string) bool {
-		for _, l := range n.Links {
-			if l.Name == link && slices.ContainsFunc(l.Prefixes, func(p digest.Prefix) bool { return p.Sources&digest.SourcePD != 0 }) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range seed.Links {
-		if has(seed, l.Name) && !has(node, l.Name) {
-			return false
+// delegated reports whether n shows a delegation: after a restart, the
+// DHCPv6 client (the agent's own or the node's) takes a moment to confirm it.
+func delegated(n digest.Node) bool {
+	for _, l := range n.Links {
+		if slices.ContainsFunc(l.Prefixes, func(p digest.Prefix) bool { return p.Sources&digest.SourcePD != 0 }) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {

@@ -160,6 +160,7 @@ func TestPrefixChangeIsOnePublication(t *testing.T) {
 func TestRestartSeedsFrozenLifetime(t *testing.T) {
 	published := "v1;eth0=2001:db8:a::/64 d900 ra,2001:db8:b::/64 p ra"
 	a, rec, _ := start(t, published)
+	sync_(a) // the loop runs before the first RA, as on a real restart
 	// After the restart the router reports less time left for A.
 	a.RA("eth0", router, t0, []observe.RAPrefix{
 		{Prefix: pB, Valid: time.Hour, Preferred: time.Hour},

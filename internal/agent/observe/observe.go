@@ -288,6 +288,16 @@ func (s *State) Delegated(p netip.Prefix, valid time.Duration, removed bool, now
 	s.delegated[p] = until(now, valid)
 }
 
+// Delegating reports whether a prefix delegated to the node is held at now.
+func (s *State) Delegating(now time.Time) bool {
+	for _, valid := range s.delegated {
+		if !valid.passed(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // Rejected is a prefix seen on a link that the link's policy refused.
 type Rejected struct {
 	Link   string

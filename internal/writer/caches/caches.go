@@ -403,4 +403,6 @@ func paged(ctx context.Context, o metav1.ListOptions, meta *metav1.ListMeta, lis
 
 // CalicoPools returns the Calico IPPool cache and resource; a nil store when
 // the API server does not serve it.
-func (c *Caches) CalicoPools() (cache.Store, schema.GroupVersionResource) { return c.kinds.CalicoPools() }
+func (c *Caches) CalicoPools() (cache.Store, schema.GroupVersionResource) {
+	return c.kinds.CalicoPools()
+}

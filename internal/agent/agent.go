@@ -258,21 +258,21 @@ func delegated(n digest.Node) bool {
 
 func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 	at := a.clock.Now()
-	for _, c := range observe.Diff(a.last, node) {
+	for _, c := range digest.Diff(a.last, node) {
 		metricPrefixEvents.With(string(c.Kind)).Inc()
 		attrs := []any{}
 		routers := a.state.Routers(c.Link, c.Prefix)
-		if len(routers) > 0 && c.Kind != observe.Gone {
+		if len(routers) > 0 && c.Kind != digest.Gone {
 			attrs = append(attrs, "routers", routers)
 		}
 		// Changes from routers other than the link's senior one (a host
 		// flooding fresh prefixes, say) are rate-limited like rejections.
 		from := c.Link + " " + c.Prefix.String()
-		if c.Kind == observe.Appeared {
+		if c.Kind == digest.Appeared {
 			a.junior[from] = len(routers) > 0 && !slices.ContainsFunc(routers, func(r netip.Addr) bool { return a.state.Senior(c.Link, r) })
 		}
 		junior := a.junior[from]
-		if c.Kind == observe.Gone {
+		if c.Kind == digest.Gone {
 			delete(a.junior, from)
 		}
 		if junior && !a.quiet.allow(c.Link, at) {

@@ -121,9 +121,10 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("world: %w", err)
 	}
+	created := w // the error returns below set w to nil before this runs
 	defer func() {
 		if err != nil {
-			w.Close()
+			created.Close()
 			w = nil
 		}
 	}()

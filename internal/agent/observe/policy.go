@@ -90,3 +90,12 @@ func (s *State) Senior(name string, router netip.Addr) bool {
 	}
 	return true
 }
+
+// RequireGlobalUnicast refuses prefixes outside 2000::/3 (unique-local, link-local,
+// multicast, ...): an RA carrying only a ULA must never look like a renumbering.
+func RequireGlobalUnicast(_ string, p netip.Prefix) error {
+	if !digest.GlobalUnicast(p) {
+		return fmt.Errorf("%s is not global unicast (outside 2000::/3)", p)
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Advertisements makes one CiliumBGPAdvertisement per advertised subnet that a pool
@@ -21,30 +22,30 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m spec.Model) (map[string]string, Outcomes) {
+func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m spec.Model) (map[string]string, write.Outcomes) {
 	if bgp == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
-				return nil, Outcomes{Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", spec.ErrInvalid, s.Name))}
+				return nil, write.Outcomes{write.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", spec.ErrInvalid, s.Name))}
 			}
 		}
 		return nil, nil
 	}
 	names := map[string]string{}
 	want := map[string]bool{}
-	var out Outcomes
+	var out write.Outcomes
 	for _, s := range m.Subnets {
 		if !s.Advertise {
 			continue
 		}
 		selector, found := poolSelector(pools, m.Name, s.Name)
 		if !found {
-			out = append(out, Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", spec.ErrInvalid, s.Name)))
+			out = append(out, write.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", spec.ErrInvalid, s.Name)))
 			continue
 		}
 		a, err := cilium.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
-			out = append(out, Final(fmt.Errorf("%w: %w", spec.ErrInvalid, err)))
+			out = append(out, write.Final(fmt.Errorf("%w: %w", spec.ErrInvalid, err)))
 			continue
 		}
 		want[a.Name] = true
@@ -53,39 +54,39 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		if o, ok, _ := bgp.GetByKey(a.Name); ok {
 			live = o.(*unstructured.Unstructured)
 		}
-		self := object{resource: "ciliumbgpadvertisements", name: a.Name}
-		if _, ok := w.adverts.get(self, ""); ok && live == nil {
+		self := write.Object{Resource: "ciliumbgpadvertisements", Name: a.Name}
+		if _, ok := w.adverts.Get(self, ""); ok && live == nil {
 			continue // created; the cache has not shown it yet
 		}
 		if live != nil {
-			if last, ok := w.adverts.get(self, live.GetResourceVersion()); ok && last == a.Name {
+			if last, ok := w.adverts.Get(self, live.GetResourceVersion()); ok && last == a.Name {
 				continue
 			}
 			if cilium.SameAdvertisement(live, a) {
-				w.calm(self, m.Name)
+				w.Calm(self, m.Name)
 				continue
 			}
 		}
-		if live == nil && w.shadow(create(self, a.Spec)) {
+		if live == nil && w.Shadow(write.Created(self, a.Spec)) {
 			continue
 		}
-		if live != nil && w.shadow(update(self, live.Object["spec"], a.Spec)) {
+		if live != nil && w.Shadow(write.Updated(self, live.Object["spec"], a.Spec)) {
 			continue
 		}
-		if err := w.permit(self, u, m.Name); err != nil {
-			out = append(out, Final(err))
+		if err := w.Permit(self, u, m.Name); err != nil {
+			out = append(out, write.Final(err))
 			continue
 		}
 		if err := cilium.ApplyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
-			out = append(out, Transient(err))
+			out = append(out, write.Transient(err))
 			continue
 		}
 		base := ""
 		if live != nil {
 			base = live.GetResourceVersion()
 		}
-		w.adverts.put(self, base, a.Name)
-		metricWrites.With("ciliumbgpadvertisements").Inc()
+		w.adverts.Put(self, base, a.Name)
+		write.Counted("ciliumbgpadvertisements")
 		w.Log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
 	}
 	return names, append(out, w.deleteAdvertisements(ctx, bgp, gvr, m.Name, want)...)
@@ -93,28 +94,28 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 
 // deleteAdvertisements deletes the CiliumBGPAdvertisements we made for dp
 // that keep does not name.
-func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) Outcomes {
-	var out Outcomes
+func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
+	var out write.Outcomes
 	for _, o := range bgp.List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
 		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
 			continue
 		}
-		self := object{resource: "ciliumbgpadvertisements", name: live.GetName()}
-		if _, ok := w.deleted.get(self, live.GetResourceVersion()); ok {
+		self := write.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}
+		if _, ok := w.deleted.Get(self, live.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
 		}
-		if w.shadow(remove(self)) {
+		if w.Shadow(write.Removed(self)) {
 			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(live.GetResourceVersion())}}); err != nil {
-			out = append(out, Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
+			out = append(out, write.Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
 			continue
 		}
-		w.deleted.put(self, live.GetResourceVersion(), struct{}{})
-		metricWrites.With("ciliumbgpadvertisements").Inc()
+		w.deleted.Put(self, live.GetResourceVersion(), struct{}{})
+		write.Counted("ciliumbgpadvertisements")
 		w.Log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
 		w.Events.Event(live, "AdvertisementDeleted", "no subnet of DynamicPrefix "+dp+" advertises it any more")
 	}

@@ -19,14 +19,15 @@ import (
 	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // poolWrite is what was written to a pool: its entries and our record.
 type poolWrite struct{ entries, record []string }
 
 // Pools writes every pool, of every kind, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d aggregate.Decision) Outcomes {
-	var out Outcomes
+func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d aggregate.Decision) write.Outcomes {
+	var out write.Outcomes
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
@@ -39,7 +40,7 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 				// never written (its user entries could not be kept).
 				err = fmt.Errorf("%s %q: %w", p.Kind.Name, informer.Key(u.GetNamespace(), u.GetName()), err)
 				w.Events.Announce("pool/"+p.Kind.Resource+"/"+informer.Key(u.GetNamespace(), u.GetName()), u, true, "InvalidPool", err.Error())
-				out = append(out, Final(err))
+				out = append(out, write.Final(err))
 				continue
 			}
 			out = append(out, w.pool(ctx, p.Kind, u, po, m, d))
@@ -51,34 +52,34 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 	return out
 }
 
-func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d aggregate.Decision) Outcome {
-	self := object{resource: k.Resource, namespace: po.Namespace, name: po.Name}
-	if last, ok := w.pools.get(self, po.ResourceVersion); ok {
+func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d aggregate.Decision) write.Outcome {
+	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
+	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		po.Entries, po.Record, po.HasRecord = last.entries, last.record, len(last.record) > 0
 	}
 	desired, err := pool.Desired(m, po.Follow, d.Pooled, po.Form)
 	if err != nil {
 		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
-		return Final(err)
+		return write.Final(err)
 	}
 	entries, record := pool.Merge(po.Entries, po.Record, desired)
 	if pool.Same(entries, po.Entries) && slices.Equal(record, po.Record) && po.HasRecord == (len(record) > 0) {
 		w.Events.Forget("pool/" + self.String())
-		w.calm(self, m.Name)
-		return Outcome{}
+		w.Calm(self, m.Name)
+		return write.Outcome{}
 	}
-	if w.shadow(poolChanges(self, k, po, entries, record)...) {
-		return Outcome{}
+	if w.Shadow(poolChanges(self, k, po, entries, record)...) {
+		return write.Outcome{}
 	}
-	if err := w.permit(self, u, m.Name); err != nil {
-		return Final(err)
+	if err := w.Permit(self, u, m.Name); err != nil {
+		return write.Final(err)
 	}
 	if err := k.Patch(ctx, w.Client, po, entries, record); err != nil {
-		return Transient(err)
+		return write.Transient(err)
 	}
-	w.pools.put(self, po.ResourceVersion, poolWrite{entries, record})
-	metricWrites.With(k.Resource).Inc()
+	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
+	write.Counted(k.Resource)
 	removed := difference(po.Record, record)
 	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
 	if len(removed) > 0 {
@@ -87,59 +88,59 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "removed", removed)
 	w.Events.Event(u, "PoolUpdated", note)
 	w.Events.Forget("pool/" + self.String())
-	return Outcome{}
+	return write.Outcome{}
 }
 
 // ReleasePool removes our entries and record from the pool key ("name" or
 // "namespace/name") when it names dp: "" once its dynamic-prefix.io/name
 // annotation was removed, or a DynamicPrefix that was deleted. Nothing else is
 // touched. A refused permit returns how long to wait.
-func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp string) (Outcome, time.Duration) {
+func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp string) (write.Outcome, time.Duration) {
 	k := p.Kind
 	obj, exists, err := p.Store.GetByKey(key)
 	if err != nil || !exists {
-		return Transient(err), 0
+		return write.Transient(err), 0
 	}
 	u := obj.(*unstructured.Unstructured)
 	po, ours, err := k.Decode(u)
 	if err != nil {
-		return Final(err), 0
+		return write.Final(err), 0
 	}
 	if !ours || po.Follow.DynamicPrefix != dp || !po.HasRecord {
-		return Outcome{}, 0
+		return write.Outcome{}, 0
 	}
-	self := object{resource: k.Resource, namespace: po.Namespace, name: po.Name}
-	if _, ok := w.pools.get(self, po.ResourceVersion); ok {
-		return Outcome{}, 0 // already released; the cache has not caught up
+	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
+	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
+		return write.Outcome{}, 0 // already released; the cache has not caught up
 	}
 	entries, _ := pool.Merge(po.Entries, po.Record, nil)
-	if w.shadow(poolChanges(self, k, po, entries, nil)...) {
-		return Outcome{}, 0
+	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
+		return write.Outcome{}, 0
 	}
 	if ok, wait := w.Breaker.TakeQuietly(self.String(), w.Clock.Now()); !ok {
-		metricRefused.With(k.Resource).Inc()
-		return Outcome{}, wait
+		write.Refused(k.Resource)
+		return write.Outcome{}, wait
 	}
 	if err := k.Patch(ctx, w.Client, po, entries, nil); err != nil {
-		return Transient(err), 0
+		return write.Transient(err), 0
 	}
-	w.pools.put(self, po.ResourceVersion, poolWrite{entries, nil})
-	metricWrites.With(k.Resource).Inc()
+	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
+	write.Counted(k.Resource)
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
 	}
 	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record, "why", why)
 	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
-	return Outcome{}, 0
+	return write.Outcome{}, 0
 }
 
 // ReleaseAll releases everything written for the DynamicPrefix dp, which was
 // deleted: our entries in every pool naming it, our annotations on every
 // Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
 // served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) Outcomes {
-	var out Outcomes
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
+	var out write.Outcomes
 	var wait time.Duration
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
@@ -177,7 +178,7 @@ func difference(a, b []string) []string {
 }
 
 // poolChanges are the entries and record a pool write changes.
-func poolChanges(o object, k *backend.Kind, po backend.Object, entries, record []string) []plan.Change {
+func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, record []string) []plan.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"

@@ -16,12 +16,13 @@ import (
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Services writes the HA-mode Services (from the Service cache) that follow
 // model's DynamicPrefix; in transition mode simple, it releases them.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d aggregate.Decision) Outcomes {
-	var out Outcomes
+func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d aggregate.Decision) write.Outcomes {
+	var out write.Outcomes
 	if !model.HA {
 		for _, o := range services.List() {
 			if m := o.(*corev1.Service); m.Annotations[dynamicprefix.AnnotationName] == model.Name {
@@ -36,9 +37,9 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
 			continue
 		}
-		self := object{resource: "services", namespace: m.Namespace, name: m.Name}
+		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		live := service.Live(m.Annotations, w.TargetKeys)
-		if last, ok := w.services.get(self, m.ResourceVersion); ok {
+		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
 		ingress := service.Ingress(m)
@@ -46,26 +47,26 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
-			out = append(out, Final(err))
+			out = append(out, write.Final(err))
 			continue
 		}
 		if want.Equal(live) {
-			w.calm(self, model.Name)
+			w.Calm(self, model.Name)
 			continue
 		}
-		if w.shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
+		if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
 			continue
 		}
-		if err := w.permit(self, serviceRef(m), model.Name); err != nil {
-			out = append(out, Final(err))
+		if err := w.Permit(self, serviceRef(m), model.Name); err != nil {
+			out = append(out, write.Final(err))
 			continue
 		}
 		if err := w.patchService(ctx, m, live, want); err != nil {
-			out = append(out, Transient(err))
+			out = append(out, write.Transient(err))
 			continue
 		}
-		w.services.put(self, m.ResourceVersion, w.readBack(m, live, want))
-		metricWrites.With("services").Inc()
+		w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
+		write.Counted("services")
 		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
 	}
 	return out
@@ -75,36 +76,36 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
 // or a DynamicPrefix that was deleted or went back to transition mode simple.
 // The user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) Outcome {
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) write.Outcome {
 	o, exists, err := services.GetByKey(informer.Key(ns, name))
 	if err != nil || !exists {
-		return Transient(err)
+		return write.Transient(err)
 	}
 	m := o.(*corev1.Service)
 	live := service.Live(m.Annotations, w.TargetKeys)
 	if m.Annotations[dynamicprefix.AnnotationName] != dp || !live.Owned() {
-		return Outcome{}
+		return write.Outcome{}
 	}
-	self := object{resource: "services", namespace: ns, name: name}
-	if _, ok := w.services.get(self, m.ResourceVersion); ok {
-		return Outcome{}
+	self := write.Object{Resource: "services", Namespace: ns, Name: name}
+	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
+		return write.Outcome{}
 	}
 	want := service.Release(live)
-	if w.shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
-		return Outcome{}
+	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
+		return write.Outcome{}
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return Transient(err)
+		return write.Transient(err)
 	}
-	w.services.put(self, m.ResourceVersion, w.readBack(m, live, want))
-	metricWrites.With("services").Inc()
+	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
+	write.Counted("services")
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
 	}
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
-	return Outcome{}
+	return write.Outcome{}
 }
 
 // readBack is what the Service cache will show of our annotations once the
@@ -125,7 +126,7 @@ func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a se
 		return err
 	}
 	if _, err := w.Meta.Resource(service.GVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
 		return fmt.Errorf("patching Service %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	return nil

@@ -11,48 +11,49 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // LiveStatus is u's status as the writer last wrote it, while the cache has not
 // shown that write yet, or as the cache shows it.
 func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached dynamicprefix.Status) dynamicprefix.Status {
-	if st, ok := w.statuses.get(object{resource: "dynamicprefixes", name: u.GetName()}, u.GetResourceVersion()); ok {
+	if st, ok := w.statuses.Get(write.Object{Resource: "dynamicprefixes", Name: u.GetName()}, u.GetResourceVersion()); ok {
 		return st
 	}
 	return cached
 }
 
 // Status writes st as u's status when it differs from live.
-func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st dynamicprefix.Status) Outcome {
-	self := object{resource: "dynamicprefixes", name: u.GetName()}
+func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st dynamicprefix.Status) write.Outcome {
+	self := write.Object{Resource: "dynamicprefixes", Name: u.GetName()}
 	if status.Equal(st, live) {
-		w.calm(self, u.GetName())
-		return Outcome{}
+		w.Calm(self, u.GetName())
+		return write.Outcome{}
 	}
-	if w.shadow(statusChanges(self, live, st)...) {
-		return Outcome{}
+	if w.Shadow(statusChanges(self, live, st)...) {
+		return write.Outcome{}
 	}
-	if err := w.permit(self, u, u.GetName()); err != nil {
-		return Final(err) // requeued for when a permit is back
+	if err := w.Permit(self, u, u.GetName()); err != nil {
+		return write.Final(err) // requeued for when a permit is back
 	}
 	patch, err := statusPatch(live, st)
 	if err != nil {
-		return Final(err)
+		return write.Final(err)
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
 		"status":   patch,
 	})
 	if err != nil {
-		return Final(err)
+		return write.Final(err)
 	}
 	if _, err := w.Client.Resource(dynamicprefix.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
-		return Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
+		metav1.PatchOptions{FieldManager: write.FieldManager}, "status"); err != nil {
+		return write.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
 	}
-	w.statuses.put(self, u.GetResourceVersion(), st)
-	metricWrites.With("dynamicprefixes/status").Inc()
-	return Outcome{}
+	w.statuses.Put(self, u.GetResourceVersion(), st)
+	write.Counted("dynamicprefixes/status")
+	return write.Outcome{}
 }
 
 // statusPatch is st as a merge patch over live: a field live has and st

@@ -1,9 +1,9 @@
 // Package caches builds and runs the writer's informers, on every replica (a
 // standby takes over with warm caches): Nodes, DynamicPrefixes, Services, the
-// pool kinds the API server serves, CiliumBGPAdvertisements and Calico IPPools. Each cache keeps
-// only the fields the writer reads, and each informer tells a Handler only of
-// the changes that matter to it. Pool kinds are found through discovery, again
-// whenever a CRD of a backend group changes (kinds.go).
+// Cilium DaemonSet, and (package kinds) the pool kinds the API server serves,
+// CiliumBGPAdvertisements and Calico IPPools. Each cache keeps only the fields
+// the writer reads, and each informer tells a Handler only of the changes that
+// matter to it.
 package caches
 
 import (
@@ -14,7 +14,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,6 +35,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/votes"
 )
@@ -50,13 +50,8 @@ type Handler interface {
 	// ServiceChanged: a Service's annotations of ours or its published
 	// ingress changed (or it came).
 	ServiceChanged(s *corev1.Service)
-	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
-	AdvertisementChanged(u *unstructured.Unstructured)
-	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
-	// or stopped being.
-	KindsChanged()
-	// CalicoPoolChanged: a Calico IPPool changed (u: as it was and as it is).
-	CalicoPoolChanged(u *unstructured.Unstructured)
+	// Pools, advertisements, Calico IPPools and their kinds (package kinds).
+	kinds.Handler
 	// CiliumChanged: the Cilium DaemonSet's images changed.
 	CiliumChanged()
 }
@@ -85,22 +80,17 @@ type Config struct {
 
 // Caches are the writer's informers.
 type Caches struct {
-	cfg      Config
-	dyn      dynamic.Interface
-	meta     metadata.Interface
-	core     Typed
-	discover Discover
-	clock    clock.Clock
-	log      *slog.Logger
-	h        Handler
+	cfg   Config
+	dyn   dynamic.Interface
+	meta  metadata.Interface
+	core  Typed
+	clock clock.Clock
+	log   *slog.Logger
+	h     Handler
 
-	nodes, dps, services, crds *informer.Watched
-	cilium                     *informer.Watched // nil without CiliumNamespace
-
-	mu          sync.Mutex
-	pools       []*pooled     // the pool kinds followed now
-	bgp, calico optional      // CiliumBGPAdvertisements, Calico IPPools
-	rediscover  chan struct{} // a backend CRD changed
+	nodes, dps, services *informer.Watched
+	cilium               *informer.Watched // nil without CiliumNamespace
+	kinds                *kinds.Followed
 }
 
 // Typed reads, in protobuf: Services, the Cilium DaemonSet, and Nodes when
@@ -113,34 +103,15 @@ type Typed interface {
 
 // New builds the informers and asks discovery once (a failure is retried in
 // the background). Nothing runs before Run.
-func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
-	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, discover: discover, clock: clk, log: log,
-		rediscover: make(chan struct{}, 1)}
+func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover kinds.Discover, clk clock.Clock, log *slog.Logger) *Caches {
+	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, clock: clk, log: log}
 	c.nodes = c.watchNodes()
 	c.dps = c.watchDynamicPrefixes()
 	c.services = c.watchServices()
 	if cfg.CiliumNamespace != "" {
 		c.cilium = c.watchCilium()
 	}
-	served, err := discover()
-	if err != nil {
-		log.Warn("discovery failed; retrying in the background", "err", err)
-		c.rediscover <- struct{}{}
-	}
-	for _, k := range served.Pools {
-		c.pools = append(c.pools, c.newPooled(k))
-	}
-	c.bgp = optional{name: "CiliumBGPAdvertisement", watch: c.watchBGP}
-	c.calico = optional{name: "Calico IPPool", watch: c.watchCalico}
-	if !served.BGP.Empty() {
-		c.bgp.w, c.bgp.gvr = c.watchBGP(served.BGP), served.BGP
-	}
-	if !served.Calico.Empty() {
-		c.calico.w, c.calico.gvr = c.watchCalico(served.Calico), served.Calico
-	}
-	if len(cfg.BackendGroups) > 0 {
-		c.crds = c.watchCRDs()
-	}
+	c.kinds = kinds.New(cfg.BackendGroups, dyn, meta, discover, clk, log)
 	return c
 }
 
@@ -149,17 +120,13 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 func (c *Caches) Run(ctx context.Context, h Handler) bool {
 	c.h = h
 	var synced []cache.InformerSynced
-	for _, w := range c.All() {
+	for _, w := range c.own() {
 		w.Run(ctx)
 		if w != c.cilium {
 			synced = append(synced, w.Synced)
 		}
 	}
-	if c.crds != nil {
-		c.crds.Run(ctx)
-		synced = append(synced, c.crds.Synced)
-		go c.followKinds(ctx)
-	}
+	synced = append(synced, c.kinds.Run(ctx, h)...)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return false
 	}
@@ -184,18 +151,13 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 const ciliumWait = 30 * time.Second
 
 // All returns every cache the writer reads now.
-func (c *Caches) All() []*informer.Watched {
+func (c *Caches) All() []*informer.Watched { return append(c.own(), c.kinds.All()...) }
+
+// own returns the caches of the kinds always served.
+func (c *Caches) own() []*informer.Watched {
 	ws := []*informer.Watched{c.nodes, c.dps, c.services}
 	if c.cilium != nil {
 		ws = append(ws, c.cilium)
-	}
-	for _, o := range []*optional{&c.bgp, &c.calico} {
-		if w, _ := c.current(o); w != nil {
-			ws = append(ws, w)
-		}
-	}
-	for _, p := range c.followed() {
-		ws = append(ws, p.w)
 	}
 	return ws
 }
@@ -247,22 +209,15 @@ func (c *Caches) CiliumImages() (images []string, known bool) {
 }
 
 // Pools returns the pool kinds followed now with their caches.
-func (c *Caches) Pools() []backend.Cached {
-	var out []backend.Cached
-	for _, p := range c.followed() {
-		out = append(out, backend.Cached{Kind: p.kind, Store: p.w.Store()})
-	}
-	return out
-}
+func (c *Caches) Pools() []backend.Cached { return c.kinds.Pools() }
+
+// Kinds returns the names of the pool kinds followed now.
+func (c *Caches) Kinds() []string { return c.kinds.Kinds() }
 
 // Advertisements returns the CiliumBGPAdvertisement cache and resource; a nil
 // store when the API server does not serve it.
 func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
-	w, gvr := c.advertisements()
-	if w == nil {
-		return nil, gvr
-	}
-	return w.Store(), gvr
+	return c.kinds.Advertisements()
 }
 
 // watchNodes caches each Node as votes.View: its name, our annotation and, when
@@ -449,9 +404,5 @@ func paged(ctx context.Context, o metav1.ListOptions, meta *metav1.ListMeta, lis
 // CalicoPools returns the Calico IPPool cache and resource; a nil store when
 // the API server does not serve it.
 func (c *Caches) CalicoPools() (cache.Store, schema.GroupVersionResource) {
-	w, gvr := c.current(&c.calico)
-	if w == nil {
-		return nil, gvr
-	}
-	return w.Store(), gvr
+	return c.kinds.CalicoPools()
 }

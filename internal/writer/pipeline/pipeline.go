@@ -19,6 +19,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/event"
+	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/metallb"
@@ -57,7 +58,7 @@ type Pipeline struct {
 // New assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
 func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
-	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
+	discover := func() (kinds.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := cilium.Discover(cl.Discovery)
 		m, err2 := metallb.Kinds(cl.Discovery)
 		pools := append(c, m...)
@@ -65,7 +66,7 @@ func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, 
 			pools = append(pools, kubevip.Kind(o.KubeVIP))
 		}
 		ippools, err3 := calico.Discover(cl.Discovery)
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
+		return kinds.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
 	}
 	p := &Pipeline{}
 	if o.DryRun {

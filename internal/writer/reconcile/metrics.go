@@ -4,16 +4,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 var metricErrors = metrics.NewCounter("renumber_writer_sync_errors_total", "Sync passes that failed and were retried with backoff.")
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return append(apply.Collectors(), metricErrors)
+	return append(write.Collectors(), metricErrors)
 }
 
 // stateCollector reports what the caches hold at scrape time, on every replica:

@@ -7,19 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
-	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
 // Service and advertisement that follows it, then its status (so status
 // records what the pools already carry).
-func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.Outcome {
+func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.Outcome {
 	obj, exists, err := c.caches.DynamicPrefixes().GetByKey(name)
 	if err != nil {
-		return apply.Transient(err)
+		return write.Transient(err)
 	}
 	if !exists {
 		// Deleted: what was written for it goes (the user's entries stay).
@@ -27,13 +27,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 		adverts, gvr := c.caches.Advertisements()
 		out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
 		ippools, gvr := c.caches.CalicoPools()
-		return append(out, c.write.ReleaseCalico(ctx, ippools, gvr, name)...).Retry()
+		return append(out, c.ippools.Release(ctx, ippools, gvr, name)...).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
 	dp, err := dynamicprefix.FromUnstructured(u)
 	if err != nil {
 		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
-		return apply.Final(err) // a fix of the object brings a new event
+		return write.Final(err) // a fix of the object brings a new event
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	m := spec.Parse(name, dp.Spec)
@@ -53,15 +53,15 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) apply.O
 	if d.Current.IsValid() {
 		problems.Spec = m.Check(d.Current)
 	}
-	var steps, bgp apply.Outcomes
+	var steps, bgp write.Outcomes
 	if d.Current.IsValid() && problems.Spec == nil {
 		pools := c.caches.Pools()
 		steps = c.write.Pools(ctx, pools, m, d)
 		if ctx.Err() != nil {
-			return apply.Transient(ctx.Err())
+			return write.Transient(ctx.Err())
 		}
 		ippools, gvr := c.caches.CalicoPools()
-		steps = append(steps, c.write.Calico(ctx, ippools, gvr, m, d)...)
+		steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
 		steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
 		adverts, gvr := c.caches.Advertisements()
 		problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)

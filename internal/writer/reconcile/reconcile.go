@@ -28,8 +28,10 @@ import (
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/guard"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/ippools"
 	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Caches are what a pass reads. Each method returns the cache as it is now: a
@@ -114,6 +116,7 @@ type Controller struct {
 	events  *guard.Events
 	breaker *guard.Breaker
 	write   *apply.Writer
+	ippools *ippools.Writer
 	queue   workqueue.TypedRateLimitingInterface[Key]
 }
 
@@ -128,8 +131,9 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	c.write = &apply.Writer{Client: client, Meta: meta, Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue,
-		TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge, Plan: cfg.Plan}
+	gate := &write.Gate{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
+	c.write = &apply.Writer{Gate: gate, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
+	c.ippools = &ippools.Writer{Gate: gate, Client: client}
 	return c
 }
 
@@ -215,6 +219,7 @@ func (c *Controller) enqueueAll(after time.Duration) {
 // start of a term.
 func (c *Controller) Lead(ctx context.Context) {
 	c.write.Forget() // a new term trusts only what the caches show
+	c.ippools.Forget()
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {
@@ -258,7 +263,7 @@ func (c *Controller) Lead(ctx context.Context) {
 }
 
 // Sync does the work key asks for, once.
-func (c *Controller) Sync(ctx context.Context, key Key) apply.Outcome {
+func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
 	if p := c.cfg.Plan; p != nil {
 		p.Begin(key.String())
 		defer p.Commit()
@@ -279,5 +284,5 @@ func (c *Controller) Sync(ctx context.Context, key Key) apply.Outcome {
 	case ReleaseService:
 		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
 	}
-	return apply.Outcome{}
+	return write.Outcome{}
 }

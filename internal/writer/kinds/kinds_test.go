@@ -1,4 +1,4 @@
-package caches
+package kinds
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 func TestAPoolKindIsDroppedOnlyWhenDiscoveryAnswersWithoutIt(t *testing.T) {
 	kind := &backend.Kind{Name: "IPAddressPool", GVR: schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}}
 	var answer error = errors.New("the server is currently unable to handle the request")
-	c := &Caches{log: slog.New(slog.NewTextHandler(io.Discard, nil)), dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+	c := &Followed{log: slog.New(slog.NewTextHandler(io.Discard, nil)), dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
 		discover: func() (Served, error) { return Served{}, answer }}
 	c.pools = []*pooled{c.newPooled(kind)}
 

@@ -1,10 +1,8 @@
-package observe
+package digest
 
 import (
 	"fmt"
 	"net/netip"
-
-	"github.com/renumber/renumber/internal/digest"
 )
 
 // Kind is what happened to a prefix between two digests.
@@ -17,12 +15,13 @@ const (
 	Gone       Kind = "gone"
 )
 
-// Change is one line of the agent's journal.
+// Change is one line of the agent's journal: a prefix that appeared, turned
+// deprecated, was preferred again or went between two digests.
 type Change struct {
 	Link    string
 	Prefix  netip.Prefix
 	Kind    Kind
-	Sources digest.Source
+	Sources Source
 }
 
 func (c Change) String() string {
@@ -30,12 +29,12 @@ func (c Change) String() string {
 }
 
 // Diff lists what changed from old to new, in link then prefix order.
-func Diff(old, new digest.Node) []Change {
+func Diff(old, new Node) []Change {
 	type key struct {
 		link   string
 		prefix netip.Prefix
 	}
-	before := map[key]digest.Prefix{}
+	before := map[key]Prefix{}
 	for _, l := range old.Links {
 		for _, p := range l.Prefixes {
 			before[key{l.Name, p.Prefix}] = p
@@ -68,13 +67,4 @@ func Diff(old, new digest.Node) []Change {
 		}
 	}
 	return out
-}
-
-// RequireGlobalUnicast refuses prefixes outside 2000::/3 (unique-local, link-local,
-// multicast, ...): an RA carrying only a ULA must never look like a renumbering.
-func RequireGlobalUnicast(_ string, p netip.Prefix) error {
-	if !digest.GlobalUnicast(p) {
-		return fmt.Errorf("%s is not global unicast (outside 2000::/3)", p)
-	}
-	return nil
 }

@@ -1,4 +1,10 @@
-package apply
+// Package ippools writes Calico's IPPools that follow a DynamicPrefix. An
+// IPPool holds one CIDR and Calico refuses to change it in place while it is
+// in use, so the annotated pool gets the current prefix and each draining
+// prefix lives in a disabled sibling pool this package creates, updates and
+// deletes as the history moves (package calico renders them). Every write
+// passes the write gate (package write).
+package ippools
 
 import (
 	"cmp"
@@ -10,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
@@ -18,18 +25,30 @@ import (
 	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
-// Calico writes the Calico IPPools that follow m's DynamicPrefix (the cache
-// is nil when IPPools are not served): siblings no longer draining are
-// deleted first, then each annotated pool gets the current CIDR, then the
-// draining siblings are created or updated - so no two pools ever hold the
-// same CIDR, a prefix coming back included.
-func (w *Writer) Calico(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d aggregate.Decision) Outcomes {
+// Writer writes IPPools.
+type Writer struct {
+	*write.Gate
+	Client dynamic.Interface
+
+	memo write.Memo[string] // what was written last, until the cache shows it
+}
+
+// Forget drops the memo: a new leader term trusts only what the cache shows.
+func (w *Writer) Forget() { w.memo.Reset() }
+
+// Sync writes the Calico IPPools that follow m's DynamicPrefix (the cache is
+// nil when IPPools are not served): siblings no longer draining are deleted
+// first, then each annotated pool gets the current CIDR, then the draining
+// siblings are created or updated - so no two pools ever hold the same CIDR, a
+// prefix coming back included.
+func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d aggregate.Decision) write.Outcomes {
 	if pools == nil {
 		return nil
 	}
-	var out Outcomes
+	var out write.Outcomes
 	type planned struct {
 		parent *unstructured.Unstructured
 		plan   calico.Plan
@@ -40,7 +59,7 @@ func (w *Writer) Calico(ctx context.Context, pools cache.Store, gvr schema.Group
 		u := o.(*unstructured.Unstructured)
 		a := u.GetAnnotations()
 		if _, ours := a[calico.RecordKey]; ours && !calico.Sibling(u) && a[dynamicprefix.AnnotationName] == "" {
-			out = append(out, w.calicoParent(ctx, gvr, u, m.Name, "")) // no longer follows anything
+			out = append(out, w.parent(ctx, gvr, u, m.Name, "")) // no longer follows anything
 			continue
 		}
 		if calico.Sibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
@@ -51,7 +70,7 @@ func (w *Writer) Calico(ctx context.Context, pools cache.Store, gvr schema.Group
 		if err != nil {
 			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
 			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
-			out = append(out, Final(err))
+			out = append(out, write.Final(err))
 			continue
 		}
 		p := calico.Render(u, m.Name, entries)
@@ -62,35 +81,35 @@ func (w *Writer) Calico(ctx context.Context, pools cache.Store, gvr schema.Group
 	}
 	out = append(out, w.deleteSiblings(ctx, pools, gvr, m.Name, want)...)
 	for _, p := range plans {
-		out = append(out, w.calicoParent(ctx, gvr, p.parent, m.Name, p.plan.CIDR))
+		out = append(out, w.parent(ctx, gvr, p.parent, m.Name, p.plan.CIDR))
 	}
 	for _, p := range plans {
 		for _, s := range p.plan.Siblings {
-			out = append(out, w.calicoSibling(ctx, pools, gvr, p.parent, m.Name, s))
+			out = append(out, w.sibling(ctx, pools, gvr, p.parent, m.Name, s))
 		}
 	}
 	return out
 }
 
-// calicoParent makes the annotated pool hold cidr, and our record say so
+// parent makes the annotated pool hold cidr, and our record say so
 // ("" removes the record and leaves the CIDR: a pool must have one).
-func (w *Writer) calicoParent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) Outcome {
-	self := object{resource: calico.Resource, name: u.GetName()}
+func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
+	self := write.Object{Resource: calico.Resource, Name: u.GetName()}
 	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	record := u.GetAnnotations()[calico.RecordKey]
-	if last, ok := w.calico.get(self, u.GetResourceVersion()); ok {
+	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
 	if record == cidr && (cidr == "" || pool.Canonical(live) == cidr) {
-		w.calm(self, dp)
-		return Outcome{}
+		w.Calm(self, dp)
+		return write.Outcome{}
 	}
-	if w.shadow(plan.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
+	if w.Shadow(plan.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
 		plan.Change{Object: self.String(), Field: "metadata.annotations." + calico.RecordKey, From: record, To: cidr}) {
-		return Outcome{}
+		return write.Outcome{}
 	}
-	if err := w.permit(self, u, dp); err != nil {
-		return Final(err)
+	if err := w.Permit(self, u, dp); err != nil {
+		return write.Final(err)
 	}
 	var rec any
 	patch := map[string]any{}
@@ -100,47 +119,47 @@ func (w *Writer) calicoParent(ctx context.Context, gvr schema.GroupVersionResour
 	patch["metadata"] = map[string]any{"resourceVersion": u.GetResourceVersion(), "annotations": map[string]any{calico.RecordKey: rec}}
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return Final(err)
+		return write.Final(err)
 	}
-	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
+	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
+		return write.Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
 	}
-	w.calico.put(self, u.GetResourceVersion(), cidr)
-	metricWrites.With(calico.Resource).Inc()
+	w.memo.Put(self, u.GetResourceVersion(), cidr)
+	write.Counted(calico.Resource)
 	if cidr == "" {
 		w.Log.Info("IPPool " + u.GetName() + " released")
 		w.Events.Event(u, "PoolReleased", "record removed, spec.cidr left as it was (a pool must have one)")
-		return Outcome{}
+		return write.Outcome{}
 	}
 	w.Log.Info("IPPool "+u.GetName()+" updated", "cidr", cidr, "was", live)
 	w.Events.Event(u, "PoolUpdated", fmt.Sprintf("spec.cidr now %s (was %s)", cidr, live))
-	return Outcome{}
+	return write.Outcome{}
 }
 
-// calicoSibling creates the sibling s of parent, or updates it to s.
-func (w *Writer) calicoSibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s calico.Pool) Outcome {
-	self := object{resource: calico.Resource, name: s.Name}
+// sibling creates the sibling s of parent, or updates it to s.
+func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s calico.Pool) write.Outcome {
+	self := write.Object{Resource: calico.Resource, Name: s.Name}
 	var live *unstructured.Unstructured
 	if o, ok, _ := pools.GetByKey(s.Name); ok {
 		live = o.(*unstructured.Unstructured)
 	}
-	if _, ok := w.calico.get(self, ""); ok && live == nil {
-		return Outcome{} // created; the cache has not shown it yet
+	if _, ok := w.memo.Get(self, ""); ok && live == nil {
+		return write.Outcome{} // created; the cache has not shown it yet
 	}
 	if live != nil {
-		if _, ok := w.calico.get(self, live.GetResourceVersion()); ok || calico.Same(live, s) {
-			w.calm(self, dp)
-			return Outcome{}
+		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || calico.Same(live, s) {
+			w.Calm(self, dp)
+			return write.Outcome{}
 		}
 	}
-	if live == nil && w.shadow(create(self, s.Spec)) {
-		return Outcome{}
+	if live == nil && w.Shadow(write.Created(self, s.Spec)) {
+		return write.Outcome{}
 	}
-	if live != nil && w.shadow(update(self, live.Object["spec"], s.Spec)) {
-		return Outcome{}
+	if live != nil && w.Shadow(write.Updated(self, live.Object["spec"], s.Spec)) {
+		return write.Outcome{}
 	}
-	if err := w.permit(self, parent, dp); err != nil {
-		return Final(err)
+	if err := w.Permit(self, parent, dp); err != nil {
+		return write.Final(err)
 	}
 	res := w.Client.Resource(gvr)
 	if live == nil {
@@ -152,53 +171,54 @@ func (w *Writer) calicoSibling(ctx context.Context, pools cache.Store, gvr schem
 		// Deleting the user's pool deletes its siblings.
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
 			Name: parent.GetName(), UID: parent.GetUID()}})
-		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
-			return Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: write.FieldManager}); err != nil {
+			return write.Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
 		}
-		w.calico.put(self, "", s.Name)
-		metricWrites.With(calico.Resource).Inc()
+		w.memo.Put(self, "", s.Name)
+		write.Counted(calico.Resource)
 		w.Log.Info("IPPool "+s.Name+" created", "cidr", s.Spec["cidr"], "draining", true)
 		w.Events.Event(parent, "PoolCreated", fmt.Sprintf("IPPool %s holds draining %v, disabled", s.Name, s.Spec["cidr"]))
-		return Outcome{}
+		return write.Outcome{}
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": s.Labels},
 		"spec":     s.Spec,
 	})
 	if err != nil {
-		return Final(err)
+		return write.Final(err)
 	}
-	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
+	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
+		return write.Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
 	}
-	w.calico.put(self, live.GetResourceVersion(), s.Name)
-	metricWrites.With(calico.Resource).Inc()
+	w.memo.Put(self, live.GetResourceVersion(), s.Name)
+	write.Counted(calico.Resource)
 	w.Log.Info("IPPool "+s.Name+" updated (follows "+parent.GetName()+")", "cidr", s.Spec["cidr"])
-	return Outcome{}
+	return write.Outcome{}
 }
 
 // deleteSiblings deletes the siblings of dp that keep does not name.
-func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) Outcomes {
-	var out Outcomes
+func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
+	var out write.Outcomes
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
 		if !calico.Sibling(u) || u.GetLabels()[dynamicprefix.AnnotationName] != dp || keep[u.GetName()] {
 			continue
 		}
-		self := object{resource: calico.Resource, name: u.GetName()}
-		if _, ok := w.calico.get(self, u.GetResourceVersion()); ok {
+		self := write.Object{Resource: calico.Resource, Name: u.GetName()}
+		if _, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
 		}
-		if w.shadow(remove(self)) {
+		if w.Shadow(write.Removed(self)) {
 			continue
 		}
+		rv := u.GetResourceVersion()
 		if err := w.Client.Resource(gvr).Delete(ctx, u.GetName(), metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(u.GetResourceVersion())}}); err != nil {
-			out = append(out, Transient(fmt.Errorf("deleting IPPool %q: %w", u.GetName(), err)))
+			Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
+			out = append(out, write.Transient(fmt.Errorf("deleting IPPool %q: %w", u.GetName(), err)))
 			continue
 		}
-		w.calico.put(self, u.GetResourceVersion(), "")
-		metricWrites.With(calico.Resource).Inc()
+		w.memo.Put(self, u.GetResourceVersion(), "")
+		write.Counted(calico.Resource)
 		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", cidr)
 		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", cidr, dp))
@@ -206,9 +226,9 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 	return out
 }
 
-// ReleaseCalico deletes dp's siblings and removes our record from the pools
-// naming dp, which was deleted; their spec.cidr stays (a pool must have one).
-func (w *Writer) ReleaseCalico(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) Outcomes {
+// Release deletes dp's siblings and removes our record from the pools naming
+// dp, which was deleted; their spec.cidr stays (a pool must have one).
+func (w *Writer) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
 	if pools == nil {
 		return nil
 	}
@@ -216,7 +236,7 @@ func (w *Writer) ReleaseCalico(ctx context.Context, pools cache.Store, gvr schem
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
 		if _, ours := u.GetAnnotations()[calico.RecordKey]; ours && !calico.Sibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
-			out = append(out, w.calicoParent(ctx, gvr, u, dp, ""))
+			out = append(out, w.parent(ctx, gvr, u, dp, ""))
 		}
 	}
 	return out

@@ -1,0 +1,415 @@
+// Package kinds follows the kinds the writer writes that the API server may
+// serve or not, and that can come and go while it runs: the pool kinds
+// (CiliumLoadBalancerIPPool, CiliumCIDRGroup, MetalLB's IPAddressPool, in the
+// versions discovery finds), CiliumBGPAdvertisements and Calico IPPools. It
+// asks discovery at start and again whenever a CustomResourceDefinition of a
+// backend group changes, and starts or stops an informer per kind.
+package kinds
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/backoff"
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/informer"
+)
+
+// Handler is told of changes to the objects of the kinds followed.
+type Handler interface {
+	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
+	AdvertisementChanged(u *unstructured.Unstructured)
+	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
+	// or stopped being.
+	KindsChanged()
+	// CalicoPoolChanged: a Calico IPPool changed (u: as it was and as it is).
+	CalicoPoolChanged(u *unstructured.Unstructured)
+}
+
+// Followed are the informers over the kinds served now.
+type Followed struct {
+	groups   []string
+	dyn      dynamic.Interface
+	meta     metadata.Interface
+	discover Discover
+	clock    clock.Clock
+	log      *slog.Logger
+	h        Handler
+
+	crds *informer.Watched // nil without backend groups
+
+	mu          sync.Mutex
+	pools       []*pooled     // the pool kinds followed now
+	bgp, calico optional      // CiliumBGPAdvertisements, Calico IPPools
+	rediscover  chan struct{} // a backend CRD changed
+}
+
+// New asks discovery once (a failure is retried in the background once Run
+// runs) and builds the informers for what is served. groups are the API
+// groups of pool kinds: a CRD of one of them installed, changed or removed
+// makes it look again. Nothing runs before Run.
+func New(groups []string, dyn dynamic.Interface, meta metadata.Interface, discover Discover, clk clock.Clock, log *slog.Logger) *Followed {
+	f := &Followed{groups: groups, dyn: dyn, meta: meta, discover: discover, clock: clk, log: log,
+		rediscover: make(chan struct{}, 1)}
+	served, err := discover()
+	if err != nil {
+		log.Warn("discovery failed; retrying in the background", "err", err)
+		f.rediscover <- struct{}{}
+	}
+	for _, k := range served.Pools {
+		f.pools = append(f.pools, f.newPooled(k))
+	}
+	f.bgp = optional{name: "CiliumBGPAdvertisement", watch: f.watchBGP}
+	f.calico = optional{name: "Calico IPPool", watch: f.watchCalico}
+	if !served.BGP.Empty() {
+		f.bgp.w, f.bgp.gvr = f.watchBGP(served.BGP), served.BGP
+	}
+	if !served.Calico.Empty() {
+		f.calico.w, f.calico.gvr = f.watchCalico(served.Calico), served.Calico
+	}
+	if len(groups) > 0 {
+		f.crds = f.watchCRDs()
+	}
+	return f
+}
+
+// Run starts the informers, which tell h of every change, and the search for
+// kinds installed or removed later; it returns what reports their first
+// lists (the CRDs' included).
+func (f *Followed) Run(ctx context.Context, h Handler) []cache.InformerSynced {
+	f.h = h
+	var synced []cache.InformerSynced
+	for _, w := range f.All() {
+		w.Run(ctx)
+		synced = append(synced, w.Synced)
+	}
+	if f.crds != nil {
+		f.crds.Run(ctx)
+		synced = append(synced, f.crds.Synced)
+		go f.followKinds(ctx)
+	}
+	return synced
+}
+
+// All returns the informers of the kinds served now.
+func (f *Followed) All() []*informer.Watched {
+	var ws []*informer.Watched
+	for _, o := range []*optional{&f.bgp, &f.calico} {
+		if w, _ := f.current(o); w != nil {
+			ws = append(ws, w)
+		}
+	}
+	for _, p := range f.followed() {
+		ws = append(ws, p.w)
+	}
+	return ws
+}
+
+// Pools returns the pool kinds followed now with their caches.
+func (f *Followed) Pools() []backend.Cached {
+	var out []backend.Cached
+	for _, p := range f.followed() {
+		out = append(out, backend.Cached{Kind: p.kind, Store: p.w.Store()})
+	}
+	return out
+}
+
+// Advertisements returns the CiliumBGPAdvertisement cache and resource; a nil
+// store when the API server does not serve it.
+func (f *Followed) Advertisements() (cache.Store, schema.GroupVersionResource) {
+	return f.store(&f.bgp)
+}
+
+// CalicoPools returns the Calico IPPool cache and resource; a nil store when
+// the API server does not serve it.
+func (f *Followed) CalicoPools() (cache.Store, schema.GroupVersionResource) {
+	return f.store(&f.calico)
+}
+
+func (f *Followed) store(o *optional) (cache.Store, schema.GroupVersionResource) {
+	w, gvr := f.current(o)
+	if w == nil {
+		return nil, gvr
+	}
+	return w.Store(), gvr
+}
+
+// Served is what the API server serves of the kinds the writer writes.
+type Served struct {
+	Pools  []*backend.Kind
+	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
+	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
+}
+
+// Discover asks the API server what it serves now.
+type Discover func() (Served, error)
+
+// pooled is one pool kind and the informer over its objects.
+type pooled struct {
+	kind *backend.Kind
+	w    *informer.Watched
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// followed returns the pool kinds being followed now.
+func (f *Followed) followed() []*pooled {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pools)
+}
+
+// Kinds returns the names of the pool kinds followed now.
+func (f *Followed) Kinds() []string {
+	var out []string
+	for _, p := range f.followed() {
+		out = append(out, p.kind.Name)
+	}
+	return out
+}
+
+func (f *Followed) newPooled(k *backend.Kind) *pooled {
+	w := informer.NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(f.dyn, k.GVR, k.Scope())
+		changed := func(o any) {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				f.h.PoolChanged(k, u)
+			}
+		}
+		_, _ = inf.AddEventHandler(onChange(changed, false))
+		return inf
+	})
+	w.Scope = k.Scope()
+	return &pooled{kind: k, w: w}
+}
+
+// watchCRDs signals a rediscovery when a CustomResourceDefinition of a backend
+// group is added, changed or removed (metadata only; the initial list is not a
+// change).
+func (f *Followed) watchCRDs() *informer.Watched {
+	ours := func(o any) bool {
+		name := informer.Name(o)
+		for _, g := range f.groups {
+			if strings.HasSuffix(name, "."+g) {
+				return true
+			}
+		}
+		return false
+	}
+	signal := func(o any) {
+		if ours(o) {
+			select {
+			case f.rediscover <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return informer.NewWatched("customresourcedefinitions", crdGVR, func() cache.SharedIndexInformer {
+		inf := informer.Metadata(f.meta, crdGVR)
+		_ = inf.SetTransform(keepNameOnly)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, initial bool) {
+				if !initial {
+					signal(o)
+				}
+			},
+			UpdateFunc: func(old, new any) {
+				if informer.Version(old) != informer.Version(new) {
+					signal(new)
+				}
+			},
+			DeleteFunc: signal,
+		})
+		return inf
+	})
+}
+
+// followKinds picks up pool kinds installed (or removed) while running, on
+// every replica, so a standby's caches are as warm as the leader's. The API
+// server's discovery lags a new CRD by a moment, so a signal is followed by a
+// few looks; a discovery that fails is retried with backoff until it answers.
+func (f *Followed) followKinds(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.rediscover:
+		}
+		looks := 0
+		b := backoff.New(time.Second, 30*time.Second)
+		for looks < 10 {
+			wait := time.Second
+			changed, err := f.updateKinds(ctx)
+			if err != nil {
+				wait = b.Next()
+				f.log.Debug("pool kind discovery failed; retrying", "err", err, "in", wait)
+			} else {
+				looks++
+				b.Reset()
+			}
+			if changed || !backoff.Sleep(ctx, f.clock, wait) {
+				break
+			}
+		}
+	}
+}
+
+// updateKinds compares the served pool kinds with the followed ones, starts
+// informers for new kinds (waiting until they are listed) and stops removed ones.
+// It reports whether anything changed; on a discovery error nothing changes.
+func (f *Followed) updateKinds(ctx context.Context) (bool, error) {
+	s, err := f.discover()
+	if err != nil {
+		return false, err
+	}
+	served := s.Pools
+	current := f.followed()
+	changed := false
+	for _, p := range current {
+		if !slices.ContainsFunc(served, func(k *backend.Kind) bool { return k.GVR == p.kind.GVR }) {
+			p.w.Halt()
+			f.mu.Lock()
+			f.pools = slices.DeleteFunc(f.pools, func(q *pooled) bool { return q == p })
+			f.mu.Unlock()
+			f.log.Info("pool kind no longer served; stopped following it", "kind", p.kind.Name, "version", p.kind.GVR.Version)
+			changed = true
+		}
+	}
+	for _, k := range served {
+		if slices.ContainsFunc(current, func(p *pooled) bool { return p.kind.GVR == k.GVR }) {
+			continue
+		}
+		p := f.newPooled(k)
+		if !p.w.RunSynced(ctx) {
+			continue // the next signal tries again
+		}
+		f.mu.Lock()
+		f.pools = append(f.pools, p)
+		f.mu.Unlock()
+		f.log.Info("pool kind served; following it", "kind", k.Name, "version", k.GVR.Version)
+		// Its objects were announced while it was listed, before passes could
+		// see the kind: announce them again now that they can.
+		for _, o := range p.w.Store().List() {
+			f.h.PoolChanged(k, o.(*unstructured.Unstructured))
+		}
+		changed = true
+	}
+	bgp := f.update(ctx, &f.bgp, s.BGP)
+	return f.update(ctx, &f.calico, s.Calico) || bgp || changed, nil
+}
+
+// optional is the informer over a resource the API server may serve or not.
+type optional struct {
+	name  string // the kind, for logs
+	watch func(schema.GroupVersionResource) *informer.Watched
+	w     *informer.Watched // nil while not served
+	gvr   schema.GroupVersionResource
+}
+
+// update starts or stops following o's resource, served now as gvr (empty:
+// not served), and reports whether anything changed.
+func (f *Followed) update(ctx context.Context, o *optional, gvr schema.GroupVersionResource) bool {
+	w, current := f.current(o)
+	if current == gvr {
+		return false
+	}
+	if w != nil {
+		w.Halt()
+		f.mu.Lock()
+		o.w, o.gvr = nil, schema.GroupVersionResource{}
+		f.mu.Unlock()
+		f.log.Info(o.name+" no longer served; stopped following it", "version", current.Version)
+	}
+	if !gvr.Empty() {
+		w := o.watch(gvr)
+		if !w.RunSynced(ctx) {
+			return true // the next signal tries again
+		}
+		f.mu.Lock()
+		o.w, o.gvr = w, gvr
+		f.mu.Unlock()
+		f.log.Info(o.name+" served; following it", "version", gvr.Version)
+	}
+	f.h.KindsChanged() // what asks for it can be served now (or no longer)
+	return true
+}
+
+// current returns o's informer and resource, nil when not served.
+func (f *Followed) current(o *optional) (*informer.Watched, schema.GroupVersionResource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return o.w, o.gvr
+}
+
+// watchCalico follows Calico's IPPools: the annotated ones and our siblings
+// matter; a change of either queues the DynamicPrefix it names.
+func (f *Followed) watchCalico(gvr schema.GroupVersionResource) *informer.Watched {
+	return informer.NewWatched("ippools", gvr, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(f.dyn, gvr, informer.Scope{})
+		changed := func(o any) {
+			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok {
+				f.h.CalicoPoolChanged(u)
+			}
+		}
+		_, _ = inf.AddEventHandler(onChange(changed, true))
+		return inf
+	})
+}
+
+// onChange calls changed for an added object, for both sides of an update
+// that changed its version (it may have followed another DynamicPrefix), and,
+// with deletes, for a deleted one.
+func onChange(changed func(o any), deletes bool) cache.ResourceEventHandlerFuncs {
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, new any) {
+			if informer.Version(old) != informer.Version(new) {
+				changed(old)
+				changed(new)
+			}
+		},
+	}
+	if deletes {
+		h.DeleteFunc = changed
+	}
+	return h
+}
+
+func (f *Followed) watchBGP(gvr schema.GroupVersionResource) *informer.Watched {
+	return informer.NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(f.dyn, gvr, informer.Scope{})
+		changed := func(o any) {
+			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[cilium.LabelManagedBy] == cilium.ManagedBy {
+				f.h.AdvertisementChanged(u)
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    changed,
+			UpdateFunc: func(_, n any) { changed(n) },
+			DeleteFunc: changed,
+		})
+		return inf
+	})
+}
+
+// keepNameOnly strips cached CRDs down to name and version.
+func keepNameOnly(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	return informer.Bare(m), nil
+}

@@ -1,0 +1,180 @@
+// Package write is the discipline every object write of the writer passes,
+// whatever the object: a permit from the write-storm breaker (a refusal is an
+// episode: one log line, one event, the metric, a requeue for when a permit
+// is back), a shadow's plan instead of the write (writer --dry-run), memos of
+// what was written until the caches show it, the write counted, and the
+// outcome of a step - whether retrying can help.
+package write
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/guard"
+	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/plan"
+)
+
+// FieldManager names every write of the writer.
+const FieldManager = "renumber-writer"
+
+var (
+	metricWrites  = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
+	metricRefused = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
+)
+
+// Collectors returns this package's metrics.
+func Collectors() []metrics.Collector { return []metrics.Collector{metricWrites, metricRefused} }
+
+// Counted counts one write to an object of resource.
+func Counted(resource string) { metricWrites.With(resource).Inc() }
+
+// Refused counts one write to an object of resource the breaker refused
+// (Permit counts its own).
+func Refused(resource string) { metricRefused.With(resource).Inc() }
+
+// Object names one object we write: the key of memos and of the write budget.
+type Object struct{ Resource, Namespace, Name string }
+
+// String is "resource/name" or "resource/namespace/name".
+func (o Object) String() string { return o.Resource + "/" + informer.Key(o.Namespace, o.Name) }
+
+// Memo remembers what was written last to each object, until the caches show
+// a newer version than base (guard.Memo keyed by Object).
+type Memo[T any] struct{ guard.Memo[T] }
+
+// Get returns what was written to o over version base, if the caches still
+// show base.
+func (m *Memo[T]) Get(o Object, base string) (T, bool) { return m.Memo.Get(o.String(), base) }
+
+// Put remembers v written to o over version base.
+func (m *Memo[T]) Put(o Object, base string, v T) { m.Memo.Put(o.String(), base, v) }
+
+// Gate is what every write passes.
+type Gate struct {
+	Clock  clock.Clock
+	Log    *slog.Logger
+	Events *guard.Events
+	// Breaker is the write-storm breaker every write passes.
+	Breaker *guard.Breaker
+	// Requeue asks for another pass over a DynamicPrefix after a delay (a
+	// throttled object, an episode to end).
+	Requeue func(dp string, after time.Duration)
+	// Plan, when set, makes the writes a shadow's (writer --dry-run): every
+	// write is recorded there and none is sent.
+	Plan *plan.Plan
+}
+
+// Permit takes a write permit for o on behalf of the DynamicPrefix dp. A
+// refusal starts (or continues) a throttling episode: one log line per
+// episode, one event, the metric, and dp requeued for when a permit is back.
+func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
+	p := g.Breaker.Take(o.String(), g.Clock.Now())
+	if p.Again > 0 {
+		g.Requeue(dp, p.Again)
+	}
+	if p.OK {
+		return nil
+	}
+	metricRefused.With(o.Resource).Inc()
+	if p.Started {
+		g.Log.Warn("write budget exceeded; writes to this object paused", "object", o.String(), "next", p.Again.Round(time.Second))
+	}
+	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
+		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
+	return fmt.Errorf("%s: %w (next permit in %s)", o, budget.ErrExceeded, p.Again.Round(time.Second))
+}
+
+// Calm is called when a pass finds nothing to write to o: it ends o's
+// throttling episode once its bucket is full again.
+func (g *Gate) Calm(o Object, dp string) {
+	ended, again := g.Breaker.Calm(o.String(), g.Clock.Now())
+	if again > 0 {
+		g.Requeue(dp, again)
+	}
+	if ended {
+		g.Events.Forget("budget/" + o.String())
+		g.Log.Info("writes flow again", "object", o.String())
+	}
+}
+
+// Shadow reports whether the gate only plans (writer --dry-run); then the
+// changes of the write the caller was about to make are recorded in the plan
+// instead, and the caller returns as if the write was made, without touching
+// memo or budget.
+func (g *Gate) Shadow(cs ...plan.Change) bool {
+	if g.Plan == nil {
+		return false
+	}
+	g.Plan.Add(cs...)
+	return true
+}
+
+// Created, Updated and Removed describe a whole object's write in a plan.
+func Created(o Object, v any) plan.Change {
+	return plan.Change{Object: o.String(), Field: "(object)", To: compact(v)}
+}
+
+// Updated: o's spec goes from from to to.
+func Updated(o Object, from, to any) plan.Change {
+	return plan.Change{Object: o.String(), Field: "spec", From: compact(from), To: compact(to)}
+}
+
+// Removed: o is deleted.
+func Removed(o Object) plan.Change {
+	return plan.Change{Object: o.String(), Field: "(object)", From: "exists"}
+}
+
+func compact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// Outcome of a step. Err is what went wrong (the step reported it already:
+// condition, event or log); Retry says whether trying again with backoff can
+// help. An API error can; a spec the user must fix cannot, and a write the
+// breaker refused is already requeued for when a permit is back.
+type Outcome struct {
+	Err   error
+	Retry bool
+}
+
+// Transient is an outcome worth retrying (none when err is nil).
+func Transient(err error) Outcome { return Outcome{Err: err, Retry: err != nil} }
+
+// Final is an outcome that retrying cannot change.
+func Final(err error) Outcome { return Outcome{Err: err} }
+
+// Outcomes of several steps.
+type Outcomes []Outcome
+
+// Err joins every error.
+func (os Outcomes) Err() error {
+	var errs []error
+	for _, o := range os {
+		errs = append(errs, o.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// Retry joins the errors worth retrying into one outcome.
+func (os Outcomes) Retry() Outcome {
+	var errs []error
+	for _, o := range os {
+		if o.Retry {
+			errs = append(errs, o.Err)
+		}
+	}
+	return Transient(errors.Join(errs...))
+}

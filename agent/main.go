@@ -27,6 +27,7 @@ import (
 	"github.com/renumber/renumber/internal/agent/kubehttp"
 	"github.com/renumber/renumber/internal/agent/node"
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/agent/publish"
 	"github.com/renumber/renumber/internal/agent/ra"
 	"github.com/renumber/renumber/internal/agent/uplink"
@@ -92,7 +93,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifa
 		WatchNode: func(ctx context.Context, live func(string, bool)) <-chan struct{} {
 			return node.Watch(ctx, api, log, nodeName, live)
 		},
-		WatchLinks: func(ctx context.Context, set func(map[string]observe.Policy), clients func([]dhcp6.Want)) <-chan struct{} {
+		WatchLinks: func(ctx context.Context, set func(map[string]policy.Policy), clients func([]dhcp6.Want)) <-chan struct{} {
 			return uplink.Watch(ctx, api, log, nodeName, func(f []uplink.Follower) { set(uplink.Links(ifaces, f)) }, clients)
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),

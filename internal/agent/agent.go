@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -90,7 +91,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 
 // SetLinks changes the watched links and the policy on each. Safe from any
 // goroutine.
-func (a *Agent) SetLinks(links map[string]observe.Policy) {
+func (a *Agent) SetLinks(links map[string]policy.Policy) {
 	a.events <- func() { a.setLinks(links) }
 }
 
@@ -169,7 +170,7 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-func (a *Agent) setLinks(links map[string]observe.Policy) {
+func (a *Agent) setLinks(links map[string]policy.Policy) {
 	a.linksKnown = true
 	names := make([]string, 0, len(links))
 	for l := range links {

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -70,7 +71,7 @@ func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.Fak
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	a.SetLinks(map[string]observe.Policy{"eth0": {GlobalOnly: true}})
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	return a, rec, clk
 }
 
@@ -178,7 +179,7 @@ func TestRestartSeedsFrozenLifetime(t *testing.T) {
 func TestRestartWaitsForTheDelegationBack(t *testing.T) {
 	published := "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p pd"
 	a, rec, _ := start(t, published)
-	a.SetLinks(map[string]observe.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
 	a.RA("eth0", router, t0, []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour}})
 	sync_(a)
 	if got := rec.values(); len(got) != 0 {

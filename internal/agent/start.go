@@ -12,6 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -34,12 +35,12 @@ type Parts struct {
 	// WatchLinks follows the links to watch (the --interface links and those
 	// DynamicPrefixes name; true: global unicast only) and the DHCPv6 clients
 	// to run here; synced closes after the first list.
-	WatchLinks func(ctx context.Context, links func(map[string]observe.Policy), clients func([]dhcp6.Want)) (synced <-chan struct{})
+	WatchLinks func(ctx context.Context, links func(map[string]policy.Policy), clients func([]dhcp6.Want)) (synced <-chan struct{})
 	// DialDHCPv6 opens a DHCPv6 client's socket on a link (dhcp6.Dial).
 	DialDHCPv6 func(link string) (dhcp6.Conn, net.Addr, error)
 	// DefaultLinks are the --interface links, followed alone while the
 	// DynamicPrefixes cannot be listed.
-	DefaultLinks map[string]observe.Policy
+	DefaultLinks map[string]policy.Policy
 	// NewListener makes the RA listener of one link.
 	NewListener NewListener
 	// WatchKernel follows the kernel's addresses, links and delegated

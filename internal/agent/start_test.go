@@ -13,6 +13,7 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 )
 
 type startPublisher struct {
@@ -33,17 +34,17 @@ func startParts(clk *clocktesting.FakeClock, pub *startPublisher, node, links ch
 	return Parts{
 		Node: "n1", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Publisher: pub,
 		WatchNode: func(context.Context, func(string, bool)) <-chan struct{} { return node },
-		WatchLinks: func(_ context.Context, set func(map[string]observe.Policy), _ func([]dhcp6.Want)) <-chan struct{} {
+		WatchLinks: func(_ context.Context, set func(map[string]policy.Policy), _ func([]dhcp6.Want)) <-chan struct{} {
 			synced := make(chan struct{})
 			go func() {
 				if _, ok := <-links; ok {
-					set(map[string]observe.Policy{"eth1": {GlobalOnly: true}})
+					set(map[string]policy.Policy{"eth1": {GlobalOnly: true}})
 					close(synced)
 				}
 			}()
 			return synced
 		},
-		DefaultLinks: map[string]observe.Policy{"eth0": {GlobalOnly: true}},
+		DefaultLinks: map[string]policy.Policy{"eth0": {GlobalOnly: true}},
 		NewListener: func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix)) Listener {
 			listened <- link
 			return idleListener{}

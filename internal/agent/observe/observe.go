@@ -27,6 +27,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -108,7 +109,7 @@ type addrEntry struct {
 // State is what one agent knows about its watched links.
 type State struct {
 	links    map[string]*link
-	policies map[string]Policy
+	policies map[string]policy.Policy
 	// LinkGrace is how long after a link comes back up the addresses the kernel
 	// flushed when it went down still count. The kernel removes SLAAC addresses on
 	// link down (keep_addr_on_down keeps only static ones) and forms them again

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -33,7 +34,7 @@ func encode(t *testing.T, s *State, now time.Time) string {
 // globalOnly is a State watching link, reporting only global unicast prefixes.
 func globalOnly(link string) *State {
 	s := New(link)
-	s.SetPolicies(map[string]Policy{link: {GlobalOnly: true}})
+	s.SetPolicies(map[string]policy.Policy{link: {GlobalOnly: true}})
 	return s
 }
 

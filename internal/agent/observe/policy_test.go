@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestTrustedRouters(t *testing.T) {
 	rogue, pR := netip.MustParseAddr("fe80::666"), netip.MustParsePrefix("2001:db8:666::/64")
 	s := New("eth0")
-	s.SetPolicies(map[string]Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
 	if !s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Minute, time.Minute, true}}) {
 		t.Fatal("the trusted router's RA was not believed")
 	}
@@ -40,18 +41,9 @@ func TestTrustedRouters(t *testing.T) {
 		t.Errorf("after the RA ran out: %+v", node)
 	}
 	// Every router trusted again: the rogue's address is reported (by the kernel).
-	s.SetPolicies(map[string]Policy{"eth0": {GlobalOnly: true}})
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	if node, _ = s.Snapshot(t0.Add(2 * time.Minute)); len(node.Links[0].Prefixes) != 2 {
 		t.Errorf("no trust list: %+v", node)
-	}
-}
-
-func TestPolicyLengthBounds(t *testing.T) {
-	pol := Policy{GlobalOnly: true, MinLength: 48, MaxLength: 64}
-	for p, ok := range map[string]bool{"2001:db8::/48": true, "2001:db8::/64": true, "2001:db8::/32": false, "2001:db8::/80": false, "fd00::/64": false} {
-		if err := pol.Check("eth0", netip.MustParsePrefix(p)); (err == nil) != ok {
-			t.Errorf("%s: %v, want ok=%v", p, err, ok)
-		}
 	}
 }
 
@@ -140,7 +132,7 @@ func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
 func TestDelegatedPrefixes(t *testing.T) {
 	pd := netip.MustParsePrefix("2001:db8:a00::/56")
 	s := New("wan", "eth0")
-	s.SetPolicies(map[string]Policy{"wan": {GlobalOnly: true, Delegated: true, Trusted: []netip.Addr{routerA}}, "eth0": {GlobalOnly: true}})
+	s.SetPolicies(map[string]policy.Policy{"wan": {GlobalOnly: true, Delegated: true, Trusted: []netip.Addr{routerA}}, "eth0": {GlobalOnly: true}})
 	s.Delegated(pd, time.Minute, false, t0)
 	s.Delegated(netip.MustParsePrefix("fd00:1::/56"), time.Hour, false, t0)
 	node, rejected := s.Snapshot(t0)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
-	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 )
 
 // Follower is what one DynamicPrefix asks of the agents.
@@ -151,11 +151,11 @@ func decodeRA(f Follower, iface string, trusted []string) (Follower, error) {
 // all), the widest length bounds. The writer applies each DynamicPrefix's own
 // filter and bounds again; trust only the agents can apply. A follower without
 // an interface follows the defaults.
-func Links(defaults []string, followers []Follower) map[string]observe.Policy {
-	out := map[string]observe.Policy{}
+func Links(defaults []string, followers []Follower) map[string]policy.Policy {
+	out := map[string]policy.Policy{}
 	followed := map[string]bool{}
 	for _, l := range defaults {
-		out[l] = observe.Policy{GlobalOnly: true}
+		out[l] = policy.Policy{GlobalOnly: true}
 	}
 	// Router Advertisement followers first: a DHCPv6-PD follower on the same
 	// link adds its delegations without loosening whom the link trusts.
@@ -171,7 +171,7 @@ func Links(defaults []string, followers []Follower) map[string]observe.Policy {
 			p := out[l]
 			if !followed[l] {
 				followed[l] = true
-				out[l] = observe.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength, Delegated: f.Delegated}
+				out[l] = policy.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength, Delegated: f.Delegated}
 				continue
 			}
 			p.GlobalOnly = p.GlobalOnly && f.GlobalOnly

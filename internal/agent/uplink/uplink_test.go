@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
-	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
@@ -17,36 +17,36 @@ import (
 
 func TestLinks(t *testing.T) {
 	r1, r2 := netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")
-	global := observe.Policy{GlobalOnly: true}
+	global := policy.Policy{GlobalOnly: true}
 	tests := []struct {
 		name      string
 		defaults  []string
 		followers []Follower
-		want      map[string]observe.Policy
+		want      map[string]policy.Policy
 	}{
-		{"flags only", []string{"eth0"}, nil, map[string]observe.Policy{"eth0": global}},
-		{"named interface added", []string{"eth0"}, []Follower{{Interface: "eth1", GlobalOnly: true}}, map[string]observe.Policy{"eth0": global, "eth1": global}},
-		{"empty interface follows the flags", []string{"eth0"}, []Follower{{}}, map[string]observe.Policy{"eth0": {}}},
-		{"one follower allowing non-global is enough", nil, []Follower{{Interface: "eth1", GlobalOnly: true}, {Interface: "eth1"}}, map[string]observe.Policy{"eth1": {}}},
-		{"no followers, no flags", nil, nil, map[string]observe.Policy{}},
+		{"flags only", []string{"eth0"}, nil, map[string]policy.Policy{"eth0": global}},
+		{"named interface added", []string{"eth0"}, []Follower{{Interface: "eth1", GlobalOnly: true}}, map[string]policy.Policy{"eth0": global, "eth1": global}},
+		{"empty interface follows the flags", []string{"eth0"}, []Follower{{}}, map[string]policy.Policy{"eth0": {}}},
+		{"one follower allowing non-global is enough", nil, []Follower{{Interface: "eth1", GlobalOnly: true}, {Interface: "eth1"}}, map[string]policy.Policy{"eth1": {}}},
+		{"no followers, no flags", nil, nil, map[string]policy.Policy{}},
 		{"trust and bounds of one follower", nil, []Follower{{Interface: "eth1", GlobalOnly: true, Trusted: []netip.Addr{r1}, MinLength: 48, MaxLength: 64}},
-			map[string]observe.Policy{"eth1": {GlobalOnly: true, Trusted: []netip.Addr{r1}, MinLength: 48, MaxLength: 64}}},
+			map[string]policy.Policy{"eth1": {GlobalOnly: true, Trusted: []netip.Addr{r1}, MinLength: 48, MaxLength: 64}}},
 		{"two followers: the routers either trusts, the widest bounds", nil, []Follower{
 			{Interface: "eth1", Trusted: []netip.Addr{r2}, MinLength: 48, MaxLength: 56},
 			{Interface: "eth1", Trusted: []netip.Addr{r1}, MinLength: 40, MaxLength: 64}},
-			map[string]observe.Policy{"eth1": {Trusted: []netip.Addr{r1, r2}, MinLength: 40, MaxLength: 64}}},
+			map[string]policy.Policy{"eth1": {Trusted: []netip.Addr{r1, r2}, MinLength: 40, MaxLength: 64}}},
 		{"one follower trusting every router trusts them all", nil, []Follower{
 			{Interface: "eth1", Trusted: []netip.Addr{r1}, MinLength: 48}, {Interface: "eth1"}},
-			map[string]observe.Policy{"eth1": {}}},
+			map[string]policy.Policy{"eth1": {}}},
 		{"DHCPv6-PD on a link adds delegations, and leaves its trust alone", []string{"eth0"}, []Follower{
 			{Interface: "wan", Delegated: true, GlobalOnly: true}, {Interface: "wan", GlobalOnly: true, Trusted: []netip.Addr{r1}}},
-			map[string]observe.Policy{"eth0": global, "wan": {GlobalOnly: true, Trusted: []netip.Addr{r1}, Delegated: true}}},
+			map[string]policy.Policy{"eth0": global, "wan": {GlobalOnly: true, Trusted: []netip.Addr{r1}, Delegated: true}}},
 		{"DHCPv6-PD alone", nil, []Follower{{Interface: "wan", Delegated: true, MaxLength: 56}},
-			map[string]observe.Policy{"wan": {Delegated: true, MaxLength: 56}}},
+			map[string]policy.Policy{"wan": {Delegated: true, MaxLength: 56}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Links(tt.defaults, tt.followers); !maps.EqualFunc(got, tt.want, observe.Policy.Equal) {
+			if got := Links(tt.defaults, tt.followers); !maps.EqualFunc(got, tt.want, policy.Policy.Equal) {
 				t.Errorf("Links = %+v, want %+v", got, tt.want)
 			}
 		})

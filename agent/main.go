@@ -24,6 +24,7 @@ import (
 	"github.com/renumber/renumber/internal/agent"
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kernel"
+	"github.com/renumber/renumber/internal/agent/kubeconfig"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
 	"github.com/renumber/renumber/internal/agent/node"
 	"github.com/renumber/renumber/internal/agent/observe"
@@ -75,9 +76,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfig string, ifaces []string, metricsAddr string, cfg agent.Config, pub publish.Config) error {
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, metricsAddr string, cfg agent.Config, pub publish.Config) error {
 	counter := requests.NewCounter("agent")
-	apiCfg, err := kubehttp.Load(kubeconfig)
+	apiCfg, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
 		return err
 	}

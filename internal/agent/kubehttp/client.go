@@ -1,3 +1,8 @@
+// Package kubehttp is the agent's Kubernetes API client, on net/http and
+// encoding/json alone: it merge-patches an object, and lists and watches a
+// collection (configured by package kubeconfig). client-go and apimachinery
+// link about 300 packages for the same jobs, and a binary's pages are most of
+// a small process's resident memory (bench/results.md).
 package kubehttp
 
 import (
@@ -15,6 +20,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/renumber/renumber/internal/agent/kubeconfig"
 )
 
 // requestTimeout bounds every request but a watch: a hung API server must not
@@ -25,12 +32,12 @@ const requestTimeout = 30 * time.Second
 type Client struct {
 	server *url.URL
 	http   *http.Client
-	cfg    Config
+	cfg    kubeconfig.Config
 }
 
 // New returns a client for cfg; wrap, when non-nil, wraps its transport (for
 // counting, see Counting).
-func New(cfg *Config, wrap func(http.RoundTripper) http.RoundTripper) (*Client, error) {
+func New(cfg *kubeconfig.Config, wrap func(http.RoundTripper) http.RoundTripper) (*Client, error) {
 	u, err := url.Parse(cfg.Server)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("kubehttp: server %q is not an http(s) URL", cfg.Server)

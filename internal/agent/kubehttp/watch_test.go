@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/renumber/renumber/internal/agent/kubeconfig"
 )
 
 func obj(name, rv string) string {
@@ -148,7 +150,7 @@ func runWatch(t *testing.T, srv *apiServer, calls, requests int) [][]string {
 	t.Helper()
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	c, err := New(&Config{Server: ts.URL}, nil)
+	c, err := New(&kubeconfig.Config{Server: ts.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestErrorsCarryTheServersStatus(t *testing.T) {
 		_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","message":"nodes \"x\" not found","reason":"NotFound","code":404}`)
 	}))
 	defer ts.Close()
-	c, err := New(&Config{Server: ts.URL, Token: "t0k"}, nil)
+	c, err := New(&kubeconfig.Config{Server: ts.URL, Token: "t0k"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

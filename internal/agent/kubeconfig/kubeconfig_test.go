@@ -1,4 +1,4 @@
-package kubehttp
+package kubeconfig
 
 import (
 	"encoding/base64"
@@ -20,7 +20,7 @@ clusters:
     server: https://[fd00::1]:6443
 `
 
-func TestParseKubeconfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), []byte("CA"), 0o600); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestParseKubeconfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseKubeconfig([]byte(tt.yaml), dir)
+			cfg, err := Parse([]byte(tt.yaml), dir)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one saying %q", err, tt.wantErr)
@@ -81,11 +81,11 @@ func TestInClusterNeedsTheEnvironment(t *testing.T) {
 	}
 }
 
-func FuzzParseKubeconfig(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte(kubeconfigHead + "users:\n- name: u\n  user: {token: abc}\n"))
 	f.Add([]byte(`{"current-context":"c","contexts":[{"name":"c","context":{"cluster":"k"}}],"clusters":[{"name":"k","cluster":{"server":"http://x"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseKubeconfig(data, "")
+		cfg, err := Parse(data, "")
 		if err == nil && cfg.Server == "" {
 			t.Fatal("accepted a kubeconfig without a server")
 		}

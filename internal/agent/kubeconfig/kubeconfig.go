@@ -1,10 +1,7 @@
-// Package kubehttp is the agent's Kubernetes API client, on net/http and
-// encoding/json alone: it loads a kubeconfig or the in-cluster configuration,
-// merge-patches an object, and lists and watches a collection. client-go and
-// apimachinery link about 300 packages for the same three jobs, and a binary's
-// pages are most of a small process's resident memory (bench/results.md).
-// It also counts every request, for both binaries (Counting).
-package kubehttp
+// Package kubeconfig says how the agent reaches its API server: a kubeconfig
+// file (the parts of the format a client needs) or a Pod's in-cluster
+// configuration. Package kubehttp is the client it configures.
+package kubeconfig
 
 import (
 	"encoding/base64"
@@ -47,11 +44,11 @@ func Load(path string) (*Config, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("kubehttp: %w", err)
+		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	cfg, err := ParseKubeconfig(b, filepath.Dir(path))
+	cfg, err := Parse(b, filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("kubehttp: kubeconfig %s: %w", path, err)
+		return nil, fmt.Errorf("kubeconfig: kubeconfig %s: %w", path, err)
 	}
 	return cfg, nil
 }
@@ -61,14 +58,14 @@ func Load(path string) (*Config, error) {
 func InCluster() (*Config, error) {
 	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
 	if host == "" || port == "" {
-		return nil, errors.New("kubehttp: not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no --kubeconfig given")
+		return nil, errors.New("kubeconfig: not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no --kubeconfig given")
 	}
 	ca, err := os.ReadFile(inClusterCA)
 	if err != nil {
-		return nil, fmt.Errorf("kubehttp: in-cluster CA: %w", err)
+		return nil, fmt.Errorf("kubeconfig: in-cluster CA: %w", err)
 	}
 	if _, err := os.Stat(inClusterToken); err != nil {
-		return nil, fmt.Errorf("kubehttp: in-cluster token: %w", err)
+		return nil, fmt.Errorf("kubeconfig: in-cluster token: %w", err)
 	}
 	return &Config{Server: "https://" + net.JoinHostPort(host, port), CA: ca, TokenFile: inClusterToken}, nil
 }
@@ -109,11 +106,11 @@ type kubeconfig struct {
 	} `json:"users"`
 }
 
-// ParseKubeconfig reads a kubeconfig's current context. Relative file names are
+// Parse reads a kubeconfig's current context. Relative file names are
 // resolved against dir, as kubectl does. Credential plugins (exec,
 // auth-provider) and basic auth are refused by name: the agent runs in a Pod and
 // uses its ServiceAccount; a kubeconfig is for development and tests.
-func ParseKubeconfig(data []byte, dir string) (*Config, error) {
+func Parse(data []byte, dir string) (*Config, error) {
 	var kc kubeconfig
 	if err := yaml.Unmarshal(data, &kc); err != nil {
 		return nil, err

@@ -346,7 +346,6 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	var out digest.Node
 	var rejected []Rejected
 	var all []*digest.Prefix
-	left := map[linkPrefix]time.Duration{} // valid lifetime left now, for the eviction
 	for p, valid := range s.delegated {
 		if valid.passed(now) {
 			delete(s.delegated, p)
@@ -405,7 +404,6 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				continue
 			}
 			dp := digest.Prefix{Prefix: p, Sources: e.sources, Deprecated: !e.preferred()}
-			left[linkPrefix{name, p}] = e.remaining()
 			if dp.Deprecated {
 				if _, ok := l.frozen[p]; !ok {
 					l.frozen[p] = min(e.remaining(), digest.MaxLifetime*time.Second).Truncate(time.Second)
@@ -444,7 +442,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		}
 	}
 	if len(all) > digest.MaxPrefixes {
-		s.evictionOrder(out, all, left, now)
+		s.evictionOrder(out, all, now)
 		drop := map[*digest.Prefix]bool{}
 		for _, p := range all[digest.MaxPrefixes:] {
 			drop[p] = true
@@ -482,6 +480,42 @@ type linkPrefix struct {
 	prefix netip.Prefix
 }
 
+// remainingNow is the valid lifetime each prefix has left on each link at
+// now, as Snapshot reckons it (seen.remaining). Only the eviction needs it,
+// so Snapshot's common path does not pay for it.
+func (s *State) remainingNow(now time.Time) map[linkPrefix]time.Duration {
+	seenAt := map[linkPrefix]*seen{}
+	get := func(k linkPrefix) *seen {
+		if seenAt[k] == nil {
+			seenAt[k] = &seen{}
+		}
+		return seenAt[k]
+	}
+	for name, l := range s.links {
+		for k, lt := range l.ra {
+			e := get(linkPrefix{name, k.prefix})
+			e.sources |= digest.SourceRA
+			e.raRemaining = max(e.raRemaining, lt.valid.remaining(now))
+		}
+		for _, a := range l.addrs {
+			e := get(linkPrefix{name, a.prefix})
+			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
+		}
+		if s.policies[name].Delegated {
+			for p, valid := range s.delegated {
+				e := get(linkPrefix{name, p})
+				e.sources |= digest.SourcePD
+				e.pdRemaining = valid.remaining(now)
+			}
+		}
+	}
+	out := make(map[linkPrefix]time.Duration, len(seenAt))
+	for k, e := range seenAt {
+		out[k] = e.remaining()
+	}
+	return out
+}
+
 // maxRouters bounds the routers whose seniority a link remembers: sources are
 // whatever a host on the link puts in its packets.
 const maxRouters = 64
@@ -497,7 +531,8 @@ const maxRouters = 64
 // expiry goes first: after a burst of renumberings, the oldest; the digest's
 // frozen lifetimes say only what was left at each deprecation); then what the
 // last digest carried (a full digest does not churn); then by address.
-func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, left map[linkPrefix]time.Duration, now time.Time) {
+func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Time) {
+	left := s.remainingNow(now)
 	type key struct {
 		trusted bool
 		since   time.Time

@@ -136,13 +136,18 @@ var errNoBinding = errors.New("dhcp6: server has no binding")
 func (c *Client) Run(ctx context.Context) netip.Prefix {
 	var s session
 	dialBackoff := backoff.New(time.Second, time.Minute)
+	var failing string // the socket error logged last: one line per new reason
 	for ctx.Err() == nil {
 		conn, server, err := c.Dial()
 		if err != nil {
-			c.Log.Warn("DHCPv6 client cannot open its socket", "link", c.Link, "err", err)
+			if err.Error() != failing {
+				failing = err.Error()
+				c.Log.Warn("DHCPv6 client cannot open its socket; retrying", "link", c.Link, "err", err)
+			}
 			backoff.Sleep(ctx, c.Clock, dialBackoff.Next())
 			continue
 		}
+		failing = ""
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock}, &s)
 		stop()

@@ -167,8 +167,6 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 	return d
 }
 
-// choose applies the hysteresis rule. Among the most-voted prefixes the current
-// one wins a tie, then the lowest.
 // clientNode picks the node to run the DHCPv6 client among the voting nodes
 // whose agent follows the interface (and that spec.dhcpv6pd.nodeNames allows):
 // the one running it now while it is Ready, so that it does not move without
@@ -208,6 +206,8 @@ func clientNode(m spec.Model, prev dynamicprefix.Status, reports []Report) strin
 	return ""
 }
 
+// choose applies the hysteresis rule. Among the most-voted prefixes the current
+// one wins a tie, then the lowest.
 func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) netip.Prefix {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {

@@ -318,23 +318,7 @@ func TestRealNodesOperations(t *testing.T) {
 
 	t.Run("agent Pod deleted: replaced, no writes", func(t *testing.T) {
 		m := mark(t, w)
-		var victim corev1.Pod
-		for _, p := range pods(t, w, "renumber-agent") {
-			if p.Spec.NodeName == "node2" {
-				victim = p
-			}
-		}
-		if err := w.API.Client.CoreV1().Pods(world.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "a new agent Pod on node2", func() (bool, string) {
-			for _, p := range pods(t, w, "renumber-agent") {
-				if p.Spec.NodeName == "node2" && p.Name != victim.Name && podReady(p) {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(podNames(pods(t, w, "renumber-agent")))
-		})
+		replaceAgentPod(t, w, "node2")
 		noObjectWrites(t, w, m, "agent Pod replaced")
 	})
 
@@ -452,6 +436,32 @@ func TestAgentWithoutNetRaw(t *testing.T) {
 	t.Logf("the agent's log without NET_RAW: %s", strings.TrimSpace(log))
 }
 
+// replaceAgentPod deletes the agent Pod on node and waits until the
+// DaemonSet's replacement there is Ready; it returns the new Pod's name.
+func replaceAgentPod(t *testing.T, w *world.World, node string) string {
+	t.Helper()
+	var victim corev1.Pod
+	for _, p := range pods(t, w, "renumber-agent") {
+		if p.Spec.NodeName == node {
+			victim = p
+		}
+	}
+	if err := w.API.Client.CoreV1().Pods(world.Namespace).Delete(t.Context(), victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var replaced string
+	eventually(t, "a new agent Pod on "+node, func() (bool, string) {
+		for _, p := range pods(t, w, "renumber-agent") {
+			if p.Spec.NodeName == node && p.Name != victim.Name && podReady(p) {
+				replaced = p.Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(podNames(pods(t, w, "renumber-agent")))
+	})
+	return replaced
+}
+
 func podReady(p corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -492,25 +502,7 @@ func TestRealNodesDHCPv6Client(t *testing.T) {
 
 	settleWrites()
 	m := mark(t, w)
-	var victim corev1.Pod
-	for _, pod := range pods(t, w, "renumber-agent") {
-		if pod.Spec.NodeName == "node1" {
-			victim = pod
-		}
-	}
-	if err := w.API.Client.CoreV1().Pods(world.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var replaced string
-	eventually(t, "a new agent Pod on node1", func() (bool, string) {
-		for _, pod := range pods(t, w, "renumber-agent") {
-			if pod.Spec.NodeName == "node1" && pod.Name != victim.Name && podReady(pod) {
-				replaced = pod.Name
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(podNames(pods(t, w, "renumber-agent")))
-	})
+	replaced := replaceAgentPod(t, w, "node1")
 	eventually(t, "the new Pod's client asked the server", func() (bool, string) {
 		return countLog(w, "rt-dhcpd.log", "Solicit message from") >= 2, ""
 	})

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -57,7 +58,11 @@ type Decision struct {
 	History []dynamicprefix.HistoryEntry
 	// Pooled is every prefix whose entries belong in the pools: current first,
 	// then draining ones, newest first.
-	Pooled   []netip.Prefix
+	Pooled []netip.Prefix
+	// Managed are the prefixes the previous status names (current and
+	// history) and Pooled: what the existing operator's geometric rule claims
+	// entries inside of, in an object that carries no ownership record.
+	Managed  []netip.Prefix
 	Rejected []Rejected
 	Votes    map[netip.Prefix]int
 	// Reporting is how many nodes sent a usable digest for this DynamicPrefix.
@@ -155,7 +160,7 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 	if m.DHCPv6PD && m.PDClient {
 		d.PDClient = clientNode(m, prev, reports)
 	}
-	d.History, d.Wake = history(m.MaxHistory, prev.History, prevCurrent, d.Current, seen, now)
+	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now)
 	for _, h := range d.History {
 		if h.State == dynamicprefix.StateExpired {
 			continue
@@ -164,8 +169,18 @@ func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.
 			d.Pooled = append(d.Pooled, p)
 		}
 	}
+	d.Managed = slices.Clone(d.Pooled)
+	for _, s := range append([]string{prev.CurrentPrefix}, historyPrefixes(prev.History)...) {
+		if p, err := netip.ParsePrefix(s); err == nil && !slices.Contains(d.Managed, p.Masked()) {
+			d.Managed = append(d.Managed, p.Masked())
+		}
+	}
 	return d
 }
+
+// PrefixAcquired is the condition type whose last transition the existing
+// operator takes as the current prefix's acquiredAt (package status sets it).
+const PrefixAcquired = "PrefixAcquired"
 
 // clientNode picks the node to run the DHCPv6 client among the voting nodes
 // whose agent follows the interface (and that spec.dhcpv6pd.nodeNames allows):
@@ -232,10 +247,47 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) neti
 	return current
 }
 
+func historyPrefixes(h []dynamicprefix.HistoryEntry) []string {
+	out := make([]string, 0, len(h))
+	for _, e := range h {
+		out = append(out, e.Prefix)
+	}
+	return out
+}
+
 // history renders status.history: the active entry, then earlier prefixes newest
-// first, each draining until it expires, at most maxPrefixHistory of them.
-func history(maxHistory int, prev []dynamicprefix.HistoryEntry, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
+// first (by deprecatedAt: the existing operator lists them oldest first), each
+// draining until it expires, at most maxPrefixHistory of them. Timestamps
+// already written are kept, the existing operator's too: a current prefix it
+// recorded without a history entry was acquired when its PrefixAcquired
+// condition last turned (where that operator itself takes acquiredAt from).
+func history(maxHistory int, st dynamicprefix.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
+	prev := slices.Clone(st.History)
+	rank := func(h dynamicprefix.HistoryEntry) int {
+		switch {
+		case h.State == dynamicprefix.StateActive:
+			return 0
+		case h.DeprecatedAt != nil:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(prev, func(a, b dynamicprefix.HistoryEntry) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 || rank(a) != 1 {
+			return c
+		}
+		return b.DeprecatedAt.Compare(a.DeprecatedAt.Time)
+	})
+	// The acquisition time of a current prefix without an entry (the existing
+	// operator writes none).
+	var acquiredAt *metav1.Time
+	if c := meta.FindStatusCondition(st.Conditions, PrefixAcquired); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+		acquiredAt = &c.LastTransitionTime
+	}
+	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h dynamicprefix.HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
+		prev = slices.Insert(prev, 0, dynamicprefix.HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: acquiredAt, State: dynamicprefix.StateActive})
+	}
 	var out []dynamicprefix.HistoryEntry
 	byPrefix := map[string]dynamicprefix.HistoryEntry{}
 	var order []string
@@ -250,6 +302,8 @@ func history(maxHistory int, prev []dynamicprefix.HistoryEntry, prevCurrent, cur
 		h, ok := byPrefix[current.String()]
 		if !ok || current != prevCurrent || h.State != dynamicprefix.StateActive {
 			h = dynamicprefix.HistoryEntry{Prefix: current.String(), AcquiredAt: &stamp, State: dynamicprefix.StateActive}
+		} else if h.AcquiredAt == nil {
+			h.AcquiredAt = &stamp
 		}
 		out = append(out, h)
 	}

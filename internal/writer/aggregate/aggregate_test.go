@@ -1,12 +1,16 @@
 package aggregate
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -302,5 +306,74 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 	r[1].NotReady, r[2].NotReady = true, true
 	if got := Decide(model(client()), on("a"), r, t0).PDClient; got != "a" {
 		t.Errorf("no node Ready: client on %q, want it to stay on a", got)
+	}
+}
+
+// operatorStatus is a status as the existing operator writes it after two
+// renumberings A -> B -> C: no entry for the current prefix (its acquiredAt is
+// the PrefixAcquired condition's last transition), draining prefixes oldest
+// first, and leaseExpiresAt.
+func operatorStatus() dynamicprefix.Status {
+	at := func(m int) *metav1.Time { t := metav1.NewTime(t0.Add(time.Duration(m) * time.Minute)); return &t }
+	return dynamicprefix.Status{
+		CurrentPrefix: "2001:db8:c::/64", PrefixSource: "router-advertisement", LeaseExpiresAt: at(90),
+		History: []dynamicprefix.HistoryEntry{
+			{Prefix: "2001:db8:a::/64", AcquiredAt: at(0), DeprecatedAt: at(10), State: "draining"},
+			{Prefix: "2001:db8:b::/64", AcquiredAt: at(10), DeprecatedAt: at(20), State: "draining"},
+		},
+		Conditions: []metav1.Condition{{Type: PrefixAcquired, Status: metav1.ConditionTrue, Reason: "PrefixAcquired", LastTransitionTime: *at(20)}},
+	}
+}
+
+const afterAToBToC = "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:b::/64 d900 ra,2001:db8:c::/64 p ra"
+
+func TestAdoptingTheExistingOperatorsStatusKeepsItsTimestamps(t *testing.T) {
+	prev := operatorStatus()
+	d := Decide(model(eth0()), prev, reports(t, afterAToBToC), t0.Add(time.Hour))
+	if d.Changed || d.Current.String() != "2001:db8:c::/64" {
+		t.Fatalf("decision = %s changed=%v", d, d.Changed)
+	}
+	want := []dynamicprefix.HistoryEntry{
+		{Prefix: "2001:db8:c::/64", AcquiredAt: &prev.Conditions[0].LastTransitionTime, State: "active"},
+		prev.History[1], prev.History[0], // newest first, as written
+	}
+	if diff := cmp.Diff(want, d.History); diff != "" {
+		t.Errorf("history (-want +got)\n%s", diff)
+	}
+	if got := fmt.Sprint(d.Pooled); got != "[2001:db8:c::/64 2001:db8:b::/64 2001:db8:a::/64]" {
+		t.Errorf("pooled %s", got)
+	}
+	// And it is a fixed point: the next pass renders the same history.
+	again := Decide(model(eth0()), status(d), reports(t, afterAToBToC), t0.Add(2*time.Hour))
+	if diff := cmp.Diff(d.History, again.History); diff != "" {
+		t.Errorf("second pass (-first +second)\n%s", diff)
+	}
+}
+
+func TestAdoptedHistoryDropsTheOldestByCount(t *testing.T) {
+	s := eth0()
+	s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: 2}
+	onD := "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:b::/64 d900 ra,2001:db8:c::/64 d900 ra,2001:db8:d::/64 p ra"
+	d := Decide(model(s), operatorStatus(), reports(t, onD), t0.Add(time.Hour))
+	got := []string{}
+	for _, h := range d.History {
+		got = append(got, h.Prefix+" "+h.State)
+	}
+	// A, the oldest, goes; B (newer) stays although the operator listed it second.
+	want := []string{"2001:db8:d::/64 active", "2001:db8:c::/64 draining", "2001:db8:b::/64 draining"}
+	if !slices.Equal(got, want) {
+		t.Errorf("history = %v, want %v", got, want)
+	}
+}
+
+func TestManagedNamesEveryPrefixThePreviousStatusDid(t *testing.T) {
+	d := Decide(model(eth0()), operatorStatus(), reports(t, "v1;eth0=2001:db8:c::/64 p ra"), t0.Add(time.Hour))
+	// A and B are no longer reported: expired, out of the pools, yet an
+	// object without a record still has its entries for them claimed.
+	if got := fmt.Sprint(d.Pooled); got != "[2001:db8:c::/64]" {
+		t.Errorf("pooled %s", got)
+	}
+	if got := fmt.Sprint(d.Managed); got != "[2001:db8:c::/64 2001:db8:a::/64 2001:db8:b::/64]" {
+		t.Errorf("managed %s", got)
 	}
 }

@@ -35,6 +35,8 @@ type Writer struct {
 	services write.Memo[service.Annotations]
 	adverts  write.Memo[string]
 	deleted  write.Memo[struct{}] // advertisements deleted, until the cache shows it
+	// finalized: DynamicPrefixes whose finalizer was removed, likewise.
+	finalized write.Memo[struct{}]
 }
 
 // Forget drops every memo: a new leader term trusts only what the caches show.
@@ -44,4 +46,5 @@ func (w *Writer) Forget() {
 	w.services.Reset()
 	w.adverts.Reset()
 	w.deleted.Reset()
+	w.finalized.Reset()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/budget"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/plan"
@@ -55,7 +56,8 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d aggregate.Decision) write.Outcome {
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
-		po.Entries, po.Record, po.HasRecord = last.entries, last.record, len(last.record) > 0
+		po.Entries, po.Record = last.entries, pool.Record{Entries: last.record, Present: last.record != nil}
+		po.RecordValue, po.RecordFrom = pool.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
 	}
 	desired, err := pool.Desired(m, po.Follow, d.Pooled, po.Form)
 	if err != nil {
@@ -63,8 +65,17 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
 		return write.Final(err)
 	}
-	entries, record := pool.Merge(po.Entries, po.Record, desired)
-	if pool.Same(entries, po.Entries) && slices.Equal(record, po.Record) && po.HasRecord == (len(record) > 0) {
+	owned := po.Record.Entries
+	if !po.Record.Present {
+		// Last written before ownership records existed: the existing
+		// operator's own rule decides what it wrote.
+		owned = pool.Geometric(po.Entries, d.Managed)
+	}
+	entries, record := pool.Merge(po.Entries, owned, desired)
+	if record == nil {
+		record = []string{} // present and empty: we own nothing here
+	}
+	if pool.SameSet(entries, po.Entries) && po.Record.Present && pool.SameSet(record, po.Record.Entries) {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return write.Outcome{}
@@ -75,17 +86,22 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 	if err := w.Permit(self, u, m.Name); err != nil {
 		return write.Final(err)
 	}
+	if len(po.Record.Unreadable) > 0 {
+		w.Events.Announce("record/"+self.String(), u, true, "RecordNotUnderstood", fmt.Sprintf(
+			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
+			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
+	}
 	if err := k.Patch(ctx, w.Client, po, entries, record); err != nil {
 		return write.Transient(err)
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
 	write.Counted(k.Resource)
-	removed := difference(po.Record, record)
+	added, removed := changed(po.Entries, entries)
 	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
 	if len(removed) > 0 {
 		note += fmt.Sprintf("; removed %s", strings.Join(removed, ", "))
 	}
-	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "removed", removed)
+	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "added", added, "removed", removed)
 	w.Events.Event(u, "PoolUpdated", note)
 	w.Events.Forget("pool/" + self.String())
 	return write.Outcome{}
@@ -106,14 +122,14 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp stri
 	if err != nil {
 		return write.Final(err), 0
 	}
-	if !ours || po.Follow.DynamicPrefix != dp || !po.HasRecord {
+	if !ours || po.Follow.DynamicPrefix != dp || !po.Record.Present {
 		return write.Outcome{}, 0
 	}
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		return write.Outcome{}, 0 // already released; the cache has not caught up
 	}
-	entries, _ := pool.Merge(po.Entries, po.Record, nil)
+	entries, _ := pool.Merge(po.Entries, po.Record.Entries, nil)
 	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
 		return write.Outcome{}, 0
 	}
@@ -130,7 +146,8 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp stri
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
 	}
-	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", po.Record, "why", why)
+	_, removed := changed(po.Entries, entries)
+	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", removed, "why", why)
 	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
 	return write.Outcome{}, 0
 }
@@ -163,29 +180,56 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, service
 	}
 	if wait > 0 {
 		w.Requeue(dp, wait)
+		// Not released yet: what waits on the release (a finalizer) waits too.
+		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, budget.ErrExceeded, wait.Round(time.Second))))
 	}
 	return out
 }
 
-func difference(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
+// changed lists the entries added to and removed from a pool, canonical.
+func changed(from, to []string) (added, removed []string) {
+	in := func(e string, list []string) bool {
+		return slices.ContainsFunc(list, func(x string) bool { return pool.Canonical(x) == pool.Canonical(e) })
+	}
+	for _, e := range to {
+		if !in(e, from) {
+			added = append(added, pool.Canonical(e))
 		}
 	}
-	return out
+	for _, e := range from {
+		if !in(e, to) {
+			removed = append(removed, pool.Canonical(e))
+		}
+	}
+	return added, removed
 }
 
-// poolChanges are the entries and record a pool write changes.
+// poolChanges are the entries and record a pool write changes, each from what
+// is live (whoever wrote it) to what would be written; a record it cannot
+// read says so.
 func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, record []string) []plan.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"
 	}
-	cs := []plan.Change{{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)}}
-	if !slices.Equal(po.Record, record) || po.HasRecord != (len(record) > 0) {
-		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: joined(po.Record), To: joined(record)})
+	var cs []plan.Change
+	if !pool.SameSet(entries, po.Entries) {
+		cs = append(cs, plan.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
+	}
+	to := ""
+	if record != nil {
+		to = pool.WriteRecord(record, k.RecordSpelling)
+	}
+	if po.RecordFrom != k.RecordKey && po.Record.Present {
+		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
+		po.RecordValue = ""
+	}
+	from := po.RecordValue
+	if len(po.Record.Unreadable) > 0 {
+		from += " (not understood: " + strings.Join(po.Record.Unreadable, ", ") + ")"
+	}
+	if from != to {
+		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
 	}
 	return cs
 }

@@ -31,7 +31,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 		}
 		return out
 	}
-	opt := service.Options{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge()}
+	opt := service.Options{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	for _, o := range services.List() {
 		m, ok := o.(*corev1.Service)
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
@@ -50,7 +50,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			out = append(out, write.Final(err))
 			continue
 		}
-		if want.Equal(live) {
+		if want.Equal(live) || service.Adopted(live, want).Equal(live) {
 			w.Calm(self, model.Name)
 			continue
 		}

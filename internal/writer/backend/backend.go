@@ -30,7 +30,14 @@ type Kind struct {
 	Resource   string
 	GVR        schema.GroupVersionResource
 	Namespaced bool
-	RecordKey  string
+	// RecordKey is the ownership record's annotation, spelled RecordSpelling
+	// (both as the existing operator writes them).
+	RecordKey      string
+	RecordSpelling pool.Spelling
+	// LegacyRecordKeys are read when RecordKey is absent (a key renumber
+	// wrote before it wrote the existing operator's); the next write moves
+	// the record to RecordKey and removes them.
+	LegacyRecordKeys []string
 	// Form of the entries its objects hold (CIDR groups: CIDRs only).
 	Form pool.Form
 	// Only, when set, is the one object of this kind followed, as
@@ -72,8 +79,10 @@ type Object struct {
 	Slot            string    // where the entries live (Kind.Slot)
 	Form            pool.Form // the form they take there
 	Entries         []string
-	Record          []string
-	HasRecord       bool
+	Record          pool.Record
+	// RecordValue is the record annotation as it reads (RecordKey, or the
+	// legacy key it was found under: RecordFrom).
+	RecordValue, RecordFrom string
 }
 
 // Key is the object's cache key: "name", or "namespace/name" when namespaced.
@@ -114,7 +123,14 @@ func Served(disc Discovery, group string, versions ...string) (map[string]string
 // DynamicPrefix nor carry our record are not ours (ok false).
 func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	ann := u.GetAnnotations()
-	rec, hasRecord := ann[k.RecordKey]
+	from := k.RecordKey
+	rec, hasRecord := ann[from]
+	for _, legacy := range k.LegacyRecordKeys {
+		if !hasRecord {
+			from = legacy
+			rec, hasRecord = ann[legacy]
+		}
+	}
 	name := ann[dynamicprefix.AnnotationName]
 	if name == "" && !hasRecord {
 		return Object{}, false, nil
@@ -138,14 +154,15 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 			AddressRange:  ann[dynamicprefix.AnnotationAddressRange],
 			Subnet:        ann[dynamicprefix.AnnotationSubnet],
 		},
-		Entries: entries, Record: pool.ParseRecord(rec), HasRecord: hasRecord,
+		Entries: entries, Record: pool.ReadRecord(rec, hasRecord, k.RecordSpelling),
+		RecordValue: rec, RecordFrom: from,
 	}, true, nil
 }
 
-// Patch writes entries and the ownership record (removed when record is nil)
-// with a merge patch of only those two fields, conditional on the resource
-// version the entries were computed from: a concurrent edit by someone else is a
-// conflict to retry, never overwritten.
+// Patch writes entries and the ownership record (removed when record is nil;
+// legacy record keys are removed either way) with a merge patch of only those
+// fields, conditional on the resource version the entries were computed from:
+// a concurrent edit by someone else is a conflict to retry, never overwritten.
 func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, entries, record []string) error {
 	spec, err := k.Spec(o.Slot, entries)
 	if err != nil {
@@ -157,10 +174,14 @@ func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, en
 	}
 	var rec any
 	if record != nil {
-		rec = pool.FormatRecord(record)
+		rec = pool.WriteRecord(record, k.RecordSpelling)
+	}
+	annotations := map[string]any{k.RecordKey: rec}
+	for _, legacy := range k.LegacyRecordKeys {
+		annotations[legacy] = nil
 	}
 	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": map[string]any{k.RecordKey: rec}},
+		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": annotations},
 		top:        spec,
 	})
 	if err != nil {

@@ -259,9 +259,11 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
 			UpdateFunc: func(old, new any) {
-				// Our own status writes change nothing we act on: only spec changes.
+				// Our own status writes change nothing we act on: only spec
+				// changes, and a deletion held by a finalizer.
 				o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured)
-				if o.GetGeneration() != n.GetGeneration() || (c.cfg.StatusChanges && o.GetResourceVersion() != n.GetResourceVersion()) {
+				if o.GetGeneration() != n.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+					(c.cfg.StatusChanges && o.GetResourceVersion() != n.GetResourceVersion()) {
 					c.h.DynamicPrefixChanged(n.GetName())
 				}
 			},

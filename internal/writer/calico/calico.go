@@ -10,6 +10,7 @@
 package calico
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -28,9 +29,36 @@ const (
 	// LabelManagedBy marks the siblings we own.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "renumber"
-	// RecordKey records, on the annotated pool, the CIDR we wrote.
-	RecordKey = dynamicprefix.AnnotationManagedBlock
+	// RecordKey records, on the annotated pool, the CIDR we wrote (the
+	// existing operator's record).
+	RecordKey = "dynamic-prefix.io/managed-cidr"
+	// LegacyRecordKey is where renumber recorded it before: read when
+	// RecordKey is absent, removed by the next write.
+	LegacyRecordKey = dynamicprefix.AnnotationManagedBlock
+	// LabelParentPool names, on a sibling the existing operator created, the
+	// annotated pool it belongs to. Such siblings are adopted: kept while
+	// their CIDR drains, deleted after.
+	LabelParentPool = "dynamic-prefix.io/parent-pool"
 )
+
+// Record returns the CIDR recorded on an annotated pool and whether there is
+// a record (under RecordKey, else LegacyRecordKey).
+func Record(u *unstructured.Unstructured) (string, bool) {
+	a := u.GetAnnotations()
+	if v, ok := a[RecordKey]; ok {
+		return v, true
+	}
+	v, ok := a[LegacyRecordKey]
+	return v, ok
+}
+
+// Parent is the annotated pool a sibling belongs to ("" when u is none).
+func Parent(u *unstructured.Unstructured) string {
+	if l := u.GetLabels(); l[LabelManagedBy] == ManagedBy && l[LabelSiblingOf] != "" {
+		return l[LabelSiblingOf]
+	}
+	return u.GetLabels()[LabelParentPool]
+}
 
 // Discover returns the IPPool resource, empty when not served.
 func Discover(disc backend.Discovery) (schema.GroupVersionResource, error) {
@@ -41,9 +69,13 @@ func Discover(disc backend.Discovery) (schema.GroupVersionResource, error) {
 	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[Resource], Resource: Resource}, nil
 }
 
-// Sibling is a pool we own.
-func Sibling(u *unstructured.Unstructured) bool {
-	return u.GetLabels()[LabelManagedBy] == ManagedBy && u.GetLabels()[LabelSiblingOf] != ""
+// Sibling is a pool we own: one we created, or one the existing operator
+// created.
+func Sibling(u *unstructured.Unstructured) bool { return Parent(u) != "" }
+
+// Adopted is a sibling the existing operator created.
+func Adopted(u *unstructured.Unstructured) bool {
+	return Sibling(u) && u.GetLabels()[LabelManagedBy] != ManagedBy
 }
 
 // Plan is what one annotated pool and its siblings should hold.
@@ -85,6 +117,13 @@ func Render(parent *unstructured.Unstructured, dp string, entries []string) Plan
 	return plan
 }
 
+func canonical(cidr string) string {
+	if p, err := netip.ParsePrefix(cidr); err == nil {
+		return p.String()
+	}
+	return cidr
+}
+
 var notName = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // SiblingName is the name of parent's sibling for cidr: the same for the same
@@ -97,8 +136,14 @@ func SiblingName(parent, cidr string) string {
 	return n
 }
 
-// Same reports whether the live sibling already is p.
+// Same reports whether the live sibling already is p. A sibling the existing
+// operator created is when it holds p's CIDR: its other settings are as that
+// operator chose them, and rewriting them is no reason for a write.
 func Same(live *unstructured.Unstructured, p Pool) bool {
+	if Adopted(live) {
+		cidr, _, _ := unstructured.NestedString(live.Object, "spec", "cidr")
+		return p.Spec["cidr"] == canonical(cidr)
+	}
 	for k, v := range p.Labels {
 		if live.GetLabels()[k] != v {
 			return false

@@ -38,7 +38,7 @@ const PoolResource = "ciliumloadbalancerippools"
 func poolKind() *backend.Kind {
 	return &backend.Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
-		RecordKey: dynamicprefix.AnnotationManagedBlock,
+		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: pool.BlockKeys,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {

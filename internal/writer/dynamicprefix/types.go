@@ -28,6 +28,11 @@ const (
 	AnnotationManagedAddresses = "dynamic-prefix.io/managed-addresses"
 )
 
+// Finalizer is the existing operator's, on every DynamicPrefix it reconciled.
+// renumber adds none; it removes this one once it has released what a
+// DynamicPrefix being deleted had written.
+const Finalizer = "dynamic-prefix.io/finalizer"
+
 // DynamicPrefix is one prefix followed from the network.
 type DynamicPrefix struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -58,7 +58,7 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
 		a := u.GetAnnotations()
-		if _, ours := a[calico.RecordKey]; ours && !calico.Sibling(u) && a[dynamicprefix.AnnotationName] == "" {
+		if _, ours := calico.Record(u); ours && !calico.Sibling(u) && a[dynamicprefix.AnnotationName] == "" {
 			out = append(out, w.parent(ctx, gvr, u, m.Name, "")) // no longer follows anything
 			continue
 		}
@@ -74,6 +74,7 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 			continue
 		}
 		p := calico.Render(u, m.Name, entries)
+		adopt(pools, u.GetName(), &p)
 		plans = append(plans, planned{u, p})
 		for _, s := range p.Siblings {
 			want[s.Name] = true
@@ -96,7 +97,7 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
 	self := write.Object{Resource: calico.Resource, Name: u.GetName()}
 	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-	record := u.GetAnnotations()[calico.RecordKey]
+	record, _ := calico.Record(u)
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
@@ -116,7 +117,8 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 	if cidr != "" {
 		rec, patch["spec"] = cidr, map[string]any{"cidr": cidr}
 	}
-	patch["metadata"] = map[string]any{"resourceVersion": u.GetResourceVersion(), "annotations": map[string]any{calico.RecordKey: rec}}
+	patch["metadata"] = map[string]any{"resourceVersion": u.GetResourceVersion(),
+		"annotations": map[string]any{calico.RecordKey: rec, calico.LegacyRecordKey: nil}}
 	body, err := json.Marshal(patch)
 	if err != nil {
 		return write.Final(err)
@@ -201,7 +203,7 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 	var out write.Outcomes
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		if !calico.Sibling(u) || u.GetLabels()[dynamicprefix.AnnotationName] != dp || keep[u.GetName()] {
+		if !calico.Sibling(u) || keep[u.GetName()] || siblingOf(pools, u) != dp {
 			continue
 		}
 		self := write.Object{Resource: calico.Resource, Name: u.GetName()}
@@ -235,9 +237,37 @@ func (w *Writer) Release(ctx context.Context, pools cache.Store, gvr schema.Grou
 	out := w.deleteSiblings(ctx, pools, gvr, dp, nil)
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		if _, ours := u.GetAnnotations()[calico.RecordKey]; ours && !calico.Sibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
+		if _, ours := calico.Record(u); ours && !calico.Sibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
 			out = append(out, w.parent(ctx, gvr, u, dp, ""))
 		}
 	}
 	return out
+}
+
+// siblingOf is the DynamicPrefix a sibling drains for: our label, or, on a
+// sibling the existing operator created, its parent pool's annotation.
+func siblingOf(pools cache.Store, u *unstructured.Unstructured) string {
+	if !calico.Adopted(u) {
+		return u.GetLabels()[dynamicprefix.AnnotationName]
+	}
+	o, ok, _ := pools.GetByKey(calico.Parent(u))
+	if !ok {
+		return ""
+	}
+	return o.(*unstructured.Unstructured).GetAnnotations()[dynamicprefix.AnnotationName]
+}
+
+// adopt points p's siblings at the siblings the existing operator created for
+// the same parent and CIDR, so that a switch neither writes them nor creates
+// a second pool for one CIDR.
+func adopt(pools cache.Store, parent string, p *calico.Plan) {
+	for i, s := range p.Siblings {
+		for _, o := range pools.List() {
+			u := o.(*unstructured.Unstructured)
+			cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
+			if calico.Adopted(u) && calico.Parent(u) == parent && pool.Canonical(cidr) == s.Spec["cidr"] {
+				p.Siblings[i].Name = u.GetName()
+			}
+		}
+	}
 }

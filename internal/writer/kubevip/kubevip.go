@@ -25,6 +25,9 @@ const (
 	// AnnotationKey names the ConfigMap key whose entries follow the
 	// DynamicPrefix.
 	AnnotationKey = "dynamic-prefix.io/kubevip-key"
+	// AnnotationRecord records the entries we wrote into that key (the
+	// existing operator's record; renumber wrote managed-addresses before).
+	AnnotationRecord = "dynamic-prefix.io/managed-kubevip-entries"
 	// DefaultConfigMap is where the kube-vip cloud provider looks by default.
 	DefaultConfigMap = "kube-system/kubevip"
 )
@@ -45,7 +48,7 @@ func CheckConfigMap(ref string) error {
 func Kind(ref string) *backend.Kind {
 	return &backend.Kind{
 		Name: "kube-vip ConfigMap", Resource: GVR.Resource, GVR: GVR, Namespaced: true, Only: ref,
-		RecordKey: dynamicprefix.AnnotationManagedAddresses, Top: "data",
+		RecordKey: AnnotationRecord, LegacyRecordKeys: []string{dynamicprefix.AnnotationManagedAddresses}, Top: "data",
 		Slot: slot, Entries: entries,
 		Spec: func(key string, entries []string) (map[string]any, error) {
 			if len(entries) == 0 {

@@ -89,12 +89,16 @@ func cidr(p netip.Prefix, form Form) string {
 	return first.String() + "-" + last.String()
 }
 
-// Canonical returns the comparison form of an entry ("cidr" or "first-last");
-// entries that do not parse compare as themselves.
+// Canonical returns the comparison form of an entry ("cidr", "first-last", or
+// "first-" for a Cilium block without stop); entries that do not parse
+// compare as themselves.
 func Canonical(e string) string {
 	e = strings.TrimSpace(e)
 	if first, last, ok := strings.Cut(e, "-"); ok {
 		a, err1 := netip.ParseAddr(strings.TrimSpace(first))
+		if err1 == nil && strings.TrimSpace(last) == "" {
+			return a.String() + "-"
+		}
 		b, err2 := netip.ParseAddr(strings.TrimSpace(last))
 		if err1 == nil && err2 == nil {
 			return a.String() + "-" + b.String()
@@ -109,20 +113,6 @@ func Canonical(e string) string {
 	}
 	return e
 }
-
-// ParseRecord reads an ownership record annotation.
-func ParseRecord(v string) []string {
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, Canonical(e))
-		}
-	}
-	return out
-}
-
-// FormatRecord writes an ownership record annotation.
-func FormatRecord(entries []string) string { return strings.Join(entries, ",") }
 
 // Merge keeps every live entry the record does not claim (the user's, verbatim
 // and in order) and appends the desired managed entries. The new record lists

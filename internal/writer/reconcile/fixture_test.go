@@ -355,7 +355,8 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	if want := []string{"192.0.2.0/24", rangeOn(prefixB), rangeOn(prefixA)}; !slices.Equal(blocks, want) {
 		t.Errorf("pool blocks = %q, want the user's block, then B, then A draining: %q", blocks, want)
 	}
-	if want := rangeOn(prefixB) + "," + rangeOn(prefixA); record != want {
+	// The record spells blocks as the existing operator does (compat.md).
+	if want := "range=" + rangeOn(prefixB) + ",range=" + rangeOn(prefixA); record != want {
 		t.Errorf("record = %q, want %q", record, want)
 	}
 	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != dynamicprefix.StateDraining {

@@ -24,12 +24,18 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.O
 	if !exists {
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
-		adverts, gvr := c.caches.Advertisements()
-		out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
-		ippools, gvr := c.caches.CalicoPools()
-		return append(out, c.ippools.Release(ctx, ippools, gvr, name)...).Retry()
+		return c.release(ctx, name).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
+	if u.GetDeletionTimestamp() != nil {
+		// Being deleted, held by the existing operator's finalizer: release
+		// first, and only once every release is written, the finalizer.
+		out := c.release(ctx, name)
+		if out.Err() != nil {
+			return out.Retry()
+		}
+		return append(out, c.write.ReleaseFinalizer(ctx, u)).Retry()
+	}
 	dp, err := dynamicprefix.FromUnstructured(u)
 	if err != nil {
 		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
@@ -96,4 +102,12 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.O
 		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
 	}
 	return append(steps, bgp...).Retry()
+}
+
+// release releases everything written for the DynamicPrefix name.
+func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
+	adverts, gvr := c.caches.Advertisements()
+	out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
+	ippools, gvr := c.caches.CalicoPools()
+	return append(out, c.ippools.Release(ctx, ippools, gvr, name)...)
 }

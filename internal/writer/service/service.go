@@ -188,6 +188,13 @@ type Annotations struct {
 	TargetKeys     []string
 	// L2Nudged is the last nudge (AnnotationL2Nudged).
 	L2Nudged []string
+	// IPsRecorded, TargetsRecorded, KeysRecorded: the Service carries
+	// AnnotationManagedIPs, AnnotationManagedTarget and
+	// AnnotationManagedTargetKeys. Without the first two it was last written
+	// before records existed (the existing operator's geometric rule then
+	// says what it owns); without the third, by the existing operator or by
+	// renumber before target keys could be chosen.
+	IPsRecorded, TargetsRecorded, KeysRecorded bool
 }
 
 // Live reads a Service's annotations: the addresses, and the targets under
@@ -202,8 +209,11 @@ func Live(ann map[string]string, keys []string) Annotations {
 		L2Nudged:       Split(ann[AnnotationL2Nudged]),
 		Targets:        map[string][]string{},
 	}
-	if len(a.TargetKeys) == 0 && len(a.ManagedTargets) > 0 {
-		a.TargetKeys = []string{AnnotationTargetAlpha}
+	_, a.IPsRecorded = ann[AnnotationManagedIPs]
+	_, a.TargetsRecorded = ann[AnnotationManagedTarget]
+	_, a.KeysRecorded = ann[AnnotationManagedTargetKeys]
+	if !a.KeysRecorded && len(a.ManagedTargets) > 0 {
+		a.TargetKeys = keysHolding(ann, a.ManagedTargets)
 	}
 	for _, k := range AddressKeys {
 		if v := Split(ann[k]); len(v) > 0 {
@@ -216,6 +226,25 @@ func Live(ann map[string]string, keys []string) Annotations {
 		}
 	}
 	return a
+}
+
+// keysHolding are the target keys, of those the existing operator writes by
+// default (both), that hold one of the managed targets: where a Service
+// without our keys record has them. None: the alpha key, the one key written
+// before keys could be chosen.
+func keysHolding(ann map[string]string, managed []string) []string {
+	var out []string
+	for _, k := range DefaultTargetKeys {
+		if slices.ContainsFunc(Split(ann[k]), func(e string) bool {
+			return slices.ContainsFunc(managed, func(m string) bool { return pool.Canonical(m) == pool.Canonical(e) })
+		}) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{AnnotationTargetAlpha}
+	}
+	return out
 }
 
 // ours are the annotations renumber reads or owns on every Service; the
@@ -272,12 +301,38 @@ func (a Annotations) Owned() bool {
 	return len(a.ManagedIPs) > 0 || a.IPsKey != "" || len(a.ManagedTargets) > 0 || len(a.TargetKeys) > 0 || len(a.L2Nudged) > 0
 }
 
-// Equal compares two renderings entry by entry.
+// Equal compares two renderings entry by entry, in canonical form and in any
+// order (a load balancer and external-dns do not care about order).
 func (a Annotations) Equal(b Annotations) bool {
 	return sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
-		slices.Equal(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
-		slices.Equal(a.ManagedTargets, b.ManagedTargets) && slices.Equal(a.TargetKeys, b.TargetKeys) &&
-		slices.Equal(a.L2Nudged, b.L2Nudged)
+		pool.SameSet(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
+		pool.SameSet(a.ManagedTargets, b.ManagedTargets) && pool.SameSet(a.TargetKeys, b.TargetKeys) &&
+		pool.SameSet(a.L2Nudged, b.L2Nudged)
+}
+
+// Adopted is want less what only renumber's newer records add to a Service
+// that does not carry them (written by the existing operator, or by renumber
+// before target keys could be chosen): the target under keys the Service
+// does not hold, the keys record, and a first nudge while the addresses stay
+// as they are. Adopted(live, want).Equal(live) means the Service already
+// serves the decision: adopting it costs no write, and the rest is added at
+// the next real change, when the Service is written anyway.
+func Adopted(live, want Annotations) Annotations {
+	if live.KeysRecorded {
+		return want
+	}
+	out := want
+	out.Targets = map[string][]string{}
+	for k, v := range want.Targets {
+		if _, held := live.Targets[k]; held || slices.Contains(live.TargetKeys, k) {
+			out.Targets[k] = v
+		}
+	}
+	out.TargetKeys = slices.DeleteFunc(slices.Clone(want.TargetKeys), func(k string) bool { return !slices.Contains(live.TargetKeys, k) })
+	if len(live.L2Nudged) == 0 && sameEntries(want.IPs, live.IPs) {
+		out.L2Nudged = nil
+	}
+	return out
 }
 
 // Applied is ann after the merge patch of annotations patch (a nil value
@@ -328,16 +383,16 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 	return out
 }
 
-// sameEntries compares entries under each key (a key without entries is
-// absent).
+// sameEntries compares entries under each key, as sets (a key without
+// entries is absent).
 func sameEntries(a, b map[string][]string) bool {
 	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
+		if !pool.SameSet(v, b[k]) {
 			return false
 		}
 	}
 	for k, v := range b {
-		if !slices.Equal(v, a[k]) {
+		if !pool.SameSet(v, a[k]) {
 			return false
 		}
 	}
@@ -348,6 +403,10 @@ func sameEntries(a, b map[string][]string) bool {
 type Options struct {
 	// TargetKeys: the target goes under every key, in order.
 	TargetKeys []string
+	// Managed are the prefixes whose addresses a Service without records
+	// is taken to hold as ours (aggregate.Decision.Managed: the existing
+	// operator's geometric rule).
+	Managed []netip.Prefix
 	// L2Nudge: the running Cilium's L2 announcer misses an address added to
 	// an existing Service (before v1.20.1, cilium/cilium PR 47579), so each
 	// Service whose load balancer has published a new address of ours is
@@ -374,6 +433,7 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ing
 			addrs = append(addrs, a.String())
 		}
 	}
+	live = geometric(live, o.Managed)
 	var out Annotations
 	out.IPs, out.ManagedIPs = addresses(live, key, addrs)
 	if key != AnnotationIPs && len(out.ManagedIPs) > 0 {
@@ -391,7 +451,30 @@ func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ing
 	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge && key == AnnotationIPs) {
 		out.L2Nudged = Nudged(live.L2Nudged, out.ManagedIPs, ingress)
 	}
-	return out, nil
+	return out.recorded(), nil
+}
+
+// recorded sets which records the Service carries once a is written (Patch
+// writes a record that has entries and removes one that has none).
+func (a Annotations) recorded() Annotations {
+	a.IPsRecorded, a.TargetsRecorded, a.KeysRecorded = len(a.ManagedIPs) > 0, len(a.ManagedTargets) > 0, len(a.TargetKeys) > 0
+	return a
+}
+
+// geometric applies the existing operator's rule to what a Service without
+// records holds: its addresses and targets inside managed are its own.
+// A Service carrying any record was written by a version that writes them,
+// so there an absent record owns nothing.
+func geometric(live Annotations, managed []netip.Prefix) Annotations {
+	if live.IPsRecorded || live.TargetsRecorded || live.KeysRecorded || live.Owned() {
+		return live
+	}
+	live.ManagedIPs = pool.Geometric(live.IPs[AnnotationIPs], managed)
+	live.ManagedTargets = pool.Geometric(live.Targets[AnnotationTargetAlpha], managed)
+	if len(live.ManagedTargets) > 0 {
+		live.TargetKeys = []string{AnnotationTargetAlpha}
+	}
+	return live
 }
 
 // addresses puts addrs under key, and takes ours out of the other address
@@ -501,7 +584,7 @@ func Release(live Annotations) Annotations {
 	var out Annotations
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
-	return out
+	return out.recorded()
 }
 
 // Split reads a comma-separated annotation value, entries verbatim.

@@ -22,7 +22,7 @@ import (
 
 // Condition types.
 const (
-	PrefixAcquired        = "PrefixAcquired"
+	PrefixAcquired        = aggregate.PrefixAcquired
 	PoolsSynced           = "PoolsSynced"
 	Degraded              = "Degraded"
 	BGPAdvertisementReady = "BGPAdvertisementReady"
@@ -46,7 +46,9 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		PrefixSource:       d.Source,
 		History:            d.History,
 		ObservedGeneration: dp.Generation,
-		LeaseExpiresAt:     prev.LeaseExpiresAt,
+		// LeaseExpiresAt stays empty: a lease derived from the RAs would
+		// change on every RA (a write each time), and the one the existing
+		// operator left would read as expired while its prefix is current.
 		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
 	}
 	if d.PDClient != "" {

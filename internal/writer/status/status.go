@@ -49,7 +49,7 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		// LeaseExpiresAt stays empty: a lease derived from the RAs would
 		// change on every RA (a write each time), and the one the existing
 		// operator left would read as expired while its prefix is current.
-		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
+		Conditions: append([]metav1.Condition(nil), prev.Conditions...),
 	}
 	if d.PDClient != "" {
 		st.DHCPv6PD = &dynamicprefix.DHCPv6PDStatus{ClientNode: d.PDClient}

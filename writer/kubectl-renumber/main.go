@@ -1,5 +1,6 @@
 // Command kubectl-renumber is `kubectl renumber status` (also installed as
-// renumber-status): for each DynamicPrefix, the current prefix and why, the
+// renumber-status) and `kubectl renumber handover` (handover.go: back to the
+// existing operator). Status: for each DynamicPrefix, the current prefix and why, the
 // nodes' votes, draining prefixes, whether every object that follows it holds
 // what the writer would write now, and who holds the writer's Lease. It runs
 // the writer's own pipeline as a shadow, once (or again on --watch), and
@@ -46,15 +47,27 @@ type options struct {
 
 func main() {
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "handover" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := runHandover(ctx, os.Stdout, args[1:])
+		stop()
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "renumber handover:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	switch {
 	case len(args) > 0 && args[0] == "status":
 		args = args[1:]
 	case strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-"):
-		fmt.Fprintln(os.Stderr, "usage: kubectl renumber status [flags] (see --help)")
+		fmt.Fprintln(os.Stderr, "usage: kubectl renumber status|handover [flags] (see --help)")
 		os.Exit(2)
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(os.Stderr, "unknown command %q: the one command is status\n", args[0])
+		fmt.Fprintf(os.Stderr, "unknown command %q: the commands are status and handover\n", args[0])
 		os.Exit(2)
 	}
 	var o options

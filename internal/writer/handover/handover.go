@@ -1,0 +1,94 @@
+// Package handover rewrites what renumber wrote into the shape the existing
+// operator (dynamic-prefix.io, v0.0.10 and later) reads, for a user switching
+// back to it (`kubectl renumber handover`). Pool and Service records need no
+// rewrite: renumber writes them in that operator's formats. What differs is
+// the status history and the DNS target keys:
+//   - that operator pools the current prefix and the first maxPrefixHistory
+//     entries of status.history, whatever their state, and appends a replaced
+//     prefix at the end: so the history it reads holds only the prefixes
+//     still draining, oldest first (renumber's has the current prefix first
+//     and keeps expired ones);
+//   - it takes the current prefix's acquiredAt from the PrefixAcquired
+//     condition's last transition;
+//   - a target key it does not write (external-dns.kubernetes.io/target
+//     before its v0.0.18) would keep an address it never moves: our entries
+//     there are released.
+//
+// Pure: values in, values out.
+package handover
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/service"
+)
+
+// Status returns st as the existing operator reads it.
+func Status(st dynamicprefix.Status) dynamicprefix.Status {
+	out := st
+	out.History = nil
+	for _, h := range st.History {
+		switch h.State {
+		case dynamicprefix.StateActive:
+			if c := meta.FindStatusCondition(out.Conditions, "PrefixAcquired"); c != nil && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
+				out.Conditions = slices.Clone(out.Conditions)
+				i := slices.IndexFunc(out.Conditions, func(x metav1.Condition) bool { return x.Type == c.Type })
+				out.Conditions[i].LastTransitionTime = *h.AcquiredAt
+			}
+		case dynamicprefix.StateDraining:
+			h.ExpiresAt = nil
+			out.History = append(out.History, h)
+		}
+	}
+	slices.SortStableFunc(out.History, func(a, b dynamicprefix.HistoryEntry) int {
+		if a.DeprecatedAt == nil || b.DeprecatedAt == nil {
+			return cmp.Compare(boolInt(a.DeprecatedAt != nil), boolInt(b.DeprecatedAt != nil))
+		}
+		return a.DeprecatedAt.Compare(b.DeprecatedAt.Time)
+	})
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Service returns the merge patch of annotations that hands the Service with
+// annotations ann back to an operator writing the DNS target under keys
+// (nil when nothing is to change): our entries leave the other target keys
+// (the user's stay), and renumber's own records that operator does not read
+// go.
+func Service(ann map[string]string, keys []string) map[string]any {
+	live := service.Live(ann, keys)
+	if !live.KeysRecorded && ann[service.AnnotationL2Nudged] == "" {
+		return nil
+	}
+	patch := map[string]any{}
+	for _, k := range live.TargetKeys {
+		if slices.Contains(keys, k) {
+			continue
+		}
+		kept := slices.DeleteFunc(slices.Clone(live.Targets[k]), func(e string) bool { return slices.Contains(live.ManagedTargets, e) })
+		if len(kept) == 0 {
+			patch[k] = nil
+		} else {
+			patch[k] = strings.Join(kept, ",")
+		}
+	}
+	if live.KeysRecorded {
+		patch[service.AnnotationManagedTargetKeys] = nil
+	}
+	if _, ok := ann[service.AnnotationL2Nudged]; ok {
+		patch[service.AnnotationL2Nudged] = nil
+	}
+	return patch
+}

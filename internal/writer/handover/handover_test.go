@@ -1,0 +1,146 @@
+package handover
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/spec"
+)
+
+// operatorPools is how the existing operator reads a status (its pool sync,
+// compat.md): the current prefix, then status.history up to
+// maxPrefixHistory entries, whatever their state. The fixture of what it
+// reads, not our code.
+func operatorPools(st dynamicprefix.Status, maxHistory int) []string {
+	out := []string{st.CurrentPrefix}
+	for i, h := range st.History {
+		if i >= maxHistory {
+			break
+		}
+		if !slices.Contains(out, h.Prefix) {
+			out = append(out, h.Prefix)
+		}
+	}
+	return out
+}
+
+var t0 = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+
+// ours renders, with renumber's own aggregate, the status after A -> B -> C
+// -> D under renumber, every prefix still reported deprecated except A,
+// whose valid lifetime ran out.
+func ours(t *testing.T, maxHistory int) dynamicprefix.Status {
+	m := spec.Parse("home", dynamicprefix.Spec{
+		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}},
+		Transition:  &dynamicprefix.Transition{MaxPrefixHistory: maxHistory},
+	})
+	var st dynamicprefix.Status
+	steps := []string{
+		"2001:db8:a::/64 p ra",
+		"2001:db8:a::/64 d600 ra,2001:db8:b::/64 p ra",
+		"2001:db8:a::/64 d600 ra,2001:db8:b::/64 d600 ra,2001:db8:c::/64 p ra",
+		"2001:db8:b::/64 d600 ra,2001:db8:c::/64 d600 ra,2001:db8:d::/64 p ra",
+	}
+	for i, s := range steps {
+		n, err := digest.Decode("v1;eth0=" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := aggregate.Decide(m, st, []aggregate.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
+		st = dynamicprefix.Status{CurrentPrefix: d.Current.String(), History: d.History,
+			Conditions: []metav1.Condition{{Type: "PrefixAcquired", Status: "True", LastTransitionTime: metav1.NewTime(t0)}}}
+		if i == len(steps)-1 {
+			var pooled []string
+			for _, p := range d.Pooled {
+				pooled = append(pooled, p.String())
+			}
+			st.Subnets = []dynamicprefix.SubnetStatus{{Name: "pooled", CIDR: fmtJoin(pooled)}}
+		}
+	}
+	return st
+}
+
+func fmtJoin(v []string) string { return strings.Join(v, " ") }
+
+// The way back: the existing operator, reading the handed-over status, pools
+// exactly what renumber pools (a draining prefix is neither withdrawn early
+// nor an expired one brought back), and dates the current prefix as renumber
+// did.
+func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing.T) {
+	for _, maxHistory := range []int{1, 2, 3} {
+		st := ours(t, maxHistory)
+		want := st.Subnets[0].CIDR
+		if got := fmtJoin(operatorPools(st, maxHistory)); samePrefixes(got, want) != (maxHistory == 3) {
+			// Renumber's own history (current first) makes it drop a draining prefix early (max 1 and 2).
+			t.Errorf("max %d: the operator reads renumber's own status as %s (renumber pools %s)", maxHistory, got, want)
+		}
+		back := Status(st)
+		if got := fmtJoin(operatorPools(back, maxHistory)); !samePrefixes(got, want) {
+			t.Errorf("max %d: the operator would pool %s, renumber pools %s", maxHistory, got, want)
+		}
+		for _, h := range back.History {
+			if h.State != dynamicprefix.StateDraining || h.ExpiresAt != nil {
+				t.Errorf("max %d: entry %+v: only draining entries, without our expiresAt", maxHistory, h)
+			}
+		}
+		if c := back.Conditions[0]; !c.LastTransitionTime.Time.Equal(t0.Add(3 * time.Minute)) {
+			t.Errorf("max %d: PrefixAcquired turned at %v, want D's acquiredAt", maxHistory, c.LastTransitionTime)
+		}
+	}
+}
+
+func samePrefixes(a, b string) bool {
+	pa, pb := parse(a), parse(b)
+	slices.SortFunc(pa, digest.ComparePrefix)
+	slices.SortFunc(pb, digest.ComparePrefix)
+	return slices.Equal(pa, pb)
+}
+
+func parse(s string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.Fields(s) {
+		out = append(out, netip.MustParsePrefix(f))
+	}
+	return out
+}
+
+func TestServiceHandsBackTheTargetKeys(t *testing.T) {
+	const cur = "2001:db8:d::ffff:0:1"
+	ann := map[string]string{
+		service.AnnotationIPs: "192.0.2.7," + cur, service.AnnotationManagedIPs: cur,
+		service.AnnotationTarget: "web.example.org," + cur, service.AnnotationTargetAlpha: cur,
+		service.AnnotationManagedTarget: cur, service.AnnotationManagedTargetKeys: service.AnnotationTarget + "," + service.AnnotationTargetAlpha,
+		service.AnnotationL2Nudged: cur,
+	}
+	tests := []struct {
+		name string
+		keys []string
+		want map[string]any
+	}{
+		{"to v0.0.17 and older (the alpha key alone)", []string{service.AnnotationTargetAlpha}, map[string]any{
+			service.AnnotationTarget: "web.example.org", service.AnnotationManagedTargetKeys: nil, service.AnnotationL2Nudged: nil}},
+		{"to v0.0.18 and later (both keys)", service.DefaultTargetKeys, map[string]any{
+			service.AnnotationManagedTargetKeys: nil, service.AnnotationL2Nudged: nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Service(ann, tt.keys)); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+	if p := Service(map[string]string{service.AnnotationIPs: cur, service.AnnotationManagedIPs: cur,
+		service.AnnotationTargetAlpha: cur, service.AnnotationManagedTarget: cur}, []string{service.AnnotationTargetAlpha}); p != nil {
+		t.Errorf("a Service in the operator's own shape needs nothing: %v", p)
+	}
+}

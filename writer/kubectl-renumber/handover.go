@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/handover"
+	"github.com/renumber/renumber/internal/writer/service"
+)
+
+// handoverUsage is `kubectl renumber handover --help`.
+const handoverUsage = `usage: kubectl renumber handover [--kubeconfig FILE] [--target-keys K1,K2] [--dry-run]
+
+Hands what renumber wrote back to the existing operator (dynamic-prefix.io),
+for a user switching back to it. Run it after scaling the renumber writer to 0
+and before starting that operator. Pools need nothing (renumber writes their
+records in that operator's formats); this rewrites each DynamicPrefix's
+status.history in the shape that operator reads (draining prefixes only,
+oldest first) and hands back the DNS target keys it does not write.
+`
+
+// runHandover is `kubectl renumber handover`.
+func runHandover(ctx context.Context, out io.Writer, args []string) error {
+	fs := flag.NewFlagSet("handover", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() { fmt.Fprint(out, handoverUsage); fs.PrintDefaults() }
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	keys := fs.String("target-keys", strings.Join(service.DefaultTargetKeys, ","),
+		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+service.AnnotationTargetAlpha+" alone before")
+	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "renumber-handover"
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: "renumber-handover"}
+	if *dry {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	dps, err := dyn.Resource(dynamicprefix.GVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing DynamicPrefixes: %w", err)
+	}
+	for i := range dps.Items {
+		dp, err := dynamicprefix.FromUnstructured(&dps.Items[i])
+		if err != nil {
+			return err
+		}
+		back := handover.Status(dp.Status)
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": dp.ResourceVersion},
+			"status":   map[string]any{"history": back.History, "conditions": back.Conditions, "leaseExpiresAt": nil},
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := dyn.Resource(dynamicprefix.GVR).Patch(ctx, dp.Name, types.MergePatchType, body, opts, "status"); err != nil {
+			return fmt.Errorf("DynamicPrefix %s: %w", dp.Name, err)
+		}
+		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))
+	}
+	svcs, err := core.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Services: %w", err)
+	}
+	for _, s := range svcs.Items {
+		if s.Annotations[dynamicprefix.AnnotationName] == "" {
+			continue
+		}
+		patch := handover.Service(s.Annotations, strings.Split(*keys, ","))
+		if patch == nil {
+			continue
+		}
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": s.ResourceVersion, "annotations": patch}})
+		if err != nil {
+			return err
+		}
+		if _, err := core.CoreV1().Services(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, body, opts); err != nil {
+			return fmt.Errorf("Service %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		fmt.Fprintf(out, "service/%s/%s: target keys handed back\n", s.Namespace, s.Name)
+	}
+	return nil
+}

@@ -106,7 +106,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		return condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.Conditions)
 	})
 	settleWrites()
-	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200"}; !slices.Equal(got, want) {
+	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services web 200"}; !slices.Equal(got, want) {
 		t.Errorf("the switch wrote %q, want %q", got, want)
 	}
 	st := dpStatus(t, w, "home")

@@ -50,7 +50,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.
 			out = append(out, write.Final(err))
 			continue
 		}
-		if want.Equal(live) || service.Adopted(live, want).Equal(live) {
+		if want.Equal(live) {
 			w.Calm(self, model.Name)
 			continue
 		}

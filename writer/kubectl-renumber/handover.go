@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/handover"
@@ -42,13 +41,10 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := restConfig(*kubeconfig, "renumber-handover")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "renumber-handover"
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err

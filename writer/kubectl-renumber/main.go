@@ -26,6 +26,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -103,13 +104,10 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	base, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	base, err := restConfig(o.kubeconfig, "renumber-status")
 	if err != nil {
 		return err
 	}
-	base.UserAgent = "renumber-status"
 	// A gate that never opens: whatever the pipeline would write is refused
 	// before it leaves.
 	ro := kube.Counted(base, requests.NewCounter("status"), &election.Gate{})
@@ -167,6 +165,19 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error 
 		case <-time.After(o.interval):
 		}
 	}
+}
+
+// restConfig loads the kubeconfig (explicit, else $KUBECONFIG, ~/.kube/config,
+// in-cluster) for a client calling itself agent.
+func restConfig(kubeconfig, agent string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = agent
+	return cfg, nil
 }
 
 // lease reads the writer's Lease; an error is reported as its holder.

@@ -18,13 +18,13 @@
 package handover
 
 import (
-	"cmp"
 	"slices"
 	"strings"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
 )
@@ -33,12 +33,12 @@ import (
 func Status(st dynamicprefix.Status) dynamicprefix.Status {
 	out := st
 	out.History = nil
+	out.Conditions = slices.Clone(st.Conditions)
 	for _, h := range st.History {
 		switch h.State {
 		case dynamicprefix.StateActive:
-			if c := meta.FindStatusCondition(out.Conditions, "PrefixAcquired"); c != nil && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
-				out.Conditions = slices.Clone(out.Conditions)
-				i := slices.IndexFunc(out.Conditions, func(x metav1.Condition) bool { return x.Type == c.Type })
+			i := slices.IndexFunc(out.Conditions, func(c metav1.Condition) bool { return c.Type == aggregate.PrefixAcquired })
+			if i >= 0 && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
 				out.Conditions[i].LastTransitionTime = *h.AcquiredAt
 			}
 		case dynamicprefix.StateDraining:
@@ -46,20 +46,19 @@ func Status(st dynamicprefix.Status) dynamicprefix.Status {
 			out.History = append(out.History, h)
 		}
 	}
+	// Oldest first, as that operator appends them (an entry without
+	// deprecatedAt sorts as the oldest).
 	slices.SortStableFunc(out.History, func(a, b dynamicprefix.HistoryEntry) int {
-		if a.DeprecatedAt == nil || b.DeprecatedAt == nil {
-			return cmp.Compare(boolInt(a.DeprecatedAt != nil), boolInt(b.DeprecatedAt != nil))
-		}
-		return a.DeprecatedAt.Compare(b.DeprecatedAt.Time)
+		return deprecated(a).Compare(deprecated(b))
 	})
 	return out
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+func deprecated(h dynamicprefix.HistoryEntry) time.Time {
+	if h.DeprecatedAt == nil {
+		return time.Time{}
 	}
-	return 0
+	return h.DeprecatedAt.Time
 }
 
 // Service returns the merge patch of annotations that hands the Service with

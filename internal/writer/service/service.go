@@ -310,31 +310,6 @@ func (a Annotations) Equal(b Annotations) bool {
 		pool.SameSet(a.L2Nudged, b.L2Nudged)
 }
 
-// Adopted is want less what only renumber's newer records add to a Service
-// that does not carry them (written by the existing operator, or by renumber
-// before target keys could be chosen): the target under keys the Service
-// does not hold, the keys record, and a first nudge while the addresses stay
-// as they are. Adopted(live, want).Equal(live) means the Service already
-// serves the decision: adopting it costs no write, and the rest is added at
-// the next real change, when the Service is written anyway.
-func Adopted(live, want Annotations) Annotations {
-	if live.KeysRecorded {
-		return want
-	}
-	out := want
-	out.Targets = map[string][]string{}
-	for k, v := range want.Targets {
-		if _, held := live.Targets[k]; held || slices.Contains(live.TargetKeys, k) {
-			out.Targets[k] = v
-		}
-	}
-	out.TargetKeys = slices.DeleteFunc(slices.Clone(want.TargetKeys), func(k string) bool { return !slices.Contains(live.TargetKeys, k) })
-	if len(live.L2Nudged) == 0 && sameEntries(want.IPs, live.IPs) {
-		out.L2Nudged = nil
-	}
-	return out
-}
-
 // Applied is ann after the merge patch of annotations patch (a nil value
 // removes a key): what the Service carries once the patch is made.
 func Applied(ann map[string]string, patch map[string]any) map[string]string {

@@ -167,6 +167,26 @@ func SameSet(a, b []string) bool {
 	return slices.Equal(ca, cb)
 }
 
+// Leads reports whether record's first entry (the current prefix's: Desired
+// lists it first) is the first of ours in live. Draining prefixes may stand in
+// any order, the existing operator lists them oldest first, but a prefix that
+// becomes current again moves to the front, so every pool reads current first.
+func Leads(live, record []string) bool {
+	if len(record) == 0 {
+		return true
+	}
+	ours := map[string]bool{}
+	for _, r := range record {
+		ours[Canonical(r)] = true
+	}
+	for _, e := range live {
+		if c := Canonical(e); ours[c] {
+			return c == Canonical(record[0])
+		}
+	}
+	return false
+}
+
 func canonicalSet(v []string) []string {
 	out := make([]string, 0, len(v))
 	for _, e := range v {

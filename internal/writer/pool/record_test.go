@@ -91,6 +91,31 @@ func TestSameSetIgnoresOrderAndSpelling(t *testing.T) {
 	}
 }
 
+func TestLeadsAsksOnlyThatTheCurrentEntryComesFirstOfOurs(t *testing.T) {
+	record := []string{"2001:db8:c::/64", "2001:db8:b::/64", "2001:db8:a::/64"} // current first
+	for _, c := range []struct {
+		live []string
+		want bool
+	}{
+		{[]string{"192.0.2.0/24", "2001:db8:c::/64", "2001:db8:b::/64", "2001:db8:a::/64"}, true},
+		// The existing operator's order: draining oldest first.
+		{[]string{"192.0.2.0/24", "2001:db8:c::/64", "2001:db8:a::/64", "2001:db8:b::/64"}, true},
+		// A user entry before ours changes nothing.
+		{[]string{"2001:0db8:c::/64", "10.0.0.0/8", "2001:db8:a::/64"}, true},
+		// C became current again: it must move to the front.
+		{[]string{"192.0.2.0/24", "2001:db8:b::/64", "2001:db8:c::/64", "2001:db8:a::/64"}, false},
+		// None of ours is live yet.
+		{[]string{"192.0.2.0/24"}, false},
+	} {
+		if got := Leads(c.live, record); got != c.want {
+			t.Errorf("Leads(%q) = %v, want %v", c.live, got, c.want)
+		}
+	}
+	if !Leads([]string{"192.0.2.0/24"}, nil) {
+		t.Error("an empty record leads anything")
+	}
+}
+
 // FuzzRecord: a record read from an annotation anyone could have edited reads
 // back identically after being written, in either spelling, never yields an
 // empty entry, and every item is either an entry or unreadable.

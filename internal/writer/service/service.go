@@ -9,6 +9,7 @@
 package service
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -302,9 +303,12 @@ func (a Annotations) Owned() bool {
 }
 
 // Equal compares two renderings entry by entry, in canonical form and in any
-// order (a load balancer and external-dns do not care about order).
+// order (a load balancer and external-dns do not care about order), except
+// that a's current address (the first of a.ManagedIPs) must lead ours in b:
+// a prefix that becomes current again moves to the front.
 func (a Annotations) Equal(b Annotations) bool {
-	return sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
+	key := cmp.Or(a.IPsKey, AnnotationIPs)
+	return pool.Leads(b.IPs[key], a.ManagedIPs) && sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
 		pool.SameSet(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
 		pool.SameSet(a.ManagedTargets, b.ManagedTargets) && pool.SameSet(a.TargetKeys, b.TargetKeys) &&
 		pool.SameSet(a.L2Nudged, b.L2Nudged)

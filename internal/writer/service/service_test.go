@@ -351,3 +351,49 @@ func TestKeep(t *testing.T) {
 		t.Error("a Service with nothing of ours keeps annotations")
 	}
 }
+
+// A Service the existing operator wrote (alpha key, its records, draining
+// prefixes oldest first) already holds the right entries: with the key list
+// it wrote (the alpha key alone, before its v0.0.18) the writer leaves it
+// alone; with both keys it adds the GA key, one write.
+func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
+	older := netip.MustParsePrefix("2001:db8:9::/64")
+	pooled := []netip.Prefix{cur, prefixOld, older}
+	ann := map[string]string{
+		AnnotationIPs:         "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:9::ffff:0:1,2001:db8:a::ffff:0:1",
+		AnnotationManagedIPs:  "2001:db8:b::ffff:0:1,2001:db8:9::ffff:0:1,2001:db8:a::ffff:0:1",
+		AnnotationTargetAlpha: "lb.example.org,2001:db8:b::ffff:0:1", AnnotationManagedTarget: "2001:db8:b::ffff:0:1",
+	}
+	alpha := []string{AnnotationTargetAlpha}
+	live := Live(ann, alpha)
+	want, err := Render(model, Follow{Suffix: "::ffff:0:1"}, pooled, live, nil, Options{TargetKeys: alpha})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !want.Equal(live) {
+		t.Errorf("under the alpha key alone: a write, patch %v", want.Patch(live))
+	}
+	live = Live(ann, DefaultTargetKeys)
+	want, _ = Render(model, Follow{Suffix: "::ffff:0:1"}, pooled, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	if want.Equal(live) || want.Patch(live)[AnnotationTarget] != "2001:db8:b::ffff:0:1" {
+		t.Errorf("under both keys: want one write adding %s, patch %v", AnnotationTarget, want.Patch(live))
+	}
+}
+
+func TestAnAddressThatBecomesCurrentAgainMovesToTheFront(t *testing.T) {
+	// a was current, then b; now a is current again.
+	live := Live(map[string]string{
+		AnnotationIPs:        "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1",
+		AnnotationManagedIPs: "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", AnnotationSkipDNS: "true",
+	}, DefaultTargetKeys)
+	want, err := Render(model, Follow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Equal(live) {
+		t.Fatal("the same set in the old order: no write, so the reactivated address stays behind")
+	}
+	if got := want.Patch(live)[AnnotationIPs]; got != "192.0.2.7,2001:db8:a::ffff:0:1,2001:db8:b::ffff:0:1" {
+		t.Errorf("ips patch = %v", got)
+	}
+}

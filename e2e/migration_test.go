@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -10,10 +13,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/plan"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -26,6 +35,36 @@ import (
 // canonical form as that operator writes addresses.
 func operatorAddr(p string) string {
 	return netip.MustParseAddr(strings.TrimSuffix(p, "::/64") + "::ffff:0:1").String()
+}
+
+// operatorSibling is the name the existing operator gives the Calico IPPool
+// it creates for a draining cidr of parent: the first 8 hex digits of the
+// CIDR's SHA-256.
+func operatorSibling(parent, cidr string) string {
+	sum := sha256.Sum256([]byte(cidr))
+	return parent + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// installBackends installs the CRDs of every backend the existing operator
+// writes, kube-vip's RBAC and MetalLB's namespace.
+func installBackends(t *testing.T, w *world.World) {
+	t.Helper()
+	ctx := t.Context()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico,
+		func(ctx context.Context) error {
+			return w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml"))
+		}} {
+		if err := install(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.API.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func operatorObjects(t *testing.T, w *world.World) {
@@ -71,6 +110,38 @@ func operatorObjects(t *testing.T, w *world.World) {
 			"dynamic-prefix.io/name": "home", dynamicprefix.AnnotationManagedCIDRs: b + "," + a}},
 		"spec": map[string]any{"externalCIDRs": []any{"198.51.100.0/24", b, a}},
 	})
+	// MetalLB, Calico (its pool and the sibling it created for A) and
+	// kube-vip, each with its own record key and a user entry.
+	for _, o := range []struct {
+		gvr schema.GroupVersionResource
+		obj map[string]any
+	}{
+		{addressPoolGVR, map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+			"metadata": map[string]any{"name": "home", "namespace": "metallb-system", "annotations": map[string]any{
+				"dynamic-prefix.io/name": "home", "dynamic-prefix.io/address-range": "lb",
+				"dynamic-prefix.io/managed-addresses": rangeOf(b) + "," + rangeOf(a)}},
+			"spec": map[string]any{"addresses": []any{"192.0.2.10-192.0.2.20", rangeOf(b), rangeOf(a)}}}},
+		{ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+			"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{
+				"dynamic-prefix.io/name": "home", "dynamic-prefix.io/managed-cidr": b}},
+			"spec": map[string]any{"cidr": b, "blockSize": 122, "allowedUses": []any{"Workload"}}}},
+		{ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+			"metadata": map[string]any{"name": operatorSibling("home-v6", a),
+				"labels": map[string]any{"app.kubernetes.io/managed-by": "dynamic-prefix-operator",
+					"dynamic-prefix.io/parent-pool": "home-v6", "dynamic-prefix.io/name": "home"},
+				"annotations": map[string]any{"dynamic-prefix.io/last-sync": at(20)}},
+			"spec": map[string]any{"cidr": a, "allowedUses": []any{"Workload"}}}},
+		{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "kubevip", "namespace": "kube-system", "annotations": map[string]any{
+				"dynamic-prefix.io/name": "home", "dynamic-prefix.io/kubevip-key": "cidr-global",
+				"dynamic-prefix.io/managed-kubevip-entries": b + "," + a}},
+			"data": map[string]any{"cidr-global": "192.0.2.128/28," + b + "," + a, "range-default": "192.0.2.200-192.0.2.210"}}},
+	} {
+		u := &unstructured.Unstructured{Object: o.obj}
+		if _, err := w.API.Dynamic.Resource(o.gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s: %v", u.GetName(), err)
+		}
+	}
 	createService(t, w, "web", map[string]string{
 		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
 		service.AnnotationIPs:         "192.0.2.7," + operatorAddr(b) + "," + operatorAddr(a),
@@ -88,6 +159,7 @@ func operatorObjects(t *testing.T, w *world.World) {
 // Writes are counted from the audit log.
 func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	w := newWorld(t, 2)
+	installBackends(t, w)
 	advertise(t, w, prefixB, prefixA)
 	operatorObjects(t, w)
 	for _, n := range []string{"node1", "node2"} {
@@ -99,15 +171,29 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		})
 	}
 	settleWrites()
+	// The README's step 1: the shadow beside the old operator's objects plans
+	// the switch; the switch then writes exactly what it planned.
+	shadow := startShadow(t, w, "shadow", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	planned := settledPlan(t, shadow)
 	m := mark(t, w)
-	writer := startWriter(t, w, "writer-a")
+	writer := startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
 	eventually(t, "the status is ours", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.Conditions)
 	})
 	settleWrites()
-	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services web 200"}; !slices.Equal(got, want) {
-		t.Errorf("the switch wrote %q, want %q", got, want)
+	switched := objectWrites(writesBy(t, w, m, writerUser))
+	if want := []string{"patch dynamicprefixes/status home 200", "patch services web 200"}; !slices.Equal(switched, want) {
+		t.Errorf("the switch wrote %q, want %q", switched, want)
+	}
+	if got := plannedWrites(planned); !slices.Equal(got, switched) {
+		t.Errorf("the shadow planned %q, the switch wrote %q", got, switched)
+	}
+	if !slices.ContainsFunc(planned, func(c plan.Change) bool {
+		return c.Object == "services/default/web" && c.Field == "metadata.annotations."+service.AnnotationTarget &&
+			c.From == "" && c.To == operatorAddr(prefixB.String())
+	}) {
+		t.Errorf("the plan does not show web's GA target key from nothing to B's address: %+v", planned)
 	}
 	st := dpStatus(t, w, "home")
 	if st.LeaseExpiresAt != nil || len(st.History) != 2 || st.History[1].Prefix != prefixA.String() ||
@@ -138,12 +224,25 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		want := "192.0.2.7," + operatorAddr(prefixC.String()) + "," + operatorAddr(prefixB.String())
 		return s.Annotations[service.AnnotationIPs] == want, fmt.Sprint(s.Annotations)
 	})
-	if rec := get(t, w, poolGVR, "lb").GetAnnotations()[dynamicprefix.AnnotationManagedBlock]; rec != "range="+rangeOf(prefixC.String())+",range="+rangeOf(prefixB.String()) {
-		t.Errorf("pool record %q: not in the existing operator's spelling", rec)
+	c, b := prefixC.String(), prefixB.String()
+	backendsHold(t, w, "C current, B draining, A's entries gone",
+		[]string{"192.0.2.10-192.0.2.20", rangeOf(c), rangeOf(b)},
+		map[string]string{"home-v6": c, calico.SiblingName("home-v6", b): b + ", disabled"},
+		"192.0.2.128/28,"+c+","+b)
+	for key, want := range map[string]string{
+		"dynamic-prefix.io/managed-blocks": "range=" + rangeOf(c) + ",range=" + rangeOf(b),
+	} {
+		if rec := get(t, w, poolGVR, "lb").GetAnnotations()[key]; rec != want {
+			t.Errorf("pool record %s=%q: not in the existing operator's spelling", key, rec)
+		}
 	}
 	settleWrites()
 	perObject := objectWrites(writesBy(t, w, m, writerUser))
-	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumcidrgroups home-net", "services web"} {
+	if n := slices.Index(perObject, "delete ippools "+operatorSibling("home-v6", prefixA.String())+" 200"); n < 0 {
+		t.Errorf("the operator's sibling for A was not deleted: %q", perObject)
+	}
+	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumcidrgroups home-net", "services web",
+		"ipaddresspools home", "configmaps kubevip", "ippools home-v6", "ippools " + calico.SiblingName("home-v6", b)} {
 		n := 0
 		for _, wr := range perObject {
 			if strings.Contains(wr, " "+obj+" ") {
@@ -175,10 +274,26 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if _, ok := s.Annotations[service.AnnotationTarget]; ok {
 		t.Errorf("the GA target key, which that operator (v0.0.17) never moves, is still there: %v", s.Annotations)
 	}
+	// B's IPPool is now the one that operator finds by its name and labels.
+	backendsHold(t, w, "B's sibling handed back", []string{"192.0.2.10-192.0.2.20", rangeOf(c), rangeOf(b)},
+		map[string]string{"home-v6": c, operatorSibling("home-v6", b): b + ", disabled"}, "192.0.2.128/28,"+c+","+b)
+	if l := get(t, w, ippoolGVR, operatorSibling("home-v6", b)).GetLabels(); l["app.kubernetes.io/managed-by"] != "dynamic-prefix-operator" || l["dynamic-prefix.io/parent-pool"] != "home-v6" {
+		t.Errorf("handed-back sibling labels %v", l)
+	}
 
-	// Back to renumber, then delete: release, then the finalizer.
-	startWriter(t, w, "writer-b")
+	// Back to renumber (the status, and web's GA key again: the handover
+	// was to a v0.0.17 that writes the alpha key alone), then delete:
+	// release, then the finalizer.
+	m = mark(t, w)
+	startWriter(t, w, "writer-b", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	eventually(t, "the status is ours again", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return len(st.History) > 0 && st.History[0].Prefix == c && condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.History)
+	})
 	settleWrites()
+	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services web 200"}; !slices.Equal(got, want) {
+		t.Errorf("switching again wrote %q, want %q", got, want)
+	}
 	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +314,72 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if s.Annotations[service.AnnotationIPs] != "192.0.2.7" {
 		t.Errorf("web after delete: %v", s.Annotations)
 	}
+	backendsHold(t, w, "the user's entries alone", []string{"192.0.2.10-192.0.2.20"},
+		map[string]string{"home-v6": prefixC.String()}, "192.0.2.128/28")
+}
+
+// backendsHold waits until the MetalLB pool, the Calico IPPools and the
+// kube-vip key hold exactly what is given.
+func backendsHold(t *testing.T, w *world.World, what string, metallb []string, ippoolsWant map[string]string, kubevipKey string) {
+	t.Helper()
+	eventually(t, what, func() (bool, string) {
+		pool, err := w.API.Dynamic.Resource(addressPoolGVR).Namespace("metallb-system").Get(t.Context(), "home", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		addrs, _, _ := unstructured.NestedStringSlice(pool.Object, "spec", "addresses")
+		cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(t.Context(), "kubevip", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := fmt.Sprintf("metallb %q, ippools %v, kube-vip %q", addrs, ippools(t, w), cm.Data["cidr-global"])
+		want := fmt.Sprintf("metallb %q, ippools %v, kube-vip %q", metallb, ippoolsWant, kubevipKey)
+		return got == want, got
+	})
+}
+
+// settledPlan waits until the shadow at addr has planned something and its
+// plan holds still for a few seconds, and returns it.
+func settledPlan(t *testing.T, addr string) []plan.Change {
+	t.Helper()
+	var last string
+	var out []plan.Change
+	eventually(t, "the shadow's plan settles", func() (bool, string) {
+		cs, err := planOf(addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		now := fmt.Sprint(cs)
+		settled := len(cs) > 0 && now == last
+		last, out = now, cs
+		time.Sleep(3 * time.Second)
+		return settled, now
+	})
+	return out
+}
+
+// plannedWrites are the API writes a plan stands for, as objectWrites
+// lists them: one per object (a status field is the status subresource).
+func plannedWrites(cs []plan.Change) []string {
+	var out []string
+	for _, c := range cs {
+		res, key, _ := strings.Cut(c.Object, "/")
+		name := key[strings.LastIndex(key, "/")+1:]
+		verb, code := "patch", 200
+		switch {
+		case strings.HasPrefix(c.Field, "status."):
+			res += "/status"
+		case c.Field == "(object)" && c.From == "":
+			verb, code = "create", 201
+		case c.Field == "(object)" && c.To == "":
+			verb = "delete"
+		}
+		if w := fmt.Sprintf("%s %s %s %d", verb, res, name, code); !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func patchSpec(t *testing.T, w *world.World, spec map[string]any) {

@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,21 +27,7 @@ import (
 func TestRotations(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico,
-		func(ctx context.Context) error {
-			return w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml"))
-		}} {
-		if err := install(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.API.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	installBackends(t, w)
 	p := func(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:100::/64", i)) }
 	advertise := func(cur int, old ...int) {
 		t.Helper()

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/handover"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -26,7 +28,9 @@ for a user switching back to it. Run it after scaling the renumber writer to 0
 and before starting that operator. Pools need nothing (renumber writes their
 records in that operator's formats); this rewrites each DynamicPrefix's
 status.history in the shape that operator reads (draining prefixes only,
-oldest first) and hands back the DNS target keys it does not write.
+oldest first), replaces each Calico IPPool renumber created for a draining
+prefix by the one that operator finds (its name and labels, the same spec),
+and hands back the DNS target keys it does not write.
 `
 
 // runHandover is `kubectl renumber handover`.
@@ -79,6 +83,9 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		}
 		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))
 	}
+	if err := handBackSiblings(ctx, out, dyn, core.Discovery(), *dry); err != nil {
+		return err
+	}
 	svcs, err := core.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing Services: %w", err)
@@ -99,6 +106,42 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 			return fmt.Errorf("Service %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		fmt.Fprintf(out, "service/%s/%s: target keys handed back\n", s.Namespace, s.Name)
+	}
+	return nil
+}
+
+// handBackSiblings replaces each Calico IPPool renumber created for a
+// draining prefix by the one the existing operator would have created: the
+// old one is deleted first (never two pools with one CIDR), then the new one
+// created.
+func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backend.Discovery, dry bool) error {
+	gvr, err := calico.Discover(disc)
+	if err != nil || gvr.Resource == "" {
+		return err
+	}
+	var dryRun []string
+	if dry {
+		dryRun = []string{metav1.DryRunAll}
+	}
+	pools, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing IPPools: %w", err)
+	}
+	for i := range pools.Items {
+		ours := &pools.Items[i]
+		back := handover.Sibling(ours)
+		if back == nil {
+			continue
+		}
+		rv := ours.GetResourceVersion()
+		if err := dyn.Resource(gvr).Delete(ctx, ours.GetName(), metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &rv}, DryRun: dryRun}); err != nil {
+			return fmt.Errorf("IPPool %s: %w", ours.GetName(), err)
+		}
+		if _, err := dyn.Resource(gvr).Create(ctx, back, metav1.CreateOptions{FieldManager: "renumber-handover", DryRun: dryRun}); err != nil {
+			return fmt.Errorf("IPPool %s (replacing %s, which is deleted: create it by hand from %s's spec): %w", back.GetName(), ours.GetName(), ours.GetName(), err)
+		}
+		fmt.Fprintf(out, "ippool/%s: replaced by ippool/%s, as that operator names and labels it\n", ours.GetName(), back.GetName())
 	}
 	return nil
 }

@@ -10,6 +10,10 @@
 //     and keeps expired ones);
 //   - it takes the current prefix's acquiredAt from the PrefixAcquired
 //     condition's last transition;
+//   - it finds the Calico IPPools of draining prefixes by its own name
+//     (the parent's, then the first 8 hex digits of the CIDR's SHA-256) and
+//     labels: ours it would neither see nor ever delete, so each is
+//     replaced by the one it would have created;
 //   - a target key it does not write (external-dns.kubernetes.io/target
 //     before its v0.0.18) would keep an address it never moves: our entries
 //     there are released.
@@ -18,13 +22,17 @@
 package handover
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
 )
@@ -90,4 +98,32 @@ func Service(ann map[string]string, keys []string) map[string]any {
 		patch[service.AnnotationL2Nudged] = nil
 	}
 	return patch
+}
+
+// operatorManagedBy is the managed-by label of the IPPools the existing
+// operator creates.
+const operatorManagedBy = "dynamic-prefix-operator"
+
+// Sibling returns, for an IPPool renumber created for a draining prefix, the
+// IPPool the existing operator would have created in its place: its name, its
+// labels, the same spec (nil for any other IPPool). Delete u, then create the
+// result: never two pools with one CIDR.
+func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
+	if !calico.Sibling(u) || calico.Adopted(u) {
+		return nil
+	}
+	cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	parent := calico.Parent(u)
+	sum := sha256.Sum256([]byte(cidr))
+	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(parent + "-" + hex.EncodeToString(sum[:])[:8])
+	out.SetLabels(map[string]string{
+		calico.LabelManagedBy:        operatorManagedBy,
+		calico.LabelParentPool:       parent,
+		dynamicprefix.AnnotationName: u.GetLabels()[dynamicprefix.AnnotationName],
+	})
+	return out
 }

@@ -1,15 +1,19 @@
 package handover
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/spec"
@@ -128,5 +132,43 @@ func TestServiceHandsBackTheTargetKeys(t *testing.T) {
 	if p := Service(map[string]string{service.AnnotationIPs: cur, service.AnnotationManagedIPs: cur,
 		service.AnnotationTargetAlpha: cur, service.AnnotationManagedTarget: cur}, []string{service.AnnotationTargetAlpha}); p != nil {
 		t.Errorf("a Service in the operator's own shape needs nothing: %v", p)
+	}
+}
+
+// operatorLists is how the existing operator finds the draining siblings of
+// parent (its Calico backend): by these labels, each expected under the name
+// parent + "-" + the first 8 hex digits of sha256(cidr). The fixture of what
+// it reads, not our code.
+func operatorLists(u *unstructured.Unstructured, parent, cidr string) bool {
+	l := u.GetLabels()
+	return l["app.kubernetes.io/managed-by"] == "dynamic-prefix-operator" && l["dynamic-prefix.io/parent-pool"] == parent &&
+		u.GetName() == parent+"-"+fmt.Sprintf("%x", sha256.Sum256([]byte(cidr)))[:8]
+}
+
+func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"cidr": "2001:db8:c::/64", "blockSize": int64(122)},
+	}}
+	plan := calico.Render(parent, "home", []string{"2001:db8:c::/64", "2001:db8:b::/64"})
+	ours := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "spec": plan.Siblings[0].Spec}}
+	ours.SetName(plan.Siblings[0].Name)
+	ours.SetLabels(plan.Siblings[0].Labels)
+	ours.SetResourceVersion("7")
+
+	back := Sibling(ours)
+	if back == nil || !operatorLists(back, "home-v6", "2001:db8:b::/64") {
+		t.Fatalf("handed back %v: the existing operator would not find it", back)
+	}
+	if back.GetResourceVersion() != "" || back.GetLabels()["dynamic-prefix.io/name"] != "home" {
+		t.Errorf("metadata %v", back.Object["metadata"])
+	}
+	if cidr, _, _ := unstructured.NestedString(back.Object, "spec", "cidr"); cidr != "2001:db8:b::/64" {
+		t.Errorf("spec %v", back.Object["spec"])
+	}
+	if Sibling(back) != nil || Sibling(parent) != nil {
+		t.Error("the operator's own sibling and the annotated pool are not ours to replace")
 	}
 }

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -124,5 +127,72 @@ func TestCalicoIPPools(t *testing.T) {
 	want = []string{"delete ippools " + sibling(prefixB) + " 200", "patch ippools home-v6 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
 		t.Errorf("releasing wrote %q, want %q", got, want)
+	}
+}
+
+// TestCalicoFlapUnderATightBudget: the flap of issue 25 (A->B->A->B, then
+// B->C, C->D) with a budget of one write per IPPool, then one every 10 s, so
+// the breaker refuses writes mid-sequence. Every IPPool event the API server
+// sends is checked: no two pools ever hold one CIDR; each step completes.
+func TestCalicoFlapUnderATightBudget(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	if err := w.API.InstallCalico(ctx); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"maxPrefixHistory": 1}})
+	apply(t, w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
+		"spec":     map[string]any{"cidr": "2001:db8:ffff::/64", "blockSize": 122}})
+	watch, err := w.API.Dynamic.Resource(ippoolGVR).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	var mu sync.Mutex
+	var shared []string
+	go func() {
+		held := map[string]string{}
+		for ev := range watch.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			if ev.Type == "DELETED" {
+				delete(held, u.GetName())
+			} else {
+				held[u.GetName()], _, _ = unstructured.NestedString(u.Object, "spec", "cidr")
+			}
+			by := map[string]string{}
+			for name, cidr := range held {
+				if other, ok := by[cidr]; ok {
+					mu.Lock()
+					shared = append(shared, fmt.Sprintf("%s and %s hold %s", name, other, cidr))
+					mu.Unlock()
+				}
+				by[cidr] = name
+			}
+		}
+	}()
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a", "--budget-object-burst", "1", "--budget-object-per-minute", "6")
+	sibling := func(p netip.Prefix) string { return calico.SiblingName("home-v6", p.String()) }
+	prefixD := netip.MustParsePrefix("2001:db8:4:400::/64")
+	for _, step := range [][]netip.Prefix{{prefixA}, {prefixB, prefixA}, {prefixA, prefixB}, {prefixB, prefixA}, {prefixC, prefixB}, {prefixD, prefixC}} {
+		advertise(t, w, step[0], step[1:]...)
+		want := map[string]string{"home-v6": step[0].String()}
+		if len(step) > 1 {
+			want[sibling(step[1])] = step[1].String() + ", disabled"
+		}
+		eventuallyWithin(t, 90*time.Second, fmt.Sprint(want), func() (bool, string) {
+			got := ippools(t, w)
+			return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got)
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(shared) > 0 {
+		t.Errorf("two IPPools with one CIDR: %q", shared)
 	}
 }

@@ -80,9 +80,20 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 			want[s.Name] = true
 		}
 	}
-	out = append(out, w.deleteSiblings(ctx, pools, gvr, m.Name, want)...)
+	// Each stage runs only once the one before succeeded whole: a refused,
+	// conflicting or failed write ends the pass here (its outcome brings the
+	// next one), so a pool never takes a CIDR a sibling still holds, and a
+	// sibling is never created for a CIDR its pool still holds.
+	stage := w.deleteSiblings(ctx, pools, gvr, m.Name, want)
+	if out = append(out, stage...); stage.Err() != nil {
+		return out
+	}
+	stage = nil
 	for _, p := range plans {
-		out = append(out, w.parent(ctx, gvr, p.parent, m.Name, p.plan.CIDR))
+		stage = append(stage, w.parent(ctx, gvr, p.parent, m.Name, p.plan.CIDR))
+	}
+	if out = append(out, stage...); stage.Err() != nil {
+		return out
 	}
 	for _, p := range plans {
 		for _, s := range p.plan.Siblings {

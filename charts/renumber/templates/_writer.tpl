@@ -9,6 +9,8 @@
 {{- include "renumber.flag" (list "budget-object-per-minute" $w.budget.objectPerMinute) }}
 {{- include "renumber.flag" (list "budget-total-burst" $w.budget.totalBurst) }}
 {{- include "renumber.flag" (list "budget-total-per-minute" $w.budget.totalPerMinute) }}
+{{- include "renumber.flag" (list "budget-decision-burst" $w.budget.decisionBurst) }}
+{{- include "renumber.flag" (list "budget-decisions-per-minute" $w.budget.decisionsPerMinute) }}
 {{- with $w.externalDNSTargetKeys }}
 - --external-dns-target-annotation-keys={{ join "," . }}
 {{- end }}

@@ -2,6 +2,20 @@
 // and one for all writes. A bug, or another controller fighting over the same
 // field, can then cost at most burst + rate x time writes, never a storm; writes
 // resume by themselves as tokens come back.
+//
+// A storm is told from a renumbering by the decision behind a write. Each pass
+// over a DynamicPrefix names its decision (Decide: the spec's generation and
+// the pooled prefixes, current first); a new decision is a real change. The
+// first write to each object under a new decision is that change reaching the
+// object: it passes free of the object and total buckets. Any further write to
+// the same object under the same decision (a fight, a bug, a retry) takes
+// from the buckets as before. New decisions are themselves budgeted per
+// DynamicPrefix (DecisionBurst, then DecisionsPerMinute): a decision over that
+// budget writes from the buckets only. So the worst case, per minute and
+// DynamicPrefix, is (DecisionBurst in the first minute, then
+// DecisionsPerMinute) x the objects that follow it, plus the buckets:
+// ObjectBurst + ObjectPerMinute per object, TotalBurst + TotalPerMinute in
+// all.
 package budget
 
 import (
@@ -23,6 +37,10 @@ type Limits struct {
 	ObjectPerMinute float64 // sustained writes per object
 	TotalBurst      int
 	TotalPerMinute  float64
+	// New decisions per DynamicPrefix whose first write to each object is
+	// free (0: none is).
+	DecisionBurst      int
+	DecisionsPerMinute float64
 }
 
 // Flags registers the breaker's flags on fs, filling l.
@@ -31,12 +49,17 @@ func (l *Limits) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.ObjectPerMinute, "budget-object-per-minute", 2, "write-storm breaker: sustained writes per object per minute")
 	fs.IntVar(&l.TotalBurst, "budget-total-burst", 200, "write-storm breaker: writes of all objects at once (a prefix change writes each managed object once)")
 	fs.Float64Var(&l.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
+	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, "write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first write to each object does not count against the budget (0: every write counts)")
+	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, "write-storm breaker: sustained real changes per DynamicPrefix per minute whose first write to each object does not count")
 }
 
 // Validate rejects limits that would block every write.
 func (l Limits) Validate() error {
 	if l.ObjectBurst < 1 || l.TotalBurst < 1 || l.ObjectPerMinute <= 0 || l.TotalPerMinute <= 0 {
 		return fmt.Errorf("budget: bursts must be >= 1 and rates > 0 (got %+v)", l)
+	}
+	if l.DecisionBurst < 0 || l.DecisionsPerMinute < 0 || (l.DecisionBurst > 0 && l.DecisionsPerMinute == 0) {
+		return fmt.Errorf("budget: the decision burst must be >= 0, and its rate > 0 when it is (got %+v)", l)
 	}
 	return nil
 }
@@ -47,6 +70,16 @@ type Budget struct {
 	mu      sync.Mutex
 	total   *rate.Limiter
 	objects map[string]*rate.Limiter
+	scopes  map[string]*decisions
+	// wrote is, per object, the scope and decision of its last free write.
+	wrote map[string]string
+}
+
+// decisions are one DynamicPrefix's: its bucket, and the latest.
+type decisions struct {
+	bucket   *rate.Limiter
+	decision string
+	admitted bool
 }
 
 // New returns a budget with full buckets.
@@ -55,7 +88,46 @@ func New(l Limits) *Budget {
 		limits:  l,
 		total:   rate.NewLimiter(rate.Limit(l.TotalPerMinute/60), l.TotalBurst),
 		objects: map[string]*rate.Limiter{},
+		scopes:  map[string]*decisions{},
+		wrote:   map[string]string{},
 	}
+}
+
+// Decide records the decision the passes over scope (a DynamicPrefix) now
+// write for. A new decision takes a permit from scope's decision bucket:
+// admitted, its first write to each object is free (TakeFor). refused
+// reports a new decision the decision bucket turned down (never when the
+// decision budget is 0: then no decision is admitted).
+func (b *Budget) Decide(scope, decision string, now time.Time) (admitted, refused bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.scopes[scope]
+	if s == nil {
+		s = &decisions{bucket: rate.NewLimiter(rate.Limit(b.limits.DecisionsPerMinute/60), b.limits.DecisionBurst)}
+		b.scopes[scope] = s
+	}
+	if s.decision == decision {
+		return s.admitted, false
+	}
+	s.decision = decision
+	s.admitted = b.limits.DecisionBurst > 0 && s.bucket.AllowN(now, 1)
+	return s.admitted, !s.admitted && b.limits.DecisionBurst > 0
+}
+
+// TakeFor is Take for a write to key on behalf of scope: the first write to
+// key under scope's admitted decision is free (free reports it).
+func (b *Budget) TakeFor(key, scope string, now time.Time) (ok bool, retryIn time.Duration, free bool) {
+	b.mu.Lock()
+	if s := b.scopes[scope]; s != nil && s.admitted {
+		if mark := scope + "\x00" + s.decision; b.wrote[key] != mark {
+			b.wrote[key] = mark
+			b.mu.Unlock()
+			return true, 0, true
+		}
+	}
+	b.mu.Unlock()
+	ok, retryIn = b.Take(key, now)
+	return ok, retryIn, false
 }
 
 // Take spends one permit for a write to key at now. When refused it returns how
@@ -102,5 +174,6 @@ func (b *Budget) Calm(key string, now time.Time) (bool, time.Duration) {
 func (b *Budget) Forget(key string) {
 	b.mu.Lock()
 	delete(b.objects, key)
+	delete(b.wrote, key)
 	b.mu.Unlock()
 }

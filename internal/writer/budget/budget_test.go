@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -67,5 +68,91 @@ func TestCalm(t *testing.T) {
 	}
 	if calm, _ := b.Calm("x", t0.Add(20*time.Second)); !calm {
 		t.Error("not calm once the bucket refilled")
+	}
+}
+
+var decisive = Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 3, DecisionsPerMinute: 2}
+
+// Ten renumberings in ten seconds: each new decision's one write per object
+// passes, while the object's bucket (burst 2) alone would have refused the
+// third.
+func TestEachObjectsFirstWriteUnderANewDecisionIsFree(t *testing.T) {
+	b := New(Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 20, DecisionsPerMinute: 10})
+	for i := range 10 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		if admitted, refused := b.Decide("home", fmt.Sprint("1 [prefix ", i, "]"), now); !admitted || refused {
+			t.Fatalf("decision %d not admitted", i)
+		}
+		for _, obj := range []string{"pool/lb", "services/web"} {
+			if ok, _, free := b.TakeFor(obj, "home", now); !ok || !free {
+				t.Errorf("renumbering %d: %s refused (ok=%v free=%v)", i, obj, ok, free)
+			}
+		}
+	}
+	// The object buckets are untouched: a fight now still gets the burst.
+	if ok, _, free := b.TakeFor("pool/lb", "home", t0.Add(10*time.Second)); !ok || free {
+		t.Errorf("a second write under one decision: ok=%v free=%v, want ok from the bucket", ok, free)
+	}
+}
+
+// A fight: the same decision, the same object rewritten. Exactly as strong
+// as without decisions: one free write, then burst + rate x time.
+func TestASecondWriteUnderTheSameDecisionIsAStorm(t *testing.T) {
+	b := New(decisive)
+	b.Decide("home", "1 [a]", t0)
+	allowed, free := 0, 0
+	for s := range 60 {
+		ok, _, f := b.TakeFor("pool/fight", "home", t0.Add(time.Duration(s)*time.Second))
+		if ok {
+			allowed++
+		}
+		if f {
+			free++
+		}
+	}
+	if free != 1 || allowed != 1+2+1 {
+		t.Errorf("a minute-long fight under one decision: %d writes (%d free), want 1 free + burst 2 + 2/min", allowed, free)
+	}
+}
+
+// Decisions are budgeted too: a flapping router (a new decision every
+// second) gets DecisionBurst free rounds, then DecisionsPerMinute; the rest
+// fall back to the buckets, and say so.
+func TestNewDecisionsBeyondTheirBudgetFallBackToTheBuckets(t *testing.T) {
+	b := New(decisive)
+	admitted, refused := 0, 0
+	for s := range 60 {
+		a, r := b.Decide("home", fmt.Sprint("1 [flap ", s, "]"), t0.Add(time.Duration(s)*time.Second))
+		if a {
+			admitted++
+		}
+		if r {
+			refused++
+		}
+	}
+	if admitted != 3+1 { // burst 3, then one at 30 s
+		t.Errorf("%d decisions admitted in a minute of flapping, want burst 3 + 2/min", admitted)
+	}
+	if refused != 60-admitted {
+		t.Errorf("%d refused, want %d", refused, 60-admitted)
+	}
+	// Another DynamicPrefix has its own decisions.
+	if a, _ := b.Decide("office", "1 [x]", t0.Add(time.Minute)); !a {
+		t.Error("one DynamicPrefix's flapping spent another's decisions")
+	}
+	// The same decision again is no new decision.
+	if _, r := b.Decide("office", "1 [x]", t0.Add(time.Minute)); r {
+		t.Error("the same decision counted again")
+	}
+}
+
+func TestWithoutADecisionBudgetEveryWriteCounts(t *testing.T) {
+	b := New(Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 100, TotalPerMinute: 60})
+	if a, r := b.Decide("home", "1 [a]", t0); a || r {
+		t.Errorf("admitted=%v refused=%v with no decision budget", a, r)
+	}
+	b.TakeFor("pool/lb", "home", t0)
+	if ok, _, _ := b.TakeFor("pool/lb", "home", t0); ok {
+		t.Error("the second write passed: the decision budget is off")
 	}
 }

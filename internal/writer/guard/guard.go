@@ -119,9 +119,16 @@ type Permit struct {
 	Again time.Duration
 }
 
-// Take asks for a permit to write key at now.
-func (b *Breaker) Take(key string, now time.Time) Permit {
-	ok, wait := b.budget.Take(key, now)
+// Decide records the decision scope (a DynamicPrefix) writes for now
+// (budget.Budget.Decide).
+func (b *Breaker) Decide(scope, decision string, now time.Time) (admitted, refused bool) {
+	return b.budget.Decide(scope, decision, now)
+}
+
+// Take asks for a permit to write key at now on behalf of scope (the first
+// write under scope's new decision is free: budget.Budget.TakeFor).
+func (b *Breaker) Take(key, scope string, now time.Time) Permit {
+	ok, wait, _ := b.budget.TakeFor(key, scope, now)
 	b.mu.Lock()
 	was := b.on[key]
 	if !ok {

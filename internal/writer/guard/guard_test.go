@@ -54,19 +54,19 @@ func TestEventsMarkTransitions(t *testing.T) {
 func TestBreakerEpisode(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	b := NewBreaker(budget.Limits{ObjectBurst: 1, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 100})
-	if p := b.Take("pool/lb", now); !p.OK || p.Again != 0 {
+	if p := b.Take("pool/lb", "home", now); !p.OK || p.Again != 0 {
 		t.Fatalf("first write: %+v", p)
 	}
-	p := b.Take("pool/lb", now)
+	p := b.Take("pool/lb", "home", now)
 	if p.OK || !p.Started || p.Again <= 0 || b.Throttled() != 1 {
 		t.Fatalf("second write at once: %+v, %d throttled; want refused, an episode started", p, b.Throttled())
 	}
-	if p := b.Take("pool/lb", now); p.OK || p.Started {
+	if p := b.Take("pool/lb", "home", now); p.OK || p.Started {
 		t.Errorf("third: %+v; want refused within the same episode", p)
 	}
 	// Ten seconds on a token is back: permitted, but the episode lasts until the bucket is full.
 	now = now.Add(10 * time.Second)
-	if p := b.Take("pool/lb", now); !p.OK || p.Again <= 0 {
+	if p := b.Take("pool/lb", "home", now); !p.OK || p.Again <= 0 {
 		t.Errorf("after 10 s: %+v; want permitted with a look again", p)
 	}
 	if ended, again := b.Calm("pool/lb", now); ended || again <= 0 {

@@ -566,6 +566,40 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	}
 }
 
+// TestRenumberingsPassTheBreakerAFightDoesNot: under a breaker that allows
+// one write per object and then almost none, five quick renumberings still
+// reach every object with one write each (new decisions); another client
+// reverting the pool under an unchanged decision is throttled as before.
+func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
+	f := converged(t, generous)
+	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
+		TotalBurst: 100, TotalPerMinute: 100, DecisionBurst: 20, DecisionsPerMinute: 10}},
+		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.sync(passHome) // the new controller's first decision: nothing to write
+	prefixes := []string{prefixA, prefixB, "2001:db8:3::/64", "2001:db8:4::/64", "2001:db8:5::/64", "2001:db8:6::/64"}
+	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
+	for i := 1; i < len(prefixes); i++ {
+		f.clock.Step(time.Second)
+		f.report(3, prefixes[i], prefixes[i-1])
+		if got := f.sync(passHome); !slices.Equal(got, want) {
+			t.Fatalf("renumbering %d wrote %q, want %q", i, got, want)
+		}
+		f.catchUp()
+	}
+	f.fight("9")
+	if got := f.sync(passHome); !slices.Equal(got, []string{"patch ciliumloadbalancerippools lb"}) {
+		t.Fatalf("first revert: wrote %q, want the pool from its bucket", got)
+	}
+	f.catchUp()
+	f.fight("10")
+	if got := f.sync(passHome); slices.Contains(got, "patch ciliumloadbalancerippools lb") {
+		t.Errorf("second revert under the same decision: wrote %q, want the pool throttled", got)
+	}
+	if f.ctl.breaker.Throttled() != 1 {
+		t.Errorf("%d throttled objects, want 1", f.ctl.breaker.Throttled())
+	}
+}
+
 func TestAReleasedPoolLosesOnlyItsManagedEntries(t *testing.T) {
 	f := converged(t, generous)
 	f.edit(poolGVR, "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null,"dynamic-prefix.io/address-range":null}}}`)

@@ -46,6 +46,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.O
 	now := c.clock.Now()
 	reports, lapse := c.voters.Reports(now)
 	d := aggregate.Decide(m, dp.Status, reports, now)
+	// What this pass writes for: a new spec or new pooled prefixes is a real
+	// change, which the write breaker lets through (package budget).
+	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))
 	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
 		d.Wake = lapse
 	}

@@ -77,7 +77,7 @@ type Gate struct {
 // refusal starts (or continues) a throttling episode: one log line per
 // episode, one event, the metric, and dp requeued for when a permit is back.
 func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
-	p := g.Breaker.Take(o.String(), g.Clock.Now())
+	p := g.Breaker.Take(o.String(), dp, g.Clock.Now())
 	if p.Again > 0 {
 		g.Requeue(dp, p.Again)
 	}
@@ -91,6 +91,17 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
 		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
 	return fmt.Errorf("%s: %w (next permit in %s)", o, budget.ErrExceeded, p.Again.Round(time.Second))
+}
+
+// Decide names the decision of this pass over the DynamicPrefix dp (its
+// spec's generation and pooled prefixes): a new one is a real change, whose
+// first write to each object the breaker lets through (package budget). A new
+// decision beyond the decision budget is logged: its writes count against
+// the budget like any other.
+func (g *Gate) Decide(dp, decision string) {
+	if _, refused := g.Breaker.Decide(dp, decision, g.Clock.Now()); refused {
+		g.Log.Warn(dp+": real changes come faster than the decision budget; their writes count against the write budget")
+	}
 }
 
 // Calm is called when a pass finds nothing to write to o: it ends o's

@@ -130,9 +130,9 @@ func TestCalicoIPPools(t *testing.T) {
 	}
 }
 
-// TestCalicoFlapUnderATightBudget: the flap of issue 25 (A->B->A->B, then
-// B->C, C->D) with a budget of one write per IPPool, then one every 10 s, so
-// the breaker refuses writes mid-sequence. Every IPPool event the API server
+// TestCalicoFlapUnderATightBudget: a flap (A->B->A->B, then B->C, C->D)
+// with a budget of one write per IPPool, then one every 10 s, and no free
+// decisions, so the breaker refuses writes mid-sequence. Every IPPool event the API server
 // sends is checked: no two pools ever hold one CIDR; each step completes.
 func TestCalicoFlapUnderATightBudget(t *testing.T) {
 	w := newWorld(t, 1)
@@ -176,7 +176,9 @@ func TestCalicoFlapUnderATightBudget(t *testing.T) {
 		}
 	}()
 	startAgent(t, w, "node1")
-	startWriter(t, w, "writer-a", "--budget-object-burst", "1", "--budget-object-per-minute", "6")
+	// No decision is free (--budget-decision-burst 0): every write counts,
+	// so the breaker refuses mid-sequence.
+	startWriter(t, w, "writer-a", "--budget-object-burst", "1", "--budget-object-per-minute", "6", "--budget-decision-burst", "0")
 	sibling := func(p netip.Prefix) string { return calico.SiblingName("home-v6", p.String()) }
 	prefixD := netip.MustParsePrefix("2001:db8:4:400::/64")
 	for _, step := range [][]netip.Prefix{{prefixA}, {prefixB, prefixA}, {prefixA, prefixB}, {prefixB, prefixA}, {prefixC, prefixB}, {prefixD, prefixC}} {

@@ -53,6 +53,11 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 	}
 	w.statuses.Put(self, u.GetResourceVersion(), st)
 	write.Counted("dynamicprefixes/status")
+	var fields []string
+	for _, c := range statusChanges(self, live, st) {
+		fields = append(fields, c.Field)
+	}
+	w.Log.Debug("DynamicPrefix "+u.GetName()+" status updated", "fields", fields)
 	return write.Outcome{}
 }
 

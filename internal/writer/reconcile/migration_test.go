@@ -189,19 +189,37 @@ func TestDeletingReleasesThenRemovesTheOperatorsFinalizer(t *testing.T) {
 	}
 }
 
+// TestTheFinalizerStaysWhileAReleaseFails: each release write failing in
+// turn (the pool, the Service) keeps the finalizer; the next pass, with the
+// write going through, releases and then removes it.
 func TestTheFinalizerStaysWhileAReleaseFails(t *testing.T) {
-	f := operatorWorld(t)
-	f.sync(passHome)
-	f.catchUp()
-	f.deleteHome()
-	f.dyn.PrependReactor("patch", "ciliumloadbalancerippools", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("the API server timed out")
-	})
-	f.ctl.Sync(t.Context(), passHome)
-	for _, a := range f.dyn.Actions() {
-		if a.GetVerb() == "patch" && a.GetResource().Resource == "dynamicprefixes" {
-			t.Fatalf("the finalizer was removed although the pool still holds our entries")
-		}
+	for _, failing := range []string{"ciliumloadbalancerippools", "services"} {
+		t.Run(failing, func(t *testing.T) {
+			f := operatorWorld(t)
+			f.sync(passHome)
+			f.catchUp()
+			f.deleteHome()
+			fail := true
+			reactor := func(clienttesting.Action) (bool, runtime.Object, error) {
+				return fail, nil, errors.New("the API server timed out")
+			}
+			f.dyn.PrependReactor("patch", failing, reactor)
+			f.meta.PrependReactor("patch", failing, reactor)
+			if o := f.ctl.Sync(t.Context(), passHome); o.Err == nil || !o.Retry {
+				t.Errorf("the failed release: %+v, want an error to retry", o)
+			}
+			for _, a := range f.dyn.Actions() {
+				if a.GetVerb() == "patch" && a.GetResource().Resource == "dynamicprefixes" {
+					t.Fatalf("the finalizer was removed although %s still holds our entries", failing)
+				}
+			}
+			fail = false
+			f.catchUp()
+			if got := f.sync(passHome); !slices.Contains(got, "patch dynamicprefixes home") || !slices.Contains(got, "patch "+failing+" "+map[string]string{
+				"ciliumloadbalancerippools": "lb", "services": "web"}[failing]) {
+				t.Errorf("the retry wrote %q, want the release, then the finalizer", got)
+			}
+		})
 	}
 }
 

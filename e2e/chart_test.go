@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +103,9 @@ func TestChartRendersTheManifests(t *testing.T) {
 	}
 	want := objects(t, kust)
 	delete(want, "Namespace /"+world.Namespace)
-	out, err := render(t, helm, repo, "")
+	// The manifests' images (the release's install.yaml rewrites them); the
+	// chart's defaults are the release's own: TestThePackagedChartPullsWhatTheReleasePushes.
+	out, err := render(t, helm, repo, localImages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +176,9 @@ func differences(path string, a, b any) []string {
 	}
 	return []string{fmt.Sprintf("  %s: %v vs %v", path, a, b)}
 }
+
+// localImages are the values naming the images manifests/ names.
+const localImages = "agent: {image: {repository: renumber/agent, tag: dev}}\nwriter: {image: {repository: renumber/writer, tag: dev}}\n"
 
 // everything switches every option of the chart on.
 const everything = `
@@ -248,5 +254,53 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 				t.Errorf("%s: args %q lack %q", k, got, a)
 			}
 		}
+	}
+}
+
+// TestThePackagedChartPullsWhatTheReleasePushes: the chart as the release
+// workflow packages it (helm package --version V --app-version V) renders
+// the images that workflow pushes, ghcr.io/<owner>/renumber-<name>:V for the
+// repository's owner, renumber - read from .github/workflows/release.yml, not
+// restated here.
+func TestThePackagedChartPullsWhatTheReleasePushes(t *testing.T) {
+	helm, repo := helmBin(t)
+	wf, err := os.ReadFile(filepath.Join(repo, ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := regexp.MustCompile(`REGISTRY: (.+)`).FindSubmatch(wf)
+	ref := regexp.MustCompile(`ref="(\$REGISTRY/[^"]+)"`).FindSubmatch(wf)
+	if registry == nil || ref == nil {
+		t.Fatalf("release.yml names no REGISTRY or pushed ref")
+	}
+	pushed := func(name string) string {
+		r := strings.NewReplacer("$REGISTRY", strings.ReplaceAll(string(registry[1]), "${{ github.repository_owner }}", "renumber"),
+			"$name", name, "$version", "1.2.3")
+		return r.Replace(string(ref[1]))
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command(helm, "package", filepath.Join(repo, "charts", "renumber"), "--version", "1.2.3", "--app-version", "1.2.3", "-d", dir).CombinedOutput(); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, out)
+	}
+	out, err := exec.Command(helm, "template", "renumber", filepath.Join(dir, "renumber-1.2.3.tgz"), "-n", world.Namespace,
+		"--kube-version", "1.35.0", "--set", "shadow.enabled=true").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, name := range map[string]string{"DaemonSet renumber-system/renumber-agent": "agent",
+		"Deployment renumber-system/renumber-writer": "writer", "Deployment renumber-system/renumber-shadow": "writer"} {
+		o := objects(t, out)[k]
+		cs, _, _ := unstructured.NestedSlice(o, "spec", "template", "spec", "containers")
+		if len(cs) == 0 {
+			t.Errorf("%s: not rendered", k)
+			continue
+		}
+		if got, want := cs[0].(map[string]any)["image"], pushed(name); got != want {
+			t.Errorf("%s pulls %v, the release pushes %s", k, got, want)
+		}
+	}
+	// A global section (an umbrella chart's) is accepted.
+	if _, err := render(t, helm, repo, "global: {imageRegistry: registry.example.org}\n"); err != nil {
+		t.Errorf("global refused: %v", err)
 	}
 }

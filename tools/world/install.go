@@ -53,6 +53,11 @@ func (w *World) InstallKustomize(ctx context.Context) error {
 	return w.API.ApplyYAML(ctx, out)
 }
 
+// LocalImages are the chart values that name the images built here (what
+// manifests/ names), instead of the release's.
+var LocalImages = []string{"agent.image.repository=renumber/agent", "agent.image.tag=dev",
+	"writer.image.repository=renumber/writer", "writer.image.tag=dev"}
+
 // InstallHelm installs charts/renumber with `helm install` (the pinned Helm,
 // make helm) into renumber-system, created first as the README says, with the
 // chart's values set by sets ("key=value").
@@ -71,7 +76,9 @@ func (w *World) InstallHelm(ctx context.Context, sets ...string) error {
 	}
 	argv := []string{helm, "install", "renumber", filepath.Join(w.repo, "charts", "renumber"), "--namespace", Namespace,
 		"--kubeconfig", w.API.AdminFile}
-	for _, s := range sets {
+	// The images the nodes hold (built offline, make node-images), not the
+	// release's on ghcr.io: the same names the manifests use.
+	for _, s := range append(LocalImages, sets...) {
 		argv = append(argv, "--set", s)
 	}
 	return run(ctx, argv...)

@@ -11,6 +11,8 @@
 {{ .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) }}
 {{- end -}}
 
+{{/* An image: by digest when one is given, else by tag (the chart's
+appVersion when empty: a packaged release pulls the images it pushed). */}}
 {{- define "renumber.image" -}}
-{{ .repository }}:{{ .tag }}
+{{ .image.repository }}{{ with .image.digest }}@{{ . }}{{ else }}:{{ .image.tag | default .root.Chart.AppVersion }}{{ end }}
 {{- end -}}

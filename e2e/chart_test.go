@@ -304,3 +304,26 @@ func TestThePackagedChartPullsWhatTheReleasePushes(t *testing.T) {
 		t.Errorf("global refused: %v", err)
 	}
 }
+
+// TestChartOptionsRenderWholeRBAC: options that move or drop objects keep
+// the RBAC they need: the Cilium Role follows writer.ciliumNamespace; the
+// shadow, which binds the reader role, renders it without reader.enabled.
+func TestChartOptionsRenderWholeRBAC(t *testing.T) {
+	helm, repo := helmBin(t)
+	out, err := render(t, helm, repo, "writer: {ciliumNamespace: cilium}\nreader: {enabled: false}\nshadow: {enabled: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	for _, k := range []string{"Role cilium/renumber-writer-cilium", "RoleBinding cilium/renumber-writer-cilium",
+		"RoleBinding cilium/renumber-shadow-cilium", "ClusterRole /renumber-reader"} {
+		if objs[k] == nil {
+			t.Errorf("%s not rendered", k)
+		}
+	}
+	for k := range objs {
+		if strings.Contains(k, " kube-system/") {
+			t.Errorf("%s rendered in kube-system, Cilium runs in cilium", k)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,4 +197,41 @@ func statusAs(t *testing.T, id *world.Identity) string {
 		t.Fatalf("renumber-status: %v", err)
 	}
 	return string(out)
+}
+
+// TestKubectlRenumberHelp: what a user types first, through kubectl itself
+// (the plugin found on PATH): --help, -h and no command print the usage and
+// succeed; each command's --help succeeds; an unknown command fails with 2.
+func TestKubectlRenumberHelp(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("no kubectl on PATH")
+	}
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(kubectl, append([]string{"renumber"}, args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return string(out), exit.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {}, {"help"}} {
+		out, code := run(args...)
+		if code != 0 || !strings.Contains(out, "kubectl renumber status") || !strings.Contains(out, "kubectl renumber handover") {
+			t.Errorf("kubectl renumber %q: exit %d\n%s", args, code, out)
+		}
+	}
+	for cmd, flag := range map[string]string{"status": "-kubeconfig", "handover": "-target-keys"} {
+		if out, code := run(cmd, "--help"); code != 0 || !strings.Contains(out, flag) {
+			t.Errorf("kubectl renumber %s --help: exit %d\n%s", cmd, code, out)
+		}
+	}
+	if _, code := run("bogus"); code != 2 {
+		t.Errorf("an unknown command: exit %d, want 2", code)
+	}
 }

@@ -46,8 +46,27 @@ type options struct {
 	pipeline                             pipeline.Options
 }
 
+// usage is `kubectl renumber --help`.
+const usage = `kubectl renumber - what renumber does with your IPv6 prefixes
+
+Usage:
+  kubectl renumber status [flags]     each DynamicPrefix: the current prefix and why,
+                                      the nodes' votes, draining prefixes, whether every
+                                      pool and Service holds what it should, the leader
+  kubectl renumber handover [flags]   hand what renumber wrote back to the existing
+                                      operator (dynamic-prefix.io), before switching back
+
+Run "kubectl renumber <command> --help" for a command's flags.
+`
+
 func main() {
 	args := os.Args[1:]
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+			fmt.Print(usage)
+			return
+		}
+	}
 	if len(args) > 0 && args[0] == "handover" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		err := runHandover(ctx, os.Stdout, args[1:])
@@ -64,7 +83,7 @@ func main() {
 	case len(args) > 0 && args[0] == "status":
 		args = args[1:]
 	case strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-"):
-		fmt.Fprintln(os.Stderr, "usage: kubectl renumber status|handover [flags] (see --help)")
+		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", args[0], usage)
 		os.Exit(2)
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {

@@ -6,9 +6,11 @@
 {{- end -}}
 {{- end -}}
 
-{{/* The shipped manifests, with the namespace the release is installed in. */}}
+{{/* The shipped manifests, with the namespace the release is installed in,
+and Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
+files) as writer.ciliumNamespace says. */}}
 {{- define "renumber.file" -}}
-{{ .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) }}
+{{ .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) }}
 {{- end -}}
 
 {{/* An image: by digest when one is given, else by tag (the chart's

@@ -48,6 +48,7 @@ type results struct {
 	ScaleAt  string            `json:"scaleMeasuredAt,omitempty"`
 	Scale    []scaleRow        `json:"scale,omitempty"`
 	Soak     *soak             `json:"soak,omitempty"`
+	Burst    *burst            `json:"burst,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -82,7 +83,7 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size or soak (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak or burst (default all)")
 	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
@@ -92,7 +93,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -127,6 +128,14 @@ func main() {
 		}
 		r.Soak = s
 	}
+	if *only == "" || *only == "burst" {
+		b, err := runBurst(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Burst = b
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -148,7 +157,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst",
 }
 
 func progress(format string, args ...any) {
@@ -178,7 +187,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" {
+	if only == "scale" || only == "soak" || only == "burst" {
 		return nil
 	}
 	agentBin, err := world.Bin("agent")
@@ -612,6 +621,9 @@ func write(r *results, dir string) error {
 	}
 	if r.Soak != nil {
 		writeSoak(&b, r.Soak)
+	}
+	if r.Burst != nil {
+		writeBurst(&b, r.Burst)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

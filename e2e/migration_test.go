@@ -80,6 +80,7 @@ func operatorObjects(t *testing.T, w *world.World) {
 		"spec": map[string]any{
 			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
 			"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+			"subnets":       []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 112, "bgp": map[string]any{"advertise": true}}},
 			"transition":    map[string]any{"mode": "ha"},
 		},
 	})
@@ -104,6 +105,29 @@ func operatorObjects(t *testing.T, w *world.World) {
 			dynamicprefix.AnnotationManagedBlock: "range=" + rangeOf(b) + ",range=" + rangeOf(a)}},
 		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}, rng(b), rng(a)}},
 	})
+	// The subnet's pool, and the advertisement that operator created for
+	// it (its name, labels and controller reference; the spec it builds).
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "svc", "annotations": map[string]any{
+			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "svc",
+			"dynamic-prefix.io/managed-blocks": "cidr=" + subnetOf(b) + ",cidr=" + subnetOf(a)}},
+		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.128/25"},
+			map[string]any{"cidr": subnetOf(b)}, map[string]any{"cidr": subnetOf(a)}}},
+	})
+	yes := true
+	advert := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+		"metadata": map[string]any{"name": "dp-home-svc", "labels": map[string]any{
+			"app.kubernetes.io/managed-by": "dynamic-prefix-operator", "dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "svc"}},
+		"spec": map[string]any{"advertisements": []any{map[string]any{
+			"advertisementType": "Service", "service": map[string]any{"addresses": []any{"LoadBalancerIP"}}}}},
+	}}
+	advert.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "dynamic-prefix.io/v1alpha1", Kind: "DynamicPrefix",
+		Name: "home", UID: dp.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	if _, err := w.API.Dynamic.Resource(advertGVR).Create(ctx, advert, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	apply(t, w, groupGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
 		"metadata": map[string]any{"name": "home-net", "annotations": map[string]any{
@@ -241,7 +265,10 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if n := slices.Index(perObject, "delete ippools "+operatorSibling("home-v6", prefixA.String())+" 200"); n < 0 {
 		t.Errorf("the operator's sibling for A was not deleted: %q", perObject)
 	}
-	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumcidrgroups home-net", "services web",
+	if got := blocks(t, w, "svc"); !slices.Equal(got, []string{"192.0.2.128/25", subnetOf(c), subnetOf(b)}) {
+		t.Errorf("the subnet's pool after C: %q", got)
+	}
+	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumloadbalancerippools svc", "ciliumcidrgroups home-net", "services web",
 		"ipaddresspools home", "configmaps kubevip", "ippools home-v6", "ippools " + calico.SiblingName("home-v6", b)} {
 		n := 0
 		for _, wr := range perObject {
@@ -280,6 +307,12 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if l := get(t, w, ippoolGVR, operatorSibling("home-v6", b)).GetLabels(); l["app.kubernetes.io/managed-by"] != "dynamic-prefix-operator" || l["dynamic-prefix.io/parent-pool"] != "home-v6" {
 		t.Errorf("handed-back sibling labels %v", l)
 	}
+	// The advertisement is still the one that operator created: adopted,
+	// never duplicated.
+	if list, err := w.API.Dynamic.Resource(advertGVR).List(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) != 1 ||
+		list.Items[0].GetName() != "dp-home-svc" || list.Items[0].GetLabels()["app.kubernetes.io/managed-by"] != "dynamic-prefix-operator" {
+		t.Errorf("advertisements after the way back: %v %v", list, err)
+	}
 
 	// Back to renumber (the status, and web's GA key again: the handover
 	// was to a v0.0.17 that writes the alpha key alone), then delete:
@@ -316,6 +349,12 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	}
 	backendsHold(t, w, "the user's entries alone", []string{"192.0.2.10-192.0.2.20"},
 		map[string]string{"home-v6": prefixC.String()}, "192.0.2.128/28")
+	if got := blocks(t, w, "svc"); !slices.Equal(got, []string{"192.0.2.128/25"}) {
+		t.Errorf("the subnet's pool after delete %q", got)
+	}
+	if list, err := w.API.Dynamic.Resource(advertGVR).List(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("advertisements left after delete: %v %v", list, err)
+	}
 }
 
 // backendsHold waits until the MetalLB pool, the Calico IPPools and the

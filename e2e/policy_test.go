@@ -94,6 +94,14 @@ func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
 		"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "metadata": map[string]any{"name": "users"},
 		"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "PodCIDR"}}},
 	})
+	// The existing operator's advertisements, which the writer adopts.
+	for _, name := range []string{"dp-home-svc", "dp-home-old"} {
+		apply(t, w, advertGVR, map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "metadata": map[string]any{"name": name,
+				"labels": map[string]any{"app.kubernetes.io/managed-by": "dynamic-prefix-operator", "dynamic-prefix.io/name": "home"}},
+			"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "Service"}}},
+		})
+	}
 	if _, err := w.API.Dynamic.Resource(addressPools).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
 		"metadata": map[string]any{"name": "mlb", "namespace": "default"},
@@ -153,24 +161,32 @@ func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
 	if err := do(write{ipPools, "", "user-1", "delete"}); err != nil {
 		t.Errorf("deleting its own sibling: %v", err)
 	}
+	if err := do(write{advertGVR, "", "dp-home-svc", `{"spec":{"advertisements":[{"advertisementType":"Service","service":{"addresses":["LoadBalancerIP"]}}]}}`}); err != nil {
+		t.Errorf("the spec of the existing operator's advertisement: %v", err)
+	}
+	if err := do(write{advertGVR, "", "dp-home-old", "delete"}); err != nil {
+		t.Errorf("deleting the existing operator's advertisement: %v", err)
+	}
 
 	refused := map[string]write{
-		"a Service's ports":                {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
-		"a Service's label":                {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a Service's user annotation":      {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
-		"a Service's name annotation":      {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
-		"a Service deleted":                {svc, "default", "web", "delete"},
-		"a pool's selector":                {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
-		"a pool disabled":                  {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
-		"a pool's label":                   {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a pool's name annotation":         {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a MetalLB pool's autoAssign":      {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
-		"a Calico pool's NAT":              {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
-		"a Calico pool taken over":         {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"a Calico pool deleted":            {ipPools, "", "user", "delete"},
-		"an unlabelled pool created":       {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
-		"the user's advertisement":         {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
-		"the user's advertisement deleted": {advertGVR, "", "users", "delete"},
+		"a Service's ports":                       {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
+		"a Service's label":                       {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Service's user annotation":             {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Service's name annotation":             {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
+		"a Service deleted":                       {svc, "default", "web", "delete"},
+		"a pool's selector":                       {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
+		"a pool disabled":                         {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
+		"a pool's label":                          {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's name annotation":                {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a MetalLB pool's autoAssign":             {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
+		"a Calico pool's NAT":                     {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
+		"a Calico pool taken over":                {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"a Calico pool deleted":                   {ipPools, "", "user", "delete"},
+		"an unlabelled pool created":              {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
+		"the user's advertisement":                {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
+		"the user's advertisement deleted":        {advertGVR, "", "users", "delete"},
+		"the operator's advertisement relabelled": {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"the operator's advertisement annotated":  {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
 		if err := do(refused[name]); !denied(err) {

@@ -8,13 +8,16 @@ import (
 	"io"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/handover"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -29,8 +32,9 @@ and before starting that operator. Pools need nothing (renumber writes their
 records in that operator's formats); this rewrites each DynamicPrefix's
 status.history in the shape that operator reads (draining prefixes only,
 oldest first), replaces each Calico IPPool renumber created for a draining
-prefix by the one that operator finds (its name and labels, the same spec),
-and hands back the DNS target keys it does not write.
+prefix, and each CiliumBGPAdvertisement, by the one that operator finds (its
+name and labels, the same spec), and hands back the DNS target keys it does
+not write.
 `
 
 // runHandover is `kubectl renumber handover`.
@@ -84,6 +88,9 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))
 	}
 	if err := handBackSiblings(ctx, out, dyn, core.Discovery(), *dry); err != nil {
+		return err
+	}
+	if err := handBackAdvertisements(ctx, out, dyn, core.Discovery(), dps.Items, *dry); err != nil {
 		return err
 	}
 	svcs, err := core.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -142,6 +149,45 @@ func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface,
 			return fmt.Errorf("IPPool %s (replacing %s, which is deleted: create it by hand from %s's spec): %w", back.GetName(), ours.GetName(), ours.GetName(), err)
 		}
 		fmt.Fprintf(out, "ippool/%s: replaced by ippool/%s, as that operator names and labels it\n", ours.GetName(), back.GetName())
+	}
+	return nil
+}
+
+// handBackAdvertisements replaces each CiliumBGPAdvertisement renumber
+// created by the one the existing operator looks up: the new one is created
+// first, then ours deleted, so the routes stay advertised.
+func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backend.Discovery, dps []unstructured.Unstructured, dry bool) error {
+	_, gvr, err := cilium.Discover(disc)
+	if err != nil || gvr.Resource == "" {
+		return err
+	}
+	var dryRun []string
+	if dry {
+		dryRun = []string{metav1.DryRunAll}
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for i := range dps {
+		byName[dps[i].GetName()] = &dps[i]
+	}
+	adverts, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing CiliumBGPAdvertisements: %w", err)
+	}
+	for i := range adverts.Items {
+		ours := &adverts.Items[i]
+		back := handover.Advertisement(ours, byName[ours.GetLabels()[dynamicprefix.AnnotationName]])
+		if back == nil {
+			continue
+		}
+		if _, err := dyn.Resource(gvr).Create(ctx, back, metav1.CreateOptions{FieldManager: "renumber-handover", DryRun: dryRun}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("CiliumBGPAdvertisement %s: %w", back.GetName(), err)
+		}
+		rv := ours.GetResourceVersion()
+		if err := dyn.Resource(gvr).Delete(ctx, ours.GetName(), metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &rv}, DryRun: dryRun}); err != nil {
+			return fmt.Errorf("CiliumBGPAdvertisement %s: %w", ours.GetName(), err)
+		}
+		fmt.Fprintf(out, "ciliumbgpadvertisement/%s: replaced by ciliumbgpadvertisement/%s, as that operator names and labels it\n", ours.GetName(), back.GetName())
 	}
 	return nil
 }

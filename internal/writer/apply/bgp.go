@@ -48,12 +48,16 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			out = append(out, write.Final(fmt.Errorf("%w: %w", spec.ErrInvalid, err)))
 			continue
 		}
-		want[a.Name] = true
-		names[s.Name] = a.Name
 		var live *unstructured.Unstructured
 		if o, ok, _ := bgp.GetByKey(a.Name); ok {
 			live = o.(*unstructured.Unstructured)
+		} else if o, ok, _ := bgp.GetByKey("dp-" + m.Name + "-" + s.Name); ok && cilium.Adopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
+			// The existing operator's: written in place, no second one.
+			live = o.(*unstructured.Unstructured)
+			a = cilium.Adopt(a, live)
 		}
+		want[a.Name] = true
+		names[s.Name] = a.Name
 		self := write.Object{Resource: "ciliumbgpadvertisements", Name: a.Name}
 		if _, ok := w.adverts.Get(self, ""); ok && live == nil {
 			continue // created; the cache has not shown it yet
@@ -92,14 +96,15 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 	return names, append(out, w.deleteAdvertisements(ctx, bgp, gvr, m.Name, want)...)
 }
 
-// deleteAdvertisements deletes the CiliumBGPAdvertisements we made for dp
-// that keep does not name.
+// deleteAdvertisements deletes the CiliumBGPAdvertisements we (or the
+// existing operator) made for dp that keep does not name.
 func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
 	var out write.Outcomes
 	for _, o := range bgp.List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
-		if l[cilium.LabelManagedBy] != cilium.ManagedBy || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
+		ours := l[cilium.LabelManagedBy] == cilium.ManagedBy || cilium.Adopted(live, dp, l[cilium.LabelSubnet])
+		if !ours || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
 			continue
 		}
 		self := write.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}

@@ -93,6 +93,27 @@ func RenderAdvertisement(dp string, s spec.Subnet, poolSelector map[string]any) 
 	}, nil
 }
 
+// OperatorManagedBy is the managed-by label of the advertisements the existing
+// operator creates, one per advertised subnet, named "dp-<dp>-<subnet>" and
+// labelled with the DynamicPrefix and the subnet.
+const OperatorManagedBy = "dynamic-prefix-operator"
+
+// Adopted reports whether live is the advertisement the existing operator
+// created for dp's subnet.
+func Adopted(live *unstructured.Unstructured, dp, subnet string) bool {
+	l := live.GetLabels()
+	return live.GetName() == "dp-"+dp+"-"+subnet && l[LabelManagedBy] == OperatorManagedBy &&
+		l[dynamicprefix.AnnotationName] == dp && l[LabelSubnet] == subnet
+}
+
+// Adopt makes a the advertisement live, which the existing operator created
+// (Adopted): its name, and its labels as they are (the user's
+// CiliumBGPPeerConfig may select them), so that only the spec is ours.
+func Adopt(a Advertisement, live *unstructured.Unstructured) Advertisement {
+	a.Name, a.Labels = live.GetName(), live.GetLabels()
+	return a
+}
+
 // SameAdvertisement reports whether live already is a.
 func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
 	spec, _, _ := unstructured.NestedMap(live.Object, "spec")

@@ -14,6 +14,9 @@
 //     (the parent's, then the first 8 hex digits of the CIDR's SHA-256) and
 //     labels: ours it would neither see nor ever delete, so each is
 //     replaced by the one it would have created;
+//   - it looks up its CiliumBGPAdvertisement of a subnet by its own name
+//     ("dp-<dp>-<subnet>") and labels: ours would stay beside the one it
+//     creates, so each is replaced by the one it would have created;
 //   - a target key it does not write (external-dns.kubernetes.io/target
 //     before its v0.0.18) would keep an address it never moves: our entries
 //     there are released.
@@ -33,6 +36,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
 )
@@ -125,5 +129,28 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 		calico.LabelParentPool:       parent,
 		dynamicprefix.AnnotationName: u.GetLabels()[dynamicprefix.AnnotationName],
 	})
+	return out
+}
+
+// Advertisement returns, for a CiliumBGPAdvertisement renumber created, the
+// one the existing operator would have created in its place: its name and
+// labels, the same spec, owned by the DynamicPrefix dp (as its controller).
+// nil for any other advertisement. Create the result, then delete u: the
+// routes are advertised throughout.
+func Advertisement(u, dp *unstructured.Unstructured) *unstructured.Unstructured {
+	l := u.GetLabels()
+	name, subnet := l[dynamicprefix.AnnotationName], l[cilium.LabelSubnet]
+	if l[cilium.LabelManagedBy] != cilium.ManagedBy || name == "" || subnet == "" || dp == nil || dp.GetName() != name {
+		return nil
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName("dp-" + name + "-" + subnet)
+	out.SetLabels(map[string]string{cilium.LabelManagedBy: cilium.OperatorManagedBy, dynamicprefix.AnnotationName: name, cilium.LabelSubnet: subnet})
+	yes := true
+	out.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dp.GetAPIVersion(), Kind: dp.GetKind(), Name: dp.GetName(), UID: dp.GetUID(),
+		Controller: &yes, BlockOwnerDeletion: &yes}})
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/aggregate"
 	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/spec"
@@ -170,5 +171,37 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 	}
 	if Sibling(back) != nil || Sibling(parent) != nil {
 		t.Error("the operator's own sibling and the annotated pool are not ours to replace")
+	}
+}
+
+func TestOurAdvertisementIsReplacedByTheOneTheOperatorLooksUp(t *testing.T) {
+	dp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "home", "uid": "u-1"}}}
+	a, err := cilium.RenderAdvertisement("home", spec.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "spec": a.Spec}}
+	ours.SetName(a.Name)
+	ours.SetLabels(a.Labels)
+	back := Advertisement(ours, dp)
+	if back == nil {
+		t.Fatal("not handed back")
+	}
+	// What the existing operator reads: its name, its three labels, its
+	// controller reference to the DynamicPrefix.
+	l := back.GetLabels()
+	if back.GetName() != "dp-home-svc" || len(l) != 3 || l["app.kubernetes.io/managed-by"] != "dynamic-prefix-operator" ||
+		l["dynamic-prefix.io/name"] != "home" || l["dynamic-prefix.io/subnet"] != "svc" {
+		t.Errorf("handed back %s %v", back.GetName(), l)
+	}
+	if o := back.GetOwnerReferences(); len(o) != 1 || o[0].UID != "u-1" || o[0].Controller == nil || !*o[0].Controller {
+		t.Errorf("owners %v", o)
+	}
+	if !cmp.Equal(back.Object["spec"], ours.Object["spec"]) {
+		t.Errorf("spec %v", back.Object["spec"])
+	}
+	if Advertisement(back, dp) != nil {
+		t.Error("the operator's own advertisement is not ours to replace")
 	}
 }

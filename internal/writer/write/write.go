@@ -100,7 +100,7 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 // the budget like any other.
 func (g *Gate) Decide(dp, decision string) {
 	if _, refused := g.Breaker.Decide(dp, decision, g.Clock.Now()); refused {
-		g.Log.Warn(dp+": real changes come faster than the decision budget; their writes count against the write budget")
+		g.Log.Warn(dp + ": real changes come faster than the decision budget; their writes count against the write budget")
 	}
 }
 

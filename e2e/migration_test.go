@@ -172,11 +172,22 @@ func operatorObjects(t *testing.T, w *world.World) {
 		service.AnnotationManagedIPs:  operatorAddr(b) + "," + operatorAddr(a),
 		service.AnnotationTargetAlpha: operatorAddr(b), service.AnnotationManagedTarget: operatorAddr(b),
 	})
+	// As its v0.0.18 and later write a Service: the target under both keys.
+	api := func(p string) string { return strings.Replace(operatorAddr(p), "ffff:0:1", "ffff:0:2", 1) }
+	createService(t, w, "api", map[string]string{
+		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
+		service.AnnotationIPs:         "192.0.2.9," + api(b) + "," + api(a),
+		service.AnnotationManagedIPs:  api(b) + "," + api(a),
+		service.AnnotationTargetAlpha: api(b), "external-dns.kubernetes.io/target": api(b),
+		service.AnnotationManagedTarget: api(b),
+	})
 }
 
 // TestSwitchingFromTheExistingOperator: renumber takes over a cluster whose
-// objects the existing operator wrote, as the README says (the old operator
-// stopped, renumber started): one status write and no other; a renumbering
+// objects the existing operator wrote, on every backend, as the README says
+// (the old operator stopped, renumber started): one status write, and one
+// write to the Service its v0.0.17 wrote (to add the GA DNS key; none to the
+// one its v0.0.18 wrote, nor to any pool or advertisement); a renumbering
 // then releases the entries that operator wrote once their prefix expires;
 // the way back (kubectl renumber handover) leaves a status that operator
 // reads right; deleting the DynamicPrefix releases it and its finalizer.
@@ -268,7 +279,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if got := blocks(t, w, "svc"); !slices.Equal(got, []string{"192.0.2.128/25", subnetOf(c), subnetOf(b)}) {
 		t.Errorf("the subnet's pool after C: %q", got)
 	}
-	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumloadbalancerippools svc", "ciliumcidrgroups home-net", "services web",
+	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumloadbalancerippools svc", "ciliumcidrgroups home-net", "services web", "services api",
 		"ipaddresspools home", "configmaps kubevip", "ippools home-v6", "ippools " + calico.SiblingName("home-v6", b)} {
 		n := 0
 		for _, wr := range perObject {
@@ -324,7 +335,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		return len(st.History) > 0 && st.History[0].Prefix == c && condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.History)
 	})
 	settleWrites()
-	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services web 200"}; !slices.Equal(got, want) {
+	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services api 200", "patch services web 200"}; !slices.Equal(got, want) {
 		t.Errorf("switching again wrote %q, want %q", got, want)
 	}
 	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
@@ -346,6 +357,9 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	}
 	if s.Annotations[service.AnnotationIPs] != "192.0.2.7" {
 		t.Errorf("web after delete: %v", s.Annotations)
+	}
+	if s, err := w.API.Client.CoreV1().Services("default").Get(t.Context(), "api", metav1.GetOptions{}); err != nil || s.Annotations[service.AnnotationIPs] != "192.0.2.9" {
+		t.Errorf("api after delete: %v %v", s, err)
 	}
 	backendsHold(t, w, "the user's entries alone", []string{"192.0.2.10-192.0.2.20"},
 		map[string]string{"home-v6": prefixC.String()}, "192.0.2.128/28")

@@ -35,6 +35,7 @@ import (
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/version"
 )
 
 type links []string
@@ -59,7 +60,12 @@ func main() {
 	flag.BoolVar(&cfg.KeepOmitted, "keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
 	newLog := logs.Flags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("agent " + version.Get().String())
+		return
+	}
 	log, err := newLog()
 	if err == nil && *nodeName == "" {
 		err = errors.New("--node-name (or $NODE_NAME) is required")

@@ -23,6 +23,7 @@ import (
 	"github.com/renumber/renumber/internal/logs"
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/version"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/event"
 	"github.com/renumber/renumber/internal/writer/kube"
@@ -48,7 +49,12 @@ func main() {
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
 	newLog := logs.Flags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("writer " + version.Get().String())
+		return
+	}
 	log, err := newLog()
 	if err == nil {
 		err = errors.Join(o.election.Validate(), o.pipeline.Validate())

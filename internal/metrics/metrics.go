@@ -162,7 +162,7 @@ type Registry struct{ collectors []Collector }
 // NewRegistry returns a registry of the Go runtime's and the process's metrics
 // and cs.
 func NewRegistry(cs ...Collector) *Registry {
-	return &Registry{collectors: append([]Collector{Go(), Process()}, cs...)}
+	return &Registry{collectors: append([]Collector{Go(), Process(), buildInfo()}, cs...)}
 }
 
 // Text renders every collector's samples in the text exposition format, families

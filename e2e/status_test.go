@@ -48,19 +48,36 @@ func statusIdentity(t *testing.T, w *world.World) *world.Identity {
 	return id
 }
 
-// status runs kubectl renumber status as id with args.
+// status runs kubectl renumber status as id with args; it must succeed (exit
+// 0: everything in sync, nothing Degraded).
 func status(t *testing.T, id *world.Identity, args ...string) string {
+	t.Helper()
+	out, code := statusExit(t, id, args...)
+	if code != 0 {
+		t.Fatalf("kubectl renumber status %q: exit %d", args, code)
+	}
+	return out
+}
+
+// statusExit runs kubectl renumber status as id with args and returns its
+// output and exit status: 0, or 3 when something is Degraded or not in sync
+// (anything else fails the test).
+func statusExit(t *testing.T, id *world.Identity, args ...string) (string, int) {
 	t.Helper()
 	argv := append([]string{"status", "--kubeconfig", id.Kubeconfig}, args...)
 	out, err := exec.Command(filepath.Join(binaries(t), "kubectl-renumber"), argv...).Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("kubectl renumber %s: %v\n%s", strings.Join(argv, " "), err, stderr)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee) && ee.ExitCode() == 3:
+		return string(out), 3
+	case errors.As(err, &ee):
+		t.Fatalf("kubectl renumber %s: %v\n%s", strings.Join(argv, " "), err, ee.Stderr)
+	default:
+		t.Fatalf("kubectl renumber %s: %v", strings.Join(argv, " "), err)
 	}
-	return string(out)
+	return "", 0
 }
 
 func statusJSON(t *testing.T, id *world.Identity) inspect.Report {
@@ -164,6 +181,10 @@ func TestStatusCommand(t *testing.T) {
 	if _, err := w.API.Dynamic.Resource(poolGVR).Patch(ctx, "lb", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// kubectl renumber status says so with its exit status too.
+	if _, code := statusExit(t, id); code != 3 {
+		t.Errorf("a pool not in sync: exit %d, want 3", code)
+	}
 	text := statusAs(t, id)
 	flat := strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{
@@ -193,7 +214,8 @@ func statusAs(t *testing.T, id *world.Identity) string {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(link, "--kubeconfig", id.Kubeconfig).Output()
-	if err != nil {
+	var ee *exec.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 3) {
 		t.Fatalf("renumber-status: %v", err)
 	}
 	return string(out)

@@ -57,7 +57,15 @@ Usage:
                                       operator (dynamic-prefix.io), before switching back
 
 Run "kubectl renumber <command> --help" for a command's flags.
+
+Exit status of status (without --watch): 0 when every object is in sync and no
+DynamicPrefix is Degraded, 3 when one is not (the problems are listed on
+stderr), 1 when the cluster could not be read, 2 for a usage error.
 `
+
+// exitProblems is kubectl renumber status's exit status when something is
+// Degraded or out of sync.
+const exitProblems = 3
 
 func main() {
 	args := os.Args[1:]
@@ -116,27 +124,36 @@ func main() {
 	klog.SetSlogLogger(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Stdout, log, o); err != nil && ctx.Err() == nil {
+	problems, err := run(ctx, os.Stdout, log, o)
+	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "renumber status:", err)
 		os.Exit(1)
 	}
+	if len(problems) > 0 && !o.watch {
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, "renumber status:", p)
+		}
+		os.Exit(exitProblems)
+	}
 }
 
-func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error {
+// run prints the report (again on every change with --watch) and returns
+// the problems of the last one.
+func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]string, error) {
 	base, err := restConfig(o.kubeconfig, "renumber-status")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A gate that never opens: whatever the pipeline would write is refused
 	// before it leaves.
 	ro := kube.Counted(base, requests.NewCounter("status"), &election.Gate{})
 	cl, err := kube.NewClients(ro)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	leases, err := coordinationv1.NewForConfig(ro)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	clk := clock.RealClock{}
 	o.pipeline.DryRun = true
@@ -146,10 +163,10 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error 
 	select {
 	case ok := <-synced:
 		if !ok {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	case <-time.After(o.timeout):
-		return fmt.Errorf("nothing read after %s: can this identity read what the writer reads (the renumber-reader role)?", o.timeout)
+		return nil, fmt.Errorf("nothing read after %s: can this identity read what the writer reads (the renumber-reader role)?", o.timeout)
 	}
 
 	var last []byte
@@ -164,23 +181,23 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) error 
 			err = r.Text(&b, clk.Now())
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !bytes.Equal(b.Bytes(), last) || !o.watch {
 			if last != nil && o.output == "text" {
 				fmt.Fprintf(out, "\n--- %s\n", clk.Now().Format(time.TimeOnly))
 			}
 			if _, err := out.Write(b.Bytes()); err != nil {
-				return err
+				return nil, err
 			}
 			last = b.Bytes()
 		}
 		if !o.watch {
-			return nil
+			return r.Problems(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return r.Problems(), nil
 		case <-time.After(o.interval):
 		}
 	}

@@ -256,3 +256,23 @@ func list(v []string) string {
 	}
 	return strings.Join(v, ", ")
 }
+
+// Problems lists what keeps r from being healthy: a DynamicPrefix whose
+// Degraded condition is True, an object not as the writer would write it.
+// None: everything is in sync (kubectl renumber status exits 0).
+func (r Report) Problems() []string {
+	var out []string
+	for _, dp := range r.DynamicPrefixes {
+		for _, c := range dp.Conditions {
+			if c.Type == "Degraded" && c.Status == "True" {
+				out = append(out, fmt.Sprintf("%s is Degraded (%s)", dp.Name, c.Reason))
+			}
+		}
+		for _, o := range dp.Objects {
+			if !o.InSync {
+				out = append(out, fmt.Sprintf("%s: %s is not in sync", dp.Name, o.Object))
+			}
+		}
+	}
+	return out
+}

@@ -143,3 +143,20 @@ func TestTheDHCPv6ClientNodeIsShown(t *testing.T) {
 		t.Errorf("text lacks the client's node:\n%s", text.String())
 	}
 }
+
+func TestProblemsAreDegradedAndOutOfSyncOnly(t *testing.T) {
+	in := Object{Follower: Follower{Object: "ciliumloadbalancerippools/lb"}, InSync: true}
+	out := Object{Follower: Follower{Object: "services/default/web"}}
+	r := Report{DynamicPrefixes: []DynamicPrefix{
+		{Name: "home", Conditions: []Condition{{Type: "Degraded", Status: "False", Reason: "Healthy"}, {Type: "PoolsSynced", Status: "True"}}, Objects: []Object{in}},
+	}}
+	if p := r.Problems(); len(p) != 0 {
+		t.Errorf("a healthy report has problems %q", p)
+	}
+	r.DynamicPrefixes = append(r.DynamicPrefixes, DynamicPrefix{Name: "lab",
+		Conditions: []Condition{{Type: "Degraded", Status: "True", Reason: "WriteBudgetExceeded"}}, Objects: []Object{in, out}})
+	want := []string{"lab is Degraded (WriteBudgetExceeded)", "lab: services/default/web is not in sync"}
+	if p := r.Problems(); !slices.Equal(p, want) {
+		t.Errorf("problems %q, want %q", p, want)
+	}
+}

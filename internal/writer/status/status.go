@@ -26,6 +26,10 @@ const (
 	PoolsSynced           = "PoolsSynced"
 	Degraded              = "Degraded"
 	BGPAdvertisementReady = "BGPAdvertisementReady"
+	// Ready sums the others up, as kstatus, Flux, Argo CD and `kubectl wait
+	// --for=condition=Ready` expect: a prefix followed, every pool and
+	// advertisement in step, nothing degraded.
+	Ready = "Ready"
 )
 
 // Problems the writer found while acting on a DynamicPrefix.
@@ -114,6 +118,20 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		degraded, reason = append(degraded, p.Pools.Error()), poolReason
 	}
 	set(Degraded, len(degraded) > 0, reason, strings.Join(degraded, "; "))
+	var notReady []string
+	for _, t := range []string{PrefixAcquired, PoolsSynced, BGPAdvertisementReady} {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status != metav1.ConditionTrue {
+			notReady = append(notReady, t+" is "+string(c.Status)+" ("+c.Reason+")")
+		}
+	}
+	switch {
+	case len(degraded) > 0:
+		set(Ready, false, reason, strings.Join(degraded, "; "))
+	case len(notReady) > 0:
+		set(Ready, false, "NotReady", strings.Join(notReady, "; "))
+	default:
+		set(Ready, true, "Ready", "following "+st.CurrentPrefix+"; every object in step")
+	}
 	if Equal(st, prev) {
 		return prev
 	}

@@ -3,6 +3,7 @@ package status
 import (
 	"encoding/json"
 	"errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"testing"
 	"time"
 
@@ -70,5 +71,26 @@ func TestProblemsAreConditions(t *testing.T) {
 	}
 	if degraded != "True PoolError" || synced != "False PoolError" {
 		t.Errorf("Degraded=%q PoolsSynced=%q", degraded, synced)
+	}
+}
+
+func TestReadySumsTheConditionsUp(t *testing.T) {
+	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
+	ready := func(st dynamicprefix.Status) string {
+		c := meta.FindStatusCondition(st.Conditions, Ready)
+		if c == nil {
+			return "absent"
+		}
+		return string(c.Status) + " " + c.Reason
+	}
+	m := spec.Parse(dp.Name, dp.Spec)
+	if got := ready(Render(dp, m, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
+		t.Errorf("all well: Ready %s", got)
+	}
+	if got := ready(Render(dp, m, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
+		t.Errorf("a pool in error: Ready %s", got)
+	}
+	if got := ready(Render(dp, m, aggregate.Decision{}, Problems{}, t0)); got != "False NotReady" {
+		t.Errorf("no prefix yet: Ready %s", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -49,7 +50,7 @@ func main() {
 		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		pub         publish.Config
-		metricsAddr = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz")
+		metricsAddr = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz; node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
 		cfg         agent.Config
 	)
 	flag.DurationVar(&pub.Debounce, "debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
@@ -69,6 +70,9 @@ func main() {
 	log, err := newLog()
 	if err == nil && *nodeName == "" {
 		err = errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if err == nil {
+		*metricsAddr, err = listenAddr(*metricsAddr, os.Getenv("HOST_IP"))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -117,4 +121,19 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 	metrics.Start(ctx, log, metricsAddr, reg, nil, func(*http.Request) error { return ready() }, nil)
 	start()
 	return nil
+}
+
+// listenAddr resolves --metrics-addr: "node:PORT" is PORT on the node's IP
+// (hostIP, from $HOST_IP), so that a scraper can reach the agent without it
+// listening on every address of the host; anything else is as given.
+func listenAddr(addr, hostIP string) (string, error) {
+	port, ok := strings.CutPrefix(addr, "node:")
+	if !ok {
+		return addr, nil
+	}
+	ip, err := netip.ParseAddr(hostIP)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-addr %s needs the node's IP in $HOST_IP (status.hostIP): %q: %w", addr, hostIP, err)
+	}
+	return net.JoinHostPort(ip.String(), port), nil
 }

@@ -328,3 +328,59 @@ func TestChartOptionsRenderWholeRBAC(t *testing.T) {
 		}
 	}
 }
+
+// TestChartTakesTheConventionalKnobs: what charts of this ecosystem accept
+// (an umbrella chart's global, pull secrets, Pod labels and annotations,
+// extra env, the writer's priority class, affinity and spread) renders where
+// it belongs, and helm lint --strict passes with them.
+func TestChartTakesTheConventionalKnobs(t *testing.T) {
+	helm, repo := helmBin(t)
+	values := `
+global: {imageRegistry: registry.example.org}
+imagePullSecrets: [{name: mirror}]
+agent:
+  podLabels: {team: net}
+  podAnnotations: {note: agent}
+  extraEnv: [{name: TZ, value: UTC}]
+writer:
+  podLabels: {team: net}
+  podAnnotations: {note: writer}
+  extraEnv: [{name: TZ, value: UTC}]
+  priorityClassName: high
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: x, operator: Exists}]}]}}}
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]
+`
+	out, err := render(t, helm, repo, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	for k, name := range map[string]string{"DaemonSet renumber-system/renumber-agent": "agent", "Deployment renumber-system/renumber-writer": "writer"} {
+		pod, _, _ := unstructured.NestedMap(objs[k], "spec", "template")
+		md, _ := pod["metadata"].(map[string]any)
+		spec, _ := pod["spec"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		annotations, _ := md["annotations"].(map[string]any)
+		if labels["team"] != "net" || labels["app.kubernetes.io/name"] != "renumber-"+name || annotations["note"] != name {
+			t.Errorf("%s: Pod metadata %v", k, md)
+		}
+		if fmt.Sprint(spec["imagePullSecrets"]) != "[map[name:mirror]]" {
+			t.Errorf("%s: imagePullSecrets %v", k, spec["imagePullSecrets"])
+		}
+		env := fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["env"])
+		if !strings.Contains(env, "map[name:TZ value:UTC]") {
+			t.Errorf("%s: env %s", k, env)
+		}
+		if name == "writer" && (spec["priorityClassName"] != "high" || spec["topologySpreadConstraints"] == nil ||
+			!strings.Contains(fmt.Sprint(spec["affinity"]), "nodeAffinity") || strings.Contains(fmt.Sprint(spec["affinity"]), "podAntiAffinity")) {
+			t.Errorf("%s: priority %v, spread %v, affinity %v", k, spec["priorityClassName"], spec["topologySpreadConstraints"], spec["affinity"])
+		}
+	}
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(helm, "lint", "--strict", "--kube-version", "1.35.0", filepath.Join(repo, "charts", "renumber"), "-f", f).CombinedOutput(); err != nil {
+		t.Errorf("helm lint --strict: %v\n%s", err, out)
+	}
+}

@@ -18,3 +18,26 @@ appVersion when empty: a packaged release pulls the images it pushed). */}}
 {{- define "renumber.image" -}}
 {{ .image.repository }}{{ with .image.digest }}@{{ . }}{{ else }}:{{ .image.tag | default .root.Chart.AppVersion }}{{ end }}
 {{- end -}}
+
+{{/* A pod template's metadata: our labels, then the component's podLabels
+and podAnnotations (.c: the component's values). */}}
+{{- define "renumber.podMeta" -}}
+labels:
+  app.kubernetes.io/name: {{ .name }}
+  app.kubernetes.io/part-of: renumber
+  {{- with .c.podLabels }}{{ toYaml . | nindent 2 }}{{ end }}
+{{- with .c.podAnnotations }}
+annotations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod-spec knobs every component takes: image pull secrets (chart-wide),
+topology spread constraints. */}}
+{{- define "renumber.podExtras" -}}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.topologySpreadConstraints }}
+topologySpreadConstraints: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

@@ -40,6 +40,7 @@ env:
     value: {{ $w.goMemLimit }}
   - name: GOGC
     value: {{ $w.goGC | quote }}
+  {{- with $w.extraEnv }}{{ toYaml . | nindent 2 }}{{ end }}
 ports:
   - {name: metrics, containerPort: {{ $w.metricsPort }}}
 securityContext:

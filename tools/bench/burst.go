@@ -79,11 +79,7 @@ func runBurst(ctx context.Context) (*burst, error) {
 }
 
 func burstRun(ctx context.Context, writerArgs ...string) (*burst, error) {
-	agentBin, err := world.Bin("agent")
-	if err != nil {
-		return nil, err
-	}
-	writerBin, err := world.Bin("writer")
+	agentBin, writerBin, err := binaries()
 	if err != nil {
 		return nil, err
 	}

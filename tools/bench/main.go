@@ -190,11 +190,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	if only == "scale" || only == "soak" || only == "burst" {
 		return nil
 	}
-	agentBin, err := world.Bin("agent")
-	if err != nil {
-		return err
-	}
-	writerBin, err := world.Bin("writer")
+	agentBin, writerBin, err := binaries()
 	if err != nil {
 		return err
 	}
@@ -344,6 +340,15 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		r.Change = c
 	}
 	return nil
+}
+
+// binaries are the agent and writer the bench runs (make build).
+func binaries() (agent, writer string, err error) {
+	if agent, err = world.Bin("agent"); err != nil {
+		return "", "", err
+	}
+	writer, err = world.Bin("writer")
+	return agent, writer, err
 }
 
 // notes are the caveats printed under the tables.

@@ -79,11 +79,7 @@ func (p soakProc) sample() (sample, error) {
 }
 
 func runSoak(ctx context.Context, changes int) (*soak, error) {
-	agentBin, err := world.Bin("agent")
-	if err != nil {
-		return nil, err
-	}
-	writerBin, err := world.Bin("writer")
+	agentBin, writerBin, err := binaries()
 	if err != nil {
 		return nil, err
 	}

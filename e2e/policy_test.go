@@ -99,7 +99,8 @@ func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
 		apply(t, w, advertGVR, map[string]any{
 			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "metadata": map[string]any{"name": name,
 				"labels": map[string]any{"app.kubernetes.io/managed-by": "dynamic-prefix-operator", "dynamic-prefix.io/name": "home"}},
-			"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "Service"}}},
+			"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "Service",
+				"service": map[string]any{"addresses": []any{"LoadBalancerIP"}}}}},
 		})
 	}
 	if _, err := w.API.Dynamic.Resource(addressPools).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -161,7 +162,7 @@ func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
 	if err := do(write{ipPools, "", "user-1", "delete"}); err != nil {
 		t.Errorf("deleting its own sibling: %v", err)
 	}
-	if err := do(write{advertGVR, "", "dp-home-svc", `{"spec":{"advertisements":[{"advertisementType":"Service","service":{"addresses":["LoadBalancerIP"]}}]}}`}); err != nil {
+	if err := do(write{advertGVR, "", "dp-home-svc", `{"spec":{"advertisements":[{"advertisementType":"Service","service":{"addresses":["LoadBalancerIP"]},"attributes":{"communities":{"standard":["65000:100"]}}}]}}`}); err != nil {
 		t.Errorf("the spec of the existing operator's advertisement: %v", err)
 	}
 	if err := do(write{advertGVR, "", "dp-home-old", "delete"}); err != nil {

@@ -256,4 +256,19 @@ func TestKubectlRenumberHelp(t *testing.T) {
 	if _, code := run("bogus"); code != 2 {
 		t.Errorf("an unknown command: exit %d, want 2", code)
 	}
+	// An API server that is not there: said at once (not after the minute's
+	// wait that blamed the role), exit 1. Loopback port 1: nothing listens.
+	dead := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(dead, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("status", "--kubeconfig", dead, "--timeout", "5m"); code != 1 || !strings.Contains(out, "cannot reach the API server at https://127.0.0.1:1") {
+		t.Errorf("an unreachable API server: exit %d\n%s", code, out)
+	}
 }

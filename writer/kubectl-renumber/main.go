@@ -26,6 +26,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -144,6 +145,11 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]str
 	if err != nil {
 		return nil, err
 	}
+	// An API server that cannot be reached is said at once, not after the
+	// cache timeout (which would blame the identity's role).
+	if err := reachable(ctx, base); err != nil {
+		return nil, err
+	}
 	// A gate that never opens: whatever the pipeline would write is refused
 	// before it leaves.
 	ro := kube.Counted(base, requests.NewCounter("status"), &election.Gate{})
@@ -214,6 +220,20 @@ func restConfig(kubeconfig, agent string) (*rest.Config, error) {
 	}
 	cfg.UserAgent = agent
 	return cfg, nil
+}
+
+// reachable asks the API server for its version, within 10 s.
+func reachable(ctx context.Context, cfg *rest.Config) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 10 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return fmt.Errorf("cannot reach the API server at %s: %w", cfg.Host, err)
+	}
+	return ctx.Err()
 }
 
 // lease reads the writer's Lease; an error is reported as its holder.

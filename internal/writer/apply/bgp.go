@@ -51,7 +51,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		var live *unstructured.Unstructured
 		if o, ok, _ := bgp.GetByKey(a.Name); ok {
 			live = o.(*unstructured.Unstructured)
-		} else if o, ok, _ := bgp.GetByKey("dp-" + m.Name + "-" + s.Name); ok && cilium.Adopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
+		} else if o, ok, _ := bgp.GetByKey(cilium.OperatorAdvertisementName(m.Name, s.Name)); ok && cilium.Adopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
 			// The existing operator's: written in place, no second one.
 			live = o.(*unstructured.Unstructured)
 			a = cilium.Adopt(a, live)

@@ -75,7 +75,7 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 	if record == nil {
 		record = []string{} // present and empty: we own nothing here
 	}
-	if pool.SameSet(entries, po.Entries) && pool.Leads(po.Entries, record) && po.Record.Present && pool.SameSet(record, po.Record.Entries) {
+	if pool.Holds(po.Entries, entries, record) && po.Record.Present && pool.SameSet(record, po.Record.Entries) {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return write.Outcome{}
@@ -213,7 +213,7 @@ func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, re
 		field = "spec"
 	}
 	var cs []plan.Change
-	if !pool.SameSet(entries, po.Entries) || !pool.Leads(po.Entries, record) {
+	if !pool.Holds(po.Entries, entries, record) {
 		cs = append(cs, plan.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
 	}
 	to := ""

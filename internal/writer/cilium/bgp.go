@@ -93,16 +93,16 @@ func RenderAdvertisement(dp string, s spec.Subnet, poolSelector map[string]any) 
 	}, nil
 }
 
-// OperatorManagedBy is the managed-by label of the advertisements the existing
-// operator creates, one per advertised subnet, named "dp-<dp>-<subnet>" and
-// labelled with the DynamicPrefix and the subnet.
-const OperatorManagedBy = "dynamic-prefix-operator"
+// OperatorAdvertisementName is the name the existing operator gives the
+// advertisement of dp's subnet; it labels it managed-by
+// dynamicprefix.OperatorManagedBy, with the DynamicPrefix and the subnet.
+func OperatorAdvertisementName(dp, subnet string) string { return "dp-" + dp + "-" + subnet }
 
 // Adopted reports whether live is the advertisement the existing operator
 // created for dp's subnet.
 func Adopted(live *unstructured.Unstructured, dp, subnet string) bool {
 	l := live.GetLabels()
-	return live.GetName() == "dp-"+dp+"-"+subnet && l[LabelManagedBy] == OperatorManagedBy &&
+	return live.GetName() == OperatorAdvertisementName(dp, subnet) && l[LabelManagedBy] == dynamicprefix.OperatorManagedBy &&
 		l[dynamicprefix.AnnotationName] == dp && l[LabelSubnet] == subnet
 }
 

@@ -33,6 +33,10 @@ const (
 // DynamicPrefix being deleted had written.
 const Finalizer = "dynamic-prefix.io/finalizer"
 
+// OperatorManagedBy is the app.kubernetes.io/managed-by label of the objects
+// the existing operator creates (Calico sibling IPPools, BGP advertisements).
+const OperatorManagedBy = "dynamic-prefix-operator"
+
 // DynamicPrefix is one prefix followed from the network.
 type DynamicPrefix struct {
 	metav1.TypeMeta   `json:",inline"`

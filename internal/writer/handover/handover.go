@@ -104,10 +104,6 @@ func Service(ann map[string]string, keys []string) map[string]any {
 	return patch
 }
 
-// operatorManagedBy is the managed-by label of the IPPools the existing
-// operator creates.
-const operatorManagedBy = "dynamic-prefix-operator"
-
 // Sibling returns, for an IPPool renumber created for a draining prefix, the
 // IPPool the existing operator would have created in its place: its name, its
 // labels, the same spec (nil for any other IPPool). Delete u, then create the
@@ -125,7 +121,7 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out.SetKind(u.GetKind())
 	out.SetName(parent + "-" + hex.EncodeToString(sum[:])[:8])
 	out.SetLabels(map[string]string{
-		calico.LabelManagedBy:        operatorManagedBy,
+		calico.LabelManagedBy:        dynamicprefix.OperatorManagedBy,
 		calico.LabelParentPool:       parent,
 		dynamicprefix.AnnotationName: u.GetLabels()[dynamicprefix.AnnotationName],
 	})
@@ -147,8 +143,8 @@ func Advertisement(u, dp *unstructured.Unstructured) *unstructured.Unstructured 
 	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	out.SetAPIVersion(u.GetAPIVersion())
 	out.SetKind(u.GetKind())
-	out.SetName("dp-" + name + "-" + subnet)
-	out.SetLabels(map[string]string{cilium.LabelManagedBy: cilium.OperatorManagedBy, dynamicprefix.AnnotationName: name, cilium.LabelSubnet: subnet})
+	out.SetName(cilium.OperatorAdvertisementName(name, subnet))
+	out.SetLabels(map[string]string{cilium.LabelManagedBy: dynamicprefix.OperatorManagedBy, dynamicprefix.AnnotationName: name, cilium.LabelSubnet: subnet})
 	yes := true
 	out.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dp.GetAPIVersion(), Kind: dp.GetKind(), Name: dp.GetName(), UID: dp.GetUID(),
 		Controller: &yes, BlockOwnerDeletion: &yes}})

@@ -140,8 +140,3 @@ func Merge(live, record, desired []string) (entries, newRecord []string) {
 	}
 	return entries, newRecord
 }
-
-// Same reports whether two entry lists are equal in canonical form and order.
-func Same(a, b []string) bool {
-	return slices.EqualFunc(a, b, func(x, y string) bool { return Canonical(x) == Canonical(y) })
-}

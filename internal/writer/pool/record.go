@@ -167,6 +167,12 @@ func SameSet(a, b []string) bool {
 	return slices.Equal(ca, cb)
 }
 
+// Holds reports whether live already holds entries, with record the managed
+// ones among them: the same set (order aside), the current entry first of ours.
+func Holds(live, entries, record []string) bool {
+	return SameSet(entries, live) && Leads(live, record)
+}
+
 // Leads reports whether record's first entry (the current prefix's: Desired
 // lists it first) is the first of ours in live. Draining prefixes may stand in
 // any order, the existing operator lists them oldest first, but a prefix that

@@ -9,6 +9,9 @@ GO    ?= go
 export CGO_ENABLED := 0
 
 APISERVER := $(BIN)/kube-apiserver
+# The oldest Kubernetes the chart claims (Chart.yaml kubeVersion): the CRD and
+# the admission policies are applied to it in make test (TestTheOldestKubernetesTheChartClaims).
+OLDEST_APISERVER := $(BIN)/kube-apiserver-1.30
 ETCD      := $(BIN)/etcd
 KIND      := $(BIN)/kind
 LBIPAM    := $(BIN)/lbipam
@@ -49,6 +52,11 @@ deps: ## Install the Debian packages tests need (radvd, iproute2, promtool, ...)
 $(APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum tools/kube-apiserver/main.go
 	@echo "building kube-apiserver (cold: ~6 min, cached afterwards)"
 	@mkdir -p $(BIN) && cd tools/kube-apiserver && $(GO) build -trimpath -ldflags="$(KUBE_LDFLAGS)" -o $@ .
+
+$(OLDEST_APISERVER): tools/kube-apiserver-1.30/go.mod tools/kube-apiserver-1.30/go.sum tools/kube-apiserver-1.30/main.go
+	@echo "building kube-apiserver v1.30 (cold: ~4 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube-apiserver-1.30 && $(GO) build -trimpath \
+		-ldflags="-X k8s.io/component-base/version.gitVersion=v1.30.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=30" -o $@ .
 
 $(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	@echo "building etcd (cold: ~1-2 min)"
@@ -102,7 +110,7 @@ $(CNI):
 node-tools: $(KUBELET) $(CONTAINERD) $(RUNC) $(CNI) ## Build the real nodes' parts: kubelet, controller manager, scheduler, containerd, runc, CNI plugins
 
 .PHONY: tools
-tools: $(APISERVER) $(ETCD) $(LBIPAM) $(HELM) ## Build the pinned API server, etcd, Cilium's LB-IPAM (the test world) and Helm (the chart tests)
+tools: $(APISERVER) $(OLDEST_APISERVER) $(ETCD) $(LBIPAM) $(HELM) ## Build the pinned API server (and the oldest supported, 1.30), etcd, Cilium's LB-IPAM (the test world) and Helm (the chart tests)
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build

@@ -110,6 +110,11 @@ func TestChartRendersTheManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := objects(t, out)
+	for k, o := range got {
+		if d := chartLabels(o); len(d) > 0 {
+			t.Errorf("%s lacks the chart's standard labels: %v", k, d)
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		g, ok := got[k]
 		if !ok {
@@ -144,6 +149,36 @@ func TestChartRendersTheManifests(t *testing.T) {
 			t.Errorf("%s: rendered (%v), want refused by values.schema.json", name, err)
 		}
 	}
+}
+
+// helmLabels are the labels the chart adds to every object (a Helm chart's
+// standard labels), the one difference from manifests/ besides the CRD's keep
+// policy.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}
+
+// chartLabels removes the chart's own labels and annotations from o (which
+// manifests/ does not carry), and returns those of them o lacks.
+func chartLabels(o map[string]any) (missing []string) {
+	u := unstructured.Unstructured{Object: o}
+	labels := u.GetLabels()
+	for _, l := range helmLabels {
+		if labels[l] == "" {
+			missing = append(missing, l)
+		}
+		delete(labels, l)
+	}
+	u.SetLabels(labels)
+	if a := u.GetAnnotations(); u.GetKind() == "CustomResourceDefinition" {
+		if a["helm.sh/resource-policy"] != "keep" {
+			missing = append(missing, "helm.sh/resource-policy: keep")
+		}
+		delete(a, "helm.sh/resource-policy")
+		if len(a) == 0 {
+			a = nil
+		}
+		u.SetAnnotations(a)
+	}
+	return missing
 }
 
 // differences lists the paths where a and b differ, with both values.

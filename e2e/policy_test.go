@@ -16,12 +16,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // TestAgentCanTouchOnlyItsOwnDigest checks manifests/agent/policy.yaml against the
 // real API server with a real pod-bound agent token.
 func TestAgentCanTouchOnlyItsOwnDigest(t *testing.T) {
-	w := newWorld(t, 2)
+	agentPolicyHolds(t, newWorld(t, 2))
+}
+
+// agentPolicyHolds checks the agent's admission policy in w, whose Nodes
+// node1 and node2 exist.
+func agentPolicyHolds(t *testing.T, w *world.World) {
+	t.Helper()
 	ctx := t.Context()
 	id, err := w.API.ServiceAccount(ctx, "renumber-agent", "node1")
 	if err != nil {
@@ -70,7 +77,13 @@ func errString(err error) string {
 // real token: its own fields pass, anything else on the same objects is
 // refused. (Every other e2e test runs the writer under the same policy.)
 func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
-	w := newWorld(t, 0)
+	writerPolicyHolds(t, newWorld(t, 0))
+}
+
+// writerPolicyHolds checks the writer's admission policies in w, which has
+// the CRDs of Cilium and renumber.
+func writerPolicyHolds(t *testing.T, w *world.World) {
+	t.Helper()
 	ctx := t.Context()
 	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico} {
 		if err := install(ctx); err != nil {

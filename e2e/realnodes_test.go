@@ -54,9 +54,6 @@ func realWorld(t *testing.T, nodes int, install string) *world.World {
 		}
 		w.Close()
 	})
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := w.Install(ctx, install); err != nil {
 		t.Fatal(err)
 	}

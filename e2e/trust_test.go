@@ -147,6 +147,13 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 		"global-router":  ra("2001:db8::1"),
 		"not-an-address": ra("router"),
 		"multicast":      ra("ff02::2"),
+		"short-group":    ra("fe8::1"),
+		"site-local":     ra("fec0::1"),
+		"two-gaps":       ra("fe80::1::2"),
+		"triple-colon":   ra("fe80:::1"),
+		"trailing-colon": ra("fe80:0:0:0:0:0:1:"),
+		"seven-groups":   ra("fe80:0:0:0:0:0:1"),
+		"with-zone":      ra("fe80::1%eth0"),
 		"min-above-max":  bounds(64, 48),
 		"zero-length":    bounds(0, 64),
 		"beyond-128":     bounds(48, 129),
@@ -156,7 +163,7 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 		}
 	}
 	if err := create("good", map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{"fe80::1", "fe80::abcd:1"}},
+		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{"fe80::1", "fe80::abcd:1", "FEBF::1", "fe80:0:0:0:0:0:0:1", "fe80::"}},
 		"prefixFilter":        map[string]any{"minPrefixLength": 48, "maxPrefixLength": 64},
 	}); err != nil {
 		t.Fatalf("a good DynamicPrefix refused: %v", err)
@@ -167,7 +174,7 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 	}
 	trusted, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "acquisition", "routerAdvertisement", "trustedRouters")
 	minLen, _, _ := unstructured.NestedInt64(u.Object, "spec", "acquisition", "prefixFilter", "minPrefixLength")
-	if len(trusted) != 2 || minLen != 48 {
+	if len(trusted) != 5 || minLen != 48 {
 		t.Errorf("stored %v: the fields were pruned", u.Object["spec"])
 	}
 }

@@ -44,7 +44,11 @@ type ControlPlane struct {
 var auditPolicy string
 
 func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
-	apiserverBin, err := Bin("kube-apiserver")
+	name := "kube-apiserver"
+	if w.apiServer != "" {
+		name = w.apiServer
+	}
+	apiserverBin, err := Bin(name)
 	if err != nil {
 		return nil, err
 	}

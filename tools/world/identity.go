@@ -121,23 +121,31 @@ func (cp *ControlPlane) waitEstablished(ctx context.Context, name string) error 
 	return fmt.Errorf("CRD %s not established", name)
 }
 
-// InstallCRDs installs Cilium's real CRD schemas (from the cilium module the writer
-// imports) and this project's own CRDs from manifests/crds.
+// InstallCRDs installs Cilium's real CRD schemas (InstallCiliumCRDs) and this
+// project's own CRDs from manifests/crds.
 func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
-	dir, err := CiliumCRDDir()
-	if err != nil {
+	if err := cp.InstallCiliumCRDs(ctx); err != nil {
 		return err
-	}
-	files := []string{
-		filepath.Join(dir, "ciliumloadbalancerippools.yaml"),
-		filepath.Join(dir, "ciliumcidrgroups.yaml"),
-		filepath.Join(dir, "ciliumbgpadvertisements.yaml"),
 	}
 	own, err := filepath.Glob(filepath.Join(cp.w.repo, "manifests", "crds", "*.yaml"))
 	if err != nil {
 		return err
 	}
-	return cp.Apply(ctx, append(files, own...)...)
+	return cp.Apply(ctx, own...)
+}
+
+// InstallCiliumCRDs installs Cilium's real CRD schemas (from the cilium module
+// the writer imports): before `helm install`, which brings the project's own.
+func (cp *ControlPlane) InstallCiliumCRDs(ctx context.Context) error {
+	dir, err := CiliumCRDDir()
+	if err != nil {
+		return err
+	}
+	return cp.Apply(ctx,
+		filepath.Join(dir, "ciliumloadbalancerippools.yaml"),
+		filepath.Join(dir, "ciliumcidrgroups.yaml"),
+		filepath.Join(dir, "ciliumbgpadvertisements.yaml"),
+	)
 }
 
 // MetalLBVersion is the MetalLB release whose CRD schemas the world installs. It

@@ -21,9 +21,13 @@ const (
 	WriterDeployment = "renumber-writer"
 )
 
-// Install installs renumber the way how names: "kustomize" (InstallKustomize)
-// or "helm" (InstallHelm, the chart's defaults).
+// Install installs Cilium's CRDs (what a cluster renumber serves has), then
+// renumber the way how names: "kustomize" (InstallKustomize) or "helm"
+// (InstallHelm, the chart's defaults). Either brings the DynamicPrefix CRD.
 func (w *World) Install(ctx context.Context, how string) error {
+	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
+		return err
+	}
 	switch how {
 	case "kustomize":
 		return w.InstallKustomize(ctx)
@@ -81,7 +85,12 @@ func (w *World) InstallHelm(ctx context.Context, sets ...string) error {
 	for _, s := range append(LocalImages, sets...) {
 		argv = append(argv, "--set", s)
 	}
-	return run(ctx, argv...)
+	if err := run(ctx, argv...); err != nil {
+		return err
+	}
+	// The chart's CRD, created with the rest: served before the install is
+	// called done (a DynamicPrefix may be created next).
+	return w.API.waitEstablished(ctx, "dynamicprefixes.dynamic-prefix.io")
 }
 
 // WaitRollout waits until the DaemonSet or Deployment namespace/name has

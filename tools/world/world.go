@@ -40,6 +40,9 @@ type Options struct {
 	// node namespace, kube-controller-manager and kube-scheduler beside the API
 	// server, which then serves on the in-cluster address (see kubelet.go).
 	Kubelets bool
+	// APIServer is the API server binary in _out/bin; default kube-apiserver
+	// (the pinned version). kube-apiserver-1.30 is the oldest the chart claims.
+	APIServer string
 }
 
 // World is one running test world.
@@ -54,13 +57,14 @@ type World struct {
 	// (the benchmarks set the shipped Deployment's, ShippedWriterEnv).
 	WriterEnv []string
 
-	kubelets bool
-	closed   bool
-	log      io.Writer
-	repo     string
-	mu       sync.Mutex
-	state    state
-	procs    []*exec.Cmd
+	kubelets  bool
+	apiServer string // Options.APIServer
+	closed    bool
+	log       io.Writer
+	repo      string
+	mu        sync.Mutex
+	state     state
+	procs     []*exec.Cmd
 }
 
 // state is what teardown needs, kept on disk so `world down` can clean up after a
@@ -116,7 +120,7 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 			return nil, err
 		}
 	}
-	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, kubelets: opts.Kubelets,
+	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, kubelets: opts.Kubelets, apiServer: opts.APIServer,
 		state: state{ID: id, Owner: os.Getpid()}}
 	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("world: %w", err)

@@ -144,9 +144,6 @@ func serve(args []string) error {
 
 // serveReal installs renumber on the real nodes and reports how to watch it.
 func serveReal(ctx context.Context, w *world.World, install, report string) error {
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		return err
-	}
 	if err := w.Install(ctx, install); err != nil {
 		return err
 	}

@@ -7,10 +7,19 @@
 {{- end -}}
 
 {{/* The shipped manifests, with the namespace the release is installed in,
-and Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
-files) as writer.ciliumNamespace says. */}}
+Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
+files) as writer.ciliumNamespace says, and the chart's labels on every object. */}}
 {{- define "renumber.file" -}}
-{{ .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) }}
+{{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
+{{- $labels := include "renumber.labels" .root | fromYaml -}}
+{{- range regexSplit "(?m)^---[ \t]*$" $text -1 }}
+{{- $o := fromYaml . }}
+{{- if $o.kind }}
+{{- $_ := set $o.metadata "labels" (merge (dict) ($o.metadata.labels | default dict) $labels) }}
+---
+{{ toYaml $o }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* An image: by digest when one is given, else by tag (the chart's
@@ -39,5 +48,18 @@ imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .c.topologySpreadConstraints }}
 topologySpreadConstraints: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The labels on every object the chart renders: Helm's standard ones,
+then commonLabels. */}}
+{{- define "renumber.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: renumber
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}

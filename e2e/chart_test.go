@@ -419,3 +419,41 @@ writer:
 		t.Errorf("helm lint --strict: %v\n%s", err, out)
 	}
 }
+
+// TestChartLintsAsADependency: the chart as a dependency of an umbrella chart
+// that sets global values and the chart's own under its name passes
+// `helm lint --strict`, and renders with those values.
+func TestChartLintsAsADependency(t *testing.T) {
+	helm, repo := helmBin(t)
+	parent := filepath.Join(t.TempDir(), "homelab")
+	files := map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: homelab\nversion: 1.0.0\ndependencies:\n  - name: renumber\n    version: 0.1.0\n    repository: file://" +
+			filepath.Join(repo, "charts", "renumber") + "\n",
+		"values.yaml": "global:\n  imageRegistry: registry.example.org\n  storageClass: fast\nrenumber:\n  agent: {interface: enp1s0}\n  commonLabels: {team: net}\n",
+	}
+	if err := os.MkdirAll(filepath.Join(parent, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for f, body := range files {
+		if err := os.WriteFile(filepath.Join(parent, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(helm, "dependency", "build", parent).CombinedOutput(); err != nil {
+		t.Fatalf("helm dependency build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(helm, "lint", "--strict", "--kube-version", "1.35.0", parent).CombinedOutput(); err != nil {
+		t.Fatalf("helm lint --strict of the umbrella chart: %v\n%s", err, out)
+	}
+	out, err := exec.Command(helm, "template", "homelab", parent, "-n", world.Namespace, "--kube-version", "1.35.0").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := objects(t, out)["DaemonSet renumber-system/renumber-agent"]
+	if labels := (&unstructured.Unstructured{Object: ds}).GetLabels(); labels["team"] != "net" || labels["app.kubernetes.io/instance"] != "homelab" {
+		t.Errorf("the agent DaemonSet's labels %v: want the umbrella's commonLabels and its release", labels)
+	}
+	if !strings.Contains(fmt.Sprint(ds), "--interface=enp1s0") {
+		t.Errorf("the umbrella's value agent.interface not rendered")
+	}
+}

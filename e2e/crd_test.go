@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,24 +25,7 @@ const crdName = "dynamicprefixes.dynamic-prefix.io"
 
 // bareWorld is an API server alone: no CRD, no RBAC - what the Helm releases
 // under test bring themselves.
-func bareWorld(t *testing.T) *world.World {
-	t.Helper()
-	skipWithoutWorld(t)
-	helmBin(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	w, err := world.Start(ctx, world.Options{Log: logWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLogs(t, w)
-		}
-		w.Close()
-	})
-	return w
-}
+func bareWorld(t *testing.T) *world.World { return bareWorldWith(t, 0) }
 
 // helmIn runs the pinned Helm against w as the admin.
 func helmIn(t *testing.T, w *world.World, args ...string) (string, error) {

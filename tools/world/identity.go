@@ -161,6 +161,22 @@ func (cp *ControlPlane) InstallMetalLB(ctx context.Context) error {
 	return cp.Apply(ctx, filepath.Join(dir, "config", "crd", "bases", "metallb.io_ipaddresspools.yaml"))
 }
 
+// PrometheusOperatorVersion is the prometheus-operator release whose
+// PodMonitor and PrometheusRule CRDs the world installs (the chart's
+// monitoring objects), from the Go module proxy; not added to go.mod.
+const PrometheusOperatorVersion = "v0.85.0"
+
+// InstallPrometheusOperator installs the real PodMonitor and PrometheusRule CRDs.
+func (cp *ControlPlane) InstallPrometheusOperator(ctx context.Context) error {
+	dir, err := moduleDir("github.com/prometheus-operator/prometheus-operator@" + PrometheusOperatorVersion)
+	if err != nil {
+		return err
+	}
+	crds := filepath.Join(dir, "example", "prometheus-operator-crd")
+	return cp.Apply(ctx, filepath.Join(crds, "monitoring.coreos.com_podmonitors.yaml"),
+		filepath.Join(crds, "monitoring.coreos.com_prometheusrules.yaml"))
+}
+
 // CalicoVersion is the Calico monorepo version whose IPPool CRD schema the world
 // installs: the only version of github.com/projectcalico/calico the Go module
 // proxy serves here (its tags are not module versions; this pseudo-version is

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/tools/world"
+)
+
+// chartCase is a values file and what the cluster has before the install.
+type chartCase struct {
+	values  string
+	prepare func(t *testing.T, w *world.World)
+}
+
+// chartCases are the value files a user is likely to install with.
+var chartCases = map[string]chartCase{
+	"defaults": {},
+	"every option on": {values: everything, prepare: func(t *testing.T, w *world.World) {
+		kubeVIPConfigMap(t, w)
+		if err := w.API.InstallPrometheusOperator(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	"shadow without reader":    {values: "reader: {enabled: false}\nshadow: {enabled: true}\n"},
+	"shadow and kube-vip":      {values: "shadow: {enabled: true}\nkubeVIP: {configMap: kube-system/kubevip}\n", prepare: kubeVIPConfigMap},
+	"another Cilium namespace": {values: "writer: {ciliumNamespace: cilium}\nshadow: {enabled: true}\n", prepare: ciliumIn("cilium")},
+	"one node":                 {values: "writer: {replicas: 1}\n"},
+}
+
+// TestEveryChartOptionInstallsAndItsRBACServes: each value file of
+// chartCases is installed with `helm install` on the real API server, then
+// the real binaries run as the identities the release binds, with the
+// arguments its Deployment and DaemonSet give them: the agent and the writer
+// bring a DynamicPrefix's pool to the advertised prefix, a shadow serves its
+// plan, `kubectl renumber status` reads as a renumber-reader, and no log
+// says forbidden.
+func TestEveryChartOptionInstallsAndItsRBACServes(t *testing.T) {
+	_, repo := helmBin(t)
+	for name, c := range chartCases {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			w := bareWorldWith(t, 1)
+			if err := w.API.InstallCiliumCRDs(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if c.prepare != nil {
+				c.prepare(t, w)
+			}
+			values := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(values, []byte(c.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := installRenumber(t, w, filepath.Join(repo, "charts", "renumber"), "-f", values); err != nil {
+				t.Fatalf("helm install: %v\n%s", err, out)
+			}
+			manifest, err := helmIn(t, w, "get", "manifest", "renumber", "-n", world.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, []byte(manifest))
+			ctx := t.Context()
+
+			if _, err := w.StartAgent(ctx, filepath.Join(binaries(t), "agent"), "node1",
+				localArgs(t, objs["DaemonSet "+world.Namespace+"/renumber-agent"])...); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.StartWriter(ctx, filepath.Join(binaries(t), "writer"), "writer-0",
+				localArgs(t, objs["Deployment "+world.Namespace+"/renumber-writer"])...); err != nil {
+				t.Fatal(err)
+			}
+			logs := []string{"agent-node1.log", "writer-0.log"}
+			if shadow := objs["Deployment "+world.Namespace+"/renumber-shadow"]; shadow != nil {
+				addr := freeAddr(t)
+				if _, err := w.StartWriterAs(ctx, "renumber-shadow", filepath.Join(binaries(t), "writer"), "shadow-0",
+					append(localArgs(t, shadow), "--metrics-addr", addr)...); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "the shadow serves its plan", func() (bool, string) {
+					_, err := planOf(addr)
+					return err == nil, errString(err)
+				})
+				logs = append(logs, "shadow-0.log")
+			}
+			minimalDP(t, w, "home")
+			createPool(t, w)
+			prefix := netip.MustParsePrefix("2001:db8:7::/64")
+			advertise(t, w, prefix)
+			poolIs(t, w, "the pool follows the advertised prefix", prefix.String())
+			if objs["ClusterRole /renumber-reader"] != nil {
+				statusExit(t, statusIdentity(t, w)) // fails the test on anything but 0 or 3
+			}
+			for _, l := range logs {
+				b, err := os.ReadFile(filepath.Join(w.Dir, l))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m := regexp.MustCompile(`(?i).*forbidden.*`).Find(b); m != nil {
+					t.Errorf("%s: %s", l, m)
+				}
+			}
+		})
+	}
+}
+
+// localArgs are the container arguments of a rendered DaemonSet or
+// Deployment, but those naming the Pod's interface and metrics listener
+// (the world gives each process its own).
+func localArgs(t *testing.T, o map[string]any) []string {
+	t.Helper()
+	if o == nil {
+		t.Fatal("not rendered")
+	}
+	cs, _, _ := unstructured.NestedSlice(o, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--metrics-addr") && !strings.HasPrefix(a, "--interface") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// bareWorldWith is bareWorld with nodes node namespaces (their Node objects
+// included).
+func bareWorldWith(t *testing.T, nodes int) *world.World {
+	t.Helper()
+	skipWithoutWorld(t)
+	helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	w, err := world.Start(ctx, world.Options{Nodes: nodes, Log: logWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, w)
+		}
+		w.Close()
+	})
+	return w
+}
+
+// kubeVIPConfigMap is the kube-vip cloud provider's pool ConfigMap.
+func kubeVIPConfigMap(t *testing.T, w *world.World) {
+	t.Helper()
+	if _, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Namespace: "kube-system"},
+		Data:       map[string]string{"cidr-global": "192.0.2.0/24"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ciliumIn is a cluster whose Cilium DaemonSet runs in namespace ns.
+func ciliumIn(ns string) func(t *testing.T, w *world.World) {
+	return func(t *testing.T, w *world.World) {
+		t.Helper()
+		cs := w.API.Client
+		if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{"k8s-app": "cilium"}
+		if _, err := cs.AppsV1().DaemonSets(ns).Create(t.Context(), &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "cilium", Namespace: ns, Labels: labels},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "cilium-agent", Image: "quay.io/cilium/cilium:v1.18.2"}}}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

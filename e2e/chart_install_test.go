@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -98,7 +100,12 @@ func TestEveryChartOptionInstallsAndItsRBACServes(t *testing.T) {
 			advertise(t, w, prefix)
 			poolIs(t, w, "the pool follows the advertised prefix", prefix.String())
 			if objs["ClusterRole /renumber-reader"] != nil {
-				statusExit(t, statusIdentity(t, w)) // fails the test on anything but 0 or 3
+				// As a renumber-reader, deciding with the installed writer's arguments.
+				out, err := exec.Command(filepath.Join(binaries(t), "kubectl-renumber"), "status", "--kubeconfig", statusIdentity(t, w).Kubeconfig).CombinedOutput()
+				var exit *exec.ExitError
+				if (err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3)) || strings.Contains(string(out), "default flags") || !strings.Contains(string(out), "home") {
+					t.Errorf("kubectl renumber status as a reader: %v\n%s", err, out)
+				}
 			}
 			for _, l := range logs {
 				b, err := os.ReadFile(filepath.Join(w.Dir, l))

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/inspect"
 	"github.com/renumber/renumber/tools/world"
@@ -112,6 +114,16 @@ func TestStatusCommand(t *testing.T) {
 	})
 
 	r := statusJSON(t, id)
+	// A name, and -o yaml: the same report, as kubectl get would give it.
+	var named inspect.Report
+	if err := yaml.Unmarshal([]byte(status(t, id, "home", "-o", "yaml")), &named); err != nil || len(named.DynamicPrefixes) != 1 ||
+		named.DynamicPrefixes[0].Name != "home" || named.DynamicPrefixes[0].Current != r.DynamicPrefixes[0].Current {
+		t.Errorf("status home -o yaml: %+v %v", named, err)
+	}
+	if out, err := exec.Command(filepath.Join(binaries(t), "kubectl-renumber"), "status", "--kubeconfig", id.Kubeconfig, "nope").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), `"nope" not found`) {
+		t.Errorf("status nope: %v\n%s", err, out)
+	}
 	dp := r.DynamicPrefixes[0]
 	if dp.Current != prefixB.String() || dp.Source != "router-advertisement" || !strings.Contains(dp.Why, "2 of 2 reporting node(s) prefer it") {
 		t.Errorf("current %s (%s), why %q", dp.Current, dp.Source, dp.Why)
@@ -248,10 +260,20 @@ func TestKubectlRenumberHelp(t *testing.T) {
 			t.Errorf("kubectl renumber %q: exit %d\n%s", args, code, out)
 		}
 	}
-	for cmd, flag := range map[string]string{"status": "-kubeconfig", "handover": "-target-keys"} {
-		if out, code := run(cmd, "--help"); code != 0 || !strings.Contains(out, flag) {
-			t.Errorf("kubectl renumber %s --help: exit %d\n%s", cmd, code, out)
+	// kubectl's connection flags on both commands.
+	for cmd, flags := range map[string][]string{
+		"status":   {"--kubeconfig", "--context", "-n, --namespace", "--as ", "-o, --output", "[NAME...]"},
+		"handover": {"--kubeconfig", "--context", "--target-keys"},
+	} {
+		out, code := run(cmd, "--help")
+		for _, flag := range flags {
+			if code != 0 || !strings.Contains(out, flag) {
+				t.Errorf("kubectl renumber %s --help: exit %d, no %s\n%s", cmd, code, flag, out)
+			}
 		}
+	}
+	if out, code := run("status", "-o", "xml"); code != 2 || !strings.Contains(out, "want text, json or yaml") {
+		t.Errorf("-o xml: exit %d, want 2\n%s", code, out)
 	}
 	if _, code := run("bogus"); code != 2 {
 		t.Errorf("an unknown command: exit %d, want 2", code)
@@ -261,14 +283,20 @@ func TestKubectlRenumberHelp(t *testing.T) {
 	dead := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(dead, []byte(`apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+clusters:
+  - {name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}
+  - {name: d, cluster: {server: "https://127.0.0.1:2", insecure-skip-tls-verify: true}}
 users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
+contexts: [{name: c, context: {cluster: c, user: u}}, {name: d, context: {cluster: d, user: u}}]
 current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := run("status", "--kubeconfig", dead, "--timeout", "5m"); code != 1 || !strings.Contains(out, "cannot reach the API server at https://127.0.0.1:1") {
 		t.Errorf("an unreachable API server: exit %d\n%s", code, out)
+	}
+	// --context picks the kubeconfig's other context; KUBECONFIG is read as kubectl reads it.
+	if out, code := run("status", "--kubeconfig", dead, "--context", "d"); code != 1 || !strings.Contains(out, "https://127.0.0.1:2") {
+		t.Errorf("--context d: exit %d\n%s", code, out)
 	}
 }

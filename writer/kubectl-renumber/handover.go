@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,17 +39,18 @@ not write.
 
 // runHandover is `kubectl renumber handover`.
 func runHandover(ctx context.Context, out io.Writer, args []string) error {
-	fs := flag.NewFlagSet("handover", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("handover", pflag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { fmt.Fprint(out, handoverUsage); fs.PrintDefaults() }
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	kube := newKubeFlags()
+	kube.add(fs)
 	keys := fs.String("target-keys", strings.Join(service.DefaultTargetKeys, ","),
 		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+service.AnnotationTargetAlpha+" alone before")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := restConfig(*kubeconfig, "renumber-handover")
+	cfg, err := kube.restConfig("renumber-handover")
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 			return err
 		}
 		if _, err := core.CoreV1().Services(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, body, opts); err != nil {
-			return fmt.Errorf("Service %s/%s: %w", s.Namespace, s.Name, err)
+			return fmt.Errorf("the Service %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		fmt.Fprintf(out, "service/%s/%s: target keys handed back\n", s.Namespace, s.Name)
 	}

@@ -17,6 +17,8 @@ KIND      := $(BIN)/kind
 LBIPAM    := $(BIN)/lbipam
 STATICCHECK := $(BIN)/staticcheck
 HELM        := $(BIN)/helm
+# Prometheus for the scrape test (Debian's is built without Kubernetes discovery).
+PROMETHEUS  := $(BIN)/prometheus
 ACTIONLINT  := $(BIN)/actionlint
 STATICCHECK_VERSION := v0.7.0
 # Real nodes in the test world (../shared/notes/nodeworld.md): built from the
@@ -78,6 +80,10 @@ $(HELM): tools/helm/go.mod tools/helm/go.sum
 .PHONY: helm
 helm: $(HELM) ## Build the pinned Helm (charts/renumber is linted and rendered with it in make test)
 
+$(PROMETHEUS): tools/prometheus/go.mod tools/prometheus/go.sum
+	@echo "building prometheus (cold: ~4 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/prometheus && $(GO) build -trimpath -o $@ github.com/prometheus/prometheus/cmd/prometheus
+
 $(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
 	@mkdir -p $(BIN) && cd tools/actionlint && $(GO) build -trimpath -o $@ github.com/rhysd/actionlint/cmd/actionlint
 
@@ -110,7 +116,7 @@ $(CNI):
 node-tools: $(KUBELET) $(CONTAINERD) $(RUNC) $(CNI) ## Build the real nodes' parts: kubelet, controller manager, scheduler, containerd, runc, CNI plugins
 
 .PHONY: tools
-tools: $(APISERVER) $(OLDEST_APISERVER) $(ETCD) $(LBIPAM) $(HELM) ## Build the pinned API server (and the oldest supported, 1.30), etcd, Cilium's LB-IPAM (the test world) and Helm (the chart tests)
+tools: $(APISERVER) $(OLDEST_APISERVER) $(ETCD) $(LBIPAM) $(HELM) $(PROMETHEUS) ## Build the pinned API server (and the oldest supported, 1.30), etcd, Cilium's LB-IPAM (the test world), Helm (the chart tests) and Prometheus (the scrape test)
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build
@@ -183,6 +189,10 @@ lint: $(STATICCHECK) $(ACTIONLINT) ## go vet, staticcheck, shellcheck and action
 	$(STATICCHECK) ./...
 	shellcheck e2e/kind/*.sh .ci/run
 	$(ACTIONLINT) .github/workflows/*.yml
+
+.PHONY: chart-readme
+chart-readme: ## Write charts/renumber/README.md from the chart's values.schema.json and values.yaml
+	$(GO) run ./tools/chartdoc
 
 .PHONY: world-up
 world-up: deps tools build $(if $(KUBELET),node-tools images node-images helm) ## Start a test world (NODES=3) in the background; KUBELET=1: real nodes running the install (INSTALL=kustomize|helm)

@@ -77,6 +77,12 @@ func TestQuietRouter(t *testing.T) {
 	if v := writerMetric(metrics, unreported); v != 0 {
 		t.Errorf("%s = %v before the router went quiet", unreported, v)
 	}
+	degraded := `renumber_writer_dynamicprefix_condition{name="home",condition="Degraded"}`
+	for m, want := range map[string]float64{degraded: 0, `renumber_writer_dynamicprefix_condition{name="home",condition="PoolsSynced"}`: 1} {
+		if v := writerMetric(metrics, m); v != want {
+			t.Errorf("%s = %v, want %v", m, v, want)
+		}
+	}
 
 	m := mark(t, w)
 	w.Net.Router.Stop()
@@ -87,9 +93,9 @@ func TestQuietRouter(t *testing.T) {
 			a + " / " + d + " / " + st.CurrentPrefix
 	})
 	waitEvent(t, w, "PrefixNotReported", "home")
-	eventually(t, "the metric", func() (bool, string) {
-		v := writerMetric(metrics, unreported)
-		return v == 1, fmt.Sprint(v)
+	eventually(t, "the metrics", func() (bool, string) {
+		v, d := writerMetric(metrics, unreported), writerMetric(metrics, degraded)
+		return v == 1 && d == 1, fmt.Sprint(v, d)
 	})
 	settleWrites()
 	// Status writes only, no pool write: no longer reported (and, when a pass

@@ -29,7 +29,7 @@ const rolloutLimit = 3 * time.Minute
 // realWorld starts a world of real nodes with Cilium's CRDs, installed with
 // install ("kustomize" or "helm"), a DynamicPrefix "home" and the pool "lb"
 // following it. The router is silent until the test advertises.
-func realWorld(t *testing.T, nodes int, install string) *world.World {
+func realWorld(t *testing.T, nodes int, install string, sets ...string) *world.World {
 	t.Helper()
 	skipWithoutWorld(t)
 	if err := world.RequireKubelets(); err != nil {
@@ -54,7 +54,7 @@ func realWorld(t *testing.T, nodes int, install string) *world.World {
 		}
 		w.Close()
 	})
-	if err := w.Install(ctx, install); err != nil {
+	if err := w.Install(ctx, install, sets...); err != nil {
 		t.Fatal(err)
 	}
 	minimalDP(t, w, "home")

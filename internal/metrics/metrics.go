@@ -1,5 +1,5 @@
 // Package metrics is the handful of Prometheus metric kinds renumber uses -
-// counters and gauges, with or without labels - exposed in Prometheus's text
+// counters and gauges, with or without labels, and histograms - exposed in Prometheus's text
 // format (0.0.4), and the HTTP server for them and the health checks.
 //
 // It replaces client_golang, whose protobuf runtime and collectors made 2.1 MB of
@@ -19,7 +19,7 @@ import (
 // Desc describes one metric family.
 type Desc struct {
 	Name, Help string
-	Type       string // "counter" or "gauge"
+	Type       string // "counter", "gauge" or "histogram"
 	Labels     []string
 }
 
@@ -187,8 +187,10 @@ type family struct {
 }
 
 type sample struct {
+	suffix string // _bucket, _sum, _count of a histogram
 	labels string // rendered {a="b",...} or ""
 	value  float64
+	order  int // a histogram's samples stay in bucket order
 }
 
 // Declare writes d's HELP and TYPE even when no sample of it follows: a
@@ -220,11 +222,16 @@ func (w *Writer) text() []byte {
 	var b strings.Builder
 	for _, n := range names {
 		f := w.families[n]
-		slices.SortFunc(f.samples, func(a, b sample) int { return strings.Compare(a.labels, b.labels) })
+		slices.SortStableFunc(f.samples, func(a, b sample) int {
+			if a.order != b.order {
+				return a.order - b.order
+			}
+			return strings.Compare(a.labels, b.labels)
+		})
 		b.WriteString("# HELP " + n + " " + helpEscaper.Replace(f.desc.Help) + "\n")
 		b.WriteString("# TYPE " + n + " " + f.desc.Type + "\n")
 		for _, s := range f.samples {
-			b.WriteString(n + s.labels + " " + formatValue(s.value) + "\n")
+			b.WriteString(n + s.suffix + s.labels + " " + formatValue(s.value) + "\n")
 		}
 	}
 	return []byte(b.String())
@@ -265,4 +272,67 @@ func formatValue(v float64) string {
 		return "NaN"
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// Sum is the total of every counter of the family.
+func (v *CounterVec) Sum() uint64 {
+	var n uint64
+	v.each(func(c *Counter, _ []string) { n += c.Value() })
+	return n
+}
+
+// Histogram counts observations in cumulative buckets (upper bounds), with
+// their sum and count: Prometheus's histogram type.
+type Histogram struct {
+	desc    *Desc
+	bounds  []float64
+	buckets []atomic.Uint64 // one per bound, then +Inf
+	sum     atomic.Uint64   // float64 bits
+	count   atomic.Uint64
+}
+
+// NewHistogram returns a histogram with these bucket upper bounds (sorted).
+func NewHistogram(name, help string, bounds ...float64) *Histogram {
+	if !slices.IsSorted(bounds) {
+		panic("metrics: " + name + ": bucket bounds not sorted")
+	}
+	return &Histogram{desc: &Desc{Name: name, Help: help, Type: "histogram"}, bounds: bounds,
+		buckets: make([]atomic.Uint64, len(bounds)+1)}
+}
+
+// Observe adds one observation.
+func (h *Histogram) Observe(v float64) {
+	i, _ := slices.BinarySearch(h.bounds, v) // the first bound >= v
+	h.buckets[i].Add(1)
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			break
+		}
+	}
+	h.count.Add(1)
+}
+
+// Count is the number of observations so far.
+func (h *Histogram) Count() uint64 { return h.count.Load() }
+
+// Sum is the sum of the observations so far.
+func (h *Histogram) Sum() float64 { return math.Float64frombits(h.sum.Load()) }
+
+// Collect implements Collector.
+func (h *Histogram) Collect(w *Writer) {
+	w.Declare(h.desc)
+	f := w.families[h.desc.Name]
+	var cum uint64
+	for i := range h.buckets {
+		cum += h.buckets[i].Load()
+		le := "+Inf"
+		if i < len(h.bounds) {
+			le = formatValue(h.bounds[i])
+		}
+		f.samples = append(f.samples, sample{suffix: "_bucket", labels: `{le="` + le + `"}`, value: float64(cum), order: i})
+	}
+	f.samples = append(f.samples,
+		sample{suffix: "_sum", value: math.Float64frombits(h.sum.Load()), order: len(h.buckets)},
+		sample{suffix: "_count", value: float64(h.count.Load()), order: len(h.buckets) + 1})
 }

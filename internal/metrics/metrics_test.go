@@ -52,6 +52,30 @@ x_writes_total{resource="services",code="200"} 2
 	}
 }
 
+// A histogram is written as Prometheus writes one: cumulative buckets in
+// order of their bounds, +Inf last, then the sum and the count.
+func TestHistogramIsCumulativeBucketsSumAndCount(t *testing.T) {
+	h := NewHistogram("x_latency_seconds", "Latency.", 0.1, 0.5, 2)
+	for _, v := range []float64{0.05, 0.1, 0.3, 1, 10} {
+		h.Observe(v)
+	}
+	want := `# HELP x_latency_seconds Latency.
+# TYPE x_latency_seconds histogram
+x_latency_seconds_bucket{le="0.1"} 2
+x_latency_seconds_bucket{le="0.5"} 3
+x_latency_seconds_bucket{le="2"} 4
+x_latency_seconds_bucket{le="+Inf"} 5
+x_latency_seconds_sum 11.45
+x_latency_seconds_count 5
+`
+	if diff := cmp.Diff(want, string((&Registry{collectors: []Collector{h}}).Text())); diff != "" {
+		t.Errorf("scrape (-want +got):\n%s", diff)
+	}
+	if empty := string((&Registry{collectors: []Collector{NewHistogram("y_seconds", "Y.", 1)}}).Text()); !strings.Contains(empty, "y_seconds_bucket{le=\"+Inf\"} 0\ny_seconds_sum 0\ny_seconds_count 0\n") {
+		t.Errorf("an empty histogram:\n%s", empty)
+	}
+}
+
 func TestCountersCountEveryConcurrentIncrement(t *testing.T) {
 	c := NewCounterVec("x_total", "X.", "who")
 	var wg sync.WaitGroup
@@ -89,7 +113,9 @@ func TestPromtoolAcceptsAWholeScrape(t *testing.T) {
 	}
 	c := NewCounterVec("renumber_test_requests_total", "Requests.", "verb")
 	c.With("get").Inc()
-	srv := httptest.NewServer(NewRegistry(c, NewGauge("renumber_test_up", "Up.")))
+	h := NewHistogram("renumber_test_latency_seconds", "Latency.", 0.1, 1)
+	h.Observe(0.3)
+	srv := httptest.NewServer(NewRegistry(c, NewGauge("renumber_test_up", "Up."), h))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

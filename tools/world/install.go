@@ -24,7 +24,8 @@ const (
 // Install installs Cilium's CRDs (what a cluster renumber serves has), then
 // renumber the way how names: "kustomize" (InstallKustomize) or "helm"
 // (InstallHelm, the chart's defaults). Either brings the DynamicPrefix CRD.
-func (w *World) Install(ctx context.Context, how string) error {
+// sets are chart values ("key=value") for "helm".
+func (w *World) Install(ctx context.Context, how string, sets ...string) error {
 	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func (w *World) Install(ctx context.Context, how string) error {
 	case "kustomize":
 		return w.InstallKustomize(ctx)
 	case "helm":
-		return w.InstallHelm(ctx)
+		return w.InstallHelm(ctx, sets...)
 	}
 	return fmt.Errorf("world: install %q: want kustomize or helm", how)
 }

@@ -54,7 +54,8 @@ type Publisher struct {
 	liveKnown bool
 	kick      chan struct{}
 	writes    int
-	biting    bool // the budget made the last write wait
+	biting    bool      // the budget made the last write wait
+	since     time.Time // when the wanted value first differed from the live one
 }
 
 // New returns a publisher.
@@ -75,6 +76,7 @@ func (p *Publisher) Want(v string) {
 	p.mu.Lock()
 	changed := !p.haveWant || p.want != v
 	p.want, p.haveWant = v, true
+	p.noteDifference()
 	p.mu.Unlock()
 	if changed {
 		p.poke()
@@ -90,9 +92,21 @@ func (p *Publisher) Live(v string, exists bool) {
 		v = "\x00absent"
 	}
 	p.live, p.liveKnown = v, true
+	p.noteDifference()
 	p.mu.Unlock()
 	if changed {
 		p.poke()
+	}
+}
+
+// noteDifference keeps since: the moment the wanted value began to differ
+// from the live one, cleared when they agree again (p.mu held).
+func (p *Publisher) noteDifference() {
+	switch {
+	case p.liveKnown && p.haveWant && p.want == p.live:
+		p.since = time.Time{}
+	case p.since.IsZero():
+		p.since = p.clock.Now()
 	}
 }
 
@@ -110,14 +124,14 @@ func (p *Publisher) poke() {
 	}
 }
 
-// pending returns the value to write, if any.
-func (p *Publisher) pending() (string, bool) {
+// pending returns the value to write, if any, and since when it has waited.
+func (p *Publisher) pending() (string, time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.haveWant || !p.liveKnown || p.want == p.live {
-		return "", false
+		return "", time.Time{}, false
 	}
-	return p.want, true
+	return p.want, p.since, true
 }
 
 // Run publishes until ctx ends.
@@ -150,16 +164,23 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		}
 		for {
-			v, ok := p.pending()
+			v, since, ok := p.pending()
 			if !ok {
 				retry.Reset()
 				break
 			}
 			err := p.patcher.Patch(ctx, v)
 			if err == nil {
+				// since was read before the patch: the Node watch may
+				// already have shown the write (Live), clearing p.since.
+				if !since.IsZero() {
+					metricLatency.Observe(p.clock.Since(since).Seconds())
+				}
 				p.mu.Lock()
 				p.live = v
 				p.writes++
+				p.since = time.Time{}
+				p.noteDifference() // a newer value waits from now
 				p.mu.Unlock()
 				metricPublishes.Inc()
 				retry.Reset()
@@ -185,7 +206,7 @@ func (p *Publisher) await(ctx context.Context) bool {
 	if p.budget == nil {
 		return true
 	}
-	if _, ok := p.pending(); !ok {
+	if _, _, ok := p.pending(); !ok {
 		return true
 	}
 	now := p.clock.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -16,19 +17,26 @@ import (
 
 type fakePatcher struct {
 	mu    sync.Mutex
+	clock *clocktesting.FakeClock
 	calls []string
-	fail  int // fail this many calls first
+	at    []time.Time // the clock at each call
+	fail  int         // fail this many calls first
 	done  chan struct{}
+	echo  func(v string) // called within a successful patch (the Node watch showing it)
 }
 
 func (f *fakePatcher) Patch(_ context.Context, v string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, v)
+	f.at = append(f.at, f.clock.Now())
 	defer func() { f.done <- struct{}{} }()
 	if f.fail > 0 {
 		f.fail--
 		return errors.New("API server unavailable")
+	}
+	if f.echo != nil {
+		f.echo(v)
 	}
 	return nil
 }
@@ -49,7 +57,7 @@ func setup(t *testing.T, fail int) (*Publisher, *fakePatcher, *clocktesting.Fake
 func setupWith(t *testing.T, fail int, cfg Config) (*Publisher, *fakePatcher, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	f := &fakePatcher{fail: fail, done: make(chan struct{}, 100)}
+	f := &fakePatcher{clock: clk, fail: fail, done: make(chan struct{}, 100)}
 	p := New(f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -108,6 +116,80 @@ func TestBurstIsOneWrite(t *testing.T) {
 	}
 	if p.Writes() != 1 {
 		t.Errorf("Writes = %d, want 1", p.Writes())
+	}
+}
+
+// The latency counted is from the first change the node's value should
+// carry to the write of the value that carries it (the debounce included);
+// a change undone before it is written counts nothing.
+func TestPublishLatencyRunsFromTheFirstChangeToTheWrite(t *testing.T) {
+	p, f, clk := setup(t, 0)
+	count, sum := metricLatency.Count(), metricLatency.Sum()
+	// written lets the clock run in small steps until the next patch, and
+	// waits for its latency to be counted; it returns the clock at the patch.
+	written := func(n uint64) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for metricLatency.Count() < count+n {
+			if time.Now().After(deadline) {
+				t.Fatal("no latency counted")
+			}
+			select {
+			case <-f.done:
+			case <-time.After(5 * time.Millisecond):
+				if clk.HasWaiters() {
+					clk.Step(debounce / 10)
+				}
+			}
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.at[len(f.at)-1]
+	}
+	start := clk.Now()
+	p.Live("v1;eth0=", true)
+	p.Want("v1;eth0=2001:db8:a::/64 p ra")
+	step(t, clk, debounce/2)
+	p.Want("v1;eth0=2001:db8:a::/64 p ra+addr")
+	at := written(1)
+	if n, s := metricLatency.Count()-count, metricLatency.Sum()-sum; n != 1 || math.Abs(s-at.Sub(start).Seconds()) > 1e-9 || s < debounce.Seconds() {
+		t.Errorf("observed %d latencies summing %gs, want 1 of %gs (from the first change to the write)", n, s, at.Sub(start).Seconds())
+	}
+
+	// A change undone before its write counts nothing: the next one counts
+	// from its own start.
+	sum = metricLatency.Sum()
+	p.Want("v1;eth0=2001:db8:b::/64 p ra")
+	step(t, clk, debounce/2)
+	p.Want("v1;eth0=2001:db8:a::/64 p ra+addr") // back to what is written
+	step(t, clk, debounce/2)
+	start = clk.Now()
+	p.Want("v1;eth0=2001:db8:c::/64 p ra")
+	at = written(2)
+	if s := metricLatency.Sum() - sum; math.Abs(s-at.Sub(start).Seconds()) > 1e-9 {
+		t.Errorf("after an undone change: latency %gs, want %gs (from the change written, not the undone one)", s, at.Sub(start).Seconds())
+	}
+	if got := f.Calls(); !slices.Equal(got, []string{"v1;eth0=2001:db8:a::/64 p ra+addr", "v1;eth0=2001:db8:c::/64 p ra"}) {
+		t.Errorf("patches %q", got)
+	}
+}
+
+// The Node watch may show the write before the patch call returns: the
+// latency is still counted.
+func TestPublishLatencyCountedWhenTheWatchIsFaster(t *testing.T) {
+	p, f, clk := setup(t, 0)
+	f.echo = func(v string) { p.Live(v, true) }
+	count := metricLatency.Count()
+	p.Live("v1;eth0=", true)
+	p.Want("v1;eth0=2001:db8:a::/64 p ra")
+	for deadline := time.Now().Add(5 * time.Second); metricLatency.Count() == count; {
+		if time.Now().After(deadline) {
+			t.Fatal("a write the watch showed first was not counted")
+		}
+		if clk.HasWaiters() {
+			clk.Step(debounce)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -804,5 +805,36 @@ func TestADroppedTargetKeyIsReleasedInOnePatch(t *testing.T) {
 	f.catchUp()
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("again after: %q", got)
+	}
+}
+
+// The change latency runs from the nodes' change the leader saw to the pass
+// that wrote for it; a change that writes nothing is not counted, and the
+// next one counts from its own time.
+func TestTheChangeLatencyRunsFromTheNodesToTheWrites(t *testing.T) {
+	f := converged(t, generous)
+	count, sum := metricLatency.Count(), metricLatency.Sum()
+	f.report(3, prefixB, prefixA)
+	f.ctl.NodesChanged()
+	f.clock.Step(250 * time.Millisecond)
+	if got := f.sync(passHome); len(got) == 0 {
+		t.Fatal("a prefix change wrote nothing")
+	}
+	if n, s := metricLatency.Count()-count, metricLatency.Sum()-sum; n != 1 || s != 0.25 {
+		t.Errorf("counted %d latencies summing %gs, want one of 0.25s", n, s)
+	}
+	f.catchUp()
+
+	f.ctl.NodesChanged() // nothing changed for home
+	f.clock.Step(time.Second)
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Fatalf("no change wrote %q", got)
+	}
+	f.report(3, prefixC, prefixB)
+	f.ctl.NodesChanged()
+	f.clock.Step(100 * time.Millisecond)
+	f.sync(passHome)
+	if n, s := metricLatency.Count()-count, metricLatency.Sum()-sum; n != 2 || math.Abs(s-0.35) > 1e-9 {
+		t.Errorf("counted %d latencies summing %gs, want two summing 0.35s (the quiet second not counted)", n, s)
 	}
 }

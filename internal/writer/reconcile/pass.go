@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -15,8 +17,20 @@ import (
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
 // Service and advertisement that follows it, then its status (so status
-// records what the pools already carry).
-func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.Outcome {
+// records what the pools already carry). A pass that writes after a change
+// of the nodes' digests counts the time since that change.
+func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out write.Outcome) {
+	seen, pending := c.changes.take(name)
+	before := write.Written()
+	defer func() {
+		switch {
+		case !pending:
+		case write.Written() > before:
+			metricLatency.Observe(c.clock.Since(seen).Seconds())
+		case out.Retry:
+			c.changes.seen(name, seen) // the retry's writes count from the change
+		}
+	}()
 	obj, exists, err := c.caches.DynamicPrefixes().GetByKey(name)
 	if err != nil {
 		return write.Transient(err)
@@ -105,6 +119,34 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) write.O
 		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
 	}
 	return append(steps, bgp...).Retry()
+}
+
+// nodeChanges holds, per DynamicPrefix, when a change of the nodes' digests
+// was first seen and no pass has yet handled it.
+type nodeChanges struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// seen records a change at t for name, unless an older one waits.
+func (n *nodeChanges) seen(name string, t time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.at == nil {
+		n.at = map[string]time.Time{}
+	}
+	if old, ok := n.at[name]; !ok || t.Before(old) {
+		n.at[name] = t
+	}
+}
+
+// take returns and forgets the change waiting for name.
+func (n *nodeChanges) take(name string) (time.Time, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.at[name]
+	delete(n.at, name)
+	return t, ok
 }
 
 // release releases everything written for the DynamicPrefix name.

@@ -118,6 +118,7 @@ type Controller struct {
 	write   *apply.Writer
 	ippools *ippools.Writer
 	queue   workqueue.TypedRateLimitingInterface[Key]
+	changes nodeChanges
 }
 
 // New returns a controller reading caches and voters and writing with client
@@ -143,7 +144,13 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 func (c *Controller) DynamicPrefixChanged(name string) { c.enqueue(name, 0) }
 
 // NodesChanged queues a pass over every DynamicPrefix, after the debounce.
-func (c *Controller) NodesChanged() { c.enqueueAll(c.cfg.Debounce) }
+func (c *Controller) NodesChanged() {
+	now := c.clock.Now()
+	for _, o := range c.caches.DynamicPrefixes().List() {
+		c.changes.seen(informer.Name(o), now)
+	}
+	c.enqueueAll(c.cfg.Debounce)
+}
 
 // KindsChanged queues a pass over every DynamicPrefix.
 func (c *Controller) KindsChanged() { c.enqueueAll(0) }

@@ -37,6 +37,9 @@ func Collectors() []metrics.Collector { return []metrics.Collector{metricWrites,
 // Counted counts one write to an object of resource.
 func Counted(resource string) { metricWrites.With(resource).Inc() }
 
+// Written is the number of objects written so far (every resource).
+func Written() uint64 { return metricWrites.Sum() }
+
 // Refused counts one write to an object of resource the breaker refused
 // (Permit counts its own).
 func Refused(resource string) { metricRefused.With(resource).Inc() }

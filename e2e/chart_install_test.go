@@ -3,19 +3,24 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/renumber/renumber/tools/world"
 )
@@ -189,6 +194,124 @@ func ciliumIn(ns string) func(t *testing.T, w *world.World) {
 			},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestAReleaseScopesItsNames: a release not named renumber ("home") names
+// every object home-renumber-*, and everything that refers to one follows:
+// role bindings, policy bindings, the Pods' ServiceAccounts, the admission
+// policies' identities, the writer's Lease. The real agent, writer and shadow
+// run as the release's identities with its arguments and bring the pool to
+// the prefix; the agent's policy holds for its identity.
+func TestAReleaseScopesItsNames(t *testing.T) {
+	_, repo := helmBin(t)
+	w := bareWorldWith(t, 1)
+	ctx := t.Context()
+	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"install", "home", filepath.Join(repo, "charts", "renumber"), "-n", world.Namespace, "--create-namespace", "--set", "shadow.enabled=true"}
+	for _, s := range world.LocalImages {
+		args = append(args, "--set", s)
+	}
+	if out, err := helmIn(t, w, args...); err != nil {
+		t.Fatalf("helm install home: %v\n%s", err, out)
+	}
+	manifest, err := helmIn(t, w, "get", "manifest", "home", "-n", world.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, []byte(manifest))
+	names := map[string]bool{}
+	for k := range objs {
+		kind, name, _ := strings.Cut(k, " ")
+		_, name, _ = strings.Cut(name, "/")
+		names[kind+"/"+name] = true
+		if kind != "CustomResourceDefinition" && !strings.HasPrefix(name, "home-renumber-") {
+			t.Errorf("%s is not named for the release", k)
+		}
+	}
+	refers := func(from, kind, name string) {
+		if !names[kind+"/"+name] {
+			t.Errorf("%s refers to %s %s, which the release does not have", from, kind, name)
+		}
+	}
+	for k, o := range objs {
+		u := unstructured.Unstructured{Object: o}
+		switch u.GetKind() {
+		case "RoleBinding", "ClusterRoleBinding":
+			ref, _, _ := unstructured.NestedStringMap(o, "roleRef")
+			refers(k, ref["kind"], ref["name"])
+			subjects, _, _ := unstructured.NestedSlice(o, "subjects")
+			for _, s := range subjects {
+				refers(k, "ServiceAccount", s.(map[string]any)["name"].(string))
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			p, _, _ := unstructured.NestedString(o, "spec", "policyName")
+			refers(k, "ValidatingAdmissionPolicy", p)
+		case "ValidatingAdmissionPolicy":
+			conds, _, _ := unstructured.NestedSlice(o, "spec", "matchConditions")
+			for _, c := range conds {
+				e := c.(map[string]any)["expression"].(string)
+				if m := regexp.MustCompile(`system:serviceaccount:[^:]+:([^']+)'`).FindStringSubmatch(e); m != nil {
+					refers(k, "ServiceAccount", m[1])
+				}
+			}
+		case "Deployment", "DaemonSet":
+			sa, _, _ := unstructured.NestedString(o, "spec", "template", "spec", "serviceAccountName")
+			refers(k, "ServiceAccount", sa)
+		}
+	}
+
+	if _, err := w.StartAgentAs(ctx, "home-renumber-agent", filepath.Join(binaries(t), "agent"), "node1",
+		localArgs(t, objs["DaemonSet "+world.Namespace+"/home-renumber-agent"])...); err != nil {
+		t.Fatal(err)
+	}
+	writerArgs := localArgs(t, objs["Deployment "+world.Namespace+"/home-renumber-writer"])
+	if !slices.Contains(writerArgs, "--lease-name=home-renumber-writer") {
+		t.Errorf("writer args %q: no --lease-name=home-renumber-writer", writerArgs)
+	}
+	if _, err := w.StartWriterAs(ctx, "home-renumber-writer", filepath.Join(binaries(t), "writer"), "writer-0", writerArgs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.StartWriterAs(ctx, "home-renumber-shadow", filepath.Join(binaries(t), "writer"), "shadow-0",
+		append(localArgs(t, objs["Deployment "+world.Namespace+"/home-renumber-shadow"]), "--metrics-addr", freeAddr(t))...); err != nil {
+		t.Fatal(err)
+	}
+	minimalDP(t, w, "home")
+	createPool(t, w)
+	prefix := netip.MustParsePrefix("2001:db8:8::/64")
+	advertise(t, w, prefix)
+	poolIs(t, w, "the pool follows the advertised prefix", prefix.String())
+	eventually(t, "the writer holds the release's Lease", func() (bool, string) {
+		l, err := w.API.Client.CoordinationV1().Leases(world.Namespace).Get(ctx, "home-renumber-writer", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "writer-0", fmt.Sprint(l.Spec.HolderIdentity)
+	})
+
+	// The agent's policy binds the release's agent identity.
+	if err := w.API.CreateNode(ctx, "node2"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := w.API.ServiceAccount(ctx, "home-renumber-agent", "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kubernetes.NewForConfigOrDie(id.Config).CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/node-prefixes":"v1;eth0="}}}`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("the release's agent wrote another node's digest: %v", err)
+	}
+	for _, l := range []string{"agent-node1.log", "writer-0.log", "shadow-0.log"} {
+		b, err := os.ReadFile(filepath.Join(w.Dir, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := regexp.MustCompile(`(?i).*forbidden.*`).Find(b); m != nil {
+			t.Errorf("%s: %s", l, m)
 		}
 	}
 }

@@ -449,7 +449,7 @@ func TestChartLintsAsADependency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := objects(t, out)["DaemonSet renumber-system/renumber-agent"]
+	ds := objects(t, out)["DaemonSet renumber-system/homelab-renumber-agent"]
 	if labels := (&unstructured.Unstructured{Object: ds}).GetLabels(); labels["team"] != "net" || labels["app.kubernetes.io/instance"] != "homelab" {
 		t.Errorf("the agent DaemonSet's labels %v: want the umbrella's commonLabels and its release", labels)
 	}

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -176,5 +177,47 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 	minLen, _, _ := unstructured.NestedInt64(u.Object, "spec", "acquisition", "prefixFilter", "minPrefixLength")
 	if len(trusted) != 5 || minLen != 48 {
 		t.Errorf("stored %v: the fields were pruned", u.Object["spec"])
+	}
+}
+
+// TestTheSchemaRefusesWhatTheReplacedCRDRefused: the validations of the
+// existing operator's CRD hold in ours (names as DNS labels, host-part
+// suffixes in hex, non-empty interfaces, metav1.Condition's schema), so no
+// object it refused is admitted by ours.
+func TestTheSchemaRefusesWhatTheReplacedCRDRefused(t *testing.T) {
+	w := newWorldWith(t, 0, true)
+	ctx := t.Context()
+	ra := map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}
+	for name, spec := range map[string]map[string]any{
+		"empty-ra-interface":   {"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": ""}}},
+		"empty-pd-interface":   {"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": ""}}},
+		"range-name-not-label": {"acquisition": ra, "addressRanges": []any{map[string]any{"name": "Bad_Name", "start": "::1", "end": "::2"}}},
+		"range-start-not-hex":  {"acquisition": ra, "addressRanges": []any{map[string]any{"name": "lb", "start": "::zz", "end": "::2"}}},
+		"range-end-too-short":  {"acquisition": ra, "addressRanges": []any{map[string]any{"name": "lb", "start": "::1", "end": ":"}}},
+		"subnet-name-upper":    {"acquisition": ra, "subnets": []any{map[string]any{"name": "Svc", "prefixLength": int64(64)}}},
+		"community-not-asn":    {"acquisition": ra, "subnets": []any{map[string]any{"name": "svc", "prefixLength": int64(64), "bgp": map[string]any{"community": "65001-100"}}}},
+		"history-too-long":     {"acquisition": ra, "transition": map[string]any{"maxPrefixHistory": int64(11)}},
+	} {
+		if err := createDPErr(t, w, name, spec); err == nil || !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+	if err := createDPErr(t, w, "good", map[string]any{"acquisition": ra,
+		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+		"subnets":       []any{map[string]any{"name": "svc", "offset": int64(1), "prefixLength": int64(112), "bgp": map[string]any{"advertise": true, "community": "65001:100"}}},
+	}); err != nil {
+		t.Fatalf("a good DynamicPrefix refused: %v", err)
+	}
+	for name, cond := range map[string]string{
+		"no reason":        `{"type":"Ready","status":"True","lastTransitionTime":"2026-11-24T00:00:00Z","message":""}`,
+		"reason not camel": `{"type":"Ready","status":"True","reason":"not ok","lastTransitionTime":"2026-11-24T00:00:00Z","message":""}`,
+		"type with spaces": `{"type":"not ready","status":"True","reason":"Ok","lastTransitionTime":"2026-11-24T00:00:00Z","message":""}`,
+		"no time":          `{"type":"Ready","status":"True","reason":"Ok","message":""}`,
+	} {
+		_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "good", types.MergePatchType,
+			[]byte(`{"status":{"conditions":[`+cond+`]}}`), metav1.PatchOptions{}, "status")
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("a condition with %s: %v, want Invalid", name, err)
+		}
 	}
 }

@@ -22,7 +22,13 @@ var PoolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Res
 // StartAgent runs the agent binary at bin in node's namespace with its own
 // pod-bound identity, watching eth0. Its log is <world>/agent-<node>.log.
 func (w *World) StartAgent(ctx context.Context, bin, node string, extra ...string) (*exec.Cmd, error) {
-	id, err := w.API.ServiceAccount(ctx, "renumber-agent", node)
+	return w.StartAgentAs(ctx, "renumber-agent", bin, node, extra...)
+}
+
+// StartAgentAs starts an agent on node with the token of the ServiceAccount
+// sa (a chart release's, <release>-renumber-agent).
+func (w *World) StartAgentAs(ctx context.Context, sa, bin, node string, extra ...string) (*exec.Cmd, error) {
+	id, err := w.API.ServiceAccount(ctx, sa, node)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
 files) as writer.ciliumNamespace says, and the chart's labels on every object. */}}
 {{- define "renumber.file" -}}
 {{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
+{{- $text = include "renumber.rename" (dict "root" .root "text" $text) -}}
 {{- $labels := include "renumber.labels" .root | fromYaml -}}
 {{- range regexSplit "(?m)^---[ \t]*$" $text -1 }}
 {{- $o := fromYaml . }}
@@ -62,4 +63,32 @@ app.kubernetes.io/part-of: renumber
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* The release's name prefix for every object: the release name when it
+says renumber (the default release "renumber" gives the names of manifests/),
+else "<release>-renumber"; fullnameOverride replaces it. */}}
+{{- define "renumber.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains "renumber" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-renumber" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* .text with every object name, ServiceAccount reference and policy
+identity "renumber-..." renamed to the release's prefix (renumber.fullname);
+label values (the components' app.kubernetes.io/name) keep their names. */}}
+{{- define "renumber.rename" -}}
+{{- $full := include "renumber.fullname" .root -}}
+{{- if eq $full "renumber" -}}
+{{ .text }}
+{{- else -}}
+{{- $t := regexReplaceAll "(?m)^(\\s*(?:- )?(?:name|policyName|serviceAccountName): )renumber-" .text (printf "${1}%s-" $full) -}}
+{{- $t = regexReplaceAll "(system:serviceaccount:[^:'\\s]+:)renumber-" $t (printf "${1}%s-" $full) -}}
+{{- $t = regexReplaceAll "\"renumber-(agent|writer|shadow|reader)\"" $t (printf "\"%s-${1}\"" $full) -}}
+{{ $t }}
+{{- end -}}
 {{- end -}}

@@ -2,6 +2,10 @@
 {{- define "renumber.writerArgs" -}}
 {{- $w := .Values.writer -}}
 - --metrics-addr=:{{ $w.metricsPort }}
+{{- $full := include "renumber.fullname" . }}
+{{- if ne $full "renumber" }}
+- --lease-name={{ $full }}-writer
+{{- end }}
 {{- include "renumber.flag" (list "debounce" $w.debounce) }}
 {{- include "renumber.flag" (list "node-not-ready-grace" $w.nodeNotReadyGrace) }}
 {{- include "renumber.flag" (list "staleness-check" $w.stalenessCheck) }}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,16 +110,23 @@ func TestEveryChartOptionInstallsAndItsRBACServes(t *testing.T) {
 					t.Errorf("kubectl renumber status as a reader: %v\n%s", err, out)
 				}
 			}
-			for _, l := range logs {
-				b, err := os.ReadFile(filepath.Join(w.Dir, l))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m := regexp.MustCompile(`(?i).*forbidden.*`).Find(b); m != nil {
-					t.Errorf("%s: %s", l, m)
-				}
-			}
+			noForbidden(t, w, logs...)
 		})
+	}
+}
+
+// noForbidden fails t for each line of the world's logs that says a request
+// was forbidden (RBAC the release lacks).
+func noForbidden(t *testing.T, w *world.World, logs ...string) {
+	t.Helper()
+	for _, l := range logs {
+		b, err := os.ReadFile(filepath.Join(w.Dir, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := regexp.MustCompile(`(?i).*forbidden.*`).Find(b); m != nil {
+			t.Errorf("%s: %s", l, m)
+		}
 	}
 }
 
@@ -150,19 +155,7 @@ func bareWorldWith(t *testing.T, nodes int) *world.World {
 	t.Helper()
 	skipWithoutWorld(t)
 	helmBin(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	w, err := world.Start(ctx, world.Options{Nodes: nodes, Log: logWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLogs(t, w)
-		}
-		w.Close()
-	})
-	return w
+	return startWorld(t, world.Options{Nodes: nodes})
 }
 
 // kubeVIPConfigMap is the kube-vip cloud provider's pool ConfigMap.
@@ -305,13 +298,5 @@ func TestAReleaseScopesItsNames(t *testing.T) {
 	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
 		t.Errorf("the release's agent wrote another node's digest: %v", err)
 	}
-	for _, l := range []string{"agent-node1.log", "writer-0.log", "shadow-0.log"} {
-		b, err := os.ReadFile(filepath.Join(w.Dir, l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := regexp.MustCompile(`(?i).*forbidden.*`).Find(b); m != nil {
-			t.Errorf("%s: %s", l, m)
-		}
-	}
+	noForbidden(t, w, "agent-node1.log", "writer-0.log", "shadow-0.log")
 }

@@ -75,9 +75,28 @@ func newWorld(t *testing.T, nodes int) *world.World {
 func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
 	t.Helper()
 	skipWithoutWorld(t)
+	w := startWorld(t, world.Options{Nodes: nodes})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w, err := world.Start(ctx, world.Options{Nodes: nodes, Log: logWriter{t}})
+	if crds {
+		if err := w.API.InstallCRDs(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// startWorld starts a world with opts (its log to t), closed at the end of
+// the test after dumping its logs if the test failed.
+func startWorld(t *testing.T, opts world.Options) *world.World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	opts.Log = logWriter{t}
+	w, err := world.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +106,6 @@ func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
 		}
 		w.Close()
 	})
-	if crds {
-		if err := w.API.InstallCRDs(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.API.InstallRBAC(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return w
 }
 

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,18 +43,7 @@ func TestTheOldestKubernetesTheChartClaims(t *testing.T) {
 		}
 		t.Skipf("%s not built (make tools)", bin)
 	}
-	start, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	w, err := world.Start(start, world.Options{APIServer: bin, Log: logWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLogs(t, w)
-		}
-		w.Close()
-	})
+	w := startWorld(t, world.Options{APIServer: bin})
 	ctx := t.Context()
 	v, err := w.API.Client.Discovery().ServerVersion()
 	if err != nil {

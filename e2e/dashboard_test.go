@@ -24,9 +24,15 @@ func (s scrape) add(body []byte) {
 	for sc.Scan() {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			name, _, _ := strings.Cut(rest, " ")
-			if s[name] == nil {
-				s[name] = map[string]bool{}
+			name, typ, _ := strings.Cut(rest, " ")
+			names := []string{name}
+			if typ == "histogram" { // queried by its series' names
+				names = []string{name + "_bucket", name + "_sum", name + "_count"}
+			}
+			for _, n := range names {
+				if s[n] == nil {
+					s[n] = map[string]bool{}
+				}
 			}
 			continue
 		}
@@ -35,7 +41,7 @@ func (s scrape) add(body []byte) {
 		}
 		name, labels, _ := strings.Cut(line, "{")
 		if s[name] == nil {
-			continue // a histogram's _bucket, _sum or _count: not queried by name
+			continue
 		}
 		for _, kv := range strings.Split(strings.Split(labels, "}")[0], ",") {
 			if k, _, ok := strings.Cut(kv, "="); ok {

@@ -30,7 +30,7 @@ CNI_VERSION        := v1.8.0
 KUBELET            := $(BIN)/kubelet
 CONTAINERD         := $(BIN)/containerd
 RUNC               := $(BIN)/runc
-CNI                := $(BIN)/cni/bridge
+CNI                := $(BIN)/cni/portmap
 # Without these the API server and nodes report v0.0.0-master (and Helm refuses
 # a chart requiring Kubernetes 1.30+).
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
@@ -90,7 +90,7 @@ $(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
 $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-$(KUBELET): tools/kube-node/go.mod tools/kube-node/go.sum $(wildcard tools/kube-node/*/main.go)
+$(KUBELET): tools/kube-node/go.mod tools/kube-node/go.sum $(foreach c,kubelet kube-controller-manager kube-scheduler,tools/kube-node/$(c)/main.go)
 	@echo "building kubelet, kube-controller-manager, kube-scheduler $(KUBE_VERSION) (cold: ~15 min, cached afterwards)"
 	@mkdir -p $(BIN) && cd tools/kube-node && for c in kube-controller-manager kube-scheduler kubelet; do \
 		$(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/$$c ./$$c || exit 1; done
@@ -110,7 +110,49 @@ $(CNI):
 	@mkdir -p $(BIN)/cni && GOBIN=$(BIN)/cni $(GO) install -trimpath \
 		github.com/containernetworking/plugins/plugins/main/bridge@$(CNI_VERSION) \
 		github.com/containernetworking/plugins/plugins/main/loopback@$(CNI_VERSION) \
+		github.com/containernetworking/plugins/plugins/main/ptp@$(CNI_VERSION) \
+		github.com/containernetworking/plugins/plugins/meta/portmap@$(CNI_VERSION) \
 		github.com/containernetworking/plugins/plugins/ipam/host-local@$(CNI_VERSION)
+
+# The offline kind node image (tools/kind/node-image.sh): the node's other
+# Kubernetes binaries, CoreDNS, the Pod network's stand-in for kindnetd, and a
+# Debian rootfs laid out as kind's base image. Cached in _out/ and in the
+# private Docker daemon's data root (_out/kind/docker).
+COREDNS_VERSION := v1.13.1
+KIND_NODE_IMAGE := renumber/kind-node:$(KUBE_VERSION)
+KIND_NODE_BINS  := $(BIN)/kubeadm $(BIN)/kube-proxy $(BIN)/kubectl
+$(KIND_NODE_BINS) &: tools/kube-node/go.mod tools/kube-node/go.sum tools/kube-node/kubeadm/main.go tools/kube-node/kube-proxy/main.go tools/kube-node/kubectl/main.go
+	@echo "building kubeadm, kube-proxy, kubectl $(KUBE_VERSION) (cold after the node tools: ~5 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube-node && for c in kubeadm kube-proxy kubectl; do \
+		$(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/$$c ./$$c || exit 1; done
+
+$(BIN)/coredns:
+	@echo "building coredns $(COREDNS_VERSION) (cold: ~3 min)"
+	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install -trimpath -ldflags=-s github.com/coredns/coredns@$(COREDNS_VERSION)
+
+.PHONY: $(BIN)/kindnet $(BIN)/pause
+$(BIN)/kindnet:
+	@mkdir -p $(BIN) && $(GO) build -trimpath -ldflags=-s -o $@ ./tools/kindnet
+$(BIN)/pause:
+	@mkdir -p $(BIN) && cd tools/images && $(GO) build -trimpath -ldflags=-s -o $@ ./pause
+
+$(OUT)/kind/rootfs.tar:
+	@command -v mmdebstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
+	@mkdir -p $(OUT)/kind && mmdebstrap --quiet --variant=minbase \
+		--include=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,ca-certificates,curl,jq,procps,bash \
+		bookworm $@.tmp && mv $@.tmp $@
+
+# BuildKit's Dockerfile frontend: the docker/dockerfile:1 the Dockerfiles'
+# syntax line names, where it cannot be pulled (e2e/kind/images.sh).
+BUILDKIT_VERSION := v0.12.5
+$(BIN)/dockerfile-frontend:
+	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install -trimpath -ldflags=-s github.com/moby/buildkit/frontend/dockerfile/cmd/dockerfile-frontend@$(BUILDKIT_VERSION)
+
+.PHONY: kind-node-image
+kind-node-image: $(KUBELET) $(APISERVER) $(ETCD) $(CONTAINERD) $(RUNC) $(CNI) $(KIND_NODE_BINS) $(BIN)/coredns $(BIN)/kindnet $(BIN)/pause $(OUT)/kind/rootfs.tar ## The kind node image, built offline (Docker or the private engine of e2e/kind/engine.sh)
+	@eval "$$(e2e/kind/engine.sh start)" && export DOCKER_HOST && \
+		tools/kind/node-image.sh $(KIND_NODE_IMAGE) $(BIN) $(OUT)/kind/rootfs.tar $(KUBE_VERSION); \
+		rc=$$?; e2e/kind/engine.sh stop; exit $$rc
 
 .PHONY: node-tools
 node-tools: $(KUBELET) $(CONTAINERD) $(RUNC) $(CNI) ## Build the real nodes' parts: kubelet, controller manager, scheduler, containerd, runc, CNI plugins
@@ -158,19 +200,30 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 	SOURCE_DATE_EPOCH=0 $(GO) run . -name pause $$args -version dev -out $(OUT)/images/pause.oci.tar
 
 .PHONY: test
-test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests and the fast e2e subset (needs root; ~30 min warm)
+test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~35 min warm)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -p 1 -timeout 60m ./...
+	SMOKE=1 e2e/kind/run.sh
 
 .PHONY: e2e
 e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall, real nodes after helm install; ~40 min)
 	E2E_FULL=1 $(GO) test -count=1 -p 1 -timeout 80m ./e2e/
 
+# kind (e2e/kind/run.sh): Docker if one answers, else a private dockerd from
+# Debian's docker.io (e2e/kind/engine.sh); the node image built offline; the
+# images from the Dockerfiles, on stand-ins for base images that cannot be pulled.
+.PHONY: kind-tools
+kind-tools: deps $(KIND) $(HELM) $(BIN)/dockerfile-frontend kind-node-image ## Build what the kind e2e needs: kind, Helm, the Dockerfile frontend, the node image
+
 .PHONY: e2e-kind
-e2e-kind: $(KIND) ## The e2e scenarios on a kind cluster (needs Docker; fails at once without it)
-	KIND=$(KIND) e2e/kind/run.sh
+e2e-kind: kind-tools ## Every e2e scenario on a 3-node kind cluster, installed with helm and with kubectl apply -k (~35 min)
+	e2e/kind/run.sh
+
+.PHONY: e2e-kind-smoke
+e2e-kind-smoke: kind-tools ## The kind smoke of make test: cluster, helm install of the packaged chart, first RA, one renumbering
+	SMOKE=1 e2e/kind/run.sh
 
 .PHONY: unit
 unit: ## Unit tests only (no root, no world)
@@ -187,7 +240,7 @@ fuzz: ## Fuzz every decoder of outside input for FUZZTIME each (default 30s)
 lint: $(STATICCHECK) $(ACTIONLINT) ## go vet, staticcheck, shellcheck and actionlint (the release workflow)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
-	shellcheck e2e/kind/*.sh .ci/run
+	shellcheck e2e/kind/*.sh e2e/kind/runc-wrapper tools/kind/node-image.sh .ci/run
 	$(ACTIONLINT) .github/workflows/*.yml
 
 .PHONY: chart-readme

@@ -1,41 +1,68 @@
 #!/usr/bin/env bash
-# make e2e-kind: the e2e scenarios against a kind cluster (1 control plane + 2
-# workers) with the project's images, its manifests, Cilium's CRDs and radvd in
-# a container on the kind network as the router. Needs Docker; kind itself is
-# built from the module proxy (tools/kind). KEEP=1 leaves the cluster running.
+# make e2e-kind: the e2e scenarios on a kind cluster (1 control plane + 2
+# workers on the dual-stack kind network) with radvd in a container on that
+# network as the router, the API server's audit log counting writes per Pod
+# identity.
+#
+#   e2e/kind/run.sh               every scenario, installed with helm and with kubectl apply -k
+#   SMOKE=1 e2e/kind/run.sh       the smoke of make test: helm install, first RA, one renumbering
+#   KEEP=1                        leave the cluster (and the private engine) running
+#
+# With a Docker that answers, it is used unchanged; without one,
+# e2e/kind/engine.sh runs a private dockerd from Debian's docker.io. The node
+# image is built offline (make kind-node-image), kind from the module proxy
+# (tools/kind), the images of renumber from its Dockerfiles.
 set -euo pipefail
 cd "${0%/*}/../.."
+top=$PWD
 
-KIND=${KIND:-$PWD/_out/bin/kind}
+BIN=${BIN:-$top/_out/bin}
+KIND=${KIND:-$BIN/kind}
+KUBE_VERSION=${KUBE_VERSION:-v1.35.4}
+NODE_IMAGE=${NODE_IMAGE:-renumber/kind-node:$KUBE_VERSION}
 CLUSTER=renumber
 ROUTER=renumber-router
+# The chart as release.yml packages it, at a version no release has.
+CHART_VERSION=0.0.0-kind
+export PATH=$BIN:$PATH
 
 fail() { echo "e2e-kind: $*" >&2; exit 2; }
+step() { echo "== $* ($(date +%T))"; }
 
-command -v docker >/dev/null 2>&1 || fail "Docker is required and there is no docker command here. The same scenarios run without Docker in the local world: make e2e"
-docker info >/dev/null 2>&1 || fail "the docker command is here but its daemon does not answer (docker info failed). Start Docker, or run the local world: make e2e"
-command -v kubectl >/dev/null 2>&1 || fail "kubectl is required"
 [ -x "$KIND" ] || fail "no kind binary at $KIND (make e2e-kind builds it)"
+eval "$(e2e/kind/engine.sh start)"
+export DOCKER_HOST
 
+docker image inspect "$NODE_IMAGE" >/dev/null 2>&1 || fail "no node image $NODE_IMAGE (make kind-node-image builds it)"
+
+# Host-global settings a kubelet inside a node changes (restored at the end).
+sysctls="vm.overcommit_memory kernel.panic kernel.panic_on_oops"
+saved=$(for s in $sysctls; do echo "$s=$(sysctl -n "$s")"; done)
+KUBECONFIG=$(mktemp)
+export KUBECONFIG
 cleanup() {
+	local rc=$?
 	if [ -z "${KEEP:-}" ]; then
-		docker rm -f "$ROUTER" >/dev/null 2>&1 || true
+		docker rm -f "$ROUTER" "$ROUTER-rogue" >/dev/null 2>&1 || true
 		"$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+		e2e/kind/engine.sh stop
 	fi
+	local kv
+	for kv in $saved; do sysctl -qw "$kv"; done
+	rm -f "$KUBECONFIG"
+	exit $rc
 }
 trap cleanup EXIT
 
-echo "== images"
-docker build -q -f Dockerfile.agent -t renumber/agent:dev .
-docker build -q -f Dockerfile.writer -t renumber/writer:dev .
-docker build -q -f e2e/kind/Dockerfile.router -t renumber/e2e-router:dev .
+step "images"
+e2e/kind/images.sh "$CHART_VERSION"
 
-echo "== cluster"
-"$KIND" create cluster --name "$CLUSTER" --config e2e/kind/kind-config.yaml --wait 180s
-KUBECONFIG=$(mktemp)
-export KUBECONFIG
+step "cluster"
+"$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+"$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config e2e/kind/kind-config.yaml --wait 180s
 "$KIND" get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
-"$KIND" load docker-image --name "$CLUSTER" renumber/agent:dev renumber/writer:dev
+"$KIND" load docker-image --name "$CLUSTER" renumber/agent:dev renumber/writer:dev \
+	"ghcr.io/renumber/renumber-agent:$CHART_VERSION" "ghcr.io/renumber/renumber-writer:$CHART_VERSION"
 
 # kind nodes forward IPv6 (kube-proxy), so the kernel ignores RAs unless
 # accept_ra is 2: set it so nodes form SLAAC addresses as a home LAN's hosts do.
@@ -43,19 +70,66 @@ for node in $("$KIND" get nodes --name "$CLUSTER"); do
 	docker exec "$node" sysctl -qw net.ipv6.conf.eth0.accept_ra=2 net.ipv6.conf.eth0.autoconf=1
 done
 
-echo "== router"
+step "router"
 docker rm -f "$ROUTER" >/dev/null 2>&1 || true
 docker run -d --name "$ROUTER" --network kind --cap-add NET_ADMIN --cap-add NET_RAW \
 	--sysctl net.ipv6.conf.all.forwarding=1 renumber/e2e-router:dev >/dev/null
 
-echo "== CRDs and manifests"
+step "Cilium's CRDs"
 crds="$(go list -m -f '{{.Dir}}' github.com/cilium/cilium)/pkg/k8s/apis/cilium.io/client/crds/v2"
-kubectl apply -f "$crds/ciliumloadbalancerippools.yaml" -f "$crds/ciliumcidrgroups.yaml" -f "$crds/ciliumbgpadvertisements.yaml"
-kubectl wait --for condition=established --timeout=60s crd/ciliumloadbalancerippools.cilium.io
-kubectl apply -k manifests/
-kubectl -n renumber-system rollout status daemonset/renumber-agent --timeout=180s
-kubectl -n renumber-system rollout status deployment/renumber-writer --timeout=180s
+kubectl apply -f "$crds/ciliumloadbalancerippools.yaml" -f "$crds/ciliumcidrgroups.yaml" -f "$crds/ciliumbgpadvertisements.yaml" >/dev/null
+kubectl wait --for condition=established --timeout=60s crd/ciliumloadbalancerippools.cilium.io >/dev/null
 
-echo "== scenarios"
-E2E_KIND_CLUSTER=$CLUSTER E2E_KIND_ROUTER=$ROUTER \
-	go test -tags kind -count=1 -v -timeout 60m ./e2e/kind/
+# install helm|kustomize: renumber as a user installs it, waited for.
+install() {
+	case $1 in
+	helm)
+		local pkg
+		pkg=$(mktemp -d)
+		helm package charts/renumber --version "$CHART_VERSION" --app-version "$CHART_VERSION" -d "$pkg" >/dev/null
+		kubectl create namespace renumber-system >/dev/null
+		kubectl label namespace renumber-system pod-security.kubernetes.io/enforce=privileged >/dev/null
+		helm install renumber "$pkg/renumber-$CHART_VERSION.tgz" -n renumber-system \
+			--set agent.interface=eth0 --set writer.pdb.enabled=false --wait --timeout 180s >/dev/null
+		rm -rf "$pkg"
+		;;
+	kustomize)
+		kubectl apply -k manifests/ >/dev/null
+		kubectl -n renumber-system rollout status daemonset/renumber-agent --timeout=180s
+		kubectl -n renumber-system rollout status deployment/renumber-writer --timeout=180s
+		;;
+	esac
+}
+uninstall() {
+	case $1 in
+	helm) helm uninstall renumber -n renumber-system --wait >/dev/null && kubectl delete namespace renumber-system --wait >/dev/null ;;
+	kustomize) kubectl delete -k manifests/ --wait >/dev/null ;;
+	esac
+}
+
+scenarios() {
+	E2E_KIND_CLUSTER=$CLUSTER E2E_KIND_ROUTER=$ROUTER E2E_KIND_INSTALL=$1 \
+		go test -tags kind -count=1 -v -timeout 60m -run "${2:-.}" ./e2e/kind/
+}
+
+if [ -n "${SMOKE:-}" ]; then
+	step "smoke: helm install"
+	install helm
+	step "smoke: the stand-in base images, first RA, one renumbering"
+	scenarios helm 'TestStandInBaseImages'
+	scenarios helm 'TestScenarios/^(1_install|3_prefix_change)'
+	exit 0
+fi
+
+for how in helm kustomize; do
+	step "install with $how"
+	install $how
+	step "scenarios ($how)"
+	scenarios $how
+	step "uninstall ($how)"
+	uninstall $how
+	# The next install starts from the first RA again: the router back on A.
+	docker rm -f "$ROUTER" >/dev/null
+	docker run -d --name "$ROUTER" --network kind --cap-add NET_ADMIN --cap-add NET_RAW \
+		--sysctl net.ipv6.conf.all.forwarding=1 renumber/e2e-router:dev >/dev/null
+done

@@ -62,6 +62,11 @@ dockerd_stop() {
 	[ -f "$pidfile" ] || return 0
 	local pid
 	pid=$(cat "$pidfile")
+	# A pidfile left by a daemon that died names whatever has that PID now.
+	if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
+		rm -f "$pidfile"
+		return 0
+	fi
 	kill "$pid" 2>/dev/null || true
 	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
 	kill -9 "$pid" 2>/dev/null || true

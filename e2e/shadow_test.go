@@ -8,8 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/prefix"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
@@ -30,21 +29,21 @@ func startShadow(t *testing.T, w *world.World, name string, extra ...string) str
 }
 
 // planOf reads a shadow's /debug/plan.
-func planOf(addr string) ([]plan.Change, error) {
+func planOf(addr string) ([]write.Change, error) {
 	resp, err := http.Get("http://" + addr + "/debug/plan")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var doc plan.Document
+	var doc write.Document
 	return doc.Changes, json.NewDecoder(resp.Body).Decode(&doc)
 }
 
 // planIs waits until the shadow at addr plans exactly want ("object field"),
 // its metric agreeing, and returns the plan.
-func planIs(t *testing.T, addr, what string, want ...string) []plan.Change {
+func planIs(t *testing.T, addr, what string, want ...string) []write.Change {
 	t.Helper()
-	var got []plan.Change
+	var got []write.Change
 	eventually(t, what, func() (bool, string) {
 		cs, err := planOf(addr)
 		if err != nil {

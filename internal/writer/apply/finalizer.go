@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -31,7 +31,7 @@ func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructu
 		return write.Outcome{} // removed; the cache has not caught up
 	}
 	rest := slices.DeleteFunc(slices.Clone(u.GetFinalizers()), func(f string) bool { return f == dynamicprefix.Finalizer })
-	if w.Shadow(plan.Change{Object: self.String(), Field: "metadata.finalizers", From: fmt.Sprint(u.GetFinalizers()), To: fmt.Sprint(rest)}) {
+	if w.Shadow(write.Change{Object: self.String(), Field: "metadata.finalizers", From: fmt.Sprint(u.GetFinalizers()), To: fmt.Sprint(rest)}) {
 		return write.Outcome{}
 	}
 	if err := w.Permit(self, u, u.GetName()); err != nil {

@@ -11,13 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/budget"
+
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -27,7 +26,7 @@ import (
 type poolWrite struct{ entries, record []string }
 
 // Pools writes every pool, of every kind, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d aggregate.Decision) write.Outcomes {
+func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
@@ -53,7 +52,7 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 	return out
 }
 
-func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d aggregate.Decision) write.Outcome {
+func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d decide.Decision) write.Outcome {
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		po.Entries, po.Record = last.entries, pool.Record{Entries: last.record, Present: last.record != nil}
@@ -181,7 +180,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, service
 	if wait > 0 {
 		w.Requeue(dp, wait)
 		// Not released yet: what waits on the release (a finalizer) waits too.
-		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, budget.ErrExceeded, wait.Round(time.Second))))
+		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, write.ErrExceeded, wait.Round(time.Second))))
 	}
 	return out
 }
@@ -207,21 +206,21 @@ func changed(from, to []string) (added, removed []string) {
 // poolChanges are the entries and record a pool write changes, each from what
 // is live (whoever wrote it) to what would be written; a record it cannot
 // read says so.
-func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, record []string) []plan.Change {
+func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, record []string) []write.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"
 	}
-	var cs []plan.Change
+	var cs []write.Change
 	if !pool.Holds(po.Entries, entries, record) {
-		cs = append(cs, plan.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
+		cs = append(cs, write.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
 	}
 	to := ""
 	if record != nil {
 		to = pool.WriteRecord(record, k.RecordSpelling)
 	}
 	if po.RecordFrom != k.RecordKey && po.Record.Present {
-		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
+		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
 		po.RecordValue = ""
 	}
 	from := po.RecordValue
@@ -229,7 +228,7 @@ func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, re
 		from += " (not understood: " + strings.Join(po.Record.Unreadable, ", ") + ")"
 	}
 	if from != to {
-		cs = append(cs, plan.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
+		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
 	}
 	return cs
 }

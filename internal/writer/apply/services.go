@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -21,7 +20,7 @@ import (
 
 // Services writes the HA-mode Services (from the Service cache) that follow
 // model's DynamicPrefix; in transition mode simple, it releases them.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d aggregate.Decision) write.Outcomes {
+func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
 	if !model.HA {
 		for _, o := range services.List() {

@@ -5,20 +5,20 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // annotationChanges are the changes a merge patch of annotations (nil
 // removes a key) makes to live.
-func annotationChanges(o write.Object, live map[string]string, patch map[string]any) []plan.Change {
-	return plan.Fields(o.String(), "metadata.annotations.", live, service.Applied(live, patch))
+func annotationChanges(o write.Object, live map[string]string, patch map[string]any) []write.Change {
+	return write.Fields(o.String(), "metadata.annotations.", live, service.Applied(live, patch))
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.
-func statusChanges(o write.Object, live, want dynamicprefix.Status) []plan.Change {
-	return plan.Fields(o.String(), "status.", fieldsJSON(live), fieldsJSON(want))
+func statusChanges(o write.Object, live, want dynamicprefix.Status) []write.Change {
+	return write.Fields(o.String(), "status.", fieldsJSON(live), fieldsJSON(want))
 }
 
 // fieldsJSON is each top-level field of v as JSON (absent when empty).

@@ -37,7 +37,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/votes"
+	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // Handler is told of the changes that can change what the writer writes.
@@ -181,7 +181,7 @@ func (c *Caches) Ready(*http.Request) error {
 	return nil
 }
 
-// Nodes returns the Node cache's objects (votes.View objects).
+// Nodes returns the Node cache's objects (decide.View objects).
 func (c *Caches) Nodes() []any { return c.nodes.Store().List() }
 
 // DynamicPrefixes is the DynamicPrefix cache.
@@ -220,11 +220,11 @@ func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
 	return c.kinds.Advertisements()
 }
 
-// watchNodes caches each Node as votes.View: its name, our annotation and, when
+// watchNodes caches each Node as decide.View: its name, our annotation and, when
 // not Ready, since when. Kubelet's status updates (every few minutes per node)
 // are compared on those fields only and cost no pass.
 func (c *Caches) watchNodes() *informer.Watched {
-	return informer.NewWatched("nodes", votes.GVR, func() cache.SharedIndexInformer {
+	return informer.NewWatched("nodes", decide.GVR, func() cache.SharedIndexInformer {
 		var inf cache.SharedIndexInformer
 		if c.cfg.NodeGrace > 0 {
 			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
@@ -237,13 +237,13 @@ func (c *Caches) watchNodes() *informer.Watched {
 			}
 			inf = informer.Plain(list, nodes.Watch, &corev1.Node{})
 		} else {
-			inf = informer.Metadata(c.meta, votes.GVR)
+			inf = informer.Metadata(c.meta, decide.GVR)
 		}
-		_ = inf.SetTransform(votes.View)
+		_ = inf.SetTransform(decide.View)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { c.h.NodesChanged() },
 			UpdateFunc: func(old, new any) {
-				if votes.State(old) != votes.State(new) {
+				if decide.State(old) != decide.State(new) {
 					c.h.NodesChanged()
 				}
 			},
@@ -307,14 +307,14 @@ func (c *Caches) watchServices() *informer.Watched {
 	})
 }
 
-// slimNodes lists Nodes by pages and keeps a votes.Slim copy of each.
+// slimNodes lists Nodes by pages and keeps a decide.Slim copy of each.
 func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.ListOptions) (*corev1.NodeList, error) {
 	out := &corev1.NodeList{}
 	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
 		p, err := nodes.List(ctx, o)
 		if err == nil {
 			for i := range p.Items {
-				out.Items = append(out.Items, votes.Slim(&p.Items[i]))
+				out.Items = append(out.Items, decide.Slim(&p.Items[i]))
 			}
 		}
 		return p, err

@@ -12,7 +12,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/votes"
+	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // pagedNodes serves n Nodes by pages, as the API server does.
@@ -74,8 +74,8 @@ func TestNodesAreListedByPagesOfSlimNodes(t *testing.T) {
 		t.Errorf("list version %s, want the first page's (the snapshot the continue tokens read)", list.ResourceVersion)
 	}
 	for i := range list.Items {
-		slimView, _ := votes.View(&list.Items[i])
-		fatView, _ := votes.View(&p.nodes[i])
+		slimView, _ := decide.View(&list.Items[i])
+		fatView, _ := decide.View(&p.nodes[i])
 		if !reflect.DeepEqual(slimView, fatView) {
 			t.Fatalf("node %d: the node rule sees %+v slim, %+v whole", i, slimView, fatView)
 		}

@@ -33,8 +33,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -49,7 +48,7 @@ func Status(st dynamicprefix.Status) dynamicprefix.Status {
 	for _, h := range st.History {
 		switch h.State {
 		case dynamicprefix.StateActive:
-			i := slices.IndexFunc(out.Conditions, func(c metav1.Condition) bool { return c.Type == aggregate.PrefixAcquired })
+			i := slices.IndexFunc(out.Conditions, func(c metav1.Condition) bool { return c.Type == decide.PrefixAcquired })
 			if i >= 0 && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
 				out.Conditions[i].LastTransitionTime = *h.AcquiredAt
 			}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
@@ -59,9 +59,9 @@ func ours(t *testing.T, maxHistory int) (dynamicprefix.Status, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := aggregate.Decide(m, st, []aggregate.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
+		d := decide.For(m, st, []decide.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
 		st = dynamicprefix.Status{CurrentPrefix: d.Current.String(), History: d.History,
-			Conditions: []metav1.Condition{{Type: aggregate.PrefixAcquired, Status: "True", LastTransitionTime: metav1.NewTime(t0)}}}
+			Conditions: []metav1.Condition{{Type: decide.PrefixAcquired, Status: "True", LastTransitionTime: metav1.NewTime(t0)}}}
 		pooled = pooled[:0]
 		for _, p := range d.Pooled {
 			pooled = append(pooled, p.String())

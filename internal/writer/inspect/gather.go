@@ -12,14 +12,14 @@ import (
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 )
 
 // Gather runs one shadow pass over every DynamicPrefix of p (built with
 // DryRun, its caches synced) and returns what Build needs.
 func Gather(ctx context.Context, p *pipeline.Pipeline, lease *Lease, now time.Time) Input {
-	in := Input{Now: now, Lease: lease, Voting: map[string]bool{}, Plan: map[string][]plan.Change{}}
+	in := Input{Now: now, Lease: lease, Voting: map[string]bool{}, Plan: map[string][]write.Change{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)

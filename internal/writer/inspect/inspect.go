@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
 
@@ -37,7 +37,7 @@ type Input struct {
 	Followers []Follower
 	// Plan is what a shadow pass over each DynamicPrefix would write now, by
 	// its name.
-	Plan  map[string][]plan.Change
+	Plan  map[string][]write.Change
 	Lease *Lease
 }
 
@@ -111,7 +111,7 @@ type Condition struct {
 type Object struct {
 	Follower
 	InSync  bool          `json:"inSync"`
-	Pending []plan.Change `json:"pending,omitempty"`
+	Pending []write.Change `json:"pending,omitempty"`
 }
 
 // Build explains every DynamicPrefix in in.
@@ -133,7 +133,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	}
 	m := spec.Parse(u.GetName(), dp.Spec)
 	out.Quorum = m.Quorum
-	var reports []aggregate.Report
+	var reports []decide.Report
 	for _, n := range in.Nodes {
 		v, ok := n.Annotations[digest.Annotation]
 		if !ok {
@@ -147,14 +147,14 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		case !in.Voting[n.Name]:
 			vote.Problem = "not Ready for longer than the grace: its digest does not vote"
 		default:
-			reports = append(reports, aggregate.Report{Node: n.Name, Digest: d})
+			reports = append(reports, decide.Report{Node: n.Name, Digest: d})
 		}
 		vote.Preferred, vote.Deprecated = reported(d, m)
 		out.Votes = append(out.Votes, vote)
 	}
 	slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
 
-	d := aggregate.Decide(m, dp.Status, reports, in.Now)
+	d := decide.For(m, dp.Status, reports, in.Now)
 	for _, rej := range d.Rejected {
 		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
 	}
@@ -178,7 +178,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		out.Conditions = append(out.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message})
 	}
 
-	pending := map[string][]plan.Change{}
+	pending := map[string][]write.Change{}
 	for _, c := range in.Plan[out.Name] {
 		pending[c.Object] = append(pending[c.Object], c)
 	}
@@ -218,7 +218,7 @@ func reported(d digest.Node, m spec.Model) (preferred, deprecated []string) {
 }
 
 // why says in a sentence why the current prefix is what it is.
-func why(m spec.Model, d aggregate.Decision, current string) string {
+func why(m spec.Model, d decide.Decision, current string) string {
 	cur, _ := netip.ParsePrefix(current)
 	switch {
 	case m.Err != nil:

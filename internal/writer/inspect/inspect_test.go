@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -55,7 +55,7 @@ func TestBuildExplainsVotesDrainingAndObjects(t *testing.T) {
 			{DynamicPrefix: "home", Kind: "Service", Object: "services/default/web"},
 			{DynamicPrefix: "other", Kind: "Service", Object: "services/default/x"},
 		},
-		Plan: map[string][]plan.Change{"home": {
+		Plan: map[string][]write.Change{"home": {
 			{Object: "services/default/web", Field: "metadata.annotations.lbipam.cilium.io/ips", From: "a", To: "b"},
 			{Object: "ciliumbgpadvertisements/home-public", Field: "(object)", To: "{}"},
 		}},

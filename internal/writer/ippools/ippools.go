@@ -18,11 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/pool"
 	"github.com/renumber/renumber/internal/writer/spec"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -44,7 +43,7 @@ func (w *Writer) Forget() { w.memo.Reset() }
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d aggregate.Decision) write.Outcomes {
+func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d decide.Decision) write.Outcomes {
 	if pools == nil {
 		return nil
 	}
@@ -116,8 +115,8 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 		w.Calm(self, dp)
 		return write.Outcome{}
 	}
-	if w.Shadow(plan.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
-		plan.Change{Object: self.String(), Field: "metadata.annotations." + calico.RecordKey, From: record, To: cidr}) {
+	if w.Shadow(write.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
+		write.Change{Object: self.String(), Field: "metadata.annotations." + calico.RecordKey, From: record, To: cidr}) {
 		return write.Outcome{}
 	}
 	if err := w.Permit(self, u, dp); err != nil {

@@ -18,15 +18,15 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/event"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/metallb"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/staleness"
-	"github.com/renumber/renumber/internal/writer/votes"
+	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // Options of a pipeline, from the writer's flags.
@@ -49,15 +49,15 @@ type Options struct {
 // Pipeline is the writer without its election.
 type Pipeline struct {
 	Caches     *caches.Caches
-	Ballot     *votes.Ballot
+	Ballot     *decide.Ballot
 	Controller *reconcile.Controller
 	// Plan is the shadow's plan (nil unless DryRun).
-	Plan *plan.Plan
+	Plan *write.Plan
 }
 
 // New assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
-func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
+func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
 	discover := func() (kinds.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := cilium.Discover(cl.Discovery)
 		m, err2 := metallb.Kinds(cl.Discovery)
@@ -71,7 +71,7 @@ func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, 
 	p := &Pipeline{}
 	if o.DryRun {
 		rec.Client = nil
-		p.Plan = plan.New(log)
+		p.Plan = write.NewPlan(log)
 		o.Reconcile.Plan = p.Plan
 	}
 	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},
@@ -81,7 +81,7 @@ func New(o Options, cl kube.Clients, rec *event.Recorder, clk clock.WithTicker, 
 	}
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.Reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
-	p.Ballot = votes.New(o.NodeGrace, p.Caches.Nodes, log, rec)
+	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
 	p.Controller = reconcile.New(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 	return p
 }

@@ -24,9 +24,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/service"
@@ -79,9 +79,9 @@ func (f *fixture) CalicoPools() (cache.Store, schema.GroupVersionResource) {
 	return nil, schema.GroupVersionResource{}
 }
 
-type voters struct{ reports []aggregate.Report }
+type voters struct{ reports []decide.Report }
 
-func (v *voters) Reports(time.Time) ([]aggregate.Report, time.Time) { return v.reports, time.Time{} }
+func (v *voters) Reports(time.Time) ([]decide.Report, time.Time) { return v.reports, time.Time{} }
 
 type recorder struct{ reasons []string }
 
@@ -102,7 +102,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // CiliumLoadBalancerIPPool "lb" following its range next to the user's IPv4
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
-func newFixture(t *testing.T, limits budget.Limits) *fixture {
+func newFixture(t *testing.T, limits write.Limits) *fixture {
 	kinds, _, err := cilium.Discover(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
@@ -153,7 +153,7 @@ func newFixture(t *testing.T, limits budget.Limits) *fixture {
 	return f
 }
 
-var generous = budget.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100}
+var generous = write.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100}
 
 // report makes every one of n nodes report prefix preferred on eth0 (and the
 // previous one, if any, deprecated).
@@ -164,7 +164,7 @@ func (f *fixture) report(n int, preferred string, deprecated ...string) {
 	}
 	f.votes.reports = nil
 	for i := range n {
-		f.votes.reports = append(f.votes.reports, aggregate.Report{Node: fmt.Sprintf("node-%d", i),
+		f.votes.reports = append(f.votes.reports, decide.Report{Node: fmt.Sprintf("node-%d", i),
 			Digest: digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: entries}}}.Canonical()})
 	}
 }
@@ -319,7 +319,7 @@ func rangeOn(p string) string {
 }
 
 // converged: home follows prefix A and everything holds what it should.
-func converged(t *testing.T, limits budget.Limits) *fixture {
+func converged(t *testing.T, limits write.Limits) *fixture {
 	f := newFixture(t, limits)
 	f.report(3, prefixA)
 	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
@@ -394,7 +394,7 @@ func TestAQuietRouterIsReportedNotActedOn(t *testing.T) {
 	blocksBefore, _ := f.pool()
 	f.votes.reports = nil
 	for i := range 3 {
-		f.votes.reports = append(f.votes.reports, aggregate.Report{Node: fmt.Sprintf("node-%d", i),
+		f.votes.reports = append(f.votes.reports, decide.Report{Node: fmt.Sprintf("node-%d", i),
 			Digest: digest.Node{Links: []digest.Link{{Name: "eth0"}}}})
 	}
 	f.events.reasons = nil
@@ -545,7 +545,7 @@ func (f *fixture) fight(rv string) {
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	f := converged(t, generous)
 	// The same world under a controller whose breaker allows one write per object.
-	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.fight("2")
 	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
@@ -573,7 +573,7 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 // reverting the pool under an unchanged decision is throttled as before.
 func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 	f := converged(t, generous)
-	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: budget.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
+	f.ctl = New(Config{TargetKeys: service.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
 		TotalBurst: 100, TotalPerMinute: 100, DecisionBurst: 20, DecisionsPerMinute: 10}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.sync(passHome) // the new controller's first decision: nothing to write

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 	"github.com/renumber/renumber/internal/writer/status"
@@ -59,7 +58,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	m := spec.Parse(name, dp.Spec)
 	now := c.clock.Now()
 	reports, lapse := c.voters.Reports(now)
-	d := aggregate.Decide(m, dp.Status, reports, now)
+	d := decide.For(m, dp.Status, reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
 	// change, which the write breaker lets through (package budget).
 	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))

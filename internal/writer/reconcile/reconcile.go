@@ -20,16 +20,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/budget"
+
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/guard"
+
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/ippools"
-	"github.com/renumber/renumber/internal/writer/plan"
+
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/write"
 )
@@ -49,11 +48,11 @@ type Caches interface {
 // Voters gives the node digests that vote at now, and when that changes by
 // time alone (zero if it will not).
 type Voters interface {
-	Reports(now time.Time) ([]aggregate.Report, time.Time)
+	Reports(now time.Time) ([]decide.Report, time.Time)
 }
 
 // Recorder emits Kubernetes events (only at transitions).
-type Recorder = guard.Recorder
+type Recorder = write.Recorder
 
 // Config of the controller.
 type Config struct {
@@ -61,7 +60,7 @@ type Config struct {
 	// the same RA within milliseconds) into one pass.
 	Debounce time.Duration
 	// Budget limits our own object writes (the write-storm breaker).
-	Budget budget.Limits
+	Budget write.Limits
 	// TargetKeys are the annotations HA Services get their DNS target under.
 	TargetKeys []string
 	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
@@ -70,7 +69,7 @@ type Config struct {
 	// Plan, when set, makes the controller a shadow (writer --dry-run): each
 	// pass records the writes it would make there and sends none; it is run
 	// with Lead without ever leading.
-	Plan *plan.Plan
+	Plan *write.Plan
 }
 
 // Action is what a queue key asks for.
@@ -113,8 +112,8 @@ type Controller struct {
 	voters  Voters
 	clock   clock.Clock
 	log     *slog.Logger
-	events  *guard.Events
-	breaker *guard.Breaker
+	events  *write.Events
+	breaker *write.Breaker
 	write   *apply.Writer
 	ippools *ippools.Writer
 	queue   workqueue.TypedRateLimitingInterface[Key]
@@ -126,8 +125,8 @@ type Controller struct {
 func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		events:  &guard.Events{Recorder: rec},
-		breaker: guard.NewBreaker(cfg.Budget),
+		events:  &write.Events{Recorder: rec},
+		breaker: write.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),

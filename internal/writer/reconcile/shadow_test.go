@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/plan"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/service"
 )
 
 // shadow is a dry-run controller over the fixture's caches and clients, next
 // to its leader f.ctl.
-func (f *fixture) shadow(targetKeys []string) (*Controller, *plan.Plan) {
-	p := plan.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+func (f *fixture) shadow(targetKeys []string) (*Controller, *write.Plan) {
+	p := write.NewPlan(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c := New(Config{Budget: generous, TargetKeys: targetKeys, Plan: p}, f, f.votes, f.dyn, f.meta, f.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), &recorder{})
 	return c, p
@@ -29,7 +29,7 @@ func (f *fixture) shadowSync(c *Controller, key Key) []string {
 	return f.sync(key)
 }
 
-func fields(cs []plan.Change) []string {
+func fields(cs []write.Change) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Object+" "+c.Field)

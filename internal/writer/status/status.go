@@ -13,16 +13,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/renumber/renumber/internal/writer/aggregate"
-	"github.com/renumber/renumber/internal/writer/budget"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Condition types.
 const (
-	PrefixAcquired        = aggregate.PrefixAcquired
+	PrefixAcquired        = decide.PrefixAcquired
 	PoolsSynced           = "PoolsSynced"
 	Degraded              = "Degraded"
 	BGPAdvertisementReady = "BGPAdvertisementReady"
@@ -44,7 +43,7 @@ type Problems struct {
 
 // Render returns the status for dp (whose spec parsed to m) given the decision
 // at now.
-func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision, p Problems, now time.Time) dynamicprefix.Status {
+func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d decide.Decision, p Problems, now time.Time) dynamicprefix.Status {
 	prev := dp.Status
 	st := dynamicprefix.Status{
 		PrefixSource:       d.Source,
@@ -90,7 +89,7 @@ func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d aggregate.Decision,
 		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
 	}
 	poolReason := "PoolError"
-	if errors.Is(p.Pools, budget.ErrExceeded) {
+	if errors.Is(p.Pools, write.ErrExceeded) {
 		poolReason = "WriteBudgetExceeded"
 	}
 	if p.Pools != nil {

@@ -8,19 +8,19 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/aggregate"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
 
-func decide(t *testing.T, dp *dynamicprefix.DynamicPrefix, d string, now time.Time) aggregate.Decision {
+func decided(t *testing.T, dp *dynamicprefix.DynamicPrefix, d string, now time.Time) decide.Decision {
 	n, err := digest.Decode(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aggregate.Decide(spec.Parse(dp.Name, dp.Spec), dp.Status, []aggregate.Report{{Node: "a", Digest: n}}, now)
+	return decide.For(spec.Parse(dp.Name, dp.Spec), dp.Status, []decide.Report{{Node: "a", Digest: n}}, now)
 }
 
 // roundTrip stores and reads a status the way the API server does.
@@ -43,13 +43,13 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
 	}}
 	dp.Generation = 3
-	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
 	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
 		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
 		t.Fatalf("status = %+v", st)
 	}
 	dp.Status = roundTrip(t, st)
-	again := Render(dp, spec.Parse(dp.Name, dp.Spec), decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	again := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
 	if !Equal(again, dp.Status) {
 		a, _ := json.Marshal(again)
 		b, _ := json.Marshal(dp.Status)
@@ -59,7 +59,7 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 
 func TestProblemsAreConditions(t *testing.T) {
 	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
 	var degraded, synced string
 	for _, c := range st.Conditions {
 		switch c.Type {
@@ -84,13 +84,13 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 		return string(c.Status) + " " + c.Reason
 	}
 	m := spec.Parse(dp.Name, dp.Spec)
-	if got := ready(Render(dp, m, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
+	if got := ready(Render(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
 		t.Errorf("all well: Ready %s", got)
 	}
-	if got := ready(Render(dp, m, decide(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
+	if got := ready(Render(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
 		t.Errorf("a pool in error: Ready %s", got)
 	}
-	if got := ready(Render(dp, m, aggregate.Decision{}, Problems{}, t0)); got != "False NotReady" {
+	if got := ready(Render(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
 		t.Errorf("no prefix yet: Ready %s", got)
 	}
 }

@@ -17,10 +17,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/budget"
-	"github.com/renumber/renumber/internal/writer/guard"
+
 	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/plan"
 )
 
 // FieldManager names every write of the writer.
@@ -51,29 +49,29 @@ type Object struct{ Resource, Namespace, Name string }
 func (o Object) String() string { return o.Resource + "/" + informer.Key(o.Namespace, o.Name) }
 
 // Memo remembers what was written last to each object, until the caches show
-// a newer version than base (guard.Memo keyed by Object).
-type Memo[T any] struct{ guard.Memo[T] }
+// a newer version than base (KeyMemo keyed by Object).
+type Memo[T any] struct{ KeyMemo[T] }
 
 // Get returns what was written to o over version base, if the caches still
 // show base.
-func (m *Memo[T]) Get(o Object, base string) (T, bool) { return m.Memo.Get(o.String(), base) }
+func (m *Memo[T]) Get(o Object, base string) (T, bool) { return m.KeyMemo.Get(o.String(), base) }
 
 // Put remembers v written to o over version base.
-func (m *Memo[T]) Put(o Object, base string, v T) { m.Memo.Put(o.String(), base, v) }
+func (m *Memo[T]) Put(o Object, base string, v T) { m.KeyMemo.Put(o.String(), base, v) }
 
 // Gate is what every write passes.
 type Gate struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
-	Events *guard.Events
+	Events *Events
 	// Breaker is the write-storm breaker every write passes.
-	Breaker *guard.Breaker
+	Breaker *Breaker
 	// Requeue asks for another pass over a DynamicPrefix after a delay (a
 	// throttled object, an episode to end).
 	Requeue func(dp string, after time.Duration)
 	// Plan, when set, makes the writes a shadow's (writer --dry-run): every
 	// write is recorded there and none is sent.
-	Plan *plan.Plan
+	Plan *Plan
 }
 
 // Permit takes a write permit for o on behalf of the DynamicPrefix dp. A
@@ -93,7 +91,7 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	}
 	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
 		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
-	return fmt.Errorf("%s: %w (next permit in %s)", o, budget.ErrExceeded, p.Again.Round(time.Second))
+	return fmt.Errorf("%s: %w (next permit in %s)", o, ErrExceeded, p.Again.Round(time.Second))
 }
 
 // Decide names the decision of this pass over the DynamicPrefix dp (its
@@ -124,7 +122,7 @@ func (g *Gate) Calm(o Object, dp string) {
 // changes of the write the caller was about to make are recorded in the plan
 // instead, and the caller returns as if the write was made, without touching
 // memo or budget.
-func (g *Gate) Shadow(cs ...plan.Change) bool {
+func (g *Gate) Shadow(cs ...Change) bool {
 	if g.Plan == nil {
 		return false
 	}
@@ -133,18 +131,18 @@ func (g *Gate) Shadow(cs ...plan.Change) bool {
 }
 
 // Created, Updated and Removed describe a whole object's write in a plan.
-func Created(o Object, v any) plan.Change {
-	return plan.Change{Object: o.String(), Field: "(object)", To: compact(v)}
+func Created(o Object, v any) Change {
+	return Change{Object: o.String(), Field: "(object)", To: compact(v)}
 }
 
 // Updated: o's spec goes from from to to.
-func Updated(o Object, from, to any) plan.Change {
-	return plan.Change{Object: o.String(), Field: "spec", From: compact(from), To: compact(to)}
+func Updated(o Object, from, to any) Change {
+	return Change{Object: o.String(), Field: "spec", From: compact(from), To: compact(to)}
 }
 
 // Removed: o is deleted.
-func Removed(o Object) plan.Change {
-	return plan.Change{Object: o.String(), Field: "(object)", From: "exists"}
+func Removed(o Object) Change {
+	return Change{Object: o.String(), Field: "(object)", From: "exists"}
 }
 
 func compact(v any) string {

@@ -8,7 +8,7 @@
 // nodes still voting choose another. A deleted Node stops voting at once. An
 // agent that died on a Ready node leaves its last digest voting; its deprecated
 // prefixes still expire by their deadlines (status.history[].expiresAt).
-package votes
+package decide
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/aggregate"
+
 	"github.com/renumber/renumber/internal/writer/informer"
 )
 
@@ -147,8 +147,8 @@ func (b *Ballot) decode(node, value string) (digest.Node, error) {
 
 // Reports returns the digests that vote at now, reporting garbled ones and
 // lapsed nodes once, and when the next vote lapses (zero if none will).
-func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
-	var out []aggregate.Report
+func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
+	var out []Report
 	var wake time.Time
 	nodes := b.nodes()
 	reporting := 0
@@ -185,10 +185,10 @@ func (b *Ballot) Reports(now time.Time) ([]aggregate.Report, time.Time) {
 		b.mu.Lock()
 		delete(b.bad, m.Name)
 		b.mu.Unlock()
-		out = append(out, aggregate.Report{Node: m.Name, Digest: n, NotReady: notReady})
+		out = append(out, Report{Node: m.Name, Digest: n, NotReady: notReady})
 	}
 	b.forgetGone(nodes, reporting)
-	slices.SortFunc(out, func(a, b aggregate.Report) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(out, func(a, b Report) int { return strings.Compare(a.Node, b.Node) })
 	return out, wake
 }
 

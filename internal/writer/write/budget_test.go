@@ -1,4 +1,4 @@
-package budget
+package write
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 var t0 = time.Unix(1_000_000, 0)
 
 func TestObjectBudget(t *testing.T) {
-	b := New(Limits{ObjectBurst: 3, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 600})
+	b := NewBudget(Limits{ObjectBurst: 3, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 600})
 	for i := range 3 {
 		if ok, _ := b.Take("pool/lb", t0); !ok {
 			t.Fatalf("write %d of the burst refused", i+1)
@@ -38,7 +38,7 @@ func TestObjectBudget(t *testing.T) {
 }
 
 func TestTotalBudget(t *testing.T) {
-	b := New(Limits{ObjectBurst: 10, ObjectPerMinute: 60, TotalBurst: 2, TotalPerMinute: 60})
+	b := NewBudget(Limits{ObjectBurst: 10, ObjectPerMinute: 60, TotalBurst: 2, TotalPerMinute: 60})
 	b.Take("a", t0)
 	b.Take("b", t0)
 	if ok, wait := b.Take("c", t0); ok || wait != time.Second {
@@ -57,7 +57,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestCalm(t *testing.T) {
-	b := New(Limits{ObjectBurst: 2, ObjectPerMinute: 6, TotalBurst: 10, TotalPerMinute: 60})
+	b := NewBudget(Limits{ObjectBurst: 2, ObjectPerMinute: 6, TotalBurst: 10, TotalPerMinute: 60})
 	if calm, _ := b.Calm("x", t0); !calm {
 		t.Error("an untouched object is not calm")
 	}
@@ -77,7 +77,7 @@ var decisive = Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, Total
 // passes, while the object's bucket (burst 2) alone would have refused the
 // third.
 func TestEachObjectsFirstWriteUnderANewDecisionIsFree(t *testing.T) {
-	b := New(Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 20, DecisionsPerMinute: 10})
+	b := NewBudget(Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 20, DecisionsPerMinute: 10})
 	for i := range 10 {
 		now := t0.Add(time.Duration(i) * time.Second)
 		if admitted, refused := b.Decide("home", fmt.Sprint("1 [prefix ", i, "]"), now); !admitted || refused {
@@ -98,7 +98,7 @@ func TestEachObjectsFirstWriteUnderANewDecisionIsFree(t *testing.T) {
 // A fight: the same decision, the same object rewritten. Exactly as strong
 // as without decisions: one free write, then burst + rate x time.
 func TestASecondWriteUnderTheSameDecisionIsAStorm(t *testing.T) {
-	b := New(decisive)
+	b := NewBudget(decisive)
 	b.Decide("home", "1 [a]", t0)
 	allowed, free := 0, 0
 	for s := range 60 {
@@ -119,7 +119,7 @@ func TestASecondWriteUnderTheSameDecisionIsAStorm(t *testing.T) {
 // second) gets DecisionBurst free rounds, then DecisionsPerMinute; the rest
 // fall back to the buckets, and say so.
 func TestNewDecisionsBeyondTheirBudgetFallBackToTheBuckets(t *testing.T) {
-	b := New(decisive)
+	b := NewBudget(decisive)
 	admitted, refused := 0, 0
 	for s := range 60 {
 		a, r := b.Decide("home", fmt.Sprint("1 [flap ", s, "]"), t0.Add(time.Duration(s)*time.Second))
@@ -147,7 +147,7 @@ func TestNewDecisionsBeyondTheirBudgetFallBackToTheBuckets(t *testing.T) {
 }
 
 func TestWithoutADecisionBudgetEveryWriteCounts(t *testing.T) {
-	b := New(Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 100, TotalPerMinute: 60})
+	b := NewBudget(Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 100, TotalPerMinute: 60})
 	if a, r := b.Decide("home", "1 [a]", t0); a || r {
 		t.Errorf("admitted=%v refused=%v with no decision budget", a, r)
 	}

@@ -1,4 +1,4 @@
-package plan
+package write
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 func TestAPassReplacesWhatItsPreviousPassPlanned(t *testing.T) {
 	var log bytes.Buffer
-	p := New(slog.New(slog.NewTextHandler(&log, nil)))
+	p := NewPlan(slog.New(slog.NewTextHandler(&log, nil)))
 	a := Change{Object: "services/default/web", Field: "metadata.annotations.x", From: "1", To: "2"}
 	b := Change{Object: "ciliumloadbalancerippools/lb", Field: "spec entries", From: "A", To: "B"}
 

@@ -1,4 +1,4 @@
-package votes
+package decide
 
 import (
 	"io"

@@ -4,7 +4,7 @@
 // what it would write. Each pass replaces what the previous pass over the same
 // work left, so the plan is what would be written now; empty when the shadow
 // agrees with what is live.
-package plan
+package write
 
 import (
 	"cmp"
@@ -42,8 +42,8 @@ type Plan struct {
 	pending []Change
 }
 
-// New returns an empty plan; log gets one line per change that appears.
-func New(log *slog.Logger) *Plan { return &Plan{log: log, byPass: map[string][]Change{}} }
+// NewPlan returns an empty plan; log gets one line per change that appears.
+func NewPlan(log *slog.Logger) *Plan { return &Plan{log: log, byPass: map[string][]Change{}} }
 
 // Begin starts a pass over the work named pass.
 func (p *Plan) Begin(pass string) {

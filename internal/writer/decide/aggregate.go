@@ -16,7 +16,7 @@
 //     more (its valid lifetime ran out everywhere), until the lifetime frozen in
 //     the digests at deprecation passes (expiresAt, set once), or until
 //     maxPrefixHistory newer prefixes pushed it out.
-package aggregate
+package decide
 
 import (
 	"cmp"
@@ -84,8 +84,8 @@ type tally struct {
 	ra, pd    bool
 }
 
-// Decide computes the decision for one DynamicPrefix (its spec parsed to m) at now.
-func Decide(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
+// For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
+func For(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}

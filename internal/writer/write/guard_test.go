@@ -1,16 +1,14 @@
-package guard
+package write
 
 import (
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/budget"
 )
 
 func TestMemoStandsInOnlyWhileTheCacheShowsTheBase(t *testing.T) {
-	var m Memo[string]
+	var m KeyMemo[string]
 	m.Put("pool/lb", "7", "written")
 	if v, ok := m.Get("pool/lb", "7"); !ok || v != "written" {
 		t.Errorf("same base: %q %v", v, ok)
@@ -53,7 +51,7 @@ func TestEventsMarkTransitions(t *testing.T) {
 
 func TestBreakerEpisode(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	b := NewBreaker(budget.Limits{ObjectBurst: 1, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 100})
+	b := NewBreaker(Limits{ObjectBurst: 1, ObjectPerMinute: 6, TotalBurst: 100, TotalPerMinute: 100})
 	if p := b.Take("pool/lb", "home", now); !p.OK || p.Again != 0 {
 		t.Fatalf("first write: %+v", p)
 	}

@@ -1,22 +1,20 @@
-// Package guard keeps the writer from writing more than it must. Memo stands in
+// Package guard keeps the writer from writing more than it must. KeyMemo stands in
 // for a write the caches do not show yet, so the next pass does not write it
 // again; Breaker tracks the write-storm breaker's episodes per object; Events
 // emits an event only when its text for a subject changes, so a steady problem
 // costs one event, not one per pass.
-package guard
+package write
 
 import (
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/budget"
 )
 
-// Memo remembers, per key, what was written and from which resourceVersion.
+// KeyMemo remembers, per key, what was written and from which resourceVersion.
 // The zero value is ready.
-type Memo[T any] struct {
+type KeyMemo[T any] struct {
 	mu sync.Mutex
 	m  map[string]memoEntry[T]
 }
@@ -28,7 +26,7 @@ type memoEntry[T any] struct {
 
 // Get returns what was written to key from base, while the cache still shows
 // base; once the cache moved on, the entry is dropped.
-func (m *Memo[T]) Get(key, base string) (T, bool) {
+func (m *KeyMemo[T]) Get(key, base string) (T, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.m[key]
@@ -41,7 +39,7 @@ func (m *Memo[T]) Get(key, base string) (T, bool) {
 }
 
 // Put records a write to key computed from base.
-func (m *Memo[T]) Put(key, base string, written T) {
+func (m *KeyMemo[T]) Put(key, base string, written T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
@@ -51,7 +49,7 @@ func (m *Memo[T]) Put(key, base string, written T) {
 }
 
 // Reset forgets everything (a new leader term trusts only the caches).
-func (m *Memo[T]) Reset() {
+func (m *KeyMemo[T]) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m = nil
@@ -99,14 +97,14 @@ func (e *Events) Forget(subject string) {
 // Breaker is the write budget with episodes: a key whose write the budget
 // refused is throttled until its bucket is full again.
 type Breaker struct {
-	budget *budget.Budget
+	budget *Budget
 	mu     sync.Mutex
 	on     map[string]bool
 }
 
 // NewBreaker returns a breaker with full buckets.
-func NewBreaker(l budget.Limits) *Breaker {
-	return &Breaker{budget: budget.New(l), on: map[string]bool{}}
+func NewBreaker(l Limits) *Breaker {
+	return &Breaker{budget: NewBudget(l), on: map[string]bool{}}
 }
 
 // Permit is the breaker's answer to a write.
@@ -120,13 +118,13 @@ type Permit struct {
 }
 
 // Decide records the decision scope (a DynamicPrefix) writes for now
-// (budget.Budget.Decide).
+// (Budget.Decide).
 func (b *Breaker) Decide(scope, decision string, now time.Time) (admitted, refused bool) {
 	return b.budget.Decide(scope, decision, now)
 }
 
 // Take asks for a permit to write key at now on behalf of scope (the first
-// write under scope's new decision is free: budget.Budget.TakeFor).
+// write under scope's new decision is free: Budget.TakeFor).
 func (b *Breaker) Take(key, scope string, now time.Time) Permit {
 	ok, wait, _ := b.budget.TakeFor(key, scope, now)
 	b.mu.Lock()

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 var advertGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
@@ -70,7 +69,7 @@ func TestBGPAdvertisementLifecycle(t *testing.T) {
 	})
 
 	stop := []byte(`{"spec":{"subnets":[{"name":"public","offset":1,"prefixLength":120,"bgp":{"advertise":false}}]}}`)
-	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, stop, metav1.PatchOptions{}); err != nil {
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, stop, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "advertisement deleted", func() (bool, string) {

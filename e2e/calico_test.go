@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -111,7 +112,7 @@ func TestCalicoIPPools(t *testing.T) {
 	}
 
 	m = mark(t, w)
-	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poolsAre(map[string]string{"default-ipv4": "192.168.0.0/16", "home-v6": a})

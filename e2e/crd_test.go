@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -73,7 +73,7 @@ func served(t *testing.T, w *world.World, path ...string) bool {
 // prunes), its finalizer, and the status that operator wrote.
 func operatorDP(t *testing.T, w *world.World) *unstructured.Unstructured {
 	t.Helper()
-	apply(t, w, dynamicprefix.GVR, map[string]any{
+	apply(t, w, api.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home", "finalizers": []any{dynamicprefix.Finalizer}},
 		"spec": map[string]any{
@@ -91,7 +91,7 @@ func operatorDP(t *testing.T, w *world.World) *unstructured.Unstructured {
 		"history":[{"prefix":"2001:db8:b::/64","acquiredAt":"2026-11-01T10:00:00Z","state":"active"},
 		{"prefix":"2001:db8:a::/64","acquiredAt":"2026-10-01T10:00:00Z","deprecatedAt":"2026-11-01T10:00:00Z","state":"draining"}],
 		"conditions":[{"type":"PrefixAcquired","status":"True","reason":"RouterAdvertisement","message":"from eth0","lastTransitionTime":"2026-11-01T10:00:00Z"}]}}`
-	u, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status")
+	u, err := w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSwitchingFromTheExistingOperatorsHelmRelease(t *testing.T) {
 			t.Errorf("the CRD after the switch does not serve %v", p)
 		}
 	}
-	after := get(t, w, dynamicprefix.GVR, "home")
+	after := get(t, w, api.GVR, "home")
 	if after.GetUID() != before.GetUID() || !slices.Contains(after.GetFinalizers(), dynamicprefix.Finalizer) {
 		t.Errorf("home replaced or its finalizer lost: uid %s -> %s, finalizers %v", before.GetUID(), after.GetUID(), after.GetFinalizers())
 	}
@@ -152,7 +152,7 @@ func TestSwitchingFromTheExistingOperatorsHelmRelease(t *testing.T) {
 		}
 	}
 	patch := `{"spec":{"acquisition":{"quorum":2,"prefixFilter":{"allowedPrefixes":["2001:db8::/32"]}}}}`
-	u, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	u, err := w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSwitchingFromTheExistingOperatorsHelmRelease(t *testing.T) {
 	if out, err := helmIn(t, w, "uninstall", "renumber", "-n", world.Namespace); err != nil {
 		t.Fatalf("helm uninstall renumber: %v\n%s", err, out)
 	}
-	if q, _, _ := unstructured.NestedInt64(get(t, w, dynamicprefix.GVR, "home").Object, "spec", "acquisition", "quorum"); q != 2 {
+	if q, _, _ := unstructured.NestedInt64(get(t, w, api.GVR, "home").Object, "spec", "acquisition", "quorum"); q != 2 {
 		t.Errorf("after helm uninstall: home's quorum %d, want the CRD and the object kept", q)
 	}
 }
@@ -204,11 +204,11 @@ func TestChartUpgradesItsCRD(t *testing.T) {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
 	minimalDP(t, w, "home")
-	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", types.MergePatchType,
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType,
 		[]byte(`{"spec":{"acquisition":{"quorum":2}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	before := get(t, w, dynamicprefix.GVR, "home")
+	before := get(t, w, api.GVR, "home")
 
 	next := nextChart(t, repo)
 	if out, err := helmIn(t, w, "upgrade", "renumber", next, "-n", world.Namespace, "--reuse-values"); err != nil {
@@ -217,7 +217,7 @@ func TestChartUpgradesItsCRD(t *testing.T) {
 	if !served(t, w, "spec", "acquisition", "nextVersionField") {
 		t.Fatal("after helm upgrade the CRD lacks the field N+1 added")
 	}
-	u, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(t.Context(), "home", types.MergePatchType,
+	u, err := w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType,
 		[]byte(`{"spec":{"acquisition":{"nextVersionField":"x"}}}`), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -324,7 +324,7 @@ func delegated(p netip.Prefix) func(digest.Node) bool {
 // delegation"), and keeps nodeNames and status.dhcpv6pd.
 func TestTheSchemaServesTheDHCPv6PDFields(t *testing.T) {
 	w := newWorldWith(t, 0, true)
-	dps := w.API.Dynamic.Resource(dynamicprefix.GVR)
+	dps := w.API.Dynamic.Resource(api.GVR)
 	create := func(name string, pd map[string]any) error {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",

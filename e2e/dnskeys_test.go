@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -31,7 +31,7 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	addr := func(host string) string {
-		a, err := prefix.Splice(prefixA, netip.MustParseAddr(host))
+		a, err := api.Splice(prefixA, netip.MustParseAddr(host))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -248,7 +248,7 @@ func createDP(t *testing.T, w *world.World, name string, spec map[string]any) {
 	for k, v := range spec {
 		full[k] = v
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
+	apply(t, w, api.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": name},
 		"spec":     full,

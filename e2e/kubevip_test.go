@@ -7,15 +7,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/kubevip"
+
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/prefix"
-	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/tools/world"
 )
 
 // TestKubeVIP: with the opt-in Role of manifests/kube-vip and
@@ -63,7 +62,7 @@ func TestKubeVIP(t *testing.T) {
 	startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
 
 	on := func(p netip.Prefix, host string) string {
-		a, err := prefix.Splice(p, netip.MustParseAddr(host))
+		a, err := api.Splice(p, netip.MustParseAddr(host))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +132,7 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	m = mark(t, w)
-	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110"})

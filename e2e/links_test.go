@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -39,7 +39,7 @@ func TestDynamicPrefixesSetWhatAgentsReport(t *testing.T) {
 	}})
 	waitDigest(t, w, "node1", "the ULA reported", all(has(prefixA, false, digest.SourceRA), has(ula, false, digest.SourceRA)))
 
-	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(ctx, "lab", metav1.DeleteOptions{}); err != nil {
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(ctx, "lab", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitDigest(t, w, "node1", "the ULA filtered again", all(has(prefixA, false, digest.SourceRA), lacksULA))

@@ -19,11 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -74,7 +75,7 @@ func operatorObjects(t *testing.T, w *world.World) {
 	at := func(m int) string {
 		return time.Now().Add(time.Duration(m-60) * time.Minute).UTC().Format(time.RFC3339)
 	}
-	apply(t, w, dynamicprefix.GVR, map[string]any{
+	apply(t, w, api.GVR, map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home", "finalizers": []any{dynamicprefix.Finalizer}},
 		"spec": map[string]any{
@@ -84,14 +85,14 @@ func operatorObjects(t *testing.T, w *world.World) {
 			"transition":    map[string]any{"mode": "ha"},
 		},
 	})
-	dp := get(t, w, dynamicprefix.GVR, "home")
+	dp := get(t, w, api.GVR, "home")
 	dp.Object["status"] = map[string]any{
 		"currentPrefix": b, "prefixSource": "router-advertisement", "leaseExpiresAt": at(50),
 		"history": []any{map[string]any{"prefix": a, "acquiredAt": at(0), "deprecatedAt": at(20), "state": "draining"}},
 		"conditions": []any{map[string]any{"type": "PrefixAcquired", "status": "True", "reason": "PrefixAcquired",
 			"message": "Prefix acquired", "lastTransitionTime": at(20)}},
 	}
-	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).UpdateStatus(ctx, dp, metav1.UpdateOptions{}); err != nil {
+	if _, err := w.API.Dynamic.Resource(api.GVR).UpdateStatus(ctx, dp, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rng := func(p string) map[string]any {
@@ -338,11 +339,11 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200", "patch services api 200", "patch services web 200"}; !slices.Equal(got, want) {
 		t.Errorf("switching again wrote %q, want %q", got, want)
 	}
-	if err := w.API.Dynamic.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "home is gone", func() (bool, string) {
-		_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Get(t.Context(), "home", metav1.GetOptions{})
+		_, err := w.API.Dynamic.Resource(api.GVR).Get(t.Context(), "home", metav1.GetOptions{})
 		return err != nil, fmt.Sprint(err)
 	})
 	if got := blocks(t, w, "lb"); !slices.Equal(got, []string{"192.0.2.0/24"}) {
@@ -437,11 +438,11 @@ func plannedWrites(cs []write.Change) []string {
 
 func patchSpec(t *testing.T, w *world.World, spec map[string]any) {
 	t.Helper()
-	u := get(t, w, dynamicprefix.GVR, "home")
+	u := get(t, w, api.GVR, "home")
 	for k, v := range spec {
 		u.Object["spec"].(map[string]any)[k] = v
 	}
-	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+	if _, err := w.API.Dynamic.Resource(api.GVR).Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 // TestTheOldestKubernetesTheChartClaims: the chart's kubeVersion names the
@@ -83,7 +82,7 @@ func TestTheOldestKubernetesTheChartClaims(t *testing.T) {
 // createDPErr creates a DynamicPrefix with spec and returns the API server's answer.
 func createDPErr(t *testing.T, w *world.World, name string, spec map[string]any) error {
 	t.Helper()
-	_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+	_, err := w.API.Dynamic.Resource(api.GVR).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": name}, "spec": spec,
 	}}, metav1.CreateOptions{})

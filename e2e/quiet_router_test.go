@@ -2,14 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	"io"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 // freeAddr returns a loopback address with a port nothing listens on.
@@ -37,7 +36,7 @@ func writerMetric(addr, sample string) float64 {
 	return -1
 }
 
-func condition(st dynamicprefix.Status, typ string) string {
+func condition(st api.Status, typ string) string {
 	for _, c := range st.Conditions {
 		if c.Type == typ {
 			return string(c.Status) + " " + c.Reason

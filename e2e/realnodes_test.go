@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 // Real nodes: kubelet + containerd + runc in the world's node namespaces run
@@ -482,7 +481,7 @@ func TestRealNodesDHCPv6Client(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := `{"spec":{"acquisition":{"routerAdvertisement":null,"dhcpv6pd":{"interface":"eth0"}}}}`
-	if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var p netip.Prefix

@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -89,7 +89,7 @@ func TestRotations(t *testing.T) {
 		"--kube-vip-configmap", kubevip.DefaultConfigMap)
 
 	addr := func(i int, host string) string {
-		a, _ := prefix.Splice(p(i), netip.MustParseAddr(host))
+		a, _ := api.Splice(p(i), netip.MustParseAddr(host))
 		return a.String()
 	}
 	// holds lists what every backend should hold: the user's entries first,

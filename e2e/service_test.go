@@ -10,8 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -65,7 +64,7 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	startWriter(t, w, "writer-a")
 
 	addr := func(p string, host string) string {
-		a, err := prefix.Splice(netip.MustParsePrefix(p), netip.MustParseAddr(host))
+		a, err := api.Splice(netip.MustParsePrefix(p), netip.MustParseAddr(host))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +160,7 @@ func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 	on := func(p netip.Prefix) string {
-		a, err := prefix.Splice(p, netip.MustParseAddr("::ffff:0:1"))
+		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,15 +3,15 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/tools/world"
 	"net/http"
 	"net/netip"
 	"path/filepath"
 	"slices"
 	"testing"
-	"github.com/renumber/renumber/internal/writer/write"
-	"github.com/renumber/renumber/internal/writer/prefix"
-	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/tools/world"
 )
 
 const shadowUser = "system:serviceaccount:renumber-system:renumber-shadow"
@@ -85,7 +85,7 @@ func TestShadowWriter(t *testing.T) {
 	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", service.AnnotationTarget)
 	got := planIs(t, differ, "the disagreement planned", svc+service.AnnotationManagedTargetKeys, svc+service.AnnotationTargetAlpha)
 	addrOn := func(p netip.Prefix) string {
-		a, err := prefix.Splice(p, netip.MustParseAddr("::ffff:0:1"))
+		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/tools/world"
 )
 
 // poolIs waits until pool lb holds exactly the user block and these prefixes.
@@ -49,9 +48,9 @@ func leader(t *testing.T, w *world.World) string {
 
 // historyIs waits until the status history of DynamicPrefix home satisfies want,
 // and returns it.
-func historyIs(t *testing.T, w *world.World, what string, want func([]dynamicprefix.HistoryEntry) bool) []dynamicprefix.HistoryEntry {
+func historyIs(t *testing.T, w *world.World, what string, want func([]api.HistoryEntry) bool) []api.HistoryEntry {
 	t.Helper()
-	var h []dynamicprefix.HistoryEntry
+	var h []api.HistoryEntry
 	eventually(t, "history: "+what, func() (bool, string) {
 		h = dpStatus(t, w, "home").History
 		return want(h), fmt.Sprintf("%+v", h)
@@ -81,7 +80,7 @@ func TestDrainingFollowsLifetimes(t *testing.T) {
 	}
 	poolIs(t, w, "B current, A draining", prefixB.String(), prefixA.String())
 	// The pool is patched before status: wait for status too.
-	h := historyIs(t, w, "A draining with a deadline", func(h []dynamicprefix.HistoryEntry) bool {
+	h := historyIs(t, w, "A draining with a deadline", func(h []api.HistoryEntry) bool {
 		return len(h) == 2 && h[1].Prefix == prefixA.String() && h[1].State == "draining" && h[1].ExpiresAt != nil && h[1].DeprecatedAt != nil
 	})
 	deadline := h[1].ExpiresAt.Time
@@ -98,7 +97,7 @@ func TestDrainingFollowsLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolIs(t, w, "A expired", prefixB.String())
-	historyIs(t, w, fmt.Sprintf("A expired with the deadline %v unchanged", deadline), func(h []dynamicprefix.HistoryEntry) bool {
+	historyIs(t, w, fmt.Sprintf("A expired with the deadline %v unchanged", deadline), func(h []api.HistoryEntry) bool {
 		return len(h) == 2 && h[1].State == "expired" && h[1].ExpiresAt != nil && h[1].ExpiresAt.Time.Equal(deadline)
 	})
 	settleWrites()
@@ -163,7 +162,7 @@ func TestRouterReboot(t *testing.T) {
 	t.Run("the old prefix comes back: reactivated, not duplicated", func(t *testing.T) {
 		reboot(fresh(prefixA.String()))
 		poolIs(t, w, "A current again, B draining", prefixA.String(), prefixB.String())
-		historyIs(t, w, "A active, B draining", func(h []dynamicprefix.HistoryEntry) bool {
+		historyIs(t, w, "A active, B draining", func(h []api.HistoryEntry) bool {
 			return len(h) == 2 && h[0].Prefix == prefixA.String() && h[0].State == "active" &&
 				h[1].Prefix == prefixB.String() && h[1].State == "draining"
 		})

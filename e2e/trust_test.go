@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -135,7 +135,7 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 			"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{"acquisition": acquisition},
 		}}
-		_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Create(t.Context(), u, metav1.CreateOptions{})
+		_, err := w.API.Dynamic.Resource(api.GVR).Create(t.Context(), u, metav1.CreateOptions{})
 		return err
 	}
 	ra := func(trusted ...any) map[string]any {
@@ -169,7 +169,7 @@ func TestTheSchemaRefusesBadTrustAndBounds(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("a good DynamicPrefix refused: %v", err)
 	}
-	u, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Get(t.Context(), "good", metav1.GetOptions{})
+	u, err := w.API.Dynamic.Resource(api.GVR).Get(t.Context(), "good", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestTheSchemaRefusesWhatTheReplacedCRDRefused(t *testing.T) {
 		"type with spaces": `{"type":"not ready","status":"True","reason":"Ok","lastTransitionTime":"2026-11-24T00:00:00Z","message":""}`,
 		"no time":          `{"type":"Ready","status":"True","reason":"Ok","message":""}`,
 	} {
-		_, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "good", types.MergePatchType,
+		_, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "good", types.MergePatchType,
 			[]byte(`{"status":{"conditions":[`+cond+`]}}`), metav1.PatchOptions{}, "status")
 		if !apierrors.IsInvalid(err) {
 			t.Errorf("a condition with %s: %v, want Invalid", name, err)

@@ -17,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -70,8 +71,8 @@ func cidrs(t *testing.T, w *world.World, name string) []string {
 	return out
 }
 
-func dpStatus(t *testing.T, w *world.World, name string) dynamicprefix.Status {
-	dp, err := dynamicprefix.FromUnstructured(get(t, w, dynamicprefix.GVR, name))
+func dpStatus(t *testing.T, w *world.World, name string) api.Status {
+	dp, err := api.FromUnstructured(get(t, w, api.GVR, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestWriterFollowsThePrefix(t *testing.T) {
 	t.Run("invalid spec: condition and event, pools untouched", func(t *testing.T) {
 		before := blocks(t, w, "lb")
 		bad := []byte(`{"spec":{"addressRanges":[{"name":"lb","start":"::ffff:0:0:0","end":"::f000:0:0:0"}]}}`)
-		if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, bad, metav1.PatchOptions{}); err != nil {
+		if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, bad, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitEvent(t, w, "InvalidSpec", "home")
@@ -279,7 +280,7 @@ func TestWriterFollowsThePrefix(t *testing.T) {
 			t.Errorf("pool changed under an invalid spec: %v -> %v", before, after)
 		}
 		good := []byte(`{"spec":{"addressRanges":[{"name":"lb","start":"::f000:0:0:0","end":"::ffff:ffff:ffff:ffff"}]}}`)
-		if _, err := w.API.Dynamic.Resource(dynamicprefix.GVR).Patch(ctx, "home", types.MergePatchType, good, metav1.PatchOptions{}); err != nil {
+		if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, good, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "healed", func() (bool, string) {

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -188,7 +188,7 @@ func TestScenarios(t *testing.T) {
 				"routerAdvertisement": map[string]any{"interface": "eth0"},
 				"prefixFilter":        map[string]any{"allowedPrefixes": []any{allowed}}}}},
 	} {
-		if _, err := c.dynamic.Resource(dynamicprefix.GVR).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+		if _, err := c.dynamic.Resource(api.GVR).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,10 +15,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/handover"
 	"github.com/renumber/renumber/internal/writer/service"
 )
@@ -66,12 +67,12 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	if *dry {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	dps, err := dyn.Resource(dynamicprefix.GVR).List(ctx, metav1.ListOptions{})
+	dps, err := dyn.Resource(api.GVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing DynamicPrefixes: %w", err)
 	}
 	for i := range dps.Items {
-		dp, err := dynamicprefix.FromUnstructured(&dps.Items[i])
+		dp, err := api.FromUnstructured(&dps.Items[i])
 		if err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := dyn.Resource(dynamicprefix.GVR).Patch(ctx, dp.Name, types.MergePatchType, body, opts, "status"); err != nil {
+		if _, err := dyn.Resource(api.GVR).Patch(ctx, dp.Name, types.MergePatchType, body, opts, "status"); err != nil {
 			return fmt.Errorf("DynamicPrefix %s: %w", dp.Name, err)
 		}
 		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))

@@ -40,10 +40,10 @@ import (
 
 	"github.com/renumber/renumber/internal/requests"
 	"github.com/renumber/renumber/internal/writer/election"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/inspect"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/pipeline"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 type options struct {

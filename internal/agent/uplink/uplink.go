@@ -1,7 +1,7 @@
 // Package uplink decides which links the agent follows: its own --interface
 // links plus every interface a DynamicPrefix names. It reads DynamicPrefixes
-// from their JSON through a view of the few spec fields involved: the API types
-// (package dynamicprefix) need apimachinery, which the agent does not link.
+// from their JSON into the API types the writer reads too
+// (internal/dynamicprefix, which links no apimachinery).
 package uplink
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
 	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
 // Follower is what one DynamicPrefix asks of the agents.
@@ -37,83 +38,48 @@ func (f Follower) Equal(o Follower) bool {
 		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength && f.Delegated == o.Delegated
 }
 
-// view is the part of a DynamicPrefix read here; field names as in
-// dynamicprefix.Spec (a test holds the two together).
-type view struct {
+// object is the part of a DynamicPrefix read here: the spec in the API types
+// both binaries share, and the node the writer named for the DHCPv6 client.
+type object struct {
 	Metadata struct {
 		Name string `json:"name"`
 		UID  string `json:"uid"`
 	} `json:"metadata"`
-	Spec struct {
-		Acquisition struct {
-			RouterAdvertisement *struct {
-				Interface      string   `json:"interface"`
-				Enabled        *bool    `json:"enabled"`
-				TrustedRouters []string `json:"trustedRouters"`
-			} `json:"routerAdvertisement"`
-			DHCPv6PD *struct {
-				Interface             string `json:"interface"`
-				Mode                  string `json:"mode"`
-				RequestedPrefixLength *int   `json:"requestedPrefixLength"`
-			} `json:"dhcpv6pd"`
-			PrefixFilter *struct {
-				RequireGlobalUnicast *bool `json:"requireGlobalUnicast"`
-				MinPrefixLength      *int  `json:"minPrefixLength"`
-				MaxPrefixLength      *int  `json:"maxPrefixLength"`
-			} `json:"prefixFilter"`
-		} `json:"acquisition"`
-	} `json:"spec"`
+	Spec   dynamicprefix.Spec `json:"spec"`
 	Status struct {
-		DHCPv6PD *struct {
-			ClientNode string `json:"clientNode"`
-		} `json:"dhcpv6pd"`
+		DHCPv6PD *dynamicprefix.DHCPv6PDStatus `json:"dhcpv6pd"`
 	} `json:"status"`
 }
-
-// DefaultRequestedLength is dhcpv6pd.requestedPrefixLength's default.
-const DefaultRequestedLength = 56
 
 // Client returns the DHCPv6 client this node must run for one DynamicPrefix:
 // its spec asks for the built-in client (dhcpv6pd.mode client, the default)
 // and the writer named node in status.dhcpv6pd.clientNode.
 func Client(raw []byte, node string) (dhcp6.Want, bool) {
-	var v view
-	if err := json.Unmarshal(raw, &v); err != nil {
+	var o object
+	if err := json.Unmarshal(raw, &o); err != nil {
 		return dhcp6.Want{}, false
 	}
-	pd := v.Spec.Acquisition.DHCPv6PD
-	st := v.Status.DHCPv6PD
-	if pd == nil || pd.Interface == "" || (pd.Mode != "" && pd.Mode != "client") || st == nil || st.ClientNode != node || node == "" {
+	pd := o.Spec.Acquisition.DHCPv6PD
+	st := o.Status.DHCPv6PD
+	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || st.ClientNode != node || node == "" {
 		return dhcp6.Want{}, false
 	}
-	length := DefaultRequestedLength
-	if l := pd.RequestedPrefixLength; l != nil && *l >= 48 && *l <= 64 { // the schema's bounds
-		length = *l
-	}
-	return dhcp6.Want{Name: v.Metadata.Name, UID: v.Metadata.UID, Link: pd.Interface, Length: length}, true
+	return dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength()}, true
 }
 
 // Decode reads one DynamicPrefix: what it asks of the agents for Router
 // Advertisements (none when not followed: not configured, or enabled: false),
 // then for DHCPv6-PD (when configured).
 func Decode(raw []byte) ([]Follower, error) {
-	var v view
-	if err := json.Unmarshal(raw, &v); err != nil {
+	var o object
+	if err := json.Unmarshal(raw, &o); err != nil {
 		return nil, fmt.Errorf("uplink: decoding DynamicPrefix: %w", err)
 	}
-	a := v.Spec.Acquisition
-	var base Follower
-	base.GlobalOnly = a.PrefixFilter == nil || a.PrefixFilter.RequireGlobalUnicast == nil || *a.PrefixFilter.RequireGlobalUnicast
-	if pf := a.PrefixFilter; pf != nil {
-		if pf.MinPrefixLength != nil {
-			base.MinLength = *pf.MinPrefixLength
-		}
-		if pf.MaxPrefixLength != nil {
-			base.MaxLength = *pf.MaxPrefixLength
-		}
-	}
+	a := o.Spec.Acquisition
+	base := Follower{GlobalOnly: a.PrefixFilter.GlobalOnly()}
+	base.MinLength, base.MaxLength = a.PrefixFilter.LengthBounds()
 	var out []Follower
-	if ra := a.RouterAdvertisement; ra != nil && (ra.Enabled == nil || *ra.Enabled) {
+	if ra := a.RouterAdvertisement; ra.Followed() {
 		f, err := decodeRA(base, ra.Interface, ra.TrustedRouters)
 		if err != nil {
 			return nil, err

@@ -10,9 +10,9 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 func TestLinks(t *testing.T) {
@@ -77,7 +77,7 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 	bools := []*bool{nil, &yes, &no}
 	for _, ra := range []*dynamicprefix.RouterAdvertisement{nil, {}, {Interface: "eth1"}, {Interface: "eth1", Enabled: &no}, {Enabled: &yes}} {
 		for _, global := range bools {
-			var dp dynamicprefix.DynamicPrefix
+			var dp api.DynamicPrefix
 			dp.Name = "home"
 			dp.Spec.Acquisition.RouterAdvertisement = ra
 			if global != nil {
@@ -96,7 +96,7 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 			if follows {
 				f = fs[0]
 			}
-			m := spec.Parse(dp.Name, dp.Spec)
+			m := api.Parse(dp.Name, dp.Spec)
 			if follows != m.RA {
 				t.Errorf("%s: follows = %v, the writer's model says %v", raw, follows, m.RA)
 				continue
@@ -173,7 +173,7 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 		t.Error("a garbled DynamicPrefix runs a client")
 	}
 	// The field names agree with the API types.
-	var api dynamicprefix.DynamicPrefix
+	var api api.DynamicPrefix
 	api.Name, api.UID = "home", "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90"
 	length := 48
 	api.Spec.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeClient, RequestedPrefixLength: &length}

@@ -9,12 +9,11 @@
 package apply
 
 import (
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/write"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 )
 
 // Writer makes the writes.
@@ -30,7 +29,7 @@ type Writer struct {
 	L2Nudge func() bool
 
 	// What was written last, per object, until the caches show it.
-	statuses write.Memo[dynamicprefix.Status]
+	statuses write.Memo[api.Status]
 	pools    write.Memo[poolWrite]
 	services write.Memo[service.Annotations]
 	adverts  write.Memo[string]

@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -22,11 +22,11 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m spec.Model) (map[string]string, write.Outcomes) {
+func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, write.Outcomes) {
 	if bgp == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
-				return nil, write.Outcomes{write.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", spec.ErrInvalid, s.Name))}
+				return nil, write.Outcomes{write.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", api.ErrInvalid, s.Name))}
 			}
 		}
 		return nil, nil
@@ -40,12 +40,12 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		}
 		selector, found := poolSelector(pools, m.Name, s.Name)
 		if !found {
-			out = append(out, write.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", spec.ErrInvalid, s.Name)))
+			out = append(out, write.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", api.ErrInvalid, s.Name)))
 			continue
 		}
 		a, err := cilium.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
-			out = append(out, write.Final(fmt.Errorf("%w: %w", spec.ErrInvalid, err)))
+			out = append(out, write.Final(fmt.Errorf("%w: %w", api.ErrInvalid, err)))
 			continue
 		}
 		var live *unstructured.Unstructured

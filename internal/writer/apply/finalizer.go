@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/write"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // ReleaseFinalizer removes the existing operator's finalizer from u, a
@@ -41,7 +40,7 @@ func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructu
 	if err != nil {
 		return write.Final(err)
 	}
-	if _, err := w.Client.Resource(dynamicprefix.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
+	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
 		return write.Transient(fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err))
 	}

@@ -7,18 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/informer"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/backend"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/informer"
 
 	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -26,7 +25,7 @@ import (
 type poolWrite struct{ entries, record []string }
 
 // Pools writes every pool, of every kind, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model, d decide.Decision) write.Outcomes {
+func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
@@ -52,7 +51,7 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m spec.Model
 	return out
 }
 
-func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m spec.Model, d decide.Decision) write.Outcome {
+func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m api.Model, d decide.Decision) write.Outcome {
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		po.Entries, po.Record = last.entries, pool.Record{Entries: last.record, Present: last.record != nil}

@@ -5,22 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/spec"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Services writes the HA-mode Services (from the Service cache) that follow
 // model's DynamicPrefix; in transition mode simple, it releases them.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model spec.Model, d decide.Decision) write.Outcomes {
+func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
 	if !model.HA {
 		for _, o := range services.List() {

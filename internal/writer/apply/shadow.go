@@ -2,12 +2,10 @@ package apply
 
 import (
 	"encoding/json"
-	"strings"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/service"
 	"github.com/renumber/renumber/internal/writer/write"
+	"strings"
 )
 
 // annotationChanges are the changes a merge patch of annotations (nil
@@ -17,7 +15,7 @@ func annotationChanges(o write.Object, live map[string]string, patch map[string]
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.
-func statusChanges(o write.Object, live, want dynamicprefix.Status) []write.Change {
+func statusChanges(o write.Object, live, want api.Status) []write.Change {
 	return write.Fields(o.String(), "status.", fieldsJSON(live), fieldsJSON(want))
 }
 

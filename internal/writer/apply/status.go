@@ -5,18 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/write"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/status"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // LiveStatus is u's status as the writer last wrote it, while the cache has not
 // shown that write yet, or as the cache shows it.
-func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached dynamicprefix.Status) dynamicprefix.Status {
+func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached api.Status) api.Status {
 	if st, ok := w.statuses.Get(write.Object{Resource: "dynamicprefixes", Name: u.GetName()}, u.GetResourceVersion()); ok {
 		return st
 	}
@@ -24,7 +23,7 @@ func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached dynamicprefix.S
 }
 
 // Status writes st as u's status when it differs from live.
-func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st dynamicprefix.Status) write.Outcome {
+func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st api.Status) write.Outcome {
 	self := write.Object{Resource: "dynamicprefixes", Name: u.GetName()}
 	if status.Equal(st, live) {
 		w.Calm(self, u.GetName())
@@ -47,7 +46,7 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 	if err != nil {
 		return write.Final(err)
 	}
-	if _, err := w.Client.Resource(dynamicprefix.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
+	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: write.FieldManager}, "status"); err != nil {
 		return write.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
 	}
@@ -63,9 +62,9 @@ func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live,
 
 // statusPatch is st as a merge patch over live: a field live has and st
 // leaves out (empty) is cleared with null, which a merge patch needs.
-func statusPatch(live, st dynamicprefix.Status) (map[string]any, error) {
+func statusPatch(live, st api.Status) (map[string]any, error) {
 	var from, to map[string]any
-	for v, into := range map[*dynamicprefix.Status]*map[string]any{&live: &from, &st: &to} {
+	for v, into := range map[*api.Status]*map[string]any{&live: &from, &st: &to} {
 		raw, err := json.Marshal(v)
 		if err != nil {
 			return nil, err

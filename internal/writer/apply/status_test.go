@@ -2,9 +2,9 @@ package apply
 
 import (
 	"encoding/json"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"testing"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
 )
 
 // A merge patch leaves alone what it does not mention: a status field the
@@ -12,9 +12,9 @@ import (
 // mode, an emptied history) must be cleared with null, or the live status
 // never equals the rendered one and every pass would write it again.
 func TestAStatusPatchClearsWhatTheStatusNoLongerHas(t *testing.T) {
-	live := dynamicprefix.Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node1"},
-		History: []dynamicprefix.HistoryEntry{{Prefix: "2001:db8:a00::/56", State: dynamicprefix.StateActive}}}
-	st := dynamicprefix.Status{CurrentPrefix: "2001:db8:a00::/56"}
+	live := api.Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node1"},
+		History: []api.HistoryEntry{{Prefix: "2001:db8:a00::/56", State: api.StateActive}}}
+	st := api.Status{CurrentPrefix: "2001:db8:a00::/56"}
 	patch, err := statusPatch(live, st)
 	if err != nil {
 		t.Fatal(err)

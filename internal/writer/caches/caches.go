@@ -31,13 +31,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // Handler is told of the changes that can change what the writer writes.
@@ -254,8 +254,8 @@ func (c *Caches) watchNodes() *informer.Watched {
 }
 
 func (c *Caches) watchDynamicPrefixes() *informer.Watched {
-	return informer.NewWatched("dynamicprefixes", dynamicprefix.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(c.dyn, dynamicprefix.GVR, informer.Scope{})
+	return informer.NewWatched("dynamicprefixes", api.GVR, func() cache.SharedIndexInformer {
+		inf := informer.Dynamic(c.dyn, api.GVR, informer.Scope{})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
 			UpdateFunc: func(old, new any) {

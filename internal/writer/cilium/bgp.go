@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 // Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what
@@ -59,7 +59,7 @@ func AdvertisementName(dp, subnet string) string {
 // RenderAdvertisement builds the advertisement for one advertised subnet: the
 // LoadBalancer IPs of the Services the pool using the subnet selects, with the
 // subnet's community, labelled for a CiliumBGPPeerConfig to select.
-func RenderAdvertisement(dp string, s spec.Subnet, poolSelector map[string]any) (Advertisement, error) {
+func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (Advertisement, error) {
 	adv := ciliumv2.BGPAdvertisement{
 		AdvertisementType: ciliumv2.BGPServiceAdvert,
 		Service:           &ciliumv2.BGPServiceOptions{Addresses: []ciliumv2.BGPServiceAddressType{ciliumv2.BGPLoadBalancerIPAddr}},

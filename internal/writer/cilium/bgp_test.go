@@ -3,12 +3,11 @@ package cilium
 import (
 	"encoding/json"
 	"testing"
-
-	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 func TestRenderAdvertisement(t *testing.T) {
-	s := spec.Subnet{Name: "Svc_1", Length: 112, Advertise: true, Community: "65000:100"}
+	s := api.Subnet{Name: "Svc_1", Length: 112, Advertise: true, Community: "65000:100"}
 	a, err := RenderAdvertisement("home", s, map[string]any{"matchLabels": map[string]any{"pool": "public"}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 // Rules:
 //   - A node votes for each acceptable prefix it reports as preferred on a link
 //     the DynamicPrefix follows (its interface, or every link when none is named).
-//   - Acceptable: what the spec's model accepts (spec.Model.Accept: inside
+//   - Acceptable: what the spec's model accepts (api.Model.Accept: inside
 //     2000::/3 unless the filter is off, inside one of allowedPrefixes when set).
 //   - The current prefix changes only to a prefix with at least quorum votes and
 //     strictly more votes than the current one: nodes that disagree for a moment
@@ -29,8 +29,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
+	"github.com/renumber/renumber/internal/writer/api"
+
 )
 
 // Report is one node's decoded digest.
@@ -55,7 +55,7 @@ type Decision struct {
 	// Changed: Current differs from the previous status.
 	Changed bool
 	// History is the rendered status.history, newest first, active entry first.
-	History []dynamicprefix.HistoryEntry
+	History []api.HistoryEntry
 	// Pooled is every prefix whose entries belong in the pools: current first,
 	// then draining ones, newest first.
 	Pooled []netip.Prefix
@@ -85,7 +85,7 @@ type tally struct {
 }
 
 // For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
-func For(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Time) Decision {
+func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision {
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
@@ -162,7 +162,7 @@ func For(m spec.Model, prev dynamicprefix.Status, reports []Report, now time.Tim
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now)
 	for _, h := range d.History {
-		if h.State == dynamicprefix.StateExpired {
+		if h.State == api.StateExpired {
 			continue
 		}
 		if p, err := netip.ParsePrefix(h.Prefix); err == nil {
@@ -190,7 +190,7 @@ const PrefixAcquired = "PrefixAcquired"
 // still votes (for the grace), so the new client has the prefix back before
 // the old report lapses: any node asks with the same identity, and the server
 // hands back the same prefix. With no Ready candidate the client stays.
-func clientNode(m spec.Model, prev dynamicprefix.Status, reports []Report) string {
+func clientNode(m api.Model, prev api.Status, reports []Report) string {
 	var ready, all []string
 	for _, r := range reports {
 		if slices.ContainsFunc(r.Digest.Links, func(l digest.Link) bool { return l.Name == m.PDInterface }) &&
@@ -247,7 +247,7 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) neti
 	return current
 }
 
-func historyPrefixes(h []dynamicprefix.HistoryEntry) []string {
+func historyPrefixes(h []api.HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
 		out = append(out, e.Prefix)
@@ -261,19 +261,19 @@ func historyPrefixes(h []dynamicprefix.HistoryEntry) []string {
 // already written are kept, the existing operator's too: a current prefix it
 // recorded without a history entry was acquired when its PrefixAcquired
 // condition last turned (where that operator itself takes acquiredAt from).
-func history(maxHistory int, st dynamicprefix.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]dynamicprefix.HistoryEntry, time.Time) {
+func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]api.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	prev := slices.Clone(st.History)
-	rank := func(h dynamicprefix.HistoryEntry) int {
+	rank := func(h api.HistoryEntry) int {
 		switch {
-		case h.State == dynamicprefix.StateActive:
+		case h.State == api.StateActive:
 			return 0
 		case h.DeprecatedAt != nil:
 			return 1
 		}
 		return 2
 	}
-	slices.SortStableFunc(prev, func(a, b dynamicprefix.HistoryEntry) int {
+	slices.SortStableFunc(prev, func(a, b api.HistoryEntry) int {
 		if c := cmp.Compare(rank(a), rank(b)); c != 0 || rank(a) != 1 {
 			return c
 		}
@@ -285,11 +285,11 @@ func history(maxHistory int, st dynamicprefix.Status, prevCurrent, current netip
 	if c := meta.FindStatusCondition(st.Conditions, PrefixAcquired); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
 		acquiredAt = &c.LastTransitionTime
 	}
-	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h dynamicprefix.HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
-		prev = slices.Insert(prev, 0, dynamicprefix.HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: acquiredAt, State: dynamicprefix.StateActive})
+	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h api.HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
+		prev = slices.Insert(prev, 0, api.HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: acquiredAt, State: api.StateActive})
 	}
-	var out []dynamicprefix.HistoryEntry
-	byPrefix := map[string]dynamicprefix.HistoryEntry{}
+	var out []api.HistoryEntry
+	byPrefix := map[string]api.HistoryEntry{}
 	var order []string
 	for _, h := range prev {
 		if _, dup := byPrefix[h.Prefix]; dup {
@@ -300,8 +300,8 @@ func history(maxHistory int, st dynamicprefix.Status, prevCurrent, current netip
 	}
 	if current.IsValid() {
 		h, ok := byPrefix[current.String()]
-		if !ok || current != prevCurrent || h.State != dynamicprefix.StateActive {
-			h = dynamicprefix.HistoryEntry{Prefix: current.String(), AcquiredAt: &stamp, State: dynamicprefix.StateActive}
+		if !ok || current != prevCurrent || h.State != api.StateActive {
+			h = api.HistoryEntry{Prefix: current.String(), AcquiredAt: &stamp, State: api.StateActive}
 		} else if h.AcquiredAt == nil {
 			h.AcquiredAt = &stamp
 		}
@@ -318,19 +318,19 @@ func history(maxHistory int, st dynamicprefix.Status, prevCurrent, current netip
 		if err != nil {
 			continue
 		}
-		if h.State == dynamicprefix.StateActive {
+		if h.State == api.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
-			h.State, h.DeprecatedAt, h.ExpiresAt = dynamicprefix.StateDraining, &stamp, nil
+			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
 			if t := seen[p]; t != nil && t.remaining > 0 {
 				exp := metav1.NewTime(now.Add(t.remaining).Truncate(time.Second))
 				h.ExpiresAt = &exp
 			}
 		}
-		if h.State == dynamicprefix.StateDraining {
+		if h.State == api.StateDraining {
 			gone := seen[p] == nil
 			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
 			if gone || passed {
-				h.State = dynamicprefix.StateExpired
+				h.State = api.StateExpired
 			} else if h.ExpiresAt != nil && (wake.IsZero() || h.ExpiresAt.Time.Before(wake)) {
 				wake = h.ExpiresAt.Time
 			}

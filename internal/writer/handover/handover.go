@@ -31,41 +31,42 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/service"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Status returns st as the existing operator reads it.
-func Status(st dynamicprefix.Status) dynamicprefix.Status {
+func Status(st api.Status) api.Status {
 	out := st
 	out.History = nil
 	out.Conditions = slices.Clone(st.Conditions)
 	for _, h := range st.History {
 		switch h.State {
-		case dynamicprefix.StateActive:
+		case api.StateActive:
 			i := slices.IndexFunc(out.Conditions, func(c metav1.Condition) bool { return c.Type == decide.PrefixAcquired })
 			if i >= 0 && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
 				out.Conditions[i].LastTransitionTime = *h.AcquiredAt
 			}
-		case dynamicprefix.StateDraining:
+		case api.StateDraining:
 			h.ExpiresAt = nil
 			out.History = append(out.History, h)
 		}
 	}
 	// Oldest first, as that operator appends them (an entry without
 	// deprecatedAt sorts as the oldest).
-	slices.SortStableFunc(out.History, func(a, b dynamicprefix.HistoryEntry) int {
+	slices.SortStableFunc(out.History, func(a, b api.HistoryEntry) int {
 		return deprecated(a).Compare(deprecated(b))
 	})
 	return out
 }
 
-func deprecated(h dynamicprefix.HistoryEntry) time.Time {
+func deprecated(h api.HistoryEntry) time.Time {
 	if h.DeprecatedAt == nil {
 		return time.Time{}
 	}

@@ -12,19 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/spec"
+
 )
 
 // operatorPools is how the existing operator reads a status (its pool sync,
 // compat.md): the current prefix, then status.history up to
 // maxPrefixHistory entries, whatever their state. The fixture of what it
 // reads, not our code.
-func operatorPools(st dynamicprefix.Status, maxHistory int) []string {
+func operatorPools(st api.Status, maxHistory int) []string {
 	out := []string{st.CurrentPrefix}
 	for i, h := range st.History {
 		if i >= maxHistory {
@@ -42,12 +43,12 @@ var t0 = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 // ours renders, with renumber's own aggregate, the status after A -> B -> C
 // -> D under renumber, every prefix still reported deprecated except A,
 // whose valid lifetime ran out, and the prefixes renumber pools then.
-func ours(t *testing.T, maxHistory int) (dynamicprefix.Status, []string) {
-	m := spec.Parse("home", dynamicprefix.Spec{
+func ours(t *testing.T, maxHistory int) (api.Status, []string) {
+	m := api.Parse("home", dynamicprefix.Spec{
 		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}},
 		Transition:  &dynamicprefix.Transition{MaxPrefixHistory: maxHistory},
 	})
-	var st dynamicprefix.Status
+	var st api.Status
 	var pooled []string
 	for i, s := range []string{
 		"2001:db8:a::/64 p ra",
@@ -60,7 +61,7 @@ func ours(t *testing.T, maxHistory int) (dynamicprefix.Status, []string) {
 			t.Fatal(err)
 		}
 		d := decide.For(m, st, []decide.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
-		st = dynamicprefix.Status{CurrentPrefix: d.Current.String(), History: d.History,
+		st = api.Status{CurrentPrefix: d.Current.String(), History: d.History,
 			Conditions: []metav1.Condition{{Type: decide.PrefixAcquired, Status: "True", LastTransitionTime: metav1.NewTime(t0)}}}
 		pooled = pooled[:0]
 		for _, p := range d.Pooled {
@@ -78,7 +79,7 @@ func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing
 	for _, maxHistory := range []int{1, 2, 3} {
 		st, want := ours(t, maxHistory)
 		slices.Sort(want)
-		read := func(st dynamicprefix.Status) []string {
+		read := func(st api.Status) []string {
 			got := operatorPools(st, maxHistory)
 			slices.Sort(got)
 			return got
@@ -92,7 +93,7 @@ func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing
 			t.Errorf("max %d: the operator would pool %q, renumber pools %q", maxHistory, got, want)
 		}
 		for _, h := range back.History {
-			if h.State != dynamicprefix.StateDraining || h.ExpiresAt != nil {
+			if h.State != api.StateDraining || h.ExpiresAt != nil {
 				t.Errorf("max %d: entry %+v: only draining entries, without our expiresAt", maxHistory, h)
 			}
 		}
@@ -177,7 +178,7 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 func TestOurAdvertisementIsReplacedByTheOneTheOperatorLooksUp(t *testing.T) {
 	dp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home", "uid": "u-1"}}}
-	a, err := cilium.RenderAdvertisement("home", spec.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
+	a, err := cilium.RenderAdvertisement("home", api.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

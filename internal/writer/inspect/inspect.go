@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+
 	"github.com/renumber/renumber/internal/writer/write"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Input is what a report is built from, as values.
@@ -110,7 +110,7 @@ type Condition struct {
 // Object is a follower and whether it holds what the writer would write now.
 type Object struct {
 	Follower
-	InSync  bool          `json:"inSync"`
+	InSync  bool           `json:"inSync"`
 	Pending []write.Change `json:"pending,omitempty"`
 }
 
@@ -126,12 +126,12 @@ func Build(in Input) Report {
 
 func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	out := DynamicPrefix{Name: u.GetName(), Votes: []Vote{}, Objects: []Object{}}
-	dp, err := dynamicprefix.FromUnstructured(u)
+	dp, err := api.FromUnstructured(u)
 	if err != nil {
 		out.Why = "the object cannot be read: " + err.Error()
 		return out
 	}
-	m := spec.Parse(u.GetName(), dp.Spec)
+	m := api.Parse(u.GetName(), dp.Spec)
 	out.Quorum = m.Quorum
 	var reports []decide.Report
 	for _, n := range in.Nodes {
@@ -164,7 +164,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	}
 	out.Why = why(m, d, dp.Status.CurrentPrefix)
 	for _, h := range dp.Status.History {
-		if h.State != dynamicprefix.StateDraining {
+		if h.State != api.StateDraining {
 			continue
 		}
 		dr := Draining{Prefix: h.Prefix}
@@ -200,7 +200,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 }
 
 // reported lists what d reports for m, preferred and deprecated.
-func reported(d digest.Node, m spec.Model) (preferred, deprecated []string) {
+func reported(d digest.Node, m api.Model) (preferred, deprecated []string) {
 	for _, l := range d.Links {
 		for _, p := range l.Prefixes {
 			if !m.Counts(l.Name, p.Sources) {
@@ -218,7 +218,7 @@ func reported(d digest.Node, m spec.Model) (preferred, deprecated []string) {
 }
 
 // why says in a sentence why the current prefix is what it is.
-func why(m spec.Model, d decide.Decision, current string) string {
+func why(m api.Model, d decide.Decision, current string) string {
 	cur, _ := netip.ParsePrefix(current)
 	switch {
 	case m.Err != nil:

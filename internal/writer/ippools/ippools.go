@@ -12,19 +12,18 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/write"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-
-	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/spec"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Writer writes IPPools.
@@ -43,7 +42,7 @@ func (w *Writer) Forget() { w.memo.Reset() }
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m spec.Model, d decide.Decision) write.Outcomes {
+func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) write.Outcomes {
 	if pools == nil {
 		return nil
 	}

@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/write"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,12 +24,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-
-	"github.com/renumber/renumber/internal/writer/spec"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 var gvr = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
@@ -148,7 +147,7 @@ func (w *world) pass(pooled ...string) (int, error) {
 	}
 	d.Current = d.Pooled[0]
 	before := w.writes
-	out := w.w.Sync(context.Background(), w.store, gvr, spec.Parse("home", dynamicprefix.Spec{}), d)
+	out := w.w.Sync(context.Background(), w.store, gvr, api.Parse("home", dynamicprefix.Spec{}), d)
 	w.sync()
 	return w.writes - before, out.Err()
 }

@@ -4,10 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/pool"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func configMap(key string, data map[string]any) *unstructured.Unstructured {

@@ -18,15 +18,15 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/metallb"
+	"github.com/renumber/renumber/internal/writer/write"
 
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/staleness"
-	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // Options of a pipeline, from the writer's flags.

@@ -7,13 +7,12 @@ package pool
 
 import (
 	"fmt"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+
+	"github.com/renumber/renumber/internal/writer/api"
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/prefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Follow is what a pool's annotations ask for.
@@ -37,8 +36,8 @@ const (
 )
 
 // Desired returns the managed entries, in form, for the pooled prefixes,
-// current first. Errors wrap spec.ErrInvalid.
-func Desired(m spec.Model, f Follow, pooled []netip.Prefix, form Form) ([]string, error) {
+// current first. Errors wrap api.ErrInvalid.
+func Desired(m api.Model, f Follow, pooled []netip.Prefix, form Form) ([]string, error) {
 	var out []string
 	for _, p := range pooled {
 		e, err := entry(m, f, p, form)
@@ -52,19 +51,19 @@ func Desired(m spec.Model, f Follow, pooled []netip.Prefix, form Form) ([]string
 	return out, nil
 }
 
-func entry(m spec.Model, f Follow, p netip.Prefix, form Form) (string, error) {
+func entry(m api.Model, f Follow, p netip.Prefix, form Form) (string, error) {
 	switch {
 	case f.AddressRange != "" && f.Subnet != "":
-		return "", fmt.Errorf("%w: both %s and %s are set", spec.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
+		return "", fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
 	case f.AddressRange != "":
 		first, last, err := m.Range(f.AddressRange, p)
 		if err != nil {
 			return "", err
 		}
 		if form == CIDRs {
-			c, err := prefix.Covering(first, last)
+			c, err := api.Covering(first, last)
 			if err != nil {
-				return "", fmt.Errorf("%w: %w", spec.ErrInvalid, err)
+				return "", fmt.Errorf("%w: %w", api.ErrInvalid, err)
 			}
 			return c.String(), nil
 		}
@@ -85,7 +84,7 @@ func cidr(p netip.Prefix, form Form) string {
 	if form != Ranges {
 		return p.String()
 	}
-	first, last := prefix.Bounds(p)
+	first, last := api.Bounds(p)
 	return first.String() + "-" + last.String()
 }
 

@@ -2,18 +2,17 @@ package pool
 
 import (
 	"errors"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"net/netip"
 	"slices"
 	"testing"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var (
 	cur   = netip.MustParsePrefix("2001:db8:b::/64")
 	old   = netip.MustParsePrefix("2001:db8:a::/64")
-	specR = spec.Parse("home", dynamicprefix.Spec{
+	specR = api.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
 	})
@@ -43,13 +42,13 @@ func TestDesired(t *testing.T) {
 		})
 	}
 	for _, f := range []Follow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := Desired(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, spec.ErrInvalid) {
-			t.Errorf("Desired(%+v) err = %v, want spec.ErrInvalid", f, err)
+		if _, err := Desired(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+			t.Errorf("Desired(%+v) err = %v, want api.ErrInvalid", f, err)
 		}
 	}
-	bad := spec.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
-	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, spec.ErrInvalid) {
-		t.Errorf("offset outside the prefix: err = %v, want spec.ErrInvalid", err)
+	bad := api.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
+	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("offset outside the prefix: err = %v, want api.ErrInvalid", err)
 	}
 }
 
@@ -78,7 +77,7 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := Desired(spec.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, Any)
+		desired, err := Desired(api.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, Any)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,12 +24,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Fixture tests in the manner of kubernetes/sample-controller: the caches are
@@ -138,12 +139,12 @@ func newFixture(t *testing.T, limits write.Limits) *fixture {
 		svcs:  cache.NewStore(cache.MetaNamespaceKeyFunc),
 		pools: cache.NewStore(cache.MetaNamespaceKeyFunc),
 		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-			dynamicprefix.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
+			api.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
 		meta:  metadatafake.NewSimpleMetadataClient(metaScheme, svc.DeepCopy()),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
 	}
 	// Created under their resources: the fake would guess "dynamicprefixs".
-	for gvr, u := range map[schema.GroupVersionResource]*unstructured.Unstructured{dynamicprefix.GVR: dp, poolGVR: pool} {
+	for gvr, u := range map[schema.GroupVersionResource]*unstructured.Unstructured{api.GVR: dp, poolGVR: pool} {
 		if _, err := f.dyn.Resource(gvr).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +176,7 @@ func (f *fixture) report(n int, preferred string, deprecated ...string) {
 func (f *fixture) catchUp() {
 	f.t.Helper()
 	ctx := f.t.Context()
-	for gvr, store := range map[schema.GroupVersionResource]cache.Store{dynamicprefix.GVR: f.dps, poolGVR: f.pools} {
+	for gvr, store := range map[schema.GroupVersionResource]cache.Store{api.GVR: f.dps, poolGVR: f.pools} {
 		list, err := f.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			f.t.Fatal(err)
@@ -291,13 +292,13 @@ func (f *fixture) pool() (blocks []string, record string) {
 	return blocks, u.GetAnnotations()[dynamicprefix.AnnotationManagedBlock]
 }
 
-func (f *fixture) status() dynamicprefix.Status {
+func (f *fixture) status() api.Status {
 	f.t.Helper()
-	u, err := f.dyn.Resource(dynamicprefix.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
+	u, err := f.dyn.Resource(api.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	dp, err := dynamicprefix.FromUnstructured(u)
+	dp, err := api.FromUnstructured(u)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	if want := "range=" + rangeOn(prefixB) + ",range=" + rangeOn(prefixA); record != want {
 		t.Errorf("record = %q, want %q", record, want)
 	}
-	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != dynamicprefix.StateDraining {
+	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != api.StateDraining {
 		t.Errorf("status = %s, history %+v", st.CurrentPrefix, st.History)
 	}
 	svc, err := f.meta.Resource(service.GVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})
@@ -704,7 +705,7 @@ func (f *fixture) service() map[string]string {
 // object, one event each - and leaves the user's entries.
 func TestADeletedDynamicPrefixReleasesWhatItWrote(t *testing.T) {
 	f := converged(t, generous)
-	if err := f.dyn.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+	if err := f.dyn.Resource(api.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp()
@@ -748,7 +749,7 @@ func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
 	if err := f.bgp.Add(adv); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.dyn.Resource(dynamicprefix.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+	if err := f.dyn.Resource(api.GVR).Delete(t.Context(), "home", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp() // the advertisement cache is left as it is: it has not caught up
@@ -764,7 +765,7 @@ func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
 // Back to transition mode simple: the HA annotations go, the pools stay.
 func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
 	f := converged(t, generous)
-	f.edit(dynamicprefix.GVR, "home", `{"spec":{"transition":{"mode":"simple"}}}`)
+	f.edit(api.GVR, "home", `{"spec":{"transition":{"mode":"simple"}}}`)
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("switching to simple wrote %q, want %q", got, want)
 	}

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/status"
 	"github.com/renumber/renumber/internal/writer/write"
 )
@@ -49,7 +49,7 @@ func (s stateCollector) Collect(w *metrics.Writer) {
 		cur, _, _ := unstructured.NestedString(u.Object, "status", "currentPrefix")
 		w.Sample(descAcquired, one(cur != ""), u.GetName())
 		quiet := false
-		if dp, err := dynamicprefix.FromUnstructured(u); err == nil {
+		if dp, err := api.FromUnstructured(u); err == nil {
 			quiet = status.Quiet(dp.Status)
 			for _, c := range dp.Status.Conditions {
 				w.Sample(descReady, one(c.Status == metav1.ConditionTrue), u.GetName(), c.Type)

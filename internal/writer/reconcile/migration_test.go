@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/service"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/service"
 )
 
 // Switching from the existing operator: the fixtures hold what that operator
@@ -35,7 +35,7 @@ func operatorWorld(t *testing.T) *fixture {
 	at := func(m int) string {
 		return time.Date(2026, 11, 1, 8, m, 0, 0, time.UTC).Format(time.RFC3339)
 	}
-	dp, err := f.dyn.Resource(dynamicprefix.GVR).Get(ctx, "home", metav1.GetOptions{})
+	dp, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func operatorWorld(t *testing.T) *fixture {
 		"conditions": []any{map[string]any{"type": "PrefixAcquired", "status": "True", "reason": "PrefixAcquired",
 			"message": "Prefix acquired", "lastTransitionTime": at(20)}},
 	}
-	if _, err := f.dyn.Resource(dynamicprefix.GVR).Update(ctx, dp, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.dyn.Resource(api.GVR).Update(ctx, dp, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := f.dyn.Resource(poolGVR).Get(ctx, "lb", metav1.GetOptions{})
@@ -120,7 +120,7 @@ func TestSwitchingFromTheExistingOperatorWritesOnlyTheStatus(t *testing.T) {
 	}
 }
 
-func historyOf(st dynamicprefix.Status) []string {
+func historyOf(st api.Status) []string {
 	var out []string
 	stamp := func(t *metav1.Time) string {
 		if t == nil {
@@ -180,7 +180,7 @@ func TestDeletingReleasesThenRemovesTheOperatorsFinalizer(t *testing.T) {
 	if got := f.web()[service.AnnotationIPs]; got != "192.0.2.7" {
 		t.Errorf("web ips %q, want the user's alone", got)
 	}
-	u, err := f.dyn.Resource(dynamicprefix.GVR).Get(t.Context(), "home", metav1.GetOptions{})
+	u, err := f.dyn.Resource(api.GVR).Get(t.Context(), "home", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,13 +225,13 @@ func TestTheFinalizerStaysWhileAReleaseFails(t *testing.T) {
 
 func (f *fixture) deleteHome() {
 	f.t.Helper()
-	u, err := f.dyn.Resource(dynamicprefix.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
+	u, err := f.dyn.Resource(api.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	now := metav1.NewTime(f.clock.Now())
 	u.SetDeletionTimestamp(&now)
-	if _, err := f.dyn.Resource(dynamicprefix.GVR).Update(f.t.Context(), u, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.dyn.Resource(api.GVR).Update(f.t.Context(), u, metav1.UpdateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.catchUp()

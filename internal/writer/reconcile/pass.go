@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
+
 	"github.com/renumber/renumber/internal/writer/status"
 	"github.com/renumber/renumber/internal/writer/write"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
@@ -49,13 +49,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		}
 		return append(out, c.write.ReleaseFinalizer(ctx, u)).Retry()
 	}
-	dp, err := dynamicprefix.FromUnstructured(u)
+	dp, err := api.FromUnstructured(u)
 	if err != nil {
 		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
 		return write.Final(err) // a fix of the object brings a new event
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
-	m := spec.Parse(name, dp.Spec)
+	m := api.Parse(name, dp.Spec)
 	now := c.clock.Now()
 	reports, lapse := c.voters.Reports(now)
 	d := decide.For(m, dp.Status, reports, now)

@@ -1,14 +1,13 @@
 package reconcile
 
 import (
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/write"
 	"io"
 	"log/slog"
 	"slices"
 	"testing"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/write"
-	"github.com/renumber/renumber/internal/writer/service"
 )
 
 // shadow is a dry-run controller over the fixture's caches and clients, next

@@ -16,14 +16,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/pool"
+
+	"github.com/renumber/renumber/internal/writer/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/prefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Annotations read and written on Services.
@@ -122,7 +121,7 @@ func FollowOf(ann map[string]string) Follow {
 var AddressKeys = []string{AnnotationIPs, AnnotationKubeVIPIPs}
 
 // AddressKey is the annotation the Service's provider reads its addresses
-// from. Errors wrap spec.ErrInvalid.
+// from. Errors wrap api.ErrInvalid.
 func (f Follow) AddressKey() (string, error) {
 	switch f.Provider {
 	case "", "cilium":
@@ -130,32 +129,32 @@ func (f Follow) AddressKey() (string, error) {
 	case "kube-vip":
 		return AnnotationKubeVIPIPs, nil
 	}
-	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", spec.ErrInvalid, AnnotationProvider, f.Provider)
+	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", api.ErrInvalid, AnnotationProvider, f.Provider)
 }
 
 // Address is the Service's address on prefix p: the static suffix spliced onto
 // the prefix (with a service address range, the result must lie inside that
-// range), or onto the named subnet. Errors wrap spec.ErrInvalid.
-func Address(m spec.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
+// range), or onto the named subnet. Errors wrap api.ErrInvalid.
+func Address(m api.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
 	if f.Suffix == "" {
-		return netip.Addr{}, fmt.Errorf("%w: %s is required", spec.ErrInvalid, AnnotationSuffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s is required", api.ErrInvalid, AnnotationSuffix)
 	}
 	suffix, err := netip.ParseAddr(f.Suffix)
 	if err != nil || !suffix.Is6() {
-		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", spec.ErrInvalid, AnnotationSuffix, f.Suffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", api.ErrInvalid, AnnotationSuffix, f.Suffix)
 	}
 	base := p
 	switch {
 	case f.Range != "" && f.Subnet != "":
-		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", spec.ErrInvalid, AnnotationRange, AnnotationSubnet)
+		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, AnnotationRange, AnnotationSubnet)
 	case f.Range != "":
 		first, last, err := m.Range(f.Range, p)
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		a, err := prefix.Splice(p, suffix)
+		a, err := api.Splice(p, suffix)
 		if err != nil || a.Less(first) || last.Less(a) {
-			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", spec.ErrInvalid, f.Suffix, f.Range)
+			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", api.ErrInvalid, f.Suffix, f.Range)
 		}
 		return a, nil
 	case f.Subnet != "":
@@ -163,9 +162,9 @@ func Address(m spec.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
 			return netip.Addr{}, err
 		}
 	}
-	a, err := prefix.Splice(base, suffix)
+	a, err := api.Splice(base, suffix)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", api.ErrInvalid, err)
 	}
 	return a, nil
 }
@@ -397,7 +396,7 @@ type Options struct {
 // with what the Service carries now. ingress is what the Service's
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
-func Render(m spec.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress []string, o Options) (Annotations, error) {
+func Render(m api.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress []string, o Options) (Annotations, error) {
 	key, err := f.AddressKey()
 	if err != nil {
 		return Annotations{}, err

@@ -7,19 +7,18 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 var (
 	cur       = netip.MustParsePrefix("2001:db8:b::/64")
 	prefixOld = netip.MustParsePrefix("2001:db8:a::/64")
-	model     = spec.Parse("home", dynamicprefix.Spec{
+	model     = api.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
 	})
@@ -44,7 +43,7 @@ func TestAddress(t *testing.T) {
 		})
 	}
 	for _, f := range []Follow{{}, {Suffix: "nope"}, {Suffix: "::1", Range: "lb"}, {Suffix: "::1", Subnet: "x"}, {Suffix: "::1:0:0", Subnet: "svc"}} {
-		if _, err := Address(model, f, cur); !errors.Is(err, spec.ErrInvalid) {
+		if _, err := Address(model, f, cur); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("Address(%+v) err = %v, want ErrSpec", f, err)
 		}
 	}
@@ -290,7 +289,7 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 		back.IPsKey != "" || back.Patch(got)[AnnotationManagedIPsKey] != nil {
 		t.Errorf("back to cilium: %+v", back)
 	}
-	if _, err := Render(model, Follow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, spec.ErrInvalid) {
+	if _, err := Render(model, Follow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
 	if r := Release(got); !slices.Equal(r.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {

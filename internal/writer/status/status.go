@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/decide"
+
+	"github.com/renumber/renumber/internal/writer/write"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
 )
 
 // Condition types.
@@ -43,9 +44,9 @@ type Problems struct {
 
 // Render returns the status for dp (whose spec parsed to m) given the decision
 // at now.
-func Render(dp *dynamicprefix.DynamicPrefix, m spec.Model, d decide.Decision, p Problems, now time.Time) dynamicprefix.Status {
+func Render(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
 	prev := dp.Status
-	st := dynamicprefix.Status{
+	st := api.Status{
 		PrefixSource:       d.Source,
 		History:            d.History,
 		ObservedGeneration: dp.Generation,
@@ -147,21 +148,21 @@ func NotReportedMessage(p netip.Prefix) string {
 }
 
 // Quiet reports whether st says no voting node reports its current prefix.
-func Quiet(st dynamicprefix.Status) bool {
+func Quiet(st api.Status) bool {
 	c := meta.FindStatusCondition(st.Conditions, PrefixAcquired)
 	return c != nil && c.Reason == ReasonNotReported
 }
 
 // Equal compares two statuses as the API server would store them (JSON: times
 // to the second, nil and empty lists alike).
-func Equal(a, b dynamicprefix.Status) bool {
+func Equal(a, b api.Status) bool {
 	ja, err1 := json.Marshal(normal(a))
 	jb, err2 := json.Marshal(normal(b))
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // normal makes nil and empty slices compare equal.
-func normal(s dynamicprefix.Status) dynamicprefix.Status {
+func normal(s api.Status) api.Status {
 	if len(s.AddressRanges) == 0 {
 		s.AddressRanges = nil
 	}

@@ -8,28 +8,29 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/spec"
+
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
 
-func decided(t *testing.T, dp *dynamicprefix.DynamicPrefix, d string, now time.Time) decide.Decision {
+func decided(t *testing.T, dp *api.DynamicPrefix, d string, now time.Time) decide.Decision {
 	n, err := digest.Decode(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decide.For(spec.Parse(dp.Name, dp.Spec), dp.Status, []decide.Report{{Node: "a", Digest: n}}, now)
+	return decide.For(api.Parse(dp.Name, dp.Spec), dp.Status, []decide.Report{{Node: "a", Digest: n}}, now)
 }
 
 // roundTrip stores and reads a status the way the API server does.
-func roundTrip(t *testing.T, s dynamicprefix.Status) dynamicprefix.Status {
+func roundTrip(t *testing.T, s api.Status) api.Status {
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out dynamicprefix.Status
+	var out api.Status
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +38,19 @@ func roundTrip(t *testing.T, s dynamicprefix.Status) dynamicprefix.Status {
 }
 
 func TestRenderIsStableAcrossPasses(t *testing.T) {
-	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{
 		Acquisition:   dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}},
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
 	}}
 	dp.Generation = 3
-	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	st := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
 	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
 		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
 		t.Fatalf("status = %+v", st)
 	}
 	dp.Status = roundTrip(t, st)
-	again := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	again := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
 	if !Equal(again, dp.Status) {
 		a, _ := json.Marshal(again)
 		b, _ := json.Marshal(dp.Status)
@@ -58,8 +59,8 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 }
 
 func TestProblemsAreConditions(t *testing.T) {
-	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	st := Render(dp, spec.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
+	st := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
 	var degraded, synced string
 	for _, c := range st.Conditions {
 		switch c.Type {
@@ -75,15 +76,15 @@ func TestProblemsAreConditions(t *testing.T) {
 }
 
 func TestReadySumsTheConditionsUp(t *testing.T) {
-	dp := &dynamicprefix.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	ready := func(st dynamicprefix.Status) string {
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
+	ready := func(st api.Status) string {
 		c := meta.FindStatusCondition(st.Conditions, Ready)
 		if c == nil {
 			return "absent"
 		}
 		return string(c.Status) + " " + c.Reason
 	}
-	m := spec.Parse(dp.Name, dp.Spec)
+	m := api.Parse(dp.Name, dp.Spec)
 	if got := ready(Render(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
 		t.Errorf("all well: Ready %s", got)
 	}

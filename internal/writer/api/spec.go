@@ -3,7 +3,7 @@
 // address ranges and subnets, parsed. Every consumer (aggregation, pools,
 // Services, status) reads the model and resolves names against a prefix here,
 // never from the raw strings. Pure.
-package spec
+package api
 
 import (
 	"errors"
@@ -11,8 +11,7 @@ import (
 	"net/netip"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/prefix"
+	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
 // ErrInvalid is wrapped by every error caused by a DynamicPrefix spec or by an
@@ -67,22 +66,22 @@ type Subnet struct {
 
 // Parse reads spec. It never fails as a whole: what cannot be used is in Err.
 func Parse(name string, s dynamicprefix.Spec) Model {
-	m := Model{Name: name, GlobalOnly: true, Quorum: 1, MaxHistory: 2}
+	m := Model{Name: name, Quorum: 1}
 	var errs []error
 	a := s.Acquisition
 	if ra := a.RouterAdvertisement; ra != nil {
-		m.Interface = ra.Interface
-		m.RA = ra.Enabled == nil || *ra.Enabled
+		m.Interface, m.RA = ra.Interface, ra.Followed()
 	}
 	if pd := a.DHCPv6PD; pd != nil {
 		m.DHCPv6PD, m.PDInterface = true, pd.Interface
-		m.PDClient, m.PDNodes = pd.Mode != dynamicprefix.ModeHost, pd.NodeNames
+		m.PDClient, m.PDNodes = pd.Client(), pd.NodeNames
 	}
 	if q := a.Quorum; q != nil && *q > 0 {
 		m.Quorum = *q
 	}
+	m.GlobalOnly = a.PrefixFilter.GlobalOnly()
+	m.MinLength, m.MaxLength = a.PrefixFilter.LengthBounds()
 	if f := a.PrefixFilter; f != nil {
-		m.GlobalOnly = f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
 		for _, v := range f.AllowedPrefixes {
 			p, err := netip.ParsePrefix(v)
 			if err != nil {
@@ -95,22 +94,11 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 			// Every entry was garbage: an allowlist that allows nothing stays one.
 			m.Allowed = []netip.Prefix{}
 		}
-		if f.MinPrefixLength != nil {
-			m.MinLength = *f.MinPrefixLength
-		}
-		if f.MaxPrefixLength != nil {
-			m.MaxLength = *f.MaxPrefixLength
-		}
 		if m.MaxLength > 0 && m.MinLength > m.MaxLength {
 			errs = append(errs, fmt.Errorf("prefixFilter: minPrefixLength %d exceeds maxPrefixLength %d", m.MinLength, m.MaxLength))
 		}
 	}
-	if t := s.Transition; t != nil {
-		m.HA = t.Mode == "ha"
-		if t.MaxPrefixHistory > 0 {
-			m.MaxHistory = min(t.MaxPrefixHistory, 10)
-		}
-	}
+	m.HA, m.MaxHistory = s.Transition.HA(), s.Transition.History()
 	for _, r := range s.AddressRanges {
 		start, err1 := netip.ParseAddr(r.Start)
 		end, err2 := netip.ParseAddr(r.End)
@@ -193,7 +181,7 @@ func (m Model) Range(name string, p netip.Prefix) (first, last netip.Addr, err e
 	if !r.Start.IsValid() {
 		return first, last, fmt.Errorf("%w: address range %q: start and end must be IPv6 suffixes", ErrInvalid, r.Name)
 	}
-	first, last, err = prefix.Range(p, r.Start, r.End)
+	first, last, err = SpliceRange(p, r.Start, r.End)
 	if err != nil {
 		return first, last, fmt.Errorf("%w: address range %q on %s: %w", ErrInvalid, r.Name, p, err)
 	}
@@ -207,7 +195,7 @@ func (m Model) Subnet(name string, p netip.Prefix) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%w: DynamicPrefix %q has no subnet %q", ErrInvalid, m.Name, name)
 	}
 	s := m.Subnets[i]
-	sub, err := prefix.Subnet(p, s.Offset, s.Length)
+	sub, err := SubnetAt(p, s.Offset, s.Length)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%w: subnet %q on %s: %w", ErrInvalid, s.Name, p, err)
 	}
@@ -234,20 +222,20 @@ func (m Model) Check(current netip.Prefix) error {
 }
 
 // Derived computes status.addressRanges and status.subnets on current.
-func (m Model) Derived(current netip.Prefix) ([]dynamicprefix.AddressRangeStatus, []dynamicprefix.SubnetStatus, error) {
+func (m Model) Derived(current netip.Prefix) ([]AddressRangeStatus, []SubnetStatus, error) {
 	if err := m.Check(current); err != nil {
 		return nil, nil, err
 	}
-	var ranges []dynamicprefix.AddressRangeStatus
+	var ranges []AddressRangeStatus
 	for _, r := range m.Ranges {
 		first, last, _ := m.Range(r.Name, current)
-		c, _ := prefix.Covering(first, last)
-		ranges = append(ranges, dynamicprefix.AddressRangeStatus{Name: r.Name, Start: first.String(), End: last.String(), CIDR: c.String()})
+		c, _ := Covering(first, last)
+		ranges = append(ranges, AddressRangeStatus{Name: r.Name, Start: first.String(), End: last.String(), CIDR: c.String()})
 	}
-	var subnets []dynamicprefix.SubnetStatus
+	var subnets []SubnetStatus
 	for _, s := range m.Subnets {
 		sub, _ := m.Subnet(s.Name, current)
-		subnets = append(subnets, dynamicprefix.SubnetStatus{Name: s.Name, CIDR: sub.String()})
+		subnets = append(subnets, SubnetStatus{Name: s.Name, CIDR: sub.String()})
 	}
 	return ranges, subnets, nil
 }

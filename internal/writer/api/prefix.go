@@ -2,7 +2,7 @@
 // suffixes spliced onto a prefix, address ranges, the offset-th subnet of a
 // length, and the smallest CIDR covering a range. Pure; every input is checked,
 // nothing overflows or panics.
-package prefix
+package api
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"net/netip"
 )
 
-// ErrInvalid is wrapped by every error of this package.
-var ErrInvalid = errors.New("prefix: invalid")
+// ErrInvalidPrefix is wrapped by every error of this package.
+var ErrInvalidPrefix = errors.New("prefix: invalid")
 
 func check(p netip.Prefix) (netip.Prefix, error) {
 	if !p.IsValid() || !p.Addr().Is6() || p.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("%w: %v is not an IPv6 prefix", ErrInvalid, p)
+		return netip.Prefix{}, fmt.Errorf("%w: %v is not an IPv6 prefix", ErrInvalidPrefix, p)
 	}
 	return p.Masked(), nil
 }
@@ -46,18 +46,18 @@ func Splice(p netip.Prefix, suffix netip.Addr) (netip.Addr, error) {
 	}
 	// A suffix is a bit pattern: "::ffff:0:1" (IPv4-mapped to netip) is fine.
 	if !suffix.Is6() {
-		return netip.Addr{}, fmt.Errorf("%w: suffix %v is not IPv6", ErrInvalid, suffix)
+		return netip.Addr{}, fmt.Errorf("%w: suffix %v is not IPv6", ErrInvalidPrefix, suffix)
 	}
 	s := toInt(suffix.WithZone(""))
 	mask := hostMask(p.Bits())
 	if new(big.Int).AndNot(s, mask).Sign() != 0 {
-		return netip.Addr{}, fmt.Errorf("%w: suffix %s has bits outside the host part of a /%d", ErrInvalid, suffix, p.Bits())
+		return netip.Addr{}, fmt.Errorf("%w: suffix %s has bits outside the host part of a /%d", ErrInvalidPrefix, suffix, p.Bits())
 	}
 	return fromInt(s.Or(s, toInt(p.Addr()))), nil
 }
 
-// Range splices start and end onto p and checks start <= end.
-func Range(p netip.Prefix, start, end netip.Addr) (netip.Addr, netip.Addr, error) {
+// SpliceRange splices start and end onto p and checks start <= end.
+func SpliceRange(p netip.Prefix, start, end netip.Addr) (netip.Addr, netip.Addr, error) {
 	first, err := Splice(p, start)
 	if err != nil {
 		return netip.Addr{}, netip.Addr{}, fmt.Errorf("start: %w", err)
@@ -67,28 +67,28 @@ func Range(p netip.Prefix, start, end netip.Addr) (netip.Addr, netip.Addr, error
 		return netip.Addr{}, netip.Addr{}, fmt.Errorf("end: %w", err)
 	}
 	if last.Less(first) {
-		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%w: range start %s is after end %s", ErrInvalid, start, end)
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%w: range start %s is after end %s", ErrInvalidPrefix, start, end)
 	}
 	return first, last, nil
 }
 
-// Subnet returns the offset-th subnet of the given length inside p. The length
+// SubnetAt returns the offset-th subnet of the given length inside p. The length
 // must be at least p's, at most 128, and the offset below 2^(length-p.Bits()).
-func Subnet(p netip.Prefix, offset int64, length int) (netip.Prefix, error) {
+func SubnetAt(p netip.Prefix, offset int64, length int) (netip.Prefix, error) {
 	p, err := check(p)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
 	if length < p.Bits() || length > 128 {
-		return netip.Prefix{}, fmt.Errorf("%w: a /%d subnet does not fit in %s", ErrInvalid, length, p)
+		return netip.Prefix{}, fmt.Errorf("%w: a /%d subnet does not fit in %s", ErrInvalidPrefix, length, p)
 	}
 	if offset < 0 {
-		return netip.Prefix{}, fmt.Errorf("%w: negative subnet offset %d", ErrInvalid, offset)
+		return netip.Prefix{}, fmt.Errorf("%w: negative subnet offset %d", ErrInvalidPrefix, offset)
 	}
 	limit := new(big.Int).Lsh(big.NewInt(1), uint(length-p.Bits()))
 	off := big.NewInt(offset)
 	if off.Cmp(limit) >= 0 {
-		return netip.Prefix{}, fmt.Errorf("%w: offset %d is outside %s (at most %s /%d subnets)", ErrInvalid, offset, p, limit, length)
+		return netip.Prefix{}, fmt.Errorf("%w: offset %d is outside %s (at most %s /%d subnets)", ErrInvalidPrefix, offset, p, limit, length)
 	}
 	base := toInt(p.Addr())
 	base.Or(base, off.Lsh(off, uint(128-length)))
@@ -99,7 +99,7 @@ func Subnet(p netip.Prefix, offset int64, length int) (netip.Prefix, error) {
 // last (first <= last, both IPv6).
 func Covering(first, last netip.Addr) (netip.Prefix, error) {
 	if !first.Is6() || !last.Is6() || first.Is4In6() || last.Is4In6() || last.Less(first) {
-		return netip.Prefix{}, fmt.Errorf("%w: range %v-%v", ErrInvalid, first, last)
+		return netip.Prefix{}, fmt.Errorf("%w: range %v-%v", ErrInvalidPrefix, first, last)
 	}
 	a, b := first.As16(), last.As16()
 	bits := 0

@@ -1,4 +1,4 @@
-package spec
+package api
 
 import (
 	"encoding/json"
@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/renumber/renumber/internal/writer/dynamicprefix"
+	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
 var cur = netip.MustParsePrefix("2001:db8:b::/64")
@@ -126,8 +125,8 @@ func TestResolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantR := []dynamicprefix.AddressRangeStatus{{Name: "lb", Start: "2001:db8:b:0:f000::", End: "2001:db8:b:0:ffff:ffff:ffff:ffff", CIDR: "2001:db8:b:0:f000::/68"}}
-	wantS := []dynamicprefix.SubnetStatus{{Name: "svc", CIDR: "2001:db8:b::1:0/112"}}
+	wantR := []AddressRangeStatus{{Name: "lb", Start: "2001:db8:b:0:f000::", End: "2001:db8:b:0:ffff:ffff:ffff:ffff", CIDR: "2001:db8:b:0:f000::/68"}}
+	wantS := []SubnetStatus{{Name: "svc", CIDR: "2001:db8:b::1:0/112"}}
 	if diff := cmp.Diff(wantR, ranges); diff != "" {
 		t.Errorf("ranges (-want +got):\n%s", diff)
 	}

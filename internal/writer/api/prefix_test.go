@@ -1,4 +1,4 @@
-package prefix
+package api
 
 import (
 	"errors"
@@ -29,22 +29,22 @@ func TestSplice(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Splice(netip.MustParsePrefix("2001:db8:1:100::/64"), netip.MustParseAddr("::1:0:0:0:1")); !errors.Is(err, ErrInvalid) {
-		t.Errorf("suffix outside the host part: err = %v, want ErrInvalid", err)
+	if _, err := Splice(netip.MustParsePrefix("2001:db8:1:100::/64"), netip.MustParseAddr("::1:0:0:0:1")); !errors.Is(err, ErrInvalidPrefix) {
+		t.Errorf("suffix outside the host part: err = %v, want ErrInvalidPrefix", err)
 	}
 }
 
 func TestRange(t *testing.T) {
 	p := netip.MustParsePrefix("2001:db8:1:100::/64")
-	first, last, err := Range(p, netip.MustParseAddr("::f000:0:0:0"), netip.MustParseAddr("::ffff:ffff:ffff:ffff"))
+	first, last, err := SpliceRange(p, netip.MustParseAddr("::f000:0:0:0"), netip.MustParseAddr("::ffff:ffff:ffff:ffff"))
 	if err != nil || first.String() != "2001:db8:1:100:f000::" || last.String() != "2001:db8:1:100:ffff:ffff:ffff:ffff" {
-		t.Errorf("Range = %v %v %v", first, last, err)
+		t.Errorf("SpliceRange = %v %v %v", first, last, err)
 	}
 	c, err := Covering(first, last)
 	if err != nil || c.String() != "2001:db8:1:100:f000::/68" {
 		t.Errorf("Covering = %v %v, want 2001:db8:1:100:f000::/68", c, err)
 	}
-	if _, _, err := Range(p, netip.MustParseAddr("::2"), netip.MustParseAddr("::1")); !errors.Is(err, ErrInvalid) {
+	if _, _, err := SpliceRange(p, netip.MustParseAddr("::2"), netip.MustParseAddr("::1")); !errors.Is(err, ErrInvalidPrefix) {
 		t.Errorf("start after end: err = %v", err)
 	}
 }
@@ -68,15 +68,15 @@ func TestSubnet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Subnet(home, tt.offset, tt.length)
+			got, err := SubnetAt(home, tt.offset, tt.length)
 			if !tt.ok {
-				if !errors.Is(err, ErrInvalid) {
-					t.Errorf("Subnet = %v, %v; want ErrInvalid", got, err)
+				if !errors.Is(err, ErrInvalidPrefix) {
+					t.Errorf("SubnetAt = %v, %v; want ErrInvalidPrefix", got, err)
 				}
 				return
 			}
 			if err != nil || got.String() != tt.want {
-				t.Errorf("Subnet = %v, %v; want %s", got, err, tt.want)
+				t.Errorf("SubnetAt = %v, %v; want %s", got, err, tt.want)
 			}
 		})
 	}
@@ -90,7 +90,7 @@ func FuzzArithmetic(f *testing.F) {
 		copy(s[16-min(len(sb), 16):], sb)
 		copy(e[16-min(len(eb), 16):], eb)
 		p := netip.PrefixFrom(netip.AddrFrom16(a), int(bits))
-		if first, last, err := Range(p, netip.AddrFrom16(s), netip.AddrFrom16(e)); err == nil {
+		if first, last, err := SpliceRange(p, netip.AddrFrom16(s), netip.AddrFrom16(e)); err == nil {
 			if !p.Masked().Contains(first) || !p.Masked().Contains(last) || last.Less(first) {
 				t.Fatalf("range %s-%s escapes %s", first, last, p)
 			}
@@ -99,7 +99,7 @@ func FuzzArithmetic(f *testing.F) {
 				t.Fatalf("covering %v of %s-%s in %s: %v", c, first, last, p, err)
 			}
 		}
-		if sub, err := Subnet(p, offset, int(length)); err == nil {
+		if sub, err := SubnetAt(p, offset, int(length)); err == nil {
 			if !p.Masked().Contains(sub.Addr()) || sub.Bits() != int(length) || sub != sub.Masked() {
 				t.Fatalf("subnet %s of %s escapes it", sub, p)
 			}

@@ -1,21 +1,11 @@
-// Package dynamicprefix holds the dynamic-prefix.io/v1alpha1 DynamicPrefix API
-// types (field-compatible with the operator users already run) and the
-// annotation keys of that API. It only describes the wire format: defaults and
-// validation live in package spec, which parses a Spec into the model every
-// part of the writer reads.
+// Package dynamicprefix is the dynamic-prefix.io/v1alpha1 DynamicPrefix API as
+// both binaries read it: the spec types (field-compatible with the operator
+// users already run), their defaults, and the annotation keys of that API. It
+// imports nothing outside the standard library, so the agent reads
+// DynamicPrefixes with the same types the writer does without linking
+// apimachinery. The object, its status and the parsed model of a spec are the
+// writer's (internal/writer/api).
 package dynamicprefix
-
-import (
-	"fmt"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
-// Group, version and resource served by manifests/crds/dynamicprefixes.yaml.
-var GVR = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}
 
 // Annotations read on pools and Services, and the ownership records written.
 const (
@@ -36,14 +26,6 @@ const Finalizer = "dynamic-prefix.io/finalizer"
 // OperatorManagedBy is the app.kubernetes.io/managed-by label of the objects
 // the existing operator creates (Calico sibling IPPools, BGP advertisements).
 const OperatorManagedBy = "dynamic-prefix-operator"
-
-// DynamicPrefix is one prefix followed from the network.
-type DynamicPrefix struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              Spec   `json:"spec"`
-	Status            Status `json:"status,omitempty"`
-}
 
 type Spec struct {
 	Acquisition   Acquisition    `json:"acquisition"`
@@ -124,53 +106,65 @@ type Transition struct {
 	MaxPrefixHistory int    `json:"maxPrefixHistory,omitempty"`
 }
 
-type Status struct {
-	CurrentPrefix      string               `json:"currentPrefix,omitempty"`
-	PrefixSource       string               `json:"prefixSource,omitempty"`
-	LeaseExpiresAt     *metav1.Time         `json:"leaseExpiresAt,omitempty"`
-	ObservedGeneration int64                `json:"observedGeneration,omitempty"`
-	AddressRanges      []AddressRangeStatus `json:"addressRanges,omitempty"`
-	Subnets            []SubnetStatus       `json:"subnets,omitempty"`
-	History            []HistoryEntry       `json:"history,omitempty"`
-	DHCPv6PD           *DHCPv6PDStatus      `json:"dhcpv6pd,omitempty"`
-	Conditions         []metav1.Condition   `json:"conditions,omitempty"`
-}
-
-type AddressRangeStatus struct {
-	Name  string `json:"name"`
-	Start string `json:"start"`
-	End   string `json:"end"`
-	CIDR  string `json:"cidr"`
-}
-
-type SubnetStatus struct {
-	Name             string `json:"name"`
-	CIDR             string `json:"cidr"`
-	BGPAdvertisement string `json:"bgpAdvertisement,omitempty"`
-}
-
-// History states.
+// The schema's defaults, and what both binaries make of a field left out.
 const (
-	StateActive   = "active"
-	StateDraining = "draining"
-	StateExpired  = "expired"
+	// DefaultRequestedPrefixLength is dhcpv6pd.requestedPrefixLength's
+	// default; the schema allows 48..64.
+	DefaultRequestedPrefixLength = 56
+	// DefaultMaxPrefixHistory is transition.maxPrefixHistory's default; at
+	// most MaxPrefixHistory earlier prefixes are kept.
+	DefaultMaxPrefixHistory = 2
+	MaxPrefixHistory        = 10
+	// TransitionHA is transition.mode for Services following the prefix.
+	TransitionHA = "ha"
 )
 
-type HistoryEntry struct {
-	Prefix       string       `json:"prefix"`
-	AcquiredAt   *metav1.Time `json:"acquiredAt,omitempty"`
-	DeprecatedAt *metav1.Time `json:"deprecatedAt,omitempty"`
-	// ExpiresAt (renumber addition): when a draining prefix leaves the pools,
-	// computed once at the transition.
-	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
-	State     string       `json:"state"`
+// Followed reports whether Router Advertisements are followed: configured and
+// not enabled: false.
+func (r *RouterAdvertisement) Followed() bool { return r != nil && (r.Enabled == nil || *r.Enabled) }
+
+// GlobalOnly is prefixFilter.requireGlobalUnicast (default true: only prefixes
+// inside 2000::/3 are adopted).
+func (f *PrefixFilter) GlobalOnly() bool {
+	return f == nil || f.RequireGlobalUnicast == nil || *f.RequireGlobalUnicast
 }
 
-// FromUnstructured converts an object read with the dynamic client.
-func FromUnstructured(u *unstructured.Unstructured) (*DynamicPrefix, error) {
-	var dp DynamicPrefix
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dp); err != nil {
-		return nil, fmt.Errorf("dynamicprefix: decoding %q: %w", u.GetName(), err)
+// LengthBounds are prefixFilter.min/maxPrefixLength (0: no bound).
+func (f *PrefixFilter) LengthBounds() (minLength, maxLength int) {
+	if f == nil {
+		return 0, 0
 	}
-	return &dp, nil
+	if f.MinPrefixLength != nil {
+		minLength = *f.MinPrefixLength
+	}
+	if f.MaxPrefixLength != nil {
+		maxLength = *f.MaxPrefixLength
+	}
+	return minLength, maxLength
+}
+
+// Client reports whether the agents' own DHCPv6 client requests the
+// delegation (mode client, the default) rather than following one a client on
+// the nodes installs (mode host).
+func (d *DHCPv6PD) Client() bool { return d.Mode != ModeHost }
+
+// RequestedLength is requestedPrefixLength within the schema's bounds, else
+// its default.
+func (d *DHCPv6PD) RequestedLength() int {
+	if l := d.RequestedPrefixLength; l != nil && *l >= 48 && *l <= 64 {
+		return *l
+	}
+	return DefaultRequestedPrefixLength
+}
+
+// HA reports whether Services follow the prefix (transition.mode ha).
+func (t *Transition) HA() bool { return t != nil && t.Mode == TransitionHA }
+
+// History is how many earlier prefixes status.history keeps
+// (transition.maxPrefixHistory, default 2, at most 10).
+func (t *Transition) History() int {
+	if t == nil || t.MaxPrefixHistory <= 0 {
+		return DefaultMaxPrefixHistory
+	}
+	return min(t.MaxPrefixHistory, MaxPrefixHistory)
 }

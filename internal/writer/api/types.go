@@ -1,0 +1,78 @@
+// Package dynamicprefix holds the dynamic-prefix.io/v1alpha1 DynamicPrefix API
+// types (field-compatible with the operator users already run) and the
+// annotation keys of that API. It only describes the wire format: defaults and
+// validation live in package spec, which parses a Spec into the model every
+// part of the writer reads.
+package api
+
+import (
+	"fmt"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group, version and resource served by manifests/crds/dynamicprefixes.yaml.
+var GVR = schema.GroupVersionResource{Group: "dynamic-prefix.io", Version: "v1alpha1", Resource: "dynamicprefixes"}
+
+// DynamicPrefix is one prefix followed from the network.
+type DynamicPrefix struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              dynamicprefix.Spec `json:"spec"`
+	Status            Status             `json:"status,omitempty"`
+}
+
+type Status struct {
+	CurrentPrefix      string                        `json:"currentPrefix,omitempty"`
+	PrefixSource       string                        `json:"prefixSource,omitempty"`
+	LeaseExpiresAt     *metav1.Time                  `json:"leaseExpiresAt,omitempty"`
+	ObservedGeneration int64                         `json:"observedGeneration,omitempty"`
+	AddressRanges      []AddressRangeStatus          `json:"addressRanges,omitempty"`
+	Subnets            []SubnetStatus                `json:"subnets,omitempty"`
+	History            []HistoryEntry                `json:"history,omitempty"`
+	DHCPv6PD           *dynamicprefix.DHCPv6PDStatus `json:"dhcpv6pd,omitempty"`
+	Conditions         []metav1.Condition            `json:"conditions,omitempty"`
+}
+
+type AddressRangeStatus struct {
+	Name  string `json:"name"`
+	Start string `json:"start"`
+	End   string `json:"end"`
+	CIDR  string `json:"cidr"`
+}
+
+type SubnetStatus struct {
+	Name             string `json:"name"`
+	CIDR             string `json:"cidr"`
+	BGPAdvertisement string `json:"bgpAdvertisement,omitempty"`
+}
+
+// History states.
+const (
+	StateActive   = "active"
+	StateDraining = "draining"
+	StateExpired  = "expired"
+)
+
+type HistoryEntry struct {
+	Prefix       string       `json:"prefix"`
+	AcquiredAt   *metav1.Time `json:"acquiredAt,omitempty"`
+	DeprecatedAt *metav1.Time `json:"deprecatedAt,omitempty"`
+	// ExpiresAt (renumber addition): when a draining prefix leaves the pools,
+	// computed once at the transition.
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	State     string       `json:"state"`
+}
+
+// FromUnstructured converts an object read with the dynamic client.
+func FromUnstructured(u *unstructured.Unstructured) (*DynamicPrefix, error) {
+	var dp DynamicPrefix
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dp); err != nil {
+		return nil, fmt.Errorf("dynamicprefix: decoding %q: %w", u.GetName(), err)
+	}
+	return &dp, nil
+}

@@ -42,9 +42,9 @@ func helmBin(t *testing.T) (helm, repo string) {
 	return helm, repo
 }
 
-// render runs helm template on the chart with values (YAML) and returns the
+// helmTemplate runs helm template on the chart with values (YAML) and returns the
 // objects, CRDs included.
-func render(t *testing.T, helm, repo, values string) ([]byte, error) {
+func helmTemplate(t *testing.T, helm, repo, values string) ([]byte, error) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
@@ -105,7 +105,7 @@ func TestChartRendersTheManifests(t *testing.T) {
 	delete(want, "Namespace /"+world.Namespace)
 	// The manifests' images (the release's install.yaml rewrites them); the
 	// chart's defaults are the release's own: TestThePackagedChartPullsWhatTheReleasePushes.
-	out, err := render(t, helm, repo, localImages)
+	out, err := helmTemplate(t, helm, repo, localImages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestChartRendersTheManifests(t *testing.T) {
 		"an unknown key": "writer: {replica: 2}\n",
 		"a bad l2Nudge":  "writer: {l2Nudge: sometimes}\n",
 	} {
-		if _, err := render(t, helm, repo, values); err == nil || !strings.Contains(err.Error(), "schema") {
+		if _, err := helmTemplate(t, helm, repo, values); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want refused by values.schema.json", name, err)
 		}
 	}
@@ -245,7 +245,7 @@ monitoring:
 func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 	helm, repo := helmBin(t)
 	w := newWorld(t, 0)
-	out, err := render(t, helm, repo, everything)
+	out, err := helmTemplate(t, helm, repo, everything)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestThePackagedChartPullsWhatTheReleasePushes(t *testing.T) {
 		}
 	}
 	// A global section (an umbrella chart's) is accepted.
-	if _, err := render(t, helm, repo, "global: {imageRegistry: registry.example.org}\n"); err != nil {
+	if _, err := helmTemplate(t, helm, repo, "global: {imageRegistry: registry.example.org}\n"); err != nil {
 		t.Errorf("global refused: %v", err)
 	}
 }
@@ -346,7 +346,7 @@ func TestThePackagedChartPullsWhatTheReleasePushes(t *testing.T) {
 // shadow, which binds the reader role, renders it without reader.enabled.
 func TestChartOptionsRenderWholeRBAC(t *testing.T) {
 	helm, repo := helmBin(t)
-	out, err := render(t, helm, repo, "writer: {ciliumNamespace: cilium}\nreader: {enabled: false}\nshadow: {enabled: true}\n")
+	out, err := helmTemplate(t, helm, repo, "writer: {ciliumNamespace: cilium}\nreader: {enabled: false}\nshadow: {enabled: true}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ writer:
   affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: x, operator: Exists}]}]}}}
   topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]
 `
-	out, err := render(t, helm, repo, values)
+	out, err := helmTemplate(t, helm, repo, values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -41,11 +41,11 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	for name, ann := range map[string]map[string]string{
 		// As a writer before target keys existed left it: the alpha key, its
 		// record, no keys record; the user's own name under the alpha key.
-		"upgraded": {"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
-			service.AnnotationIPs: a1, service.AnnotationManagedIPs: a1,
-			service.AnnotationTargetAlpha: "legacy.example.org," + a1, service.AnnotationManagedTarget: a1},
-		"fresh": {"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
-			service.AnnotationTarget: "fresh.example.org"},
+		"upgraded": {"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
+			render.AnnotationIPs: a1, render.AnnotationManagedIPs: a1,
+			render.AnnotationTargetAlpha: "legacy.example.org," + a1, render.AnnotationManagedTarget: a1},
+		"fresh": {"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
+			render.AnnotationTarget: "fresh.example.org"},
 	} {
 		createService(t, w, name, ann)
 	}
@@ -71,15 +71,15 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 		})
 	}
 	writes := func(m world.Mark) []string { return serviceWrites(t, w, m) }
-	both := service.AnnotationTarget + "," + service.AnnotationTargetAlpha
+	both := render.AnnotationTarget + "," + render.AnnotationTargetAlpha
 	oneEach := []string{"patch services fresh 200", "patch services upgraded 200"}
 
 	m := mark(t, w)
 	writer := startWriter(t, w, "writer-a")
-	expect("upgraded", map[string]string{service.AnnotationTarget: a1, service.AnnotationTargetAlpha: "legacy.example.org," + a1,
-		service.AnnotationManagedTarget: a1, service.AnnotationManagedTargetKeys: both})
-	expect("fresh", map[string]string{service.AnnotationTarget: "fresh.example.org," + a2, service.AnnotationTargetAlpha: a2,
-		service.AnnotationManagedTargetKeys: both})
+	expect("upgraded", map[string]string{render.AnnotationTarget: a1, render.AnnotationTargetAlpha: "legacy.example.org," + a1,
+		render.AnnotationManagedTarget: a1, render.AnnotationManagedTargetKeys: both})
+	expect("fresh", map[string]string{render.AnnotationTarget: "fresh.example.org," + a2, render.AnnotationTargetAlpha: a2,
+		render.AnnotationManagedTargetKeys: both})
 	if got := writes(m); !slices.Equal(got, oneEach) {
 		t.Errorf("Service writes taking over: %q, want one each %q", got, oneEach)
 	}
@@ -87,16 +87,16 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	// external-dns upgraded to v0.22: the alpha key is dropped from the list.
 	w.Stop(writer, 10*time.Second)
 	m = mark(t, w)
-	startWriter(t, w, "writer-a", "--external-dns-target-annotation-keys", service.AnnotationTarget)
-	expect("upgraded", map[string]string{service.AnnotationTarget: a1, service.AnnotationTargetAlpha: "legacy.example.org",
-		service.AnnotationManagedTarget: a1, service.AnnotationManagedTargetKeys: service.AnnotationTarget})
-	expect("fresh", map[string]string{service.AnnotationTarget: "fresh.example.org," + a2, service.AnnotationTargetAlpha: "",
-		service.AnnotationManagedTargetKeys: service.AnnotationTarget})
+	startWriter(t, w, "writer-a", "--external-dns-target-annotation-keys", render.AnnotationTarget)
+	expect("upgraded", map[string]string{render.AnnotationTarget: a1, render.AnnotationTargetAlpha: "legacy.example.org",
+		render.AnnotationManagedTarget: a1, render.AnnotationManagedTargetKeys: render.AnnotationTarget})
+	expect("fresh", map[string]string{render.AnnotationTarget: "fresh.example.org," + a2, render.AnnotationTargetAlpha: "",
+		render.AnnotationManagedTargetKeys: render.AnnotationTarget})
 	if got := writes(m); !slices.Equal(got, oneEach) {
 		t.Errorf("Service writes releasing the alpha key: %q, want one each %q", got, oneEach)
 	}
 
-	for _, bad := range []string{"not a key", service.AnnotationTarget + "," + service.AnnotationTarget, "dynamic-prefix.io/name"} {
+	for _, bad := range []string{"not a key", render.AnnotationTarget + "," + render.AnnotationTarget, "dynamic-prefix.io/name"} {
 		out, err := exec.Command(filepath.Join(binaries(t), "writer"), "--external-dns-target-annotation-keys", bad).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "target key") {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,10 +53,10 @@ func TestKubeVIP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createService(t, w, "vip", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:1",
-		service.AnnotationProvider: "kube-vip", service.AnnotationSkipDNS: "true"})
-	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::ffff:0:2",
-		service.AnnotationSkipDNS: "true", service.AnnotationIPs: "192.0.2.7", service.AnnotationKubeVIPIPs: "192.0.2.8"})
+	createService(t, w, "vip", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
+		render.AnnotationProvider: "kube-vip", render.AnnotationSkipDNS: "true"})
+	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
+		render.AnnotationSkipDNS: "true", render.AnnotationIPs: "192.0.2.7", render.AnnotationKubeVIPIPs: "192.0.2.8"})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
 
@@ -93,7 +92,7 @@ func TestKubeVIP(t *testing.T) {
 			return true, ""
 		})
 	}
-	kvKey := map[string]string{service.AnnotationManagedIPsKey: service.AnnotationKubeVIPIPs}
+	kvKey := map[string]string{render.AnnotationManagedIPsKey: render.AnnotationKubeVIPIPs}
 	with := func(a, b map[string]string) map[string]string {
 		out := map[string]string{}
 		for _, m := range []map[string]string{a, b} {
@@ -105,15 +104,15 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{service.AnnotationKubeVIPIPs: on(prefixA, "::ffff:0:1"), service.AnnotationIPs: ""}))
-	serviceIs("moving", map[string]string{service.AnnotationIPs: "192.0.2.7," + on(prefixA, "::ffff:0:2"),
-		service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationManagedIPsKey: ""})
+	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(prefixA, "::ffff:0:1"), render.AnnotationIPs: ""}))
+	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7," + on(prefixA, "::ffff:0:2"),
+		render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationManagedIPsKey: ""})
 	settleWrites()
 
 	m := mark(t, w)
 	advertise(t, w, prefixB, prefixA)
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixB.String()) + "," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{service.AnnotationKubeVIPIPs: on(prefixB, "::ffff:0:1") + "," + on(prefixA, "::ffff:0:1")}))
+	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(prefixB, "::ffff:0:1") + "," + on(prefixA, "::ffff:0:1")}))
 	settleWrites()
 	want := []string{"patch configmaps kubevip 200", "patch dynamicprefixes/status home 200", "patch services moving 200", "patch services vip 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
@@ -121,12 +120,12 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	m = mark(t, w)
-	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"kube-vip"}}}`, service.AnnotationProvider)
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"kube-vip"}}}`, render.AnnotationProvider)
 	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "moving", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	serviceIs("moving", with(kvKey, map[string]string{service.AnnotationIPs: "192.0.2.7",
-		service.AnnotationKubeVIPIPs: "192.0.2.8," + on(prefixB, "::ffff:0:2") + "," + on(prefixA, "::ffff:0:2")}))
+	serviceIs("moving", with(kvKey, map[string]string{render.AnnotationIPs: "192.0.2.7",
+		render.AnnotationKubeVIPIPs: "192.0.2.8," + on(prefixB, "::ffff:0:2") + "," + on(prefixA, "::ffff:0:2")}))
 	if got, want := serviceWrites(t, w, m), []string{"patch services moving 200"}; !slices.Equal(got, want) {
 		t.Errorf("switching provider wrote %q, want %q", got, want)
 	}
@@ -136,8 +135,8 @@ func TestKubeVIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110"})
-	serviceIs("vip", map[string]string{service.AnnotationKubeVIPIPs: "", service.AnnotationManagedIPsKey: "", service.AnnotationManagedIPs: ""})
-	serviceIs("moving", map[string]string{service.AnnotationIPs: "192.0.2.7", service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationManagedIPsKey: ""})
+	serviceIs("vip", map[string]string{render.AnnotationKubeVIPIPs: "", render.AnnotationManagedIPsKey: "", render.AnnotationManagedIPs: ""})
+	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7", render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationManagedIPsKey: ""})
 	settleWrites()
 	want = []string{"patch configmaps kubevip 200", "patch services moving 200", "patch services vip 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -73,11 +73,11 @@ func TestRotations(t *testing.T) {
 		}
 	}
 	createService(t, w, "web", map[string]string{
-		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::1:2:3:4",
-		service.AnnotationIPs: "192.0.2.7", service.AnnotationTarget: "web.example.org"})
+		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::1:2:3:4",
+		render.AnnotationIPs: "192.0.2.7", render.AnnotationTarget: "web.example.org"})
 	createService(t, w, "vip", map[string]string{
-		"dynamic-prefix.io/name": "home", service.AnnotationSuffix: "::1:2:3:5", service.AnnotationProvider: "kube-vip",
-		service.AnnotationKubeVIPIPs: "192.0.2.8", service.AnnotationSkipDNS: "true"})
+		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::1:2:3:5", render.AnnotationProvider: "kube-vip",
+		render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationSkipDNS: "true"})
 	// Twenty-five renumberings in about a minute are beyond the agent's write
 	// budget too (10 at once, then 12 a minute).
 	startAgent(t, w, "node1", "--publish-per-minute", "600")
@@ -141,8 +141,8 @@ func TestRotations(t *testing.T) {
 			"metallb":  strings.Join(metallb, ","),
 			"kube-vip": cm.Data["cidr-global"] + " / range-default " + cm.Data["range-default"],
 			"calico":   fmt.Sprint(pools),
-			"web ips":  web[service.AnnotationIPs], "web dns": web[service.AnnotationTarget],
-			"vip ips": vip[service.AnnotationKubeVIPIPs] + " / cilium " + vip[service.AnnotationIPs],
+			"web ips":  web[render.AnnotationIPs], "web dns": web[render.AnnotationTarget],
+			"vip ips": vip[render.AnnotationKubeVIPIPs] + " / cilium " + vip[render.AnnotationIPs],
 		}
 	}
 	expect := func(what string, pooled ...int) {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/tools/world"
 	"net/http"
@@ -82,8 +82,8 @@ func TestShadowWriter(t *testing.T) {
 
 	// Disagreeing on purpose: external-dns upgraded in the shadow's mind only.
 	svc := "services/default/web metadata.annotations."
-	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", service.AnnotationTarget)
-	got := planIs(t, differ, "the disagreement planned", svc+service.AnnotationManagedTargetKeys, svc+service.AnnotationTargetAlpha)
+	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", render.AnnotationTarget)
+	got := planIs(t, differ, "the disagreement planned", svc+render.AnnotationManagedTargetKeys, svc+render.AnnotationTargetAlpha)
 	addrOn := func(p netip.Prefix) string {
 		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {

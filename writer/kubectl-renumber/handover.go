@@ -21,7 +21,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/handover"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // handoverUsage is `kubectl renumber handover --help`.
@@ -45,8 +45,8 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	fs.Usage = func() { fmt.Fprint(out, handoverUsage); fs.PrintDefaults() }
 	kube := newKubeFlags()
 	kube.add(fs)
-	keys := fs.String("target-keys", strings.Join(service.DefaultTargetKeys, ","),
-		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+service.AnnotationTargetAlpha+" alone before")
+	keys := fs.String("target-keys", strings.Join(render.DefaultTargetKeys, ","),
+		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+render.AnnotationTargetAlpha+" alone before")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-
 )
 
 func TestLinks(t *testing.T) {

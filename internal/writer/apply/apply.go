@@ -10,7 +10,7 @@ package apply
 
 import (
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -22,16 +22,16 @@ type Writer struct {
 	Client dynamic.Interface  // pools, status, advertisements; writes pass the leader gate
 	Meta   metadata.Interface // Services
 	// TargetKeys are the annotations HA Services get the DNS target under, in
-	// order (service.DefaultTargetKeys; none: no target is written).
+	// order (render.DefaultTargetKeys; none: no target is written).
 	TargetKeys []string
 	// L2Nudge reports whether HA Services need the L2 announcer nudge
-	// (service.Options); nil: never.
+	// (render.ServiceOptions); nil: never.
 	L2Nudge func() bool
 
 	// What was written last, per object, until the caches show it.
 	statuses write.Memo[api.Status]
 	pools    write.Memo[poolWrite]
-	services write.Memo[service.Annotations]
+	services write.Memo[render.Annotations]
 	adverts  write.Memo[string]
 	deleted  write.Memo[struct{}] // advertisements deleted, until the cache shows it
 	// finalized: DynamicPrefixes whose finalizer was removed, likewise.

@@ -10,9 +10,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 

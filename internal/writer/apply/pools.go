@@ -8,17 +8,16 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // poolWrite is what was written to a pool: its entries and our record.
@@ -54,10 +53,10 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m api.Model,
 func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m api.Model, d decide.Decision) write.Outcome {
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
-		po.Entries, po.Record = last.entries, pool.Record{Entries: last.record, Present: last.record != nil}
-		po.RecordValue, po.RecordFrom = pool.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
+		po.Entries, po.Record = last.entries, render.Record{Entries: last.record, Present: last.record != nil}
+		po.RecordValue, po.RecordFrom = render.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
 	}
-	desired, err := pool.Desired(m, po.Follow, d.Pooled, po.Form)
+	desired, err := render.PoolEntries(m, po.Follow, d.Pooled, po.Form)
 	if err != nil {
 		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
@@ -67,13 +66,13 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 	if !po.Record.Present {
 		// Last written before ownership records existed: the existing
 		// operator's own rule decides what it wrote.
-		owned = pool.Geometric(po.Entries, d.Managed)
+		owned = render.Geometric(po.Entries, d.Managed)
 	}
-	entries, record := pool.Merge(po.Entries, owned, desired)
+	entries, record := render.Merge(po.Entries, owned, desired)
 	if record == nil {
 		record = []string{} // present and empty: we own nothing here
 	}
-	if pool.Holds(po.Entries, entries, record) && po.Record.Present && pool.SameSet(record, po.Record.Entries) {
+	if render.Holds(po.Entries, entries, record) && po.Record.Present && render.SameSet(record, po.Record.Entries) {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return write.Outcome{}
@@ -127,7 +126,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp stri
 	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		return write.Outcome{}, 0 // already released; the cache has not caught up
 	}
-	entries, _ := pool.Merge(po.Entries, po.Record.Entries, nil)
+	entries, _ := render.Merge(po.Entries, po.Record.Entries, nil)
 	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
 		return write.Outcome{}, 0
 	}
@@ -187,16 +186,16 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, service
 // changed lists the entries added to and removed from a pool, canonical.
 func changed(from, to []string) (added, removed []string) {
 	in := func(e string, list []string) bool {
-		return slices.ContainsFunc(list, func(x string) bool { return pool.Canonical(x) == pool.Canonical(e) })
+		return slices.ContainsFunc(list, func(x string) bool { return render.Canonical(x) == render.Canonical(e) })
 	}
 	for _, e := range to {
 		if !in(e, from) {
-			added = append(added, pool.Canonical(e))
+			added = append(added, render.Canonical(e))
 		}
 	}
 	for _, e := range from {
 		if !in(e, to) {
-			removed = append(removed, pool.Canonical(e))
+			removed = append(removed, render.Canonical(e))
 		}
 	}
 	return added, removed
@@ -211,12 +210,12 @@ func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, re
 		field = "spec"
 	}
 	var cs []write.Change
-	if !pool.Holds(po.Entries, entries, record) {
+	if !render.Holds(po.Entries, entries, record) {
 		cs = append(cs, write.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
 	}
 	to := ""
 	if record != nil {
-		to = pool.WriteRecord(record, k.RecordSpelling)
+		to = render.WriteRecord(record, k.RecordSpelling)
 	}
 	if po.RecordFrom != k.RecordKey && po.Record.Present {
 		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})

@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,19 +30,19 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 		}
 		return out
 	}
-	opt := service.Options{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
+	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	for _, o := range services.List() {
 		m, ok := o.(*corev1.Service)
 		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
 			continue
 		}
 		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
-		live := service.Live(m.Annotations, w.TargetKeys)
+		live := render.Live(m.Annotations, w.TargetKeys)
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		ingress := service.Ingress(m)
-		want, err := service.Render(model, service.FollowOf(m.Annotations), d.Pooled, live, ingress, opt)
+		ingress := render.Ingress(m)
+		want, err := render.RenderService(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
@@ -81,7 +81,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 		return write.Transient(err)
 	}
 	m := o.(*corev1.Service)
-	live := service.Live(m.Annotations, w.TargetKeys)
+	live := render.Live(m.Annotations, w.TargetKeys)
 	if m.Annotations[dynamicprefix.AnnotationName] != dp || !live.Owned() {
 		return write.Outcome{}
 	}
@@ -89,7 +89,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
 		return write.Outcome{}
 	}
-	want := service.Release(live)
+	want := render.ReleaseService(live)
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
 		return write.Outcome{}
 	}
@@ -110,13 +110,13 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 // readBack is what the Service cache will show of our annotations once the
 // patch making m carry want is in: the memo must read as the cache would, or
 // the next pass renders from a different starting point and writes again.
-func (w *Writer) readBack(m *corev1.Service, live, want service.Annotations) service.Annotations {
-	return service.Live(service.Applied(m.Annotations, want.Patch(live)), w.TargetKeys)
+func (w *Writer) readBack(m *corev1.Service, live, want render.Annotations) render.Annotations {
+	return render.Live(render.Applied(m.Annotations, want.Patch(live)), w.TargetKeys)
 }
 
 // patchService writes our annotations (null removes one: an empty value is
 // never written) with a resourceVersion precondition, nothing else.
-func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a service.Annotations) error {
+func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a render.Annotations) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": m.ResourceVersion,
 		"annotations":     a.Patch(live),
@@ -124,7 +124,7 @@ func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a se
 	if err != nil {
 		return err
 	}
-	if _, err := w.Meta.Resource(service.GVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
+	if _, err := w.Meta.Resource(render.ServiceGVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
 		return fmt.Errorf("patching Service %s/%s: %w", m.Namespace, m.Name, err)
 	}

@@ -3,7 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"strings"
 )
@@ -11,7 +11,7 @@ import (
 // annotationChanges are the changes a merge patch of annotations (nil
 // removes a key) makes to live.
 func annotationChanges(o write.Object, live map[string]string, patch map[string]any) []write.Change {
-	return write.Fields(o.String(), "metadata.annotations.", live, service.Applied(live, patch))
+	return write.Fields(o.String(), "metadata.annotations.", live, render.Applied(live, patch))
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,7 +25,7 @@ func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached api.Status) api
 // Status writes st as u's status when it differs from live.
 func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st api.Status) write.Outcome {
 	self := write.Object{Resource: "dynamicprefixes", Name: u.GetName()}
-	if status.Equal(st, live) {
+	if render.StatusEqual(st, live) {
 		w.Calm(self, u.GetName())
 		return write.Outcome{}
 	}

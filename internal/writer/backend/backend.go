@@ -13,7 +13,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/render"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,20 +32,20 @@ type Kind struct {
 	// RecordKey is the ownership record's annotation, spelled RecordSpelling
 	// (both as the existing operator writes them).
 	RecordKey      string
-	RecordSpelling pool.Spelling
+	RecordSpelling render.Spelling
 	// LegacyRecordKeys are read when RecordKey is absent (a key renumber
 	// wrote before it wrote the existing operator's); the next write moves
 	// the record to RecordKey and removes them.
 	LegacyRecordKeys []string
 	// Form of the entries its objects hold (CIDR groups: CIDRs only).
-	Form pool.Form
+	Form render.Form
 	// Only, when set, is the one object of this kind followed, as
 	// "namespace/name": RBAC allows the writer no other.
 	Only string
 	// Slot, when set, says where in an object the entries live and in which
 	// form (kube-vip: the ConfigMap key its annotation names); nil: one place,
 	// Form.
-	Slot func(*unstructured.Unstructured) (slot string, form pool.Form, err error)
+	Slot func(*unstructured.Unstructured) (slot string, form render.Form, err error)
 	// Entries reads the pool's entries ("cidr" or "start-stop") at slot.
 	Entries func(u *unstructured.Unstructured, slot string) ([]string, error)
 	// Spec renders entries at slot as the fields of Top to merge-patch.
@@ -74,11 +74,11 @@ type Object struct {
 	Kind            *Kind
 	Namespace, Name string
 	ResourceVersion string
-	Follow          pool.Follow
-	Slot            string    // where the entries live (Kind.Slot)
-	Form            pool.Form // the form they take there
+	Follow          render.PoolFollow
+	Slot            string      // where the entries live (Kind.Slot)
+	Form            render.Form // the form they take there
 	Entries         []string
-	Record          pool.Record
+	Record          render.Record
 	// RecordValue is the record annotation as it reads (RecordKey, or the
 	// legacy key it was found under: RecordFrom).
 	RecordValue, RecordFrom string
@@ -148,12 +148,12 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	return Object{
 		Slot: slot, Form: form,
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
-		Follow: pool.Follow{
+		Follow: render.PoolFollow{
 			DynamicPrefix: name,
 			AddressRange:  ann[dynamicprefix.AnnotationAddressRange],
 			Subnet:        ann[dynamicprefix.AnnotationSubnet],
 		},
-		Entries: entries, Record: pool.ReadRecord(rec, hasRecord, k.RecordSpelling),
+		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),
 		RecordValue: rec, RecordFrom: from,
 	}, true, nil
 }
@@ -173,7 +173,7 @@ func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, en
 	}
 	var rec any
 	if record != nil {
-		rec = pool.WriteRecord(record, k.RecordSpelling)
+		rec = render.WriteRecord(record, k.RecordSpelling)
 	}
 	annotations := map[string]any{k.RecordKey: rec}
 	for _, legacy := range k.LegacyRecordKeys {

@@ -37,7 +37,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/kinds"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Handler is told of the changes that can change what the writer writes.
@@ -65,7 +65,7 @@ type Config struct {
 	// installed or removed makes the writer look for pool kinds again.
 	BackendGroups []string
 	// TargetKeys are the DNS target annotations written on HA Services: the
-	// Service cache keeps them (service.Slim).
+	// Service cache keeps them (render.Slim).
 	TargetKeys []string
 	// CiliumNamespace, when set, is where the Cilium DaemonSet
 	// (cilium.DaemonSetSelector) is watched for the images it runs.
@@ -187,7 +187,7 @@ func (c *Caches) Nodes() []any { return c.nodes.Store().List() }
 // DynamicPrefixes is the DynamicPrefix cache.
 func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 
-// Services is the Service cache (service.Slim Services).
+// Services is the Service cache (render.Slim Services).
 func (c *Caches) Services() cache.Store { return c.services.Store() }
 
 // CiliumImages returns the container images of the Cilium DaemonSet(s).
@@ -273,11 +273,11 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 	})
 }
 
-// watchServices caches each Service as service.Slim: clusters with thousands of
+// watchServices caches each Service as render.Slim: clusters with thousands of
 // Services cost a few bytes each (the operator we replace spent its memory
 // here). A change of anything else (ports, selector, labels) costs no pass.
 func (c *Caches) watchServices() *informer.Watched {
-	return informer.NewWatched("services", service.GVR, func() cache.SharedIndexInformer {
+	return informer.NewWatched("services", render.ServiceGVR, func() cache.SharedIndexInformer {
 		services := c.core.Services(metav1.NamespaceAll)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return slimServices(ctx, services, c.cfg.TargetKeys, o)
@@ -285,7 +285,7 @@ func (c *Caches) watchServices() *informer.Watched {
 		inf := informer.Plain(list, services.Watch, &corev1.Service{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			if s, ok := o.(*corev1.Service); ok {
-				return service.Slim(s, c.cfg.TargetKeys), nil
+				return render.Slim(s, c.cfg.TargetKeys), nil
 			}
 			return o, nil
 		})
@@ -298,7 +298,7 @@ func (c *Caches) watchServices() *informer.Watched {
 			AddFunc: changed,
 			UpdateFunc: func(old, new any) {
 				if o, n := old.(*corev1.Service), new.(*corev1.Service); !maps.Equal(o.Annotations, n.Annotations) ||
-					!slices.Equal(service.Ingress(o), service.Ingress(n)) {
+					!slices.Equal(render.Ingress(o), render.Ingress(n)) {
 					changed(n)
 				}
 			},
@@ -322,14 +322,14 @@ func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.L
 	return out, err
 }
 
-// slimServices lists Services by pages and keeps a service.Slim copy of each.
+// slimServices lists Services by pages and keeps a render.Slim copy of each.
 func slimServices(ctx context.Context, services corev1client.ServiceInterface, keys []string, o metav1.ListOptions) (*corev1.ServiceList, error) {
 	out := &corev1.ServiceList{}
 	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
 		p, err := services.List(ctx, o)
 		if err == nil {
 			for i := range p.Items {
-				out.Items = append(out.Items, *service.Slim(&p.Items[i], keys))
+				out.Items = append(out.Items, *render.Slim(&p.Items[i], keys))
 			}
 		}
 		return p, err

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/backend"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/backend"
 )
 
 // Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what

@@ -2,8 +2,8 @@ package cilium
 
 import (
 	"encoding/json"
-	"testing"
 	"github.com/renumber/renumber/internal/writer/api"
+	"testing"
 )
 
 func TestRenderAdvertisement(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Discover returns the Cilium pool kinds the API server serves, preferring
@@ -38,7 +38,7 @@ const PoolResource = "ciliumloadbalancerippools"
 func poolKind() *backend.Kind {
 	return &backend.Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
-		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: pool.BlockKeys,
+		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: render.BlockKeys,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
@@ -71,7 +71,7 @@ func poolKind() *backend.Kind {
 func groupKind() *backend.Kind {
 	return &backend.Kind{
 		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
-		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: pool.CIDRs,
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var g ciliumv2.CiliumCIDRGroup
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {

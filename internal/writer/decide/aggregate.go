@@ -30,7 +30,6 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
-
 )
 
 // Report is one node's decoded digest.

@@ -15,7 +15,6 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

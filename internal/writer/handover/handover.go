@@ -36,7 +36,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -79,8 +79,8 @@ func deprecated(h api.HistoryEntry) time.Time {
 // (the user's stay), and renumber's own records that operator does not read
 // go.
 func Service(ann map[string]string, keys []string) map[string]any {
-	live := service.Live(ann, keys)
-	if !live.KeysRecorded && ann[service.AnnotationL2Nudged] == "" {
+	live := render.Live(ann, keys)
+	if !live.KeysRecorded && ann[render.AnnotationL2Nudged] == "" {
 		return nil
 	}
 	patch := map[string]any{}
@@ -96,10 +96,10 @@ func Service(ann map[string]string, keys []string) map[string]any {
 		}
 	}
 	if live.KeysRecorded {
-		patch[service.AnnotationManagedTargetKeys] = nil
+		patch[render.AnnotationManagedTargetKeys] = nil
 	}
-	if _, ok := ann[service.AnnotationL2Nudged]; ok {
-		patch[service.AnnotationL2Nudged] = nil
+	if _, ok := ann[render.AnnotationL2Nudged]; ok {
+		patch[render.AnnotationL2Nudged] = nil
 	}
 	return patch
 }

@@ -17,8 +17,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/service"
-
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // operatorPools is how the existing operator reads a status (its pool sync,
@@ -109,20 +108,20 @@ func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing
 func TestServiceHandsBackTheTargetKeys(t *testing.T) {
 	const cur = "2001:db8:d::ffff:0:1"
 	ann := map[string]string{
-		service.AnnotationIPs: "192.0.2.7," + cur, service.AnnotationManagedIPs: cur,
-		service.AnnotationTarget: "web.example.org," + cur, service.AnnotationTargetAlpha: cur,
-		service.AnnotationManagedTarget: cur, service.AnnotationManagedTargetKeys: service.AnnotationTarget + "," + service.AnnotationTargetAlpha,
-		service.AnnotationL2Nudged: cur,
+		render.AnnotationIPs: "192.0.2.7," + cur, render.AnnotationManagedIPs: cur,
+		render.AnnotationTarget: "web.example.org," + cur, render.AnnotationTargetAlpha: cur,
+		render.AnnotationManagedTarget: cur, render.AnnotationManagedTargetKeys: render.AnnotationTarget + "," + render.AnnotationTargetAlpha,
+		render.AnnotationL2Nudged: cur,
 	}
 	tests := []struct {
 		name string
 		keys []string
 		want map[string]any
 	}{
-		{"to v0.0.17 and older (the alpha key alone)", []string{service.AnnotationTargetAlpha}, map[string]any{
-			service.AnnotationTarget: "web.example.org", service.AnnotationManagedTargetKeys: nil, service.AnnotationL2Nudged: nil}},
-		{"to v0.0.18 and later (both keys)", service.DefaultTargetKeys, map[string]any{
-			service.AnnotationManagedTargetKeys: nil, service.AnnotationL2Nudged: nil}},
+		{"to v0.0.17 and older (the alpha key alone)", []string{render.AnnotationTargetAlpha}, map[string]any{
+			render.AnnotationTarget: "web.example.org", render.AnnotationManagedTargetKeys: nil, render.AnnotationL2Nudged: nil}},
+		{"to v0.0.18 and later (both keys)", render.DefaultTargetKeys, map[string]any{
+			render.AnnotationManagedTargetKeys: nil, render.AnnotationL2Nudged: nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,8 +130,8 @@ func TestServiceHandsBackTheTargetKeys(t *testing.T) {
 			}
 		})
 	}
-	if p := Service(map[string]string{service.AnnotationIPs: cur, service.AnnotationManagedIPs: cur,
-		service.AnnotationTargetAlpha: cur, service.AnnotationManagedTarget: cur}, []string{service.AnnotationTargetAlpha}); p != nil {
+	if p := Service(map[string]string{render.AnnotationIPs: cur, render.AnnotationManagedIPs: cur,
+		render.AnnotationTargetAlpha: cur, render.AnnotationManagedTarget: cur}, []string{render.AnnotationTargetAlpha}); p != nil {
 		t.Errorf("a Service in the operator's own shape needs nothing: %v", p)
 	}
 }

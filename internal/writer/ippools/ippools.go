@@ -13,10 +13,10 @@ import (
 	"fmt"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/calico"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -63,8 +63,8 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 		if calico.Sibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
 			continue
 		}
-		f := pool.Follow{DynamicPrefix: m.Name, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
-		entries, err := pool.Desired(m, f, d.Pooled, pool.CIDRs)
+		f := render.PoolFollow{DynamicPrefix: m.Name, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
+		entries, err := render.PoolEntries(m, f, d.Pooled, render.CIDRs)
 		if err != nil {
 			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
 			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
@@ -110,7 +110,7 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
-	if record == cidr && (cidr == "" || pool.Canonical(live) == cidr) {
+	if record == cidr && (cidr == "" || render.Canonical(live) == cidr) {
 		w.Calm(self, dp)
 		return write.Outcome{}
 	}
@@ -274,7 +274,7 @@ func adopt(pools cache.Store, parent string, p *calico.Plan) {
 		for _, o := range pools.List() {
 			u := o.(*unstructured.Unstructured)
 			cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-			if calico.Adopted(u) && calico.Parent(u) == parent && pool.Canonical(cidr) == s.Spec["cidr"] {
+			if calico.Adopted(u) && calico.Parent(u) == parent && render.Canonical(cidr) == s.Spec["cidr"] {
 				p.Siblings[i].Name = u.GetName()
 			}
 		}

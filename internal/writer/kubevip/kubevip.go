@@ -17,8 +17,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/pool"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 const (
@@ -60,16 +59,16 @@ func Kind(ref string) *backend.Kind {
 }
 
 // slot reads which key to manage and the form the provider parses there.
-func slot(u *unstructured.Unstructured) (string, pool.Form, error) {
+func slot(u *unstructured.Unstructured) (string, render.Form, error) {
 	key := u.GetAnnotations()[AnnotationKey]
-	ns, form := "", pool.Any
+	ns, form := "", render.Any
 	switch {
 	case strings.HasPrefix(key, "cidr-"):
-		ns, form = strings.TrimPrefix(key, "cidr-"), pool.CIDRs
+		ns, form = strings.TrimPrefix(key, "cidr-"), render.CIDRs
 	case strings.HasPrefix(key, "range-"):
-		ns, form = strings.TrimPrefix(key, "range-"), pool.Ranges
+		ns, form = strings.TrimPrefix(key, "range-"), render.Ranges
 	}
-	if form == pool.Any || len(validation.IsDNS1123Label(ns)) > 0 {
+	if form == render.Any || len(validation.IsDNS1123Label(ns)) > 0 {
 		return "", 0, fmt.Errorf("%s %q: want cidr-<namespace>, cidr-global, range-<namespace> or range-global", AnnotationKey, key)
 	}
 	return key, form, nil
@@ -81,5 +80,5 @@ func entries(u *unstructured.Unstructured, key string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return service.Split(v), nil
+	return render.Split(v), nil
 }

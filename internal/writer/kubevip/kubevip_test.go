@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/pool"
+	"github.com/renumber/renumber/internal/writer/render"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -23,12 +23,12 @@ func TestTheAnnotatedKeyIsThePool(t *testing.T) {
 	k := Kind(DefaultConfigMap)
 	data := map[string]any{"cidr-global": "192.0.2.0/28, 2001:db8:9::/120", "range-default": "192.0.2.100-192.0.2.110"}
 	for key, want := range map[string]struct {
-		form    pool.Form
+		form    render.Form
 		entries []string
 	}{
-		"cidr-global":   {pool.CIDRs, []string{"192.0.2.0/28", "2001:db8:9::/120"}},
-		"range-default": {pool.Ranges, []string{"192.0.2.100-192.0.2.110"}},
-		"range-web":     {pool.Ranges, nil},
+		"cidr-global":   {render.CIDRs, []string{"192.0.2.0/28", "2001:db8:9::/120"}},
+		"range-default": {render.Ranges, []string{"192.0.2.100-192.0.2.110"}},
+		"range-web":     {render.Ranges, nil},
 	} {
 		o, ours, err := k.Decode(configMap(key, data))
 		if err != nil || !ours || o.Slot != key || o.Form != want.form || !slices.Equal(o.Entries, want.entries) {

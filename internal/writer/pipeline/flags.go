@@ -10,7 +10,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/cilium"
 	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Flags registers the writer's flags that decide what it writes (shared by
@@ -20,9 +20,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.Debounce, "debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
 	fs.DurationVar(&o.NodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	r.Budget.Flags(fs)
-	r.TargetKeys = service.DefaultTargetKeys
-	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(service.DefaultTargetKeys, ",")+")",
-		func(v string) error { r.TargetKeys = service.Split(v); return nil })
+	r.TargetKeys = render.DefaultTargetKeys
+	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(render.DefaultTargetKeys, ",")+")",
+		func(v string) error { r.TargetKeys = render.Split(v); return nil })
 	fs.StringVar(&o.L2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
 	fs.StringVar(&o.CiliumNamespace, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+cilium.DaemonSetSelector+"), read with --l2-nudge=auto")
 	fs.StringVar(&o.KubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+kubevip.DefaultConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
@@ -30,7 +30,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 
 // Validate checks the flags Flags registered.
 func (o Options) Validate() error {
-	err := errors.Join(o.Reconcile.Budget.Validate(), service.CheckTargetKeys(o.Reconcile.TargetKeys))
+	err := errors.Join(o.Reconcile.Budget.Validate(), render.CheckTargetKeys(o.Reconcile.TargetKeys))
 	if o.KubeVIP != "" {
 		err = errors.Join(err, kubevip.CheckConfigMap(o.KubeVIP))
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -50,7 +50,7 @@ func (s stateCollector) Collect(w *metrics.Writer) {
 		w.Sample(descAcquired, one(cur != ""), u.GetName())
 		quiet := false
 		if dp, err := api.FromUnstructured(u); err == nil {
-			quiet = status.Quiet(dp.Status)
+			quiet = render.QuietStatus(dp.Status)
 			for _, c := range dp.Status.Conditions {
 				w.Sample(descReady, one(c.Status == metav1.ConditionTrue), u.GetName(), c.Type)
 			}

@@ -8,8 +8,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-
-	"github.com/renumber/renumber/internal/writer/status"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -70,7 +69,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			fmt.Sprintf("%s reported by %d node(s) is not adopted: %s", rej.Prefix, rej.Nodes, rej.Reason))
 	}
 
-	var problems status.Problems
+	var problems render.Problems
 	problems.Spec = m.Err
 	if d.Current.IsValid() {
 		problems.Spec = m.Check(d.Current)
@@ -94,14 +93,14 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.events.Announce("dp/"+name, u, true, "InvalidSpec", problems.Spec.Error())
 	}
 
-	if o := c.write.Status(ctx, u, dp.Status, status.Render(dp, m, d, problems, now)); o.Err != nil {
+	if o := c.write.Status(ctx, u, dp.Status, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
-	switch was := status.Quiet(dp.Status); {
+	switch was := render.QuietStatus(dp.Status); {
 	case d.Unreported && !was:
-		msg := status.NotReportedMessage(d.Current)
+		msg := render.NotReportedMessage(d.Current)
 		c.log.Warn(name + ": " + msg)
-		c.events.Event(u, status.ReasonNotReported, msg)
+		c.events.Event(u, render.ReasonNotReported, msg)
 	case was && !d.Unreported && d.Current.IsValid():
 		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), "nodes", d.Reporting)
 		c.events.Event(u, "PrefixReported", d.Current.String()+" is reported again")

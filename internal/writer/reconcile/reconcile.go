@@ -18,6 +18,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/ippools"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,16 +28,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-
-	"github.com/renumber/renumber/internal/writer/service"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Caches are what a pass reads. Each method returns the cache as it is now: a
 // cache re-listed after a silent watch is a new store, and pool kinds come and go.
 type Caches interface {
 	DynamicPrefixes() cache.Store
-	Services() cache.Store // slim Services (service.Slim)
+	Services() cache.Store // slim Services (render.Slim)
 	Pools() []backend.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
@@ -191,8 +190,8 @@ func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) 
 func (c *Controller) ServiceChanged(m *corev1.Service) {
 	name := m.Annotations[dynamicprefix.AnnotationName]
 	c.enqueue(name, 0)
-	_, ips := m.Annotations[service.AnnotationManagedIPs]
-	_, targets := m.Annotations[service.AnnotationManagedTarget]
+	_, ips := m.Annotations[render.AnnotationManagedIPs]
+	_, targets := m.Annotations[render.AnnotationManagedTarget]
 	// A shadow passes over the release too: one it planned before may be
 	// planned no more.
 	if (ips || targets) && (name == "" || c.cfg.Plan != nil) {

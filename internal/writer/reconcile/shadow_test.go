@@ -2,7 +2,7 @@ package reconcile
 
 import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/service"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"io"
 	"log/slog"
@@ -38,7 +38,7 @@ func fields(cs []write.Change) []string {
 
 func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 	f := converged(t, generous)
-	shadow, p := f.shadow(service.DefaultTargetKeys)
+	shadow, p := f.shadow(render.DefaultTargetKeys)
 	if got := f.shadowSync(shadow, passHome); len(got) != 0 || len(p.Changes()) != 0 {
 		t.Fatalf("converged: the shadow wrote %q and plans %v", got, p.Changes())
 	}
@@ -54,11 +54,11 @@ func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 		"dynamicprefixes/home status.conditions",
 		"dynamicprefixes/home status.currentPrefix",
 		"dynamicprefixes/home status.history",
-		"services/default/web metadata.annotations." + service.DefaultTargetKeys[0],
-		"services/default/web metadata.annotations." + service.DefaultTargetKeys[1],
-		"services/default/web metadata.annotations." + service.AnnotationIPs,
-		"services/default/web metadata.annotations." + service.AnnotationManagedIPs,
-		"services/default/web metadata.annotations." + service.AnnotationManagedTarget,
+		"services/default/web metadata.annotations." + render.DefaultTargetKeys[0],
+		"services/default/web metadata.annotations." + render.DefaultTargetKeys[1],
+		"services/default/web metadata.annotations." + render.AnnotationIPs,
+		"services/default/web metadata.annotations." + render.AnnotationManagedIPs,
+		"services/default/web metadata.annotations." + render.AnnotationManagedTarget,
 	}
 	slices.Sort(want)
 	got := p.Changes()
@@ -90,12 +90,12 @@ func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 // difference: here, one DNS target key fewer.
 func TestAShadowShowsADisagreementAsExactlyThatDifference(t *testing.T) {
 	f := converged(t, generous)
-	shadow, p := f.shadow(service.DefaultTargetKeys[1:])
+	shadow, p := f.shadow(render.DefaultTargetKeys[1:])
 	f.shadowSync(shadow, passHome)
 	got := p.Changes()
 	want := []string{
-		"services/default/web metadata.annotations." + service.DefaultTargetKeys[0],
-		"services/default/web metadata.annotations." + service.AnnotationManagedTargetKeys,
+		"services/default/web metadata.annotations." + render.DefaultTargetKeys[0],
+		"services/default/web metadata.annotations." + render.AnnotationManagedTargetKeys,
 	}
 	slices.Sort(want)
 	if !slices.Equal(fields(got), want) {

@@ -1,7 +1,7 @@
 // Package status renders a DynamicPrefix's status from a decision. Rendering an
 // unchanged situation returns the previous status unchanged, transition times
 // included, so the writer can compare and skip the write.
-package status
+package render
 
 import (
 	"bytes"
@@ -42,9 +42,9 @@ type Problems struct {
 	BGPErr error
 }
 
-// Render returns the status for dp (whose spec parsed to m) given the decision
+// RenderStatus returns the status for dp (whose spec parsed to m) given the decision
 // at now.
-func Render(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
+func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
 	prev := dp.Status
 	st := api.Status{
 		PrefixSource:       d.Source,
@@ -132,7 +132,7 @@ func Render(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, n
 	default:
 		set(Ready, true, "Ready", "following "+st.CurrentPrefix+"; every object in step")
 	}
-	if Equal(st, prev) {
+	if StatusEqual(st, prev) {
 		return prev
 	}
 	return st
@@ -147,15 +147,15 @@ func NotReportedMessage(p netip.Prefix) string {
 	return "no voting node reports " + p.String() + " any more (has the router gone quiet?); it stays current and in the pools"
 }
 
-// Quiet reports whether st says no voting node reports its current prefix.
-func Quiet(st api.Status) bool {
+// QuietStatus reports whether st says no voting node reports its current prefix.
+func QuietStatus(st api.Status) bool {
 	c := meta.FindStatusCondition(st.Conditions, PrefixAcquired)
 	return c != nil && c.Reason == ReasonNotReported
 }
 
-// Equal compares two statuses as the API server would store them (JSON: times
+// StatusEqual compares two statuses as the API server would store them (JSON: times
 // to the second, nil and empty lists alike).
-func Equal(a, b api.Status) bool {
+func StatusEqual(a, b api.Status) bool {
 	ja, err1 := json.Marshal(normal(a))
 	jb, err2 := json.Marshal(normal(b))
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)

@@ -1,4 +1,4 @@
-package service
+package render
 
 import (
 	"errors"
@@ -16,7 +16,6 @@ import (
 )
 
 var (
-	cur       = netip.MustParsePrefix("2001:db8:b::/64")
 	prefixOld = netip.MustParsePrefix("2001:db8:a::/64")
 	model     = api.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::ffff:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
@@ -27,36 +26,36 @@ var (
 func TestAddress(t *testing.T) {
 	tests := []struct {
 		name string
-		f    Follow
+		f    ServiceFollow
 		want string
 	}{
-		{"suffix on the prefix", Follow{Suffix: "::ffff:0:1"}, "2001:db8:b::ffff:0:1"},
-		{"suffix inside the address range", Follow{Suffix: "::ffff:0:0:7", Range: "lb"}, "2001:db8:b:0:ffff::7"},
-		{"suffix on the subnet", Follow{Suffix: "::9", Subnet: "svc"}, "2001:db8:b::1:9"},
+		{"suffix on the prefix", ServiceFollow{Suffix: "::ffff:0:1"}, "2001:db8:b::ffff:0:1"},
+		{"suffix inside the address range", ServiceFollow{Suffix: "::ffff:0:0:7", Range: "lb"}, "2001:db8:b:0:ffff::7"},
+		{"suffix on the subnet", ServiceFollow{Suffix: "::9", Subnet: "svc"}, "2001:db8:b::1:9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Address(model, tt.f, cur)
+			got, err := ServiceAddress(model, tt.f, cur)
 			if err != nil || got.String() != tt.want {
-				t.Errorf("Address = %v, %v; want %s", got, err, tt.want)
+				t.Errorf("ServiceAddress = %v, %v; want %s", got, err, tt.want)
 			}
 		})
 	}
-	for _, f := range []Follow{{}, {Suffix: "nope"}, {Suffix: "::1", Range: "lb"}, {Suffix: "::1", Subnet: "x"}, {Suffix: "::1:0:0", Subnet: "svc"}} {
-		if _, err := Address(model, f, cur); !errors.Is(err, api.ErrInvalid) {
-			t.Errorf("Address(%+v) err = %v, want ErrSpec", f, err)
+	for _, f := range []ServiceFollow{{}, {Suffix: "nope"}, {Suffix: "::1", Range: "lb"}, {Suffix: "::1", Subnet: "x"}, {Suffix: "::1:0:0", Subnet: "svc"}} {
+		if _, err := ServiceAddress(model, f, cur); !errors.Is(err, api.ErrInvalid) {
+			t.Errorf("ServiceAddress(%+v) err = %v, want ErrSpec", f, err)
 		}
 	}
 }
 
 func TestRenderHA(t *testing.T) {
-	f := Follow{Suffix: "::ffff:0:1"}
+	f := ServiceFollow{Suffix: "::ffff:0:1"}
 	// Written before keys could be chosen: the alpha key, no keys record.
 	live := Live(map[string]string{
 		AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
 		AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
 	}, DefaultTargetKeys)
-	got, err := Render(model, f, []netip.Prefix{cur, prefixOld}, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	got, err := RenderService(model, f, []netip.Prefix{cur, prefixOld}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +71,13 @@ func TestRenderHA(t *testing.T) {
 	if !slices.Equal(got.TargetKeys, DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
 		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
 	}
-	again, _ := Render(model, f, []netip.Prefix{cur, prefixOld}, got, nil, Options{TargetKeys: DefaultTargetKeys})
+	again, _ := RenderService(model, f, []netip.Prefix{cur, prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !again.Equal(got) {
 		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Render(model, skip, []netip.Prefix{cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	got, _ = RenderService(model, skip, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[AnnotationTarget]) != 0 ||
 		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
 		t.Errorf("skip-external-dns-update: %+v", got)
@@ -88,8 +87,8 @@ func TestRenderHA(t *testing.T) {
 // A key dropped from the list is released (the user's entries under it stay);
 // a key added gets the target; the record follows the list.
 func TestTargetKeysFollowTheList(t *testing.T) {
-	f := Follow{Suffix: "::ffff:0:1"}
-	both, _ := Render(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, Options{TargetKeys: DefaultTargetKeys})
+	f := ServiceFollow{Suffix: "::ffff:0:1"}
+	both, _ := RenderService(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	ann := map[string]string{}
 	for k, v := range both.Patch(Annotations{}) {
 		if v != nil {
@@ -101,7 +100,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 	if !slices.Equal(live.Targets[AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
 		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
 	}
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, Options{TargetKeys: newOnly})
+	got, _ := RenderService(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: newOnly})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) {
 		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[AnnotationTargetAlpha])
 	}
@@ -113,7 +112,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 		t.Errorf("patch %v", patch)
 	}
 	// No key at all: every target of ours goes, the records too.
-	none, _ := Render(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, Options{})
+	none, _ := RenderService(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, ServiceOptions{})
 	if len(none.Targets[AnnotationTarget]) != 0 || none.Targets[AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
 		t.Errorf("no keys: %+v", none)
 	}
@@ -122,13 +121,13 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 // An entry the user lists under one key is the user's under every key: it is
 // never removed, at the price of not being claimed under the others.
 func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
-	f := Follow{Suffix: "::ffff:0:1"}
+	f := ServiceFollow{Suffix: "::ffff:0:1"}
 	live := Live(map[string]string{AnnotationTarget: "2001:db8:b::ffff:0:1"}, DefaultTargetKeys)
-	got, _ := Render(model, f, []netip.Prefix{cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	got, _ := RenderService(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if len(got.ManagedTargets) != 0 {
 		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
 	}
-	later, _ := Render(model, f, []netip.Prefix{prefixOld}, got, nil, Options{TargetKeys: DefaultTargetKeys})
+	later, _ := RenderService(model, f, []netip.Prefix{prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !slices.Contains(later.Targets[AnnotationTarget], "2001:db8:b::ffff:0:1") {
 		t.Errorf("the user's entry was removed: %q", later.Targets[AnnotationTarget])
 	}
@@ -139,7 +138,7 @@ func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
 // answering); it moves once the new one is published, and at once where
 // waiting would not help.
 func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
-	f := Follow{Suffix: "::ffff:0:1"}
+	f := ServiceFollow{Suffix: "::ffff:0:1"}
 	const was, now = "2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1"
 	live := Live(map[string]string{
 		AnnotationIPs: "192.0.2.7," + was, AnnotationManagedIPs: was,
@@ -147,7 +146,7 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 	}, []string{AnnotationTarget})
 	render := func(pooled []netip.Prefix, ingress ...string) Annotations {
 		t.Helper()
-		got, err := Render(model, f, pooled, live, ingress, Options{TargetKeys: []string{AnnotationTarget}})
+		got, err := RenderService(model, f, pooled, live, ingress, ServiceOptions{TargetKeys: []string{AnnotationTarget}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,48 +187,48 @@ func TestTheL2Nudge(t *testing.T) {
 		AnnotationIPs: was, AnnotationManagedIPs: was, AnnotationL2Nudged: was,
 		AnnotationTarget: was, AnnotationManagedTarget: was, AnnotationManagedTargetKeys: AnnotationTarget,
 	}
-	old := Options{TargetKeys: []string{AnnotationTarget}, L2Nudge: true}
-	render := func(f Follow, o Options, live Annotations, pooled []netip.Prefix, ingress ...string) Annotations {
+	old := ServiceOptions{TargetKeys: []string{AnnotationTarget}, L2Nudge: true}
+	render := func(f ServiceFollow, o ServiceOptions, live Annotations, pooled []netip.Prefix, ingress ...string) Annotations {
 		t.Helper()
 		f.Suffix = "::ffff:0:1"
-		got, err := Render(model, f, pooled, live, ingress, o)
+		got, err := RenderService(model, f, pooled, live, ingress, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
 	both := []netip.Prefix{cur, prefixOld}
-	asked := render(Follow{}, old, Live(ann, old.TargetKeys), both, was)
+	asked := render(ServiceFollow{}, old, Live(ann, old.TargetKeys), both, was)
 	if !slices.Equal(asked.L2Nudged, []string{was}) {
 		t.Errorf("before the new address is published: nudge %q, want the last one %q", asked.L2Nudged, was)
 	}
-	moved := render(Follow{}, old, asked, both, now, was)
+	moved := render(ServiceFollow{}, old, asked, both, now, was)
 	if !slices.Equal(moved.L2Nudged, []string{now, was}) || !slices.Equal(moved.ManagedTargets, []string{now}) {
 		t.Errorf("published: nudge %q target %q, want the nudge %q and the target moved in one rendering", moved.L2Nudged, moved.ManagedTargets, []string{now, was})
 	}
-	if again := render(Follow{}, old, moved, both, now, was); !again.Equal(moved) {
+	if again := render(ServiceFollow{}, old, moved, both, now, was); !again.Equal(moved) {
 		t.Errorf("a second look nudges again: %+v", again)
 	}
-	drained := render(Follow{}, old, moved, []netip.Prefix{cur}, now)
+	drained := render(ServiceFollow{}, old, moved, []netip.Prefix{cur}, now)
 	if !slices.Equal(drained.L2Nudged, []string{now, was}) {
 		t.Errorf("a drain ending changed the nudge to %q: an address going away needs none", drained.L2Nudged)
 	}
-	fixed := Options{TargetKeys: old.TargetKeys}
+	fixed := ServiceOptions{TargetKeys: old.TargetKeys}
 	for _, c := range []struct {
 		why  string
-		f    Follow
-		o    Options
+		f    ServiceFollow
+		o    ServiceOptions
 		want []string
 	}{
-		{"a fixed Cilium", Follow{}, fixed, []string{was}},
-		{"skip-l2-nudge", Follow{SkipL2Nudge: true}, old, []string{was}},
-		{"force-l2-nudge on a fixed Cilium", Follow{ForceL2Nudge: true}, fixed, []string{now, was}},
+		{"a fixed Cilium", ServiceFollow{}, fixed, []string{was}},
+		{"skip-l2-nudge", ServiceFollow{SkipL2Nudge: true}, old, []string{was}},
+		{"force-l2-nudge on a fixed Cilium", ServiceFollow{ForceL2Nudge: true}, fixed, []string{now, was}},
 	} {
 		if got := render(c.f, c.o, asked, both, now, was); !slices.Equal(got.L2Nudged, c.want) {
 			t.Errorf("%s: nudge %q, want %q", c.why, got.L2Nudged, c.want)
 		}
 	}
-	if r := Release(moved); r.L2Nudged != nil || r.Patch(moved)[AnnotationL2Nudged] != nil {
+	if r := ReleaseService(moved); r.L2Nudged != nil || r.Patch(moved)[AnnotationL2Nudged] != nil {
 		t.Errorf("release keeps the nudge: %+v", r)
 	}
 }
@@ -267,9 +266,9 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	live := Live(map[string]string{
 		AnnotationIPs: "192.0.2.7," + was, AnnotationManagedIPs: was, AnnotationKubeVIPIPs: "192.0.2.8",
 	}, nil)
-	opt := Options{L2Nudge: true}
-	kv := Follow{Suffix: "::ffff:0:1", Provider: "kube-vip"}
-	got, err := Render(model, kv, []netip.Prefix{cur}, live, []string{now}, opt)
+	opt := ServiceOptions{L2Nudge: true}
+	kv := ServiceFollow{Suffix: "::ffff:0:1", Provider: "kube-vip"}
+	got, err := RenderService(model, kv, []netip.Prefix{cur}, live, []string{now}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,15 +283,15 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	if patch[AnnotationIPs] != "192.0.2.7" || patch[AnnotationKubeVIPIPs] != "192.0.2.8,"+now || patch[AnnotationManagedIPsKey] != AnnotationKubeVIPIPs {
 		t.Errorf("patch %v", patch)
 	}
-	back, _ := Render(model, Follow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, Options{})
+	back, _ := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, ServiceOptions{})
 	if !slices.Equal(back.IPs[AnnotationIPs], []string{"192.0.2.7", now}) || !slices.Equal(back.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) ||
 		back.IPsKey != "" || back.Patch(got)[AnnotationManagedIPsKey] != nil {
 		t.Errorf("back to cilium: %+v", back)
 	}
-	if _, err := Render(model, Follow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, api.ErrInvalid) {
+	if _, err := RenderService(model, ServiceFollow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
-	if r := Release(got); !slices.Equal(r.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {
+	if r := ReleaseService(got); !slices.Equal(r.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {
 		t.Errorf("release from kube-vip: %+v", r)
 	}
 }
@@ -316,7 +315,7 @@ func TestReleaseKeepsUserEntries(t *testing.T) {
 		AnnotationTarget: "lb.example.org,2001:db8:b::1", AnnotationTargetAlpha: "2001:db8:b::1",
 		AnnotationManagedTarget: "2001:db8:b::1", AnnotationManagedTargetKeys: AnnotationTarget + "," + AnnotationTargetAlpha,
 	}, nil)
-	got := Release(live)
+	got := ReleaseService(live)
 	if !slices.Equal(got.IPs[AnnotationIPs], []string{"192.0.2.7"}) || got.ManagedIPs != nil || got.ManagedTargets != nil || got.TargetKeys != nil ||
 		!slices.Equal(got.Targets[AnnotationTarget], []string{"lb.example.org"}) || len(got.Targets[AnnotationTargetAlpha]) != 0 {
 		t.Errorf("release = %+v", got)
@@ -365,7 +364,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 	}
 	alpha := []string{AnnotationTargetAlpha}
 	live := Live(ann, alpha)
-	want, err := Render(model, Follow{Suffix: "::ffff:0:1"}, pooled, live, nil, Options{TargetKeys: alpha})
+	want, err := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: alpha})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +372,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 		t.Errorf("under the alpha key alone: a write, patch %v", want.Patch(live))
 	}
 	live = Live(ann, DefaultTargetKeys)
-	want, _ = Render(model, Follow{Suffix: "::ffff:0:1"}, pooled, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	want, _ = RenderService(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if want.Equal(live) || want.Patch(live)[AnnotationTarget] != "2001:db8:b::ffff:0:1" {
 		t.Errorf("under both keys: want one write adding %s, patch %v", AnnotationTarget, want.Patch(live))
 	}
@@ -385,7 +384,7 @@ func TestAnAddressThatBecomesCurrentAgainMovesToTheFront(t *testing.T) {
 		AnnotationIPs:        "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1",
 		AnnotationManagedIPs: "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", AnnotationSkipDNS: "true",
 	}, DefaultTargetKeys)
-	want, err := Render(model, Follow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, Options{TargetKeys: DefaultTargetKeys})
+	want, err := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

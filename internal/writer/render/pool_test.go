@@ -1,4 +1,4 @@
-package pool
+package render
 
 import (
 	"errors"
@@ -21,33 +21,33 @@ var (
 func TestDesired(t *testing.T) {
 	tests := []struct {
 		name   string
-		follow Follow
+		follow PoolFollow
 		form   Form
 		want   []string
 	}{
-		{"raw prefixes", Follow{}, Any, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
-		{"address range as start-stop", Follow{AddressRange: "lb"}, Any,
+		{"raw prefixes", PoolFollow{}, Any, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
+		{"address range as start-stop", PoolFollow{AddressRange: "lb"}, Any,
 			[]string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
-		{"address range as covering CIDR", Follow{AddressRange: "lb"}, CIDRs, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
-		{"subnet", Follow{Subnet: "svc"}, Any, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
-		{"subnet as a range", Follow{Subnet: "svc"}, Ranges, []string{"2001:db8:b::1:0-2001:db8:b::1:ffff", "2001:db8:a::1:0-2001:db8:a::1:ffff"}},
-		{"raw prefix as a range", Follow{}, Ranges, []string{"2001:db8:b::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
+		{"address range as covering CIDR", PoolFollow{AddressRange: "lb"}, CIDRs, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
+		{"subnet", PoolFollow{Subnet: "svc"}, Any, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
+		{"subnet as a range", PoolFollow{Subnet: "svc"}, Ranges, []string{"2001:db8:b::1:0-2001:db8:b::1:ffff", "2001:db8:a::1:0-2001:db8:a::1:ffff"}},
+		{"raw prefix as a range", PoolFollow{}, Ranges, []string{"2001:db8:b::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Desired(specR, tt.follow, []netip.Prefix{cur, old}, tt.form)
+			got, err := PoolEntries(specR, tt.follow, []netip.Prefix{cur, old}, tt.form)
 			if err != nil || !slices.Equal(got, tt.want) {
-				t.Errorf("Desired = %q, %v; want %q", got, err, tt.want)
+				t.Errorf("PoolEntries = %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}
-	for _, f := range []Follow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := Desired(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
-			t.Errorf("Desired(%+v) err = %v, want api.ErrInvalid", f, err)
+	for _, f := range []PoolFollow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
+		if _, err := PoolEntries(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+			t.Errorf("PoolEntries(%+v) err = %v, want api.ErrInvalid", f, err)
 		}
 	}
 	bad := api.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
-	if _, err := Desired(bad, Follow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+	if _, err := PoolEntries(bad, PoolFollow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("offset outside the prefix: err = %v, want api.ErrInvalid", err)
 	}
 }
@@ -77,7 +77,7 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := Desired(api.Parse("home", dynamicprefix.Spec{}), Follow{}, pooled, Any)
+		desired, err := PoolEntries(api.Parse("home", dynamicprefix.Spec{}), PoolFollow{}, pooled, Any)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,7 @@
 // user put there, which are never removed or rewritten. An ownership record
 // (what was written last) tells the two apart; nothing is guessed from the shape
 // of an address.
-package pool
+package render
 
 import (
 	"fmt"
@@ -15,8 +15,8 @@ import (
 	"strings"
 )
 
-// Follow is what a pool's annotations ask for.
-type Follow struct {
+// PoolFollow is what a pool's annotations ask for.
+type PoolFollow struct {
 	DynamicPrefix string
 	AddressRange  string // dynamic-prefix.io/address-range
 	Subnet        string // dynamic-prefix.io/subnet
@@ -35,9 +35,9 @@ const (
 	Ranges
 )
 
-// Desired returns the managed entries, in form, for the pooled prefixes,
+// PoolEntries returns the managed entries, in form, for the pooled prefixes,
 // current first. Errors wrap api.ErrInvalid.
-func Desired(m api.Model, f Follow, pooled []netip.Prefix, form Form) ([]string, error) {
+func PoolEntries(m api.Model, f PoolFollow, pooled []netip.Prefix, form Form) ([]string, error) {
 	var out []string
 	for _, p := range pooled {
 		e, err := entry(m, f, p, form)
@@ -51,7 +51,7 @@ func Desired(m api.Model, f Follow, pooled []netip.Prefix, form Form) ([]string,
 	return out, nil
 }
 
-func entry(m api.Model, f Follow, p netip.Prefix, form Form) (string, error) {
+func entry(m api.Model, f PoolFollow, p netip.Prefix, form Form) (string, error) {
 	switch {
 	case f.AddressRange != "" && f.Subnet != "":
 		return "", fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)

@@ -6,7 +6,7 @@
 // that does not answer yet).
 // User entries are kept; ownership records say which entries, and under which
 // target keys, are ours.
-package service
+package render
 
 import (
 	"cmp"
@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/pool"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ const (
 	AnnotationSubnet  = "dynamic-prefix.io/service-subnet"
 	AnnotationSkipDNS = "dynamic-prefix.io/skip-external-dns-update"
 	// AnnotationSkipL2Nudge / AnnotationForceL2Nudge: "true" overrides, for one
-	// Service, whether it gets the L2 announcer nudge (Options.L2Nudge).
+	// Service, whether it gets the L2 announcer nudge (ServiceOptions.L2Nudge).
 	AnnotationSkipL2Nudge  = "dynamic-prefix.io/skip-l2-nudge"
 	AnnotationForceL2Nudge = "dynamic-prefix.io/force-l2-nudge"
 	// AnnotationL2Nudged is the nudge: the managed addresses the load balancer
@@ -87,11 +86,11 @@ func CheckTargetKeys(keys []string) error {
 	return errors.Join(errs...)
 }
 
-// GVR is the Service resource.
-var GVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+// ServiceGVR is the Service resource.
+var ServiceGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
-// Follow is what a Service's annotations ask for.
-type Follow struct {
+// ServiceFollow is what a Service's annotations ask for.
+type ServiceFollow struct {
 	DynamicPrefix string
 	Suffix        string
 	Range         string
@@ -102,9 +101,9 @@ type Follow struct {
 	ForceL2Nudge  bool
 }
 
-// FollowOf reads a Service's annotations.
-func FollowOf(ann map[string]string) Follow {
-	return Follow{
+// ServiceFollowOf reads a Service's annotations.
+func ServiceFollowOf(ann map[string]string) ServiceFollow {
+	return ServiceFollow{
 		DynamicPrefix: ann[dynamicprefix.AnnotationName],
 		Suffix:        ann[AnnotationSuffix],
 		Range:         ann[AnnotationRange],
@@ -122,7 +121,7 @@ var AddressKeys = []string{AnnotationIPs, AnnotationKubeVIPIPs}
 
 // AddressKey is the annotation the Service's provider reads its addresses
 // from. Errors wrap api.ErrInvalid.
-func (f Follow) AddressKey() (string, error) {
+func (f ServiceFollow) AddressKey() (string, error) {
 	switch f.Provider {
 	case "", "cilium":
 		return AnnotationIPs, nil
@@ -132,10 +131,10 @@ func (f Follow) AddressKey() (string, error) {
 	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", api.ErrInvalid, AnnotationProvider, f.Provider)
 }
 
-// Address is the Service's address on prefix p: the static suffix spliced onto
+// ServiceAddress is the Service's address on prefix p: the static suffix spliced onto
 // the prefix (with a service address range, the result must lie inside that
 // range), or onto the named subnet. Errors wrap api.ErrInvalid.
-func Address(m api.Model, f Follow, p netip.Prefix) (netip.Addr, error) {
+func ServiceAddress(m api.Model, f ServiceFollow, p netip.Prefix) (netip.Addr, error) {
 	if f.Suffix == "" {
 		return netip.Addr{}, fmt.Errorf("%w: %s is required", api.ErrInvalid, AnnotationSuffix)
 	}
@@ -236,7 +235,7 @@ func keysHolding(ann map[string]string, managed []string) []string {
 	var out []string
 	for _, k := range DefaultTargetKeys {
 		if slices.ContainsFunc(Split(ann[k]), func(e string) bool {
-			return slices.ContainsFunc(managed, func(m string) bool { return pool.Canonical(m) == pool.Canonical(e) })
+			return slices.ContainsFunc(managed, func(m string) bool { return Canonical(m) == Canonical(e) })
 		}) {
 			out = append(out, k)
 		}
@@ -307,10 +306,10 @@ func (a Annotations) Owned() bool {
 // a prefix that becomes current again moves to the front.
 func (a Annotations) Equal(b Annotations) bool {
 	key := cmp.Or(a.IPsKey, AnnotationIPs)
-	return pool.Leads(b.IPs[key], a.ManagedIPs) && sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
-		pool.SameSet(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
-		pool.SameSet(a.ManagedTargets, b.ManagedTargets) && pool.SameSet(a.TargetKeys, b.TargetKeys) &&
-		pool.SameSet(a.L2Nudged, b.L2Nudged)
+	return Leads(b.IPs[key], a.ManagedIPs) && sameEntries(a.Targets, b.Targets) && sameEntries(a.IPs, b.IPs) &&
+		SameSet(a.ManagedIPs, b.ManagedIPs) && a.IPsKey == b.IPsKey &&
+		SameSet(a.ManagedTargets, b.ManagedTargets) && SameSet(a.TargetKeys, b.TargetKeys) &&
+		SameSet(a.L2Nudged, b.L2Nudged)
 }
 
 // Applied is ann after the merge patch of annotations patch (a nil value
@@ -365,20 +364,20 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 // entries is absent).
 func sameEntries(a, b map[string][]string) bool {
 	for k, v := range a {
-		if !pool.SameSet(v, b[k]) {
+		if !SameSet(v, b[k]) {
 			return false
 		}
 	}
 	for k, v := range b {
-		if !pool.SameSet(v, a[k]) {
+		if !SameSet(v, a[k]) {
 			return false
 		}
 	}
 	return true
 }
 
-// Options are the writer's settings for every HA Service.
-type Options struct {
+// ServiceOptions are the writer's settings for every HA Service.
+type ServiceOptions struct {
 	// TargetKeys: the target goes under every key, in order.
 	TargetKeys []string
 	// Managed are the prefixes whose addresses a Service without records
@@ -392,18 +391,18 @@ type Options struct {
 	L2Nudge bool
 }
 
-// Render merges the managed addresses for the pooled prefixes (current first)
+// RenderService merges the managed addresses for the pooled prefixes (current first)
 // with what the Service carries now. ingress is what the Service's
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
-func Render(m api.Model, f Follow, pooled []netip.Prefix, live Annotations, ingress []string, o Options) (Annotations, error) {
+func RenderService(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Annotations, ingress []string, o ServiceOptions) (Annotations, error) {
 	key, err := f.AddressKey()
 	if err != nil {
 		return Annotations{}, err
 	}
 	var addrs []string
 	for _, p := range pooled {
-		a, err := Address(m, f, p)
+		a, err := ServiceAddress(m, f, p)
 		if err != nil {
 			return Annotations{}, err
 		}
@@ -447,8 +446,8 @@ func geometric(live Annotations, managed []netip.Prefix) Annotations {
 	if live.IPsRecorded || live.TargetsRecorded || live.KeysRecorded || live.Owned() {
 		return live
 	}
-	live.ManagedIPs = pool.Geometric(live.IPs[AnnotationIPs], managed)
-	live.ManagedTargets = pool.Geometric(live.Targets[AnnotationTargetAlpha], managed)
+	live.ManagedIPs = Geometric(live.IPs[AnnotationIPs], managed)
+	live.ManagedTargets = Geometric(live.Targets[AnnotationTargetAlpha], managed)
 	if len(live.ManagedTargets) > 0 {
 		live.TargetKeys = []string{AnnotationTargetAlpha}
 	}
@@ -472,7 +471,7 @@ func addresses(live Annotations, key string, addrs []string) (map[string][]strin
 		if k == key {
 			want = addrs
 		}
-		entries, rec := pool.Merge(live.IPs[k], owned, want)
+		entries, rec := Merge(live.IPs[k], owned, want)
 		if len(entries) > 0 {
 			out[k] = entries
 		}
@@ -534,7 +533,7 @@ func targets(live Annotations, keys, current []string) (map[string][]string, []s
 		if slices.Contains(live.TargetKeys, k) {
 			owned = live.ManagedTargets
 		}
-		entries, rec := pool.Merge(live.Targets[k], owned, current)
+		entries, rec := Merge(live.Targets[k], owned, current)
 		if len(entries) > 0 {
 			out[k] = entries
 		}
@@ -546,7 +545,7 @@ func targets(live Annotations, keys, current []string) (map[string][]string, []s
 	}
 	for _, k := range live.TargetKeys {
 		if !slices.Contains(keys, k) {
-			if entries, _ := pool.Merge(live.Targets[k], live.ManagedTargets, nil); len(entries) > 0 {
+			if entries, _ := Merge(live.Targets[k], live.ManagedTargets, nil); len(entries) > 0 {
 				out[k] = entries
 			}
 		}
@@ -557,8 +556,8 @@ func targets(live Annotations, keys, current []string) (map[string][]string, []s
 	return out, record, slices.Clone(keys)
 }
 
-// Release removes our entries and records, keeping the user's.
-func Release(live Annotations) Annotations {
+// ReleaseService removes our entries and records, keeping the user's.
+func ReleaseService(live Annotations) Annotations {
 	var out Annotations
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)

@@ -1,4 +1,4 @@
-package status
+package render
 
 import (
 	"encoding/json"
@@ -11,7 +11,6 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
@@ -44,14 +43,14 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
 	}}
 	dp.Generation = 3
-	st := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	st := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
 	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
 		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
 		t.Fatalf("status = %+v", st)
 	}
 	dp.Status = roundTrip(t, st)
-	again := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
-	if !Equal(again, dp.Status) {
+	again := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	if !StatusEqual(again, dp.Status) {
 		a, _ := json.Marshal(again)
 		b, _ := json.Marshal(dp.Status)
 		t.Errorf("status changed an hour later with nothing new:\n%s\n%s", a, b)
@@ -60,7 +59,7 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 
 func TestProblemsAreConditions(t *testing.T) {
 	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	st := Render(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	st := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
 	var degraded, synced string
 	for _, c := range st.Conditions {
 		switch c.Type {
@@ -85,13 +84,13 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 		return string(c.Status) + " " + c.Reason
 	}
 	m := api.Parse(dp.Name, dp.Spec)
-	if got := ready(Render(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
+	if got := ready(RenderStatus(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
 		t.Errorf("all well: Ready %s", got)
 	}
-	if got := ready(Render(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
+	if got := ready(RenderStatus(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
 		t.Errorf("a pool in error: Ready %s", got)
 	}
-	if got := ready(Render(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
+	if got := ready(RenderStatus(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
 		t.Errorf("no prefix yet: Ready %s", got)
 	}
 }

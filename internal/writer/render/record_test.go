@@ -1,4 +1,4 @@
-package pool
+package render
 
 import (
 	"net/netip"

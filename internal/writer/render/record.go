@@ -1,4 +1,4 @@
-package pool
+package render
 
 import (
 	"net/netip"
@@ -173,7 +173,7 @@ func Holds(live, entries, record []string) bool {
 	return SameSet(entries, live) && Leads(live, record)
 }
 
-// Leads reports whether record's first entry (the current prefix's: Desired
+// Leads reports whether record's first entry (the current prefix's: PoolEntries
 // lists it first) is the first of ours in live. Draining prefixes may stand in
 // any order, the existing operator lists them oldest first, but a prefix that
 // becomes current again moves to the front, so every pool reads current first.

@@ -14,11 +14,11 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/tools/world"
 )
 
-var ippoolGVR = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: calico.Resource}
+var ippoolGVR = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: backends.CalicoResource}
 
 // ippools returns name -> "cidr" (", disabled" for a disabled pool).
 func ippools(t *testing.T, w *world.World) map[string]string {
@@ -74,7 +74,7 @@ func TestCalicoIPPools(t *testing.T) {
 			return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got)
 		})
 	}
-	sibling := func(p fmt.Stringer) string { return calico.SiblingName("home-v6", p.String()) }
+	sibling := func(p fmt.Stringer) string { return backends.CalicoSiblingName("home-v6", p.String()) }
 	a, b := prefixA.String(), prefixB.String()
 
 	poolsAre(map[string]string{"default-ipv4": "192.168.0.0/16", "home-v6": a})
@@ -102,7 +102,7 @@ func TestCalicoIPPools(t *testing.T) {
 	settleWrites()
 	var order []string
 	for _, wr := range writesBy(t, w, m, writerUser) {
-		if wr.Resource == calico.Resource {
+		if wr.Resource == backends.CalicoResource {
 			order = append(order, wr.Verb+" "+wr.Name)
 		}
 	}
@@ -121,7 +121,7 @@ func TestCalicoIPPools(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, has := u.GetAnnotations()[calico.RecordKey]
+		_, has := u.GetAnnotations()[backends.CalicoRecordKey]
 		return !has && u.GetAnnotations()[dynamicprefix.AnnotationName] == "home", fmt.Sprint(u.GetAnnotations())
 	})
 	settleWrites()
@@ -180,7 +180,7 @@ func TestCalicoFlapUnderATightBudget(t *testing.T) {
 	// No decision is free (--budget-decision-burst 0): every write counts,
 	// so the breaker refuses mid-sequence.
 	startWriter(t, w, "writer-a", "--budget-object-burst", "1", "--budget-object-per-minute", "6", "--budget-decision-burst", "0")
-	sibling := func(p netip.Prefix) string { return calico.SiblingName("home-v6", p.String()) }
+	sibling := func(p netip.Prefix) string { return backends.CalicoSiblingName("home-v6", p.String()) }
 	prefixD := netip.MustParsePrefix("2001:db8:4:400::/64")
 	for _, step := range [][]netip.Prefix{{prefixA}, {prefixB, prefixA}, {prefixA, prefixB}, {prefixB, prefixA}, {prefixC, prefixB}, {prefixD, prefixC}} {
 		advertise(t, w, step[0], step[1:]...)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
@@ -42,12 +42,12 @@ func TestKubeVIP(t *testing.T) {
 	configMaps := w.API.Client.CoreV1().ConfigMaps("kube-system")
 	for _, cm := range []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
-			"dynamic-prefix.io/address-range": "lb", kubevip.AnnotationKey: "range-global"}},
+			"dynamic-prefix.io/address-range": "lb", backends.AnnotationKubeVIPKey: "range-global"}},
 			Data: map[string]string{"range-global": "192.0.2.100-192.0.2.110", "cidr-default": "198.51.100.0/28"}},
 		// Names the DynamicPrefix too, but is not the ConfigMap the writer
 		// was told of (and RBAC allows it no other).
 		{ObjectMeta: metav1.ObjectMeta{Name: "other", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
-			kubevip.AnnotationKey: "cidr-global"}}, Data: map[string]string{"cidr-global": "192.0.2.0/28"}},
+			backends.AnnotationKubeVIPKey: "cidr-global"}}, Data: map[string]string{"cidr-global": "192.0.2.0/28"}},
 	} {
 		if _, err := configMaps.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestKubeVIP(t *testing.T) {
 	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
 		render.AnnotationSkipDNS: "true", render.AnnotationIPs: "192.0.2.7", render.AnnotationKubeVIPIPs: "192.0.2.8"})
 	startAgent(t, w, "node1")
-	startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	startWriter(t, w, "writer-a", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 
 	on := func(p netip.Prefix, host string) string {
 		a, err := api.Splice(p, netip.MustParseAddr(host))

@@ -21,8 +21,8 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/tools/world"
@@ -209,10 +209,10 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	settleWrites()
 	// The README's step 1: the shadow beside the old operator's objects plans
 	// the switch; the switch then writes exactly what it planned.
-	shadow := startShadow(t, w, "shadow", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	shadow := startShadow(t, w, "shadow", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 	planned := settledPlan(t, shadow)
 	m := mark(t, w)
-	writer := startWriter(t, w, "writer-a", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	writer := startWriter(t, w, "writer-a", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 	eventually(t, "the status is ours", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.Conditions)
@@ -263,7 +263,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	c, b := prefixC.String(), prefixB.String()
 	backendsHold(t, w, "C current, B draining, A's entries gone",
 		[]string{"192.0.2.10-192.0.2.20", rangeOf(c), rangeOf(b)},
-		map[string]string{"home-v6": c, calico.SiblingName("home-v6", b): b + ", disabled"},
+		map[string]string{"home-v6": c, backends.CalicoSiblingName("home-v6", b): b + ", disabled"},
 		"192.0.2.128/28,"+c+","+b)
 	for key, want := range map[string]string{
 		"dynamic-prefix.io/managed-blocks": "range=" + rangeOf(c) + ",range=" + rangeOf(b),
@@ -281,7 +281,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		t.Errorf("the subnet's pool after C: %q", got)
 	}
 	for _, obj := range []string{"ciliumloadbalancerippools lb", "ciliumloadbalancerippools svc", "ciliumcidrgroups home-net", "services web", "services api",
-		"ipaddresspools home", "configmaps kubevip", "ippools home-v6", "ippools " + calico.SiblingName("home-v6", b)} {
+		"ipaddresspools home", "configmaps kubevip", "ippools home-v6", "ippools " + backends.CalicoSiblingName("home-v6", b)} {
 		n := 0
 		for _, wr := range perObject {
 			if strings.Contains(wr, " "+obj+" ") {
@@ -330,7 +330,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	// was to a v0.0.17 that writes the alpha key alone), then delete:
 	// release, then the finalizer.
 	m = mark(t, w)
-	startWriter(t, w, "writer-b", "--kube-vip-configmap", kubevip.DefaultConfigMap)
+	startWriter(t, w, "writer-b", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 	eventually(t, "the status is ours again", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return len(st.History) > 0 && st.History[0].Prefix == c && condition(st, "PoolsSynced") == "True Synced", fmt.Sprint(st.History)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/kubevip"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -64,7 +64,7 @@ func TestRotations(t *testing.T) {
 			"spec":     map[string]any{"cidr": "2001:db8:ffff::/64", "blockSize": 122}},
 		{Version: "v1", Resource: "configmaps"}: {"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": "kubevip", "namespace": "kube-system", "annotations": map[string]any{
-				"dynamic-prefix.io/name": "home", kubevip.AnnotationKey: "cidr-global"}},
+				"dynamic-prefix.io/name": "home", backends.AnnotationKubeVIPKey: "cidr-global"}},
 			"data": map[string]any{"cidr-global": "192.0.2.128/28", "range-default": "192.0.2.200-192.0.2.210"}},
 	} {
 		u := &unstructured.Unstructured{Object: obj}
@@ -86,7 +86,7 @@ func TestRotations(t *testing.T) {
 	// then 60/min in all), which would throttle them.
 	startWriter(t, w, "writer-a", "--budget-object-burst", "60", "--budget-object-per-minute", "120",
 		"--budget-total-burst", "1000", "--budget-total-per-minute", "1000",
-		"--kube-vip-configmap", kubevip.DefaultConfigMap)
+		"--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 
 	addr := func(i int, host string) string {
 		a, _ := api.Splice(p(i), netip.MustParseAddr(host))
@@ -101,7 +101,7 @@ func TestRotations(t *testing.T) {
 			prefixes = append(prefixes, p(i).String())
 			web, vip = append(web, addr(i, "::1:2:3:4")), append(vip, addr(i, "::1:2:3:5"))
 			if n > 0 {
-				ippools[calico.SiblingName("home-v6", p(i).String())] = p(i).String()
+				ippools[backends.CalicoSiblingName("home-v6", p(i).String())] = p(i).String()
 			}
 		}
 		join := func(user string, ours []string) string { return strings.Join(append([]string{user}, ours...), ",") }

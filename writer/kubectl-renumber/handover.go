@@ -17,9 +17,8 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/handover"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -123,8 +122,8 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 // draining prefix by the one the existing operator would have created: the
 // old one is deleted first (never two pools with one CIDR), then the new one
 // created.
-func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backend.Discovery, dry bool) error {
-	gvr, err := calico.Discover(disc)
+func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backends.Discovery, dry bool) error {
+	gvr, err := backends.DiscoverCalico(disc)
 	if err != nil || gvr.Resource == "" {
 		return err
 	}
@@ -158,8 +157,8 @@ func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface,
 // handBackAdvertisements replaces each CiliumBGPAdvertisement renumber
 // created by the one the existing operator looks up: the new one is created
 // first, then ours deleted, so the routes stay advertised.
-func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backend.Discovery, dps []unstructured.Unstructured, dry bool) error {
-	_, gvr, err := cilium.Discover(disc)
+func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backends.Discovery, dps []unstructured.Unstructured, dry bool) error {
+	_, gvr, err := backends.DiscoverCilium(disc)
 	if err != nil || gvr.Resource == "" {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -22,7 +22,7 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backend.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, write.Outcomes) {
+func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, write.Outcomes) {
 	if bgp == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
@@ -43,7 +43,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			out = append(out, write.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", api.ErrInvalid, s.Name)))
 			continue
 		}
-		a, err := cilium.RenderAdvertisement(m.Name, s, selector)
+		a, err := backends.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
 			out = append(out, write.Final(fmt.Errorf("%w: %w", api.ErrInvalid, err)))
 			continue
@@ -51,10 +51,10 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		var live *unstructured.Unstructured
 		if o, ok, _ := bgp.GetByKey(a.Name); ok {
 			live = o.(*unstructured.Unstructured)
-		} else if o, ok, _ := bgp.GetByKey(cilium.OperatorAdvertisementName(m.Name, s.Name)); ok && cilium.Adopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
+		} else if o, ok, _ := bgp.GetByKey(backends.OperatorAdvertisementName(m.Name, s.Name)); ok && backends.CiliumAdopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
 			// The existing operator's: written in place, no second one.
 			live = o.(*unstructured.Unstructured)
-			a = cilium.Adopt(a, live)
+			a = backends.Adopt(a, live)
 		}
 		want[a.Name] = true
 		names[s.Name] = a.Name
@@ -66,7 +66,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			if last, ok := w.adverts.Get(self, live.GetResourceVersion()); ok && last == a.Name {
 				continue
 			}
-			if cilium.SameAdvertisement(live, a) {
+			if backends.SameAdvertisement(live, a) {
 				w.Calm(self, m.Name)
 				continue
 			}
@@ -81,7 +81,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			out = append(out, write.Final(err))
 			continue
 		}
-		if err := cilium.ApplyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
+		if err := backends.ApplyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
 			out = append(out, write.Transient(err))
 			continue
 		}
@@ -103,7 +103,7 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 	for _, o := range bgp.List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
-		ours := l[cilium.LabelManagedBy] == cilium.ManagedBy || cilium.Adopted(live, dp, l[cilium.LabelSubnet])
+		ours := l[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy || backends.CiliumAdopted(live, dp, l[backends.LabelSubnet])
 		if !ours || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
 			continue
 		}
@@ -128,16 +128,16 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 }
 
 // poolSelector finds the serviceSelector of the pool using dp's subnet.
-func poolSelector(pools []backend.Cached, dp, subnet string) (map[string]any, bool) {
+func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, bool) {
 	for _, p := range pools {
-		if p.Kind.Resource != cilium.PoolResource {
+		if p.Kind.Resource != backends.PoolResource {
 			continue
 		}
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
 			a := u.GetAnnotations()
 			if a[dynamicprefix.AnnotationName] == dp && a[dynamicprefix.AnnotationSubnet] == subnet {
-				return cilium.Selector(u), true
+				return backends.Selector(u), true
 			}
 		}
 	}

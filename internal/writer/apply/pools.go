@@ -9,7 +9,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -24,7 +24,7 @@ import (
 type poolWrite struct{ entries, record []string }
 
 // Pools writes every pool, of every kind, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m api.Model, d decide.Decision) write.Outcomes {
+func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
@@ -50,7 +50,7 @@ func (w *Writer) Pools(ctx context.Context, pools []backend.Cached, m api.Model,
 	return out
 }
 
-func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unstructured, po backend.Object, m api.Model, d decide.Decision) write.Outcome {
+func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) write.Outcome {
 	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		po.Entries, po.Record = last.entries, render.Record{Entries: last.record, Present: last.record != nil}
@@ -108,7 +108,7 @@ func (w *Writer) pool(ctx context.Context, k *backend.Kind, u *unstructured.Unst
 // "namespace/name") when it names dp: "" once its dynamic-prefix.io/name
 // annotation was removed, or a DynamicPrefix that was deleted. Nothing else is
 // touched. A refused permit returns how long to wait.
-func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp string) (write.Outcome, time.Duration) {
+func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp string) (write.Outcome, time.Duration) {
 	k := p.Kind
 	obj, exists, err := p.Store.GetByKey(key)
 	if err != nil || !exists {
@@ -153,7 +153,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backend.Cached, key, dp stri
 // deleted: our entries in every pool naming it, our annotations on every
 // Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
 // served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backend.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
 	var out write.Outcomes
 	var wait time.Duration
 	for _, p := range pools {
@@ -204,7 +204,7 @@ func changed(from, to []string) (added, removed []string) {
 // poolChanges are the entries and record a pool write changes, each from what
 // is live (whoever wrote it) to what would be written; a record it cannot
 // read says so.
-func poolChanges(o write.Object, k *backend.Kind, po backend.Object, entries, record []string) []write.Change {
+func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, record []string) []write.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"

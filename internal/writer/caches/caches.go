@@ -32,8 +32,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/kinds"
@@ -68,7 +68,7 @@ type Config struct {
 	// Service cache keeps them (render.Slim).
 	TargetKeys []string
 	// CiliumNamespace, when set, is where the Cilium DaemonSet
-	// (cilium.DaemonSetSelector) is watched for the images it runs.
+	// (backends.DaemonSetSelector) is watched for the images it runs.
 	CiliumNamespace string
 	// CiliumWait is how long Run waits for the Cilium DaemonSet's cache
 	// before going on without it (0: 30 s).
@@ -209,7 +209,7 @@ func (c *Caches) CiliumImages() (images []string, known bool) {
 }
 
 // Pools returns the pool kinds followed now with their caches.
-func (c *Caches) Pools() []backend.Cached { return c.kinds.Pools() }
+func (c *Caches) Pools() []backends.Cached { return c.kinds.Pools() }
 
 // Kinds returns the names of the pool kinds followed now.
 func (c *Caches) Kinds() []string { return c.kinds.Kinds() }
@@ -341,7 +341,7 @@ func slimServices(ctx context.Context, services corev1client.ServiceInterface, k
 // their containers' images: which Cilium runs decides the L2 announcer nudge.
 func (c *Caches) watchCilium() *informer.Watched {
 	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
-	scope := informer.Scope{Namespace: c.cfg.CiliumNamespace, Labels: cilium.DaemonSetSelector}
+	scope := informer.Scope{Namespace: c.cfg.CiliumNamespace, Labels: backends.DaemonSetSelector}
 	w := informer.NewWatched("daemonsets", gvr, func() cache.SharedIndexInformer {
 		ds := c.core.DaemonSets(scope.Namespace)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

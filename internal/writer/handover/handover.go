@@ -33,8 +33,8 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/cilium"
+
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,20 +109,20 @@ func Service(ann map[string]string, keys []string) map[string]any {
 // labels, the same spec (nil for any other IPPool). Delete u, then create the
 // result: never two pools with one CIDR.
 func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
-	if !calico.Sibling(u) || calico.Adopted(u) {
+	if !backends.CalicoSibling(u) || backends.CalicoAdopted(u) {
 		return nil
 	}
 	cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	parent := calico.Parent(u)
+	parent := backends.CalicoParent(u)
 	sum := sha256.Sum256([]byte(cidr))
 	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	out.SetAPIVersion(u.GetAPIVersion())
 	out.SetKind(u.GetKind())
 	out.SetName(parent + "-" + hex.EncodeToString(sum[:])[:8])
 	out.SetLabels(map[string]string{
-		calico.LabelManagedBy:        dynamicprefix.OperatorManagedBy,
-		calico.LabelParentPool:       parent,
+		backends.CalicoLabelManagedBy:        dynamicprefix.OperatorManagedBy,
+		backends.LabelParentPool:       parent,
 		dynamicprefix.AnnotationName: u.GetLabels()[dynamicprefix.AnnotationName],
 	})
 	return out
@@ -135,16 +135,16 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 // routes are advertised throughout.
 func Advertisement(u, dp *unstructured.Unstructured) *unstructured.Unstructured {
 	l := u.GetLabels()
-	name, subnet := l[dynamicprefix.AnnotationName], l[cilium.LabelSubnet]
-	if l[cilium.LabelManagedBy] != cilium.ManagedBy || name == "" || subnet == "" || dp == nil || dp.GetName() != name {
+	name, subnet := l[dynamicprefix.AnnotationName], l[backends.LabelSubnet]
+	if l[backends.CiliumLabelManagedBy] != backends.CiliumManagedBy || name == "" || subnet == "" || dp == nil || dp.GetName() != name {
 		return nil
 	}
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	out.SetAPIVersion(u.GetAPIVersion())
 	out.SetKind(u.GetKind())
-	out.SetName(cilium.OperatorAdvertisementName(name, subnet))
-	out.SetLabels(map[string]string{cilium.LabelManagedBy: dynamicprefix.OperatorManagedBy, dynamicprefix.AnnotationName: name, cilium.LabelSubnet: subnet})
+	out.SetName(backends.OperatorAdvertisementName(name, subnet))
+	out.SetLabels(map[string]string{backends.CiliumLabelManagedBy: dynamicprefix.OperatorManagedBy, dynamicprefix.AnnotationName: name, backends.LabelSubnet: subnet})
 	yes := true
 	out.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dp.GetAPIVersion(), Kind: dp.GetKind(), Name: dp.GetName(), UID: dp.GetUID(),
 		Controller: &yes, BlockOwnerDeletion: &yes}})

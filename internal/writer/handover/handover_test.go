@@ -14,8 +14,8 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/cilium"
+
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -152,7 +152,7 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"cidr": "2001:db8:c::/64", "blockSize": int64(122)},
 	}}
-	plan := calico.Render(parent, "home", []string{"2001:db8:c::/64", "2001:db8:b::/64"})
+	plan := backends.RenderCalico(parent, "home", []string{"2001:db8:c::/64", "2001:db8:b::/64"})
 	ours := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "spec": plan.Siblings[0].Spec}}
 	ours.SetName(plan.Siblings[0].Name)
@@ -177,7 +177,7 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 func TestOurAdvertisementIsReplacedByTheOneTheOperatorLooksUp(t *testing.T) {
 	dp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home", "uid": "u-1"}}}
-	a, err := cilium.RenderAdvertisement("home", api.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
+	a, err := backends.RenderAdvertisement("home", api.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

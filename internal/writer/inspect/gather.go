@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/pipeline"
 	"github.com/renumber/renumber/internal/writer/reconcile"
@@ -54,10 +54,10 @@ func Gather(ctx context.Context, p *pipeline.Pipeline, lease *Lease, now time.Ti
 		for _, o := range ippools.List() {
 			u := o.(*unstructured.Unstructured)
 			dp := u.GetAnnotations()[dynamicprefix.AnnotationName]
-			if calico.Sibling(u) {
+			if backends.CalicoSibling(u) {
 				dp = u.GetLabels()[dynamicprefix.AnnotationName]
 			}
-			follow(dp, "Calico IPPool", calico.Resource, u)
+			follow(dp, "Calico IPPool", backends.CalicoResource, u)
 		}
 	}
 	if adverts, _ := c.Advertisements(); adverts != nil {

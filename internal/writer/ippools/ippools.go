@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -49,18 +49,18 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 	var out write.Outcomes
 	type planned struct {
 		parent *unstructured.Unstructured
-		plan   calico.Plan
+		plan   backends.CalicoPlan
 	}
 	var plans []planned
 	want := map[string]bool{}
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
 		a := u.GetAnnotations()
-		if _, ours := calico.Record(u); ours && !calico.Sibling(u) && a[dynamicprefix.AnnotationName] == "" {
+		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && a[dynamicprefix.AnnotationName] == "" {
 			out = append(out, w.parent(ctx, gvr, u, m.Name, "")) // no longer follows anything
 			continue
 		}
-		if calico.Sibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
+		if backends.CalicoSibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
 			continue
 		}
 		f := render.PoolFollow{DynamicPrefix: m.Name, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
@@ -71,7 +71,7 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 			out = append(out, write.Final(err))
 			continue
 		}
-		p := calico.Render(u, m.Name, entries)
+		p := backends.RenderCalico(u, m.Name, entries)
 		adopt(pools, u.GetName(), &p)
 		plans = append(plans, planned{u, p})
 		for _, s := range p.Siblings {
@@ -104,9 +104,9 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 // parent makes the annotated pool hold cidr, and our record say so
 // ("" removes the record and leaves the CIDR: a pool must have one).
 func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
-	self := write.Object{Resource: calico.Resource, Name: u.GetName()}
+	self := write.Object{Resource: backends.CalicoResource, Name: u.GetName()}
 	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-	record, _ := calico.Record(u)
+	record, _ := backends.CalicoRecord(u)
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
@@ -115,7 +115,7 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 		return write.Outcome{}
 	}
 	if w.Shadow(write.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
-		write.Change{Object: self.String(), Field: "metadata.annotations." + calico.RecordKey, From: record, To: cidr}) {
+		write.Change{Object: self.String(), Field: "metadata.annotations." + backends.CalicoRecordKey, From: record, To: cidr}) {
 		return write.Outcome{}
 	}
 	if err := w.Permit(self, u, dp); err != nil {
@@ -127,7 +127,7 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 		rec, patch["spec"] = cidr, map[string]any{"cidr": cidr}
 	}
 	patch["metadata"] = map[string]any{"resourceVersion": u.GetResourceVersion(),
-		"annotations": map[string]any{calico.RecordKey: rec, calico.LegacyRecordKey: nil}}
+		"annotations": map[string]any{backends.CalicoRecordKey: rec, backends.CalicoLegacyRecordKey: nil}}
 	body, err := json.Marshal(patch)
 	if err != nil {
 		return write.Final(err)
@@ -136,7 +136,7 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 		return write.Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
 	}
 	w.memo.Put(self, u.GetResourceVersion(), cidr)
-	write.Counted(calico.Resource)
+	write.Counted(backends.CalicoResource)
 	if cidr == "" {
 		w.Log.Info("IPPool " + u.GetName() + " released")
 		w.Events.Event(u, "PoolReleased", "record removed, spec.cidr left as it was (a pool must have one)")
@@ -148,8 +148,8 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 }
 
 // sibling creates the sibling s of parent, or updates it to s.
-func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s calico.Pool) write.Outcome {
-	self := write.Object{Resource: calico.Resource, Name: s.Name}
+func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) write.Outcome {
+	self := write.Object{Resource: backends.CalicoResource, Name: s.Name}
 	var live *unstructured.Unstructured
 	if o, ok, _ := pools.GetByKey(s.Name); ok {
 		live = o.(*unstructured.Unstructured)
@@ -158,7 +158,7 @@ func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.Grou
 		return write.Outcome{} // created; the cache has not shown it yet
 	}
 	if live != nil {
-		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || calico.Same(live, s) {
+		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || backends.SameCalico(live, s) {
 			w.Calm(self, dp)
 			return write.Outcome{}
 		}
@@ -186,7 +186,7 @@ func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.Grou
 			return write.Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
 		}
 		w.memo.Put(self, "", s.Name)
-		write.Counted(calico.Resource)
+		write.Counted(backends.CalicoResource)
 		w.Log.Info("IPPool "+s.Name+" created", "cidr", s.Spec["cidr"], "draining", true)
 		w.Events.Event(parent, "PoolCreated", fmt.Sprintf("IPPool %s holds draining %v, disabled", s.Name, s.Spec["cidr"]))
 		return write.Outcome{}
@@ -202,7 +202,7 @@ func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.Grou
 		return write.Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
 	}
 	w.memo.Put(self, live.GetResourceVersion(), s.Name)
-	write.Counted(calico.Resource)
+	write.Counted(backends.CalicoResource)
 	w.Log.Info("IPPool "+s.Name+" updated (follows "+parent.GetName()+")", "cidr", s.Spec["cidr"])
 	return write.Outcome{}
 }
@@ -212,10 +212,10 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 	var out write.Outcomes
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		if !calico.Sibling(u) || keep[u.GetName()] || siblingOf(pools, u) != dp {
+		if !backends.CalicoSibling(u) || keep[u.GetName()] || siblingOf(pools, u) != dp {
 			continue
 		}
-		self := write.Object{Resource: calico.Resource, Name: u.GetName()}
+		self := write.Object{Resource: backends.CalicoResource, Name: u.GetName()}
 		if _, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
 		}
@@ -229,7 +229,7 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 			continue
 		}
 		w.memo.Put(self, u.GetResourceVersion(), "")
-		write.Counted(calico.Resource)
+		write.Counted(backends.CalicoResource)
 		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", cidr)
 		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", cidr, dp))
@@ -246,7 +246,7 @@ func (w *Writer) Release(ctx context.Context, pools cache.Store, gvr schema.Grou
 	out := w.deleteSiblings(ctx, pools, gvr, dp, nil)
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		if _, ours := calico.Record(u); ours && !calico.Sibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
+		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
 			out = append(out, w.parent(ctx, gvr, u, dp, ""))
 		}
 	}
@@ -256,10 +256,10 @@ func (w *Writer) Release(ctx context.Context, pools cache.Store, gvr schema.Grou
 // siblingOf is the DynamicPrefix a sibling drains for: our label, or, on a
 // sibling the existing operator created, its parent pool's annotation.
 func siblingOf(pools cache.Store, u *unstructured.Unstructured) string {
-	if !calico.Adopted(u) {
+	if !backends.CalicoAdopted(u) {
 		return u.GetLabels()[dynamicprefix.AnnotationName]
 	}
-	o, ok, _ := pools.GetByKey(calico.Parent(u))
+	o, ok, _ := pools.GetByKey(backends.CalicoParent(u))
 	if !ok {
 		return ""
 	}
@@ -269,12 +269,12 @@ func siblingOf(pools cache.Store, u *unstructured.Unstructured) string {
 // adopt points p's siblings at the siblings the existing operator created for
 // the same parent and CIDR, so that a switch neither writes them nor creates
 // a second pool for one CIDR.
-func adopt(pools cache.Store, parent string, p *calico.Plan) {
+func adopt(pools cache.Store, parent string, p *backends.CalicoPlan) {
 	for i, s := range p.Siblings {
 		for _, o := range pools.List() {
 			u := o.(*unstructured.Unstructured)
 			cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-			if calico.Adopted(u) && calico.Parent(u) == parent && render.Canonical(cidr) == s.Spec["cidr"] {
+			if backends.CalicoAdopted(u) && backends.CalicoParent(u) == parent && render.Canonical(cidr) == s.Spec["cidr"] {
 				p.Siblings[i].Name = u.GetName()
 			}
 		}

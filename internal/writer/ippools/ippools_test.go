@@ -12,7 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/calico"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/write"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,7 +179,7 @@ var flap = [][]string{{a}, {b, a}, {a, b}, {b, a}, {c, b}, {d, c}}
 func holds(pooled []string) map[string]string {
 	want := map[string]string{"home-v6": pooled[0]}
 	for _, p := range pooled[1:] {
-		want[calico.SiblingName("home-v6", p)] = p
+		want[backends.CalicoSiblingName("home-v6", p)] = p
 	}
 	return want
 }

@@ -23,14 +23,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/backoff"
-	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/informer"
 )
 
 // Handler is told of changes to the objects of the kinds followed.
 type Handler interface {
-	PoolChanged(k *backend.Kind, u *unstructured.Unstructured)
+	PoolChanged(k *backends.Kind, u *unstructured.Unstructured)
 	AdvertisementChanged(u *unstructured.Unstructured)
 	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
 	// or stopped being.
@@ -119,10 +119,10 @@ func (f *Followed) All() []*informer.Watched {
 }
 
 // Pools returns the pool kinds followed now with their caches.
-func (f *Followed) Pools() []backend.Cached {
-	var out []backend.Cached
+func (f *Followed) Pools() []backends.Cached {
+	var out []backends.Cached
 	for _, p := range f.followed() {
-		out = append(out, backend.Cached{Kind: p.kind, Store: p.w.Store()})
+		out = append(out, backends.Cached{Kind: p.kind, Store: p.w.Store()})
 	}
 	return out
 }
@@ -149,7 +149,7 @@ func (f *Followed) store(o *optional) (cache.Store, schema.GroupVersionResource)
 
 // Served is what the API server serves of the kinds the writer writes.
 type Served struct {
-	Pools  []*backend.Kind
+	Pools  []*backends.Kind
 	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
 	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
 }
@@ -159,7 +159,7 @@ type Discover func() (Served, error)
 
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {
-	kind *backend.Kind
+	kind *backends.Kind
 	w    *informer.Watched
 }
 
@@ -181,7 +181,7 @@ func (f *Followed) Kinds() []string {
 	return out
 }
 
-func (f *Followed) newPooled(k *backend.Kind) *pooled {
+func (f *Followed) newPooled(k *backends.Kind) *pooled {
 	w := informer.NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
 		inf := informer.Dynamic(f.dyn, k.GVR, k.Scope())
 		changed := func(o any) {
@@ -279,7 +279,7 @@ func (f *Followed) updateKinds(ctx context.Context) (bool, error) {
 	current := f.followed()
 	changed := false
 	for _, p := range current {
-		if !slices.ContainsFunc(served, func(k *backend.Kind) bool { return k.GVR == p.kind.GVR }) {
+		if !slices.ContainsFunc(served, func(k *backends.Kind) bool { return k.GVR == p.kind.GVR }) {
 			p.w.Halt()
 			f.mu.Lock()
 			f.pools = slices.DeleteFunc(f.pools, func(q *pooled) bool { return q == p })
@@ -392,7 +392,7 @@ func (f *Followed) watchBGP(gvr schema.GroupVersionResource) *informer.Watched {
 	return informer.NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
 		inf := informer.Dynamic(f.dyn, gvr, informer.Scope{})
 		changed := func(o any) {
-			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[cilium.LabelManagedBy] == cilium.ManagedBy {
+			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy {
 				f.h.AdvertisementChanged(u)
 			}
 		}

@@ -9,12 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-
-	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/backends"
 )
 
 func TestAPoolKindIsDroppedOnlyWhenDiscoveryAnswersWithoutIt(t *testing.T) {
-	kind := &backend.Kind{Name: "IPAddressPool", GVR: schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}}
+	kind := &backends.Kind{Name: "IPAddressPool", GVR: schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}}
 	var answer error = errors.New("the server is currently unable to handle the request")
 	c := &Followed{log: slog.New(slog.NewTextHandler(io.Discard, nil)), dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
 		discover: func() (Served, error) { return Served{}, answer }}

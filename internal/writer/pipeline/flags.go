@@ -7,9 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"github.com/renumber/renumber/internal/writer/backends"
 
-	"github.com/renumber/renumber/internal/writer/cilium"
-	"github.com/renumber/renumber/internal/writer/kubevip"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -24,18 +23,18 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(render.DefaultTargetKeys, ",")+")",
 		func(v string) error { r.TargetKeys = render.Split(v); return nil })
 	fs.StringVar(&o.L2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
-	fs.StringVar(&o.CiliumNamespace, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+cilium.DaemonSetSelector+"), read with --l2-nudge=auto")
-	fs.StringVar(&o.KubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+kubevip.DefaultConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
+	fs.StringVar(&o.CiliumNamespace, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+backends.DaemonSetSelector+"), read with --l2-nudge=auto")
+	fs.StringVar(&o.KubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+backends.DefaultKubeVIPConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
 }
 
 // Validate checks the flags Flags registered.
 func (o Options) Validate() error {
 	err := errors.Join(o.Reconcile.Budget.Validate(), render.CheckTargetKeys(o.Reconcile.TargetKeys))
 	if o.KubeVIP != "" {
-		err = errors.Join(err, kubevip.CheckConfigMap(o.KubeVIP))
+		err = errors.Join(err, backends.CheckKubeVIPConfigMap(o.KubeVIP))
 	}
-	if !slices.Contains(cilium.L2NudgeModes, o.L2Nudge) {
-		err = errors.Join(err, fmt.Errorf("--l2-nudge %q: want one of %s", o.L2Nudge, strings.Join(cilium.L2NudgeModes, ", ")))
+	if !slices.Contains(backends.L2NudgeModes, o.L2Nudge) {
+		err = errors.Join(err, fmt.Errorf("--l2-nudge %q: want one of %s", o.L2Nudge, strings.Join(backends.L2NudgeModes, ", ")))
 	}
 	return err
 }

@@ -16,12 +16,11 @@ import (
 
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/calico"
-	"github.com/renumber/renumber/internal/writer/cilium"
+
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/kinds"
 	"github.com/renumber/renumber/internal/writer/kube"
-	"github.com/renumber/renumber/internal/writer/kubevip"
-	"github.com/renumber/renumber/internal/writer/metallb"
+
 	"github.com/renumber/renumber/internal/writer/write"
 
 	"github.com/renumber/renumber/internal/writer/decide"
@@ -59,13 +58,13 @@ type Pipeline struct {
 // (its client is dropped for a shadow).
 func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
 	discover := func() (kinds.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
-		c, bgp, err1 := cilium.Discover(cl.Discovery)
-		m, err2 := metallb.Kinds(cl.Discovery)
+		c, bgp, err1 := backends.DiscoverCilium(cl.Discovery)
+		m, err2 := backends.MetalLBKinds(cl.Discovery)
 		pools := append(c, m...)
 		if o.KubeVIP != "" {
-			pools = append(pools, kubevip.Kind(o.KubeVIP))
+			pools = append(pools, backends.KubeVIPKind(o.KubeVIP))
 		}
-		ippools, err3 := calico.Discover(cl.Discovery)
+		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
 		return kinds.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
 	}
 	p := &Pipeline{}
@@ -80,7 +79,7 @@ func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicke
 		cfg.CiliumNamespace = o.CiliumNamespace
 	}
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
-	o.Reconcile.L2Nudge = (&cilium.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
+	o.Reconcile.L2Nudge = (&backends.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
 	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
 	p.Controller = reconcile.New(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 	return p

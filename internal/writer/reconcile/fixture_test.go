@@ -26,8 +26,8 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
-	"github.com/renumber/renumber/internal/writer/cilium"
+	"github.com/renumber/renumber/internal/writer/backends"
+
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -44,7 +44,7 @@ const (
 )
 
 var (
-	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: cilium.PoolResource}
+	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: backends.PoolResource}
 	bgpGVR  = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
 )
 
@@ -54,7 +54,7 @@ type fixture struct {
 	svcs   cache.Store
 	pools  cache.Store
 	bgp    cache.Store // CiliumBGPAdvertisements; nil: not served
-	kind   *backend.Kind
+	kind   *backends.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
 	meta   *metadatafake.FakeMetadataClient
@@ -70,8 +70,8 @@ type fixture struct {
 
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
 func (f *fixture) Services() cache.Store        { return f.svcs }
-func (f *fixture) Pools() []backend.Cached {
-	return []backend.Cached{{Kind: f.kind, Store: f.pools}}
+func (f *fixture) Pools() []backends.Cached {
+	return []backends.Cached{{Kind: f.kind, Store: f.pools}}
 }
 func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
 	return f.bgp, bgpGVR
@@ -96,7 +96,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 	if gv != "cilium.io/v2" {
 		return &metav1.APIResourceList{}, nil
 	}
-	return &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: cilium.PoolResource}}}, nil
+	return &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: backends.PoolResource}}}, nil
 }
 
 // newFixture is one DynamicPrefix "home" (HA mode, address range "lb"), a
@@ -104,7 +104,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
 func newFixture(t *testing.T, limits write.Limits) *fixture {
-	kinds, _, err := cilium.Discover(discovery{})
+	kinds, _, err := backends.DiscoverCilium(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
 	}
@@ -606,7 +606,7 @@ func TestAReleasedPoolLosesOnlyItsManagedEntries(t *testing.T) {
 	f := converged(t, generous)
 	f.edit(poolGVR, "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null,"dynamic-prefix.io/address-range":null}}}`)
 	key := f.poolEvent() // the handler turns the pool's change into a release key
-	if want := (Key{Action: ReleasePool, Resource: cilium.PoolResource, Name: "lb"}); key != want {
+	if want := (Key{Action: ReleasePool, Resource: backends.PoolResource, Name: "lb"}); key != want {
 		t.Fatalf("queued %+v, want %+v", key, want)
 	}
 	if got, want := f.sync(key), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
@@ -740,7 +740,7 @@ func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
 	adv := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
 		"metadata": map[string]any{"name": "home-public", "resourceVersion": "7", "labels": map[string]any{
-			cilium.LabelManagedBy: cilium.ManagedBy, dynamicprefix.AnnotationName: "home"}},
+			backends.CiliumLabelManagedBy: backends.CiliumManagedBy, dynamicprefix.AnnotationName: "home"}},
 	}}
 	if _, err := f.dyn.Resource(bgpGVR).Create(t.Context(), adv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

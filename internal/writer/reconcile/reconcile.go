@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/apply"
-	"github.com/renumber/renumber/internal/writer/backend"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/ippools"
@@ -35,7 +35,7 @@ import (
 type Caches interface {
 	DynamicPrefixes() cache.Store
 	Services() cache.Store // slim Services (render.Slim)
-	Pools() []backend.Cached
+	Pools() []backends.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
 	// CalicoPools is the Calico IPPool cache, nil when not served.
@@ -169,7 +169,7 @@ func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
 
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
 // release when it follows none but carries our record.
-func (c *Controller) PoolChanged(k *backend.Kind, u *unstructured.Unstructured) {
+func (c *Controller) PoolChanged(k *backends.Kind, u *unstructured.Unstructured) {
 	obj, ours, err := k.Decode(u)
 	switch {
 	case !ours:

@@ -9,7 +9,7 @@
 // first write to each object under a new decision is that change reaching the
 // object: it passes free of the object and total buckets. Any further write to
 // the same object under the same decision (a fight, a bug, a retry) takes
-// from the buckets as before. NewBudget decisions are themselves budgeted per
+// from the buckets as before. New decisions are themselves budgeted per
 // DynamicPrefix (DecisionBurst, then DecisionsPerMinute): a decision over that
 // budget writes from the buckets only. So the worst case, per minute and
 // DynamicPrefix, is (DecisionBurst in the first minute, then
@@ -37,7 +37,7 @@ type Limits struct {
 	ObjectPerMinute float64 // sustained writes per object
 	TotalBurst      int
 	TotalPerMinute  float64
-	// NewBudget decisions per DynamicPrefix whose first write to each object is
+	// New decisions per DynamicPrefix whose first write to each object is
 	// free (0: none is).
 	DecisionBurst      int
 	DecisionsPerMinute float64

@@ -3,4 +3,4 @@
 // renders CiliumBGPAdvertisements. It speaks cilium.io/v2, or v2alpha1 on
 // clusters that serve only that (Cilium <= 1.17), through the dynamic client with
 // Cilium's own types for (de)serialisation.
-package cilium
+package backends

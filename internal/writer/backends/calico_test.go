@@ -1,4 +1,4 @@
-package calico
+package backends
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func parent() *unstructured.Unstructured {
 // The current entry goes into the annotated pool; each draining one into a
 // disabled copy of its settings, named by its CIDR.
 func TestRender(t *testing.T) {
-	p := Render(parent(), "home", []string{"2001:db8:2:200::/64", "2001:db8:1:100::/64"})
+	p := RenderCalico(parent(), "home", []string{"2001:db8:2:200::/64", "2001:db8:1:100::/64"})
 	if p.CIDR != "2001:db8:2:200::/64" || len(p.Siblings) != 1 {
 		t.Fatalf("plan %+v", p)
 	}
@@ -27,21 +27,21 @@ func TestRender(t *testing.T) {
 		s.Spec["blockSize"] != int64(122) || s.Spec["nodeSelector"] != "all()" {
 		t.Errorf("sibling %+v", s)
 	}
-	if s.Labels[LabelSiblingOf] != "home-v6" || s.Labels["dynamic-prefix.io/name"] != "home" || s.Labels[LabelManagedBy] != ManagedBy {
+	if s.Labels[LabelSiblingOf] != "home-v6" || s.Labels["dynamic-prefix.io/name"] != "home" || s.Labels[CalicoLabelManagedBy] != CalicoManagedBy {
 		t.Errorf("labels %v", s.Labels)
 	}
 	// The same CIDR coming back finds the same name: never a second pool.
-	if again := Render(parent(), "home", []string{"2001:db8:3:300::/64", "2001:db8:1:100::/64"}); again.Siblings[0].Name != s.Name {
+	if again := RenderCalico(parent(), "home", []string{"2001:db8:3:300::/64", "2001:db8:1:100::/64"}); again.Siblings[0].Name != s.Name {
 		t.Errorf("names differ: %s, %s", again.Siblings[0].Name, s.Name)
 	}
 	live := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"cidr": "2001:db8:1:100::/64", "disabled": true, "natOutgoing": false, "blockSize": float64(122),
 		"nodeSelector": "all()", "vxlanMode": "Never"}}}
 	live.SetLabels(s.Labels)
-	if !Same(live, s) {
+	if !SameCalico(live, s) {
 		t.Error("a sibling as rendered is not Same")
 	}
-	if Render(parent(), "home", nil).CIDR != "" {
+	if RenderCalico(parent(), "home", nil).CIDR != "" {
 		t.Error("no entries, yet a CIDR")
 	}
 }

@@ -1,7 +1,7 @@
-// Package metallb describes MetalLB's IPAddressPool as a backend.Kind. MetalLB's Go
+// Package metallb describes MetalLB's IPAddressPool as a Kind. MetalLB's Go
 // module is not imported (it would pull in its controllers): spec.addresses is a
 // list of strings, each "start-end" or a CIDR, read and written as such.
-package metallb
+package backends
 
 import (
 	"fmt"
@@ -10,30 +10,29 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/backend"
 )
 
-// Resource is the IPAddressPool resource.
-const Resource = "ipaddresspools"
+// MetalLBResource is the IPAddressPool resource.
+const MetalLBResource = "ipaddresspools"
 
-// Kinds returns the IPAddressPool kind if the API server serves it.
-func Kinds(disc backend.Discovery) ([]*backend.Kind, error) {
-	served, err := backend.Served(disc, "metallb.io", "v1beta1")
+// MetalLBKinds returns the IPAddressPool kind if the API server serves it.
+func MetalLBKinds(disc Discovery) ([]*Kind, error) {
+	served, err := Served(disc, "metallb.io", "v1beta1")
 	if err != nil {
 		return nil, err
 	}
-	v, ok := served[Resource]
+	v, ok := served[MetalLBResource]
 	if !ok {
 		return nil, nil
 	}
-	return []*backend.Kind{{
-		Name: "IPAddressPool", Resource: Resource, Namespaced: true,
-		GVR:       schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: Resource},
+	return []*Kind{{
+		Name: "IPAddressPool", Resource: MetalLBResource, Namespaced: true,
+		GVR:       schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: MetalLBResource},
 		RecordKey: dynamicprefix.AnnotationManagedAddresses,
-		Entries:   func(u *unstructured.Unstructured, _ string) ([]string, error) { return entries(u) },
-		Spec: func(_ string, entries []string) (map[string]any, error) {
-			out := make([]any, len(entries))
-			for i, e := range entries {
+		Entries:   func(u *unstructured.Unstructured, _ string) ([]string, error) { return metallbEntries(u) },
+		Spec: func(_ string, metallbEntries []string) (map[string]any, error) {
+			out := make([]any, len(metallbEntries))
+			for i, e := range metallbEntries {
 				out[i] = e
 			}
 			return map[string]any{"addresses": out}, nil
@@ -41,9 +40,9 @@ func Kinds(disc backend.Discovery) ([]*backend.Kind, error) {
 	}}, nil
 }
 
-// entries reads spec.addresses verbatim (user entries are written back as the
+// metallbEntries reads spec.addresses verbatim (user entries are written back as the
 // user wrote them; comparisons use pool.Canonical, which ignores spaces).
-func entries(u *unstructured.Unstructured) ([]string, error) {
+func metallbEntries(u *unstructured.Unstructured) ([]string, error) {
 	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "addresses")
 	if err != nil || !found {
 		return nil, err

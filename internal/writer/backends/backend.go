@@ -2,7 +2,7 @@
 // entries live, how they are read and written, and which annotation records the
 // entries we own. Cilium's pools and CIDR groups, MetalLB's IPAddressPools and
 // kube-vip's pool ConfigMap are Kinds; the reconciler handles them alike.
-package backend
+package backends
 
 import (
 	"context"

@@ -7,7 +7,7 @@
 // CIDR, so a prefix coming back (A->B->A) finds its old sibling by name and
 // never gets a second pool for the same CIDR. Writes go to the
 // crd.projectcalico.org/v1 resource every Calico install serves.
-package calico
+package backends
 
 import (
 	"net/netip"
@@ -18,98 +18,97 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/backend"
 )
 
 const (
-	// Resource is the IPPool resource.
-	Resource = "ippools"
+	// CalicoResource is the IPPool resource.
+	CalicoResource = "ippools"
 	// LabelSiblingOf names, on a sibling, the annotated pool it copies.
 	LabelSiblingOf = "dynamic-prefix.io/sibling-of"
-	// LabelManagedBy marks the siblings we own.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "renumber"
-	// RecordKey records, on the annotated pool, the CIDR we wrote (the
+	// CalicoLabelManagedBy marks the siblings we own.
+	CalicoLabelManagedBy = "app.kubernetes.io/managed-by"
+	CalicoManagedBy      = "renumber"
+	// CalicoRecordKey records, on the annotated pool, the CIDR we wrote (the
 	// existing operator's record).
-	RecordKey = "dynamic-prefix.io/managed-cidr"
-	// LegacyRecordKey is where renumber recorded it before: read when
-	// RecordKey is absent, removed by the next write.
-	LegacyRecordKey = dynamicprefix.AnnotationManagedBlock
+	CalicoRecordKey = "dynamic-prefix.io/managed-cidr"
+	// CalicoLegacyRecordKey is where renumber recorded it before: read when
+	// CalicoRecordKey is absent, removed by the next write.
+	CalicoLegacyRecordKey = dynamicprefix.AnnotationManagedBlock
 	// LabelParentPool names, on a sibling the existing operator created, the
 	// annotated pool it belongs to. Such siblings are adopted: kept while
 	// their CIDR drains, deleted after.
 	LabelParentPool = "dynamic-prefix.io/parent-pool"
 )
 
-// Record returns the CIDR recorded on an annotated pool and whether there is
-// a record (under RecordKey, else LegacyRecordKey).
-func Record(u *unstructured.Unstructured) (string, bool) {
+// CalicoRecord returns the CIDR recorded on an annotated pool and whether there is
+// a record (under CalicoRecordKey, else CalicoLegacyRecordKey).
+func CalicoRecord(u *unstructured.Unstructured) (string, bool) {
 	a := u.GetAnnotations()
-	if v, ok := a[RecordKey]; ok {
+	if v, ok := a[CalicoRecordKey]; ok {
 		return v, true
 	}
-	v, ok := a[LegacyRecordKey]
+	v, ok := a[CalicoLegacyRecordKey]
 	return v, ok
 }
 
-// Parent is the annotated pool a sibling belongs to ("" when u is none).
-func Parent(u *unstructured.Unstructured) string {
-	if l := u.GetLabels(); l[LabelManagedBy] == ManagedBy && l[LabelSiblingOf] != "" {
+// CalicoParent is the annotated pool a sibling belongs to ("" when u is none).
+func CalicoParent(u *unstructured.Unstructured) string {
+	if l := u.GetLabels(); l[CalicoLabelManagedBy] == CalicoManagedBy && l[LabelSiblingOf] != "" {
 		return l[LabelSiblingOf]
 	}
 	return u.GetLabels()[LabelParentPool]
 }
 
-// Discover returns the IPPool resource, empty when not served.
-func Discover(disc backend.Discovery) (schema.GroupVersionResource, error) {
-	served, err := backend.Served(disc, "crd.projectcalico.org", "v1")
-	if err != nil || served[Resource] == "" {
+// DiscoverCalico returns the IPPool resource, empty when not served.
+func DiscoverCalico(disc Discovery) (schema.GroupVersionResource, error) {
+	served, err := Served(disc, "crd.projectcalico.org", "v1")
+	if err != nil || served[CalicoResource] == "" {
 		return schema.GroupVersionResource{}, err
 	}
-	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[Resource], Resource: Resource}, nil
+	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[CalicoResource], Resource: CalicoResource}, nil
 }
 
-// Sibling is a pool we own: one we created, or one the existing operator
+// CalicoSibling is a pool we own: one we created, or one the existing operator
 // created.
-func Sibling(u *unstructured.Unstructured) bool { return Parent(u) != "" }
+func CalicoSibling(u *unstructured.Unstructured) bool { return CalicoParent(u) != "" }
 
-// Adopted is a sibling the existing operator created.
-func Adopted(u *unstructured.Unstructured) bool {
-	return Sibling(u) && u.GetLabels()[LabelManagedBy] != ManagedBy
+// CalicoAdopted is a sibling the existing operator created.
+func CalicoAdopted(u *unstructured.Unstructured) bool {
+	return CalicoSibling(u) && u.GetLabels()[CalicoLabelManagedBy] != CalicoManagedBy
 }
 
-// Plan is what one annotated pool and its siblings should hold.
-type Plan struct {
+// CalicoPlan is what one annotated pool and its siblings should hold.
+type CalicoPlan struct {
 	// CIDR is the annotated pool's spec.cidr: the current prefix's entry.
 	CIDR string
 	// Siblings are the pools of the entries still draining.
-	Siblings []Pool
+	Siblings []CalicoPool
 }
 
-// Pool is a sibling as it should be.
-type Pool struct {
+// CalicoPool is a sibling as it should be.
+type CalicoPool struct {
 	Name   string
 	Labels map[string]string
 	Spec   map[string]any
 }
 
-// Render plans the annotated pool parent of the DynamicPrefix dp for entries
+// RenderCalico plans the annotated pool parent of the DynamicPrefix dp for entries
 // (CIDRs, current first).
-func Render(parent *unstructured.Unstructured, dp string, entries []string) Plan {
+func RenderCalico(parent *unstructured.Unstructured, dp string, entries []string) CalicoPlan {
 	if len(entries) == 0 {
-		return Plan{}
+		return CalicoPlan{}
 	}
 	settings, _, _ := unstructured.NestedMap(parent.Object, "spec")
-	plan := Plan{CIDR: entries[0]}
+	plan := CalicoPlan{CIDR: entries[0]}
 	for _, e := range entries[1:] {
 		spec := map[string]any{}
 		for k, v := range settings {
 			spec[k] = v
 		}
 		spec["cidr"], spec["disabled"] = e, true
-		plan.Siblings = append(plan.Siblings, Pool{
-			Name: SiblingName(parent.GetName(), e),
-			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelSiblingOf: parent.GetName(),
+		plan.Siblings = append(plan.Siblings, CalicoPool{
+			Name: CalicoSiblingName(parent.GetName(), e),
+			Labels: map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.GetName(),
 				dynamicprefix.AnnotationName: dp},
 			Spec: spec,
 		})
@@ -126,9 +125,9 @@ func canonical(cidr string) string {
 
 var notName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// SiblingName is the name of parent's sibling for cidr: the same for the same
+// CalicoSiblingName is the name of parent's sibling for cidr: the same for the same
 // CIDR, whenever it comes back.
-func SiblingName(parent, cidr string) string {
+func CalicoSiblingName(parent, cidr string) string {
 	n := parent + "-" + strings.Trim(notName.ReplaceAllString(strings.ToLower(cidr), "-"), "-")
 	if len(n) > 253 {
 		n = strings.TrimRight(n[:253], "-")
@@ -136,11 +135,11 @@ func SiblingName(parent, cidr string) string {
 	return n
 }
 
-// Same reports whether the live sibling already is p. A sibling the existing
+// SameCalico reports whether the live sibling already is p. A sibling the existing
 // operator created is when it holds p's CIDR: its other settings are as that
 // operator chose them, and rewriting them is no reason for a write.
-func Same(live *unstructured.Unstructured, p Pool) bool {
-	if Adopted(live) {
+func SameCalico(live *unstructured.Unstructured, p CalicoPool) bool {
+	if CalicoAdopted(live) {
 		cidr, _, _ := unstructured.NestedString(live.Object, "spec", "cidr")
 		return p.Spec["cidr"] == canonical(cidr)
 	}
@@ -150,5 +149,5 @@ func Same(live *unstructured.Unstructured, p Pool) bool {
 		}
 	}
 	spec, _, _ := unstructured.NestedMap(live.Object, "spec")
-	return backend.SameJSON(spec, p.Spec)
+	return SameJSON(spec, p.Spec)
 }

@@ -1,4 +1,4 @@
-package cilium
+package backends
 
 import (
 	"fmt"
@@ -57,7 +57,7 @@ func splitImage(img string) (repo, tag string) {
 }
 
 // L2Nudge decides whether HA Services get the L2 announcer nudge
-// (service.ServiceOptions.L2Nudge) and logs each change of mind once.
+// (render.ServiceOptions.L2Nudge) and logs each change of mind once.
 type L2Nudge struct {
 	// Mode is "auto" (from Images), "always" or "never".
 	Mode string

@@ -1,4 +1,4 @@
-package metallb
+package backends
 
 import (
 	"slices"
@@ -11,15 +11,15 @@ func TestEntriesAreReadVerbatimAndGarbageIsAnError(t *testing.T) {
 	pool := func(addresses any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"addresses": addresses}}}
 	}
-	got, err := entries(pool([]any{"192.0.2.1 - 192.0.2.9", "2001:db8::/64"}))
+	got, err := metallbEntries(pool([]any{"192.0.2.1 - 192.0.2.9", "2001:db8::/64"}))
 	if err != nil || !slices.Equal(got, []string{"192.0.2.1 - 192.0.2.9", "2001:db8::/64"}) {
-		t.Errorf("entries = %q, %v", got, err)
+		t.Errorf("metallbEntries = %q, %v", got, err)
 	}
-	if got, err := entries(&unstructured.Unstructured{Object: map[string]any{}}); err != nil || got != nil {
+	if got, err := metallbEntries(&unstructured.Unstructured{Object: map[string]any{}}); err != nil || got != nil {
 		t.Errorf("no spec: %q, %v; want nothing and no error", got, err)
 	}
 	for _, bad := range []any{"192.0.2.0/24", []any{42}, map[string]any{}} {
-		if _, err := entries(pool(bad)); err == nil {
+		if _, err := metallbEntries(pool(bad)); err == nil {
 			t.Errorf("addresses %#v: no error", bad)
 		}
 	}

@@ -1,4 +1,4 @@
-package cilium
+package backends
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package cilium
+package backends
 
 import (
 	"context"
@@ -17,20 +17,19 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backend"
 )
 
 // Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what
 // Cilium's documented CiliumBGPPeerConfig examples select.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "renumber"
-	LabelSubnet    = "dynamic-prefix.io/subnet"
+	CiliumLabelManagedBy = "app.kubernetes.io/managed-by"
+	CiliumManagedBy      = "renumber"
+	LabelSubnet          = "dynamic-prefix.io/subnet"
 )
 
 // bgpResource is the CiliumBGPAdvertisement resource, empty if not served (v2
 // only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
-// served is what backend.Served returned for cilium.io, v2 winning over v2alpha1.
+// served is what Served returned for cilium.io, v2 winning over v2alpha1.
 func bgpResource(served map[string]string) schema.GroupVersionResource {
 	if served["ciliumbgpadvertisements"] != "v2" {
 		return schema.GroupVersionResource{}
@@ -79,14 +78,14 @@ func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (
 		adv.Attributes = &ciliumv2.BGPAttributes{Communities: &ciliumv2.BGPCommunities{
 			Standard: []ciliumv2.BGPStandardCommunity{ciliumv2.BGPStandardCommunity(s.Community)}}}
 	}
-	spec, err := backend.ToMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
+	spec, err := ToMap(ciliumv2.CiliumBGPAdvertisementSpec{Advertisements: []ciliumv2.BGPAdvertisement{adv}})
 	if err != nil {
 		return Advertisement{}, err
 	}
 	return Advertisement{
 		Name: AdvertisementName(dp, s.Name),
 		Labels: map[string]string{
-			"advertise": "bgp", LabelManagedBy: ManagedBy,
+			"advertise": "bgp", CiliumLabelManagedBy: CiliumManagedBy,
 			dynamicprefix.AnnotationName: dp, LabelSubnet: s.Name,
 		},
 		Spec: spec,
@@ -98,16 +97,16 @@ func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (
 // dynamicprefix.OperatorManagedBy, with the DynamicPrefix and the subnet.
 func OperatorAdvertisementName(dp, subnet string) string { return "dp-" + dp + "-" + subnet }
 
-// Adopted reports whether live is the advertisement the existing operator
+// CiliumAdopted reports whether live is the advertisement the existing operator
 // created for dp's subnet.
-func Adopted(live *unstructured.Unstructured, dp, subnet string) bool {
+func CiliumAdopted(live *unstructured.Unstructured, dp, subnet string) bool {
 	l := live.GetLabels()
-	return live.GetName() == OperatorAdvertisementName(dp, subnet) && l[LabelManagedBy] == dynamicprefix.OperatorManagedBy &&
+	return live.GetName() == OperatorAdvertisementName(dp, subnet) && l[CiliumLabelManagedBy] == dynamicprefix.OperatorManagedBy &&
 		l[dynamicprefix.AnnotationName] == dp && l[LabelSubnet] == subnet
 }
 
 // Adopt makes a the advertisement live, which the existing operator created
-// (Adopted): its name, and its labels as they are (the user's
+// (CiliumAdopted): its name, and its labels as they are (the user's
 // CiliumBGPPeerConfig may select them), so that only the spec is ours.
 func Adopt(a Advertisement, live *unstructured.Unstructured) Advertisement {
 	a.Name, a.Labels = live.GetName(), live.GetLabels()
@@ -123,7 +122,7 @@ func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
 			return false
 		}
 	}
-	return backend.SameJSON(spec, a.Spec)
+	return SameJSON(spec, a.Spec)
 }
 
 // ApplyAdvertisement creates a, or merge-patches its spec and labels, owned by

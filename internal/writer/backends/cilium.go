@@ -1,4 +1,4 @@
-package cilium
+package backends
 
 import (
 	"strings"
@@ -10,20 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/backend"
+
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
-// Discover returns the Cilium pool kinds the API server serves, preferring
+// DiscoverCilium returns the Cilium pool kinds the API server serves, preferring
 // cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
 // from one discovery request per version.
-func Discover(disc backend.Discovery) ([]*backend.Kind, schema.GroupVersionResource, error) {
-	served, err := backend.Served(disc, "cilium.io", "v2alpha1", "v2")
+func DiscoverCilium(disc Discovery) ([]*Kind, schema.GroupVersionResource, error) {
+	served, err := Served(disc, "cilium.io", "v2alpha1", "v2")
 	if err != nil {
 		return nil, schema.GroupVersionResource{}, err
 	}
-	var out []*backend.Kind
-	for _, k := range []*backend.Kind{poolKind(), groupKind()} {
+	var out []*Kind
+	for _, k := range []*Kind{poolKind(), groupKind()} {
 		if v, ok := served[k.Resource]; ok {
 			k.GVR = schema.GroupVersionResource{Group: "cilium.io", Version: v, Resource: k.Resource}
 			out = append(out, k)
@@ -35,8 +35,8 @@ func Discover(disc backend.Discovery) ([]*backend.Kind, schema.GroupVersionResou
 // PoolResource is the CiliumLoadBalancerIPPool resource.
 const PoolResource = "ciliumloadbalancerippools"
 
-func poolKind() *backend.Kind {
-	return &backend.Kind{
+func poolKind() *Kind {
+	return &Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
 		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: render.BlockKeys,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
@@ -63,13 +63,13 @@ func poolKind() *backend.Kind {
 					blocks = append(blocks, ciliumv2.CiliumLoadBalancerIPPoolIPBlock{Cidr: ciliumv2.IPv4orIPv6CIDR(e)})
 				}
 			}
-			return backend.ToMap(map[string]any{"blocks": blocks})
+			return ToMap(map[string]any{"blocks": blocks})
 		},
 	}
 }
 
-func groupKind() *backend.Kind {
-	return &backend.Kind{
+func groupKind() *Kind {
+	return &Kind{
 		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
 		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
@@ -88,7 +88,7 @@ func groupKind() *backend.Kind {
 			for _, e := range entries {
 				cidrs = append(cidrs, policyapi.CIDR(e))
 			}
-			return backend.ToMap(map[string]any{"externalCIDRs": cidrs})
+			return ToMap(map[string]any{"externalCIDRs": cidrs})
 		},
 	}
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/staleness"
+	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -113,7 +113,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return nil // shutting down before the caches synced
 	}
 	if o.staleness > 0 {
-		go (&staleness.Checker{Lister: cl.Metadata, Caches: c.All, Clock: clk, Log: log}).Run(ctx, o.staleness)
+		go (&caches.Checker{Lister: cl.Metadata, Caches: c.All, Clock: clk, Log: log}).Run(ctx, o.staleness)
 	}
 	if dryRun {
 		log.Info("writer started in dry-run mode: planning, never writing", "identity", o.election.Identity, "kinds", c.Kinds())

@@ -11,7 +11,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +35,8 @@ func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model
 			if err != nil {
 				// The pool's entries cannot be read: the user's to fix. It is
 				// never written (its user entries could not be kept).
-				err = fmt.Errorf("%s %q: %w", p.Kind.Name, informer.Key(u.GetNamespace(), u.GetName()), err)
-				w.Events.Announce("pool/"+p.Kind.Resource+"/"+informer.Key(u.GetNamespace(), u.GetName()), u, true, "InvalidPool", err.Error())
+				err = fmt.Errorf("%s %q: %w", p.Kind.Name, api.Key(u.GetNamespace(), u.GetName()), err)
+				w.Events.Announce("pool/"+p.Kind.Resource+"/"+api.Key(u.GetNamespace(), u.GetName()), u, true, "InvalidPool", err.Error())
 				out = append(out, write.Final(err))
 				continue
 			}
@@ -162,7 +161,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 			if u.GetAnnotations()[dynamicprefix.AnnotationName] != dp {
 				continue
 			}
-			r, again := w.ReleasePool(ctx, p, informer.Key(u.GetNamespace(), u.GetName()), dp)
+			r, again := w.ReleasePool(ctx, p, api.Key(u.GetNamespace(), u.GetName()), dp)
 			out, wait = append(out, r), max(wait, again)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +75,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 // or a DynamicPrefix that was deleted or went back to transition mode simple.
 // The user's entries stay.
 func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) write.Outcome {
-	o, exists, err := services.GetByKey(informer.Key(ns, name))
+	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
 		return write.Transient(err)
 	}

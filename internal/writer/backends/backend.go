@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/render"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,12 +54,22 @@ type Kind struct {
 }
 
 // Scope narrows the kind's informer to Only.
-func (k *Kind) Scope() informer.Scope {
+func (k *Kind) Scope() Scope {
 	if k.Only == "" {
-		return informer.Scope{}
+		return Scope{}
 	}
 	ns, name, _ := strings.Cut(k.Only, "/")
-	return informer.Scope{Namespace: ns, Fields: "metadata.name=" + name}
+	return Scope{Namespace: ns, Fields: "metadata.name=" + name}
+}
+
+// Scope narrows a list and a watch to one namespace and to label and field
+// selectors ("": no narrowing).
+type Scope struct{ Namespace, Labels, Fields string }
+
+// Options narrows o to the scope.
+func (s Scope) Options(o metav1.ListOptions) metav1.ListOptions {
+	o.LabelSelector, o.FieldSelector = s.Labels, s.Fields
+	return o
 }
 
 // Cached is one pool kind and the cache of its objects.

@@ -23,7 +23,7 @@ func TestTheAnnotatedKeyIsThePool(t *testing.T) {
 	k := KubeVIPKind(DefaultKubeVIPConfigMap)
 	data := map[string]any{"cidr-global": "192.0.2.0/28, 2001:db8:9::/120", "range-default": "192.0.2.100-192.0.2.110"}
 	for key, want := range map[string]struct {
-		form           render.Form
+		form    render.Form
 		entries []string
 	}{
 		"cidr-global":   {render.CIDRs, []string{"192.0.2.0/28", "2001:db8:9::/120"}},

@@ -35,8 +35,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/informer"
-	"github.com/renumber/renumber/internal/writer/kinds"
+
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -51,7 +50,7 @@ type Handler interface {
 	// ingress changed (or it came).
 	ServiceChanged(s *corev1.Service)
 	// Pools, advertisements, Calico IPPools and their kinds (package kinds).
-	kinds.Handler
+	KindsHandler
 	// CiliumChanged: the Cilium DaemonSet's images changed.
 	CiliumChanged()
 }
@@ -88,9 +87,9 @@ type Caches struct {
 	log   *slog.Logger
 	h     Handler
 
-	nodes, dps, services *informer.Watched
-	cilium               *informer.Watched // nil without CiliumNamespace
-	kinds                *kinds.Followed
+	nodes, dps, services *Watched
+	cilium               *Watched // nil without CiliumNamespace
+	kinds                *Followed
 }
 
 // Typed reads, in protobuf: Services, the Cilium DaemonSet, and Nodes when
@@ -103,7 +102,7 @@ type Typed interface {
 
 // New builds the informers and asks discovery once (a failure is retried in
 // the background). Nothing runs before Run.
-func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover kinds.Discover, clk clock.Clock, log *slog.Logger) *Caches {
+func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
 	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, clock: clk, log: log}
 	c.nodes = c.watchNodes()
 	c.dps = c.watchDynamicPrefixes()
@@ -111,7 +110,7 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 	if cfg.CiliumNamespace != "" {
 		c.cilium = c.watchCilium()
 	}
-	c.kinds = kinds.New(cfg.BackendGroups, dyn, meta, discover, clk, log)
+	c.kinds = NewFollowed(cfg.BackendGroups, dyn, meta, discover, clk, log)
 	return c
 }
 
@@ -151,11 +150,11 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 const ciliumWait = 30 * time.Second
 
 // All returns every cache the writer reads now.
-func (c *Caches) All() []*informer.Watched { return append(c.own(), c.kinds.All()...) }
+func (c *Caches) All() []*Watched { return append(c.own(), c.kinds.All()...) }
 
 // own returns the caches of the kinds always served.
-func (c *Caches) own() []*informer.Watched {
-	ws := []*informer.Watched{c.nodes, c.dps, c.services}
+func (c *Caches) own() []*Watched {
+	ws := []*Watched{c.nodes, c.dps, c.services}
 	if c.cilium != nil {
 		ws = append(ws, c.cilium)
 	}
@@ -223,8 +222,8 @@ func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
 // watchNodes caches each Node as decide.View: its name, our annotation and, when
 // not Ready, since when. Kubelet's status updates (every few minutes per node)
 // are compared on those fields only and cost no pass.
-func (c *Caches) watchNodes() *informer.Watched {
-	return informer.NewWatched("nodes", decide.GVR, func() cache.SharedIndexInformer {
+func (c *Caches) watchNodes() *Watched {
+	return NewWatched("nodes", decide.GVR, func() cache.SharedIndexInformer {
 		var inf cache.SharedIndexInformer
 		if c.cfg.NodeGrace > 0 {
 			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
@@ -235,9 +234,9 @@ func (c *Caches) watchNodes() *informer.Watched {
 			list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return slimNodes(ctx, nodes, o)
 			}
-			inf = informer.Plain(list, nodes.Watch, &corev1.Node{})
+			inf = Plain(list, nodes.Watch, &corev1.Node{})
 		} else {
-			inf = informer.Metadata(c.meta, decide.GVR)
+			inf = Metadata(c.meta, decide.GVR)
 		}
 		_ = inf.SetTransform(decide.View)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -253,11 +252,11 @@ func (c *Caches) watchNodes() *informer.Watched {
 	})
 }
 
-func (c *Caches) watchDynamicPrefixes() *informer.Watched {
-	return informer.NewWatched("dynamicprefixes", api.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(c.dyn, api.GVR, informer.Scope{})
+func (c *Caches) watchDynamicPrefixes() *Watched {
+	return NewWatched("dynamicprefixes", api.GVR, func() cache.SharedIndexInformer {
+		inf := Dynamic(c.dyn, api.GVR, backends.Scope{})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
+			AddFunc: func(o any) { c.h.DynamicPrefixChanged(Name(o)) },
 			UpdateFunc: func(old, new any) {
 				// Our own status writes change nothing we act on: only spec
 				// changes, and a deletion held by a finalizer.
@@ -267,7 +266,7 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 					c.h.DynamicPrefixChanged(n.GetName())
 				}
 			},
-			DeleteFunc: func(o any) { c.h.DynamicPrefixChanged(informer.Name(o)) },
+			DeleteFunc: func(o any) { c.h.DynamicPrefixChanged(Name(o)) },
 		})
 		return inf
 	})
@@ -276,13 +275,13 @@ func (c *Caches) watchDynamicPrefixes() *informer.Watched {
 // watchServices caches each Service as render.Slim: clusters with thousands of
 // Services cost a few bytes each (the operator we replace spent its memory
 // here). A change of anything else (ports, selector, labels) costs no pass.
-func (c *Caches) watchServices() *informer.Watched {
-	return informer.NewWatched("services", render.ServiceGVR, func() cache.SharedIndexInformer {
+func (c *Caches) watchServices() *Watched {
+	return NewWatched("services", render.ServiceGVR, func() cache.SharedIndexInformer {
 		services := c.core.Services(metav1.NamespaceAll)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return slimServices(ctx, services, c.cfg.TargetKeys, o)
 		}
-		inf := informer.Plain(list, services.Watch, &corev1.Service{})
+		inf := Plain(list, services.Watch, &corev1.Service{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			if s, ok := o.(*corev1.Service); ok {
 				return render.Slim(s, c.cfg.TargetKeys), nil
@@ -339,10 +338,10 @@ func slimServices(ctx context.Context, services corev1client.ServiceInterface, k
 
 // watchCilium caches the Cilium agent DaemonSet(s) of CiliumNamespace down to
 // their containers' images: which Cilium runs decides the L2 announcer nudge.
-func (c *Caches) watchCilium() *informer.Watched {
+func (c *Caches) watchCilium() *Watched {
 	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
-	scope := informer.Scope{Namespace: c.cfg.CiliumNamespace, Labels: backends.DaemonSetSelector}
-	w := informer.NewWatched("daemonsets", gvr, func() cache.SharedIndexInformer {
+	scope := backends.Scope{Namespace: c.cfg.CiliumNamespace, Labels: backends.DaemonSetSelector}
+	w := NewWatched("daemonsets", gvr, func() cache.SharedIndexInformer {
 		ds := c.core.DaemonSets(scope.Namespace)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return ds.List(ctx, scope.Options(o))
@@ -350,7 +349,7 @@ func (c *Caches) watchCilium() *informer.Watched {
 		watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return ds.Watch(ctx, scope.Options(o))
 		}
-		inf := informer.Plain(list, watchFn, &appsv1.DaemonSet{})
+		inf := Plain(list, watchFn, &appsv1.DaemonSet{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			d, ok := o.(*appsv1.DaemonSet)
 			if !ok {

@@ -12,6 +12,7 @@ package decide
 
 import (
 	"fmt"
+	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"maps"
 	"slices"
@@ -26,8 +27,6 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/metrics"
-
-	"github.com/renumber/renumber/internal/writer/informer"
 )
 
 // NotReadySince is where the node cache keeps when a Node's Ready condition last
@@ -70,7 +69,7 @@ func New(grace time.Duration, nodes func() []any, log *slog.Logger, rec Recorder
 // readiness.
 func View(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-		out := informer.Bare(m)
+		out := api.Bare(m)
 		if v, ok := m.Annotations[digest.Annotation]; ok {
 			out.Annotations = map[string]string{digest.Annotation: v}
 		}

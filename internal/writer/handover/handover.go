@@ -121,9 +121,9 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out.SetKind(u.GetKind())
 	out.SetName(parent + "-" + hex.EncodeToString(sum[:])[:8])
 	out.SetLabels(map[string]string{
-		backends.CalicoLabelManagedBy:        dynamicprefix.OperatorManagedBy,
-		backends.LabelParentPool:       parent,
-		dynamicprefix.AnnotationName: u.GetLabels()[dynamicprefix.AnnotationName],
+		backends.CalicoLabelManagedBy: dynamicprefix.OperatorManagedBy,
+		backends.LabelParentPool:      parent,
+		dynamicprefix.AnnotationName:  u.GetLabels()[dynamicprefix.AnnotationName],
 	})
 	return out
 }

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"github.com/renumber/renumber/internal/writer/api"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/informer"
 	"github.com/renumber/renumber/internal/writer/pipeline"
 	"github.com/renumber/renumber/internal/writer/reconcile"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -41,7 +41,7 @@ func Gather(ctx context.Context, p *pipeline.Pipeline, lease *Lease, now time.Ti
 	follow := func(dp, kind, resource string, u metav1.Object) {
 		if dp != "" {
 			in.Followers = append(in.Followers, Follower{DynamicPrefix: dp, Kind: kind,
-				Object: resource + "/" + informer.Key(u.GetNamespace(), u.GetName())})
+				Object: resource + "/" + api.Key(u.GetNamespace(), u.GetName())})
 		}
 	}
 	for _, pool := range c.Pools() {

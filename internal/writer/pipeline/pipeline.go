@@ -18,14 +18,14 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/kinds"
+
 	"github.com/renumber/renumber/internal/writer/kube"
 
 	"github.com/renumber/renumber/internal/writer/write"
 
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/reconcile"
-	"github.com/renumber/renumber/internal/writer/staleness"
+
 )
 
 // Options of a pipeline, from the writer's flags.
@@ -57,7 +57,7 @@ type Pipeline struct {
 // New assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
 func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
-	discover := func() (kinds.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
+	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := backends.DiscoverCilium(cl.Discovery)
 		m, err2 := backends.MetalLBKinds(cl.Discovery)
 		pools := append(c, m...)
@@ -65,7 +65,7 @@ func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicke
 			pools = append(pools, backends.KubeVIPKind(o.KubeVIP))
 		}
 		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
-		return kinds.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
 	}
 	p := &Pipeline{}
 	if o.DryRun {
@@ -88,7 +88,7 @@ func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicke
 // Collectors are the pipeline's metrics: the controller's, the ballot's, the
 // staleness checks', and the shadow's plan.
 func (p *Pipeline) Collectors() []metrics.Collector {
-	cs := slices.Concat(reconcile.Collectors(), staleness.Collectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
+	cs := slices.Concat(reconcile.Collectors(), caches.StalenessCollectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
 	if p.Plan != nil {
 		cs = append(cs, p.Plan.Collector())
 	}

@@ -9,6 +9,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/informer"
+	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/ippools"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -94,9 +95,9 @@ type Key struct {
 func (k Key) String() string {
 	switch k.Action {
 	case ReleasePool:
-		return "release " + k.Resource + "/" + informer.Key(k.Namespace, k.Name)
+		return "release " + k.Resource + "/" + api.Key(k.Namespace, k.Name)
 	case ReleaseService:
-		return "release services/" + informer.Key(k.Namespace, k.Name)
+		return "release services/" + api.Key(k.Namespace, k.Name)
 	}
 	return "dynamicprefixes/" + k.Name
 }
@@ -143,7 +144,7 @@ func (c *Controller) DynamicPrefixChanged(name string) { c.enqueue(name, 0) }
 func (c *Controller) NodesChanged() {
 	now := c.clock.Now()
 	for _, o := range c.caches.DynamicPrefixes().List() {
-		c.changes.seen(informer.Name(o), now)
+		c.changes.seen(caches.Name(o), now)
 	}
 	c.enqueueAll(c.cfg.Debounce)
 }
@@ -213,7 +214,7 @@ func (c *Controller) enqueue(name string, after time.Duration) {
 
 func (c *Controller) enqueueAll(after time.Duration) {
 	for _, o := range c.caches.DynamicPrefixes().List() {
-		c.enqueue(informer.Name(o), after)
+		c.enqueue(caches.Name(o), after)
 	}
 }
 
@@ -277,7 +278,7 @@ func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
 	case ReleasePool:
 		for _, p := range c.caches.Pools() {
 			if p.Kind.Resource == key.Resource {
-				o, wait := c.write.ReleasePool(ctx, p, informer.Key(key.Namespace, key.Name), "")
+				o, wait := c.write.ReleasePool(ctx, p, api.Key(key.Namespace, key.Name), "")
 				if wait > 0 {
 					c.queue.AddAfter(key, wait)
 				}

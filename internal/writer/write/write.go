@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
 
@@ -17,8 +18,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/metrics"
-
-	"github.com/renumber/renumber/internal/writer/informer"
 )
 
 // FieldManager names every write of the writer.
@@ -46,7 +45,7 @@ func Refused(resource string) { metricRefused.With(resource).Inc() }
 type Object struct{ Resource, Namespace, Name string }
 
 // String is "resource/name" or "resource/namespace/name".
-func (o Object) String() string { return o.Resource + "/" + informer.Key(o.Namespace, o.Name) }
+func (o Object) String() string { return o.Resource + "/" + api.Key(o.Namespace, o.Name) }
 
 // Memo remembers what was written last to each object, until the caches show
 // a newer version than base (KeyMemo keyed by Object).

@@ -2,10 +2,11 @@
 // look connected and deliver nothing (it happened in a real incident, after a
 // storage stall): controllers then see nothing and log nothing. The check reads
 // only: a metadata-only list per cached resource, every interval.
-package staleness
+package caches
 
 import (
 	"context"
+	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
 
@@ -15,19 +16,18 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/informer"
 )
 
 var metricRelists = metrics.NewCounterVec("renumber_writer_cache_relists_total", "Caches found behind the API server and re-listed, by resource.", "resource")
 
-// Collectors returns this package's metrics.
-func Collectors() []metrics.Collector { return []metrics.Collector{metricRelists} }
+// StalenessCollectors returns this package's metrics.
+func StalenessCollectors() []metrics.Collector { return []metrics.Collector{metricRelists} }
 
 // Checker compares caches with the API server.
 type Checker struct {
 	Lister metadata.Interface
 	// Caches returns the caches to check now (pool kinds come and go).
-	Caches func() []*informer.Watched
+	Caches func() []*Watched
 	Clock  clock.WithTicker
 	Log    *slog.Logger
 }
@@ -42,7 +42,7 @@ const deleted = "\x00deleted"
 // the cache fell behind. Then: the metric, one log line, and a fresh informer
 // (a full re-list) replaces the stale one.
 func (c *Checker) Run(ctx context.Context, interval time.Duration) {
-	suspects := map[*informer.Watched]map[string]string{}
+	suspects := map[*Watched]map[string]string{}
 	t := c.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -82,7 +82,7 @@ func (c *Checker) Run(ctx context.Context, interval time.Duration) {
 }
 
 // versions lists name -> resourceVersion from the API server, metadata only.
-func (c *Checker) versions(ctx context.Context, w *informer.Watched) (map[string]string, error) {
+func (c *Checker) versions(ctx context.Context, w *Watched) (map[string]string, error) {
 	out := map[string]string{}
 	opts := w.Scope.Options(metav1.ListOptions{Limit: 500})
 	for {
@@ -91,7 +91,7 @@ func (c *Checker) versions(ctx context.Context, w *informer.Watched) (map[string
 			return nil, err
 		}
 		for _, o := range list.Items {
-			out[informer.Key(o.Namespace, o.Name)] = o.ResourceVersion
+			out[api.Key(o.Namespace, o.Name)] = o.ResourceVersion
 		}
 		if list.Continue == "" {
 			return out, nil
@@ -100,11 +100,11 @@ func (c *Checker) versions(ctx context.Context, w *informer.Watched) (map[string
 	}
 }
 
-func cached(w *informer.Watched) map[string]string {
+func cached(w *Watched) map[string]string {
 	out := map[string]string{}
 	for _, o := range w.Store().List() {
 		if m, err := meta.Accessor(o); err == nil {
-			out[informer.Key(m.GetNamespace(), m.GetName())] = m.GetResourceVersion()
+			out[api.Key(m.GetNamespace(), m.GetName())] = m.GetResourceVersion()
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package staleness
+package caches
 
 import (
 	"maps"

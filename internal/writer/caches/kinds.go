@@ -4,10 +4,11 @@
 // versions discovery finds), CiliumBGPAdvertisements and Calico IPPools. It
 // asks discovery at start and again whenever a CustomResourceDefinition of a
 // backend group changes, and starts or stops an informer per kind.
-package kinds
+package caches
 
 import (
 	"context"
+	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"slices"
 	"strings"
@@ -24,12 +25,10 @@ import (
 
 	"github.com/renumber/renumber/internal/backoff"
 	"github.com/renumber/renumber/internal/writer/backends"
-
-	"github.com/renumber/renumber/internal/writer/informer"
 )
 
-// Handler is told of changes to the objects of the kinds followed.
-type Handler interface {
+// KindsHandler is told of changes to the objects of the kinds followed.
+type KindsHandler interface {
 	PoolChanged(k *backends.Kind, u *unstructured.Unstructured)
 	AdvertisementChanged(u *unstructured.Unstructured)
 	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
@@ -47,9 +46,9 @@ type Followed struct {
 	discover Discover
 	clock    clock.Clock
 	log      *slog.Logger
-	h        Handler
+	h        KindsHandler
 
-	crds *informer.Watched // nil without backend groups
+	crds *Watched // nil without backend groups
 
 	mu          sync.Mutex
 	pools       []*pooled     // the pool kinds followed now
@@ -57,11 +56,11 @@ type Followed struct {
 	rediscover  chan struct{} // a backend CRD changed
 }
 
-// New asks discovery once (a failure is retried in the background once Run
+// NewFollowed asks discovery once (a failure is retried in the background once Run
 // runs) and builds the informers for what is served. groups are the API
 // groups of pool kinds: a CRD of one of them installed, changed or removed
 // makes it look again. Nothing runs before Run.
-func New(groups []string, dyn dynamic.Interface, meta metadata.Interface, discover Discover, clk clock.Clock, log *slog.Logger) *Followed {
+func NewFollowed(groups []string, dyn dynamic.Interface, meta metadata.Interface, discover Discover, clk clock.Clock, log *slog.Logger) *Followed {
 	f := &Followed{groups: groups, dyn: dyn, meta: meta, discover: discover, clock: clk, log: log,
 		rediscover: make(chan struct{}, 1)}
 	served, err := discover()
@@ -89,7 +88,7 @@ func New(groups []string, dyn dynamic.Interface, meta metadata.Interface, discov
 // Run starts the informers, which tell h of every change, and the search for
 // kinds installed or removed later; it returns what reports their first
 // lists (the CRDs' included).
-func (f *Followed) Run(ctx context.Context, h Handler) []cache.InformerSynced {
+func (f *Followed) Run(ctx context.Context, h KindsHandler) []cache.InformerSynced {
 	f.h = h
 	var synced []cache.InformerSynced
 	for _, w := range f.All() {
@@ -105,8 +104,8 @@ func (f *Followed) Run(ctx context.Context, h Handler) []cache.InformerSynced {
 }
 
 // All returns the informers of the kinds served now.
-func (f *Followed) All() []*informer.Watched {
-	var ws []*informer.Watched
+func (f *Followed) All() []*Watched {
+	var ws []*Watched
 	for _, o := range []*optional{&f.bgp, &f.calico} {
 		if w, _ := f.current(o); w != nil {
 			ws = append(ws, w)
@@ -160,7 +159,7 @@ type Discover func() (Served, error)
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {
 	kind *backends.Kind
-	w    *informer.Watched
+	w    *Watched
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -182,8 +181,8 @@ func (f *Followed) Kinds() []string {
 }
 
 func (f *Followed) newPooled(k *backends.Kind) *pooled {
-	w := informer.NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(f.dyn, k.GVR, k.Scope())
+	w := NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
+		inf := Dynamic(f.dyn, k.GVR, k.Scope())
 		changed := func(o any) {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				f.h.PoolChanged(k, u)
@@ -199,9 +198,9 @@ func (f *Followed) newPooled(k *backends.Kind) *pooled {
 // watchCRDs signals a rediscovery when a CustomResourceDefinition of a backend
 // group is added, changed or removed (metadata only; the initial list is not a
 // change).
-func (f *Followed) watchCRDs() *informer.Watched {
+func (f *Followed) watchCRDs() *Watched {
 	ours := func(o any) bool {
-		name := informer.Name(o)
+		name := Name(o)
 		for _, g := range f.groups {
 			if strings.HasSuffix(name, "."+g) {
 				return true
@@ -217,8 +216,8 @@ func (f *Followed) watchCRDs() *informer.Watched {
 			}
 		}
 	}
-	return informer.NewWatched("customresourcedefinitions", crdGVR, func() cache.SharedIndexInformer {
-		inf := informer.Metadata(f.meta, crdGVR)
+	return NewWatched("customresourcedefinitions", crdGVR, func() cache.SharedIndexInformer {
+		inf := Metadata(f.meta, crdGVR)
 		_ = inf.SetTransform(keepNameOnly)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(o any, initial bool) {
@@ -227,7 +226,7 @@ func (f *Followed) watchCRDs() *informer.Watched {
 				}
 			},
 			UpdateFunc: func(old, new any) {
-				if informer.Version(old) != informer.Version(new) {
+				if Version(old) != Version(new) {
 					signal(new)
 				}
 			},
@@ -314,8 +313,8 @@ func (f *Followed) updateKinds(ctx context.Context) (bool, error) {
 // optional is the informer over a resource the API server may serve or not.
 type optional struct {
 	name  string // the kind, for logs
-	watch func(schema.GroupVersionResource) *informer.Watched
-	w     *informer.Watched // nil while not served
+	watch func(schema.GroupVersionResource) *Watched
+	w     *Watched // nil while not served
 	gvr   schema.GroupVersionResource
 }
 
@@ -348,7 +347,7 @@ func (f *Followed) update(ctx context.Context, o *optional, gvr schema.GroupVers
 }
 
 // current returns o's informer and resource, nil when not served.
-func (f *Followed) current(o *optional) (*informer.Watched, schema.GroupVersionResource) {
+func (f *Followed) current(o *optional) (*Watched, schema.GroupVersionResource) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return o.w, o.gvr
@@ -356,11 +355,11 @@ func (f *Followed) current(o *optional) (*informer.Watched, schema.GroupVersionR
 
 // watchCalico follows Calico's IPPools: the annotated ones and our siblings
 // matter; a change of either queues the DynamicPrefix it names.
-func (f *Followed) watchCalico(gvr schema.GroupVersionResource) *informer.Watched {
-	return informer.NewWatched("ippools", gvr, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(f.dyn, gvr, informer.Scope{})
+func (f *Followed) watchCalico(gvr schema.GroupVersionResource) *Watched {
+	return NewWatched("ippools", gvr, func() cache.SharedIndexInformer {
+		inf := Dynamic(f.dyn, gvr, backends.Scope{})
 		changed := func(o any) {
-			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok {
+			if u, ok := Unwrap(o).(*unstructured.Unstructured); ok {
 				f.h.CalicoPoolChanged(u)
 			}
 		}
@@ -376,7 +375,7 @@ func onChange(changed func(o any), deletes bool) cache.ResourceEventHandlerFuncs
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc: changed,
 		UpdateFunc: func(old, new any) {
-			if informer.Version(old) != informer.Version(new) {
+			if Version(old) != Version(new) {
 				changed(old)
 				changed(new)
 			}
@@ -388,11 +387,11 @@ func onChange(changed func(o any), deletes bool) cache.ResourceEventHandlerFuncs
 	return h
 }
 
-func (f *Followed) watchBGP(gvr schema.GroupVersionResource) *informer.Watched {
-	return informer.NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
-		inf := informer.Dynamic(f.dyn, gvr, informer.Scope{})
+func (f *Followed) watchBGP(gvr schema.GroupVersionResource) *Watched {
+	return NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
+		inf := Dynamic(f.dyn, gvr, backends.Scope{})
 		changed := func(o any) {
-			if u, ok := informer.Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy {
+			if u, ok := Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy {
 				f.h.AdvertisementChanged(u)
 			}
 		}
@@ -411,5 +410,5 @@ func keepNameOnly(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	return informer.Bare(m), nil
+	return api.Bare(m), nil
 }

@@ -1,10 +1,11 @@
 // Package informer is the writer's informer plumbing: informers that list with
 // plain LIST semantics, and Watched, an informer that can be replaced by a fresh
 // one (a full re-list) when its watch is found to have fallen behind.
-package informer
+package caches
 
 import (
 	"context"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"sync"
 	"time"
 
@@ -33,18 +34,8 @@ func Plain(list func(context.Context, metav1.ListOptions) (runtime.Object, error
 	return cache.NewSharedIndexInformer(plainList{lw}, example, 0, cache.Indexers{})
 }
 
-// Scope narrows a list and a watch to one namespace and to label and field
-// selectors ("": no narrowing).
-type Scope struct{ Namespace, Labels, Fields string }
-
-// Options narrows o to the scope.
-func (s Scope) Options(o metav1.ListOptions) metav1.ListOptions {
-	o.LabelSelector, o.FieldSelector = s.Labels, s.Fields
-	return o
-}
-
 // Dynamic is an informer over gvr, within scope, with plain LIST semantics.
-func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, scope Scope) cache.SharedIndexInformer {
+func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, scope backends.Scope) cache.SharedIndexInformer {
 	res := client.Resource(gvr).Namespace(scope.Namespace)
 	return Plain(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return res.List(ctx, scope.Options(o))
@@ -71,7 +62,7 @@ type Watched struct {
 	GVR  schema.GroupVersionResource
 	// Scope narrows what the informer watches: a check against the API lists
 	// the same.
-	Scope Scope
+	Scope backends.Scope
 	build func() cache.SharedIndexInformer // a new informer with its handlers
 
 	mu   sync.Mutex
@@ -151,13 +142,6 @@ func (w *Watched) Restart(ctx context.Context) bool {
 	return true
 }
 
-// Bare is m with only its identity: name, namespace, version, UID.
-func Bare(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
-	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.Name, m.Namespace, m.ResourceVersion, m.UID
-	return out
-}
-
 // Unwrap returns the object inside a tombstone (a delete the watch missed).
 func Unwrap(o any) any {
 	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
@@ -180,12 +164,4 @@ func Version(o any) string {
 		return m.GetResourceVersion()
 	}
 	return ""
-}
-
-// Key is an informer's key for an object: "name" or "namespace/name".
-func Key(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }

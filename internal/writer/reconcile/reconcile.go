@@ -18,7 +18,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/ippools"
+
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
@@ -113,7 +113,7 @@ type Controller struct {
 	events  *write.Events
 	breaker *write.Breaker
 	write   *apply.Writer
-	ippools *ippools.Writer
+	ippools *apply.IPPools
 	queue   workqueue.TypedRateLimitingInterface[Key]
 	changes nodeChanges
 }
@@ -131,7 +131,7 @@ func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, met
 	}
 	gate := &write.Gate{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
 	c.write = &apply.Writer{Gate: gate, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
-	c.ippools = &ippools.Writer{Gate: gate, Client: client}
+	c.ippools = &apply.IPPools{Gate: gate, Client: client}
 	return c
 }
 

@@ -4,7 +4,7 @@
 // prefix lives in a disabled sibling pool this package creates, updates and
 // deletes as the history moves (package calico renders them). Every write
 // passes the write gate (package write).
-package ippools
+package apply
 
 import (
 	"cmp"
@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Writer writes IPPools.
-type Writer struct {
+// IPPools writes IPPools.
+type IPPools struct {
 	*write.Gate
 	Client dynamic.Interface
 
@@ -35,14 +35,14 @@ type Writer struct {
 }
 
 // Forget drops the memo: a new leader term trusts only what the cache shows.
-func (w *Writer) Forget() { w.memo.Reset() }
+func (w *IPPools) Forget() { w.memo.Reset() }
 
 // Sync writes the Calico IPPools that follow m's DynamicPrefix (the cache is
 // nil when IPPools are not served): siblings no longer draining are deleted
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) write.Outcomes {
+func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) write.Outcomes {
 	if pools == nil {
 		return nil
 	}
@@ -103,7 +103,7 @@ func (w *Writer) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVe
 
 // parent makes the annotated pool hold cidr, and our record say so
 // ("" removes the record and leaves the CIDR: a pool must have one).
-func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
+func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
 	self := write.Object{Resource: backends.CalicoResource, Name: u.GetName()}
 	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	record, _ := backends.CalicoRecord(u)
@@ -148,7 +148,7 @@ func (w *Writer) parent(ctx context.Context, gvr schema.GroupVersionResource, u 
 }
 
 // sibling creates the sibling s of parent, or updates it to s.
-func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) write.Outcome {
+func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) write.Outcome {
 	self := write.Object{Resource: backends.CalicoResource, Name: s.Name}
 	var live *unstructured.Unstructured
 	if o, ok, _ := pools.GetByKey(s.Name); ok {
@@ -208,7 +208,7 @@ func (w *Writer) sibling(ctx context.Context, pools cache.Store, gvr schema.Grou
 }
 
 // deleteSiblings deletes the siblings of dp that keep does not name.
-func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
+func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
 	var out write.Outcomes
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
@@ -239,7 +239,7 @@ func (w *Writer) deleteSiblings(ctx context.Context, pools cache.Store, gvr sche
 
 // Release deletes dp's siblings and removes our record from the pools naming
 // dp, which was deleted; their spec.cidr stays (a pool must have one).
-func (w *Writer) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
+func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
 	if pools == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package ippools
+package apply
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type world struct {
 	t      *testing.T
 	client *dynamicfake.FakeDynamicClient
 	store  cache.Store
-	w      *Writer
+	w      *IPPools
 	clock  *clocktesting.FakeClock
 	writes int
 	// fail, when > 0, fails the fail-th write from now with a conflict.
@@ -60,7 +60,7 @@ func newWorld(t *testing.T, limits write.Limits) *world {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, client: client, clock: clk, store: cache.NewStore(cache.MetaNamespaceKeyFunc), seen: map[string]string{}, rvs: map[string]string{}}
-	w.w = &Writer{Gate: &write.Gate{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	w.w = &IPPools{Gate: &write.Gate{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Events: &write.Events{Recorder: events{}}, Breaker: write.NewBreaker(limits), Requeue: func(string, time.Duration) {}}, Client: client}
 	// Before every write: no two pools hold one CIDR (what the write before
 	// left), then perhaps the failure asked for.

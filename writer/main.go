@@ -24,11 +24,11 @@ import (
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/requests"
 	"github.com/renumber/renumber/internal/version"
+	"github.com/renumber/renumber/internal/writer/apply"
+	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 type options struct {
@@ -94,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return err
 	}
 	clk := clock.RealClock{}
-	rec := &write.APIRecorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
+	rec := &apply.EventRecorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
 	p := pipeline.New(o.pipeline, cl, rec, clk, log)
 	c, ctl := p.Caches, p.Controller
 	collectors := append(p.Collectors(), counter)

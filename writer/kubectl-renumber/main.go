@@ -39,11 +39,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/inspect"
 	"github.com/renumber/renumber/internal/writer/kube"
 	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 type options struct {
@@ -309,7 +309,7 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]str
 	}
 	clk := clock.RealClock{}
 	o.pipeline.DryRun = true
-	p := pipeline.New(*o.pipeline, cl, &write.APIRecorder{Clock: clk, Log: log}, clk, log)
+	p := pipeline.New(*o.pipeline, cl, &apply.EventRecorder{Clock: clk, Log: log}, clk, log)
 	synced := make(chan bool, 1)
 	go func() { synced <- p.Caches.Run(ctx, p.Controller) }()
 	select {

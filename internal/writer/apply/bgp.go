@@ -2,11 +2,14 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -81,7 +84,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			out = append(out, write.Final(err))
 			continue
 		}
-		if err := backends.ApplyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
+		if err := applyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
 			out = append(out, write.Transient(err))
 			continue
 		}
@@ -145,3 +148,35 @@ func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, b
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// applyAdvertisement creates a, or merge-patches its spec and labels, owned by
+// the DynamicPrefix so deleting it removes the advertisement.
+func applyAdvertisement(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, owner *unstructured.Unstructured, live *unstructured.Unstructured, a backends.Advertisement) error {
+	res := client.Resource(gvr)
+	if live == nil {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+			"metadata": map[string]any{"name": a.Name},
+			"spec":     a.Spec,
+		}}
+		u.SetLabels(a.Labels)
+		u.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		}})
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: "renumber-writer"}); err != nil {
+			return fmt.Errorf("creating CiliumBGPAdvertisement %q: %w", a.Name, err)
+		}
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": a.Labels},
+		"spec":     a.Spec,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := res.Patch(ctx, a.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
+		return fmt.Errorf("patching CiliumBGPAdvertisement %q: %w", a.Name, err)
+	}
+	return nil
+}

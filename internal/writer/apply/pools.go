@@ -2,10 +2,19 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
@@ -13,10 +22,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 )
 
 // poolWrite is what was written to a pool: its entries and our record.
@@ -87,7 +92,7 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
-	if err := k.Patch(ctx, w.Client, po, entries, record); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, entries, record); err != nil {
 		return write.Transient(err)
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
@@ -133,7 +138,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 		write.Refused(k.Resource)
 		return write.Outcome{}, wait
 	}
-	if err := k.Patch(ctx, w.Client, po, entries, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, entries, nil); err != nil {
 		return write.Transient(err), 0
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
@@ -228,4 +233,42 @@ func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, 
 		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
 	}
 	return cs
+}
+
+// patchPool writes entries and the ownership record (removed when record is nil;
+// legacy record keys are removed either way) with a merge patch of only those
+// fields, conditional on the resource version the entries were computed from:
+// a concurrent edit by someone else is a conflict to retry, never overwritten.
+func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, o backends.Object, entries, record []string) error {
+	spec, err := k.Spec(o.Slot, entries)
+	if err != nil {
+		return err
+	}
+	top := k.Top
+	if top == "" {
+		top = "spec"
+	}
+	var rec any
+	if record != nil {
+		rec = render.WriteRecord(record, k.RecordSpelling)
+	}
+	annotations := map[string]any{k.RecordKey: rec}
+	for _, legacy := range k.LegacyRecordKeys {
+		annotations[legacy] = nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": annotations},
+		top:        spec,
+	})
+	if err != nil {
+		return err
+	}
+	var res dynamic.ResourceInterface = client.Resource(k.GVR)
+	if k.Namespaced {
+		res = client.Resource(k.GVR).Namespace(o.Namespace)
+	}
+	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
+		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
+	}
+	return nil
 }

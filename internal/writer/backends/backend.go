@@ -5,21 +5,19 @@
 package backends
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Kind is one resource that can follow a DynamicPrefix.
@@ -165,44 +163,6 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),
 		RecordValue: rec, RecordFrom: from,
 	}, true, nil
-}
-
-// Patch writes entries and the ownership record (removed when record is nil;
-// legacy record keys are removed either way) with a merge patch of only those
-// fields, conditional on the resource version the entries were computed from:
-// a concurrent edit by someone else is a conflict to retry, never overwritten.
-func (k *Kind) Patch(ctx context.Context, client dynamic.Interface, o Object, entries, record []string) error {
-	spec, err := k.Spec(o.Slot, entries)
-	if err != nil {
-		return err
-	}
-	top := k.Top
-	if top == "" {
-		top = "spec"
-	}
-	var rec any
-	if record != nil {
-		rec = render.WriteRecord(record, k.RecordSpelling)
-	}
-	annotations := map[string]any{k.RecordKey: rec}
-	for _, legacy := range k.LegacyRecordKeys {
-		annotations[legacy] = nil
-	}
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": o.ResourceVersion, "annotations": annotations},
-		top:        spec,
-	})
-	if err != nil {
-		return err
-	}
-	var res dynamic.ResourceInterface = client.Resource(k.GVR)
-	if k.Namespaced {
-		res = client.Resource(k.GVR).Namespace(o.Namespace)
-	}
-	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
-		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
-	}
-	return nil
 }
 
 // SameJSON reports whether a and b are the same in JSON (an int64 and a

@@ -1,7 +1,6 @@
 package backends
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,11 +8,8 @@ import (
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	slimv1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/apis/meta/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
@@ -123,38 +119,6 @@ func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
 		}
 	}
 	return SameJSON(spec, a.Spec)
-}
-
-// ApplyAdvertisement creates a, or merge-patches its spec and labels, owned by
-// the DynamicPrefix so deleting it removes the advertisement.
-func ApplyAdvertisement(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, owner *unstructured.Unstructured, live *unstructured.Unstructured, a Advertisement) error {
-	res := client.Resource(gvr)
-	if live == nil {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
-			"metadata": map[string]any{"name": a.Name},
-			"spec":     a.Spec,
-		}}
-		u.SetLabels(a.Labels)
-		u.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
-		}})
-		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: "renumber-writer"}); err != nil {
-			return fmt.Errorf("creating CiliumBGPAdvertisement %q: %w", a.Name, err)
-		}
-		return nil
-	}
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": a.Labels},
-		"spec":     a.Spec,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := res.Patch(ctx, a.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
-		return fmt.Errorf("patching CiliumBGPAdvertisement %q: %w", a.Name, err)
-	}
-	return nil
 }
 
 // Selector returns a pool's spec.serviceSelector (nil if none).

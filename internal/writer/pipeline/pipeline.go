@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/metrics"
+	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/caches"
 
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -25,7 +26,6 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/reconcile"
-
 )
 
 // Options of a pipeline, from the writer's flags.
@@ -56,7 +56,7 @@ type Pipeline struct {
 
 // New assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
-func New(o Options, cl kube.Clients, rec *write.APIRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
+func New(o Options, cl kube.Clients, rec *apply.EventRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
 	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := backends.DiscoverCilium(cl.Discovery)
 		m, err2 := backends.MetalLBKinds(cl.Discovery)

@@ -1,7 +1,7 @@
-// Package event records Kubernetes events (events.k8s.io/v1). Callers emit only at
+// EventRecorder records Kubernetes events (events.k8s.io/v1). Callers emit only at
 // transitions, so each event is one create, written synchronously and counted
 // like every other write.
-package write
+package apply
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// APIRecorder creates events as Component/Instance.
-type APIRecorder struct {
+// EventRecorder creates events as Component/Instance.
+type EventRecorder struct {
 	Client    eventsv1client.EventsGetter // nil: events are only logged, at debug level (writer --dry-run)
 	Component string
 	Instance  string
@@ -27,7 +27,7 @@ type APIRecorder struct {
 }
 
 // Event records one event about regarding. Failures are logged, never fatal.
-func (r *APIRecorder) Event(regarding *unstructured.Unstructured, warning bool, reason, note string) {
+func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool, reason, note string) {
 	typ := corev1.EventTypeNormal
 	if warning {
 		typ = corev1.EventTypeWarning

@@ -27,14 +27,14 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/election"
-	"github.com/renumber/renumber/internal/writer/kube"
-	"github.com/renumber/renumber/internal/writer/pipeline"
+
+	"github.com/renumber/renumber/internal/writer/controller"
 )
 
 type options struct {
 	kubeconfig, metricsAddr string
 	election                election.Config
-	pipeline                pipeline.Options
+	pipeline                controller.Options
 	staleness               time.Duration
 	pprof                   bool
 }
@@ -75,12 +75,12 @@ func main() {
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
 	counter := requests.NewCounter("writer")
-	base, err := kube.Config(o.kubeconfig, "renumber-writer/"+o.election.Identity)
+	base, err := controller.RESTConfig(o.kubeconfig, "renumber-writer/"+o.election.Identity)
 	if err != nil {
 		return err
 	}
 	// The Lease is counted but not gated: it is written before leading.
-	elector, err := election.New(o.election, kube.Counted(base, counter, nil), log)
+	elector, err := election.New(o.election, controller.Counted(base, counter, nil), log)
 	if err != nil {
 		return err
 	}
@@ -89,13 +89,13 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if dryRun {
 		gate = &election.Gate{} // never opens: a write that slipped through is refused before it leaves
 	}
-	cl, err := kube.NewClients(kube.Counted(base, counter, gate))
+	cl, err := controller.NewClients(controller.Counted(base, counter, gate))
 	if err != nil {
 		return err
 	}
 	clk := clock.RealClock{}
 	rec := &apply.EventRecorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log}
-	p := pipeline.New(o.pipeline, cl, rec, clk, log)
+	p := controller.NewPipeline(o.pipeline, cl, rec, clk, log)
 	c, ctl := p.Caches, p.Controller
 	collectors := append(p.Collectors(), counter)
 	healthy, extra := elector.Check, map[string]http.HandlerFunc{}

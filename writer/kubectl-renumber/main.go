@@ -42,8 +42,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/inspect"
-	"github.com/renumber/renumber/internal/writer/kube"
-	"github.com/renumber/renumber/internal/writer/pipeline"
+
+	"github.com/renumber/renumber/internal/writer/controller"
 )
 
 type options struct {
@@ -52,7 +52,7 @@ type options struct {
 	names                 []string // DynamicPrefixes to report (all when empty)
 	watch                 bool
 	interval, timeout     time.Duration
-	pipeline              *pipeline.Options
+	pipeline              *controller.Options
 	// writerFlags are the pipeline's flags; set those the command line set.
 	writerFlags *flag.FlagSet
 	set         map[string]bool
@@ -163,7 +163,7 @@ type usageError struct{ error }
 // output, the DynamicPrefixes named, and writer flags that override the
 // writer Deployment's arguments.
 func parseStatus(out io.Writer, args []string) (options, error) {
-	o := options{config: newKubeFlags(), set: map[string]bool{}, pipeline: &pipeline.Options{}}
+	o := options{config: newKubeFlags(), set: map[string]bool{}, pipeline: &controller.Options{}}
 	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { fmt.Fprint(out, statusUsage); fs.PrintDefaults() }
@@ -298,8 +298,8 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]str
 	}
 	// A gate that never opens: whatever the pipeline would write is refused
 	// before it leaves.
-	ro := kube.Counted(base, requests.NewCounter("status"), &election.Gate{})
-	cl, err := kube.NewClients(ro)
+	ro := controller.Counted(base, requests.NewCounter("status"), &election.Gate{})
+	cl, err := controller.NewClients(ro)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]str
 	}
 	clk := clock.RealClock{}
 	o.pipeline.DryRun = true
-	p := pipeline.New(*o.pipeline, cl, &apply.EventRecorder{Clock: clk, Log: log}, clk, log)
+	p := controller.NewPipeline(*o.pipeline, cl, &apply.EventRecorder{Clock: clk, Log: log}, clk, log)
 	synced := make(chan bool, 1)
 	go func() { synced <- p.Caches.Run(ctx, p.Controller) }()
 	select {

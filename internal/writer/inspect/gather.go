@@ -11,20 +11,20 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/pipeline"
-	"github.com/renumber/renumber/internal/writer/reconcile"
+
+	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Gather runs one shadow pass over every DynamicPrefix of p (built with
 // DryRun, its caches synced) and returns what Build needs.
-func Gather(ctx context.Context, p *pipeline.Pipeline, lease *Lease, now time.Time) Input {
+func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time) Input {
 	in := Input{Now: now, Lease: lease, Voting: map[string]bool{}, Plan: map[string][]write.Change{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)
 		in.DynamicPrefixes = append(in.DynamicPrefixes, u)
-		key := reconcile.Key{Action: reconcile.SyncDynamicPrefix, Name: u.GetName()}
+		key := controller.Key{Action: controller.SyncDynamicPrefix, Name: u.GetName()}
 		p.Controller.Sync(ctx, key)
 		in.Plan[u.GetName()] = p.Plan.Of(key.String())
 	}

@@ -5,7 +5,7 @@
 // advertisements, compares each with what is live in canonical form, and
 // writes only the differences. Every replica queues work; only the leader
 // drains the queue (Lead). Every write passes the write-storm breaker.
-package reconcile
+package controller
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/caches"
+	"github.com/renumber/renumber/internal/writer/decide"
 
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -118,9 +118,9 @@ type Controller struct {
 	changes nodeChanges
 }
 
-// New returns a controller reading caches and voters and writing with client
+// NewController returns a controller reading caches and voters and writing with client
 // (pools, status, advertisements) and meta (Services).
-func New(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
+func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
 		events:  &write.Events{Recorder: rec},

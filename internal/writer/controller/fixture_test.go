@@ -1,4 +1,4 @@
-package reconcile
+package controller
 
 import (
 	"encoding/json"
@@ -149,7 +149,7 @@ func newFixture(t *testing.T, limits write.Limits) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f.ctl = New(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.ctl = NewController(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.catchUp()
 	return f
 }
@@ -546,7 +546,7 @@ func (f *fixture) fight(rv string) {
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	f := converged(t, generous)
 	// The same world under a controller whose breaker allows one write per object.
-	f.ctl = New(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.fight("2")
 	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
@@ -574,7 +574,7 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 // reverting the pool under an unchanged decision is throttled as before.
 func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 	f := converged(t, generous)
-	f.ctl = New(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
+	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
 		TotalBurst: 100, TotalPerMinute: 100, DecisionBurst: 20, DecisionsPerMinute: 10}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.sync(passHome) // the new controller's first decision: nothing to write
@@ -792,7 +792,7 @@ func TestADroppedTargetKeyIsReleasedInOnePatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.catchUp()
-	f.ctl = New(Config{Budget: generous, TargetKeys: []string{render.AnnotationTarget}}, f, f.votes, f.dyn, f.meta, f.clock,
+	f.ctl = NewController(Config{Budget: generous, TargetKeys: []string{render.AnnotationTarget}}, f, f.votes, f.dyn, f.meta, f.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("releasing the alpha key wrote %q, want %q", got, want)

@@ -1,7 +1,7 @@
 // Package kube builds the writer's client-go clients: every request counted
 // (verb, resource, code) and every mutating request passing a gate that closes
 // the moment leadership is lost (requests.Counting).
-package kube
+package controller
 
 import (
 	"fmt"
@@ -19,8 +19,8 @@ import (
 	"github.com/renumber/renumber/internal/requests"
 )
 
-// Config loads a kubeconfig file, or the in-cluster config when path is "".
-func Config(path, userAgent string) (*rest.Config, error) {
+// RESTConfig loads a kubeconfig file, or the in-cluster config when path is "".
+func RESTConfig(path, userAgent string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if path == "" {

@@ -1,4 +1,4 @@
-package reconcile
+package controller
 
 import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -14,7 +14,7 @@ import (
 // to its leader f.ctl.
 func (f *fixture) shadow(targetKeys []string) (*Controller, *write.Plan) {
 	p := write.NewPlan(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c := New(Config{Budget: generous, TargetKeys: targetKeys, Plan: p}, f, f.votes, f.dyn, f.meta, f.clock,
+	c := NewController(Config{Budget: generous, TargetKeys: targetKeys, Plan: p}, f, f.votes, f.dyn, f.meta, f.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), &recorder{})
 	return c, p
 }

@@ -2,7 +2,7 @@
 // clients: the caches, the ballot of node digests and the controller. The
 // writer runs it as leader or as a shadow (--dry-run); kubectl renumber
 // status runs it as a shadow once, to tell what the writer would write now.
-package pipeline
+package controller
 
 import (
 	"errors"
@@ -20,12 +20,9 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backends"
 
-	"github.com/renumber/renumber/internal/writer/kube"
-
 	"github.com/renumber/renumber/internal/writer/write"
 
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/reconcile"
 )
 
 // Options of a pipeline, from the writer's flags.
@@ -39,7 +36,7 @@ type Options struct {
 	CiliumWait time.Duration
 	// KubeVIP is the kube-vip ConfigMap followed ("" none).
 	KubeVIP   string
-	Reconcile reconcile.Config
+	Reconcile Config
 	// DryRun makes it a shadow: Reconcile.Plan records the writes, events are
 	// only logged, and a leader's status writes are followed.
 	DryRun bool
@@ -49,14 +46,14 @@ type Options struct {
 type Pipeline struct {
 	Caches     *caches.Caches
 	Ballot     *decide.Ballot
-	Controller *reconcile.Controller
+	Controller *Controller
 	// Plan is the shadow's plan (nil unless DryRun).
 	Plan *write.Plan
 }
 
-// New assembles a pipeline reading and writing with cl; rec records events
+// NewPipeline assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
-func New(o Options, cl kube.Clients, rec *apply.EventRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
+func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
 	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
 		c, bgp, err1 := backends.DiscoverCilium(cl.Discovery)
 		m, err2 := backends.MetalLBKinds(cl.Discovery)
@@ -81,14 +78,14 @@ func New(o Options, cl kube.Clients, rec *apply.EventRecorder, clk clock.WithTic
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.Reconcile.L2Nudge = (&backends.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
 	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
-	p.Controller = reconcile.New(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
+	p.Controller = NewController(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
 	return p
 }
 
 // Collectors are the pipeline's metrics: the controller's, the ballot's, the
 // staleness checks', and the shadow's plan.
 func (p *Pipeline) Collectors() []metrics.Collector {
-	cs := slices.Concat(reconcile.Collectors(), caches.StalenessCollectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
+	cs := slices.Concat(Collectors(), caches.StalenessCollectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
 	if p.Plan != nil {
 		cs = append(cs, p.Plan.Collector())
 	}

@@ -19,6 +19,10 @@ import (
 // retrying does not.
 var ErrInvalid = errors.New("spec: cannot be used as written")
 
+// ErrBudgetExceeded marks a write the write-storm breaker refused; status
+// reports it as WriteBudgetExceeded.
+var ErrBudgetExceeded = errors.New("write budget exceeded")
+
 // Model is a DynamicPrefix spec, parsed.
 type Model struct {
 	Name string // the DynamicPrefix, for messages

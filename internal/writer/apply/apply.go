@@ -9,16 +9,17 @@
 package apply
 
 import (
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 )
 
 // Writer makes the writes.
 type Writer struct {
-	*write.Gate
+	*write.Permits
 	Client dynamic.Interface  // pools, status, advertisements; writes pass the leader gate
 	Meta   metadata.Interface // Services
 	// TargetKeys are the annotations HA Services get the DNS target under, in

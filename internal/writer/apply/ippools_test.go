@@ -10,11 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +19,12 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 var gvr = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
@@ -60,7 +61,7 @@ func newWorld(t *testing.T, limits write.Limits) *world {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, client: client, clock: clk, store: cache.NewStore(cache.MetaNamespaceKeyFunc), seen: map[string]string{}, rvs: map[string]string{}}
-	w.w = &IPPools{Gate: &write.Gate{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	w.w = &IPPools{Permits: &write.Permits{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Events: &write.Events{Recorder: events{}}, Breaker: write.NewBreaker(limits), Requeue: func(string, time.Duration) {}}, Client: client}
 	// Before every write: no two pools hold one CIDR (what the write before
 	// left), then perhaps the failure asked for.

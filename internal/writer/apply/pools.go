@@ -134,8 +134,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
 		return write.Outcome{}, 0
 	}
-	if ok, wait := w.Breaker.TakeQuietly(self.String(), w.Clock.Now()); !ok {
-		write.Refused(k.Resource)
+	if ok, wait := w.PermitQuietly(self); !ok {
 		return write.Outcome{}, wait
 	}
 	if err := patchPool(ctx, w.Client, k, po, entries, nil); err != nil {
@@ -182,7 +181,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	if wait > 0 {
 		w.Requeue(dp, wait)
 		// Not released yet: what waits on the release (a finalizer) waits too.
-		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, write.ErrExceeded, wait.Round(time.Second))))
+		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, api.ErrBudgetExceeded, wait.Round(time.Second))))
 	}
 	return out
 }

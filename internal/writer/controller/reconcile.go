@@ -9,9 +9,10 @@ package controller
 
 import (
 	"context"
-	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/apply"
@@ -19,8 +20,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
 
-	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,6 +28,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Caches are what a pass reads. Each method returns the cache as it is now: a
@@ -129,9 +131,9 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	gate := &write.Gate{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
-	c.write = &apply.Writer{Gate: gate, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
-	c.ippools = &apply.IPPools{Gate: gate, Client: client}
+	permits := &write.Permits{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
+	c.write = &apply.Writer{Permits: permits, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
+	c.ippools = &apply.IPPools{Permits: permits, Client: client}
 	return c
 }
 

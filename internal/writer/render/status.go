@@ -15,7 +15,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 
-	"github.com/renumber/renumber/internal/writer/write"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -90,7 +89,7 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
 	}
 	poolReason := "PoolError"
-	if errors.Is(p.Pools, write.ErrExceeded) {
+	if errors.Is(p.Pools, api.ErrBudgetExceeded) {
 		poolReason = "WriteBudgetExceeded"
 	}
 	if p.Pools != nil {

@@ -19,7 +19,6 @@
 package write
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"sync"
@@ -27,9 +26,6 @@ import (
 
 	"golang.org/x/time/rate"
 )
-
-// ErrExceeded marks a write the budget refused.
-var ErrExceeded = errors.New("write budget exceeded")
 
 // Limits of the breaker.
 type Limits struct {

@@ -1,4 +1,4 @@
-// Package guard keeps the writer from writing more than it must. KeyMemo stands in
+// Package guard keeps the writer from writing more than it must. Memo stands in
 // for a write the caches do not show yet, so the next pass does not write it
 // again; Breaker tracks the write-storm breaker's episodes per object; Events
 // emits an event only when its text for a subject changes, so a steady problem
@@ -12,11 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// KeyMemo remembers, per key, what was written and from which resourceVersion.
-// The zero value is ready.
-type KeyMemo[T any] struct {
+// Memo remembers what was written last to each object and from which
+// resourceVersion, until the caches show a newer version. The zero value is
+// ready.
+type Memo[T any] struct {
 	mu sync.Mutex
-	m  map[string]memoEntry[T]
+	m  map[Object]memoEntry[T]
 }
 
 type memoEntry[T any] struct {
@@ -26,7 +27,7 @@ type memoEntry[T any] struct {
 
 // Get returns what was written to key from base, while the cache still shows
 // base; once the cache moved on, the entry is dropped.
-func (m *KeyMemo[T]) Get(key, base string) (T, bool) {
+func (m *Memo[T]) Get(key Object, base string) (T, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.m[key]
@@ -39,17 +40,17 @@ func (m *KeyMemo[T]) Get(key, base string) (T, bool) {
 }
 
 // Put records a write to key computed from base.
-func (m *KeyMemo[T]) Put(key, base string, written T) {
+func (m *Memo[T]) Put(key Object, base string, written T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
-		m.m = map[string]memoEntry[T]{}
+		m.m = map[Object]memoEntry[T]{}
 	}
 	m.m[key] = memoEntry[T]{base: base, written: written}
 }
 
 // Reset forgets everything (a new leader term trusts only the caches).
-func (m *KeyMemo[T]) Reset() {
+func (m *Memo[T]) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m = nil

@@ -8,20 +8,21 @@ import (
 )
 
 func TestMemoStandsInOnlyWhileTheCacheShowsTheBase(t *testing.T) {
-	var m KeyMemo[string]
-	m.Put("pool/lb", "7", "written")
-	if v, ok := m.Get("pool/lb", "7"); !ok || v != "written" {
+	var m Memo[string]
+	lb := Object{Resource: "pool", Name: "lb"}
+	m.Put(lb, "7", "written")
+	if v, ok := m.Get(lb, "7"); !ok || v != "written" {
 		t.Errorf("same base: %q %v", v, ok)
 	}
-	if _, ok := m.Get("pool/lb", "8"); ok {
+	if _, ok := m.Get(lb, "8"); ok {
 		t.Error("the cache moved on, yet the memo answered")
 	}
-	if _, ok := m.Get("pool/lb", "7"); ok {
+	if _, ok := m.Get(lb, "7"); ok {
 		t.Error("an entry outlived the cache moving on")
 	}
-	m.Put("pool/lb", "9", "again")
+	m.Put(lb, "9", "again")
 	m.Reset()
-	if _, ok := m.Get("pool/lb", "9"); ok {
+	if _, ok := m.Get(lb, "9"); ok {
 		t.Error("Reset kept an entry")
 	}
 }

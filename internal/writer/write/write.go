@@ -10,9 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
@@ -37,29 +38,14 @@ func Counted(resource string) { metricWrites.With(resource).Inc() }
 // Written is the number of objects written so far (every resource).
 func Written() uint64 { return metricWrites.Sum() }
 
-// Refused counts one write to an object of resource the breaker refused
-// (Permit counts its own).
-func Refused(resource string) { metricRefused.With(resource).Inc() }
-
 // Object names one object we write: the key of memos and of the write budget.
 type Object struct{ Resource, Namespace, Name string }
 
 // String is "resource/name" or "resource/namespace/name".
 func (o Object) String() string { return o.Resource + "/" + api.Key(o.Namespace, o.Name) }
 
-// Memo remembers what was written last to each object, until the caches show
-// a newer version than base (KeyMemo keyed by Object).
-type Memo[T any] struct{ KeyMemo[T] }
-
-// Get returns what was written to o over version base, if the caches still
-// show base.
-func (m *Memo[T]) Get(o Object, base string) (T, bool) { return m.KeyMemo.Get(o.String(), base) }
-
-// Put remembers v written to o over version base.
-func (m *Memo[T]) Put(o Object, base string, v T) { m.KeyMemo.Put(o.String(), base, v) }
-
-// Gate is what every write passes.
-type Gate struct {
+// Permits is what every write passes: the permit for each write.
+type Permits struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
 	Events *Events
@@ -76,7 +62,7 @@ type Gate struct {
 // Permit takes a write permit for o on behalf of the DynamicPrefix dp. A
 // refusal starts (or continues) a throttling episode: one log line per
 // episode, one event, the metric, and dp requeued for when a permit is back.
-func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
+func (g *Permits) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
 	p := g.Breaker.Take(o.String(), dp, g.Clock.Now())
 	if p.Again > 0 {
 		g.Requeue(dp, p.Again)
@@ -90,7 +76,18 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	}
 	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
 		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
-	return fmt.Errorf("%s: %w (next permit in %s)", o, ErrExceeded, p.Again.Round(time.Second))
+	return fmt.Errorf("%s: %w (next permit in %s)", o, api.ErrBudgetExceeded, p.Again.Round(time.Second))
+}
+
+// PermitQuietly is Permit for a write no pass will repeat (a release): no
+// episode, no event; a refusal is counted and says how long until a permit is
+// back.
+func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
+	ok, wait := g.Breaker.TakeQuietly(o.String(), g.Clock.Now())
+	if !ok {
+		metricRefused.With(o.Resource).Inc()
+	}
+	return ok, wait
 }
 
 // Decide names the decision of this pass over the DynamicPrefix dp (its
@@ -98,7 +95,7 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 // first write to each object the breaker lets through (package budget). A new
 // decision beyond the decision budget is logged: its writes count against
 // the budget like any other.
-func (g *Gate) Decide(dp, decision string) {
+func (g *Permits) Decide(dp, decision string) {
 	if _, refused := g.Breaker.Decide(dp, decision, g.Clock.Now()); refused {
 		g.Log.Warn(dp + ": real changes come faster than the decision budget; their writes count against the write budget")
 	}
@@ -106,7 +103,7 @@ func (g *Gate) Decide(dp, decision string) {
 
 // Calm is called when a pass finds nothing to write to o: it ends o's
 // throttling episode once its bucket is full again.
-func (g *Gate) Calm(o Object, dp string) {
+func (g *Permits) Calm(o Object, dp string) {
 	ended, again := g.Breaker.Calm(o.String(), g.Clock.Now())
 	if again > 0 {
 		g.Requeue(dp, again)
@@ -121,7 +118,7 @@ func (g *Gate) Calm(o Object, dp string) {
 // changes of the write the caller was about to make are recorded in the plan
 // instead, and the caller returns as if the write was made, without touching
 // memo or budget.
-func (g *Gate) Shadow(cs ...Change) bool {
+func (g *Permits) Shadow(cs ...Change) bool {
 	if g.Plan == nil {
 		return false
 	}

@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/tools/world"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // runCilium creates (or updates to image) the Cilium agent DaemonSet as

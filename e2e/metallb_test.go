@@ -5,11 +5,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
 var addressPoolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // TestTheOldestKubernetesTheChartClaims: the chart's kubeVersion names the

@@ -2,13 +2,14 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/tools/world"
 	"io"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // freeAddr returns a loopback address with a port nothing listens on.

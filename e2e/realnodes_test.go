@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // Real nodes: kubelet + containerd + runc in the world's node namespaces run

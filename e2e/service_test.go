@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/tools/world"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // createService creates a LoadBalancer Service in default with annotations ann.

@@ -3,15 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
-	"github.com/renumber/renumber/tools/world"
 	"net/http"
 	"net/netip"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/tools/world"
 )
 
 const shadowUser = "system:serviceaccount:renumber-system:renumber-shadow"

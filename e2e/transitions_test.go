@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/tools/world"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // poolIs waits until pool lb holds exactly the user block and these prefixes.

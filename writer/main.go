@@ -26,9 +26,8 @@ import (
 	"github.com/renumber/renumber/internal/version"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/election"
-
 	"github.com/renumber/renumber/internal/writer/controller"
+	"github.com/renumber/renumber/internal/writer/election"
 )
 
 type options struct {

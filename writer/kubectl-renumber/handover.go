@@ -18,7 +18,6 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-
 	"github.com/renumber/renumber/internal/writer/handover"
 	"github.com/renumber/renumber/internal/writer/render"
 )

@@ -40,10 +40,9 @@ import (
 
 	"github.com/renumber/renumber/internal/requests"
 	"github.com/renumber/renumber/internal/writer/apply"
+	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/election"
 	"github.com/renumber/renumber/internal/writer/inspect"
-
-	"github.com/renumber/renumber/internal/writer/controller"
 )
 
 type options struct {

@@ -1,7 +1,8 @@
-// Package prefix is the address arithmetic of DynamicPrefix specs: host-part
+// The address arithmetic of DynamicPrefix specs: host-part
 // suffixes spliced onto a prefix, address ranges, the offset-th subnet of a
 // length, and the smallest CIDR covering a range. Pure; every input is checked,
 // nothing overflows or panics.
+
 package api
 
 import (

@@ -1,8 +1,9 @@
-// Package spec parses a DynamicPrefix spec once into a validated model: the
+// Parse reads a DynamicPrefix spec once into a validated model: the
 // acquisition settings with their defaults, the prefix filter, and the named
 // address ranges and subnets, parsed. Every consumer (aggregation, pools,
 // Services, status) reads the model and resolves names against a prefix here,
 // never from the raw strings. Pure.
+
 package api
 
 import (

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 

@@ -1,12 +1,13 @@
-// Package dynamicprefix holds the dynamic-prefix.io/v1alpha1 DynamicPrefix API
-// types (field-compatible with the operator users already run) and the
-// annotation keys of that API. It only describes the wire format: defaults and
-// validation live in package spec, which parses a Spec into the model every
-// part of the writer reads.
+// The DynamicPrefix object and its status as the writer reads and writes them;
+// the spec's types are shared with the agent (internal/dynamicprefix). They
+// only describe the wire format: Parse (spec.go) reads a spec into the model
+// every part of the writer reads.
+
 package api
 
 import (
 	"fmt"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

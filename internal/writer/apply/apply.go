@@ -1,11 +1,3 @@
-// Package apply writes what follows a DynamicPrefix, one object at a time: a
-// pool of any kind, an HA Service, a CiliumBGPAdvertisement, the
-// DynamicPrefix's own status (Calico's IPPools: package ippools). For each it
-// renders what the object should hold for a decision, compares that in
-// canonical form with what is live (or with what it wrote last, until the
-// cache shows it), and patches only a difference, only the fields we own,
-// conditional on the version it read, through the write gate (package write).
-// Each step returns a write.Outcome saying whether retrying can help.
 package apply
 
 import (

@@ -1,9 +1,10 @@
-// Package ippools writes Calico's IPPools that follow a DynamicPrefix. An
+// IPPools writes Calico's IPPools that follow a DynamicPrefix. An
 // IPPool holds one CIDR and Calico refuses to change it in place while it is
 // in use, so the annotated pool gets the current prefix and each draining
 // prefix lives in a disabled sibling pool this package creates, updates and
-// deletes as the history moves (package calico renders them). Every write
+// deletes as the history moves (backends.RenderCalico renders them). Every write
 // passes the write gate (package write).
+
 package apply
 
 import (

@@ -2,10 +2,11 @@ package apply
 
 import (
 	"encoding/json"
+	"strings"
+
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
-	"strings"
 )
 
 // annotationChanges are the changes a merge patch of annotations (nil

@@ -2,9 +2,10 @@ package apply
 
 import (
 	"encoding/json"
+	"testing"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"testing"
 )
 
 // A merge patch leaves alone what it does not mention: a status field the

@@ -1,7 +1,8 @@
-// Package backend is what the writer knows about a kind of pool: where its
+// A Kind is what the writer knows about a kind of pool: where its
 // entries live, how they are read and written, and which annotation records the
 // entries we own. Cilium's pools and CIDR groups, MetalLB's IPAddressPools and
 // kube-vip's pool ConfigMap are Kinds; the reconciler handles them alike.
+
 package backends
 
 import (
@@ -100,7 +101,7 @@ func (o Object) Key() string {
 }
 
 // Discovery answers which resources the API server serves in one group/version
-// (client-go's discovery client has this method; so has kube.Discovery).
+// (client-go's discovery client has this method; so has controller.Discovery).
 type Discovery interface {
 	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
 }

@@ -1,4 +1,4 @@
-// Package calico renders Calico IPPools that follow a DynamicPrefix. An IPPool
+// RenderCalico renders Calico IPPools that follow a DynamicPrefix. An IPPool
 // holds one CIDR (spec.cidr), so the pool the user annotated holds the current
 // prefix's entry, and each prefix still draining gets a sibling IPPool we
 // create, own and delete: a copy of the annotated pool's settings with that
@@ -7,6 +7,7 @@
 // CIDR, so a prefix coming back (A->B->A) finds its old sibling by name and
 // never gets a second pool for the same CIDR. Writes go to the
 // crd.projectcalico.org/v1 resource every Calico install serves.
+
 package backends
 
 import (

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-
 	"github.com/renumber/renumber/internal/writer/render"
 )
 

@@ -2,8 +2,9 @@ package backends
 
 import (
 	"encoding/json"
-	"github.com/renumber/renumber/internal/writer/api"
 	"testing"
+
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 func TestRenderAdvertisement(t *testing.T) {

@@ -1,10 +1,11 @@
-// Package kubevip describes the kube-vip cloud provider's pool ConfigMap as a
+// KubeVIPKind describes the kube-vip cloud provider's pool ConfigMap as a
 // Kind. The provider reads keys cidr-<namespace> / cidr-global
 // (comma-separated CIDRs) and range-<namespace> / range-global
 // (comma-separated "first-last" ranges). The one key we manage is the one the
 // ConfigMap's dynamic-prefix.io/kubevip-key annotation names; no other key is
 // read or written. Opt-in: the writer follows this ConfigMap only when told
 // its name, and RBAC allows it no other.
+
 package backends
 
 import (
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-
 	"github.com/renumber/renumber/internal/writer/render"
 )
 

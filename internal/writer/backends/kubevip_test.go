@@ -4,9 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/render"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func kubevipConfigMap(key string, data map[string]any) *unstructured.Unstructured {

@@ -1,6 +1,7 @@
-// Package metallb describes MetalLB's IPAddressPool as a Kind. MetalLB's Go
+// MetalLBKinds describes MetalLB's IPAddressPool as a Kind. MetalLB's Go
 // module is not imported (it would pull in its controllers): spec.addresses is a
 // list of strings, each "start-end" or a CIDR, read and written as such.
+
 package backends
 
 import (
@@ -41,7 +42,7 @@ func MetalLBKinds(disc Discovery) ([]*Kind, error) {
 }
 
 // metallbEntries reads spec.addresses verbatim (user entries are written back as the
-// user wrote them; comparisons use pool.Canonical, which ignores spaces).
+// user wrote them; comparisons use render.Canonical, which ignores spaces).
 func metallbEntries(u *unstructured.Unstructured) ([]string, error) {
 	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "addresses")
 	if err != nil || !found {

@@ -1,9 +1,3 @@
-// Package caches builds and runs the writer's informers, on every replica (a
-// standby takes over with warm caches): Nodes, DynamicPrefixes, Services, the
-// Cilium DaemonSet, and (package kinds) the pool kinds the API server serves,
-// CiliumBGPAdvertisements and Calico IPPools. Each cache keeps only the fields
-// the writer reads, and each informer tells a Handler only of the changes that
-// matter to it.
 package caches
 
 import (
@@ -33,9 +27,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-
 	"github.com/renumber/renumber/internal/writer/decide"
-
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -49,7 +41,7 @@ type Handler interface {
 	// ServiceChanged: a Service's annotations of ours or its published
 	// ingress changed (or it came).
 	ServiceChanged(s *corev1.Service)
-	// Pools, advertisements, Calico IPPools and their kinds (package kinds).
+	// Pools, advertisements, Calico IPPools and their kinds (kinds.go).
 	KindsHandler
 	// CiliumChanged: the Cilium DaemonSet's images changed.
 	CiliumChanged()

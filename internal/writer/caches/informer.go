@@ -1,13 +1,15 @@
-// Package informer is the writer's informer plumbing: informers that list with
+// The informer plumbing: informers that list with
 // plain LIST semantics, and Watched, an informer that can be replaced by a fresh
 // one (a full re-list) when its watch is found to have fallen behind.
+
 package caches
 
 import (
 	"context"
-	"github.com/renumber/renumber/internal/writer/backends"
 	"sync"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/backends"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -1,19 +1,21 @@
-// Package kinds follows the kinds the writer writes that the API server may
+// Followed follows the kinds the writer writes that the API server may
 // serve or not, and that can come and go while it runs: the pool kinds
 // (CiliumLoadBalancerIPPool, CiliumCIDRGroup, MetalLB's IPAddressPool, in the
 // versions discovery finds), CiliumBGPAdvertisements and Calico IPPools. It
 // asks discovery at start and again whenever a CustomResourceDefinition of a
 // backend group changes, and starts or stops an informer per kind.
+
 package caches
 
 import (
 	"context"
-	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/backends"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/renumber/renumber/internal/writer/backends"
 )
 
 func TestAPoolKindIsDroppedOnlyWhenDiscoveryAnswersWithoutIt(t *testing.T) {

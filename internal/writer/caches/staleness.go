@@ -1,14 +1,16 @@
-// Package staleness notices caches that fell behind the API server. A watch can
+// Checker notices caches that fell behind the API server. A watch can
 // look connected and deliver nothing (it happened in a real incident, after a
 // storage stall): controllers then see nothing and log nothing. The check reads
 // only: a metadata-only list per cached resource, every interval.
+
 package caches
 
 import (
 	"context"
-	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

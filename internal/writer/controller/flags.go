@@ -4,11 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/renumber/renumber/internal/writer/backends"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 

@@ -1,6 +1,7 @@
-// Package kube builds the writer's client-go clients: every request counted
+// RESTConfig, Counted and NewClients build the writer's client-go clients: every request counted
 // (verb, resource, code) and every mutating request passing a gate that closes
 // the moment leadership is lost (requests.Counting).
+
 package controller
 
 import (
@@ -61,7 +62,7 @@ type Clients struct {
 
 // NewClients builds every client the writer writes with from gated, a config
 // whose writes pass the leader gate. Typed clients per API group, not the whole
-// clientset, and kube.Discovery instead of client-go's: the clientset made
+// clientset, and Discovery instead of client-go's: the clientset made
 // every group's client code reachable (with the discovery client, 8 MB of
 // binary and of RSS).
 func NewClients(gated *rest.Config) (Clients, error) {

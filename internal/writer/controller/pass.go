@@ -6,11 +6,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
@@ -59,7 +60,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	reports, lapse := c.voters.Reports(now)
 	d := decide.For(m, dp.Status, reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
-	// change, which the write breaker lets through (package budget).
+	// change, which the write breaker lets through (write.Budget).
 	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))
 	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
 		d.Wake = lapse

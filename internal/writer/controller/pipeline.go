@@ -1,7 +1,8 @@
-// Package pipeline assembles the writer from its parts over one set of
+// A Pipeline assembles the writer from its parts over one set of
 // clients: the caches, the ballot of node digests and the controller. The
 // writer runs it as leader or as a shadow (--dry-run); kubectl renumber
 // status runs it as a shadow once, to tell what the writer would write now.
+
 package controller
 
 import (
@@ -16,13 +17,10 @@ import (
 
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/apply"
-	"github.com/renumber/renumber/internal/writer/caches"
-
 	"github.com/renumber/renumber/internal/writer/backends"
-
-	"github.com/renumber/renumber/internal/writer/write"
-
+	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Options of a pipeline, from the writer's flags.

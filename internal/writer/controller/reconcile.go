@@ -1,10 +1,11 @@
-// Package reconcile makes the writer's writes. Given the caches (read through
+// The Controller drives the writer's passes. Given the caches (read through
 // Caches and Voters, filled elsewhere), a pass over one DynamicPrefix computes
 // the decision from the node digests, renders its status, the entries of every
 // pool that follows it, its HA Services' annotations and its BGP
 // advertisements, compares each with what is live in canonical form, and
 // writes only the differences. Every replica queues work; only the leader
 // drains the queue (Lead). Every write passes the write-storm breaker.
+
 package controller
 
 import (
@@ -12,9 +13,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/renumber/renumber/internal/writer/api"
-
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/caches"

@@ -1,13 +1,14 @@
 package controller
 
 import (
-	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 	"io"
 	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // shadow is a dry-run controller over the fixture's caches and clients, next

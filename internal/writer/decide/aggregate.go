@@ -1,4 +1,4 @@
-// Package aggregate decides, from every node's digest, which prefix a
+// For decides, from every node's digest, which prefix a
 // DynamicPrefix currently follows and which earlier prefixes are still draining.
 // Pure and deterministic: the same reports, spec and previous status give the
 // same decision, and a decision with nothing new reproduces the previous status's
@@ -16,6 +16,7 @@
 //     more (its valid lifetime ran out everywhere), until the lifetime frozen in
 //     the digests at deprecation passes (expiresAt, set once), or until
 //     maxPrefixHistory newer prefixes pushed it out.
+
 package decide
 
 import (
@@ -178,7 +179,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 }
 
 // PrefixAcquired is the condition type whose last transition the existing
-// operator takes as the current prefix's acquiredAt (package status sets it).
+// operator takes as the current prefix's acquiredAt (RenderStatus sets it).
 const PrefixAcquired = "PrefixAcquired"
 
 // clientNode picks the node to run the DHCPv6 client among the voting nodes

@@ -1,4 +1,4 @@
-// Package votes is the node rule: which Nodes' digests vote, decoded once per
+// The node rule (Ballot): which Nodes' digests vote, decoded once per
 // value, with a garbled digest or a vote that lapses reported once.
 //
 // A Node's digest votes while the Node exists and is Ready, or has not been
@@ -8,17 +8,19 @@
 // nodes still voting choose another. A deleted Node stops voting at once. An
 // agent that died on a Ready node leaves its last digest voting; its deprecated
 // prefixes still expire by their deadlines (status.history[].expiresAt).
+
 package decide
 
 import (
 	"fmt"
-	"github.com/renumber/renumber/internal/writer/api"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

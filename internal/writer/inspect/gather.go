@@ -2,8 +2,9 @@ package inspect
 
 import (
 	"context"
-	"github.com/renumber/renumber/internal/writer/api"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/api"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
-
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/write"
 )

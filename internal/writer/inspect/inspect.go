@@ -21,7 +21,6 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-
 	"github.com/renumber/renumber/internal/writer/write"
 )
 

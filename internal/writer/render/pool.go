@@ -1,18 +1,21 @@
-// Package pool renders the entries of a pool that follows a DynamicPrefix: the
+// PoolEntries and Merge render the entries of a pool that follows a DynamicPrefix: the
 // entries the spec asks for (one per pooled prefix), merged with the entries the
 // user put there, which are never removed or rewritten. An ownership record
 // (what was written last) tells the two apart; nothing is guessed from the shape
 // of an address.
+
 package render
 
 import (
 	"fmt"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 // PoolFollow is what a pool's annotations ask for.

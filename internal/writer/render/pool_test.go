@@ -2,11 +2,12 @@ package render
 
 import (
 	"errors"
-	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 var (

@@ -1,4 +1,4 @@
-// Package service renders the addresses of Services that follow a DynamicPrefix
+// RenderService renders the addresses of Services that follow a DynamicPrefix
 // in transition mode "ha": `lbipam.cilium.io/ips` gets the current and retained
 // addresses (so connections on the old prefix keep working while it drains) and
 // the external-dns target keys only the current one, once the load balancer
@@ -6,6 +6,7 @@
 // that does not answer yet).
 // User entries are kept; ownership records say which entries, and under which
 // target keys, are ours.
+
 package render
 
 import (
@@ -18,10 +19,11 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 // Annotations read and written on Services.
@@ -381,7 +383,7 @@ type ServiceOptions struct {
 	// TargetKeys: the target goes under every key, in order.
 	TargetKeys []string
 	// Managed are the prefixes whose addresses a Service without records
-	// is taken to hold as ours (aggregate.Decision.Managed: the existing
+	// is taken to hold as ours (decide.Decision.Managed: the existing
 	// operator's geometric rule).
 	Managed []netip.Prefix
 	// L2Nudge: the running Cilium's L2 announcer misses an address added to

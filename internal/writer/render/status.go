@@ -1,6 +1,7 @@
-// Package status renders a DynamicPrefix's status from a decision. Rendering an
+// RenderStatus renders a DynamicPrefix's status from a decision. Rendering an
 // unchanged situation returns the previous status unchanged, transition times
 // included, so the writer can compare and skip the write.
+
 package render
 
 import (

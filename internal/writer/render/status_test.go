@@ -3,9 +3,10 @@ package render
 import (
 	"encoding/json"
 	"errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"

@@ -1,4 +1,4 @@
-// Package budget is the writer's write-storm breaker: a token bucket per object
+// Budget is the writer's write-storm breaker: a token bucket per object
 // and one for all writes. A bug, or another controller fighting over the same
 // field, can then cost at most burst + rate x time writes, never a storm; writes
 // resume by themselves as tokens come back.
@@ -16,6 +16,7 @@
 // DecisionsPerMinute) x the objects that follow it, plus the buckets:
 // ObjectBurst + ObjectPerMinute per object, TotalBurst + TotalPerMinute in
 // all.
+
 package write
 
 import (

@@ -1,8 +1,9 @@
-// Package guard keeps the writer from writing more than it must. Memo stands in
+// Memo, Breaker and Events keep the writer from writing more than it must. Memo stands in
 // for a write the caches do not show yet, so the next pass does not write it
 // again; Breaker tracks the write-storm breaker's episodes per object; Events
 // emits an event only when its text for a subject changes, so a steady problem
 // costs one event, not one per pass.
+
 package write
 
 import (

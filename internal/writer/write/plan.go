@@ -1,9 +1,10 @@
-// Package plan holds the writes a shadow writer (writer --dry-run) would make.
+// A Plan holds the writes a shadow writer (writer --dry-run) would make.
 // A shadow runs every pass a leader would, but each write is recorded here
 // instead of sent: one Change per field it would change, from what is live to
 // what it would write. Each pass replaces what the previous pass over the same
 // work left, so the plan is what would be written now; empty when the shadow
 // agrees with what is live.
+
 package write
 
 import (

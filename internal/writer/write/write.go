@@ -1,9 +1,3 @@
-// Package write is the discipline every object write of the writer passes,
-// whatever the object: a permit from the write-storm breaker (a refusal is an
-// episode: one log line, one event, the metric, a requeue for when a permit
-// is back), a shadow's plan instead of the write (writer --dry-run), memos of
-// what was written until the caches show it, the write counted, and the
-// outcome of a step - whether retrying can help.
 package write
 
 import (
@@ -92,7 +86,7 @@ func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
 
 // Decide names the decision of this pass over the DynamicPrefix dp (its
 // spec's generation and pooled prefixes): a new one is a real change, whose
-// first write to each object the breaker lets through (package budget). A new
+// first write to each object the breaker lets through (budget.go). A new
 // decision beyond the decision budget is logged: its writes count against
 // the budget like any other.
 func (g *Permits) Decide(dp, decision string) {

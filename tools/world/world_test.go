@@ -27,6 +27,9 @@ import (
 
 func start(t *testing.T, opts world.Options) *world.World {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a test world: not with -short (make unit)")
+	}
 	if err := world.Require(); err != nil {
 		t.Skipf("test world unavailable: %v", err)
 	}
@@ -291,6 +294,9 @@ func TestAPIServerPauseAndResume(t *testing.T) {
 // behind (processes, cgroups, mounts), and the last one puts back the global
 // sysctls kubelet changed.
 func TestRealNodesDoNotCollideAndCleanUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real nodes: not with -short (make unit)")
+	}
 	if err := world.RequireKubelets(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("real nodes missing in CI: %v", err)

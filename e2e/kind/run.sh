@@ -70,10 +70,14 @@ for node in $("$KIND" get nodes --name "$CLUSTER"); do
 	docker exec "$node" sysctl -qw net.ipv6.conf.eth0.accept_ra=2 net.ipv6.conf.eth0.autoconf=1
 done
 
+# router: radvd on the kind network, advertising prefix A (e2e/kind/radvd.conf).
+router() {
+	docker rm -f "$ROUTER" >/dev/null 2>&1 || true
+	docker run -d --name "$ROUTER" --network kind --cap-add NET_ADMIN --cap-add NET_RAW \
+		--sysctl net.ipv6.conf.all.forwarding=1 renumber/e2e-router:dev >/dev/null
+}
 step "router"
-docker rm -f "$ROUTER" >/dev/null 2>&1 || true
-docker run -d --name "$ROUTER" --network kind --cap-add NET_ADMIN --cap-add NET_RAW \
-	--sysctl net.ipv6.conf.all.forwarding=1 renumber/e2e-router:dev >/dev/null
+router
 
 step "Cilium's CRDs"
 crds="$(go list -m -f '{{.Dir}}' github.com/cilium/cilium)/pkg/k8s/apis/cilium.io/client/crds/v2"
@@ -107,6 +111,21 @@ uninstall() {
 	esac
 }
 
+# reset: the next install starts from the first RA, as on a new cluster: the
+# scenarios' objects gone (the CRD stays, as helm uninstall leaves it), the
+# nodes without the SLAAC addresses of the prefixes the scenarios moved
+# through (their lifetimes would outlast the next pass), the router back on A.
+reset() {
+	kubectl delete dynamicprefixes.dynamic-prefix.io --all --wait >/dev/null
+	kubectl delete ciliumloadbalancerippools.cilium.io --all --wait >/dev/null
+	local node
+	for node in $("$KIND" get nodes --name "$CLUSTER"); do
+		# shellcheck disable=SC2016 # expanded in the node
+		docker exec "$node" sh -c 'for a in $(ip -6 -o addr show dev eth0 scope global | awk "{print \$4}" | grep "^2001:db8:"); do ip -6 addr del "$a" dev eth0; done'
+	done
+	router
+}
+
 scenarios() {
 	E2E_KIND_CLUSTER=$CLUSTER E2E_KIND_ROUTER=$ROUTER E2E_KIND_INSTALL=$1 \
 		go test -tags kind -count=1 -v -timeout 60m -run "${2:-.}" ./e2e/kind/
@@ -128,8 +147,5 @@ for how in helm kustomize; do
 	scenarios $how
 	step "uninstall ($how)"
 	uninstall $how
-	# The next install starts from the first RA again: the router back on A.
-	docker rm -f "$ROUTER" >/dev/null
-	docker run -d --name "$ROUTER" --network kind --cap-add NET_ADMIN --cap-add NET_RAW \
-		--sysctl net.ipv6.conf.all.forwarding=1 renumber/e2e-router:dev >/dev/null
+	reset
 done

@@ -138,7 +138,7 @@ $(BIN)/pause:
 
 $(OUT)/kind/rootfs.tar:
 	@command -v mmdebstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
-	@mkdir -p $(OUT)/kind && mmdebstrap --quiet --variant=minbase \
+	@mkdir -p $(OUT)/kind && mmdebstrap --quiet --variant=minbase --format=tar \
 		--include=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,ca-certificates,curl,jq,procps,bash \
 		bookworm $@.tmp && mv $@.tmp $@
 

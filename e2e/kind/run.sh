@@ -140,12 +140,15 @@ if [ -n "${SMOKE:-}" ]; then
 	exit 0
 fi
 
+first=yes
 for how in helm kustomize; do
+	# Between passes only: kubectl delete -k takes the CRD with it.
+	[ -n "$first" ] || reset
+	first=
 	step "install with $how"
 	install $how
 	step "scenarios ($how)"
 	scenarios $how
 	step "uninstall ($how)"
 	uninstall $how
-	reset
 done

@@ -218,7 +218,7 @@ e2e: deps tools node-tools build images node-images ## Every e2e scenario in the
 kind-tools: deps $(KIND) $(HELM) $(BIN)/dockerfile-frontend kind-node-image ## Build what the kind e2e needs: kind, Helm, the Dockerfile frontend, the node image
 
 .PHONY: e2e-kind
-e2e-kind: kind-tools ## Every e2e scenario on a 3-node kind cluster, installed with helm and with kubectl apply -k (~35 min)
+e2e-kind: kind-tools ## Every e2e scenario on a 3-node kind cluster, installed with helm and with kubectl apply -k (~23 min warm)
 	e2e/kind/run.sh
 
 .PHONY: e2e-kind-smoke

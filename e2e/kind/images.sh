@@ -52,7 +52,9 @@ base_images() {
 		cp /etc/ssl/certs/ca-certificates.crt "$tmp/golang/etc/ssl/certs/"
 		printf 'FROM debian:bookworm-slim\nCOPY . /\nLABEL %s\nENV GOLANG_VERSION=%s GOTOOLCHAIN=local GOPATH=/go PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nWORKDIR /go\n' \
 			"$label" "$(go env GOVERSION | sed 's/^go//')" >"$tmp/golang.Dockerfile"
-		DOCKER_BUILDKIT=0 docker build -q -f "$tmp/golang.Dockerfile" -t golang:1.26-bookworm "$tmp/golang" >/dev/null 2>&1
+		# The legacy builder warns it is deprecated: its output is shown only on failure.
+		DOCKER_BUILDKIT=0 docker build -q -f "$tmp/golang.Dockerfile" -t golang:1.26-bookworm "$tmp/golang" >"$tmp/golang.log" 2>&1 ||
+			{ cat "$tmp/golang.log" >&2; log "building the golang stand-in failed"; exit 1; }
 		log "stand-in golang:1.26-bookworm ($(go env GOVERSION))"
 	fi
 	# gcr.io/distroless/static-debian12:nonroot: what distroless static holds -

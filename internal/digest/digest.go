@@ -7,7 +7,9 @@
 //	v1;eth0=2001:db8:1:100::/64 p ra+addr,2001:db8:1:200::/64 d1800 ra;eth1=
 //
 // one "name=entries" group per watched link (sorted by name; empty when the link
-// shows nothing), entries sorted by prefix, each "prefix state sources". The
+// shows nothing), entries sorted by prefix, each "prefix state sources". A link
+// where a router's address contradicts itself (two speakers on one address:
+// see the agent's corroboration) is "name conflict=entries". The
 // state is "p" (preferred) or "d" (deprecated), optionally followed by the valid
 // lifetime in seconds that remained when the prefix was first seen deprecated.
 // That number is frozen at the transition, so the value never changes while the
@@ -80,7 +82,15 @@ type Prefix struct {
 type Link struct {
 	Name     string
 	Prefixes []Prefix
+	// Conflict: RAs from one router address disagree about the prefixes on
+	// this link (a second speaker on the router's address); the prefixes are
+	// the last agreed state. Writers before v0.3 refuse the digest: upgrade
+	// the writer first.
+	Conflict bool
 }
+
+// conflictMark follows a link's name in the encoding when Link.Conflict.
+const conflictMark = " conflict"
 
 // Node is everything one agent reports.
 type Node struct {
@@ -110,7 +120,7 @@ func (n Node) Canonical() Node {
 			}
 			merged[p.Prefix] = p
 		}
-		cl := Link{Name: l.Name}
+		cl := Link{Name: l.Name, Conflict: l.Conflict}
 		for _, p := range merged {
 			cl.Prefixes = append(cl.Prefixes, p)
 		}
@@ -158,6 +168,9 @@ func Encode(n Node) (string, error) {
 		}
 		b.WriteString(";")
 		b.WriteString(l.Name)
+		if l.Conflict {
+			b.WriteString(conflictMark)
+		}
 		b.WriteString("=")
 		for j, p := range l.Prefixes {
 			if err := checkPrefix(p); err != nil {
@@ -210,10 +223,11 @@ func Decode(s string) (Node, error) {
 		if !ok {
 			return Node{}, fmt.Errorf("%w: link group %q has no '='", ErrInvalid, truncate(g))
 		}
+		name, conflict := strings.CutSuffix(name, conflictMark)
 		if err := checkLinkName(name); err != nil {
 			return Node{}, err
 		}
-		l := Link{Name: name}
+		l := Link{Name: name, Conflict: conflict}
 		if entries != "" {
 			for _, e := range strings.Split(entries, ",") {
 				total++

@@ -60,6 +60,14 @@ func TestEncode(t *testing.T) {
 			want: "v1;eth0=2001:db8:1::/64 d addr",
 		},
 		{
+			name: "a router conflict on one link",
+			in: Node{Links: []Link{
+				{Name: "eth1"},
+				{Name: "eth0", Conflict: true, Prefixes: []Prefix{{Prefix: pfx("2001:db8:1::/64"), Sources: SourceRA}}},
+			}},
+			want: "v1;eth0 conflict=2001:db8:1::/64 p ra;eth1=",
+		},
+		{
 			name: "remaining lifetime dropped while preferred",
 			in: Node{Links: []Link{{Name: "eth0", Prefixes: []Prefix{
 				{Prefix: pfx("2001:db8:1::/64"), Remaining: time.Hour, Sources: SourceRA},
@@ -154,6 +162,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"trailing separator", "v1;eth0=;"},
 		{"oversized", "v1;eth0=" + strings.Repeat("x", MaxBytes)},
 		{"too many links", "v1" + strings.Repeat(";a=", MaxLinks+1)},
+		{"conflict mark twice", "v1;eth0 conflict conflict="},
+		{"conflict mark alone", "v1; conflict="},
+		{"conflict mark misspelt", "v1;eth0 conflicts="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,7 +176,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"v1", "v1;eth0=", "v1;eth0=2001:db8:1::/64 p ra+addr,2001:db8:2::/64 d1800 ra;eth1=", "v1;eth0=2001:db8::/64 d addr"} {
+	for _, s := range []string{"v1", "v1;eth0=", "v1;eth0=2001:db8:1::/64 p ra+addr,2001:db8:2::/64 d1800 ra;eth1=", "v1;eth0=2001:db8::/64 d addr", "v1;eth0 conflict=2001:db8::/64 p ra"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

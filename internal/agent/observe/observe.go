@@ -94,6 +94,14 @@ type link struct {
 	sawRA bool
 	down  bool
 	upAt  time.Time
+
+	// Corroboration (corroborate.go).
+	speakers       map[netip.Addr]*speaker
+	doubted        map[netip.Prefix]time.Time
+	asked          time.Time // the last Router Solicitation sent
+	requested      time.Time // a solicitation asked for and not yet reported sent
+	contradictions uint64
+	crowded        uint64
 }
 
 type addrEntry struct {
@@ -122,6 +130,13 @@ type State struct {
 	// delegated: the prefixes delegated to the node (DHCPv6-PD, host mode),
 	// until when each is valid.
 	delegated map[netip.Prefix]deadline
+	// Corroboration: how long a router has, after it was solicited, to
+	// contradict a change its address announced before the change is
+	// believed (corroborate.go). Zero believes every RA at once.
+	Corroboration time.Duration
+	// ConflictHold: how long a router whose address contradicted itself is
+	// reported in conflict after the last contradiction.
+	ConflictHold time.Duration
 }
 
 // DefaultLinkGrace covers an RA interval plus DAD.
@@ -129,7 +144,8 @@ const DefaultLinkGrace = 10 * time.Second
 
 // New returns a State watching the given links.
 func New(links ...string) *State {
-	s := &State{links: map[string]*link{}, LinkGrace: DefaultLinkGrace, OmitDeprecates: true, delegated: map[netip.Prefix]deadline{}}
+	s := &State{links: map[string]*link{}, LinkGrace: DefaultLinkGrace, OmitDeprecates: true, delegated: map[netip.Prefix]deadline{},
+		Corroboration: DefaultCorroboration, ConflictHold: DefaultConflictHold}
 	s.SetLinks(links...)
 	return s
 }
@@ -141,7 +157,8 @@ func (s *State) SetLinks(names ...string) {
 		keep[n] = true
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
-				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{}}
+				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{},
+				speakers: map[netip.Addr]*speaker{}, doubted: map[netip.Prefix]time.Time{}}
 		}
 	}
 	for n := range s.links {
@@ -177,9 +194,10 @@ func (s *State) Seed(n digest.Node) {
 	}
 }
 
-// RA records one Router Advertisement's prefixes from router at now. An RA
-// from a router the link's policy does not trust is not believed: RA returns
-// false and records nothing.
+// RA takes one Router Advertisement's prefixes from router at now: believed
+// at once when they change nothing or Corroboration is off, else once
+// corroborated (corroborate.go). An RA from a router the link's policy does
+// not trust is not believed: RA returns false and records nothing.
 func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) bool {
 	l := s.links[name]
 	if l == nil {
@@ -188,9 +206,24 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	if !s.policies[name].Trusts(router) {
 		return false
 	}
+	switch {
+	case len(prefixes) == 0:
+		l.sawRA = true
+	case s.Corroboration <= 0:
+		s.believe(name, router, now, prefixes)
+	default:
+		s.corroborate(name, router, now, prefixes)
+	}
+	return true
+}
+
+// believe records router's RA prefixes heard at now.
+func (s *State) believe(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+	l := s.links[name]
 	if _, ok := l.since[router]; !ok && len(l.since) < maxRouters {
 		l.since[router] = now
 	}
+	l.sawRA = true
 	for _, p := range prefixes {
 		if p.Valid > 0 {
 			l.vouched[p.Prefix.Masked()] = true
@@ -201,16 +234,12 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 			continue
 		}
 		l.ra[k] = lifetimes{valid: until(now, p.Valid), preferred: until(now, p.Preferred)}
-		l.sawRA = true
 	}
-	if len(prefixes) == 0 {
-		l.sawRA = true
-		return true
-	}
+	l.capRA(s.policies[name], now)
 	// Only an RA that offers something (valid > 0) is the router's whole offer: one
 	// that merely withdraws a prefix says nothing of the others.
 	if !s.OmitDeprecates || !slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Valid > 0 }) {
-		return true
+		return
 	}
 	for k, e := range l.ra {
 		if k.router != router || slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Prefix.Masked() == k.prefix }) {
@@ -221,7 +250,6 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 			l.ra[k] = e
 		}
 	}
-	return true
 }
 
 // Link records a link going down or coming up.
@@ -351,6 +379,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			delete(s.delegated, p)
 		}
 	}
+	s.Settle(now)
 	for _, name := range s.Links() {
 		l := s.links[name]
 		byPrefix := map[netip.Prefix]*seen{}
@@ -393,10 +422,14 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				e.pdRemaining = max(e.pdRemaining, valid.remaining(now))
 			}
 		}
-		dl := digest.Link{Name: name}
+		dl := digest.Link{Name: name, Conflict: len(s.Conflicts(name, now)) > 0}
 		for p, e := range byPrefix {
 			if r := s.untrusted(name, l, p, e.sources); r != nil {
 				rejected = append(rejected, *r)
+				continue
+			}
+			if e.sources == digest.SourceAddr && l.doubts(p, now) {
+				rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: ErrUncorroborated})
 				continue
 			}
 			if err := s.policies[name].Check(name, p); err != nil {
@@ -584,6 +617,7 @@ func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
 	for _, d := range s.delegated {
 		consider(d)
 	}
+	s.corroborationDeadlines(consider)
 	for _, l := range s.links {
 		for _, e := range l.ra {
 			consider(e.valid)

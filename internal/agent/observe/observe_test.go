@@ -31,9 +31,16 @@ func encode(t *testing.T, s *State, now time.Time) string {
 	return e
 }
 
+// believing is s with corroboration off: every RA believed at once. The
+// tests of the other rules use it; corroborate_test.go tests corroboration.
+func believing(s *State) *State {
+	s.Corroboration = 0
+	return s
+}
+
 // globalOnly is a State watching link, reporting only global unicast prefixes.
 func globalOnly(link string) *State {
-	s := New(link)
+	s := believing(New(link))
 	s.SetPolicies(map[string]policy.Policy{link: {GlobalOnly: true}})
 	return s
 }
@@ -93,7 +100,7 @@ func TestPrefixLifecycle(t *testing.T) {
 }
 
 func TestTwoRoutersDoNotFlap(t *testing.T) {
-	s := New("eth0")
+	s := believing(New("eth0"))
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Hour, true}})
 	s.RA("eth0", routerB, t0, []RAPrefix{{pA, time.Hour, 0, true}, {pB, time.Hour, time.Hour, true}})
 	want := "v1;eth0=2001:db8:a::/64 p ra,2001:db8:b::/64 p ra"
@@ -127,7 +134,7 @@ func TestEventOrderDoesNotMatter(t *testing.T) {
 	}
 	var first string
 	for perm := range permutations(len(events)) {
-		s := New("eth1", "eth0")
+		s := believing(New("eth1", "eth0"))
 		for _, i := range perm {
 			events[i](s)
 		}
@@ -181,7 +188,7 @@ func TestSeedKeepsPublishedLifetimeAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New("eth0")
+	s := believing(New("eth0"))
 	s.Seed(prev)
 	// After a restart the router says only 1500 s are left.
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, 1500 * time.Second, 0, true}})
@@ -191,7 +198,7 @@ func TestSeedKeepsPublishedLifetimeAcrossRestart(t *testing.T) {
 }
 
 func TestSnapshotIsBounded(t *testing.T) {
-	s := New("eth0")
+	s := believing(New("eth0"))
 	var pios []RAPrefix
 	for i := range digest.MaxPrefixes + 8 {
 		p := netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", i))
@@ -217,7 +224,7 @@ func TestSnapshotIsBounded(t *testing.T) {
 }
 
 func TestRoutersDecideTheSource(t *testing.T) {
-	s := New("eth0")
+	s := believing(New("eth0"))
 	if s.SawRA() {
 		t.Fatal("SawRA before any RA")
 	}
@@ -240,7 +247,7 @@ func TestRoutersDecideTheSource(t *testing.T) {
 }
 
 func TestNextDeadlineIsInTheFuture(t *testing.T) {
-	s := New("eth0")
+	s := believing(New("eth0"))
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Hour, time.Minute, true}})
 	if at, ok := s.NextDeadline(t0); !ok || !at.Equal(t0.Add(time.Minute)) {
 		t.Errorf("NextDeadline = %v %v, want the preferred lifetime's end", at, ok)
@@ -254,7 +261,7 @@ func TestNextDeadlineIsInTheFuture(t *testing.T) {
 func TestLinkFlapKeepsFlushedAddresses(t *testing.T) {
 	// Prefixes known only by their addresses (no router advertises them here):
 	// the addresses decide, so their flush on link down must not count.
-	s := New("eth0")
+	s := believing(New("eth0"))
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
 	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: time.Hour}, false, t0)
 	want := encode(t, s, t0)
@@ -295,7 +302,7 @@ func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
 		}
 		s.RA("eth0", routerA, t0.Add(at), pios)
 	}
-	s := New("eth0")
+	s := believing(New("eth0"))
 	ra(s, 0, pA)
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0)
 	// The router reboots onto a new ISP prefix and never mentions A again; the
@@ -316,7 +323,7 @@ func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
 	}
 
 	// Off, for routers that split their prefixes over several RAs.
-	s = New("eth0")
+	s = believing(New("eth0"))
 	s.OmitDeprecates = false
 	ra(s, 0, pA)
 	ra(s, 3*time.Second, pB)
@@ -326,7 +333,7 @@ func TestARouterThatStopsOfferingAPrefixDeprecatesIt(t *testing.T) {
 }
 
 func TestRoutersDecideOverAddresses(t *testing.T) {
-	s := New("eth0")
+	s := believing(New("eth0"))
 	// A static address in a prefix no router advertises: its own lifetimes decide.
 	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: Infinite, Preferred: Infinite}, false, t0)
 	// A router deprecates A while an address in A is still preferred.
@@ -337,7 +344,7 @@ func TestRoutersDecideOverAddresses(t *testing.T) {
 	}
 	// The kernel keeps an address's valid lifetime when an RA shortens it below two
 	// hours (RFC 4862 5.5.3 e); the router's 20 s is what is published.
-	s = New("eth0")
+	s = believing(New("eth0"))
 	s.RA("eth0", routerA, t0, []RAPrefix{{pA, 20 * time.Second, 0, true}})
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: 600 * time.Second}, false, t0)
 	if got, want := encode(t, s, t0), "v1;eth0=2001:db8:a::/64 d20 ra"; got != want {

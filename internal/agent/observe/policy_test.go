@@ -18,7 +18,7 @@ import (
 // out (the router rebooting is not a renumbering).
 func TestTrustedRouters(t *testing.T) {
 	rogue, pR := netip.MustParseAddr("fe80::666"), netip.MustParsePrefix("2001:db8:666::/64")
-	s := New("eth0")
+	s := believing(New("eth0"))
 	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
 	if !s.RA("eth0", routerA, t0, []RAPrefix{{pA, time.Minute, time.Minute, true}}) {
 		t.Fatal("the trusted router's RA was not believed")
@@ -131,7 +131,7 @@ func TestEvictionKeepsTheRealRoutersPrefixes(t *testing.T) {
 // until its lifetime runs out or its route goes; other links do not see it.
 func TestDelegatedPrefixes(t *testing.T) {
 	pd := netip.MustParsePrefix("2001:db8:a00::/56")
-	s := New("wan", "eth0")
+	s := believing(New("wan", "eth0"))
 	s.SetPolicies(map[string]policy.Policy{"wan": {GlobalOnly: true, Delegated: true, Trusted: []netip.Addr{routerA}}, "eth0": {GlobalOnly: true}})
 	s.Delegated(pd, time.Minute, false, t0)
 	s.Delegated(netip.MustParsePrefix("fd00:1::/56"), time.Hour, false, t0)

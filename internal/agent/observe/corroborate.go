@@ -1,0 +1,421 @@
+// Corroboration: the source address of an RA authenticates nothing (any host on
+// the link can take the router's link-local address and MAC), so a change an RA
+// makes is believed only when the router says it again after being asked, and
+// nothing from its address says otherwise meanwhile. The real router keeps
+// advertising and answers a Router Solicitation (RFC 4861 6.2.6: within
+// MAX_RA_DELAY_TIME, 0.5 s); a second speaker on its address is then heard to
+// contradict it.
+//
+// Rules, per link and router address:
+//   - A word (one RA) that changes nothing of what the router is believed to
+//     offer refreshes its lifetimes at once.
+//   - A word that changes something (a new prefix, a preferred one deprecated,
+//     withdrawn or - the RA being the router's whole offer - omitted) is a
+//     proposal. The link is solicited after the proposal is first heard; the
+//     proposal is believed when a word carrying the same changes arrives after
+//     that solicitation and Corroboration has passed since it, with no word
+//     from the address contradicting it.
+//   - Two words from one address that state different things of one prefix
+//     (preferred in one, deprecated, withdrawn or omitted in the other) are a
+//     contradiction: the proposal is dropped, the last agreed state holds, and
+//     the router is in conflict until ConflictHold passes without another.
+//   - The kernel forms addresses from any RA: an address in a prefix that only
+//     an unbelieved word claims is not reported (doubted) while the doubt lasts.
+
+package observe
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/policy"
+)
+
+// DefaultCorroboration is how long a router has to contradict a change after
+// it was solicited: RFC 4861's MAX_RA_DELAY_TIME, the longest a router
+// delays its answer to a Router Solicitation.
+const DefaultCorroboration = 500 * time.Millisecond
+
+// DefaultConflictHold is how long a router stays in conflict after the last
+// contradiction: long enough that an attacker who pauses does not turn the
+// report on and off (each turn is a write).
+const DefaultConflictHold = time.Minute
+
+// ErrUncorroborated marks a prefix only the kernel reports whose only RA is a
+// change no router confirmed (or one its router's address contradicted).
+var ErrUncorroborated = errors.New("observe: only an unconfirmed or contradicted RA offers it")
+
+// Caps on what the LAN can make one link remember: sources and prefixes are
+// whatever a host on the link puts in its packets.
+const (
+	maxSpeakers = maxRouters
+	maxDoubted  = 256
+)
+
+// word is what one RA states of each prefix: preferred or not.
+type word struct {
+	prefixes []RAPrefix
+	states   map[netip.Prefix]bool
+	// whole: the RA is its router's whole offer, so it states every prefix it
+	// omits not preferred (OmitDeprecates, and the RA offers something).
+	whole bool
+}
+
+func newWord(prefixes []RAPrefix, omitDeprecates bool) word {
+	w := word{prefixes: prefixes, states: make(map[netip.Prefix]bool, len(prefixes))}
+	for _, p := range prefixes {
+		pfx := p.Prefix.Masked()
+		// One RA listing a prefix twice: it is preferred if any listing says so.
+		w.states[pfx] = w.states[pfx] || (p.Valid > 0 && p.Preferred > 0)
+		w.whole = w.whole || (omitDeprecates && p.Valid > 0)
+	}
+	return w
+}
+
+// says returns whether w states p preferred, and whether it states p at all.
+func (w word) says(p netip.Prefix) (preferred, stated bool) {
+	pref, ok := w.states[p]
+	if ok {
+		return pref, true
+	}
+	return false, w.whole
+}
+
+// contradicts reports whether two words state different things of one prefix.
+func (w word) contradicts(o word) bool {
+	for _, set := range []map[netip.Prefix]bool{w.states, o.states} {
+		for p := range set {
+			a, sa := w.says(p)
+			b, sb := o.says(p)
+			if sa && sb && a != b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// proposal is a change one router's RA makes, not yet believed.
+type proposal struct {
+	word   word
+	claims string    // the changes, canonical: words carrying the same changes agree
+	at     time.Time // the last word carrying it
+	heard  time.Time // the first
+	asked  time.Time // the first solicitation sent after heard (zero: none yet)
+	// answered: a word carrying it arrived after asked.
+	answered bool
+}
+
+// speaker is what corroboration remembers of one router address.
+type speaker struct {
+	pending       *proposal
+	conflictUntil time.Time
+}
+
+// believedPreferred reports whether router's believed offer has p preferred at now.
+func (l *link) believedPreferred(router netip.Addr, p netip.Prefix, now time.Time) bool {
+	e, ok := l.ra[raKey{p, router}]
+	return ok && !e.valid.passed(now) && !e.preferred.passed(now)
+}
+
+// claims is the canonical list of what w changes of router's believed offer
+// ("" when nothing).
+func (l *link) claims(router netip.Addr, w word, now time.Time) (string, []netip.Prefix) {
+	changed := map[netip.Prefix]bool{}
+	for p, pref := range w.states {
+		if pref != l.believedPreferred(router, p, now) {
+			changed[p] = pref
+		}
+	}
+	if w.whole {
+		for k := range l.ra {
+			if _, ok := w.states[k.prefix]; !ok && k.router == router && l.believedPreferred(router, k.prefix, now) {
+				changed[k.prefix] = false
+			}
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(changed), func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), a.Bits()-b.Bits())
+	})
+	var b strings.Builder
+	var offered []netip.Prefix
+	for _, p := range keys {
+		b.WriteString(p.String())
+		if changed[p] {
+			b.WriteString("+ ")
+			offered = append(offered, p)
+		} else {
+			b.WriteString("- ")
+		}
+	}
+	return b.String(), offered
+}
+
+// speakerFor returns the corroboration state of router on l, or nil when the
+// link remembers maxSpeakers others that matter more (a believed or
+// conflicting router is never pushed out by a new one).
+func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
+	if sp := l.speakers[router]; sp != nil {
+		return sp
+	}
+	if len(l.speakers) >= maxSpeakers {
+		// Push out the oldest proposal of a router in no conflict.
+		var victim netip.Addr
+		var oldest time.Time
+		for r, sp := range l.speakers {
+			if sp.pending == nil || now.Before(sp.conflictUntil) {
+				continue
+			}
+			if !victim.IsValid() || sp.pending.heard.Before(oldest) {
+				victim, oldest = r, sp.pending.heard
+			}
+		}
+		if !victim.IsValid() {
+			return nil
+		}
+		delete(l.speakers, victim)
+	}
+	sp := &speaker{}
+	l.speakers[router] = sp
+	return sp
+}
+
+// corroborate takes one RA's word from router under the rules above.
+func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+	s.Settle(now) // a proposal whose window passed is believed before this word counts
+	l := s.links[name]
+	w := newWord(prefixes, s.OmitDeprecates)
+	sp := l.speakerFor(router, now)
+	if sp == nil {
+		l.crowded++
+		return
+	}
+	claims, offered := l.claims(router, w, now)
+	if p := sp.pending; p != nil {
+		switch {
+		case w.contradicts(p.word):
+			sp.conflictUntil = now.Add(s.ConflictHold)
+			l.contradictions++
+			for o := range p.word.states {
+				l.doubt(o, sp.conflictUntil)
+			}
+			sp.pending = nil
+		case claims == p.claims:
+			p.word, p.at = w, now
+			if !p.asked.IsZero() && now.After(p.asked) {
+				p.answered = true
+			}
+			return
+		default:
+			// Another change that contradicts nothing (a router splitting its
+			// prefixes over several RAs): corroborate it from the start.
+			sp.pending = nil
+		}
+	}
+	if claims == "" {
+		s.believe(name, router, now, prefixes)
+		return
+	}
+	sp.pending = &proposal{word: w, claims: claims, at: now, heard: now}
+	for _, p := range offered {
+		l.doubt(p, now.Add(s.ConflictHold))
+	}
+}
+
+// doubt keeps kernel addresses in p out of the digest until until.
+func (l *link) doubt(p netip.Prefix, until time.Time) {
+	if _, ok := l.doubted[p]; !ok && len(l.doubted) >= maxDoubted {
+		// Forget the doubt that ends first: the map stays bounded under a flood.
+		var first netip.Prefix
+		for q, t := range l.doubted {
+			if !first.IsValid() || t.Before(l.doubted[first]) {
+				first = q
+			}
+		}
+		delete(l.doubted, first)
+	}
+	if until.After(l.doubted[p]) {
+		l.doubted[p] = until
+	}
+}
+
+// Settle believes every answered proposal whose window passed by now, and
+// forgets proposals nobody answered, conflicts and doubts that ran out.
+// Snapshot settles first; the agent settles before it asks SawRA.
+func (s *State) Settle(now time.Time) {
+	for name, l := range s.links {
+		for r, sp := range l.speakers {
+			if p := sp.pending; p != nil {
+				switch {
+				case p.answered && !now.Before(p.asked.Add(s.Corroboration)):
+					s.believe(name, r, p.at, p.word.prefixes)
+					for q := range p.word.states {
+						if l.believedPreferred(r, q, now) {
+							delete(l.doubted, q)
+						}
+					}
+					sp.pending = nil
+				case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
+					sp.pending = nil // said once, never again: forgotten
+				}
+			}
+			if sp.pending == nil && !now.Before(sp.conflictUntil) {
+				delete(l.speakers, r)
+			}
+		}
+		for p, until := range l.doubted {
+			if !now.Before(until) {
+				delete(l.doubted, p)
+			}
+		}
+	}
+}
+
+// doubts reports whether kernel addresses in p stay out of the digest at now.
+func (l *link) doubts(p netip.Prefix, now time.Time) bool {
+	until, ok := l.doubted[p]
+	return ok && now.Before(until)
+}
+
+// Solicit returns the links that should send a Router Solicitation at now (a
+// proposal was heard there since the last one), and when the next one falls
+// due (zero: none). Solicitations on a link are at least Corroboration apart;
+// a link returned here is not returned again until Solicited reports the
+// send, or a spacing later (the send failed).
+func (s *State) Solicit(now time.Time) ([]string, time.Time) {
+	var due []string
+	var next time.Time
+	for _, name := range s.Links() {
+		l := s.links[name]
+		waiting := false
+		for _, sp := range l.speakers {
+			if sp.pending != nil && sp.pending.asked.IsZero() {
+				waiting = true
+				break
+			}
+		}
+		if !waiting {
+			continue
+		}
+		at := l.asked.Add(s.Corroboration)
+		if !l.requested.IsZero() {
+			at = later(at, l.requested.Add(s.Corroboration))
+		}
+		if now.Before(at) {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		l.requested = now
+		due = append(due, name)
+	}
+	return due, next
+}
+
+// Solicited records that a Router Solicitation went out on the link at at:
+// every proposal heard before it has now been put to the router.
+func (s *State) Solicited(name string, at time.Time) {
+	l := s.links[name]
+	if l == nil {
+		return
+	}
+	l.asked, l.requested = at, time.Time{}
+	for _, sp := range l.speakers {
+		if p := sp.pending; p != nil && p.asked.IsZero() && !at.Before(p.heard) {
+			p.asked = at
+		}
+	}
+}
+
+// Conflicts returns the routers whose address contradicted itself on the
+// link within ConflictHold of now, sorted.
+func (s *State) Conflicts(name string, now time.Time) []netip.Addr {
+	l := s.links[name]
+	if l == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for r, sp := range l.speakers {
+		if now.Before(sp.conflictUntil) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// Contradictions counts the contradictions heard on the link, and the words
+// of routers not remembered because maxSpeakers others were (crowded).
+func (s *State) Contradictions(name string) (contradictions, crowded uint64) {
+	if l := s.links[name]; l != nil {
+		return l.contradictions, l.crowded
+	}
+	return 0, 0
+}
+
+// corroborationDeadlines passes consider every time at which settle could
+// change something.
+func (s *State) corroborationDeadlines(consider func(deadline)) {
+	for _, l := range s.links {
+		for _, sp := range l.speakers {
+			if p := sp.pending; p != nil {
+				if p.answered {
+					consider(deadline(p.asked.Add(s.Corroboration)))
+				}
+				consider(deadline(p.heard.Add(s.ConflictHold)))
+			}
+			consider(deadline(sp.conflictUntil))
+		}
+		for _, until := range l.doubted {
+			consider(deadline(until))
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// maxRAEntries bounds the (prefix, router) lifetimes one link remembers.
+const maxRAEntries = 256
+
+// capRA keeps l.ra within maxRAEntries: it forgets first the entries of the
+// most junior routers (heard last, or not remembered at all), deprecated
+// before preferred, and never an entry of a trusted router or of a prefix the
+// last digest carried.
+func (l *link) capRA(pol policy.Policy, now time.Time) {
+	if len(l.ra) <= maxRAEntries {
+		return
+	}
+	var victims []raKey
+	for k := range l.ra {
+		if (pol.Trusted != nil && pol.Trusts(k.router)) || l.kept[k.prefix] {
+			continue
+		}
+		victims = append(victims, k)
+	}
+	junior := now.Add(time.Hour) // a router not remembered
+	seniority := func(r netip.Addr) time.Time {
+		if t, ok := l.since[r]; ok {
+			return t
+		}
+		return junior
+	}
+	slices.SortFunc(victims, func(a, b raKey) int {
+		return cmp.Or(seniority(b.router).Compare(seniority(a.router)),
+			compareBool(!l.ra[a].preferred.passed(now), !l.ra[b].preferred.passed(now)),
+			a.router.Compare(b.router), a.prefix.Addr().Compare(b.prefix.Addr()))
+	})
+	for _, k := range victims[:min(len(victims), len(l.ra)-maxRAEntries)] {
+		delete(l.ra, k)
+	}
+}

@@ -1,0 +1,305 @@
+package observe
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/digest"
+)
+
+var pX = netip.MustParsePrefix("2001:db8:bad::/64") // the attacker's
+
+func offer(ps ...netip.Prefix) []RAPrefix {
+	out := make([]RAPrefix, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, RAPrefix{p, time.Hour, 30 * time.Minute, true})
+	}
+	return out
+}
+
+// agreed is a corroborating State on eth0 that believes routerA offers A.
+func agreed(t *testing.T) *State {
+	t.Helper()
+	s := New("eth0")
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.RA("eth0", routerA, t0, offer(pA))
+	solicit(t, s, t0.Add(time.Millisecond))
+	s.RA("eth0", routerA, t0.Add(2*time.Millisecond), offer(pA))
+	if got := encode(t, s, t0.Add(time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Fatalf("the router's first offer, answered: %s", got)
+	}
+	return s
+}
+
+// solicit does what the agent does: asks for the links due and reports the
+// solicitation sent at at.
+func solicit(t *testing.T, s *State, at time.Time) {
+	t.Helper()
+	due, _ := s.Solicit(at)
+	if !slices.Equal(due, []string{"eth0"}) {
+		t.Fatalf("Solicit(%s) = %v, want eth0 due", at.Sub(t0), due)
+	}
+	s.Solicited("eth0", at)
+}
+
+func TestARealRenumberingIsBelievedOnceTheRouterConfirmsIt(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB)) // the router rebooted onto B
+	if got := encode(t, s, at); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("a change heard once is believed at once: %s", got)
+	}
+	solicit(t, s, at.Add(time.Millisecond))
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // its answer
+	if got := encode(t, s, at.Add(400*time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("believed before the router had Corroboration to contradict it: %s", got)
+	}
+	next, ok := s.NextDeadline(at.Add(400 * time.Millisecond))
+	if want := at.Add(time.Millisecond + DefaultCorroboration); !ok || !next.Equal(want) {
+		t.Errorf("NextDeadline = %s, want the window's end %s", next.Sub(t0), want.Sub(t0))
+	}
+	// A's last word was at t0: 3539 s of its hour were left when B was believed.
+	if got, want := encode(t, s, at.Add(501*time.Millisecond)), "v1;eth0=2001:db8:a::/64 d3539 ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("after the window:\n got %s\nwant %s", got, want)
+	}
+	if c := s.Conflicts("eth0", at.Add(time.Second)); len(c) != 0 {
+		t.Errorf("conflicts %v after a real renumbering", c)
+	}
+}
+
+func TestASpooferContradictedByTheRouterMovesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoof []RAPrefix
+	}{
+		{"its prefix alone (omitting A)", offer(pX)},
+		{"A deprecated", []RAPrefix{{pA, time.Hour, 0, true}}},
+		{"A withdrawn", []RAPrefix{{pA, 0, 0, true}, {pX, time.Hour, time.Hour, true}}},
+		{"its prefix beside A", offer(pA, pX)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := agreed(t)
+			at := t0.Add(time.Minute)
+			// The spoofer speaks twice before the solicitation and answers it too.
+			s.RA("eth0", routerA, at, tc.spoof)
+			s.RA("eth0", routerA, at.Add(time.Millisecond), tc.spoof)
+			solicit(t, s, at.Add(2*time.Millisecond))
+			s.RA("eth0", routerA, at.Add(3*time.Millisecond), tc.spoof)
+			s.RA("eth0", routerA, at.Add(4*time.Millisecond), offer(pA)) // the real router's answer
+			// The kernel formed an address from the spoofed RA.
+			spoofsX := slices.ContainsFunc(tc.spoof, func(p RAPrefix) bool { return p.Prefix == pX })
+			if spoofsX {
+				s.Address("eth0", Address{Addr: addr(pX, 1), Valid: time.Hour, Preferred: time.Hour}, false, at.Add(5*time.Millisecond))
+			}
+			for _, d := range []time.Duration{10 * time.Millisecond, time.Second, 30 * time.Second} {
+				n, rejected := s.Snapshot(at.Add(d))
+				got, _ := digest.Encode(n)
+				if want := "v1;eth0 conflict=2001:db8:a::/64 p ra"; got != want {
+					t.Errorf("at +%s:\n got %s\nwant %s", d, got, want)
+				}
+				if spoofsX && !slices.ContainsFunc(rejected, func(r Rejected) bool { return r.Prefix == pX && r.Reason == ErrUncorroborated }) {
+					t.Errorf("at +%s: the kernel's address in the spoofed prefix: rejected %v", d, rejected)
+				}
+			}
+			if c := s.Conflicts("eth0", at.Add(time.Second)); !slices.Equal(c, []netip.Addr{routerA}) {
+				t.Errorf("Conflicts = %v, want the router's address", c)
+			}
+			if n, _ := s.Contradictions("eth0"); n != 1 {
+				t.Errorf("%d contradictions counted, want 1", n)
+			}
+		})
+	}
+}
+
+func TestTwoWordsBeforeTheSolicitationAreNotEnough(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	for i := range 5 {
+		s.RA("eth0", routerA, at.Add(time.Duration(i)*time.Millisecond), offer(pX))
+	}
+	// No solicitation was sent (the agent failed to): nothing was put to the router.
+	if got := encode(t, s, at.Add(10*time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("believed without asking the router: %s", got)
+	}
+	// Asked, but nobody answered after the solicitation: still not believed.
+	s.Solicited("eth0", at.Add(11*time.Second))
+	if got := encode(t, s, at.Add(20*time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("believed without an answer to the solicitation: %s", got)
+	}
+}
+
+func TestAConflictHoldsTheLineAndClearsWhenTheRouterAgreesAgain(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	// 30 s of a spoofer speaking every 700 ms while the router advertises every 3 s.
+	var last time.Time
+	for ms := 0; ms < 30000; ms += 100 {
+		now := at.Add(time.Duration(ms) * time.Millisecond)
+		if ms%700 == 0 {
+			s.RA("eth0", routerA, now, offer(pX))
+		}
+		if ms%3000 == 0 {
+			s.RA("eth0", routerA, now, offer(pA))
+		}
+		if due, _ := s.Solicit(now); len(due) > 0 {
+			s.Solicited("eth0", now)
+			s.RA("eth0", routerA, now.Add(time.Millisecond), offer(pA)) // the router answers
+		}
+		if got := encode(t, s, now.Add(2*time.Millisecond)); got != "v1;eth0 conflict=2001:db8:a::/64 p ra" && ms > 0 {
+			t.Fatalf("at +%dms: %s", ms, got)
+		}
+		last = now
+	}
+	// The spoofer stops; the router renumbers to B while the conflict is still reported.
+	now := last.Add(time.Second)
+	s.RA("eth0", routerA, now, offer(pB))
+	solicit(t, s, now.Add(time.Millisecond))
+	s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pB))
+	// The router's last word of A was its answer 2.9 s before the spoofer stopped.
+	if got, want := encode(t, s, now.Add(time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3597 ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("a real renumbering during the conflict report:\n got %s\nwant %s", got, want)
+	}
+	// ConflictHold after the last contradiction, the report clears.
+	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3597 ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("after the hold:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestRefreshesAreBelievedAtOnceAndSolicitNothing(t *testing.T) {
+	s := agreed(t)
+	for i := 1; i <= 10; i++ {
+		now := t0.Add(time.Duration(i) * 3 * time.Second)
+		s.RA("eth0", routerA, now, offer(pA))
+		if due, next := s.Solicit(now); len(due) > 0 || !next.IsZero() {
+			t.Fatalf("a refresh solicits: %v %v", due, next)
+		}
+	}
+	// Lifetimes counting down (a router decrementing them) change nothing either.
+	s.RA("eth0", routerA, t0.Add(time.Minute), []RAPrefix{{pA, 50 * time.Minute, 20 * time.Minute, true}})
+	if due, _ := s.Solicit(t0.Add(time.Minute)); len(due) > 0 {
+		t.Errorf("shorter lifetimes solicit")
+	}
+}
+
+func TestSolicitationsAreSpaced(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pX))
+	solicit(t, s, at)
+	s.RA("eth0", routerA, at.Add(time.Millisecond), offer(pA)) // contradiction
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pX))
+	due, next := s.Solicit(at.Add(3 * time.Millisecond))
+	if len(due) != 0 || !next.Equal(at.Add(DefaultCorroboration)) {
+		t.Errorf("Solicit = %v, %s: want none before %s", due, next.Sub(at), DefaultCorroboration)
+	}
+	solicit(t, s, next)
+	// A solicitation asked for but never reported sent is asked for again a spacing later.
+	s.RA("eth0", routerA, next.Add(time.Millisecond), offer(pA))
+	s.RA("eth0", routerA, next.Add(2*time.Millisecond), offer(pX))
+	later := next.Add(DefaultCorroboration)
+	if due, _ := s.Solicit(later); len(due) != 1 {
+		t.Fatalf("not due at %s", later.Sub(at))
+	}
+	if due, _ := s.Solicit(later.Add(time.Millisecond)); len(due) != 0 {
+		t.Errorf("asked twice before the first was sent")
+	}
+	if due, _ := s.Solicit(later.Add(DefaultCorroboration)); len(due) != 1 {
+		t.Errorf("a lost solicitation is not asked for again")
+	}
+}
+
+func TestARouterSplittingItsPrefixesIsNoConflict(t *testing.T) {
+	s := New("eth0")
+	s.OmitDeprecates = false
+	pC := netip.MustParsePrefix("2001:db8:c::/64")
+	for i := range 6 {
+		now := t0.Add(time.Duration(i) * 2 * time.Second)
+		p := pA
+		if i%2 == 1 {
+			p = pC
+		}
+		s.RA("eth0", routerA, now, offer(p))
+		if due, _ := s.Solicit(now); len(due) > 0 {
+			s.Solicited("eth0", now)
+			s.RA("eth0", routerA, now.Add(time.Millisecond), offer(p))
+		}
+	}
+	if got, want := encode(t, s, t0.Add(time.Minute)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:c::/64 p ra"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestAFloodOfFreshSourcesStaysBounded: every table the LAN feeds has a cap,
+// and the router heard first keeps its prefix in the digest.
+func TestAFloodOfFreshSourcesStaysBounded(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	for i := range 20000 {
+		now := at.Add(time.Duration(i) * time.Millisecond)
+		src := netip.AddrFrom16([16]byte{0xfe, 0x80, 14: byte(i >> 8), 15: byte(i)})
+		p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xf0 | byte(i>>16), byte(i >> 8), byte(i), 0}), 64)
+		s.RA("eth0", src, now, offer(p))
+		if i%3 == 0 { // a flooder that answers solicitations too
+			if due, _ := s.Solicit(now); len(due) > 0 {
+				s.Solicited("eth0", now)
+			}
+			s.RA("eth0", src, now.Add(time.Microsecond), offer(p))
+		}
+		if i%1000 == 0 {
+			s.Snapshot(now)
+		}
+	}
+	l := s.links["eth0"]
+	n, _ := s.Snapshot(at.Add(21 * time.Second))
+	if len(l.speakers) > maxSpeakers || len(l.doubted) > maxDoubted || len(l.ra) > maxRAEntries || len(l.since) > maxRouters {
+		t.Errorf("tables: %d speakers, %d doubted, %d RA entries, %d routers", len(l.speakers), len(l.doubted), len(l.ra), len(l.since))
+	}
+	if len(n.Links) != 1 || !slices.ContainsFunc(n.Links[0].Prefixes, func(p digest.Prefix) bool { return p.Prefix == pA && !p.Deprecated }) {
+		t.Errorf("the senior router's A was crowded out: %v", n)
+	}
+	if _, err := digest.Encode(n); err != nil {
+		t.Errorf("digest under the flood: %v", err)
+	}
+}
+
+// FuzzCorroboration: any sequence of RAs, solicitations and snapshots keeps
+// every table within its cap and the digest encodable.
+func FuzzCorroboration(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 1, 1, 4, 2, 0, 0, 3})
+	f.Add([]byte("spoof-answer-spoof-answer"))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		s := New("eth0")
+		now := t0
+		for i, op := range ops {
+			now = now.Add(time.Duration(op%7) * 100 * time.Millisecond)
+			router := netip.AddrFrom16([16]byte{0xfe, 0x80, 15: op % 5})
+			p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 6: op >> 4}), 64)
+			switch op % 4 {
+			case 0:
+				s.RA("eth0", router, now, offer(p))
+			case 1:
+				s.RA("eth0", router, now, []RAPrefix{{p, time.Duration(op) * time.Second, 0, true}})
+			case 2:
+				if due, _ := s.Solicit(now); len(due) > 0 {
+					s.Solicited("eth0", now)
+				}
+			case 3:
+				n, _ := s.Snapshot(now)
+				if _, err := digest.Encode(n); err != nil {
+					t.Fatalf("op %d: %v", i, err)
+				}
+			}
+		}
+		l := s.links["eth0"]
+		if len(l.speakers) > maxSpeakers || len(l.doubted) > maxDoubted || len(l.ra) > maxRAEntries {
+			t.Fatalf("tables over their caps: %d %d %d", len(l.speakers), len(l.doubted), len(l.ra))
+		}
+		if next, ok := s.NextDeadline(now); ok && !next.After(now) {
+			t.Fatalf("NextDeadline %s not after now", fmt.Sprint(next.Sub(now)))
+		}
+	})
+}

@@ -50,7 +50,7 @@ func main() {
 		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		pub         publish.Config
-		metricsAddr = flag.String("metrics-addr", ":9470", "address for /metrics, /healthz and /readyz; node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
+		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9470", "address for /metrics, /healthz and /readyz (the agent runs on the host's network: the default is loopback only); node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
 		cfg         agent.Config
 	)
 	flag.DurationVar(&pub.Debounce, "debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
@@ -59,6 +59,8 @@ func main() {
 	flag.Float64Var(&pub.PerMinute, "publish-per-minute", 12, "write budget: sustained digest writes a minute (0: no budget)")
 	flag.DurationVar(&cfg.StartupGrace, "startup-grace", 5*time.Second, "how long to wait for the first RA on every link before the first publication")
 	flag.BoolVar(&cfg.KeepOmitted, "keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
+	flag.DurationVar(&cfg.Corroboration, "corroboration", observe.DefaultCorroboration, "a change a router's RA makes is believed once the router, solicited, said it again and this long passed with nothing from its address contradicting it (0: believe every RA at once, as a host does)")
+	flag.DurationVar(&cfg.ConflictHold, "conflict-hold", observe.DefaultConflictHold, "how long a router whose address contradicted itself is reported in conflict after the last contradiction")
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
 	newLog := logs.Flags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -109,8 +111,8 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),
 		DialDHCPv6:   dhcp6.Dial,
-		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix)) agent.Listener {
-			return ra.NewListener(link, h, clk, log)
+		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix), solicited func(string, time.Time)) agent.Listener {
+			return ra.NewListener(link, h, solicited, clk, log)
 		},
 		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),
 			delegated func(netip.Prefix, time.Duration, bool, time.Time)) {

@@ -27,10 +27,14 @@ type Publisher interface{ Want(string) }
 type Listener interface {
 	Run(ctx context.Context)
 	Restart()
+	// Solicit sends a Router Solicitation soon, and reports it sent through
+	// the solicited handler.
+	Solicit()
 }
 
-// NewListener makes the RA listener for one link.
-type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix)) Listener
+// NewListener makes the RA listener for one link: h takes its RAs,
+// solicited the times its Router Solicitations went out.
+type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix), solicited func(link string, at time.Time)) Listener
 
 // Config holds the agent's tunables.
 type Config struct {
@@ -42,6 +46,14 @@ type Config struct {
 	// default the router's RA is its whole offer and the omitted prefix is
 	// deprecated at once.
 	KeepOmitted bool
+	// Corroboration: a change a router's RA makes is believed once the router
+	// was solicited and said it again, and this long passed after the
+	// solicitation with nothing from its address contradicting it
+	// (observe.DefaultCorroboration; zero believes every RA at once).
+	Corroboration time.Duration
+	// ConflictHold: how long a router whose address contradicted itself is
+	// reported in conflict (observe.DefaultConflictHold when zero).
+	ConflictHold time.Duration
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -61,7 +73,9 @@ type Agent struct {
 	rejected  map[string]bool
 	ignored   map[string]*ignoring // link + " " + router: RAs not believed
 	quiet     rejectLines
-	junior    map[string]bool // link + " " + prefix: it appeared from a router other than the senior one
+	junior    map[string]bool         // link + " " + prefix: it appeared from a router other than the senior one
+	conflicts map[string][]netip.Addr // link -> the routers in conflict at the last evaluation
+	counted   map[string][2]uint64    // link -> contradictions and crowded words already counted
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 }
@@ -84,8 +98,14 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		rejected:  map[string]bool{},
 		ignored:   map[string]*ignoring{},
 		junior:    map[string]bool{},
+		conflicts: map[string][]netip.Addr{},
+		counted:   map[string][2]uint64{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
+	a.state.Corroboration = cfg.Corroboration
+	if cfg.ConflictHold > 0 {
+		a.state.ConflictHold = cfg.ConflictHold
+	}
 	return a
 }
 
@@ -102,6 +122,12 @@ func (a *Agent) RA(link string, router netip.Addr, at time.Time, p []observe.RAP
 			a.untrusted(link, router, at)
 		}
 	}
+}
+
+// Solicited is the handler for a Router Solicitation sent on link at at. Safe
+// from any goroutine.
+func (a *Agent) Solicited(link string, at time.Time) {
+	a.events <- func() { a.state.Solicited(link, at) }
 }
 
 // Address is the handler for kernel address events. Safe from any goroutine.
@@ -206,7 +232,7 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		l := a.newListener(link, a.RA)
+		l := a.newListener(link, a.RA, a.Solicited)
 		a.listeners[link] = listenerRun{l: l, cancel: cancel}
 		go l.Run(ctx)
 	}
@@ -219,19 +245,32 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	now := a.clock.Now()
+	// Changes heard are put to the routers at once, publication or not.
+	solicitAt := a.solicit(now)
+	a.state.Settle(now)
 	// Until every link has had its first RA and a delegation the Node
 	// carried is back (or the grace ran out), the state is half-observed:
 	// publishing or journaling it would be noise. (No Snapshot before then:
 	// it would forget the lifetimes seeded from the Node.)
 	if grace := a.started.Add(a.cfg.StartupGrace); (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
+		if t, ok := a.state.NextDeadline(now); ok && t.Before(grace) {
+			grace = t // a change to corroborate may settle first
+		}
+		if !solicitAt.IsZero() && solicitAt.Before(grace) {
+			grace = solicitAt
+		}
 		return grace, true
 	}
 	node, rejected := a.state.Snapshot(now)
 	a.journal(node, rejected)
+	a.journalConflicts(now)
 
 	var wake []time.Time
 	if t, ok := a.state.NextDeadline(now); ok {
 		wake = append(wake, t)
+	}
+	if !solicitAt.IsZero() {
+		wake = append(wake, solicitAt)
 	}
 	enc, err := digest.Encode(node)
 	if err != nil {
@@ -244,6 +283,18 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return slices.MinFunc(wake, func(x, y time.Time) int { return x.Compare(y) }), true
+}
+
+// solicit asks the listeners of the links where a change waits to be put to
+// the router to solicit, and returns when the next one falls due (zero: none).
+func (a *Agent) solicit(now time.Time) time.Time {
+	due, next := a.state.Solicit(now)
+	for _, link := range due {
+		if r, ok := a.listeners[link]; ok {
+			r.l.Solicit()
+		}
+	}
+	return next
 }
 
 // delegated reports whether n shows a delegation: after a restart, the

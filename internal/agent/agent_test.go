@@ -45,6 +45,23 @@ type idleListener struct{}
 
 func (idleListener) Run(ctx context.Context) { <-ctx.Done() }
 func (idleListener) Restart()                {}
+func (idleListener) Solicit()                {}
+
+// solicitingListener records each solicitation asked for, and reports it
+// sent at once, at the fake clock's time.
+type solicitingListener struct {
+	idleListener
+	link      string
+	clk       *clocktesting.FakeClock
+	solicited func(string, time.Time)
+	asked     chan time.Time
+}
+
+func (l solicitingListener) Solicit() {
+	now := l.clk.Now()
+	l.solicited(l.link, now)
+	l.asked <- now
+}
 
 var (
 	t0     = time.Unix(1000, 0)
@@ -55,6 +72,14 @@ var (
 
 func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.FakeClock) {
 	t.Helper()
+	a, rec, clk, _ := startWith(t, Config{StartupGrace: 5 * time.Second}, published)
+	return a, rec, clk
+}
+
+// startWith starts an agent with cfg on eth0; the channel has the times its
+// listener was asked to solicit.
+func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *clocktesting.FakeClock, chan time.Time) {
+	t.Helper()
 	var pub digest.Node
 	if published != "" {
 		var err error
@@ -64,15 +89,18 @@ func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.Fak
 	}
 	clk := clocktesting.NewFakeClock(t0)
 	rec := &recorder{kick: make(chan struct{}, 16)}
-	a := New(Config{StartupGrace: 5 * time.Second}, clk,
+	asked := make(chan time.Time, 16)
+	a := New(cfg, clk,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), rec,
-		func(string, func(string, netip.Addr, time.Time, []observe.RAPrefix)) Listener { return idleListener{} }, pub)
+		func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix), solicited func(string, time.Time)) Listener {
+			return solicitingListener{link: link, clk: clk, solicited: solicited, asked: asked}
+		}, pub)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
-	return a, rec, clk
+	return a, rec, clk, asked
 }
 
 // sync waits until the loop has handled every event sent so far.

@@ -6,9 +6,13 @@ var (
 	metricPrefixEvents = metrics.NewCounterVec("renumber_agent_prefix_events_total", "Prefix changes seen on watched links, by kind (appeared, deprecated, preferred again, gone).", "kind")
 	metricRejected     = metrics.NewCounter("renumber_agent_prefixes_rejected_total", "Prefixes seen but not reported (filtered, or over the digest's bound).")
 	metricIgnored      = metrics.NewCounterVec("renumber_agent_ras_ignored_total", "Router Advertisements not believed, by link and reason (untrusted: from a router no DynamicPrefix of the link trusts).", "link", "reason")
+
+	metricContradictions = metrics.NewCounterVec("renumber_agent_router_contradictions_total", "Router Advertisements that contradicted an earlier one from the same router address (a second speaker on the router's address), by link.", "link")
+	metricCrowded        = metrics.NewCounterVec("renumber_agent_router_crowded_total", "Router Advertisements not considered because the link already remembers as many routers as it may, by link.", "link")
+	metricConflict       = metrics.NewGaugeVec("renumber_agent_router_conflict", "Router addresses in conflict on the link now (RAs from one address that disagree about the prefixes); the last agreed prefixes hold.", "link")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored}
+	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict}
 }

@@ -42,6 +42,9 @@ func NewCounter(name, help string) *Counter {
 // Inc adds one.
 func (c *Counter) Inc() { c.n.Add(1) }
 
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.n.Add(n) }
+
 // Value is the count so far.
 func (c *Counter) Value() uint64 { return c.n.Load() }
 

@@ -29,20 +29,34 @@ type Handler func(link string, router netip.Addr, at time.Time, prefixes []obser
 type Listener struct {
 	Link   string
 	Handle Handler
-	Clock  clock.Clock
-	Log    *slog.Logger
+	// Solicited is told when each Router Solicitation went out (nil: nobody).
+	Solicited func(link string, at time.Time)
+	Clock     clock.Clock
+	Log       *slog.Logger
 	// Retry is the wait between failed attempts (250 ms doubling to 30 s).
 	Retry *backoff.Backoff
 
 	restart chan struct{}
+	solicit chan struct{}
 }
 
 // NewListener returns a listener for link.
-func NewListener(link string, h Handler, clk clock.Clock, log *slog.Logger) *Listener {
+func NewListener(link string, h Handler, solicited func(string, time.Time), clk clock.Clock, log *slog.Logger) *Listener {
 	return &Listener{
-		Link: link, Handle: h, Clock: clk, Log: log,
+		Link: link, Handle: h, Solicited: solicited, Clock: clk, Log: log,
 		Retry:   backoff.New(250*time.Millisecond, 30*time.Second),
 		restart: make(chan struct{}, 1),
+		solicit: make(chan struct{}, 1),
+	}
+}
+
+// Solicit sends a Router Solicitation soon: a router's RA changed what it
+// offers, and the router's answer corroborates or contradicts it. While no
+// socket is open it waits for the next one.
+func (l *Listener) Solicit() {
+	select {
+	case l.solicit <- struct{}{}:
+	default:
 	}
 }
 
@@ -117,21 +131,29 @@ func (l *Listener) session(ctx context.Context) error {
 	defer close(done)
 	var restarted bool
 	var mu sync.Mutex
+	// Solicitations go out from here, beside the reads (the socket is safe
+	// for a reader and a writer at once).
 	go func() {
-		select {
-		case <-ctx.Done():
-		case <-l.restart:
-			mu.Lock()
-			restarted = true
-			mu.Unlock()
-		case <-done:
+		for {
+			select {
+			case <-ctx.Done():
+			case <-l.restart:
+				mu.Lock()
+				restarted = true
+				mu.Unlock()
+			case <-l.solicit:
+				l.sendSolicitation(conn, ifi)
+				continue
+			case <-done:
+				return
+			}
+			closeConn() // unblocks ReadFrom
 			return
 		}
-		closeConn() // unblocks ReadFrom
 	}()
 
 	l.Log.Debug("listening for router advertisements", "link", l.Link, "index", ifi.Index)
-	l.solicit(conn, ifi)
+	l.sendSolicitation(conn, ifi)
 	buf := make([]byte, max(ifi.MTU, 1280))
 	for {
 		n, cm, from, err := conn.ReadRaw(buf)
@@ -165,14 +187,20 @@ func (l *Listener) session(ctx context.Context) error {
 	}
 }
 
-// solicit sends one Router Solicitation so a router answers at once instead of at
-// its next periodic RA. Failure (link down) is not fatal: periodic RAs still come.
-func (l *Listener) solicit(conn *ndp.Conn, ifi *net.Interface) {
+// sendSolicitation sends one Router Solicitation so a router answers at once
+// instead of at its next periodic RA, and reports when it went out. Failure
+// (link down) is not fatal: periodic RAs still come.
+func (l *Listener) sendSolicitation(conn *ndp.Conn, ifi *net.Interface) {
 	rs := &ndp.RouterSolicitation{}
 	if len(ifi.HardwareAddr) > 0 {
 		rs.Options = []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}}
 	}
 	if err := conn.WriteTo(rs, nil, allRouters); err != nil {
 		l.Log.Debug("router solicitation failed", "link", l.Link, "err", err)
+		return
+	}
+	metricSolicitations.With(l.Link).Inc()
+	if l.Solicited != nil {
+		l.Solicited(l.Link, l.Clock.Now())
 	}
 }

@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+)
+
+// waitPublished steps the fake clock by zero until want is the last value
+// published (the loop's timers fire on a step).
+func waitPublished(t *testing.T, rec *recorder, clk interface{ Step(time.Duration) }, want string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if got := rec.values(); len(got) > 0 && got[len(got)-1] == want {
+			return
+		}
+		select {
+		case <-rec.kick:
+		case <-time.After(10 * time.Millisecond):
+			clk.Step(0)
+		case <-deadline:
+			t.Fatalf("published %q, want %q last", rec.values(), want)
+		}
+	}
+}
+
+func waitAsked(t *testing.T, asked chan time.Time) time.Time {
+	t.Helper()
+	select {
+	case at := <-asked:
+		return at
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener was never asked to solicit")
+		return time.Time{}
+	}
+}
+
+func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
+	a, rec, clk, asked := startWith(t, Config{StartupGrace: 5 * time.Second, Corroboration: observe.DefaultCorroboration}, "")
+	ra := func(p ...netip.Prefix) {
+		var out []observe.RAPrefix
+		for _, q := range p {
+			out = append(out, observe.RAPrefix{Prefix: q, Valid: time.Hour, Preferred: time.Hour, Autonomous: true})
+		}
+		a.RA("eth0", router, clk.Now(), out)
+		sync_(a)
+	}
+	ra(pA)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	ra(pA) // the router's answer
+	if got := rec.values(); len(got) != 0 {
+		t.Fatalf("published %q before the router had time to contradict", got)
+	}
+	clk.Step(observe.DefaultCorroboration)
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+
+	// A spoofer on the router's address offers B alone; the router's answer says A.
+	clk.Step(time.Minute)
+	ra(pB)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	ra(pA)
+	waitPublished(t, rec, clk, "v1;eth0 conflict=2001:db8:a::/64 p ra")
+	if got := a.conflicting("eth0"); !slices.Equal(got, []netip.Addr{router}) {
+		t.Errorf("conflicting = %v", got)
+	}
+	if got := metricContradictions.With("eth0").Value(); got < 1 {
+		t.Errorf("contradictions counted: %d", got)
+	}
+	// The hold passes with the router alone: the report clears.
+	clk.Step(observe.DefaultConflictHold)
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+	if got, want := rec.values(), []string{"v1;eth0=2001:db8:a::/64 p ra", "v1;eth0 conflict=2001:db8:a::/64 p ra", "v1;eth0=2001:db8:a::/64 p ra"}; !slices.Equal(got, want) {
+		t.Errorf("published %q, want %q", got, want)
+	}
+}

@@ -106,6 +106,15 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), "nodes", d.Reporting)
 		c.events.Event(u, "PrefixReported", d.Current.String()+" is reported again")
 	}
+	switch was := render.InConflict(dp.Status); {
+	case len(d.Conflicting) > 0 && !was:
+		msg := render.ConflictMessage(d.Conflicting)
+		c.log.Warn(name+": "+msg, "nodes", d.Conflicting)
+		c.events.Announce("dp/"+name+"/conflict", u, true, render.RouterConflict, msg)
+	case was && len(d.Conflicting) == 0:
+		c.log.Info(name + ": every node's routers agree again")
+		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
+	}
 	if d.Changed && d.Current.IsValid() {
 		prev := dp.Status.CurrentPrefix
 		if prev == "" {

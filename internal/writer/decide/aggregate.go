@@ -12,10 +12,19 @@
 //   - The current prefix changes only to a prefix with at least quorum votes and
 //     strictly more votes than the current one: nodes that disagree for a moment
 //     during a change, or a rogue router reaching one node, cannot flip it.
+//   - No single node decides: the first adoption, and a change away from a
+//     current prefix no node reports preferred, need votes from a majority of
+//     the reporting nodes too (and quorum).
+//   - With the agents' own DHCPv6 client, only the client node's delegation
+//     (and, during a handover, the previous client's) counts: another node
+//     reporting a delegated prefix is not the client's word.
 //   - A replaced prefix drains: it stays in the pools until no node reports it any
 //     more (its valid lifetime ran out everywhere), until the lifetime frozen in
-//     the digests at deprecation passes (expiresAt, set once), or until
-//     maxPrefixHistory newer prefixes pushed it out.
+//     the digests at deprecation passes (expiresAt, set once, the lifetime a
+//     majority of the nodes reporting it deprecated reach: one node cannot keep
+//     it draining longer), or until maxPrefixHistory newer prefixes pushed it out.
+//   - Nodes whose agents hear one router address contradict itself are listed
+//     (Conflicting): their digests carry the last agreed prefixes.
 
 package decide
 
@@ -75,13 +84,28 @@ type Decision struct {
 	Wake time.Time
 	// PDClient is the node whose agent runs the DHCPv6 client ("": none).
 	PDClient string
+	// Conflicting are the voting nodes whose agents report a router
+	// conflict on a followed link, sorted.
+	Conflicting []string
 }
 
 type tally struct {
 	votes     int
 	seen      int
-	remaining time.Duration
+	remaining []time.Duration // each node's, reporting it deprecated
 	ra, pd    bool
+}
+
+// drain is the valid lifetime a majority of the nodes reporting the prefix
+// deprecated reach (the lower median): one node reporting a huge lifetime
+// cannot keep a replaced prefix draining.
+func (t *tally) drain() time.Duration {
+	if len(t.remaining) == 0 {
+		return 0
+	}
+	r := slices.Clone(t.remaining)
+	slices.Sort(r)
+	return r[(len(r)-1)/2]
 }
 
 // For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
@@ -89,16 +113,23 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
+	if m.DHCPv6PD && m.PDClient {
+		d.PDClient = clientNode(m, prev, reports)
+	}
 	for _, r := range reports {
 		counted := map[netip.Prefix]bool{}
-		reported := false
+		reported, conflict := false, false
 		for _, l := range r.Digest.Links {
 			if !m.Follows(l.Name) {
 				continue
 			}
 			reported = true
+			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
-				if !m.Counts(l.Name, p.Sources) {
+				if !pdClient(m, prev, d.PDClient, r.Node) {
+					p.Sources &^= digest.SourcePD
+				}
+				if p.Sources == 0 || !m.Counts(l.Name, p.Sources) {
 					continue // another acquisition's prefix on the same link
 				}
 				if why := m.Accept(p.Prefix); why != "" {
@@ -124,7 +155,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 				t.ra = t.ra || p.Sources&digest.SourceRA != 0
 				t.pd = t.pd || p.Sources&digest.SourcePD != 0
 				if p.Deprecated {
-					t.remaining = max(t.remaining, p.Remaining)
+					t.remaining = append(t.remaining, p.Remaining)
 				} else {
 					t.votes++
 				}
@@ -133,7 +164,11 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		if reported {
 			d.Reporting++
 		}
+		if conflict {
+			d.Conflicting = append(d.Conflicting, r.Node)
+		}
 	}
+	slices.Sort(d.Conflicting)
 	for p, t := range seen {
 		d.Votes[p] = t.votes
 	}
@@ -143,7 +178,16 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
-	d.Current = choose(seen, prevCurrent, m.Quorum)
+	unheld := seen[prevCurrent] == nil || seen[prevCurrent].votes == 0
+	d.Current = choose(seen, prevCurrent, func(t *tally) int {
+		// Nothing current, or nobody prefers it: a majority decides, never
+		// one node - but the agents' DHCPv6 client runs on one node, whose
+		// delegation is the only word there is.
+		if unheld && !(t.pd && m.PDClient) {
+			return max(m.Quorum, d.Reporting/2+1)
+		}
+		return m.Quorum
+	})
 	d.Changed = d.Current != prevCurrent
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil
 	switch t := seen[d.Current]; {
@@ -156,9 +200,6 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		d.Source = "static"
 	default:
 		d.Source = cmp.Or(prev.PrefixSource, "unknown")
-	}
-	if m.DHCPv6PD && m.PDClient {
-		d.PDClient = clientNode(m, prev, reports)
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now)
 	for _, h := range d.History {
@@ -221,9 +262,19 @@ func clientNode(m api.Model, prev api.Status, reports []Report) string {
 	return ""
 }
 
+// pdClient reports whether node's delegated prefixes count: always in host
+// mode (every node's own client); with the agents' client, only the client
+// node's, and the previous client's during a handover.
+func pdClient(m api.Model, prev api.Status, client, node string) bool {
+	if !m.PDClient {
+		return true
+	}
+	return node == client || (prev.DHCPv6PD != nil && node == prev.DHCPv6PD.ClientNode)
+}
+
 // choose applies the hysteresis rule. Among the most-voted prefixes the current
-// one wins a tie, then the lowest.
-func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) netip.Prefix {
+// one wins a tie, then the lowest; it must have the votes quorum asks of it.
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tally) int) netip.Prefix {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
 			return t.votes
@@ -241,7 +292,7 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum int) neti
 			best = p
 		}
 	}
-	if best != current && votes(best) >= quorum {
+	if best != current && votes(best) >= quorum(seen[best]) {
 		return best
 	}
 	return current
@@ -321,8 +372,8 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, s
 		if h.State == api.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
 			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
-			if t := seen[p]; t != nil && t.remaining > 0 {
-				exp := metav1.NewTime(now.Add(t.remaining).Truncate(time.Second))
+			if t := seen[p]; t != nil && t.drain() > 0 {
+				exp := metav1.NewTime(now.Add(t.drain()).Truncate(time.Second))
 				h.ExpiresAt = &exp
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ const (
 	// --for=condition=Ready` expect: a prefix followed, every pool and
 	// advertisement in step, nothing degraded.
 	Ready = "Ready"
+	// RouterConflict: some node's agent hears RAs from one router address
+	// that contradict each other (another host speaks as the router). The
+	// last agreed prefix holds; Ready does not change.
+	RouterConflict = "RouterConflict"
 )
 
 // Problems the writer found while acting on a DynamicPrefix.
@@ -89,6 +94,11 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	default:
 		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
 	}
+	if len(d.Conflicting) > 0 {
+		set(RouterConflict, true, RouterConflict, ConflictMessage(d.Conflicting))
+	} else {
+		set(RouterConflict, false, "RoutersAgree", "every node's routers agree with themselves")
+	}
 	poolReason := "PoolError"
 	if errors.Is(p.Pools, api.ErrBudgetExceeded) {
 		poolReason = "WriteBudgetExceeded"
@@ -136,6 +146,21 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 		return prev
 	}
 	return st
+}
+
+// ConflictMessage says which nodes hear a router contradict itself.
+func ConflictMessage(nodes []string) string {
+	const show = 5
+	list := strings.Join(nodes[:min(len(nodes), show)], ", ")
+	if len(nodes) > show {
+		list += fmt.Sprintf(" and %d more", len(nodes)-show)
+	}
+	return "node(s) " + list + " hear router advertisements from one router address that contradict each other (another host on the link speaks as the router?); the last agreed prefix holds until the router's own advertisements agree again"
+}
+
+// InConflict reports whether st has RouterConflict True.
+func InConflict(st api.Status) bool {
+	return meta.IsStatusConditionTrue(st.Conditions, RouterConflict)
 }
 
 // ReasonNotReported is the reason of PrefixAcquired=False and Degraded=True

@@ -69,12 +69,17 @@ type Events struct {
 	last     map[string]string
 }
 
+// maxAnnounced bounds the subjects Announce remembers: subjects name prefixes
+// that nodes report, which a hostile node chooses. Past it, everything is
+// forgotten at once: at worst an announcement is made once more.
+const maxAnnounced = 4096
+
 // Announce emits an event about regarding when reason and note differ from the
 // last ones announced for subject.
 func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) {
 	e.mu.Lock()
 	same := e.last[subject] == reason+note
-	if e.last == nil {
+	if e.last == nil || (!same && len(e.last) >= maxAnnounced) {
 		e.last = map[string]string{}
 	}
 	e.last[subject] = reason + note

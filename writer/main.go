@@ -43,7 +43,7 @@ func main() {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
 	o.election.Flags(flag.CommandLine)
 	o.pipeline.Flags(flag.CommandLine)
-	flag.StringVar(&o.metricsAddr, "metrics-addr", ":9471", "address for /metrics, /healthz and /readyz")
+	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9471", "address for /metrics, /healthz and /readyz (loopback by default; the manifests and the chart listen on the Pod's address, :9471)")
 	flag.BoolVar(&o.pipeline.DryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")

@@ -42,6 +42,10 @@ func New(cfg *kubeconfig.Config, wrap func(http.RoundTripper) http.RoundTripper)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("kubehttp: server %q is not an http(s) URL", cfg.Server)
 	}
+	if u.Scheme == "http" && (cfg.Token != "" || cfg.TokenFile != "") {
+		// Anyone on the path would read the token, and with it patch Nodes.
+		return nil, fmt.Errorf("kubehttp: server %q is plain http: a bearer token is only sent over https", cfg.Server)
+	}
 	tc := &tls.Config{InsecureSkipVerify: cfg.Insecure, ServerName: cfg.ServerName, MinVersion: tls.VersionTLS12} //nolint:gosec // only when the kubeconfig says so
 	if cfg.CA != nil {
 		pool := x509.NewCertPool()

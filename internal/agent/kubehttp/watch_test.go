@@ -212,7 +212,7 @@ func TestWatchResumesFromTheLastVersionSeen(t *testing.T) {
 }
 
 func TestErrorsCarryTheServersStatus(t *testing.T) {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Content-Type") != "application/merge-patch+json" || r.Header.Get("Authorization") != "Bearer t0k" {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -221,7 +221,7 @@ func TestErrorsCarryTheServersStatus(t *testing.T) {
 		_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","message":"nodes \"x\" not found","reason":"NotFound","code":404}`)
 	}))
 	defer ts.Close()
-	c, err := New(&kubeconfig.Config{Server: ts.URL, Token: "t0k"}, nil)
+	c, err := New(&kubeconfig.Config{Server: ts.URL, Token: "t0k", Insecure: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,5 +229,21 @@ func TestErrorsCarryTheServersStatus(t *testing.T) {
 	want := `kubehttp: PATCH /api/v1/nodes/x: 404 NotFound: nodes "x" not found`
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+// A bearer token is never sent over plain http: anyone on the path would
+// read it, and with it patch Nodes.
+func TestATokenIsNeverSentOverPlainHTTP(t *testing.T) {
+	for _, cfg := range []kubeconfig.Config{
+		{Server: "http://192.0.2.1:6443", Token: "t0k"},
+		{Server: "http://192.0.2.1:6443", TokenFile: "/var/run/secrets/token"},
+	} {
+		if _, err := New(&cfg, nil); err == nil || !strings.Contains(err.Error(), "plain http") {
+			t.Errorf("%+v: %v, want refused", cfg, err)
+		}
+	}
+	if _, err := New(&kubeconfig.Config{Server: "http://192.0.2.1:6443"}, nil); err != nil {
+		t.Errorf("plain http without a token: %v", err)
 	}
 }

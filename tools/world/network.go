@@ -273,6 +273,32 @@ func (n *Network) RogueRouter(ctx context.Context, node string) (*Router, error)
 	return n.Rogue, err
 }
 
+// Impostor returns the rogue router (RogueRouter with every node its
+// audience) holding the real router's link-local address too, taken with
+// nodad as any host on a home switch can: what it sends with
+// SendRAFrom(that address) is, on the wire, the router's RA. Only its MAC
+// differs, which no RA check on a host can rely on.
+func (n *Network) Impostor(ctx context.Context) (*Router, netip.Addr, error) {
+	ll, err := n.Router.LinkLocal(ctx)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	rogue, err := n.RogueRouter(ctx, "")
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	if err := rogue.AddLinkLocal(ctx, ll); err != nil {
+		return nil, netip.Addr{}, err
+	}
+	return rogue, ll, nil
+}
+
+// AddLinkLocal gives the router's eth0 one more link-local address (nodad):
+// a flooder's fresh source.
+func (r *Router) AddLinkLocal(ctx context.Context, a netip.Addr) error {
+	return run(ctx, "ip", "-n", r.NS, "addr", "add", a.String()+"/64", "dev", "eth0", "nodad")
+}
+
 // LinkLocal returns the router's link-local address: the source of its RAs.
 func (r *Router) LinkLocal(ctx context.Context) (netip.Addr, error) {
 	return linkLocal(ctx, r.NS, "eth0")

@@ -49,6 +49,7 @@ type results struct {
 	Scale    []scaleRow        `json:"scale,omitempty"`
 	Soak     *soak             `json:"soak,omitempty"`
 	Burst    *burst            `json:"burst,omitempty"`
+	Flood    *flood            `json:"flood,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -83,7 +84,8 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak or burst (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst or flood (default all)")
+	floodFor := flag.Duration("flood", time.Minute, "how long the RA flood lasts")
 	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
@@ -93,7 +95,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -136,6 +138,14 @@ func main() {
 		}
 		r.Burst = b
 	}
+	if *only == "" || *only == "flood" {
+		f, err := runFlood(ctx, *floodFor)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Flood = f
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -157,7 +167,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood",
 }
 
 func progress(format string, args ...any) {
@@ -187,7 +197,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" || only == "burst" {
+	if only == "scale" || only == "soak" || only == "burst" || only == "flood" {
 		return nil
 	}
 	agentBin, writerBin, err := binaries()
@@ -195,17 +205,11 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		return err
 	}
 	progress("starting the world: 3 nodes, %d DynamicPrefixes, %d pools, %d Services", dps, dps*poolsPerDP, services)
-	w, err := startWorld(ctx, 3)
+	w, err := startInstalledWorld(ctx, 3)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		return err
-	}
-	if err := w.API.InstallRBAC(ctx); err != nil {
-		return err
-	}
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: fresh(0), Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
 		return err
 	}
@@ -630,6 +634,9 @@ func write(r *results, dir string) error {
 	if r.Burst != nil {
 		writeBurst(&b, r.Burst)
 	}
+	if r.Flood != nil {
+		writeFlood(&b, r.Flood)
+	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")
 		for _, n := range r.Notes {
@@ -651,6 +658,23 @@ func table(m map[string]int) string {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, m[k])
 	}
 	return b.String()
+}
+
+// startInstalledWorld is startWorld with the CRDs and renumber's RBAC installed.
+func startInstalledWorld(ctx context.Context, nodes int) (*world.World, error) {
+	w, err := startWorld(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.API.InstallCRDs(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := w.API.InstallRBAC(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
 }
 
 // startWorld starts a world whose writers run with the shipped Deployment's

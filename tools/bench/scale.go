@@ -114,17 +114,11 @@ func spread(runs []memRun, f func(memRun) float64) string {
 func scaleOnce(ctx context.Context, writerBin, out string, n int) (scaleRow, error) {
 	row := scaleRow{Nodes: n, Services: scaleServices, FollowingSvcs: scaleFollowing}
 	progress("scale %d: starting an API server (no network nodes)", n)
-	w, err := startWorld(ctx, 0)
+	w, err := startInstalledWorld(ctx, 0)
 	if err != nil {
 		return row, err
 	}
 	defer w.Close()
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		return row, err
-	}
-	if err := w.API.InstallRBAC(ctx); err != nil {
-		return row, err
-	}
 	if err := scaleWorkload(ctx, w); err != nil {
 		return row, err
 	}

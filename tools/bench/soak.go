@@ -84,17 +84,11 @@ func runSoak(ctx context.Context, changes int) (*soak, error) {
 		return nil, err
 	}
 	progress("soak: starting the world (3 nodes, the same workload)")
-	w, err := startWorld(ctx, 3)
+	w, err := startInstalledWorld(ctx, 3)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	if err := w.API.InstallCRDs(ctx); err != nil {
-		return nil, err
-	}
-	if err := w.API.InstallRBAC(ctx); err != nil {
-		return nil, err
-	}
 	advert := func(i int) []world.Advert {
 		ads := []world.Advert{{Prefix: fresh(i), Valid: soakValid, Preferred: soakValid / 2}}
 		if i > 0 {

@@ -20,7 +20,9 @@
 //     contradiction: the proposal is dropped, the last agreed state holds, and
 //     the router is in conflict until ConflictHold passes without another.
 //   - The kernel forms addresses from any RA: an address in a prefix that only
-//     an unbelieved word claims is not reported (doubted) while the doubt lasts.
+//     an unbelieved word claims is not reported (doubted) for ConflictHold
+//     after the last such word, and after that for as long as the kernel
+//     holds an address in it, unless a router's believed word offers it.
 
 package observe
 
@@ -269,17 +271,31 @@ func (s *State) Settle(now time.Time) {
 			}
 		}
 		for p, until := range l.doubted {
-			if !now.Before(until) {
+			// A doubt outlives its time while the kernel still holds an
+			// address the doubted RA made it form.
+			if !now.Before(until) && !l.holdsAddressIn(p) {
 				delete(l.doubted, p)
 			}
 		}
 	}
 }
 
-// doubts reports whether kernel addresses in p stay out of the digest at now.
-func (l *link) doubts(p netip.Prefix, now time.Time) bool {
-	until, ok := l.doubted[p]
-	return ok && now.Before(until)
+// doubts reports whether kernel addresses in p stay out of the digest (Settle
+// forgets the doubts that ended).
+func (l *link) doubts(p netip.Prefix) bool {
+	_, ok := l.doubted[p]
+	return ok
+}
+
+// holdsAddressIn reports whether the kernel holds an address in p on l (the
+// kernel bounds them: max_addresses, 16 per interface).
+func (l *link) holdsAddressIn(p netip.Prefix) bool {
+	for _, a := range l.addrs {
+		if a.prefix == p {
+			return true
+		}
+	}
+	return false
 }
 
 // Solicit returns the links that should send a Router Solicitation at now (a
@@ -329,6 +345,9 @@ func (s *State) Solicited(name string, at time.Time) {
 	for _, sp := range l.speakers {
 		if p := sp.pending; p != nil && p.asked.IsZero() && !at.Before(p.heard) {
 			p.asked = at
+			// The answer can be handled before the report of the send: the
+			// times say which came first.
+			p.answered = p.at.After(at)
 		}
 	}
 }

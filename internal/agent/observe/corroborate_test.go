@@ -303,3 +303,41 @@ func FuzzCorroboration(f *testing.F) {
 		}
 	})
 }
+
+// The agent handles events in the order they reach its loop: the router's
+// answer can come before the report that the solicitation went out.
+func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB))
+	if due, _ := s.Solicit(at); len(due) != 1 {
+		t.Fatal("not asked to solicit")
+	}
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // the answer, first
+	s.Solicited("eth0", at.Add(time.Millisecond))                 // the send, reported late
+	if got, want := encode(t, s, at.Add(time.Second)), "v1;eth0=2001:db8:a::/64 d3539 ra,2001:db8:b::/64 p ra"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// The kernel keeps an address a spoofed RA made it form for that RA's valid
+// lifetime (two hours at least once formed): it stays unreported as long.
+func TestADoubtLastsAsLongAsTheKernelsAddress(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pX))
+	solicit(t, s, at.Add(time.Millisecond))
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pA))
+	s.Address("eth0", Address{Addr: addr(pX, 1), Valid: 2 * time.Hour, Preferred: time.Hour}, false, at.Add(3*time.Millisecond))
+	later := at.Add(DefaultConflictHold + 10*time.Minute)
+	if got := encode(t, s, later); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("the spoofed prefix's address after the hold: %s", got)
+	}
+	s.Address("eth0", Address{Addr: addr(pX, 1)}, true, later)
+	if got := encode(t, s, later.Add(time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("after the address went: %s", got)
+	}
+	if len(s.links["eth0"].doubted) != 0 {
+		t.Errorf("the doubt outlived the address: %v", s.links["eth0"].doubted)
+	}
+}

@@ -428,7 +428,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				rejected = append(rejected, *r)
 				continue
 			}
-			if e.sources == digest.SourceAddr && l.doubts(p, now) {
+			if e.sources == digest.SourceAddr && l.doubts(p) {
 				rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: ErrUncorroborated})
 				continue
 			}

@@ -223,6 +223,8 @@ agent:
   debounce: 200ms
   publishBurst: 5
   keepOmittedPrefixes: true
+  corroboration: 3s
+  conflictHold: 5m
   logLevel: debug
   extraArgs: [--startup-grace=10s]
 writer:
@@ -282,7 +284,7 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 			"--external-dns-target-annotation-keys=external-dns.kubernetes.io/target", "--l2-nudge=never",
 			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json"},
 		"Deployment renumber-system/renumber-shadow": {"--dry-run", "--l2-nudge=never"},
-		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--metrics-addr=node:9470", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--startup-grace=10s"},
+		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--metrics-addr=node:9470", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--corroboration=3s", "--conflict-hold=5m", "--startup-grace=10s"},
 	} {
 		got := args(k)
 		for _, a := range want {

@@ -7,6 +7,13 @@
 // writer's (internal/writer/api).
 package dynamicprefix
 
+import (
+	"bytes"
+	"encoding/hex"
+	"slices"
+	"strings"
+)
+
 // Annotations read on pools and Services, and the ownership records written.
 const (
 	AnnotationName         = "dynamic-prefix.io/name"
@@ -60,6 +67,10 @@ type DHCPv6PD struct {
 	// NodeNames (renumber addition): the nodes that may run the client, in
 	// order of preference (empty: any node whose agent follows the interface).
 	NodeNames []string `json:"nodeNames,omitempty"`
+	// TrustedServers (renumber addition): the DUIDs, in hex (colons
+	// allowed), of the only servers the built-in client listens to (empty:
+	// any server).
+	TrustedServers []string `json:"trustedServers,omitempty"`
 }
 
 // DHCPv6PD modes.
@@ -155,6 +166,19 @@ func (d *DHCPv6PD) RequestedLength() int {
 		return *l
 	}
 	return DefaultRequestedPrefixLength
+}
+
+// Servers returns the trusted servers' DUIDs as raw bytes, the malformed
+// ones left out (the schema refuses them), sorted and without repeats.
+func (d *DHCPv6PD) Servers() [][]byte {
+	var out [][]byte
+	for _, s := range d.TrustedServers {
+		if b, err := hex.DecodeString(strings.ReplaceAll(s, ":", "")); err == nil && len(b) >= 3 {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, bytes.Compare)
+	return slices.CompactFunc(out, bytes.Equal)
 }
 
 // HA reports whether Services follow the prefix (transition.mode ha).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,25 @@ type Delegation struct {
 	// Valid, Preferred: the lifetimes of a delegation (dhcpd sets the renewal
 	// at half the preferred lifetime).
 	Valid, Preferred time.Duration
+	// Preference: the server's Preference option (0: none sent).
+	Preference int
+	// Name, when set, makes the server's DUID a DUID-EN of ISC's enterprise
+	// number (2495) and this identifier: ServerDUID gives it in hex.
+	Name string
+}
+
+// ServerDUID is the DUID of a server configured with d.Name, in hex with
+// colons as dhcpd and tcpdump print it ("" without a name).
+func (d Delegation) ServerDUID() string {
+	if d.Name == "" {
+		return ""
+	}
+	b := append([]byte{0, 2, 0, 0, 0x09, 0xbf}, d.Name...)
+	parts := make([]string, len(b))
+	for i, c := range b {
+		parts[i] = fmt.Sprintf("%02x", c)
+	}
+	return strings.Join(parts, ":")
 }
 
 // DelegatePrefixes (re)starts the router's DHCPv6 server with d; the leases of
@@ -47,7 +67,14 @@ func (r *Router) DelegatePrefixes(ctx context.Context, d Delegation) error {
 		last[i/8] |= 1 << (7 - i%8)
 	}
 	lastDelegation := netip.PrefixFrom(netip.AddrFrom16(last), d.Length).Masked().Addr()
-	conf := fmt.Sprintf(`default-lease-time %d;
+	var extra string
+	if d.Name != "" {
+		extra += fmt.Sprintf("server-duid EN 2495 %q;\n", d.Name)
+	}
+	if d.Preference > 0 {
+		extra += fmt.Sprintf("option dhcp6.preference %d;\n", d.Preference)
+	}
+	conf := extra + fmt.Sprintf(`default-lease-time %d;
 max-lease-time %d;
 preferred-lifetime %d;
 authoritative;

@@ -11,6 +11,7 @@
 package dhcp6
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -126,10 +128,24 @@ type Client struct {
 	// Report is called when a delegation is bound or renewed (removed false,
 	// valid: its valid lifetime) and when it ends (removed true).
 	Report func(p netip.Prefix, valid time.Duration, removed bool, at time.Time)
+	// Servers are the DUIDs of the only servers whose messages count
+	// (spec.acquisition.dhcpv6pd.trustedServers; empty: any server).
+	Servers [][]byte
 }
 
 // errNoBinding: the server no longer knows the lease; solicit anew.
 var errNoBinding = errors.New("dhcp6: server has no binding")
+
+// errUntrusted: a message from a server not in Servers.
+var errUntrusted = errors.New("dhcp6: not a trusted server")
+
+// errContradicted: answers about the lease disagree; it is kept as it was.
+var errContradicted = errors.New("dhcp6: answers about the delegation contradict each other")
+
+// confirmWindow is how long a changed answer waits for a contradiction: the
+// first retransmission time of a Solicit (RFC 8415 7.6), the time a client
+// gives servers to answer.
+var confirmWindow = solicitRT[0]
 
 // Run keeps a delegation until ctx ends and returns the prefix held then
 // (invalid if none). It never releases it.
@@ -194,6 +210,9 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 		case errors.Is(err, errNoBinding):
 			c.Log.Info("DHCPv6 server lost the delegation; soliciting anew", "link", c.Link, "prefix", s.lease.Prefix)
 			s.lease = nil
+		case errors.Is(err, errContradicted):
+			c.Log.Warn("DHCPv6 answers contradict each other (another host answers as the server?); keeping the delegation", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
+			backoff.Sleep(ctx, c.Clock, failures.Next())
 		case err != nil:
 			// Neither renewed nor rebound before the valid lifetime ended.
 			c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
@@ -220,21 +239,71 @@ func (c *Client) bound(s *session, l *Lease) {
 
 // acquire solicits and requests a delegation.
 func (c *Client) acquire(ctx context.Context, x *exchanger) (*Lease, error) {
-	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
-	adv, err := x.exchange(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, time.Time{}, func(m *dhcpv6.Message) error {
-		_, err := c.offer(m, c.Clock.Now())
-		return err // an Advertise without a prefix is no offer
-	})
+	offered, err := c.solicit(ctx, x)
 	if err != nil {
 		return nil, err
 	}
-	offered, _ := c.offer(adv, c.Clock.Now())
 	req := x.message(dhcpv6.MessageTypeRequest, offered.Server, c.iapd(offered.Prefix))
-	reply, err := x.exchange(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, time.Time{}, nil)
+	reply, err := x.exchange(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, time.Time{}, c.fromTrusted)
 	if err != nil {
 		return nil, err
 	}
 	return c.offer(reply, c.Clock.Now())
+}
+
+// advert is an Advertise's offer and its server's Preference.
+type advert struct {
+	lease      *Lease
+	preference uint8
+}
+
+// solicit collects Advertises for the first retransmission time and takes the
+// most preferred (RFC 8415 18.2.9): one with preference 255 at once, else the
+// highest at the end of that time, the first received among equals; when none
+// came by then, the first that comes.
+func (c *Client) solicit(ctx context.Context, x *exchanger) (*Lease, error) {
+	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
+	var offers []advert
+	_, err := x.exchange(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 1, c.Clock.Now().Add(solicitRT[0]), func(m *dhcpv6.Message) error {
+		l, err := c.offer(m, c.Clock.Now())
+		if err != nil {
+			return err // an Advertise without a prefix is no offer
+		}
+		if len(offers) < maxCollected {
+			offers = append(offers, advert{l, m.Options.Preference()})
+		}
+		if m.Options.Preference() == 255 {
+			return nil
+		}
+		return errCollecting
+	})
+	switch {
+	case len(offers) > 0:
+		return best(offers), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, errSocket):
+		return nil, err
+	}
+	adv, err := x.exchange(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, time.Time{}, func(m *dhcpv6.Message) error {
+		_, err := c.offer(m, c.Clock.Now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.offer(adv, c.Clock.Now())
+}
+
+// best is the most preferred offer, the first received among equals.
+func best(offers []advert) *Lease {
+	top := offers[0]
+	for _, o := range offers[1:] {
+		if o.preference > top.preference {
+			top = o
+		}
+	}
+	return top.lease
 }
 
 // extend renews the lease at T1 with its server and, from T2, rebinds with
@@ -251,16 +320,64 @@ func (c *Client) extend(ctx context.Context, x *exchanger, l *Lease) (*Lease, er
 		}
 		return err
 	}
-	renew := x.message(dhcpv6.MessageTypeRenew, l.Server, c.iapd(l.Prefix))
-	reply, err := x.exchange(ctx, renew, dhcpv6.MessageTypeReply, renewRT, 0, t2, accept)
+	kind, server := dhcpv6.MessageTypeRenew, l.Server
+	reply, err := x.exchange(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, t2, accept)
 	if err != nil && ctx.Err() == nil {
-		rebind := x.message(dhcpv6.MessageTypeRebind, nil, c.iapd(l.Prefix))
-		reply, err = x.exchange(ctx, rebind, dhcpv6.MessageTypeReply, renewRT, 0, end, accept)
+		kind, server = dhcpv6.MessageTypeRebind, nil
+		reply, err = x.exchange(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, end, accept)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return c.offer(reply, c.Clock.Now())
+	next, err := c.offer(reply, c.Clock.Now())
+	if (err == nil && next.Prefix == l.Prefix) || (err != nil && !errors.Is(err, errNoBinding)) {
+		return next, err
+	}
+	return c.confirm(ctx, x, l, kind, server, next, err)
+}
+
+// confirm asks again, as the answer that changed the lease was asked for (a
+// Renew to its server, or a Rebind to any), and takes the change - another
+// prefix, or NoBinding - only if every answer within confirmWindow says the
+// same. A changed answer outside a new Solicit is what any host that saw the
+// multicast transaction can forge; the real server's word that the lease
+// stands contradicts it, and the lease is kept (errContradicted).
+func (c *Client) confirm(ctx context.Context, x *exchanger, l *Lease, kind dhcpv6.MessageType, server dhcpv6.DUID, claimed *Lease, claim error) (*Lease, error) {
+	says := func(m *dhcpv6.Message) string {
+		o, err := c.offer(m, c.Clock.Now())
+		switch {
+		case errors.Is(err, errNoBinding):
+			return "no binding"
+		case err != nil:
+			return ""
+		}
+		return o.Prefix.String()
+	}
+	want := "no binding"
+	if claim == nil {
+		want = claimed.Prefix.String()
+	}
+	answers, err := x.collect(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, confirmWindow, func(m *dhcpv6.Message) error {
+		if says(m) == "" {
+			return errNoAnswer
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(answers) == 0 {
+		return nil, fmt.Errorf("%w: nobody confirmed %s", errContradicted, want)
+	}
+	for _, a := range answers {
+		if got := says(a); got != want {
+			return nil, fmt.Errorf("%w: %s, then %s", errContradicted, want, got)
+		}
+	}
+	if claim != nil {
+		return nil, claim
+	}
+	return c.offer(answers[len(answers)-1], c.Clock.Now())
 }
 
 // iapd is the IA_PD option asking for p (the unspecified prefix: any prefix
@@ -280,6 +397,9 @@ func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
 	server := m.Options.ServerID()
 	if server == nil {
 		return nil, errors.New("dhcp6: message without a server identifier")
+	}
+	if !c.trusts(server) {
+		return nil, fmt.Errorf("%w: %x", errUntrusted, server.ToBytes())
 	}
 	for _, ia := range m.Options.IAPD() {
 		if ia.IaId != c.ID.IAID {
@@ -302,6 +422,24 @@ func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
 		}
 	}
 	return nil, errors.New("dhcp6: no prefix delegated")
+}
+
+// fromTrusted refuses a message from a server not trusted (or from none).
+func (c *Client) fromTrusted(m *dhcpv6.Message) error {
+	server := m.Options.ServerID()
+	if server == nil || !c.trusts(server) {
+		return errUntrusted
+	}
+	return nil
+}
+
+// trusts reports whether messages from server count.
+func (c *Client) trusts(server dhcpv6.DUID) bool {
+	if len(c.Servers) == 0 {
+		return true
+	}
+	b := server.ToBytes()
+	return slices.ContainsFunc(c.Servers, func(s []byte) bool { return bytes.Equal(s, b) })
 }
 
 // times fills T1 and T2 the server left to the client (RFC 8415 21.21: 0.5

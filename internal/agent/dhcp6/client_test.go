@@ -29,7 +29,12 @@ type server struct {
 	mu       sync.Mutex
 	received []*dhcpv6.Message
 	answer   func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode)
+	// forge, when set, answers first, as another server (forger's DUID):
+	// a host on the link that saw the multicast transaction.
+	forge func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode)
 }
+
+var forger = &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 0x66}}
 
 func newServer(t *testing.T, answer func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode)) *server {
 	t.Helper()
@@ -56,28 +61,44 @@ func (s *server) serve() {
 		}
 		s.mu.Lock()
 		s.received = append(s.received, m)
-		answer := s.answer
+		answer, forge := s.answer, s.forge
 		s.mu.Unlock()
+		if forge != nil {
+			if p, status := forge(m); p.IsValid() || status != iana.StatusSuccess {
+				s.conn.WriteTo(replyTo(m, forger, p, status).ToBytes(), from)
+			}
+		}
 		p, status := answer(m)
 		if !p.IsValid() && status == iana.StatusSuccess {
 			continue
 		}
-		reply := &dhcpv6.Message{MessageType: dhcpv6.MessageTypeReply, TransactionID: m.TransactionID}
-		if m.MessageType == dhcpv6.MessageTypeSolicit {
-			reply.MessageType = dhcpv6.MessageTypeAdvertise
-		}
-		reply.AddOption(dhcpv6.OptClientID(m.Options.ClientID()))
-		reply.AddOption(dhcpv6.OptServerID(s.id))
-		ia := &dhcpv6.OptIAPD{IaId: m.Options.OneIAPD().IaId, T1: time.Second, T2: 2 * time.Second}
-		if status != iana.StatusSuccess {
-			ia.Options.Add(&dhcpv6.OptStatusCode{StatusCode: status})
-		} else {
-			ia.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: 3 * time.Second, ValidLifetime: 4 * time.Second,
-				Prefix: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}})
-		}
-		reply.AddOption(ia)
-		s.conn.WriteTo(reply.ToBytes(), from)
+		s.conn.WriteTo(replyTo(m, s.id, p, status).ToBytes(), from)
 	}
+}
+
+// replyTo is server's answer to m: p delegated, or status on the IA_PD.
+func replyTo(m *dhcpv6.Message, server dhcpv6.DUID, p netip.Prefix, status iana.StatusCode) *dhcpv6.Message {
+	reply := &dhcpv6.Message{MessageType: dhcpv6.MessageTypeReply, TransactionID: m.TransactionID}
+	if m.MessageType == dhcpv6.MessageTypeSolicit {
+		reply.MessageType = dhcpv6.MessageTypeAdvertise
+	}
+	reply.AddOption(dhcpv6.OptClientID(m.Options.ClientID()))
+	reply.AddOption(dhcpv6.OptServerID(server))
+	ia := &dhcpv6.OptIAPD{IaId: m.Options.OneIAPD().IaId, T1: time.Second, T2: 2 * time.Second}
+	if status != iana.StatusSuccess {
+		ia.Options.Add(&dhcpv6.OptStatusCode{StatusCode: status})
+	} else {
+		ia.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: 3 * time.Second, ValidLifetime: 4 * time.Second,
+			Prefix: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}})
+	}
+	reply.AddOption(ia)
+	return reply
+}
+
+func (s *server) setForge(f func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forge = f
 }
 
 func (s *server) setAnswer(a func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode)) {
@@ -136,6 +157,12 @@ func (r *reports) next(t *testing.T) report {
 
 func startClient(t *testing.T, s *server) (*reports, context.CancelFunc, chan netip.Prefix) {
 	t.Helper()
+	return startClientWith(t, s, func(*Client) {})
+}
+
+// startClientWith is startClient with the client changed by set first.
+func startClientWith(t *testing.T, s *server, set func(*Client)) (*reports, context.CancelFunc, chan netip.Prefix) {
+	t.Helper()
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +174,7 @@ func startClient(t *testing.T, s *server) (*reports, context.CancelFunc, chan ne
 			return conn, s.conn.LocalAddr(), err
 		},
 		Report: r.add}
+	set(c)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan netip.Prefix, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -235,8 +263,9 @@ func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
 	}
 	types := s.types()
 	i := slices.Index(types, dhcpv6.MessageTypeRenew)
-	if i < 0 || !slices.Equal(types[i:i+3], []dhcpv6.MessageType{dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeSolicit, dhcpv6.MessageTypeRequest}) {
-		t.Errorf("messages %v, want Renew answered NoBinding, then Solicit, Request", types)
+	want := []dhcpv6.MessageType{dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeSolicit, dhcpv6.MessageTypeRequest}
+	if i < 0 || len(types) < i+4 || !slices.Equal(types[i:i+4], want) {
+		t.Errorf("messages %v, want Renew answered NoBinding, confirmed by a second Renew, then Solicit, Request", types)
 	}
 }
 

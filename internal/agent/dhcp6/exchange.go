@@ -115,3 +115,36 @@ func (x *exchanger) await(ctx context.Context, m *dhcpv6.Message, want dhcpv6.Me
 	}
 	return nil, ctx.Err()
 }
+
+// collect sends m once and gathers every answer of type want that accept
+// takes until window has passed: to hear whether servers contradict each
+// other before one answer is believed.
+func (x *exchanger) collect(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, window time.Duration, accept func(*dhcpv6.Message) error) ([]*dhcpv6.Message, error) {
+	if _, err := x.conn.WriteTo(m.ToBytes(), x.server); err != nil {
+		return nil, fmt.Errorf("%w: sending %s: %w", errSocket, m.MessageType, err)
+	}
+	var got []*dhcpv6.Message
+	until := x.clock.Now().Add(window)
+	_, err := x.await(ctx, m, want, until, func(a *dhcpv6.Message) error {
+		if err := accept(a); err != nil {
+			return err
+		}
+		if len(got) < maxCollected {
+			got = append(got, a)
+		}
+		return errCollecting
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if errors.Is(err, errSocket) {
+		return nil, err
+	}
+	return got, nil
+}
+
+// errCollecting keeps await reading after an answer was taken.
+var errCollecting = errors.New("dhcp6: collecting")
+
+// maxCollected bounds the answers one collection keeps: any host can answer.
+const maxCollected = 16

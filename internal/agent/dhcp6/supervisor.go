@@ -3,10 +3,12 @@ package dhcp6
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,20 @@ type Want struct {
 	Name, UID string // the DynamicPrefix
 	Link      string
 	Length    int
+	// Servers: the trusted servers' DUIDs in hex, comma-separated, sorted
+	// ("": any server). A string, so that wants compare with ==.
+	Servers string
+}
+
+// servers decodes Want.Servers.
+func (w Want) servers() [][]byte {
+	var out [][]byte
+	for _, h := range strings.Split(w.Servers, ",") {
+		if b, err := hex.DecodeString(h); err == nil && len(b) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Supervisor runs the clients wanted, one per link (the client port is the
@@ -91,9 +107,9 @@ func (s *Supervisor) start(ctx context.Context, w Want) error {
 	cctx, stop := context.WithCancel(ctx)
 	r := &running{want: w, stop: stop, done: make(chan netip.Prefix, 1)}
 	c := &Client{Link: w.Link, Length: w.Length, ID: id, Clock: s.Clock, Log: s.Log.With("dynamicprefix", w.Name),
-		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: s.Report}
+		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: s.Report, Servers: w.servers()}
 	s.running[w.Link] = r
-	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length)
+	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length, "trustedServers", len(c.Servers))
 	go func() { r.done <- c.Run(cctx) }()
 	return nil
 }

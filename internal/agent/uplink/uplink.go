@@ -6,12 +6,14 @@ package uplink
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
@@ -64,7 +66,12 @@ func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || st.ClientNode != node || node == "" {
 		return dhcp6.Want{}, false
 	}
-	return dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength()}, true
+	var servers []string
+	for _, b := range pd.Servers() {
+		servers = append(servers, hex.EncodeToString(b))
+	}
+	return dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength(),
+		Servers: strings.Join(servers, ",")}, true
 }
 
 // Decode reads one DynamicPrefix: what it asks of the agents for Router

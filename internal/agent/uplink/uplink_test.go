@@ -159,6 +159,8 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 60}, true},
 		{"a length the schema refuses: the default", `{"interface":"wan","requestedPrefixLength":200}`, named,
 			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56}, true},
+		{"trusted servers: canonical, repeats and malformed ones out", `{"interface":"wan","trustedServers":["00:02:00:00:09:BF:72:74","0003000102","00:02:00:00:09:bf:72:74","zz"]}`, named,
+			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56, Servers: "0002000009bf7274,0003000102"}, true},
 		{"another node named", `{"interface":"wan"}`, `{"dhcpv6pd":{"clientNode":"n2"}}`, dhcp6.Want{}, false},
 		{"no node named yet", `{"interface":"wan"}`, `{}`, dhcp6.Want{}, false},
 		{"host mode", `{"interface":"wan","mode":"host"}`, named, dhcp6.Want{}, false},
@@ -175,13 +177,14 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 	var api api.DynamicPrefix
 	api.Name, api.UID = "home", "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90"
 	length := 48
-	api.Spec.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeClient, RequestedPrefixLength: &length}
+	api.Spec.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeClient, RequestedPrefixLength: &length,
+		TrustedServers: []string{"00:01:00:01"}}
 	api.Status.DHCPv6PD = &dynamicprefix.DHCPv6PDStatus{ClientNode: "n1"}
 	raw, err := json.Marshal(api)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 48}
+	want := dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 48, Servers: "00010001"}
 	if got, ok := Client(raw, "n1"); !ok || got != want {
 		t.Errorf("from the API types: %+v %v, want %+v", got, ok, want)
 	}

@@ -363,3 +363,59 @@ func TestTheSchemaServesTheDHCPv6PDFields(t *testing.T) {
 		t.Errorf("stored mode %q, length %d, nodeNames %q, clientNode %q; want the defaults client and 56, and the fields kept", mode, length, nodes, client)
 	}
 }
+
+// TestDHCPv6PDFollowsThePinnedServer: a second ISC dhcpd on the link (the
+// rogue router's namespace) with the best Preference, 255. Without an
+// allow-list the built-in client takes the most preferred offer, as RFC 8415
+// asks (before, whichever Advertise came first won). With
+// dhcpv6pd.trustedServers naming the router's DUID, the client listens to the
+// router's server alone and the pool follows its delegation, whatever the
+// other offers.
+func TestDHCPv6PDFollowsThePinnedServer(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	real := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 600 * time.Second, Preferred: 300 * time.Second,
+		Name: "home-router"}
+	rogue := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:f000::/52"), Length: 56, Valid: 600 * time.Second, Preferred: 300 * time.Second,
+		Name: "rogue", Preference: 255}
+	if err := w.Net.Router.DelegatePrefixes(ctx, real); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.Net.RogueRouter(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DelegatePrefixes(ctx, rogue); err != nil {
+		t.Fatal(err)
+	}
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
+	createPool(t, w)
+	for _, n := range []string{"node1", "node2"} {
+		startAgent(t, w, n)
+	}
+	startWriter(t, w, "writer-a")
+	delegatedFrom := func(what string, pool netip.Prefix) {
+		t.Helper()
+		eventuallyWithin(t, 2*time.Minute, what, func() (bool, string) {
+			st := dpStatus(t, w, "home")
+			p, err := netip.ParsePrefix(st.CurrentPrefix)
+			if err != nil || !pool.Contains(p.Addr()) || p.Bits() != 56 {
+				return false, st.CurrentPrefix
+			}
+			b := blocks(t, w, "lb")
+			return slices.Contains(b, p.String()), fmt.Sprint(b)
+		})
+	}
+	delegatedFrom("the most preferred server's delegation", rogue.Pool)
+
+	patch := fmt.Sprintf(`{"spec":{"acquisition":{"dhcpv6pd":{"trustedServers":[%q]}}}}`, real.ServerDUID())
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	delegatedFrom("pinned: the router's delegation", real.Pool)
+	settleWrites()
+	if st := dpStatus(t, w, "home"); !real.Pool.Contains(netip.MustParsePrefix(st.CurrentPrefix).Addr()) {
+		t.Errorf("current %s after pinning, want inside %s", st.CurrentPrefix, real.Pool)
+	}
+}

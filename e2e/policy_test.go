@@ -54,6 +54,9 @@ func agentPolicyHolds(t *testing.T, w *world.World) {
 		"another annotation":    {"node1", `{"metadata":{"annotations":{"other":"x"}}}`},
 		"a taint":               {"node1", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`},
 		"unschedulable":         {"node1", `{"spec":{"unschedulable":true}}`},
+		"a finalizer":           {"node1", `{"metadata":{"finalizers":["evil.example.org/hold"]}}`},
+		"an owner reference": {"node1", `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x",` +
+			`"uid":"6b9f8a1e-0000-4000-8000-000000000001"}]}}`},
 	}
 	for name, d := range denied {
 		if err := patch(d.node, d.body); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
@@ -92,6 +95,8 @@ func writerPolicyHolds(t *testing.T, w *world.World) {
 	}
 	ipPools, addressPools := ippoolGVR, addressPoolGVR
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", "owner": "user"})
+	// A Service that stopped following (or never did): the writer's entries can go, no more come.
+	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9"})
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
@@ -162,10 +167,12 @@ func writerPolicyHolds(t *testing.T, w *world.World) {
 		"a Service's addresses and records": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1","dynamic-prefix.io/managed-ips":"2001:db8:1::1","dynamic-prefix.io/l2-nudged":"2001:db8:1::1"}}}`},
 		"a Service's DNS targets":           {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:1::1","external-dns.alpha.kubernetes.io/target":"2001:db8:1::1","dynamic-prefix.io/managed-targets":"2001:db8:1::1"}}}`},
 		"a Service's records removed":       {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
-		"a pool's blocks and record":        {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
-		"a MetalLB pool's addresses":        {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
-		"a Calico pool's CIDR and record":   {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
-		"a sibling created":                 {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"its entries out of a Service that does not follow": {svc, "default", "other",
+			`{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9","external-dns.kubernetes.io/target":"a.example.org"}}}`},
+		"a pool's blocks and record":      {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a MetalLB pool's addresses":      {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
+		"a Calico pool's CIDR and record": {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
+		"a sibling created":               {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if err := do(allowed[name]); err != nil {
@@ -183,24 +190,26 @@ func writerPolicyHolds(t *testing.T, w *world.World) {
 	}
 
 	refused := map[string]write{
-		"a Service's ports":                       {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
-		"a Service's label":                       {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a Service's user annotation":             {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
-		"a Service's name annotation":             {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
-		"a Service deleted":                       {svc, "default", "web", "delete"},
-		"a pool's selector":                       {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
-		"a pool disabled":                         {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
-		"a pool's label":                          {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a pool's name annotation":                {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a MetalLB pool's autoAssign":             {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
-		"a Calico pool's NAT":                     {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
-		"a Calico pool taken over":                {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"a Calico pool deleted":                   {ipPools, "", "user", "delete"},
-		"an unlabelled pool created":              {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
-		"the user's advertisement":                {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
-		"the user's advertisement deleted":        {advertGVR, "", "users", "delete"},
-		"the operator's advertisement relabelled": {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"the operator's advertisement annotated":  {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
+		"a Service's ports":                              {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
+		"a Service's label":                              {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Service's user annotation":                    {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Service's name annotation":                    {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
+		"a Service deleted":                              {svc, "default", "web", "delete"},
+		"an address on a Service that does not follow":   {svc, "default", "other", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}`},
+		"a DNS target on a Service that does not follow": {svc, "default", "other", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+		"a pool's selector":                              {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
+		"a pool disabled":                                {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
+		"a pool's label":                                 {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's name annotation":                       {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a MetalLB pool's autoAssign":                    {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
+		"a Calico pool's NAT":                            {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
+		"a Calico pool taken over":                       {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"a Calico pool deleted":                          {ipPools, "", "user", "delete"},
+		"an unlabelled pool created":                     {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
+		"the user's advertisement":                       {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
+		"the user's advertisement deleted":               {advertGVR, "", "users", "delete"},
+		"the operator's advertisement relabelled":        {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"the operator's advertisement annotated":         {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
 		if err := do(refused[name]); !denied(err) {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -181,6 +182,7 @@ func TestNotReadyNodeStopsVoting(t *testing.T) {
 	dead := startAgent(t, w, "node2")
 	startWriter(t, w, "writer-a", "--node-not-ready-grace", "10s")
 	poolIs(t, w, "pool follows A", prefixA.String())
+	waitDigest(t, w, "node2", "A preferred", has(prefixA, false, digest.SourceRA))
 
 	w.Stop(dead, 5*time.Second) // node2's digest stays: A preferred
 	advertise(t, w, prefixB, prefixA)

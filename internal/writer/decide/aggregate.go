@@ -14,7 +14,8 @@
 //     during a change, or a rogue router reaching one node, cannot flip it.
 //   - No single node decides: the first adoption, and a change away from a
 //     current prefix no node reports preferred, need votes from a majority of
-//     the reporting nodes too (and quorum).
+//     the reporting nodes too (and quorum). Delegated prefixes are the
+//     exception: a DHCPv6 client runs on one node or a few.
 //   - With the agents' own DHCPv6 client, only the client node's delegation
 //     (and, during a handover, the previous client's) counts: another node
 //     reporting a delegated prefix is not the client's word.
@@ -181,9 +182,10 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	unheld := seen[prevCurrent] == nil || seen[prevCurrent].votes == 0
 	d.Current = choose(seen, prevCurrent, func(t *tally) int {
 		// Nothing current, or nobody prefers it: a majority decides, never
-		// one node - but the agents' DHCPv6 client runs on one node, whose
-		// delegation is the only word there is.
-		if unheld && !(t.pd && m.PDClient) {
+		// one node - but a delegation is held where a DHCPv6 client runs,
+		// often on one node (the agents' client runs on one), and that
+		// node's word is the only one there is.
+		if unheld && !t.pd {
 			return max(m.Quorum, d.Reporting/2+1)
 		}
 		return m.Quorum

@@ -78,3 +78,13 @@ func TestConflictingNodesAreListed(t *testing.T) {
 		t.Errorf("a conflict on a link the DynamicPrefix does not follow: %v", d.Conflicting)
 	}
 }
+
+// A delegation is held where a DHCPv6 client runs: in host mode that can be
+// one node of many, whose word adopts it.
+func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
+	host := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeHost}}}
+	holds, empty := "v1;wan=2001:db8:a00::/56 p pd", "v1;wan="
+	if d := For(model(host), api.Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
+		t.Errorf("%s: want the one node's delegation adopted", d)
+	}
+}

@@ -314,7 +314,7 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 		t.Fatal("not asked to solicit")
 	}
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // the answer, first
-	s.Solicited("eth0", at.Add(time.Millisecond))                 // the send, reported late
+	s.Solicited("eth0", at.Add(time.Millisecond))                // the send, reported late
 	if got, want := encode(t, s, at.Add(time.Second)), "v1;eth0=2001:db8:a::/64 d3539 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}

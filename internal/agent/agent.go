@@ -78,6 +78,9 @@ type Agent struct {
 	counted   map[string][2]uint64    // link -> contradictions and crowded words already counted
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
+	// evaluations counts the loop's evaluations (tests wait for the one after
+	// their events).
+	evaluations uint64
 }
 
 type listenerRun struct {
@@ -241,6 +244,7 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 // evaluate snapshots the state, logs changes, publishes when settled, and returns
 // when it must run again without an event.
 func (a *Agent) evaluate() (time.Time, bool) {
+	a.evaluations++
 	if !a.linksKnown {
 		return time.Time{}, false
 	}

@@ -103,15 +103,18 @@ func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *
 	return a, rec, clk, asked
 }
 
-// sync waits until the loop has handled every event sent so far.
+// sync_ waits until the loop has handled every event sent so far and
+// evaluated after them. (Two round trips were not enough: the loop drains a
+// burst of events before it evaluates, and the second could land in the
+// same burst.)
 func sync_(a *Agent) {
-	done := make(chan struct{})
-	a.events <- func() { close(done) }
-	<-done
-	// One more round trip: the evaluation after the drained batch has run.
-	done2 := make(chan struct{})
-	a.events <- func() { close(done2) }
-	<-done2
+	count := func() uint64 {
+		ch := make(chan uint64)
+		a.events <- func() { ch <- a.evaluations }
+		return <-ch
+	}
+	for before := count(); count() == before; {
+	}
 }
 
 func slaac(p netip.Prefix) observe.Address {

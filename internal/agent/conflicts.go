@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"net/netip"
 	"slices"
 	"time"
 )
@@ -46,6 +45,3 @@ func (a *Agent) journalConflicts(now time.Time) {
 		}
 	}
 }
-
-// conflicting is for tests: the routers in conflict on link at the last evaluation.
-func (a *Agent) conflicting(link string) []netip.Addr { return a.conflicts[link] }

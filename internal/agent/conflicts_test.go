@@ -66,7 +66,9 @@ func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
 	clk.Step(time.Millisecond)
 	ra(pA)
 	waitPublished(t, rec, clk, "v1;eth0 conflict=2001:db8:a::/64 p ra")
-	if got := a.conflicting("eth0"); !slices.Equal(got, []netip.Addr{router}) {
+	conflicting := make(chan []netip.Addr)
+	a.events <- func() { conflicting <- a.conflicts["eth0"] } // read on the loop's goroutine
+	if got := <-conflicting; !slices.Equal(got, []netip.Addr{router}) {
 		t.Errorf("conflicting = %v", got)
 	}
 	if got := metricContradictions.With("eth0").Value(); got < 1 {

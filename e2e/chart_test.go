@@ -459,3 +459,23 @@ func TestChartLintsAsADependency(t *testing.T) {
 		t.Errorf("the umbrella's value agent.interface not rendered")
 	}
 }
+
+// TestDisablingThePoliciesMustBeSaid: without the admission policies every
+// agent may patch any Node and the writer any Service and pool (RBAC cannot
+// name objects), so admissionPolicies.enabled=false alone does not render;
+// with acceptUnguardedRBAC it renders without the policies.
+func TestDisablingThePoliciesMustBeSaid(t *testing.T) {
+	helm, repo := helmBin(t)
+	if _, err := helmTemplate(t, helm, repo, "admissionPolicies: {enabled: false}\n"); err == nil || !strings.Contains(err.Error(), "acceptUnguardedRBAC") {
+		t.Errorf("policies disabled silently: %v", err)
+	}
+	out, err := helmTemplate(t, helm, repo, "admissionPolicies: {enabled: false, acceptUnguardedRBAC: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range objects(t, out) {
+		if strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+			t.Errorf("%s rendered with the policies disabled", k)
+		}
+	}
+}

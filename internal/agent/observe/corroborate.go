@@ -19,10 +19,11 @@
 //     (preferred in one, deprecated, withdrawn or omitted in the other) are a
 //     contradiction: the proposal is dropped, the last agreed state holds, and
 //     the router is in conflict until ConflictHold passes without another.
-//   - The kernel forms addresses from any RA: an address in a prefix that only
-//     an unbelieved word claims is not reported (doubted) for ConflictHold
-//     after the last such word, and after that for as long as the kernel
-//     holds an address in it, unless a router's believed word offers it.
+//   - The kernel forms SLAAC addresses from any RA, believed or not: a /64
+//     address with lifetimes (what SLAAC forms) counts only in a prefix a
+//     believed RA offered (vouched) or the agent published before a restart.
+//     No table of unbelieved prefixes is needed, so a flood cannot push one
+//     out before the kernel's address appears.
 
 package observe
 
@@ -48,16 +49,14 @@ const DefaultCorroboration = 500 * time.Millisecond
 // report on and off (each turn is a write).
 const DefaultConflictHold = time.Minute
 
-// ErrUncorroborated marks a prefix only the kernel reports whose only RA is a
-// change no router confirmed (or one its router's address contradicted).
-var ErrUncorroborated = errors.New("observe: only an unconfirmed or contradicted RA offers it")
+// ErrUncorroborated marks a prefix only the kernel reports, by SLAAC
+// addresses, that no believed RA offered: the kernel formed them from an RA
+// no router confirmed.
+var ErrUncorroborated = errors.New("observe: a SLAAC address in a prefix no believed RA offered")
 
 // Caps on what the LAN can make one link remember: sources and prefixes are
 // whatever a host on the link puts in its packets.
-const (
-	maxSpeakers = maxRouters
-	maxDoubted  = 256
-)
+const maxSpeakers = maxRouters
 
 // word is what one RA states of each prefix: preferred or not.
 type word struct {
@@ -127,7 +126,7 @@ func (l *link) believedPreferred(router netip.Addr, p netip.Prefix, now time.Tim
 
 // claims is the canonical list of what w changes of router's believed offer
 // ("" when nothing).
-func (l *link) claims(router netip.Addr, w word, now time.Time) (string, []netip.Prefix) {
+func (l *link) claims(router netip.Addr, w word, now time.Time) string {
 	changed := map[netip.Prefix]bool{}
 	for p, pref := range w.states {
 		if pref != l.believedPreferred(router, p, now) {
@@ -145,17 +144,15 @@ func (l *link) claims(router netip.Addr, w word, now time.Time) (string, []netip
 		return cmp.Or(a.Addr().Compare(b.Addr()), a.Bits()-b.Bits())
 	})
 	var b strings.Builder
-	var offered []netip.Prefix
 	for _, p := range keys {
 		b.WriteString(p.String())
 		if changed[p] {
 			b.WriteString("+ ")
-			offered = append(offered, p)
 		} else {
 			b.WriteString("- ")
 		}
 	}
-	return b.String(), offered
+	return b.String()
 }
 
 // speakerFor returns the corroboration state of router on l, or nil when the
@@ -197,15 +194,12 @@ func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefi
 		l.crowded++
 		return
 	}
-	claims, offered := l.claims(router, w, now)
+	claims := l.claims(router, w, now)
 	if p := sp.pending; p != nil {
 		switch {
 		case w.contradicts(p.word):
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
-			for o := range p.word.states {
-				l.doubt(o, sp.conflictUntil)
-			}
 			sp.pending = nil
 		case claims == p.claims:
 			p.word, p.at = w, now
@@ -224,31 +218,11 @@ func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefi
 		return
 	}
 	sp.pending = &proposal{word: w, claims: claims, at: now, heard: now}
-	for _, p := range offered {
-		l.doubt(p, now.Add(s.ConflictHold))
-	}
-}
-
-// doubt keeps kernel addresses in p out of the digest until until.
-func (l *link) doubt(p netip.Prefix, until time.Time) {
-	if _, ok := l.doubted[p]; !ok && len(l.doubted) >= maxDoubted {
-		// Forget the doubt that ends first: the map stays bounded under a flood.
-		var first netip.Prefix
-		for q, t := range l.doubted {
-			if !first.IsValid() || t.Before(l.doubted[first]) {
-				first = q
-			}
-		}
-		delete(l.doubted, first)
-	}
-	if until.After(l.doubted[p]) {
-		l.doubted[p] = until
-	}
 }
 
 // Settle believes every answered proposal whose window passed by now, and
-// forgets proposals nobody answered, conflicts and doubts that ran out.
-// Snapshot settles first; the agent settles before it asks SawRA.
+// forgets proposals nobody answered and conflicts that ran out. Snapshot
+// settles first; the agent settles before it asks SawRA.
 func (s *State) Settle(now time.Time) {
 	for name, l := range s.links {
 		for r, sp := range l.speakers {
@@ -256,11 +230,6 @@ func (s *State) Settle(now time.Time) {
 				switch {
 				case p.answered && !now.Before(p.asked.Add(s.Corroboration)):
 					s.believe(name, r, p.at, p.word.prefixes)
-					for q := range p.word.states {
-						if l.believedPreferred(r, q, now) {
-							delete(l.doubted, q)
-						}
-					}
 					sp.pending = nil
 				case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
 					sp.pending = nil // said once, never again: forgotten
@@ -270,32 +239,7 @@ func (s *State) Settle(now time.Time) {
 				delete(l.speakers, r)
 			}
 		}
-		for p, until := range l.doubted {
-			// A doubt outlives its time while the kernel still holds an
-			// address the doubted RA made it form.
-			if !now.Before(until) && !l.holdsAddressIn(p) {
-				delete(l.doubted, p)
-			}
-		}
 	}
-}
-
-// doubts reports whether kernel addresses in p stay out of the digest (Settle
-// forgets the doubts that ended).
-func (l *link) doubts(p netip.Prefix) bool {
-	_, ok := l.doubted[p]
-	return ok
-}
-
-// holdsAddressIn reports whether the kernel holds an address in p on l (the
-// kernel bounds them: max_addresses, 16 per interface).
-func (l *link) holdsAddressIn(p netip.Prefix) bool {
-	for _, a := range l.addrs {
-		if a.prefix == p {
-			return true
-		}
-	}
-	return false
 }
 
 // Solicit returns the links that should send a Router Solicitation at now (a
@@ -390,9 +334,6 @@ func (s *State) corroborationDeadlines(consider func(deadline)) {
 				consider(deadline(p.heard.Add(s.ConflictHold)))
 			}
 			consider(deadline(sp.conflictUntil))
-		}
-		for _, until := range l.doubted {
-			consider(deadline(until))
 		}
 	}
 }

@@ -255,8 +255,8 @@ func TestAFloodOfFreshSourcesStaysBounded(t *testing.T) {
 	}
 	l := s.links["eth0"]
 	n, _ := s.Snapshot(at.Add(21 * time.Second))
-	if len(l.speakers) > maxSpeakers || len(l.doubted) > maxDoubted || len(l.ra) > maxRAEntries || len(l.since) > maxRouters {
-		t.Errorf("tables: %d speakers, %d doubted, %d RA entries, %d routers", len(l.speakers), len(l.doubted), len(l.ra), len(l.since))
+	if len(l.speakers) > maxSpeakers || len(l.vouched) > maxRAEntries+16 || len(l.ra) > maxRAEntries || len(l.since) > maxRouters {
+		t.Errorf("tables: %d speakers, %d vouched, %d RA entries, %d routers", len(l.speakers), len(l.vouched), len(l.ra), len(l.since))
 	}
 	if len(n.Links) != 1 || !slices.ContainsFunc(n.Links[0].Prefixes, func(p digest.Prefix) bool { return p.Prefix == pA && !p.Deprecated }) {
 		t.Errorf("the senior router's A was crowded out: %v", n)
@@ -295,8 +295,8 @@ func FuzzCorroboration(f *testing.F) {
 			}
 		}
 		l := s.links["eth0"]
-		if len(l.speakers) > maxSpeakers || len(l.doubted) > maxDoubted || len(l.ra) > maxRAEntries {
-			t.Fatalf("tables over their caps: %d %d %d", len(l.speakers), len(l.doubted), len(l.ra))
+		if len(l.speakers) > maxSpeakers || len(l.ra) > maxRAEntries {
+			t.Fatalf("tables over their caps: %d %d", len(l.speakers), len(l.ra))
 		}
 		if next, ok := s.NextDeadline(now); ok && !next.After(now) {
 			t.Fatalf("NextDeadline %s not after now", fmt.Sprint(next.Sub(now)))
@@ -320,24 +320,37 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 	}
 }
 
-// The kernel keeps an address a spoofed RA made it form for that RA's valid
-// lifetime (two hours at least once formed): it stays unreported as long.
-func TestADoubtLastsAsLongAsTheKernelsAddress(t *testing.T) {
+// The kernel forms a SLAAC address from any RA, believed or not (up to
+// max_addresses, 16): a /64 address with lifetimes counts only in a prefix a
+// believed RA offered. Under a flood of fresh prefixes the kernel's addresses
+// came from RAs long forgotten; they stay out however long they live. A
+// static address (no lifetime) still counts.
+func TestASLAACAddressCountsOnlyInAPrefixABelievedRAOffered(t *testing.T) {
 	s := agreed(t)
 	at := t0.Add(time.Minute)
-	s.RA("eth0", routerA, at, offer(pX))
-	solicit(t, s, at.Add(time.Millisecond))
-	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pA))
-	s.Address("eth0", Address{Addr: addr(pX, 1), Valid: 2 * time.Hour, Preferred: time.Hour}, false, at.Add(3*time.Millisecond))
-	later := at.Add(DefaultConflictHold + 10*time.Minute)
-	if got := encode(t, s, later); got != "v1;eth0=2001:db8:a::/64 p ra" {
-		t.Errorf("the spoofed prefix's address after the hold: %s", got)
+	for i := range 2000 { // fresh sources, fresh prefixes: every word forgotten soon
+		src := netip.AddrFrom16([16]byte{0xfe, 0x80, 14: byte(i >> 8), 15: byte(i)})
+		p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xf0, byte(i >> 8), byte(i), 0}), 64)
+		s.RA("eth0", src, at, offer(p))
+		if i < 16 { // the kernel formed addresses for the first ones
+			s.Address("eth0", Address{Addr: addr(p, 1), Valid: 2 * time.Hour, Preferred: time.Hour}, false, at)
+		}
 	}
-	s.Address("eth0", Address{Addr: addr(pX, 1)}, true, later)
-	if got := encode(t, s, later.Add(time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
-		t.Errorf("after the address went: %s", got)
+	static := netip.MustParsePrefix("2001:db8:5:5::/64")
+	s.Address("eth0", Address{Addr: addr(static, 1), Valid: Infinite, Preferred: Infinite}, false, at)
+	n, rejected := s.Snapshot(at.Add(10 * time.Minute))
+	got, _ := digest.Encode(n)
+	if want := "v1;eth0=2001:db8:5:5::/64 p addr,2001:db8:a::/64 p ra"; got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
-	if len(s.links["eth0"].doubted) != 0 {
-		t.Errorf("the doubt outlived the address: %v", s.links["eth0"].doubted)
+	if n := len(slices.DeleteFunc(rejected, func(r Rejected) bool { return r.Reason != ErrUncorroborated })); n != 16 {
+		t.Errorf("%d rejected as uncorroborated, want the kernel's 16", n)
+	}
+	// A prefix the agent published before a restart stays believed.
+	s2 := New("eth0")
+	s2.Seed(digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: []digest.Prefix{{Prefix: pB, Deprecated: true, Remaining: time.Hour, Sources: digest.SourceAddr}}}}})
+	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 0, Deprecated: true}, false, t0)
+	if got := encode(t, s2, t0); got != "v1;eth0=2001:db8:b::/64 d3600 addr" {
+		t.Errorf("after a restart: %s", got)
 	}
 }

@@ -97,7 +97,6 @@ type link struct {
 
 	// Corroboration (corroborate.go).
 	speakers       map[netip.Addr]*speaker
-	doubted        map[netip.Prefix]time.Time
 	asked          time.Time // the last Router Solicitation sent
 	requested      time.Time // a solicitation asked for and not yet reported sent
 	contradictions uint64
@@ -158,7 +157,7 @@ func (s *State) SetLinks(names ...string) {
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
 				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{},
-				speakers: map[netip.Addr]*speaker{}, doubted: map[netip.Prefix]time.Time{}}
+				speakers: map[netip.Addr]*speaker{}}
 		}
 	}
 	for n := range s.links {
@@ -190,6 +189,8 @@ func (s *State) Seed(n digest.Node) {
 			if p.Deprecated && p.Remaining > 0 {
 				st.frozen[p.Prefix] = p.Remaining
 			}
+			// Believed before the restart: the kernel's addresses in it count.
+			st.vouched[p.Prefix] = true
 		}
 	}
 }
@@ -339,6 +340,7 @@ type seen struct {
 	pdRemaining   time.Duration // a delegation's valid lifetime left
 	raPreferred   bool          // some router's preferred lifetime runs
 	addrPreferred bool          // some address is preferred
+	slaac         bool          // some address looks formed by SLAAC: a /64 with lifetimes
 	raRemaining   time.Duration // longest valid lifetime left by a router's RA
 	addrRemaining time.Duration // longest valid lifetime left of an address
 }
@@ -413,6 +415,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				e.sources |= digest.SourceAddr
 			}
 			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
+			e.slaac = e.slaac || (a.prefix.Bits() == 64 && !a.lifetimes.valid.never())
 			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
 		}
 		if s.policies[name].Delegated {
@@ -428,7 +431,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				rejected = append(rejected, *r)
 				continue
 			}
-			if e.sources == digest.SourceAddr && l.doubts(p) {
+			if e.sources == digest.SourceAddr && e.slaac && s.Corroboration > 0 && !l.vouchedFor(p) {
 				rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: ErrUncorroborated})
 				continue
 			}

@@ -215,6 +215,10 @@ func (w *Watcher) addr(u netlink.AddrUpdate, names map[int]string) {
 		Valid:      lifetime(u.ValidLft),
 		Preferred:  lifetime(u.PreferedLft),
 		Deprecated: u.Flags&unix.IFA_F_DEPRECATED != 0,
+		// The kernel marks an address configured by hand (or by a tool)
+		// without lifetimes permanent; SLAAC's are not, even with infinite
+		// lifetimes.
+		Permanent: u.Flags&unix.IFA_F_PERMANENT != 0,
 	}
 	if w.H.Addr != nil {
 		w.H.Addr(name, a, removed, w.Clock.Now())

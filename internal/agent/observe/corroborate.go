@@ -20,8 +20,9 @@
 //     contradiction: the proposal is dropped, the last agreed state holds, and
 //     the router is in conflict until ConflictHold passes without another.
 //   - The kernel forms SLAAC addresses from any RA, believed or not: a /64
-//     address with lifetimes (what SLAAC forms) counts only in a prefix a
-//     believed RA offered (vouched) or the agent published before a restart.
+//     address the kernel does not mark permanent (what SLAAC forms, with
+//     finite or infinite lifetimes) counts only in a prefix a believed RA
+//     offered (vouched) or the agent published before a restart.
 //     No table of unbelieved prefixes is needed, so a flood cannot push one
 //     out before the kernel's address appears.
 

@@ -321,10 +321,10 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 }
 
 // The kernel forms a SLAAC address from any RA, believed or not (up to
-// max_addresses, 16): a /64 address with lifetimes counts only in a prefix a
-// believed RA offered. Under a flood of fresh prefixes the kernel's addresses
-// came from RAs long forgotten; they stay out however long they live. A
-// static address (no lifetime) still counts.
+// max_addresses, 16): a /64 address the kernel does not mark permanent
+// counts only in a prefix a believed RA offered. Under a flood of fresh
+// prefixes the kernel's addresses came from RAs long forgotten; they stay out
+// however long they live. A static address (permanent) still counts.
 func TestASLAACAddressCountsOnlyInAPrefixABelievedRAOffered(t *testing.T) {
 	s := agreed(t)
 	at := t0.Add(time.Minute)
@@ -332,12 +332,16 @@ func TestASLAACAddressCountsOnlyInAPrefixABelievedRAOffered(t *testing.T) {
 		src := netip.AddrFrom16([16]byte{0xfe, 0x80, 14: byte(i >> 8), 15: byte(i)})
 		p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xf0, byte(i >> 8), byte(i), 0}), 64)
 		s.RA("eth0", src, at, offer(p))
-		if i < 16 { // the kernel formed addresses for the first ones
-			s.Address("eth0", Address{Addr: addr(p, 1), Valid: 2 * time.Hour, Preferred: time.Hour}, false, at)
+		if i < 16 { // the kernel formed addresses for the first ones (infinite lifetimes for half)
+			lt := 2 * time.Hour
+			if i%2 == 0 {
+				lt = Infinite
+			}
+			s.Address("eth0", Address{Addr: addr(p, 1), Valid: lt, Preferred: lt}, false, at)
 		}
 	}
 	static := netip.MustParsePrefix("2001:db8:5:5::/64")
-	s.Address("eth0", Address{Addr: addr(static, 1), Valid: Infinite, Preferred: Infinite}, false, at)
+	s.Address("eth0", Address{Addr: addr(static, 1), Valid: Infinite, Preferred: Infinite, Permanent: true}, false, at)
 	n, rejected := s.Snapshot(at.Add(10 * time.Minute))
 	got, _ := digest.Encode(n)
 	if want := "v1;eth0=2001:db8:5:5::/64 p addr,2001:db8:a::/64 p ra"; got != want {

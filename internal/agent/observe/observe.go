@@ -49,6 +49,8 @@ type Address struct {
 	Valid      time.Duration
 	Preferred  time.Duration
 	Deprecated bool // IFA_F_DEPRECATED
+	// Permanent: IFA_F_PERMANENT, an address configured, not formed by SLAAC.
+	Permanent bool
 }
 
 type raKey struct {
@@ -107,6 +109,7 @@ type addrEntry struct {
 	prefix     netip.Prefix
 	lifetimes  lifetimes
 	deprecated bool
+	permanent  bool
 	// held: the kernel removed the address around a link flap; it still counts,
 	// while the link is down and until heldUntil after it is up, unless re-created.
 	held      bool
@@ -303,6 +306,7 @@ func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 		prefix:     a.Addr.Masked(),
 		lifetimes:  lifetimes{valid: until(now, a.Valid), preferred: until(now, a.Preferred)},
 		deprecated: a.Deprecated || a.Preferred == 0,
+		permanent:  a.Permanent,
 	}
 }
 
@@ -340,7 +344,7 @@ type seen struct {
 	pdRemaining   time.Duration // a delegation's valid lifetime left
 	raPreferred   bool          // some router's preferred lifetime runs
 	addrPreferred bool          // some address is preferred
-	slaac         bool          // some address looks formed by SLAAC: a /64 with lifetimes
+	slaac         bool          // some address may be SLAAC's: a /64 the kernel does not mark permanent
 	raRemaining   time.Duration // longest valid lifetime left by a router's RA
 	addrRemaining time.Duration // longest valid lifetime left of an address
 }
@@ -415,7 +419,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				e.sources |= digest.SourceAddr
 			}
 			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
-			e.slaac = e.slaac || (a.prefix.Bits() == 64 && !a.lifetimes.valid.never())
+			e.slaac = e.slaac || (a.prefix.Bits() == 64 && !a.permanent)
 			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
 		}
 		if s.policies[name].Delegated {

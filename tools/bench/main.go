@@ -359,7 +359,7 @@ func binaries() (agent, writer string, err error) {
 func notes(r *results) []string {
 	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the 500 ms in which the router could contradict the change: about 500 ms of the total, 0.26 s before corroboration) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
 		"Binaries are built as the Dockerfiles build them (static, no cgo).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",

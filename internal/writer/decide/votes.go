@@ -73,7 +73,7 @@ func View(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 		out := api.Bare(m)
 		if v, ok := m.Annotations[digest.Annotation]; ok {
-			out.Annotations = map[string]string{digest.Annotation: v}
+			out.Annotations = map[string]string{digest.Annotation: capped(v)}
 		}
 		return out, nil
 	}
@@ -85,7 +85,7 @@ func View(o any) (any, error) {
 	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
 	ann := map[string]string{}
 	if v, ok := n.Annotations[digest.Annotation]; ok {
-		ann[digest.Annotation] = v
+		ann[digest.Annotation] = capped(v)
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
@@ -105,7 +105,7 @@ func Slim(n *corev1.Node) corev1.Node {
 	out := corev1.Node{TypeMeta: n.TypeMeta}
 	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
 	if v, ok := n.Annotations[digest.Annotation]; ok {
-		out.Annotations = map[string]string{digest.Annotation: v}
+		out.Annotations = map[string]string{digest.Annotation: capped(v)}
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -113,6 +113,17 @@ func Slim(n *corev1.Node) corev1.Node {
 		}
 	}
 	return out
+}
+
+// capped bounds what the cache keeps of a digest annotation: anyone who may
+// patch a Node can write up to the API server's 256 KiB there, and a digest
+// is at most digest.MaxBytes. One byte more keeps it too long to decode (it
+// is reported garbled as before); the writer never writes it back.
+func capped(v string) string {
+	if len(v) > digest.MaxBytes {
+		return v[:digest.MaxBytes+1]
+	}
+	return v
 }
 
 // State is what of a View the rule reads: a change of it is a reason for a pass.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,32 @@ func TestNodeRule(t *testing.T) {
 	r.grace = 0
 	if got, _ := r.Reports(now); len(got) != 3 {
 		t.Errorf("rule off: %d voting, want 3", len(got))
+	}
+}
+
+// Anyone who may patch a Node can write up to 256 KiB into its digest
+// annotation: the cache keeps at most one byte more than a digest may hold,
+// and the digest is still reported garbled.
+func TestTheCacheKeepsNoHugeDigest(t *testing.T) {
+	huge := "v1;eth0=" + strings.Repeat("x", 256<<10)
+	for name, o := range map[string]any{
+		"a Node":       node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"),
+		"its metadata": &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{digest.Annotation: huge}}},
+	} {
+		v, err := View(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := v.(*metav1.PartialObjectMetadata).Annotations[digest.Annotation]
+		if len(kept) != digest.MaxBytes+1 {
+			t.Errorf("%s: the cache keeps %d bytes, want %d", name, len(kept), digest.MaxBytes+1)
+		}
+		if _, err := digest.Decode(kept); err == nil {
+			t.Errorf("%s: the kept value decodes", name)
+		}
+	}
+	slim := Slim(node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"))
+	if got := len(slim.Annotations[digest.Annotation]); got != digest.MaxBytes+1 {
+		t.Errorf("Slim keeps %d bytes", got)
 	}
 }

@@ -9,10 +9,12 @@
 //     preferred while any router's last RA keeps its preferred lifetime running.
 //     Only a prefix no router advertises (a static address, DHCPv6) is reported by
 //     its addresses (source addr), preferred or deprecated as they are.
+//   - An RA is believed once corroborated (corroborate.go): one that changes
+//     what its router offers waits for the router's answer to a solicitation.
 //   - A router whose RA offers prefixes but omits one it advertised before has
 //     stopped offering it (a router rebooted onto a new ISP prefix says nothing of
-//     the old one): that router's claim is deprecated at once, its valid lifetime
-//     left to run out. The kernel keeps the old address preferred meanwhile, which
+//     the old one): once believed, that router's claim is deprecated at once, its
+//     valid lifetime left to run out. The kernel keeps the old address preferred meanwhile, which
 //     is why routers decide. OmitDeprecates turns this off for routers that
 //     split their prefixes over several RAs.
 //   - A PIO with valid lifetime 0 withdraws that router's claim at once.

@@ -75,7 +75,6 @@ type Agent struct {
 	quiet     rejectLines
 	junior    map[string]bool         // link + " " + prefix: it appeared from a router other than the senior one
 	conflicts map[string][]netip.Addr // link -> the routers in conflict at the last evaluation
-	counted   map[string][2]uint64    // link -> contradictions and crowded words already counted
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 	// evaluations counts the loop's evaluations (tests wait for the one after
@@ -102,7 +101,6 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		ignored:   map[string]*ignoring{},
 		junior:    map[string]bool{},
 		conflicts: map[string][]netip.Addr{},
-		counted:   map[string][2]uint64{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	a.state.Corroboration = cfg.Corroboration

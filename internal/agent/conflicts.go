@@ -9,15 +9,9 @@ import (
 // and turning consistent again, once each, and keeps the metrics.
 func (a *Agent) journalConflicts(now time.Time) {
 	for _, link := range a.state.Links() {
-		contradictions, crowded := a.state.Contradictions(link)
-		last := a.counted[link]
-		// A link watched anew starts from zero again.
-		if contradictions < last[0] || crowded < last[1] {
-			last = [2]uint64{}
-		}
-		metricContradictions.With(link).Add(contradictions - last[0])
-		metricCrowded.With(link).Add(crowded - last[1])
-		a.counted[link] = [2]uint64{contradictions, crowded}
+		contradictions, crowded := a.state.TakeCounts(link)
+		metricContradictions.With(link).Add(contradictions)
+		metricCrowded.With(link).Add(crowded)
 		routers := a.state.Conflicts(link, now)
 		was := a.conflicts[link]
 		for _, r := range routers {
@@ -38,10 +32,9 @@ func (a *Agent) journalConflicts(now time.Time) {
 		}
 		metricConflict.With(link).Set(float64(len(routers)))
 	}
-	for link := range a.counted {
+	for link := range a.conflicts {
 		if !slices.Contains(a.state.Links(), link) {
 			delete(a.conflicts, link)
-			delete(a.counted, link)
 		}
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/digest"
 )
 
 // DefaultCorroboration is how long a router has to contradict a change after
@@ -141,9 +142,7 @@ func (l *link) claims(router netip.Addr, w word, now time.Time) string {
 			}
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(changed), func(a, b netip.Prefix) int {
-		return cmp.Or(a.Addr().Compare(b.Addr()), a.Bits()-b.Bits())
-	})
+	keys := slices.SortedFunc(maps.Keys(changed), digest.ComparePrefix)
 	var b strings.Builder
 	for _, p := range keys {
 		b.WriteString(p.String())
@@ -187,8 +186,11 @@ func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
 
 // corroborate takes one RA's word from router under the rules above.
 func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
-	s.Settle(now) // a proposal whose window passed is believed before this word counts
 	l := s.links[name]
+	if sp := l.speakers[router]; sp != nil {
+		// Its proposal whose window passed is believed before this word counts.
+		s.settle(name, l, router, sp, now)
+	}
 	w := newWord(prefixes, s.OmitDeprecates)
 	sp := l.speakerFor(router, now)
 	if sp == nil {
@@ -227,19 +229,24 @@ func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefi
 func (s *State) Settle(now time.Time) {
 	for name, l := range s.links {
 		for r, sp := range l.speakers {
-			if p := sp.pending; p != nil {
-				switch {
-				case p.answered && !now.Before(p.asked.Add(s.Corroboration)):
-					s.believe(name, r, p.at, p.word.prefixes)
-					sp.pending = nil
-				case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
-					sp.pending = nil // said once, never again: forgotten
-				}
-			}
-			if sp.pending == nil && !now.Before(sp.conflictUntil) {
-				delete(l.speakers, r)
-			}
+			s.settle(name, l, r, sp, now)
 		}
+	}
+}
+
+// settle is Settle for one router on one link.
+func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time.Time) {
+	if p := sp.pending; p != nil {
+		switch {
+		case p.answered && !now.Before(p.asked.Add(s.Corroboration)):
+			s.believe(name, r, p.at, p.word.prefixes)
+			sp.pending = nil
+		case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
+			sp.pending = nil // said once, never again: forgotten
+		}
+	}
+	if sp.pending == nil && !now.Before(sp.conflictUntil) {
+		delete(l.speakers, r)
 	}
 }
 
@@ -314,13 +321,17 @@ func (s *State) Conflicts(name string, now time.Time) []netip.Addr {
 	return out
 }
 
-// Contradictions counts the contradictions heard on the link, and the words
-// of routers not remembered because maxSpeakers others were (crowded).
-func (s *State) Contradictions(name string) (contradictions, crowded uint64) {
-	if l := s.links[name]; l != nil {
-		return l.contradictions, l.crowded
+// TakeCounts returns, and starts counting anew, the contradictions heard on
+// the link and the words of routers not remembered because maxSpeakers
+// others were (crowded), since the last call.
+func (s *State) TakeCounts(name string) (contradictions, crowded uint64) {
+	l := s.links[name]
+	if l == nil {
+		return 0, 0
 	}
-	return 0, 0
+	contradictions, crowded = l.contradictions, l.crowded
+	l.contradictions, l.crowded = 0, 0
+	return contradictions, crowded
 }
 
 // corroborationDeadlines passes consider every time at which settle could

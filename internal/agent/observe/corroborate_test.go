@@ -108,7 +108,7 @@ func TestASpooferContradictedByTheRouterMovesNothing(t *testing.T) {
 			if c := s.Conflicts("eth0", at.Add(time.Second)); !slices.Equal(c, []netip.Addr{routerA}) {
 				t.Errorf("Conflicts = %v, want the router's address", c)
 			}
-			if n, _ := s.Contradictions("eth0"); n != 1 {
+			if n, _ := s.TakeCounts("eth0"); n != 1 {
 				t.Errorf("%d contradictions counted, want 1", n)
 			}
 		})

@@ -120,6 +120,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	for _, r := range reports {
 		counted := map[netip.Prefix]bool{}
 		reported, conflict := false, false
+		countsPD := pdClient(m, prev, d.PDClient, r.Node)
 		for _, l := range r.Digest.Links {
 			if !m.Follows(l.Name) {
 				continue
@@ -127,7 +128,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			reported = true
 			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
-				if !pdClient(m, prev, d.PDClient, r.Node) {
+				if !countsPD {
 					p.Sources &^= digest.SourcePD
 				}
 				if p.Sources == 0 || !m.Counts(l.Name, p.Sources) {

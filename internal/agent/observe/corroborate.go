@@ -3,8 +3,9 @@
 // makes is believed only when the router says it again after being asked, and
 // nothing from its address says otherwise meanwhile. The real router keeps
 // advertising and answers a Router Solicitation (RFC 4861 6.2.6: within
-// MAX_RA_DELAY_TIME, 0.5 s); a second speaker on its address is then heard to
-// contradict it.
+// MAX_RA_DELAY_TIME, 0.5 s, or - an answer to all nodes - no sooner than
+// MIN_DELAY_BETWEEN_RAS, 3 s, after its last multicast RA); a second speaker
+// on its address is then heard to contradict it.
 //
 // Rules, per link and router address:
 //   - A word (one RA) that changes nothing of what the router is believed to
@@ -42,9 +43,17 @@ import (
 )
 
 // DefaultCorroboration is how long a router has to contradict a change after
-// it was solicited: RFC 4861's MAX_RA_DELAY_TIME, the longest a router
-// delays its answer to a Router Solicitation.
-const DefaultCorroboration = 500 * time.Millisecond
+// it was solicited: RFC 4861's MIN_DELAY_BETWEEN_RAS, the longest a router
+// that multicasts its answers (radvd does) may hold one back. Half a second
+// (MAX_RA_DELAY_TIME) covers only routers that unicast them: against radvd
+// a spoofer that spoke twice then won now and then, before the real
+// router's delayed answer contradicted it.
+const DefaultCorroboration = 3 * time.Second
+
+// SolicitSpacing is the least time between two Router Solicitations on a link.
+// Shorter than the window, so a change heard just after a solicitation is put
+// to the router soon (the first RA after start is one such).
+const SolicitSpacing = time.Second
 
 // DefaultConflictHold is how long a router stays in conflict after the last
 // contradiction: long enough that an attacker who pauses does not turn the
@@ -212,8 +221,8 @@ func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefi
 			return
 		default:
 			// Another change that contradicts nothing (a router splitting its
-			// prefixes over several RAs): corroborate it from the start.
-			sp.pending = nil
+			// prefixes over several RAs): it waits its turn, and comes again.
+			return
 		}
 	}
 	if claims == "" {
@@ -252,9 +261,9 @@ func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time
 
 // Solicit returns the links that should send a Router Solicitation at now (a
 // proposal was heard there since the last one), and when the next one falls
-// due (zero: none). Solicitations on a link are at least Corroboration apart;
-// a link returned here is not returned again until Solicited reports the
-// send, or a spacing later (the send failed).
+// due (zero: none). Solicitations on a link are at least SolicitSpacing
+// apart; a link returned here is not returned again until Solicited reports
+// the send, or a spacing later (the send failed).
 func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 	var due []string
 	var next time.Time
@@ -270,9 +279,9 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 		if !waiting {
 			continue
 		}
-		at := l.asked.Add(s.Corroboration)
+		at := l.asked.Add(SolicitSpacing)
 		if !l.requested.IsZero() {
-			at = later(at, l.requested.Add(s.Corroboration))
+			at = later(at, l.requested.Add(SolicitSpacing))
 		}
 		if now.Before(at) {
 			if next.IsZero() || at.Before(next) {

@@ -29,7 +29,7 @@ func agreed(t *testing.T) *State {
 	s.RA("eth0", routerA, t0, offer(pA))
 	solicit(t, s, t0.Add(time.Millisecond))
 	s.RA("eth0", routerA, t0.Add(2*time.Millisecond), offer(pA))
-	if got := encode(t, s, t0.Add(time.Second)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+	if got := encode(t, s, t0.Add(DefaultCorroboration+time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
 		t.Fatalf("the router's first offer, answered: %s", got)
 	}
 	return s
@@ -55,15 +55,15 @@ func TestARealRenumberingIsBelievedOnceTheRouterConfirmsIt(t *testing.T) {
 	}
 	solicit(t, s, at.Add(time.Millisecond))
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // its answer
-	if got := encode(t, s, at.Add(400*time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+	if got := encode(t, s, at.Add(DefaultCorroboration)); got != "v1;eth0=2001:db8:a::/64 p ra" {
 		t.Errorf("believed before the router had Corroboration to contradict it: %s", got)
 	}
-	next, ok := s.NextDeadline(at.Add(400 * time.Millisecond))
+	next, ok := s.NextDeadline(at.Add(DefaultCorroboration))
 	if want := at.Add(time.Millisecond + DefaultCorroboration); !ok || !next.Equal(want) {
 		t.Errorf("NextDeadline = %s, want the window's end %s", next.Sub(t0), want.Sub(t0))
 	}
-	// A's last word was at t0: 3539 s of its hour were left when B was believed.
-	if got, want := encode(t, s, at.Add(501*time.Millisecond)), "v1;eth0=2001:db8:a::/64 d3539 ra,2001:db8:b::/64 p ra"; got != want {
+	// A's last word was at t0: 3537 s of its hour were left when B was believed.
+	if got, want := encode(t, s, at.Add(DefaultCorroboration+time.Millisecond)), "v1;eth0=2001:db8:a::/64 d3537 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the window:\n got %s\nwant %s", got, want)
 	}
 	if c := s.Conflicts("eth0", at.Add(time.Second)); len(c) != 0 {
@@ -159,12 +159,12 @@ func TestAConflictHoldsTheLineAndClearsWhenTheRouterAgreesAgain(t *testing.T) {
 	s.RA("eth0", routerA, now, offer(pB))
 	solicit(t, s, now.Add(time.Millisecond))
 	s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pB))
-	// The router's last word of A was its answer 2.9 s before the spoofer stopped.
-	if got, want := encode(t, s, now.Add(time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3597 ra,2001:db8:b::/64 p ra"; got != want {
+	// A is frozen at what its last word left when B was believed (3594 s).
+	if got, want := encode(t, s, now.Add(DefaultCorroboration+time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3594 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("a real renumbering during the conflict report:\n got %s\nwant %s", got, want)
 	}
 	// ConflictHold after the last contradiction, the report clears.
-	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3597 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3594 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the hold:\n got %s\nwant %s", got, want)
 	}
 }
@@ -193,21 +193,21 @@ func TestSolicitationsAreSpaced(t *testing.T) {
 	s.RA("eth0", routerA, at.Add(time.Millisecond), offer(pA)) // contradiction
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pX))
 	due, next := s.Solicit(at.Add(3 * time.Millisecond))
-	if len(due) != 0 || !next.Equal(at.Add(DefaultCorroboration)) {
-		t.Errorf("Solicit = %v, %s: want none before %s", due, next.Sub(at), DefaultCorroboration)
+	if len(due) != 0 || !next.Equal(at.Add(SolicitSpacing)) {
+		t.Errorf("Solicit = %v, %s: want none before %s", due, next.Sub(at), SolicitSpacing)
 	}
 	solicit(t, s, next)
 	// A solicitation asked for but never reported sent is asked for again a spacing later.
 	s.RA("eth0", routerA, next.Add(time.Millisecond), offer(pA))
 	s.RA("eth0", routerA, next.Add(2*time.Millisecond), offer(pX))
-	later := next.Add(DefaultCorroboration)
+	later := next.Add(SolicitSpacing)
 	if due, _ := s.Solicit(later); len(due) != 1 {
 		t.Fatalf("not due at %s", later.Sub(at))
 	}
 	if due, _ := s.Solicit(later.Add(time.Millisecond)); len(due) != 0 {
 		t.Errorf("asked twice before the first was sent")
 	}
-	if due, _ := s.Solicit(later.Add(DefaultCorroboration)); len(due) != 1 {
+	if due, _ := s.Solicit(later.Add(SolicitSpacing)); len(due) != 1 {
 		t.Errorf("a lost solicitation is not asked for again")
 	}
 }
@@ -315,7 +315,7 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 	}
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // the answer, first
 	s.Solicited("eth0", at.Add(time.Millisecond))                // the send, reported late
-	if got, want := encode(t, s, at.Add(time.Second)), "v1;eth0=2001:db8:a::/64 d3539 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, at.Add(DefaultCorroboration+time.Second)), "v1;eth0=2001:db8:a::/64 d3536 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -199,13 +199,16 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	}
 	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
 	createPool(t, w)
-	node1 := startAgent(t, w, "node1")
-	startAgent(t, w, "node2")
+	agents := map[string]*exec.Cmd{"node1": startAgent(t, w, "node1"), "node2": startAgent(t, w, "node2")}
 	startWriter(t, w, "writer-a", "--node-not-ready-grace", "10s")
 
-	following := func(what string, pool netip.Prefix, client string) netip.Prefix {
+	// following waits for the status to name a delegation from pool, run on
+	// client ("": whichever node the writer named), and for the pool to hold
+	// it; it returns the prefix and the client's node.
+	following := func(what string, pool netip.Prefix, client string) (netip.Prefix, string) {
 		t.Helper()
 		var cur netip.Prefix
+		var ran string
 		eventuallyWithin(t, 2*time.Minute, what, func() (bool, string) {
 			st := dpStatus(t, w, "home")
 			p, err := netip.ParsePrefix(st.CurrentPrefix)
@@ -213,14 +216,14 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 			if st.DHCPv6PD != nil {
 				node = st.DHCPv6PD.ClientNode
 			}
-			if err != nil || !pool.Contains(p.Addr()) || p.Bits() != 56 || st.PrefixSource != "dhcpv6-pd" || node != client {
+			if err != nil || !pool.Contains(p.Addr()) || p.Bits() != 56 || st.PrefixSource != "dhcpv6-pd" || node == "" || (client != "" && node != client) {
 				return false, fmt.Sprintf("%s %s client %q", st.CurrentPrefix, st.PrefixSource, node)
 			}
-			cur = p
+			cur, ran = p, node
 			b := blocks(t, w, "lb")
 			return slices.Equal(b, []string{"192.0.2.0/24", p.String()}), fmt.Sprint(b)
 		})
-		return cur
+		return cur, ran
 	}
 	quiet := func(what string, m world.Mark) {
 		t.Helper()
@@ -234,10 +237,12 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	}
 	renewals := func() int { return countLog(w, "rt-dhcpd.log", "Renew message from") }
 
-	p1 := following("node1's client is delegated a prefix", first.Pool, "node1")
-	waitDigest(t, w, "node1", "reports the delegation", delegated(p1))
-	if v, _ := annotation(t, w, "node2"); strings.Contains(v, p1.String()) {
-		t.Errorf("node2's digest %q reports %s: only the client's node holds the delegation", v, p1)
+	// Which node the writer names depends on whose digest it read first.
+	p1, client := following("a node's client is delegated a prefix", first.Pool, "")
+	other := map[string]string{"node1": "node2", "node2": "node1"}[client]
+	waitDigest(t, w, client, "reports the delegation", delegated(p1))
+	if v, _ := annotation(t, w, other); strings.Contains(v, p1.String()) {
+		t.Errorf("%s's digest %q reports %s: only the client's node holds the delegation", other, v, p1)
 	}
 
 	settleWrites()
@@ -261,23 +266,23 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	}
 	quiet("the server's restart", m)
 
-	// node1 dies: its agent stops and its Node goes NotReady.
+	// The client's node dies: its agent stops and its Node goes NotReady.
 	m = mark(t, w)
-	w.Stop(node1, 5*time.Second)
-	notReady(t, w, "node1")
-	if p := following("node2 takes the client over", first.Pool, "node2"); p != p1 {
+	w.Stop(agents[client], 5*time.Second)
+	notReady(t, w, client)
+	if p, _ := following("the other node takes the client over", first.Pool, other); p != p1 {
 		t.Errorf("after the failover the server delegated %s, want %s again (same DUID and IAID)", p, p1)
 	}
-	waitDigest(t, w, "node2", "reports the delegation", delegated(p1))
-	waitLog(t, w, "writer-a.log", "its digest no longer votes", 1) // node1's report lapsed: node2's holds the prefix
+	waitDigest(t, w, other, "reports the delegation", delegated(p1))
+	waitLog(t, w, "writer-a.log", "its digest no longer votes", 1) // the dead node's report lapsed: the other's holds the prefix
 	settleWrites()
-	// The client moved when node1 went NotReady, while node1 still voted:
+	// The client moved when its node went NotReady, while that node still voted:
 	// the prefix was never unreported, so one status write says where the
 	// client runs, and nothing else changes.
 	if got, want := objectWrites(writesBy(t, w, m, writerUser)), []string{"patch dynamicprefixes/status home 200"}; !slices.Equal(got, want) {
 		t.Errorf("failover: writer wrote %q, want %q", got, want)
 	}
-	onePatchPerNode(t, writesBy(t, w, m, agentUser), "node2")
+	onePatchPerNode(t, writesBy(t, w, m, agentUser), other)
 	if n := countLog(w, "writer-a.log", "any more (has the router gone quiet?)"); n != 0 {
 		t.Errorf("the writer reported the prefix unreported during the failover (%d lines)", n)
 	}
@@ -288,7 +293,7 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	if err := w.Net.Router.DelegatePrefixes(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	p2 := following("the delegation after the ISP renumbered", second.Pool, "node2")
+	p2, _ := following("the delegation after the ISP renumbered", second.Pool, other)
 	t.Logf("delegations: %s, then %s", p1, p2)
 	settleWrites()
 	var pools int

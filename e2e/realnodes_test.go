@@ -486,20 +486,21 @@ func TestRealNodesDHCPv6Client(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p netip.Prefix
-	eventually(t, "node1's agent Pod is delegated a prefix and the pool follows", func() (bool, string) {
+	var client string // whichever node the writer names
+	eventually(t, "a node's agent Pod is delegated a prefix and the pool follows", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		cur, err := netip.ParsePrefix(st.CurrentPrefix)
-		if err != nil || !pool.Contains(cur.Addr()) || st.DHCPv6PD == nil || st.DHCPv6PD.ClientNode != "node1" {
+		if err != nil || !pool.Contains(cur.Addr()) || st.DHCPv6PD == nil || st.DHCPv6PD.ClientNode == "" {
 			return false, fmt.Sprintf("%s %+v", st.CurrentPrefix, st.DHCPv6PD)
 		}
-		p = cur
+		p, client = cur, st.DHCPv6PD.ClientNode
 		b := blocks(t, w, "lb")
 		return slices.Equal(b, []string{"192.0.2.0/24", p.String()}), fmt.Sprint(b)
 	})
 
 	settleWrites()
 	m := mark(t, w)
-	replaced := replaceAgentPod(t, w, "node1")
+	replaced := replaceAgentPod(t, w, client)
 	eventually(t, "the new Pod's client asked the server", func() (bool, string) {
 		return countLog(w, "rt-dhcpd.log", "Solicit message from") >= 2, ""
 	})

@@ -59,3 +59,32 @@ func TestRouteHandsOnDelegationsOnly(t *testing.T) {
 		}
 	}
 }
+
+// Whatever netlink hands over - any address or mask bytes, flags, scope,
+// lifetimes, route type and table - the watcher never panics, hands on only
+// global IPv6 addresses with non-negative lifetimes, and only delegations that
+// are masked IPv6 prefixes between /1 and /64.
+func FuzzKernelEvents(f *testing.F) {
+	v6 := netip.MustParseAddr("2001:db8:1:100::1").AsSlice()
+	full := net.CIDRMask(64, 128)
+	f.Add(v6, []byte(full), uint8(unix.RT_SCOPE_UNIVERSE), uint32(unix.IFA_F_PERMANENT), uint32(300), uint32(0xffffffff), true, uint8(unix.RTN_UNREACHABLE), uint32(unix.RT_TABLE_MAIN), uint32(600), false)
+	f.Add([]byte(net.ParseIP("::ffff:192.0.2.1").To16()), []byte(net.CIDRMask(24, 32)), uint8(0), uint32(unix.IFA_F_DADFAILED), uint32(0), uint32(0), false, uint8(unix.RTN_BLACKHOLE), uint32(0), uint32(0), true)
+	f.Add([]byte{1, 2, 3}, []byte{0xff, 0x00, 0xff}, uint8(200), uint32(0xffffffff), uint32(0xffffffff), uint32(1), true, uint8(unix.RTN_PROHIBIT), uint32(100), uint32(0xffffffff), false)
+	f.Fuzz(func(t *testing.T, ip, mask []byte, scope uint8, flags, valid, preferred uint32, added bool, rtype uint8, table, expires uint32, removed bool) {
+		w := &Watcher{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		w.H.Addr = func(link string, a observe.Address, _ bool, _ time.Time) {
+			if link != "eth0" || !a.Addr.Addr().Is6() || a.Addr.Addr().Is4In6() || a.Valid < 0 || a.Preferred < 0 {
+				t.Errorf("handed on %s %+v", link, a)
+			}
+		}
+		w.H.Delegated = func(p netip.Prefix, valid time.Duration, _ bool, _ time.Time) {
+			if !p.Addr().Is6() || p.Bits() < 1 || p.Bits() > 64 || p != p.Masked() || valid < 0 {
+				t.Errorf("delegation %s valid %s", p, valid)
+			}
+		}
+		u := netlink.AddrUpdate{LinkAddress: net.IPNet{IP: ip, Mask: mask}, LinkIndex: 7, Flags: int(flags), Scope: int(scope),
+			NewAddr: added, ValidLft: int(valid), PreferedLft: int(preferred)}
+		w.addr(u, map[int]string{7: "eth0"})
+		w.route(netlink.Route{Type: int(rtype), Table: int(table), Dst: &net.IPNet{IP: ip, Mask: mask}, Expires: int(expires)}, removed)
+	})
+}

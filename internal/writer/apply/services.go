@@ -37,6 +37,10 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			continue
 		}
 		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
+		if err := w.tooLarge(self, m); err != nil {
+			out = append(out, write.Final(err))
+			continue
+		}
 		live := render.Live(m.Annotations, w.TargetKeys)
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
@@ -81,11 +85,17 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 		return write.Transient(err)
 	}
 	m := o.(*corev1.Service)
-	live := render.Live(m.Annotations, w.TargetKeys)
-	if m.Annotations[dynamicprefix.AnnotationName] != dp || !live.Owned() {
+	self := write.Object{Resource: "services", Namespace: ns, Name: name}
+	if m.Annotations[dynamicprefix.AnnotationName] != dp {
 		return write.Outcome{}
 	}
-	self := write.Object{Resource: "services", Namespace: ns, Name: name}
+	if err := w.tooLarge(self, m); err != nil {
+		return write.Final(err)
+	}
+	live := render.Live(m.Annotations, w.TargetKeys)
+	if !live.Owned() {
+		return write.Outcome{}
+	}
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
 		return write.Outcome{}
 	}
@@ -105,6 +115,19 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
 	return write.Outcome{}
+}
+
+// tooLarge refuses a Service whose annotations the cache did not keep
+// (render.Oversized): writing ours back needs the whole values. The Service
+// is left as it is and the refusal is its event.
+func (w *Writer) tooLarge(self write.Object, m *corev1.Service) error {
+	n, over := render.Oversized(m)
+	if !over {
+		return nil
+	}
+	err := fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
+	w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
+	return err
 }
 
 // readBack is what the Service cache will show of our annotations once the

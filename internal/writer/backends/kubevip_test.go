@@ -2,6 +2,7 @@ package backends
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,4 +65,40 @@ func TestCheckConfigMap(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+}
+
+// The ConfigMap is the user's (and kube-vip's): whatever its annotation and
+// data say, decoding never panics, a key it accepts is a cidr- or range- key
+// with a namespace name, its entries are the value's entries verbatim, and
+// what the writer would write there reads back as written.
+func FuzzKubeVIPConfigMap(f *testing.F) {
+	f.Add("cidr-global", "192.0.2.0/28, 2001:db8:9::/120", "2001:db8:b::/64")
+	f.Add("range-default", "192.0.2.100-192.0.2.110,,", "2001:db8:b::1-2001:db8:b::ff")
+	f.Add("range-Not_A_Namespace", ",", "")
+	f.Fuzz(func(t *testing.T, key, value, ours string) {
+		k := KubeVIPKind(DefaultKubeVIPConfigMap)
+		o, _, err := k.Decode(kubevipConfigMap(key, map[string]any{key: value, "other": value}))
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(o.Slot, "cidr-") && !strings.HasPrefix(o.Slot, "range-") {
+			t.Fatalf("accepted key %q", o.Slot)
+		}
+		if !slices.Equal(o.Entries, render.Split(value)) {
+			t.Errorf("entries %q from %q", o.Entries, value)
+		}
+		entries, _ := render.Merge(o.Entries, nil, render.Split(ours))
+		spec, err := k.Spec(o.Slot, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := kubevipConfigMap(key, spec)
+		if v, ok := spec[key].(string); ok {
+			written = kubevipConfigMap(key, map[string]any{key: v})
+		}
+		back, _, err := k.Decode(written)
+		if err != nil || !slices.Equal(back.Entries, entries) {
+			t.Errorf("wrote %q, read back %q (%v)", entries, back.Entries, err)
+		}
+	})
 }

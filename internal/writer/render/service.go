@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -206,7 +207,7 @@ func Live(ann map[string]string, keys []string) Annotations {
 		ManagedIPs:     Split(ann[AnnotationManagedIPs]),
 		IPsKey:         ann[AnnotationManagedIPsKey],
 		ManagedTargets: Split(ann[AnnotationManagedTarget]),
-		TargetKeys:     Split(ann[AnnotationManagedTargetKeys]),
+		TargetKeys:     targetKeysRecord(ann[AnnotationManagedTargetKeys]),
 		L2Nudged:       Split(ann[AnnotationL2Nudged]),
 		Targets:        map[string][]string{},
 	}
@@ -227,6 +228,20 @@ func Live(ann map[string]string, keys []string) Annotations {
 		}
 	}
 	return a
+}
+
+// targetKeysRecord reads the keys record. Anyone who may edit the Service
+// can write it: a key renumber could never have written there (not a valid
+// target key, or repeated) is ignored, so a forged record cannot turn an
+// address key or a record of ours into a target key.
+func targetKeysRecord(v string) []string {
+	var out []string
+	for _, k := range Split(v) {
+		if CheckTargetKeys(append(slices.Clone(out), k)) == nil {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // keysHolding are the target keys, of those the existing operator writes by
@@ -260,7 +275,7 @@ var ours = []string{dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRa
 // dropped from the list can be released).
 func Keep(ann map[string]string, keys []string) map[string]string {
 	var out map[string]string
-	for _, k := range slices.Concat(ours, keys, Split(ann[AnnotationManagedTargetKeys])) {
+	for _, k := range slices.Concat(ours, keys, targetKeysRecord(ann[AnnotationManagedTargetKeys])) {
 		if v, ok := ann[k]; ok {
 			if out == nil {
 				out = map[string]string{}
@@ -271,18 +286,51 @@ func Keep(ann map[string]string, keys []string) map[string]string {
 	return out
 }
 
+// MaxKeptBytes bounds what the Service cache keeps of one Service's
+// annotations (Keep). A Service holds a few addresses and targets; anyone who
+// may edit it can write 256 KiB. Over the bound the Service is Oversized:
+// renumber cannot write it without the whole value, so it leaves it alone.
+const MaxKeptBytes = 16 << 10
+
+// oversized marks a Service over MaxKeptBytes in the cache. It is not a valid
+// annotation key, so no Service in the API can carry it.
+const oversized = "renumber oversized annotations"
+
+// maxKeptIngress bounds the load-balancer addresses the cache keeps.
+const maxKeptIngress = 64
+
 // Slim is s as the writer's Service cache keeps it: its identity, the
-// annotations Keep keeps and the IPs of status.loadBalancer.ingress.
+// annotations Keep keeps (only which DynamicPrefix it follows, and the
+// mark, when they total more than MaxKeptBytes) and the IPs of
+// status.loadBalancer.ingress.
 func Slim(s *corev1.Service, keys []string) *corev1.Service {
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
 	out.Annotations = Keep(s.Annotations, keys)
+	size := 0
+	for k, v := range out.Annotations {
+		size += len(k) + len(v)
+	}
+	if size > MaxKeptBytes {
+		out.Annotations = map[string]string{oversized: strconv.Itoa(size)}
+		if dp := s.Annotations[dynamicprefix.AnnotationName]; len(dp) <= validation.DNS1123SubdomainMaxLength {
+			out.Annotations[dynamicprefix.AnnotationName] = dp
+		}
+	}
 	for _, in := range s.Status.LoadBalancer.Ingress {
-		if in.IP != "" {
+		if in.IP != "" && len(out.Status.LoadBalancer.Ingress) < maxKeptIngress {
 			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
 		}
 	}
 	return out
+}
+
+// Oversized reports whether the cache kept only the mark of s's annotations
+// (Slim), and their size in bytes.
+func Oversized(s *corev1.Service) (int, bool) {
+	v, ok := s.Annotations[oversized]
+	n, _ := strconv.Atoi(v)
+	return n, ok
 }
 
 // Ingress returns the IPs s's status.loadBalancer.ingress publishes, in the

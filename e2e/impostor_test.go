@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -221,4 +222,95 @@ func TestAHostileNodeDecidesNothing(t *testing.T) {
 	if limit := time.Now().Add(601 * time.Second); h[1].ExpiresAt.After(limit) {
 		t.Errorf("A drains until %s: past what the router's 600 s give (one node's word)", h[1].ExpiresAt)
 	}
+}
+
+// TestHostileInputsCostBoundedWrites: what a hostile node or Service owner
+// can repeat costs the API at most the event budget, and a Service whose
+// annotations are too large to keep is left alone, reported, and followed
+// again once they shrink. node2 has no agent: whoever holds its identity
+// writes a new garbled digest ten times, each one an event the writer would
+// record; with a burst of 3 and 1 a minute, no more than the burst and a
+// minute's worth get through, and the rest are counted as dropped.
+func TestHostileInputsCostBoundedWrites(t *testing.T) {
+	w := haWorld(t, 2)
+	ctx := t.Context()
+	startAgent(t, w, "node1")
+	metrics := freeAddr(t)
+	start, since := time.Now(), mark(t, w)
+	startWriter(t, w, "writer-a", "--metrics-addr", metrics, "--budget-event-burst", "3", "--budget-events-per-minute", "1")
+	poolIs(t, w, "pool follows A", prefixA.String())
+	settleWrites()
+
+	m := mark(t, w)
+	for i := range 10 {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"v1;garbled %d"}}}`, digest.Annotation, i)
+		if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, w, "writer-a.log", fmt.Sprintf(`garbled %d\" has no`, i), 1) // each one read, not merged with the next
+	}
+	eventually(t, "the writer counts dropped events", func() (bool, string) {
+		v := writerMetric(metrics, `renumber_writer_events_total{outcome="dropped"}`)
+		return v > 0, fmt.Sprint(v)
+	})
+	settleWrites()
+	events := 0
+	for _, wr := range writesBy(t, w, since, writerUser) {
+		if wr.Resource == "events" {
+			events++
+		}
+	}
+	if limit := 3 + int(time.Since(start).Minutes()) + 1; events > limit {
+		t.Errorf("the writer recorded %d events in %s, past a budget of %d", events, time.Since(start).Round(time.Second), limit)
+	}
+	if recorded := writerMetric(metrics, `renumber_writer_events_total{outcome="recorded"}`); recorded != float64(events) {
+		t.Errorf("the writer counts %v events recorded, the API saw %d", recorded, events)
+	}
+	if ws := objectWrites(writesBy(t, w, m, writerUser)); len(ws) > 0 {
+		t.Errorf("garbled digests caused object writes %q", ws)
+	}
+
+	// The owner of "web" stuffs 20 KiB into a target key: renumber cannot
+	// write the Service without keeping it all, so it does not write it.
+	big := strings.Repeat("a.example.org,", 20<<10/len("a.example.org,"))
+	set := func(v any) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{render.AnnotationTarget: v}}})
+		if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(big)
+	m = mark(t, w)
+	advertise(t, w, prefixB, prefixA)
+	poolIs(t, w, "pool follows B", prefixB.String(), prefixA.String())
+	if ws := serviceWrites(t, w, m); len(ws) > 0 {
+		t.Errorf("an oversized Service was written: %q", ws)
+	}
+	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); s.Annotations[render.AnnotationTarget] != big {
+		t.Errorf("the user's oversized target was changed (%d bytes)", len(s.Annotations[render.AnnotationTarget]))
+	}
+	eventually(t, "PoolsSynced says why", func() (bool, string) {
+		for _, c := range dpStatus(t, w, "home").Conditions {
+			if c.Type == "PoolsSynced" {
+				return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "default/web: its annotations renumber reads total"), c.Message
+			}
+		}
+		return false, "no PoolsSynced"
+	})
+
+	// Back under the bound, it follows the current prefix again.
+	set("lb.example.org")
+	b1, err := api.Splice(prefixB, netip.MustParseAddr("::ffff:0:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web follows B again", func() (bool, string) {
+		s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		v := render.Split(s.Annotations[render.AnnotationTarget])
+		return slices.Equal(v, []string{"lb.example.org", b1.String()}), fmt.Sprint(v)
+	})
 }

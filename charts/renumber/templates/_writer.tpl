@@ -15,6 +15,8 @@
 {{- include "renumber.flag" (list "budget-total-per-minute" $w.budget.totalPerMinute) }}
 {{- include "renumber.flag" (list "budget-decision-burst" $w.budget.decisionBurst) }}
 {{- include "renumber.flag" (list "budget-decisions-per-minute" $w.budget.decisionsPerMinute) }}
+{{- include "renumber.flag" (list "budget-event-burst" $w.budget.eventBurst) }}
+{{- include "renumber.flag" (list "budget-events-per-minute" $w.budget.eventsPerMinute) }}
 {{- with $w.externalDNSTargetKeys }}
 - --external-dns-target-annotation-keys={{ join "," . }}
 {{- end }}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // EventRecorder creates events as Component/Instance.
@@ -24,6 +26,8 @@ type EventRecorder struct {
 	Instance  string
 	Clock     clock.Clock
 	Log       *slog.Logger
+	// Budget bounds the events recorded (nil: no bound).
+	Budget *write.EventBudget
 }
 
 // Event records one event about regarding. Failures are logged, never fatal.
@@ -44,6 +48,14 @@ func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool
 		return
 	}
 	now := r.Clock.Now()
+	if r.Budget != nil {
+		if ok, started := r.Budget.Take(now); !ok {
+			if started {
+				r.Log.Warn("events over their budget; dropping them until it refills (renumber_writer_events_total{outcome=\"dropped\"})", "reason", reason)
+			}
+			return
+		}
+	}
 	ev := &eventsv1.Event{
 		// Named like client-go's recorder does: object name and time.
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", regarding.GetName(), now.UnixNano()), Namespace: ns},

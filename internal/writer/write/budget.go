@@ -38,6 +38,10 @@ type Limits struct {
 	// free (0: none is).
 	DecisionBurst      int
 	DecisionsPerMinute float64
+	// Events the writer records at once and per minute, whatever their
+	// cause (EventBudget): a hostile node or Service owner can cause them.
+	EventBurst      int
+	EventsPerMinute float64
 }
 
 // Flags registers the breaker's flags on fs, filling l.
@@ -48,6 +52,8 @@ func (l *Limits) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
 	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, "write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first write to each object does not count against the budget (0: every write counts)")
 	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, "write-storm breaker: sustained real changes per DynamicPrefix per minute whose first write to each object does not count")
+	fs.IntVar(&l.EventBurst, "budget-event-burst", 100, "write-storm breaker: events recorded at once (past the budget they are dropped and counted)")
+	fs.Float64Var(&l.EventsPerMinute, "budget-events-per-minute", 30, "write-storm breaker: sustained events recorded per minute")
 }
 
 // Validate rejects limits that would block every write.
@@ -58,7 +64,41 @@ func (l Limits) Validate() error {
 	if l.DecisionBurst < 0 || l.DecisionsPerMinute < 0 || (l.DecisionBurst > 0 && l.DecisionsPerMinute == 0) {
 		return fmt.Errorf("budget: the decision burst must be >= 0, and its rate > 0 when it is (got %+v)", l)
 	}
+	if l.EventBurst < 1 || l.EventsPerMinute <= 0 {
+		return fmt.Errorf("budget: the event burst must be >= 1 and its rate > 0 (got %+v)", l)
+	}
 	return nil
+}
+
+// EventBudget bounds the events the writer records: every event is a write
+// to the API, and what causes one (a garbled digest, a tenant's invalid
+// annotation) can be repeated by whoever controls that input. Past the
+// budget, events are dropped and counted until it refills.
+type EventBudget struct {
+	mu       sync.Mutex
+	bucket   *rate.Limiter
+	dropping bool
+}
+
+// NewEventBudget returns a full event budget.
+func NewEventBudget(l Limits) *EventBudget {
+	return &EventBudget{bucket: rate.NewLimiter(rate.Limit(l.EventsPerMinute/60), l.EventBurst)}
+}
+
+// Take reports whether an event may be recorded at now, and whether this
+// refusal is the first since events were last recorded (say so once).
+func (b *EventBudget) Take(now time.Time) (ok, started bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ok = b.bucket.AllowN(now, 1)
+	started = !ok && !b.dropping
+	b.dropping = !ok
+	if ok {
+		metricEvents.With("recorded").Inc()
+	} else {
+		metricEvents.With("dropped").Inc()
+	}
+	return ok, started
 }
 
 // Budget hands out write permits.

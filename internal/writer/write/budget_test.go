@@ -2,6 +2,7 @@ package write
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -154,5 +155,24 @@ func TestWithoutADecisionBudgetEveryWriteCounts(t *testing.T) {
 	b.TakeFor("pool/lb", "home", t0)
 	if ok, _, _ := b.TakeFor("pool/lb", "home", t0); ok {
 		t.Error("the second write passed: the decision budget is off")
+	}
+}
+
+// Events past their budget are dropped, the first drop of each run is said
+// once, and recording resumes as the bucket refills.
+func TestEventsHaveABudget(t *testing.T) {
+	b := NewEventBudget(Limits{EventBurst: 2, EventsPerMinute: 1})
+	type take struct{ ok, started bool }
+	var got []take
+	for _, at := range []time.Duration{0, 0, 0, time.Second, time.Minute, time.Minute} {
+		ok, started := b.Take(t0.Add(at))
+		got = append(got, take{ok, started})
+	}
+	want := []take{{true, false}, {true, false}, {false, true}, {false, false}, {true, false}, {false, true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("takes %v, want %v", got, want)
+	}
+	if err := (Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1, TotalPerMinute: 1, EventBurst: 0, EventsPerMinute: 1}).Validate(); err == nil {
+		t.Error("an event burst of 0 validates")
 	}
 }

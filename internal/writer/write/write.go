@@ -21,10 +21,13 @@ const FieldManager = "renumber-writer"
 var (
 	metricWrites  = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
 	metricRefused = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
+	metricEvents  = metrics.NewCounterVec("renumber_writer_events_total", "Events the writer recorded, or dropped over the event budget, by outcome.", "outcome")
 )
 
 // Collectors returns this package's metrics.
-func Collectors() []metrics.Collector { return []metrics.Collector{metricWrites, metricRefused} }
+func Collectors() []metrics.Collector {
+	return []metrics.Collector{metricWrites, metricRefused, metricEvents}
+}
 
 // Counted counts one write to an object of resource.
 func Counted(resource string) { metricWrites.With(resource).Inc() }

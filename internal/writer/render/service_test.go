@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -394,5 +395,40 @@ func TestAnAddressThatBecomesCurrentAgainMovesToTheFront(t *testing.T) {
 	}
 	if got := want.Patch(live)[AnnotationIPs]; got != "192.0.2.7,2001:db8:a::ffff:0:1,2001:db8:b::ffff:0:1" {
 		t.Errorf("ips patch = %v", got)
+	}
+}
+
+// Anyone who may edit a Service can write 256 KiB into a target key: the
+// cache keeps no more than MaxKeptBytes of what renumber reads, and marks
+// the Service as oversized instead, keeping only what it follows.
+func TestSlimBoundsWhatItKeeps(t *testing.T) {
+	big := strings.Repeat("a.example.org,", MaxKeptBytes/len("a.example.org,")+1)
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
+		dynamicprefix.AnnotationName: "home", AnnotationSuffix: "::1", AnnotationTarget: big}}}
+	got := Slim(s, DefaultTargetKeys)
+	if n, over := Oversized(got); !over || n <= MaxKeptBytes {
+		t.Errorf("Oversized = %d, %v; want the size past %d", n, over, MaxKeptBytes)
+	}
+	if len(got.Annotations) != 2 || got.Annotations[dynamicprefix.AnnotationName] != "home" {
+		t.Errorf("kept %v, want only the mark and what it follows", got.Annotations)
+	}
+	s.Annotations[AnnotationTarget] = "lb.example.org"
+	if _, over := Oversized(Slim(s, DefaultTargetKeys)); over {
+		t.Error("a Service of ordinary size is marked oversized")
+	}
+}
+
+// A keys record naming a key renumber never writes (an address key, one of
+// its own records, a repeat) is ignored: the record is the tenant's to edit.
+func TestAForgedKeysRecordIsIgnored(t *testing.T) {
+	live := Live(map[string]string{
+		AnnotationManagedTargetKeys: "lbipam.cilium.io/ips,dynamic-prefix.io/managed-ips,example.com/target,example.com/target,not a key",
+		AnnotationIPs:               "192.0.2.7",
+	}, DefaultTargetKeys)
+	if want := []string{"example.com/target"}; !slices.Equal(live.TargetKeys, want) {
+		t.Errorf("TargetKeys = %q, want %q", live.TargetKeys, want)
+	}
+	if _, ok := live.Targets[AnnotationIPs]; ok {
+		t.Errorf("the address key is read as a target key: %v", live.Targets)
 	}
 }

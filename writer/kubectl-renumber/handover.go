@@ -47,7 +47,10 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+render.AnnotationTargetAlpha+" alone before")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("handover takes no arguments, got %q", fs.Args())}
 	}
 	cfg, err := kube.restConfig("renumber-handover")
 	if err != nil {

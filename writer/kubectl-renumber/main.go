@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/requests"
+	"github.com/renumber/renumber/internal/version"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/election"
@@ -68,6 +69,8 @@ Usage:
                                       the leader
   kubectl renumber handover [flags]   hand what renumber wrote back to the existing
                                       operator (dynamic-prefix.io), before switching back
+  kubectl renumber version            this plugin's version (as the agent's and the
+                                      writer's --version print theirs)
 
 Run "kubectl renumber <command> --help" for a command's flags. Both take
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --as, ...).
@@ -93,6 +96,11 @@ could not be read, 2 a usage error.
 Flags:
 `
 
+// writerFlagsUsage heads the writer's flags in status --help.
+const writerFlagsUsage = `
+The writer's flags (read from its Deployment; one given here overrides it):
+`
+
 // exitProblems is kubectl renumber status's exit status when something is
 // Degraded or out of sync.
 const exitProblems = 3
@@ -109,12 +117,20 @@ func main() {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		err := runHandover(ctx, os.Stdout, args[1:])
 		stop()
+		var usageErr usageError
 		switch {
 		case errors.Is(err, pflag.ErrHelp):
+		case errors.As(err, &usageErr):
+			fmt.Fprintln(os.Stderr, "renumber handover:", err)
+			os.Exit(2)
 		case err != nil:
 			fmt.Fprintln(os.Stderr, "renumber handover:", err)
 			os.Exit(1)
 		}
+		return
+	}
+	if len(args) > 0 && args[0] == "version" {
+		fmt.Println("kubectl-renumber " + version.Get().String())
 		return
 	}
 	switch {
@@ -165,7 +181,10 @@ func parseStatus(out io.Writer, args []string) (options, error) {
 	o := options{config: newKubeFlags(), set: map[string]bool{}, pipeline: &controller.Options{}}
 	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(out, statusUsage); fs.PrintDefaults() }
+	writerFs := pflag.NewFlagSet("writer", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(out, statusUsage, fs.FlagUsages(), writerFlagsUsage, writerFs.FlagUsages())
+	}
 	o.config.add(fs)
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "print again whenever the answer changes")
@@ -178,6 +197,8 @@ func parseStatus(out io.Writer, args []string) (options, error) {
 	o.writerFlags = flag.NewFlagSet("writer", flag.ContinueOnError)
 	o.pipeline.Flags(o.writerFlags)
 	fs.AddGoFlagSet(o.writerFlags)
+	writerFs.AddGoFlagSet(o.writerFlags)
+	o.writerFlags.VisitAll(func(f *flag.Flag) { fs.Lookup(f.Name).Hidden = true }) // listed apart
 	// A person should not wait the writer's 30 s when their role cannot read it.
 	o.pipeline.CiliumWait = 3 * time.Second
 	fs.Lookup("namespace").Usage = "the writer's namespace: its Deployment and Lease (default renumber-system)"

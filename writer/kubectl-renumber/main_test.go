@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -108,5 +109,36 @@ func TestStatusReportsTheNamedDynamicPrefixes(t *testing.T) {
 	}
 	if _, err := only(r, []string{"nope"}); err == nil {
 		t.Error("an unknown name reported nothing and no error")
+	}
+}
+
+// status --help lists its own flags first and the writer's apart, under a
+// heading that says they override the writer's Deployment; they still parse.
+func TestStatusHelpListsTheWriterFlagsApart(t *testing.T) {
+	var out strings.Builder
+	if _, err := parseStatus(&out, []string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	own, writer, ok := strings.Cut(help, writerFlagsUsage)
+	if !ok {
+		t.Fatalf("no writer flags heading in:\n%s", help)
+	}
+	if !strings.Contains(own, "--watch") || strings.Contains(own, "--budget-total-burst") || !strings.Contains(writer, "--budget-total-burst") {
+		t.Errorf("own flags:\n%s\nwriter flags:\n%s", own, writer)
+	}
+	if o, err := parseStatus(io.Discard, []string{"--budget-total-burst", "7"}); err != nil || !o.set["budget-total-burst"] {
+		t.Errorf("a writer flag given here: %v, set %v", err, o.set)
+	}
+}
+
+// A handover command line it cannot take is a usage error (exit status 2),
+// before it reads anything.
+func TestHandoverUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"extra"}} {
+		var u usageError
+		if err := runHandover(t.Context(), io.Discard, args); !errors.As(err, &u) {
+			t.Errorf("handover %q: %v, want a usage error", args, err)
+		}
 	}
 }

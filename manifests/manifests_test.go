@@ -44,6 +44,44 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 	}
 }
 
+// Every alert waits (a for) before it fires, and its runbook_url names its
+// own section of docs/runbooks.md, which exists.
+func TestEveryAlertHasAForAndItsOwnRunbook(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				For         string
+				Annotations map[string]string
+			}
+		}
+	}
+	read(t, "monitoring/rules.yaml", &rules)
+	runbooks, err := os.ReadFile("../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "https://github.com/renumber/renumber/blob/main/docs/runbooks.md#"
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts++
+			if r.For == "" {
+				t.Errorf("%s has no for", r.Alert)
+			}
+			if want := base + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !strings.Contains(string(runbooks), "\n## "+r.Alert+"\n") {
+				t.Errorf("docs/runbooks.md has no section %q", r.Alert)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Fatal("no alerts read")
+	}
+}
+
 func read(t *testing.T, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)

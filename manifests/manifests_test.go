@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,6 +80,33 @@ func TestEveryAlertHasAForAndItsOwnRunbook(t *testing.T) {
 	}
 	if alerts == 0 {
 		t.Fatal("no alerts read")
+	}
+}
+
+// Every metric every dashboard panel reads is filtered by the dashboard's
+// $job and $namespace, so one release's panels show that release alone.
+func TestEveryDashboardQueryFollowsJobAndNamespace(t *testing.T) {
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	read(t, "monitoring/dashboard.json", &dash)
+	selector := regexp.MustCompile(`\b(?:renumber|process|go)_[a-z_]+\b(\{[^}]*\})?`)
+	queries := 0
+	for _, p := range dash.Panels {
+		for _, q := range p.Targets {
+			queries++
+			for _, m := range selector.FindAllStringSubmatch(q.Expr, -1) {
+				if !strings.Contains(m[1], `job=~"$job"`) || !strings.Contains(m[1], `namespace=~"$namespace"`) {
+					t.Errorf("%s: %s is not filtered by $job and $namespace", p.Title, m[0])
+				}
+			}
+		}
+	}
+	if queries == 0 {
+		t.Fatal("no queries read")
 	}
 }
 

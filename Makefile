@@ -243,6 +243,10 @@ lint: $(STATICCHECK) $(ACTIONLINT) ## go vet, staticcheck, shellcheck and action
 	shellcheck e2e/kind/*.sh e2e/kind/runc-wrapper tools/kind/node-image.sh .ci/run
 	$(ACTIONLINT) .github/workflows/*.yml
 
+.PHONY: chart-files
+chart-files: ## Copy the manifests the chart embeds into charts/renumber/files (manifests/ is their source; a test keeps them equal)
+	$(GO) run ./tools/chartfiles
+
 .PHONY: chart-readme
 chart-readme: ## Write charts/renumber/README.md from the chart's values.schema.json and values.yaml
 	$(GO) run ./tools/chartdoc

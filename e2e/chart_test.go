@@ -270,7 +270,13 @@ agent:
   conflictHold: 5m
   logLevel: debug
   extraArgs: [--startup-grace=10s]
+  affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: zone, operator: Exists}]}}]}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 2}}
+  podSecurityContext: {fsGroup: 65532}
+  securityContext: {privileged: false}
 writer:
+  podSecurityContext: {fsGroup: 65532}
+  securityContext: {runAsNonRoot: true}
   replicas: 3
   budget: {objectBurst: 3, totalPerMinute: 30}
   externalDNSTargetKeys: [external-dns.kubernetes.io/target]
@@ -410,19 +416,26 @@ func TestChartOptionsRenderWholeRBAC(t *testing.T) {
 }
 
 // TestChartTakesTheConventionalKnobs: what charts of this ecosystem accept
-// (an umbrella chart's global, pull secrets, Pod labels and annotations,
-// extra env, the writer's priority class, affinity and spread) renders where
-// it belongs, and helm lint --strict passes with them.
+// (an umbrella chart's global registry and pull secrets, pull secrets, Pod
+// labels and annotations, extra env, security contexts, the agent's affinity
+// and update strategy, the writer's priority class, affinity and spread)
+// renders where it belongs, and helm lint --strict passes with them.
 func TestChartTakesTheConventionalKnobs(t *testing.T) {
 	helm, repo := helmBin(t)
 	values := `
-global: {imageRegistry: registry.example.org}
+global: {imageRegistry: registry.example.org:5000, imagePullSecrets: [global-cred, {name: mirror}]}
 imagePullSecrets: [{name: mirror}]
 agent:
   podLabels: {team: net}
   podAnnotations: {note: agent}
   extraEnv: [{name: TZ, value: UTC}]
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: Exists}]}]}}}
+  updateStrategy: {type: OnDelete}
+  podSecurityContext: {fsGroup: 65532}
+  securityContext: {readOnlyRootFilesystem: false}
 writer:
+  podSecurityContext: {runAsUser: 1000}
+  securityContext: {capabilities: {drop: [ALL, NET_RAW]}}
   podLabels: {team: net}
   podAnnotations: {note: writer}
   extraEnv: [{name: TZ, value: UTC}]
@@ -444,8 +457,28 @@ writer:
 		if labels["team"] != "net" || labels["app.kubernetes.io/name"] != "renumber-"+name || annotations["note"] != name {
 			t.Errorf("%s: Pod metadata %v", k, md)
 		}
-		if fmt.Sprint(spec["imagePullSecrets"]) != "[map[name:mirror]]" {
-			t.Errorf("%s: imagePullSecrets %v", k, spec["imagePullSecrets"])
+		if fmt.Sprint(spec["imagePullSecrets"]) != "[map[name:mirror] map[name:global-cred]]" {
+			t.Errorf("%s: imagePullSecrets %v (want the chart's, then global's, each once)", k, spec["imagePullSecrets"])
+		}
+		container := spec["containers"].([]any)[0].(map[string]any)
+		if want := "registry.example.org:5000/renumber/renumber-" + name + ":"; !strings.HasPrefix(fmt.Sprint(container["image"]), want) {
+			t.Errorf("%s: image %v, want %s...", k, container["image"], want)
+		}
+		podSC, ctr := fmt.Sprint(spec["securityContext"]), fmt.Sprint(container["securityContext"])
+		switch name {
+		case "agent":
+			if !strings.Contains(podSC, "fsGroup:65532") || !strings.Contains(podSC, "runAsNonRoot:true") ||
+				!strings.Contains(ctr, "readOnlyRootFilesystem:false") || !strings.Contains(ctr, "add:[NET_BIND_SERVICE NET_RAW]") {
+				t.Errorf("%s: securityContext %s, container %s: want the given keys over ours", k, podSC, ctr)
+			}
+			if !strings.Contains(fmt.Sprint(spec["affinity"]), "key:zone") || fmt.Sprint(objs[k]["spec"].(map[string]any)["updateStrategy"]) != "map[type:OnDelete]" {
+				t.Errorf("%s: affinity %v, updateStrategy %v", k, spec["affinity"], objs[k]["spec"].(map[string]any)["updateStrategy"])
+			}
+		case "writer":
+			if !strings.Contains(podSC, "runAsUser:1000") || !strings.Contains(podSC, "seccompProfile") ||
+				!strings.Contains(ctr, "drop:[ALL NET_RAW]") || !strings.Contains(ctr, "readOnlyRootFilesystem:true") {
+				t.Errorf("%s: securityContext %s, container %s: want the given keys over ours", k, podSC, ctr)
+			}
 		}
 		env := fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["env"])
 		if !strings.Contains(env, "map[name:TZ value:UTC]") {

@@ -26,7 +26,29 @@ files) as writer.ciliumNamespace says, and the chart's labels on every object. *
 {{/* An image: by digest when one is given, else by tag (the chart's
 appVersion when empty: a packaged release pulls the images it pushed). */}}
 {{- define "renumber.image" -}}
-{{ .image.repository }}{{ with .image.digest }}@{{ . }}{{ else }}:{{ .image.tag | default .root.Chart.AppVersion }}{{ end }}
+{{- $repo := .image.repository -}}
+{{- with dig "imageRegistry" "" (.root.Values.global | default dict) -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = join "/" (rest $parts) -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}
+{{- end -}}
+{{ $repo }}{{ with .image.digest }}@{{ . }}{{ else }}:{{ .image.tag | default .root.Chart.AppVersion }}{{ end }}
+{{- end -}}
+
+{{/* A Pod's securityContext: ours (non-root, RuntimeDefault seccomp), with
+the keys of .c.podSecurityContext over it. */}}
+{{- define "renumber.podSecurityContext" -}}
+{{- $ours := dict "runAsNonRoot" true "runAsUser" 65532 "runAsGroup" 65532 "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $ours (deepCopy (.c.podSecurityContext | default dict))) -}}
+{{- end -}}
+
+{{/* A container's securityContext: .ours, with the keys of .c.securityContext
+over it. */}}
+{{- define "renumber.securityContext" -}}
+{{- toYaml (mergeOverwrite (deepCopy .ours) (deepCopy (.c.securityContext | default dict))) -}}
 {{- end -}}
 
 {{/* A pod template's metadata: our labels, then the component's podLabels
@@ -41,10 +63,16 @@ annotations: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
-{{/* Pod-spec knobs every component takes: image pull secrets (chart-wide),
-topology spread constraints. */}}
+{{/* Pod-spec knobs every component takes: image pull secrets (chart-wide
+and global.imagePullSecrets, names or {name: ...}), topology spread
+constraints. */}}
 {{- define "renumber.podExtras" -}}
-{{- with .root.Values.imagePullSecrets }}
+{{- $secrets := list -}}
+{{- range concat (.root.Values.imagePullSecrets | default list) (dig "imagePullSecrets" list (.root.Values.global | default dict)) -}}
+{{- $s := kindIs "string" . | ternary (dict "name" .) . -}}
+{{- if not (has $s $secrets) }}{{ $secrets = append $secrets $s }}{{ end -}}
+{{- end -}}
+{{- with $secrets }}
 imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .c.topologySpreadConstraints }}

@@ -49,10 +49,8 @@ env:
   {{- with $w.extraEnv }}{{ toYaml . | nindent 2 }}{{ end }}
 ports:
   - {name: metrics, containerPort: {{ $w.metricsPort }}}
-securityContext:
-  allowPrivilegeEscalation: false
-  readOnlyRootFilesystem: true
-  capabilities: {drop: [ALL]}
+{{- $ours := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")) }}
+securityContext: {{- include "renumber.securityContext" (dict "ours" $ours "c" $w) | nindent 2 }}
 resources: {{- toYaml $w.resources | nindent 2 }}
 readinessProbe:
   httpGet: {path: /readyz, port: metrics}

@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// example is what one file of manifests/examples needs and promises.
+type example struct {
+	// setup installs what the file says it needs (a backend's CRDs).
+	setup func(t *testing.T, w *world.World)
+	// writer: the writer flags (chart values) the file asks for.
+	writer []string
+	// delegated: the prefix comes from the router's DHCPv6 server, not RAs.
+	delegated bool
+	// holds reports whether the objects the file promises hold cur (and
+	// draining, the replaced prefix, when not invalid).
+	holds func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string)
+}
+
+// on is the address of p with the host part of suffix.
+func on(t *testing.T, p netip.Prefix, suffix string) string {
+	t.Helper()
+	a, err := api.Splice(p, netip.MustParseAddr(suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.String()
+}
+
+// lbRange is the examples' address range lb (::f000:0:0:0 to the end) on p.
+func lbRange(t *testing.T, p netip.Prefix) string {
+	return on(t, p, "::f000:0:0:0") + "-" + on(t, p, "::ffff:ffff:ffff:ffff")
+}
+
+// nth is the n-th subnet of length bits inside p (n < 2^32).
+func nth(p netip.Prefix, n uint64, bits int) netip.Prefix {
+	b := p.Masked().Addr().As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	if shift := 128 - bits; shift >= 64 {
+		hi += n << (shift - 64)
+	} else {
+		add := n << shift
+		if lo+add < lo {
+			hi++
+		}
+		lo += add
+		if shift > 32 {
+			hi += n >> (64 - shift)
+		}
+	}
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return netip.PrefixFrom(netip.AddrFrom16(b), bits)
+}
+
+// both is cur, then draining when there is one, each through f.
+func both(cur, draining netip.Prefix, f func(netip.Prefix) string) []string {
+	out := []string{f(cur)}
+	if draining.IsValid() {
+		out = append(out, f(draining))
+	}
+	return out
+}
+
+func annotationsOf(t *testing.T, w *world.World, ns, name string) map[string]string {
+	t.Helper()
+	s, err := w.API.Client.CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Annotations
+}
+
+var examples = map[string]example{
+	"home.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		want := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
+		got := blocks(t, w, "lb")
+		return slices.Equal(got, want), fmt.Sprintf("blocks %q, want %q", got, want)
+	}},
+	"cilium-ha-services.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		wantBlocks := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
+		ann := annotationsOf(t, w, "default", "web")
+		addr := func(p netip.Prefix) string { return on(t, p, "::ffff:0:0:1") }
+		ips, target := strings.Split(ann["lbipam.cilium.io/ips"], ","), ann["external-dns.kubernetes.io/target"]
+		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) &&
+			target == addr(cur) && ann["external-dns.alpha.kubernetes.io/target"] == addr(cur) &&
+			ann["external-dns.alpha.kubernetes.io/hostname"] == "web.example.org"
+		return ok, fmt.Sprintf("blocks %q ips %q target %q", blocks(t, w, "lb"), ips, target)
+	}},
+	"metallb.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			if err := w.API.InstallMetalLB(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}
+			if _, err := w.API.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			u, err := w.API.Dynamic.Resource(addressPoolGVR).Namespace("metallb-system").Get(t.Context(), "home", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "addresses")
+			want := append([]string{"192.0.2.10-192.0.2.20"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
+			return slices.Equal(got, want), fmt.Sprintf("addresses %q, want %q", got, want)
+		},
+	},
+	"calico.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			if err := w.API.InstallCalico(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		},
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			pods := func(p netip.Prefix) string { return nth(p, 1, 112).String() }
+			want := map[string]string{"home-v6": pods(cur)}
+			if draining.IsValid() {
+				want[backends.CalicoSiblingName("home-v6", pods(draining))] = pods(draining) + ", disabled"
+			}
+			got := ippools(t, w)
+			return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("pools %v, want %v", got, want)
+		},
+	},
+	"kube-vip.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			repo, err := world.RepoRoot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.API.Apply(t.Context(), filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		writer: []string{"--kube-vip-configmap", backends.DefaultKubeVIPConfigMap},
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(t.Context(), "kubevip", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			want := strings.Join(append([]string{"192.0.2.100-192.0.2.110"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...), ",")
+			ips := annotationsOf(t, w, "default", "vip")["kube-vip.io/loadbalancerIPs"]
+			wantIPs := strings.Join(both(cur, draining, func(p netip.Prefix) string { return on(t, p, "::ffff:0:0:2") }), ",")
+			return cm.Data["range-global"] == want && ips == wantIPs, fmt.Sprintf("range-global %q ips %q", cm.Data["range-global"], ips)
+		},
+	},
+	"bgp.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		public := func(p netip.Prefix) string { return nth(p, 1, 120).String() }
+		got := blocks(t, w, "public")
+		u, err := w.API.Dynamic.Resource(advertGVR).Get(t.Context(), "home-public", metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Sprintf("blocks %q, no advertisement: %v", got, err)
+		}
+		ads, _, _ := unstructured.NestedSlice(u.Object, "spec", "advertisements")
+		return slices.Equal(got, both(cur, draining, public)) && len(ads) == 1 && u.GetLabels()["advertise"] == "bgp",
+			fmt.Sprintf("blocks %q advertisements %v", got, ads)
+	}},
+	"dhcpv6-pd.yaml": {
+		delegated: true,
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			got := blocks(t, w, "lb")
+			want := []string{"192.0.2.0/24", nth(cur, 1, 64).String()}
+			return len(got) >= 2 && slices.Equal(got[:2], want), fmt.Sprintf("blocks %q, want %q first", got, want)
+		},
+	},
+	"cidr-groups.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		got := cidrs(t, w, "home-lan")
+		want := append([]string{"192.168.1.0/24"}, both(cur, draining, netip.Prefix.String)...)
+		return slices.Equal(got, want), fmt.Sprintf("externalCIDRs %q, want %q", got, want)
+	}},
+}
+
+// TestEveryExampleRenumbers: every file of manifests/examples, applied as it
+// is in a world of its own (with what its comments say it needs installed),
+// brings the objects it promises to the router's prefix, and through a
+// renumbering (the replaced prefix draining where the example keeps it).
+func TestEveryExampleRenumbers(t *testing.T) {
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(repo, "manifests", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		ex, ok := examples[name]
+		if !ok {
+			t.Errorf("manifests/examples/%s has no test here", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 1)
+			ctx := t.Context()
+			if ex.setup != nil {
+				ex.setup(t, w)
+			}
+			first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 120 * time.Second, Preferred: 60 * time.Second}
+			if ex.delegated {
+				if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			advertise(t, w, prefixA)
+			if err := w.API.Apply(ctx, file); err != nil {
+				t.Fatalf("the API server refuses the example: %v", err)
+			}
+			startAgent(t, w, "node1")
+			startWriter(t, w, "writer-a", ex.writer...)
+
+			if ex.delegated {
+				cur := delegatedCurrent(t, w, first.Pool)
+				eventuallyWithin(t, 2*time.Minute, "the objects follow "+cur.String(), func() (bool, string) { return ex.holds(t, w, cur, netip.Prefix{}) })
+				second := first
+				second.Pool = netip.MustParsePrefix("2001:db8:b00::/52")
+				if err := w.Net.Router.DelegatePrefixes(ctx, second); err != nil {
+					t.Fatal(err)
+				}
+				next := delegatedCurrent(t, w, second.Pool)
+				eventuallyWithin(t, 2*time.Minute, "the objects follow "+next.String(), func() (bool, string) { return ex.holds(t, w, next, netip.Prefix{}) })
+				return
+			}
+			eventually(t, "the objects follow A", func() (bool, string) { return ex.holds(t, w, prefixA, netip.Prefix{}) })
+			advertise(t, w, prefixB, prefixA)
+			eventually(t, "the objects follow B, A draining", func() (bool, string) { return ex.holds(t, w, prefixB, prefixA) })
+		})
+	}
+}
+
+// delegatedCurrent waits for the DynamicPrefix home to follow a delegation
+// from pool, and returns it.
+func delegatedCurrent(t *testing.T, w *world.World, pool netip.Prefix) netip.Prefix {
+	t.Helper()
+	var cur netip.Prefix
+	eventuallyWithin(t, 2*time.Minute, "a delegation from "+pool.String(), func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		p, err := netip.ParsePrefix(st.CurrentPrefix)
+		if err != nil || !pool.Contains(p.Addr()) {
+			return false, st.CurrentPrefix
+		}
+		cur = p
+		return true, ""
+	})
+	return cur
+}

@@ -73,11 +73,11 @@ func TestTheOldestKubernetesTheChartClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agentPolicyHolds(t, w)
+	agentPolicyHolds(t, w, world.Namespace)
 	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	writerPolicyHolds(t, w)
+	writerPolicyHolds(t, w, world.Namespace)
 }
 
 // createDPErr creates a DynamicPrefix with spec and returns the API server's answer.

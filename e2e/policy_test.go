@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,15 +25,15 @@ import (
 // TestAgentCanTouchOnlyItsOwnDigest checks manifests/agent/policy.yaml against the
 // real API server with a real pod-bound agent token.
 func TestAgentCanTouchOnlyItsOwnDigest(t *testing.T) {
-	agentPolicyHolds(t, newWorld(t, 2))
+	agentPolicyHolds(t, newWorld(t, 2), world.Namespace)
 }
 
 // agentPolicyHolds checks the agent's admission policy in w, whose Nodes
-// node1 and node2 exist.
-func agentPolicyHolds(t *testing.T, w *world.World) {
+// node1 and node2 exist, for the agent installed in namespace ns.
+func agentPolicyHolds(t *testing.T, w *world.World, ns string) {
 	t.Helper()
 	ctx := t.Context()
-	id, err := w.API.ServiceAccount(ctx, "renumber-agent", "node1")
+	id, err := w.API.ServiceAccountIn(ctx, ns, "renumber-agent", "node1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +83,12 @@ func errString(err error) string {
 // real token: its own fields pass, anything else on the same objects is
 // refused. (Every other e2e test runs the writer under the same policy.)
 func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
-	writerPolicyHolds(t, newWorld(t, 0))
+	writerPolicyHolds(t, newWorld(t, 0), world.Namespace)
 }
 
 // writerPolicyHolds checks the writer's admission policies in w, which has
-// the CRDs of Cilium and renumber.
-func writerPolicyHolds(t *testing.T, w *world.World) {
+// the CRDs of Cilium and renumber, for the writer installed in namespace ns.
+func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 	t.Helper()
 	ctx := t.Context()
 	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico} {
@@ -129,7 +132,7 @@ func writerPolicyHolds(t *testing.T, w *world.World) {
 		t.Fatal(err)
 	}
 
-	id, err := w.API.ServiceAccount(ctx, "renumber-writer", "")
+	id, err := w.API.ServiceAccountIn(ctx, ns, "renumber-writer", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +218,58 @@ func writerPolicyHolds(t *testing.T, w *world.World) {
 		if err := do(refused[name]); !denied(err) {
 			t.Errorf("%s: got %v, want refused", name, errString(err))
 		}
+	}
+}
+
+// TestTheGuardsHoldInAnyNamespace: the admission policies guard the agent and
+// the writer wherever the install puts them - a kustomize overlay that sets
+// another namespace, and `helm install -n` another one - with the same
+// checks as in renumber-system.
+func TestTheGuardsHoldInAnyNamespace(t *testing.T) {
+	for _, install := range []string{"kustomize", "helm"} {
+		t.Run(install, func(t *testing.T) {
+			w := bareWorldWith(t, 2)
+			ctx := t.Context()
+			ns := "home-" + install
+			if err := w.API.InstallCiliumCRDs(ctx); err != nil {
+				t.Fatal(err)
+			}
+			repo, err := world.RepoRoot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch install {
+			case "kustomize":
+				dir := filepath.Join(repo, "_out", "overlay-"+w.ID)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				overlay := "namespace: " + ns + "\nresources: [../../manifests]\n"
+				if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command("kubectl", "kustomize", dir).Output()
+				if err != nil {
+					t.Fatalf("kubectl kustomize: %v", err)
+				}
+				if strings.Contains(string(out), "renumber-system") {
+					t.Errorf("the overlay's objects still name renumber-system")
+				}
+				if err := w.API.ApplyYAML(ctx, out); err != nil {
+					t.Fatalf("applying the overlay: %v", err)
+				}
+			case "helm":
+				args := []string{"install", "renumber", filepath.Join(repo, "charts", "renumber"), "-n", ns, "--create-namespace"}
+				for _, s := range world.LocalImages {
+					args = append(args, "--set", s)
+				}
+				if out, err := helmIn(t, w, args...); err != nil {
+					t.Fatalf("helm install -n %s: %v\n%s", ns, err, out)
+				}
+			}
+			agentPolicyHolds(t, w, ns)
+			writerPolicyHolds(t, w, ns)
+		})
 	}
 }

@@ -251,11 +251,20 @@ type Identity struct {
 // node set, the token is bound to a Pod object placed on that node, so it carries
 // the node's name the way a DaemonSet pod's token does.
 func (cp *ControlPlane) ServiceAccount(ctx context.Context, sa, node string) (*Identity, error) {
+	return cp.ServiceAccountIn(ctx, Namespace, sa, node)
+}
+
+// ServiceAccountIn is ServiceAccount for namespace ns/sa (an install in
+// another namespace than the world's).
+func (cp *ControlPlane) ServiceAccountIn(ctx context.Context, ns, sa, node string) (*Identity, error) {
 	req := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}
 	podName := sa
+	if ns != Namespace {
+		podName = ns + "-" + sa
+	}
 	if node != "" {
-		podName = sa + "-" + node
-		pod, err := cp.Client.CoreV1().Pods(Namespace).Create(ctx, &corev1.Pod{
+		podName += "-" + node
+		pod, err := cp.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: podName},
 			Spec: corev1.PodSpec{
 				NodeName: node, ServiceAccountName: sa,
@@ -264,19 +273,19 @@ func (cp *ControlPlane) ServiceAccount(ctx context.Context, sa, node string) (*I
 			},
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			pod, err = cp.Client.CoreV1().Pods(Namespace).Get(ctx, podName, metav1.GetOptions{})
+			pod, err = cp.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("creating pod for %s on %s: %w", sa, node, err)
 		}
 		req.Spec.BoundObjectRef = &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tr, err := cp.Client.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	tr, err := cp.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("token for %s: %w", sa, err)
 	}
 	id := &Identity{
-		User:       "system:serviceaccount:" + Namespace + ":" + sa,
+		User:       "system:serviceaccount:" + ns + ":" + sa,
 		Kubeconfig: filepath.Join(cp.w.Dir, podName+".kubeconfig"),
 		Config: &rest.Config{
 			Host:            cp.URL,

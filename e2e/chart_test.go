@@ -555,3 +555,68 @@ func TestDisablingThePoliciesMustBeSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoReleasesSideBySide: two releases in one namespace (the second
+// without the CRD, which the first owns) install into one API server, and no
+// selector of one - a workload's, the writer's anti-affinity, the PDB's, the
+// NetworkPolicy's, the PodMonitor's - matches the other's Pods.
+func TestTwoReleasesSideBySide(t *testing.T) {
+	helm, repo := helmBin(t)
+	w := bareWorldWith(t, 1)
+	if err := w.API.InstallCiliumCRDs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(repo, "charts", "renumber")
+	pods := map[string][]map[string]any{}      // release -> its Pods' labels
+	selectors := map[string][]map[string]any{} // release -> its selectors' matchLabels
+	for i, release := range []string{"home", "lab"} {
+		args := []string{release, chart, "-n", world.Namespace, "--set", "writer.pdb.enabled=true", "--set", "shadow.enabled=true"}
+		if i > 0 {
+			args = append(args, "--set", "crds.install=false")
+		}
+		for _, s := range world.LocalImages {
+			args = append(args, "--set", s)
+		}
+		// The PodMonitor's CRD is not in the world: rendered, not installed.
+		manifest, err := exec.Command(helm, append(append([]string{"template"}, args...), "--kube-version", "1.35.0",
+			"--set", "monitoring.podMonitor.enabled=true")...).Output()
+		if err != nil {
+			t.Fatalf("helm template %s: %v", release, err)
+		}
+		for _, o := range objects(t, manifest) {
+			if l, ok, _ := unstructured.NestedMap(o, "spec", "template", "metadata", "labels"); ok {
+				pods[release] = append(pods[release], l)
+			}
+			for _, path := range [][]string{{"spec", "selector", "matchLabels"}, {"spec", "podSelector", "matchLabels"}} {
+				if m, ok, _ := unstructured.NestedMap(o, path...); ok {
+					selectors[release] = append(selectors[release], m)
+				}
+			}
+			terms, _, _ := unstructured.NestedSlice(o, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			for _, term := range terms {
+				if m, ok, _ := unstructured.NestedMap(term.(map[string]any), "podAffinityTerm", "labelSelector", "matchLabels"); ok {
+					selectors[release] = append(selectors[release], m)
+				}
+			}
+		}
+		if out, err := helmIn(t, w, append([]string{"install", "--create-namespace"}, args...)...); err != nil {
+			t.Fatalf("helm install %s: %v\n%s", release, err, out)
+		}
+	}
+	for release, other := range map[string]string{"home": "lab", "lab": "home"} {
+		if len(selectors[release]) < 7 || len(pods[other]) < 3 {
+			t.Fatalf("%s: %d selectors, %d Pods of %s read", release, len(selectors[release]), len(pods[other]), other)
+		}
+		for _, sel := range selectors[release] {
+			for _, p := range pods[other] {
+				matches := true
+				for k, v := range sel {
+					matches = matches && p[k] == v
+				}
+				if matches {
+					t.Errorf("a selector of %s, %v, matches a Pod of %s: %v", release, sel, other, p)
+				}
+			}
+		}
+	}
+}

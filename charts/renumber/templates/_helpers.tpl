@@ -56,6 +56,7 @@ and podAnnotations (.c: the component's values). */}}
 {{- define "renumber.podMeta" -}}
 labels:
   app.kubernetes.io/name: {{ .name }}
+  app.kubernetes.io/instance: {{ .root.Release.Name }}
   app.kubernetes.io/part-of: renumber
   {{- with .c.podLabels }}{{ toYaml . | nindent 2 }}{{ end }}
 {{- with .c.podAnnotations }}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -618,5 +620,32 @@ func TestTwoReleasesSideBySide(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAPodSecurityLevelThatRefusesTheAgentIsSaid: helm install into a
+// namespace enforcing baseline fails and says how to fix it (it would
+// succeed and leave the agent without Pods); into the namespace
+// --create-namespace makes (no level) it installs, and its notes say how to
+// set the level.
+func TestAPodSecurityLevelThatRefusesTheAgentIsSaid(t *testing.T) {
+	_, repo := helmBin(t)
+	w := bareWorldWith(t, 1)
+	ctx := t.Context()
+	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "strict", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}}
+	if _, err := w.API.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(repo, "charts", "renumber")
+	out, err := helmIn(t, w, "install", "renumber", chart, "-n", "strict")
+	if err == nil || !strings.Contains(out, `enforces Pod Security level "baseline"`) || !strings.Contains(out, "kubectl label namespace strict pod-security.kubernetes.io/enforce=privileged") {
+		t.Errorf("install into a baseline namespace: %v\n%s", err, out)
+	}
+	out, err = helmIn(t, w, "install", "renumber", chart, "-n", "fresh", "--create-namespace", "--set", "crds.install=false")
+	if err != nil || !strings.Contains(out, "kubectl label namespace fresh pod-security.kubernetes.io/enforce=privileged") {
+		t.Errorf("install with --create-namespace: %v\n%s", err, out)
 	}
 }

@@ -649,3 +649,30 @@ func TestAPodSecurityLevelThatRefusesTheAgentIsSaid(t *testing.T) {
 		t.Errorf("install with --create-namespace: %v\n%s", err, out)
 	}
 }
+
+// TestNameOverrideNamesEveryObject: nameOverride takes renumber's place in
+// every object's name prefix, ServiceAccount references and the policies'
+// identities included; the labels keep renumber's names.
+func TestNameOverrideNamesEveryObject(t *testing.T) {
+	helm, repo := helmBin(t)
+	out, err := helmTemplate(t, helm, repo, "nameOverride: dp6\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	ds := objs["DaemonSet renumber-system/renumber-dp6-agent"]
+	if ds == nil {
+		t.Fatalf("no DaemonSet renumber-dp6-agent in %v", slices.Sorted(maps.Keys(objs)))
+	}
+	if sa, _, _ := unstructured.NestedString(ds, "spec", "template", "spec", "serviceAccountName"); sa != "renumber-dp6-agent" {
+		t.Errorf("the agent runs as %q", sa)
+	}
+	if !strings.Contains(string(out), "endsWith(':renumber-dp6-agent')") || strings.Contains(string(out), "endsWith(':renumber-agent')") {
+		t.Error("the agent's policy does not name its ServiceAccount renumber-dp6-agent")
+	}
+	for k := range objs {
+		if name := k[strings.LastIndex(k, "/")+1:]; strings.HasPrefix(name, "renumber-") && !strings.HasPrefix(name, "renumber-dp6-") {
+			t.Errorf("%s keeps the default prefix", k)
+		}
+	}
+}

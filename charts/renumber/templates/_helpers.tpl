@@ -95,15 +95,17 @@ app.kubernetes.io/part-of: renumber
 {{- end -}}
 
 {{/* The release's name prefix for every object: the release name when it
-says renumber (the default release "renumber" gives the names of manifests/),
-else "<release>-renumber"; fullnameOverride replaces it. */}}
+says renumber (or nameOverride; the default release "renumber" gives the
+names of manifests/), else "<release>-renumber" ("<release>-<nameOverride>");
+fullnameOverride replaces it. */}}
 {{- define "renumber.fullname" -}}
+{{- $name := .Values.nameOverride | default "renumber" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains "renumber" .Release.Name -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-renumber" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 

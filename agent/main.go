@@ -57,7 +57,7 @@ func main() {
 	flag.DurationVar(&pub.MaxDelay, "debounce-max", time.Second, "longest a changed digest waits for quiet: under continuous change the latest is written this long after the first change")
 	flag.IntVar(&pub.Burst, "publish-burst", 10, "write budget: digest writes at once")
 	flag.Float64Var(&pub.PerMinute, "publish-per-minute", 12, "write budget: sustained digest writes a minute (0: no budget)")
-	flag.DurationVar(&cfg.StartupGrace, "startup-grace", 10*time.Second, "how long to wait for the first (corroborated) RA on every link before the first publication")
+	flag.DurationVar(&cfg.StartupGrace, "startup-grace", 10*time.Second, "how long to wait for the first (corroborated) RA on every link before the first publication (once more while a first RA heard late is being corroborated)")
 	flag.BoolVar(&cfg.KeepOmitted, "keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
 	flag.DurationVar(&cfg.Corroboration, "corroboration", observe.DefaultCorroboration, "a change a router's RA makes is believed once the router, solicited, said it again and this long passed with nothing from its address contradicting it (0: believe every RA at once, as a host does)")
 	flag.DurationVar(&cfg.ConflictHold, "conflict-hold", observe.DefaultConflictHold, "how long a router whose address contradicted itself is reported in conflict after the last contradiction")

@@ -254,7 +254,14 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	// carried is back (or the grace ran out), the state is half-observed:
 	// publishing or journaling it would be noise. (No Snapshot before then:
 	// it would forget the lifetimes seeded from the Node.)
-	if grace := a.started.Add(a.cfg.StartupGrace); (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
+	// A first RA heard late is being corroborated as the grace runs out: it
+	// gets one more grace to settle, so the first publication carries it
+	// rather than a second one following.
+	grace := a.started.Add(a.cfg.StartupGrace)
+	if !a.state.SawRA() && a.state.Corroborating() {
+		grace = grace.Add(a.cfg.StartupGrace)
+	}
+	if (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
 		if t, ok := a.state.NextDeadline(now); ok && t.Before(grace) {
 			grace = t // a change to corroborate may settle first
 		}

@@ -81,3 +81,33 @@ func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
 		t.Errorf("published %q, want %q", got, want)
 	}
 }
+
+// A first RA heard just before the startup grace runs out is still being
+// corroborated when it does: the agent waits for it (up to one more grace)
+// instead of publishing a digest without it and then a second one with it.
+func TestALateFirstRAIsWaitedForNotPublishedTwice(t *testing.T) {
+	a, rec, clk, asked := startWith(t, Config{StartupGrace: 5 * time.Second, Corroboration: observe.DefaultCorroboration}, "")
+	a.Address("eth0", slaac(pA), false, clk.Now())
+	sync_(a)
+	clk.Step(4 * time.Second)
+	ra := []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}}
+	a.RA("eth0", router, clk.Now(), ra)
+	sync_(a)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	a.RA("eth0", router, clk.Now(), ra) // the router's answer
+	sync_(a)
+	clk.Step(2 * time.Second) // the grace is over; the window is not
+	for range 5 {
+		clk.Step(0)
+		sync_(a)
+	}
+	if got := rec.values(); len(got) != 0 {
+		t.Fatalf("published %q while the first RA was being corroborated", got)
+	}
+	clk.Step(observe.DefaultCorroboration)
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+	if got := rec.values(); len(got) != 1 {
+		t.Errorf("published %q, want one publication", got)
+	}
+}

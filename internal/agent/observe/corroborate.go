@@ -259,6 +259,23 @@ func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time
 	}
 }
 
+// Corroborating reports whether a link that has not yet believed an RA has
+// a proposal under corroboration: its first RA was heard and is being put to
+// its router.
+func (s *State) Corroborating() bool {
+	for _, l := range s.links {
+		if l.sawRA {
+			continue
+		}
+		for _, sp := range l.speakers {
+			if sp.pending != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Solicit returns the links that should send a Router Solicitation at now (a
 // proposal was heard there since the last one), and when the next one falls
 // due (zero: none). Solicitations on a link are at least SolicitSpacing

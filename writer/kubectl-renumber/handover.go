@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -46,7 +47,9 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	keys := fs.String("target-keys", strings.Join(render.DefaultTargetKeys, ","),
 		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+render.AnnotationTargetAlpha+" alone before")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		return err
+	} else if err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() > 0 {

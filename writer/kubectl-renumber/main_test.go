@@ -141,4 +141,7 @@ func TestHandoverUsageErrors(t *testing.T) {
 			t.Errorf("handover %q: %v, want a usage error", args, err)
 		}
 	}
+	if err := runHandover(t.Context(), io.Discard, []string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+		t.Errorf("handover --help: %v, want help (exit 0)", err)
+	}
 }

@@ -5,6 +5,9 @@ SHELL := /bin/bash
 OUT   := $(CURDIR)/_out
 BIN   := $(OUT)/bin
 GO    ?= go
+# World tests run side by side, each in its own world (e2e/harness_test.go);
+# they wait on routers and timers far more than they compute.
+E2E_PARALLEL ?= 3
 # Fixed so CI's fresh clone reuses Go's build cache (a cold API server build is ~6 min).
 export CGO_ENABLED := 0
 
@@ -204,12 +207,12 @@ test: deps tools node-tools build images node-images kind-tools ## Unit tests, f
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...
-	$(GO) test -count=1 -p 1 -timeout 60m ./...
+	$(GO) test -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 60m ./...
 	SMOKE=1 e2e/kind/run.sh
 
 .PHONY: e2e
 e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall, real nodes after helm install; ~40 min)
-	E2E_FULL=1 $(GO) test -count=1 -p 1 -timeout 80m ./e2e/
+	E2E_FULL=1 $(GO) test -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 80m ./e2e/
 
 # kind (e2e/kind/run.sh): Docker if one answers, else a private dockerd from
 # Debian's docker.io (e2e/kind/engine.sh); the node image built offline; the

@@ -90,9 +90,14 @@ func newWorldWith(t *testing.T, nodes int, crds bool) *world.World {
 }
 
 // startWorld starts a world with opts (its log to t), closed at the end of
-// the test after dumping its logs if the test failed.
+// the test after dumping its logs if the test failed. Worlds are
+// independent (their own namespaces, addresses, ports, API server), so
+// their tests run in parallel (go test -parallel); tests with real nodes
+// share the machine's containerd mounts and sysctls and stay serial
+// (realWorld does not come here).
 func startWorld(t *testing.T, opts world.Options) *world.World {
 	t.Helper()
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	opts.Log = logWriter{t}

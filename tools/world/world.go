@@ -109,9 +109,24 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	idb := make([]byte, 2)
-	_, _ = rand.Read(idb)
-	id := hex.EncodeToString(idb)
+	// The ID names the world's directory, namespaces and ULA prefix; worlds
+	// run side by side, so it must be one no world holds.
+	if err := os.MkdirAll(opts.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("world: %w", err)
+	}
+	var id string
+	for {
+		idb := make([]byte, 2)
+		_, _ = rand.Read(idb)
+		id = hex.EncodeToString(idb)
+		err := os.Mkdir(filepath.Join(opts.Root, id), 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("world: %w", err)
+		}
+	}
 	if opts.Kubelets {
 		if opts.NoControlPlane {
 			return nil, errors.New("world: real nodes need the control plane")
@@ -122,9 +137,6 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	}
 	w = &World{ID: id, Dir: filepath.Join(opts.Root, id), log: opts.Log, repo: repo, kubelets: opts.Kubelets, apiServer: opts.APIServer,
 		state: state{ID: id, Owner: os.Getpid()}}
-	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("world: %w", err)
-	}
 	created := w // the error returns below set w to nil before this runs
 	defer func() {
 		if err != nil {

@@ -203,7 +203,7 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 	SOURCE_DATE_EPOCH=0 $(GO) run . -name pause $$args -version dev -out $(OUT)/images/pause.oci.tar
 
 .PHONY: test
-test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~35 min warm)
+test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~25 min warm, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -30,16 +29,6 @@ type example struct {
 	// holds reports whether the objects the file promises hold cur (and
 	// draining, the replaced prefix, when not invalid).
 	holds func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string)
-}
-
-// on is the address of p with the host part of suffix.
-func on(t *testing.T, p netip.Prefix, suffix string) string {
-	t.Helper()
-	a, err := api.Splice(p, netip.MustParseAddr(suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.String()
 }
 
 // lbRange is the examples' address range lb (::f000:0:0:0 to the end) on p.

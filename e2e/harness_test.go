@@ -306,3 +306,13 @@ func homeWorld(t *testing.T, nodes int) *world.World {
 	createPool(t, w)
 	return w
 }
+
+// on is the address of p with the host part of suffix.
+func on(t *testing.T, p netip.Prefix, suffix string) string {
+	t.Helper()
+	a, err := api.Splice(p, netip.MustParseAddr(suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.String()
+}

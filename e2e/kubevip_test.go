@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -61,13 +60,6 @@ func TestKubeVIP(t *testing.T) {
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 
-	on := func(p netip.Prefix, host string) string {
-		a, err := api.Splice(p, netip.MustParseAddr(host))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a.String()
-	}
 	poolIs := func(want map[string]string) {
 		t.Helper()
 		eventually(t, fmt.Sprintf("kubevip data %v", want), func() (bool, string) {
@@ -105,15 +97,15 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(prefixA, "::ffff:0:1"), render.AnnotationIPs: ""}))
-	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7," + on(prefixA, "::ffff:0:2"),
+	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(t, prefixA, "::ffff:0:1"), render.AnnotationIPs: ""}))
+	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7," + on(t, prefixA, "::ffff:0:2"),
 		render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationManagedIPsKey: ""})
 	settleWrites()
 
 	m := mark(t, w)
 	advertise(t, w, prefixB, prefixA)
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixB.String()) + "," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(prefixB, "::ffff:0:1") + "," + on(prefixA, "::ffff:0:1")}))
+	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(t, prefixB, "::ffff:0:1") + "," + on(t, prefixA, "::ffff:0:1")}))
 	settleWrites()
 	want := []string{"patch configmaps kubevip 200", "patch dynamicprefixes/status home 200", "patch services moving 200", "patch services vip 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
@@ -126,7 +118,7 @@ func TestKubeVIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	serviceIs("moving", with(kvKey, map[string]string{render.AnnotationIPs: "192.0.2.7",
-		render.AnnotationKubeVIPIPs: "192.0.2.8," + on(prefixB, "::ffff:0:2") + "," + on(prefixA, "::ffff:0:2")}))
+		render.AnnotationKubeVIPIPs: "192.0.2.8," + on(t, prefixB, "::ffff:0:2") + "," + on(t, prefixA, "::ffff:0:2")}))
 	if got, want := serviceWrites(t, w, m), []string{"patch services moving 200"}; !slices.Equal(got, want) {
 		t.Errorf("switching provider wrote %q, want %q", got, want)
 	}

@@ -258,7 +258,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	// gets one more grace to settle, so the first publication carries it
 	// rather than a second one following.
 	grace := a.started.Add(a.cfg.StartupGrace)
-	if !a.state.SawRA() && a.state.Corroborating() {
+	if a.state.Corroborating() {
 		grace = grace.Add(a.cfg.StartupGrace)
 	}
 	if (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {

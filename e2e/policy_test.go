@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -97,6 +100,38 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 		}
 	}
 	ipPools, addressPools := ippoolGVR, addressPoolGVR
+	// What the writer writes is checked against the prefixes the status of
+	// the DynamicPrefix names (policy-values.yaml, Kubernetes 1.31+): home
+	// follows 2001:db8:1::/64, drains 2001:db8:2::/64, and 2001:db8:3::/64
+	// has expired.
+	v, err := w.API.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	byValue := minor >= 31
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0"},
+		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8::/32"}, "minPrefixLength": 48, "maxPrefixLength": 64}}})
+	status := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` +
+		`{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64","state":"draining"},` +
+		`{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"grp", "probe"} {
+		apply(t, w, groupGVR, map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+			"metadata": map[string]any{"name": name, "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+			"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
+		})
+	}
+	// A pool that follows nothing: its entries can go, no more come.
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "free"},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}, map[string]any{"cidr": "2001:db8:1::/64"}}},
+	})
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", "owner": "user"})
 	// A Service that stopped following (or never did): the writer's entries can go, no more come.
 	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9"})
@@ -126,7 +161,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 	}
 	if _, err := w.API.Dynamic.Resource(addressPools).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-		"metadata": map[string]any{"name": "mlb", "namespace": "default"},
+		"metadata": map[string]any{"name": "mlb", "namespace": "default", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"addresses": []any{"192.0.2.0/24"}, "autoAssign": true},
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -155,7 +190,11 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 			_, err := res.Create(ctx, u, metav1.CreateOptions{})
 			return err
 		}
-		_, err := res.Patch(ctx, x.name, types.MergePatchType, []byte(x.patch), metav1.PatchOptions{})
+		var sub []string
+		if x.gvr == api.GVR {
+			sub = []string{"status"} // the writer writes only a DynamicPrefix's status
+		}
+		_, err := res.Patch(ctx, x.name, types.MergePatchType, []byte(x.patch), metav1.PatchOptions{}, sub...)
 		return err
 	}
 	svc := schema.GroupVersionResource{Version: "v1", Resource: "services"}
@@ -165,6 +204,17 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 		err := do(write{svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`})
 		return denied(err), errString(err)
 	})
+	if byValue {
+		// The value policy also waits for its params, the DynamicPrefixes,
+		// to be read: each probe writes a CIDR of its own, so one let
+		// through before then proves nothing later.
+		var n int
+		eventually(t, "value policy enforced", func() (bool, string) {
+			n++
+			err := do(write{groupGVR, "", "probe", fmt.Sprintf(`{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:bad:%x::/64"]}}`, n)})
+			return denied(err), errString(err)
+		})
+	}
 
 	allowed := map[string]write{
 		"a Service's addresses and records": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1","dynamic-prefix.io/managed-ips":"2001:db8:1::1","dynamic-prefix.io/l2-nudged":"2001:db8:1::1"}}}`},
@@ -172,10 +222,14 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 		"a Service's records removed":       {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
 		"its entries out of a Service that does not follow": {svc, "default", "other",
 			`{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9","external-dns.kubernetes.io/target":"a.example.org"}}}`},
-		"a pool's blocks and record":      {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
-		"a MetalLB pool's addresses":      {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
-		"a Calico pool's CIDR and record": {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
-		"a sibling created":               {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"a pool's blocks and record":                  {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a MetalLB pool's addresses":                  {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
+		"a Calico pool's CIDR and record":             {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
+		"a sibling created":                           {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
+		"a pool's range":                              {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
+		"a MetalLB range":                             {addressPools, "default", "mlb", `{"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
+		"an entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if err := do(allowed[name]); err != nil {
@@ -213,11 +267,46 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 		"the user's advertisement deleted":               {advertGVR, "", "users", "delete"},
 		"the operator's advertisement relabelled":        {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
 		"the operator's advertisement annotated":         {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
+		"an entry into a pool that follows nothing":      {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a sibling without its DynamicPrefix":            {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+	}
+	if byValue {
+		for name, x := range map[string]write{
+			"a pool block outside the prefixes":        {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:bad::/64"}]}}`},
+			"a pool block in an expired prefix":        {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:3::/64"}]}}`},
+			"a pool range reaching outside":            {poolGVR, "", "lb", `{"spec":{"blocks":[{"start":"2001:db8:1::1","stop":"2001:db8:bad::1"}]}}`},
+			"a CIDR group's CIDR outside the prefixes": {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["2001:db8::/32"]}}`},
+			"a MetalLB range outside the prefixes":     {addressPools, "default", "mlb", `{"spec":{"addresses":["2001:db8:bad::10-2001:db8:bad::20"]}}`},
+			"a Calico pool's CIDR outside":             {ipPools, "", "user", `{"spec":{"cidr":"2001:db8:bad::/64"}}`},
+			"a sibling outside the prefixes":           {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},
+			"a Service address outside the prefixes":   {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1,2001:db8:bad::1"}}}`},
+			"a DNS target outside the prefixes":        {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+		} {
+			refused[name] = x
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
 		if err := do(refused[name]); !denied(err) {
 			t.Errorf("%s: got %v, want refused", name, errString(err))
 		}
+	}
+	if !byValue {
+		return
+	}
+	// What the status may name: what home's prefixFilter accepts (inside
+	// 2001:db8::/32, /48 to /64); what it named before stays.
+	named := func(cur string) write {
+		return write{api.GVR, "", "home", `{"status":{"currentPrefix":"` + cur + `","history":[{"prefix":"` + cur +
+			`","state":"active"},{"prefix":"2001:db8:1::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`}
+	}
+	for name, cur := range map[string]string{"outside allowedPrefixes": "2001:db9:1::/64", "longer than /64": "2001:db8:5::/80",
+		"shorter than /48": "2001:db8::/40", "not global unicast": "fd00:1::/64"} {
+		if err := do(named(cur)); !denied(err) {
+			t.Errorf("a status naming a prefix %s (%s): got %v, want refused", name, cur, errString(err))
+		}
+	}
+	if err := do(named("2001:db8:4::/64")); err != nil {
+		t.Errorf("a status naming a prefix the filter accepts: %v", err)
 	}
 }
 

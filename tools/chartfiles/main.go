@@ -17,15 +17,16 @@ import (
 
 // sources maps each file of charts/renumber/files to its source in manifests/.
 var sources = map[string]string{
-	"agent-policy.yaml":  "agent/policy.yaml",
-	"agent-rbac.yaml":    "agent/rbac.yaml",
-	"crd.yaml":           "crds/dynamicprefixes.yaml",
-	"dashboard.json":     "monitoring/dashboard.json",
-	"reader-rbac.yaml":   "reader/rbac.yaml",
-	"rules.yaml":         "monitoring/rules.yaml",
-	"shadow-rbac.yaml":   "shadow/rbac.yaml",
-	"writer-policy.yaml": "writer/policy.yaml",
-	"writer-rbac.yaml":   "writer/rbac.yaml",
+	"agent-policy.yaml":         "agent/policy.yaml",
+	"agent-rbac.yaml":           "agent/rbac.yaml",
+	"crd.yaml":                  "crds/dynamicprefixes.yaml",
+	"dashboard.json":            "monitoring/dashboard.json",
+	"reader-rbac.yaml":          "reader/rbac.yaml",
+	"rules.yaml":                "monitoring/rules.yaml",
+	"shadow-rbac.yaml":          "shadow/rbac.yaml",
+	"writer-policy.yaml":        "writer/policy.yaml",
+	"writer-policy-values.yaml": "writer/policy-values.yaml",
+	"writer-rbac.yaml":          "writer/rbac.yaml",
 }
 
 func main() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -226,10 +227,11 @@ func CiliumCRDDir() (string, error) {
 
 // InstallRBAC applies the namespace, the shipped RBAC for agent, writer, reader
 // and shadow writer, and the admission policies that keep the agent to its
-// own Node and the writer to its own fields.
+// own Node and the writer to its own fields - and, on Kubernetes 1.31 or
+// later, to values inside the prefixes its DynamicPrefixes name.
 func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 	m := filepath.Join(cp.w.repo, "manifests")
-	return cp.Apply(ctx,
+	files := []string{
 		filepath.Join(m, "base", "namespace.yaml"),
 		filepath.Join(m, "agent", "rbac.yaml"),
 		filepath.Join(m, "agent", "policy.yaml"),
@@ -237,7 +239,15 @@ func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 		filepath.Join(m, "writer", "policy.yaml"),
 		filepath.Join(m, "reader", "rbac.yaml"),
 		filepath.Join(m, "shadow", "rbac.yaml"),
-	)
+	}
+	v, err := cp.Client.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	if minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+")); minor >= 31 {
+		files = append(files, filepath.Join(m, "writer", "policy-values.yaml"))
+	}
+	return cp.Apply(ctx, files...)
 }
 
 // Identity is a ServiceAccount token with a kubeconfig file and a rest.Config.

@@ -23,42 +23,59 @@ func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached api.Status) api
 	return cached
 }
 
-// Status writes st as u's status when it differs from live.
-func (w *Writer) Status(ctx context.Context, u *unstructured.Unstructured, live, st api.Status) write.Outcome {
+// Live is a DynamicPrefix as the writer knows it: the object a status write
+// is made against, and its status.
+type Live struct {
+	Object *unstructured.Unstructured
+	Status api.Status
+}
+
+// Status writes st as the status of live.Object when it differs from
+// live.Status, and returns what is live afterwards: the object at the version
+// the write made, and st (also when the write was only planned).
+func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, write.Outcome) {
+	u := live.Object
 	self := write.Object{Resource: "dynamicprefixes", Name: u.GetName()}
-	if render.StatusEqual(st, live) {
+	if render.StatusEqual(st, live.Status) {
 		w.Calm(self, u.GetName())
-		return write.Outcome{}
+		return live, write.Outcome{}
 	}
-	if w.Shadow(statusChanges(self, live, st)...) {
-		return write.Outcome{}
+	if w.Shadow(statusChanges(self, live.Status, st)...) {
+		return Live{Object: u, Status: st}, write.Outcome{}
 	}
 	if err := w.Permit(self, u, u.GetName()); err != nil {
-		return write.Final(err) // requeued for when a permit is back
+		return live, write.Final(err) // requeued for when a permit is back
 	}
-	patch, err := statusPatch(live, st)
+	patch, err := statusPatch(live.Status, st)
 	if err != nil {
-		return write.Final(err)
+		return live, write.Final(err)
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
 		"status":   patch,
 	})
 	if err != nil {
-		return write.Final(err)
+		return live, write.Final(err)
 	}
-	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: write.FieldManager}, "status"); err != nil {
-		return write.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
+	got, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: write.FieldManager}, "status")
+	if err != nil {
+		return live, write.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
 	}
 	w.statuses.Put(self, u.GetResourceVersion(), st)
 	write.Counted("dynamicprefixes/status")
 	var fields []string
-	for _, c := range statusChanges(self, live, st) {
+	for _, c := range statusChanges(self, live.Status, st) {
 		fields = append(fields, c.Field)
 	}
 	w.Log.Debug("DynamicPrefix "+u.GetName()+" status updated", "fields", fields)
-	return write.Outcome{}
+	// A later write in the same pass is made against the version this one
+	// made (the cached object, u, is never changed).
+	next := u.DeepCopy()
+	if got != nil && got.GetResourceVersion() != "" {
+		next.SetResourceVersion(got.GetResourceVersion())
+	}
+	return Live{Object: next, Status: st}, write.Outcome{}
 }
 
 // statusPatch is st as a merge patch over live: a field live has and st

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,6 +64,7 @@ type fixture struct {
 	ctl    *Controller
 	seen   map[string]string // object -> its content at the last catchUp
 	rv     int
+	writes []string // what the last sync wrote, in order (record)
 	// published is what web's load balancer publishes in its
 	// status.loadBalancer.ingress (none until a test says).
 	published []string
@@ -148,6 +151,8 @@ func newFixture(t *testing.T, limits write.Limits) *fixture {
 			t.Fatal(err)
 		}
 	}
+	f.dyn.PrependReactor("*", "*", f.record)
+	f.meta.PrependReactor("*", "*", f.record)
 	f.ctl = NewController(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.catchUp()
 	return f
@@ -246,29 +251,40 @@ func (f *fixture) bump(key string, o metav1.Object) string {
 // "verb resource[/subresource] name".
 func (f *fixture) sync(key Key) []string {
 	f.t.Helper()
+	out := f.ordered(key)
+	slices.Sort(out)
+	return out
+}
+
+// ordered is sync's writes in the order they were made.
+func (f *fixture) ordered(key Key) []string {
+	f.t.Helper()
 	f.dyn.ClearActions()
 	f.meta.ClearActions()
+	f.writes = nil
 	o := f.ctl.Sync(f.t.Context(), key)
 	if o.Err != nil && o.Retry {
 		f.t.Fatalf("sync %+v: %v", key, o.Err)
 	}
-	var out []string
-	for _, a := range append(f.dyn.Actions(), f.meta.Actions()...) {
-		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
-			continue
-		}
-		res := a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			res += "/" + a.GetSubresource()
-		}
-		name := ""
-		if p, ok := a.(clienttesting.PatchAction); ok {
-			name = p.GetName()
-		}
-		out = append(out, a.GetVerb()+" "+res+" "+name)
+	return f.writes
+}
+
+// record is a reactor on both clients: it notes every write, in the order
+// made, and lets the fake go on to make it.
+func (f *fixture) record(a clienttesting.Action) (bool, runtime.Object, error) {
+	if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+		return false, nil, nil
 	}
-	slices.Sort(out)
-	return out
+	res := a.GetResource().Resource
+	if a.GetSubresource() != "" {
+		res += "/" + a.GetSubresource()
+	}
+	name := ""
+	if p, ok := a.(clienttesting.PatchAction); ok {
+		name = p.GetName()
+	}
+	f.writes = append(f.writes, a.GetVerb()+" "+res+" "+name)
+	return false, nil, nil
 }
 
 var passHome = Key{Action: SyncDynamicPrefix, Name: "home"}
@@ -382,6 +398,68 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	f.catchUp()
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("again after: %q", got)
+	}
+}
+
+// A prefix no object holds yet is named in the status before any pool or
+// Service gets an address in it (the writer's admission policy admits only
+// addresses in the prefixes the status names), and the status is still
+// written once.
+func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
+	f := newFixture(t, generous)
+	f.report(3, prefixA)
+	want := []string{"patch dynamicprefixes/status home", "patch ciliumloadbalancerippools lb", "patch services web"}
+	if got := f.ordered(passHome); !slices.Equal(got, want) {
+		t.Fatalf("the first adoption wrote %q, want %q in that order", got, want)
+	}
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	if got := f.ordered(passHome); !slices.Equal(got, want) {
+		t.Fatalf("a renumbering wrote %q, want %q in that order", got, want)
+	}
+	if st := f.status(); st.CurrentPrefix != prefixB || !meta.IsStatusConditionTrue(st.Conditions, render.PoolsSynced) {
+		t.Errorf("status %s, PoolsSynced %+v", st.CurrentPrefix, meta.FindStatusCondition(st.Conditions, render.PoolsSynced))
+	}
+}
+
+// When a pool write fails after the status named the new prefix, the status
+// is written again in the same pass, saying so.
+func TestAPoolWriteThatFailsAfterTheStatusIsSaidInIt(t *testing.T) {
+	f := converged(t, generous)
+	f.dyn.PrependReactor("patch", backends.PoolResource, func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server timed out")
+	})
+	f.report(3, prefixB, prefixA)
+	f.dyn.ClearActions()
+	if o := f.ctl.Sync(t.Context(), passHome); o.Err == nil || !o.Retry {
+		t.Fatalf("the failed pool write: %+v, want an error to retry", o)
+	}
+	var statuses []string
+	for _, a := range f.dyn.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "status" {
+			statuses = append(statuses, string(p.GetPatch()))
+		}
+	}
+	if len(statuses) != 2 || !strings.Contains(statuses[0], prefixB) || !strings.Contains(statuses[1], "the API server timed out") {
+		t.Fatalf("status patches %q, want one naming %s, then one with the failure", statuses, prefixB)
+	}
+	if c := f.condition(render.PoolsSynced); c.Status != metav1.ConditionFalse {
+		t.Errorf("PoolsSynced %+v after a failed pool write", c)
+	}
+}
+
+// A drain that ends takes the old prefix out of the pools first; the status,
+// which names fewer prefixes, follows them.
+func TestADrainThatEndsEmptiesThePoolsBeforeTheStatus(t *testing.T) {
+	f := converged(t, generous)
+	f.report(3, prefixB, prefixA)
+	f.sync(passHome)
+	f.catchUp()
+	f.clock.Step(2 * time.Hour)
+	f.report(3, prefixB)
+	want := []string{"patch ciliumloadbalancerippools lb", "patch services web", "patch dynamicprefixes/status home"}
+	if got := f.ordered(passHome); !slices.Equal(got, want) {
+		t.Fatalf("the end of a drain wrote %q, want %q in that order", got, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -16,7 +17,8 @@ import (
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
 // Service and advertisement that follows it, then its status (so status
-// records what the pools already carry). A pass that writes after a change
+// records what the pools already carry) - but a prefix no object holds yet is
+// named in the status before any pool gets it. A pass that writes after a change
 // of the nodes' digests counts the time since that change.
 func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out write.Outcome) {
 	seen, pending := c.changes.take(name)
@@ -37,6 +39,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	if !exists {
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
+		delete(c.problems, name)
 		return c.release(ctx, name).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
@@ -76,7 +79,23 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		problems.Spec = m.Check(d.Current)
 	}
 	var steps, bgp write.Outcomes
+	live := apply.Live{Object: u, Status: dp.Status}
 	if d.Current.IsValid() && problems.Spec == nil {
+		// A prefix no object holds yet is named in the status first: the
+		// admission policy (manifests/writer/policy-values.yaml) lets the
+		// writer put into pools and Services only addresses in the prefixes
+		// the status names. It is rendered with the last pass's problems,
+		// which a renumbering leaves as they were, so the status written
+		// after the pools is the same one and is not written again.
+		if render.NamesNewPrefix(dp.Status, d) {
+			expect := c.problems[name]
+			expect.Spec = nil
+			var o write.Outcome
+			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
+				return o
+			}
+			dp.Status = live.Status
+		}
 		pools := c.caches.Pools()
 		steps = c.write.Pools(ctx, pools, m, d)
 		if ctx.Err() != nil {
@@ -94,7 +113,8 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.events.Announce("dp/"+name, u, true, "InvalidSpec", problems.Spec.Error())
 	}
 
-	if o := c.write.Status(ctx, u, dp.Status, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
+	c.problems[name] = problems
+	if _, o := c.write.Status(ctx, live, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
 	switch was := render.QuietStatus(dp.Status); {

@@ -118,6 +118,9 @@ type Controller struct {
 	ippools *apply.IPPools
 	queue   workqueue.TypedRateLimitingInterface[Key]
 	changes nodeChanges
+	// problems are the last pass's, per DynamicPrefix (a status written
+	// before the pools expects them again).
+	problems map[string]render.Problems
 }
 
 // NewController returns a controller reading caches and voters and writing with client
@@ -125,8 +128,9 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		events:  &write.Events{Recorder: rec},
-		breaker: write.NewBreaker(cfg.Budget),
+		problems: map[string]render.Problems{},
+		events:   &write.Events{Recorder: rec},
+		breaker:  write.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),

@@ -202,3 +202,26 @@ func normal(s api.Status) api.Status {
 	}
 	return s
 }
+
+// NamesNewPrefix reports whether d pools a prefix that st does not name:
+// neither its current prefix nor a history entry that has not expired. The
+// writer's admission policy lets it write into objects only addresses in the
+// prefixes the status names (manifests/writer/policy-values.yaml), so such a
+// status is written before the objects.
+func NamesNewPrefix(st api.Status, d decide.Decision) bool {
+	named := map[netip.Prefix]bool{}
+	if p, err := netip.ParsePrefix(st.CurrentPrefix); err == nil {
+		named[p] = true
+	}
+	for _, h := range st.History {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State != api.StateExpired {
+			named[p] = true
+		}
+	}
+	for _, p := range d.Pooled {
+		if !named[p] {
+			return true
+		}
+	}
+	return false
+}

@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -93,5 +94,29 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 	}
 	if got := ready(RenderStatus(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
 		t.Errorf("no prefix yet: Ready %s", got)
+	}
+}
+
+// A status names its current prefix and the history entries that have not
+// expired; a decision pooling anything else needs the status written first.
+func TestNamesNewPrefix(t *testing.T) {
+	a, b := netip.MustParsePrefix("2001:db8:a::/64"), netip.MustParsePrefix("2001:db8:b::/64")
+	st := api.Status{CurrentPrefix: a.String(), History: []api.HistoryEntry{
+		{Prefix: a.String(), State: api.StateActive}, {Prefix: b.String(), State: api.StateExpired}}}
+	for _, c := range []struct {
+		name   string
+		st     api.Status
+		pooled []netip.Prefix
+		want   bool
+	}{
+		{"the current prefix", st, []netip.Prefix{a}, false},
+		{"an expired one back", st, []netip.Prefix{b, a}, true},
+		{"nothing yet", api.Status{}, []netip.Prefix{a}, true},
+		{"a drain ending", api.Status{CurrentPrefix: b.String(), History: []api.HistoryEntry{
+			{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}, []netip.Prefix{b}, false},
+	} {
+		if got := NamesNewPrefix(c.st, decide.Decision{Pooled: c.pooled}); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -51,6 +51,7 @@ func main() {
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		pub         publish.Config
 		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9470", "address for /metrics, /healthz and /readyz (the agent runs on the host's network: the default is loopback only); node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
+		metricsAuth = flag.String("metrics-auth", "none", "who may scrape /metrics: none (anyone who reaches the address: keep it on loopback), or kubernetes (HTTPS with a certificate made at start, and only a bearer token the API server says may get /metrics, by TokenReview and SubjectAccessReview)")
 		cfg         agent.Config
 	)
 	flag.DurationVar(&pub.Debounce, "debounce", 100*time.Millisecond, "quiet time before a changed digest is written")
@@ -76,19 +77,23 @@ func main() {
 	if err == nil {
 		*metricsAddr, err = listenAddr(*metricsAddr, os.Getenv("HOST_IP"))
 	}
+	if err == nil && *metricsAuth != "none" && *metricsAuth != "kubernetes" {
+		err = fmt.Errorf("--metrics-auth %q: none or kubernetes", *metricsAuth)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, *metricsAddr, cfg, pub); err != nil {
+	ep := metrics.Endpoint{Addr: *metricsAddr}
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, ep, *metricsAuth == "kubernetes", cfg, pub); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, metricsAddr string, cfg agent.Config, pub publish.Config) error {
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, ep metrics.Endpoint, guarded bool, cfg agent.Config, pub publish.Config) error {
 	counter := requests.NewCounter("agent")
 	apiCfg, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
@@ -119,8 +124,23 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 			(&kernel.Watcher{H: kernel.Handlers{Addr: addr, Link: link, Delegated: delegated}, Clock: clk, Log: log}).Run(ctx)
 		},
 	})
-	reg := metrics.NewRegistry(slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})...)
-	metrics.Start(ctx, log, metricsAddr, reg, nil, func(*http.Request) error { return ready() }, nil)
+	collectors := slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})
+	if guarded {
+		// The reviews go through a client of their own: they are questions
+		// to the API server, not the agent's requests (counted apart, in
+		// renumber_agent_metrics_reviews_total).
+		reviews, err := kubehttp.New(apiCfg, nil)
+		if err != nil {
+			return err
+		}
+		if ep.TLS, err = metrics.SelfSigned("renumber-agent."+nodeName, time.Now()); err != nil {
+			return err
+		}
+		ep.Guard = metrics.NewGuard(kubehttp.Reviewer{Client: reviews}, time.Now, "agent")
+		collectors = append(collectors, ep.Guard)
+	}
+	reg := metrics.NewRegistry(collectors...)
+	metrics.Start(ctx, log, ep, reg, nil, func(*http.Request) error { return ready() }, nil)
 	start()
 	return nil
 }

@@ -28,15 +28,16 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/election"
+	"github.com/renumber/renumber/internal/writer/review"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
 type options struct {
-	kubeconfig, metricsAddr string
-	election                election.Config
-	pipeline                controller.Options
-	staleness               time.Duration
-	pprof                   bool
+	kubeconfig, metricsAddr, metricsAuth string
+	election                             election.Config
+	pipeline                             controller.Options
+	staleness                            time.Duration
+	pprof                                bool
 }
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 	o.election.Flags(flag.CommandLine)
 	o.pipeline.Flags(flag.CommandLine)
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9471", "address for /metrics, /healthz and /readyz (loopback by default; the manifests and the chart listen on the Pod's address, :9471)")
+	flag.StringVar(&o.metricsAuth, "metrics-auth", "none", "who may scrape /metrics and /debug/: none (anyone who reaches the address), or kubernetes (HTTPS with a certificate made at start, and only a bearer token the API server says may get /metrics, by TokenReview and SubjectAccessReview)")
 	flag.BoolVar(&o.pipeline.DryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
 	flag.DurationVar(&o.staleness, "staleness-check", 2*time.Minute, "how often to compare the caches with the API server (reads only); 0 disables")
@@ -58,6 +60,9 @@ func main() {
 	log, err := newLog()
 	if err == nil {
 		err = errors.Join(o.election.Validate(), o.pipeline.Validate())
+	}
+	if err == nil && o.metricsAuth != "none" && o.metricsAuth != "kubernetes" {
+		err = fmt.Errorf("--metrics-auth %q: none or kubernetes", o.metricsAuth)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -105,11 +110,23 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	} else {
 		collectors = append(collectors, elector.Collectors()...)
 	}
-	reg := metrics.NewRegistry(collectors...)
 	if o.pprof {
 		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
 	}
-	metrics.Start(ctx, log, o.metricsAddr, reg, func(*http.Request) error { return healthy() }, c.Ready, extra)
+	ep := metrics.Endpoint{Addr: o.metricsAddr}
+	if o.metricsAuth == "kubernetes" {
+		r, err := review.New(base)
+		if err != nil {
+			return err
+		}
+		if ep.TLS, err = metrics.SelfSigned("renumber-writer."+o.election.Identity, time.Now()); err != nil {
+			return err
+		}
+		ep.Guard = metrics.NewGuard(r, time.Now, "writer")
+		collectors = append(collectors, ep.Guard)
+	}
+	reg := metrics.NewRegistry(collectors...)
+	metrics.Start(ctx, log, ep, reg, func(*http.Request) error { return healthy() }, c.Ready, extra)
 	if !c.Run(ctx, ctl) {
 		return nil // shutting down before the caches synced
 	}

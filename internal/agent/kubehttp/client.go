@@ -165,3 +165,23 @@ type status struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
+
+// Create posts in as JSON to the collection at path and decodes the answer
+// into out.
+func (c *Client) Create(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("kubehttp: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := c.do(ctx, http.MethodPost, path, nil, "application/json", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
+		return fmt.Errorf("kubehttp: POST %s: %w", path, err)
+	}
+	return nil
+}

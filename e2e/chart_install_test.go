@@ -131,8 +131,9 @@ func noForbidden(t *testing.T, w *world.World, logs ...string) {
 }
 
 // localArgs are the container arguments of a rendered DaemonSet or
-// Deployment, but those naming the Pod's interface and metrics listener
-// (the world gives each process its own).
+// Deployment, but those naming the Pod's interface and metrics listener and
+// its guard (the world gives each process its own listener, read over plain
+// HTTP; TestMetricsAreScrapedOnlyWithAToken tries the guard on real Pods).
 func localArgs(t *testing.T, o map[string]any) []string {
 	t.Helper()
 	if o == nil {
@@ -142,7 +143,7 @@ func localArgs(t *testing.T, o map[string]any) []string {
 	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
 	var out []string
 	for _, a := range args {
-		if !strings.HasPrefix(a, "--metrics-addr") && !strings.HasPrefix(a, "--interface") {
+		if !strings.HasPrefix(a, "--metrics-") && !strings.HasPrefix(a, "--interface") {
 			out = append(out, a)
 		}
 	}

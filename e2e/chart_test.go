@@ -558,6 +558,40 @@ func TestDisablingThePoliciesMustBeSaid(t *testing.T) {
 	}
 }
 
+// TestAnUnauthenticatedPortOnTheNodeIsRefused: the agents run with host
+// networking, so their metrics port on the node's IP is reachable wherever
+// the node is and no NetworkPolicy applies: the chart serves it only behind
+// the token guard, and says so when asked for less. By default every process
+// serves HTTPS behind the guard and is probed over HTTPS.
+func TestAnUnauthenticatedPortOnTheNodeIsRefused(t *testing.T) {
+	helm, repo := helmBin(t)
+	if _, err := helmTemplate(t, helm, repo, "agent: {metricsAuth: none}\n"); err == nil || !strings.Contains(err.Error(), "unauthenticated port") {
+		t.Errorf("an unauthenticated agent port on the node rendered: %v", err)
+	}
+	if _, err := helmTemplate(t, helm, repo, "agent: {metricsAuth: none, metricsOnNode: false}\n"); err != nil {
+		t.Errorf("an unauthenticated agent port on loopback: %v", err)
+	}
+	out, err := helmTemplate(t, helm, repo, "shadow: {enabled: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"DaemonSet renumber-system/renumber-agent", "Deployment renumber-system/renumber-writer", "Deployment renumber-system/renumber-shadow"} {
+		o := objects(t, out)[k]
+		if o == nil {
+			t.Fatalf("%s not rendered", k)
+		}
+		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		if !slices.Contains(c["args"].([]any), any("--metrics-auth=kubernetes")) {
+			t.Errorf("%s: args %v, want --metrics-auth=kubernetes", k, c["args"])
+		}
+		for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+			if s := c[probe].(map[string]any)["httpGet"].(map[string]any)["scheme"]; s != "HTTPS" {
+				t.Errorf("%s: %s scheme %v, want HTTPS", k, probe, s)
+			}
+		}
+	}
+}
+
 // TestTwoReleasesSideBySide: two releases in one namespace (the second
 // without the CRD, which the first owns) install into one API server, and no
 // selector of one - a workload's, the writer's anti-affinity, the PDB's, the

@@ -60,25 +60,7 @@ var (
 // queries is exposed by a real agent, leader or shadow writer, and every label
 // it groups by is on the metric's samples wherever the world produced some.
 func TestDashboardQueriesRealMetrics(t *testing.T) {
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(repo, "manifests", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := readDashboard(t)
 
 	w := homeWorld(t, 1)
 	startAgent(t, w, "node1")
@@ -147,4 +129,31 @@ func TestDashboardQueriesRealMetrics(t *testing.T) {
 	if queries == 0 || labelled == 0 {
 		t.Errorf("%d queries, %d label groupings checked: the dashboard was not read", queries, labelled)
 	}
+}
+
+// dashboard is what the tests read of manifests/monitoring/dashboard.json.
+type dashboard struct {
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(repo, "manifests", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash dashboard
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	return dash
 }

@@ -50,6 +50,7 @@ type results struct {
 	Soak     *soak             `json:"soak,omitempty"`
 	Burst    *burst            `json:"burst,omitempty"`
 	Flood    *flood            `json:"flood,omitempty"`
+	Scrape   *scrapeCost       `json:"scrape,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -84,8 +85,9 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst or flood (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood or scrape (default all)")
 	floodFor := flag.Duration("flood", time.Minute, "how long the RA flood lasts")
+	scrapeFor := flag.Duration("scrape", 90*time.Second, "how long the guarded and the open agent are scraped")
 	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
@@ -95,7 +97,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -146,6 +148,14 @@ func main() {
 		}
 		r.Flood = f
 	}
+	if *only == "" || *only == "scrape" {
+		s, err := runScrape(ctx, *scrapeFor)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Scrape = s
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -167,7 +177,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape",
 }
 
 func progress(format string, args ...any) {
@@ -197,7 +207,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" || only == "burst" || only == "flood" {
+	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" {
 		return nil
 	}
 	agentBin, writerBin, err := binaries()
@@ -636,6 +646,9 @@ func write(r *results, dir string) error {
 	}
 	if r.Flood != nil {
 		writeFlood(&b, r.Flood)
+	}
+	if r.Scrape != nil {
+		writeScrape(&b, r.Scrape)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

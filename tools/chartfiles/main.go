@@ -20,6 +20,8 @@ var sources = map[string]string{
 	"agent-policy.yaml":         "agent/policy.yaml",
 	"agent-rbac.yaml":           "agent/rbac.yaml",
 	"crd.yaml":                  "crds/dynamicprefixes.yaml",
+	"metrics-rbac.yaml":         "base/metrics.yaml",
+	"scraper.yaml":              "monitoring/scraper.yaml",
 	"dashboard.json":            "monitoring/dashboard.json",
 	"reader-rbac.yaml":          "reader/rbac.yaml",
 	"rules.yaml":                "monitoring/rules.yaml",

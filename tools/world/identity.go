@@ -233,6 +233,7 @@ func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 	m := filepath.Join(cp.w.repo, "manifests")
 	files := []string{
 		filepath.Join(m, "base", "namespace.yaml"),
+		filepath.Join(m, "base", "metrics.yaml"),
 		filepath.Join(m, "agent", "rbac.yaml"),
 		filepath.Join(m, "agent", "policy.yaml"),
 		filepath.Join(m, "writer", "rbac.yaml"),

@@ -117,7 +117,7 @@ label values (the components' app.kubernetes.io/name) keep their names. */}}
 {{- if eq $full "renumber" -}}
 {{ .text }}
 {{- else -}}
-{{- $t := regexReplaceAll "(?m)^(\\s*(?:- )?(?:name|policyName|serviceAccountName): )renumber-" .text (printf "${1}%s-" $full) -}}
+{{- $t := regexReplaceAll "(?m)^(\\s*(?:- )?(?:name|policyName|serviceAccountName|kubernetes\\.io/service-account\\.name): )renumber-" .text (printf "${1}%s-" $full) -}}
 {{- $t = regexReplaceAll "(system:serviceaccount:[^:'\\s]+:)renumber-" $t (printf "${1}%s-" $full) -}}
 {{- $t = regexReplaceAll "\"renumber-(agent|writer|shadow|reader)\"" $t (printf "\"%s-${1}\"" $full) -}}
 {{- $t = regexReplaceAll "':renumber-(agent|writer)'" $t (printf "':%s-${1}'" $full) -}}

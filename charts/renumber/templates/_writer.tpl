@@ -2,6 +2,7 @@
 {{- define "renumber.writerArgs" -}}
 {{- $w := .Values.writer -}}
 - --metrics-addr=:{{ $w.metricsPort }}
+- --metrics-auth={{ $w.metricsAuth }}
 {{- $full := include "renumber.fullname" . }}
 {{- if ne $full "renumber" }}
 - --lease-name={{ $full }}-writer
@@ -52,11 +53,12 @@ ports:
 {{- $ours := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")) }}
 securityContext: {{- include "renumber.securityContext" (dict "ours" $ours "c" $w) | nindent 2 }}
 resources: {{- toYaml $w.resources | nindent 2 }}
+{{- $scheme := ternary ", scheme: HTTPS" "" (eq $w.metricsAuth "kubernetes") }}
 readinessProbe:
-  httpGet: {path: /readyz, port: metrics}
+  httpGet: {path: /readyz, port: metrics{{ $scheme }}}
   periodSeconds: 10
 livenessProbe:
-  httpGet: {path: /healthz, port: metrics}
+  httpGet: {path: /healthz, port: metrics{{ $scheme }}}
   periodSeconds: 30
   {{- if .pod }}
   failureThreshold: 4

@@ -42,6 +42,18 @@ var chartCases = map[string]chartCase{
 	"shadow and kube-vip":      {values: "shadow: {enabled: true}\nkubeVIP: {configMap: kube-system/kubevip}\n", prepare: kubeVIPConfigMap},
 	"another Cilium namespace": {values: "writer: {ciliumNamespace: cilium}\nshadow: {enabled: true}\n", prepare: ciliumIn("cilium")},
 	"one node":                 {values: "writer: {replicas: 1}\n"},
+	"own ServiceAccounts": {values: "agent: {serviceAccount: {name: home-agent, annotations: {team: net}}}\n" +
+		"writer: {serviceAccount: {create: false, name: byo-writer}}\nshadow: {enabled: true, serviceAccount: {name: home-shadow}}\n",
+		prepare: func(t *testing.T, w *world.World) {
+			if _, err := w.API.Client.CoreV1().Namespaces().Create(t.Context(),
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: world.Namespace}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.API.Client.CoreV1().ServiceAccounts(world.Namespace).Create(t.Context(),
+				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "byo-writer"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
 }
 
 // TestEveryChartOptionInstallsAndItsRBACServes: each value file of
@@ -76,18 +88,17 @@ func TestEveryChartOptionInstallsAndItsRBACServes(t *testing.T) {
 			objs := objects(t, []byte(manifest))
 			ctx := t.Context()
 
-			if _, err := w.StartAgent(ctx, filepath.Join(binaries(t), "agent"), "node1",
-				localArgs(t, objs["DaemonSet "+world.Namespace+"/renumber-agent"])...); err != nil {
+			agent, writer := objs["DaemonSet "+world.Namespace+"/renumber-agent"], objs["Deployment "+world.Namespace+"/renumber-writer"]
+			if _, err := w.StartAgentAs(ctx, podServiceAccount(agent), filepath.Join(binaries(t), "agent"), "node1", localArgs(t, agent)...); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.StartWriter(ctx, filepath.Join(binaries(t), "writer"), "writer-0",
-				localArgs(t, objs["Deployment "+world.Namespace+"/renumber-writer"])...); err != nil {
+			if _, err := w.StartWriterAs(ctx, podServiceAccount(writer), filepath.Join(binaries(t), "writer"), "writer-0", localArgs(t, writer)...); err != nil {
 				t.Fatal(err)
 			}
 			logs := []string{"agent-node1.log", "writer-0.log"}
 			if shadow := objs["Deployment "+world.Namespace+"/renumber-shadow"]; shadow != nil {
 				addr := freeAddr(t)
-				if _, err := w.StartWriterAs(ctx, "renumber-shadow", filepath.Join(binaries(t), "writer"), "shadow-0",
+				if _, err := w.StartWriterAs(ctx, podServiceAccount(shadow), filepath.Join(binaries(t), "writer"), "shadow-0",
 					append(localArgs(t, shadow), "--metrics-addr", addr)...); err != nil {
 					t.Fatal(err)
 				}
@@ -128,6 +139,13 @@ func noForbidden(t *testing.T, w *world.World, logs ...string) {
 			t.Errorf("%s: %s", l, m)
 		}
 	}
+}
+
+// podServiceAccount is the ServiceAccount a rendered DaemonSet's or
+// Deployment's Pods run as.
+func podServiceAccount(o map[string]any) string {
+	sa, _, _ := unstructured.NestedString(o, "spec", "template", "spec", "serviceAccountName")
+	return sa
 }
 
 // localArgs are the container arguments of a rendered DaemonSet or

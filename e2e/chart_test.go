@@ -500,6 +500,64 @@ writer:
 	}
 }
 
+// TestChartRunsAsTheUsersServiceAccounts: with a ServiceAccount named (and
+// annotated) for the agent and one the user brings for the writer, the Pods
+// run as them, every binding names them, the admission policies match them,
+// and the chart creates only the ones it is asked to. (The guards are tried
+// with such names on the real API server in TestTheGuardsHoldInAnyNamespace.)
+func TestChartRunsAsTheUsersServiceAccounts(t *testing.T) {
+	helm, repo := helmBin(t)
+	out, err := helmTemplate(t, helm, repo, "agent: {serviceAccount: {name: home-agent, annotations: {team: net}}}\n"+
+		"writer: {serviceAccount: {create: false, name: byo-writer}}\nshadow: {enabled: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	if sa := objs["ServiceAccount renumber-system/home-agent"]; sa == nil || fmt.Sprint(sa["metadata"].(map[string]any)["annotations"]) != "map[team:net]" {
+		t.Errorf("the agent's ServiceAccount: %v", sa)
+	}
+	for _, k := range []string{"ServiceAccount renumber-system/byo-writer", "ServiceAccount renumber-system/renumber-writer", "ServiceAccount renumber-system/renumber-agent"} {
+		if objs[k] != nil {
+			t.Errorf("%s rendered", k)
+		}
+	}
+	if objs["ServiceAccount renumber-system/renumber-shadow"] == nil {
+		t.Errorf("the shadow's ServiceAccount is not rendered")
+	}
+	for k, want := range map[string]string{"DaemonSet renumber-system/renumber-agent": "home-agent",
+		"Deployment renumber-system/renumber-writer": "byo-writer", "Deployment renumber-system/renumber-shadow": "renumber-shadow"} {
+		if got := podServiceAccount(objs[k]); got != want {
+			t.Errorf("%s runs as %q, want %q", k, got, want)
+		}
+	}
+	subjects := 0
+	for k, o := range objs {
+		list, _ := o["subjects"].([]any)
+		for _, s := range list {
+			m := s.(map[string]any)
+			if m["kind"] == "ServiceAccount" {
+				subjects++
+				if n := m["name"]; n == "renumber-agent" || n == "renumber-writer" {
+					t.Errorf("%s binds %v, not the named ServiceAccount", k, n)
+				}
+			}
+		}
+	}
+	if subjects == 0 {
+		t.Error("no binding names a ServiceAccount: the chart was not read")
+	}
+	for _, old := range []string{"':renumber-agent'", "':renumber-writer'"} {
+		if strings.Contains(string(out), old) {
+			t.Errorf("an admission policy still matches %s", old)
+		}
+	}
+	for _, now := range []string{"':home-agent'", "':byo-writer'"} {
+		if !strings.Contains(string(out), now) {
+			t.Errorf("no admission policy matches %s", now)
+		}
+	}
+}
+
 // TestChartLintsAsADependency: the chart as a dependency of an umbrella chart
 // that sets global values and the chart's own under its name passes
 // `helm lint --strict`, and renders with those values.

@@ -73,11 +73,11 @@ func TestTheOldestKubernetesTheChartClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agentPolicyHolds(t, w, world.Namespace)
+	agentPolicyHolds(t, w, world.Namespace, "renumber-agent")
 	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	writerPolicyHolds(t, w, world.Namespace)
+	writerPolicyHolds(t, w, world.Namespace, "renumber-writer")
 }
 
 // createDPErr creates a DynamicPrefix with spec and returns the API server's answer.

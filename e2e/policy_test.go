@@ -28,15 +28,16 @@ import (
 // TestAgentCanTouchOnlyItsOwnDigest checks manifests/agent/policy.yaml against the
 // real API server with a real pod-bound agent token.
 func TestAgentCanTouchOnlyItsOwnDigest(t *testing.T) {
-	agentPolicyHolds(t, newWorld(t, 2), world.Namespace)
+	agentPolicyHolds(t, newWorld(t, 2), world.Namespace, "renumber-agent")
 }
 
 // agentPolicyHolds checks the agent's admission policy in w, whose Nodes
-// node1 and node2 exist, for the agent installed in namespace ns.
-func agentPolicyHolds(t *testing.T, w *world.World, ns string) {
+// node1 and node2 exist, for the agent installed in namespace ns as the
+// ServiceAccount sa.
+func agentPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	t.Helper()
 	ctx := t.Context()
-	id, err := w.API.ServiceAccountIn(ctx, ns, "renumber-agent", "node1")
+	id, err := w.API.ServiceAccountIn(ctx, ns, sa, "node1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +87,12 @@ func errString(err error) string {
 // real token: its own fields pass, anything else on the same objects is
 // refused. (Every other e2e test runs the writer under the same policy.)
 func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
-	writerPolicyHolds(t, newWorld(t, 0), world.Namespace)
+	writerPolicyHolds(t, newWorld(t, 0), world.Namespace, "renumber-writer")
 }
 
 // writerPolicyHolds checks the writer's admission policies in w, which has
 // the CRDs of Cilium and renumber, for the writer installed in namespace ns.
-func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
+func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	t.Helper()
 	ctx := t.Context()
 	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico} {
@@ -167,7 +168,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 		t.Fatal(err)
 	}
 
-	id, err := w.API.ServiceAccountIn(ctx, ns, "renumber-writer", "")
+	id, err := w.API.ServiceAccountIn(ctx, ns, sa, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +313,18 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns string) {
 
 // TestTheGuardsHoldInAnyNamespace: the admission policies guard the agent and
 // the writer wherever the install puts them - a kustomize overlay that sets
-// another namespace, and `helm install -n` another one - with the same
-// checks as in renumber-system.
+// another namespace, `helm install -n` another one, and there with
+// ServiceAccounts the user named - with the same checks as in
+// renumber-system.
 func TestTheGuardsHoldInAnyNamespace(t *testing.T) {
-	for _, install := range []string{"kustomize", "helm"} {
-		t.Run(install, func(t *testing.T) {
+	for _, install := range []string{"kustomize", "helm", "helm with its own ServiceAccounts"} {
+		t.Run(strings.ReplaceAll(install, " ", "_"), func(t *testing.T) {
 			w := bareWorldWith(t, 2)
 			ctx := t.Context()
-			ns := "home-" + install
+			ns := "home-" + strings.Fields(install)[0]
+			if install != "kustomize" && install != "helm" {
+				ns = "home-own-sa"
+			}
 			if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -348,8 +353,11 @@ func TestTheGuardsHoldInAnyNamespace(t *testing.T) {
 				if err := w.API.ApplyYAML(ctx, out); err != nil {
 					t.Fatalf("applying the overlay: %v", err)
 				}
-			case "helm":
+			case "helm", "helm with its own ServiceAccounts":
 				args := []string{"install", "renumber", filepath.Join(repo, "charts", "renumber"), "-n", ns, "--create-namespace"}
+				if install != "helm" {
+					args = append(args, "--set", "agent.serviceAccount.name=home-agent", "--set", "writer.serviceAccount.name=home-writer")
+				}
 				for _, s := range world.LocalImages {
 					args = append(args, "--set", s)
 				}
@@ -357,8 +365,12 @@ func TestTheGuardsHoldInAnyNamespace(t *testing.T) {
 					t.Fatalf("helm install -n %s: %v\n%s", ns, err, out)
 				}
 			}
-			agentPolicyHolds(t, w, ns)
-			writerPolicyHolds(t, w, ns)
+			agent, writer := "renumber-agent", "renumber-writer"
+			if install == "helm with its own ServiceAccounts" {
+				agent, writer = "home-agent", "home-writer"
+			}
+			agentPolicyHolds(t, w, ns, agent)
+			writerPolicyHolds(t, w, ns, writer)
 		})
 	}
 }

@@ -13,9 +13,20 @@ files) as writer.ciliumNamespace says, and the chart's labels on every object. *
 {{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
 {{- $text = include "renumber.rename" (dict "root" .root "text" $text) -}}
 {{- $labels := include "renumber.labels" .root | fromYaml -}}
+{{- $root := .root }}
 {{- range regexSplit "(?m)^---[ \t]*$" $text -1 }}
 {{- $o := fromYaml . }}
-{{- if $o.kind }}
+{{- $keep := true }}
+{{- if eq ($o.kind | default "") "ServiceAccount" }}
+{{- range $c := list "agent" "writer" "shadow" }}
+{{- $sa := (index $root.Values $c).serviceAccount | default dict }}
+{{- if eq $o.metadata.name (include "renumber.saName" (dict "root" $root "c" $c)) }}
+{{- if eq (toString $sa.create) "false" }}{{ $keep = false }}{{ end }}
+{{- with $sa.annotations }}{{ $_ := set $o.metadata "annotations" (merge (dict) . ($o.metadata.annotations | default dict)) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $o.kind $keep }}
 {{- $_ := set $o.metadata "labels" (merge (dict) ($o.metadata.labels | default dict) $labels) }}
 ---
 {{ toYaml $o }}
@@ -114,13 +125,32 @@ identity "renumber-..." renamed to the release's prefix (renumber.fullname);
 label values (the components' app.kubernetes.io/name) keep their names. */}}
 {{- define "renumber.rename" -}}
 {{- $full := include "renumber.fullname" .root -}}
-{{- if eq $full "renumber" -}}
-{{ .text }}
-{{- else -}}
-{{- $t := regexReplaceAll "(?m)^(\\s*(?:- )?(?:name|policyName|serviceAccountName|kubernetes\\.io/service-account\\.name): )renumber-" .text (printf "${1}%s-" $full) -}}
+{{- $t := .text -}}
+{{- if ne $full "renumber" -}}
+{{- $t = regexReplaceAll "(?m)^(\\s*(?:- )?(?:name|policyName|serviceAccountName|kubernetes\\.io/service-account\\.name): )renumber-" $t (printf "${1}%s-" $full) -}}
 {{- $t = regexReplaceAll "(system:serviceaccount:[^:'\\s]+:)renumber-" $t (printf "${1}%s-" $full) -}}
 {{- $t = regexReplaceAll "\"renumber-(agent|writer|shadow|reader)\"" $t (printf "\"%s-${1}\"" $full) -}}
 {{- $t = regexReplaceAll "':renumber-(agent|writer)'" $t (printf "':%s-${1}'" $full) -}}
+{{- end -}}
+{{- /* A ServiceAccount named by the user (<component>.serviceAccount.name):
+the Pods run as it, the bindings name it, the admission policies match it. */ -}}
+{{- range $c := list "agent" "writer" "shadow" -}}
+{{- with (index $.root.Values $c).serviceAccount -}}
+{{- with .name -}}
+{{- $from := printf "%s-%s" $full $c -}}
+{{- $t = regexReplaceAll (printf "(?m)^(\\s*serviceAccountName: )%s$" $from) $t (printf "${1}%s" .) -}}
+{{- $t = replace (printf "':%s'" $from) (printf "':%s'" .) $t -}}
+{{- $t = regexReplaceAll (printf "(?m)(- kind: ServiceAccount\\n\\s+name: )%s$" $from) $t (printf "${1}%s" .) -}}
+{{- $t = regexReplaceAll (printf "(?m)(kind: ServiceAccount\\nmetadata:\\n\\s+name: )%s$" $from) $t (printf "${1}%s" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{ $t }}
 {{- end -}}
+
+{{/* The ServiceAccount component .c runs as: <component>.serviceAccount.name,
+or the release's <fullname>-<component>. */}}
+{{- define "renumber.saName" -}}
+{{- $sa := (index .root.Values .c).serviceAccount | default dict -}}
+{{- $sa.name | default (printf "%s-%s" (include "renumber.fullname" .root) .c) -}}
 {{- end -}}

@@ -86,10 +86,11 @@ type voters struct{ reports []decide.Report }
 
 func (v *voters) Reports(time.Time) ([]decide.Report, time.Time) { return v.reports, time.Time{} }
 
-type recorder struct{ reasons []string }
+type recorder struct{ reasons, messages []string }
 
-func (r *recorder) Event(u *unstructured.Unstructured, _ bool, reason, _ string) {
+func (r *recorder) Event(u *unstructured.Unstructured, _ bool, reason, msg string) {
 	r.reasons = append(r.reasons, reason+" "+u.GetName())
+	r.messages = append(r.messages, reason+": "+msg)
 }
 
 type discovery struct{}
@@ -419,6 +420,11 @@ func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
 	}
 	if st := f.status(); st.CurrentPrefix != prefixB || !meta.IsStatusConditionTrue(st.Conditions, render.PoolsSynced) {
 		t.Errorf("status %s, PoolsSynced %+v", st.CurrentPrefix, meta.FindStatusCondition(st.Conditions, render.PoolsSynced))
+	}
+	// The pass's event tells the change from the status it found, not the
+	// one it wrote first.
+	if want := "PrefixChanged: following " + prefixB + " (was " + prefixA + ")"; !slices.Contains(f.events.messages, want) {
+		t.Errorf("events %q, want %q", f.events.messages, want)
 	}
 }
 

@@ -58,6 +58,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		return write.Final(err) // a fix of the object brings a new event
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
+	prior := dp.Status // what this pass's transitions (events, log lines) are from
 	m := api.Parse(name, dp.Spec)
 	now := c.clock.Now()
 	reports, lapse := c.voters.Reports(now)
@@ -117,7 +118,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	if _, o := c.write.Status(ctx, live, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
-	switch was := render.QuietStatus(dp.Status); {
+	switch was := render.QuietStatus(prior); {
 	case d.Unreported && !was:
 		msg := render.NotReportedMessage(d.Current)
 		c.log.Warn(name + ": " + msg)
@@ -126,7 +127,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), "nodes", d.Reporting)
 		c.events.Event(u, "PrefixReported", d.Current.String()+" is reported again")
 	}
-	switch was := render.InConflict(dp.Status); {
+	switch was := render.InConflict(prior); {
 	case len(d.Conflicting) > 0 && !was:
 		msg := render.ConflictMessage(d.Conflicting)
 		c.log.Warn(name+": "+msg, "nodes", d.Conflicting)
@@ -136,7 +137,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
 	}
 	if d.Changed && d.Current.IsValid() {
-		prev := dp.Status.CurrentPrefix
+		prev := prior.CurrentPrefix
 		if prev == "" {
 			prev = "none"
 		}

@@ -249,3 +249,68 @@ func delegatedCurrent(t *testing.T, w *world.World, pool netip.Prefix) netip.Pre
 	})
 	return cur
 }
+
+// TestTheShadowExampleInstallsBesideTheOperator: manifests/examples/shadow's
+// values, installed with `helm install` as they are, run no writer and a
+// shadow under the read-only identity. With the agent and the shadow running
+// as the release binds them, next to a DynamicPrefix and a pool as the
+// existing operator's users have them, the shadow plans the pool's entries
+// for the advertised prefix and nothing of renumber's writes a thing but the
+// agent's digest on its Node (audit log).
+func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
+	_, repo := helmBin(t)
+	w := bareWorldWith(t, 1)
+	ctx := t.Context()
+	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := installRenumber(t, w, filepath.Join(repo, "charts", "renumber"), "-f", filepath.Join(repo, "manifests", "examples", "shadow", "values.yaml")); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	manifest, err := helmIn(t, w, "get", "manifest", "renumber", "-n", world.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, []byte(manifest))
+	if r, _, _ := unstructured.NestedInt64(objs["Deployment "+world.Namespace+"/renumber-writer"], "spec", "replicas"); r != 0 {
+		t.Errorf("the writer runs %d replicas, want none", r)
+	}
+	minimalDP(t, w, "home")
+	createPool(t, w)
+	m := mark(t, w)
+	agent, shadow := objs["DaemonSet "+world.Namespace+"/renumber-agent"], objs["Deployment "+world.Namespace+"/renumber-shadow"]
+	if _, err := w.StartAgentAs(ctx, podServiceAccount(agent), filepath.Join(binaries(t), "agent"), "node1", localArgs(t, agent)...); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	if _, err := w.StartWriterAs(ctx, podServiceAccount(shadow), filepath.Join(binaries(t), "writer"), "shadow-0",
+		append(localArgs(t, shadow), "--metrics-addr", addr)...); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	eventually(t, "the shadow plans the pool's entries for A", func() (bool, string) {
+		cs, err := planOf(addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range cs {
+			if c.Object == "ciliumloadbalancerippools/lb" && c.Field == "spec entries" && c.To == "192.0.2.0/24,"+prefixA.String() {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(cs)
+	})
+	settleWrites()
+	ws, err := w.API.WritesSince(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wr := range ws {
+		if strings.HasPrefix(wr.User, "system:serviceaccount:"+world.Namespace+":") && !(wr.User == agentUser && wr.Resource == "nodes") {
+			t.Errorf("a write in shadow mode: %s", wr)
+		}
+	}
+	if got := blocks(t, w, "lb"); !slices.Equal(got, []string{"192.0.2.0/24"}) {
+		t.Errorf("pool lb holds %q: written in shadow mode", got)
+	}
+}

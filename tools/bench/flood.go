@@ -55,17 +55,9 @@ func runFlood(ctx context.Context, lasting time.Duration) (*flood, error) {
 	if err != nil {
 		return nil, err
 	}
-	annotation := func() string {
-		n, err := w.API.Client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
-		if err != nil {
-			return ""
-		}
-		return n.Annotations[digest.Annotation]
-	}
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(annotation(), fresh(0).String()); time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("flood: the agent never reported %s", fresh(0))
-		}
+	annotation := func() string { return nodeDigest(ctx, w, "node1") }
+	if err := reported(ctx, w, "node1", fresh(0)); err != nil {
+		return nil, fmt.Errorf("flood: %w", err)
 	}
 	flooder, err := w.Net.RogueRouter(ctx, "")
 	if err != nil {
@@ -136,4 +128,23 @@ func writeFlood(b *strings.Builder, f *flood) {
 		fmt.Fprintf(b, "| %d | %.1f | %.1f |\n", i, f.RSSMiB[i], f.AnonMiB[i])
 	}
 	fmt.Fprintf(b, "\nDigest after the flood: `%s` (valid: %v; the router's prefix kept preferred: %v).\n", f.Digest, f.Valid, f.KeptRoute)
+}
+
+// nodeDigest is the digest annotation on node ("" when it cannot be read).
+func nodeDigest(ctx context.Context, w *world.World, node string) string {
+	n, err := w.API.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return n.Annotations[digest.Annotation]
+}
+
+// reported waits up to a minute for the agent on node to report p.
+func reported(ctx context.Context, w *world.World, node string, p netip.Prefix) error {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(nodeDigest(ctx, w, node), p.String()); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent on %s never reported %s", node, p)
+		}
+	}
+	return nil
 }

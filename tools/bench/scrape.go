@@ -14,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -62,14 +61,8 @@ func runScrape(ctx context.Context, lasting time.Duration) (*scrapeCost, error) 
 		return nil, err
 	}
 	for _, node := range []string{"node1", "node2"} {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			n, err := w.API.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err == nil && strings.Contains(n.Annotations[digest.Annotation], fresh(0).String()) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("scrape: the agent on %s never reported %s", node, fresh(0))
-			}
+		if err := reported(ctx, w, node, fresh(0)); err != nil {
+			return nil, fmt.Errorf("scrape: %w", err)
 		}
 	}
 	token, err := scraperToken(ctx, w)

@@ -35,9 +35,10 @@ export DOCKER_HOST
 
 docker image inspect "$NODE_IMAGE" >/dev/null 2>&1 || fail "no node image $NODE_IMAGE (make kind-node-image builds it)"
 
-# Host-global settings a kubelet inside a node changes (restored at the end).
+# Host-global settings a kubelet inside a node changes: read once the lock
+# below is held, restored at the end.
 sysctls="vm.overcommit_memory kernel.panic kernel.panic_on_oops"
-saved=$(for s in $sysctls; do echo "$s=$(sysctl -n "$s")"; done)
+saved=""
 KUBECONFIG=$(mktemp)
 export KUBECONFIG
 cleanup() {
@@ -56,6 +57,17 @@ trap cleanup EXIT
 
 step "images"
 e2e/kind/images.sh "$CHART_VERSION"
+
+# The test world's real nodes (tools/world) change the same sysctls: they and
+# this cluster take one lock, so their kubelets never run side by side (make
+# test runs this smoke beside go test).
+mkdir -p /run/renumber-world
+exec {lock}>/run/renumber-world/kubelets.lock
+if ! flock -n "$lock"; then
+	step "waiting for the test world's real nodes to finish"
+	flock "$lock"
+fi
+saved=$(for s in $sysctls; do echo "$s=$(sysctl -n "$s")"; done)
 
 step "cluster"
 "$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true

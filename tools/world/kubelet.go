@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +138,12 @@ type Kubelet struct {
 // startNodes starts the controller manager, the scheduler and one kubelet per
 // node, imports the images, and waits until every node is Ready.
 func (w *World) startNodes(ctx context.Context) error {
+	if err := lockKubelets(ctx); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.kubeletsLocked = true
+	w.mu.Unlock()
 	if err := recordSysctls(); err != nil {
 		return err
 	}
@@ -450,6 +458,72 @@ func killAll(cgroup string) {
 		if _, err := fmt.Sscan(f, &pid); err == nil && pid != self {
 			_ = syscallKill(pid)
 		}
+	}
+}
+
+// kubeletsLockFile is held while a process runs real nodes: this package's
+// worlds in one process share it, and the kind smoke (e2e/kind/run.sh) takes it
+// for its cluster's life. Kubelets of both change the same global sysctls, so
+// they never start side by side, and each puts back the values it found.
+var kubeletsLockFile = "/run/renumber-world/kubelets.lock"
+
+// kubeletsLockWait bounds the wait for the lock: the kind smoke holds it for
+// a few minutes.
+const kubeletsLockWait = 20 * time.Minute
+
+var kubelets struct {
+	sync.Mutex
+	worlds int // this process's worlds with real nodes
+	lock   *os.File
+}
+
+// lockKubelets takes the lock for this process's first world of real nodes,
+// waiting while another process (the kind smoke) holds it. The wait is not
+// the world's start: it has a bound of its own, not the caller's deadline.
+func lockKubelets(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kubeletsLockWait)
+	defer cancel()
+	kubelets.Lock()
+	defer kubelets.Unlock()
+	if kubelets.worlds > 0 {
+		kubelets.worlds++
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(kubeletsLockFile), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(kubeletsLockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return fmt.Errorf("%s: %w", kubeletsLockFile, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return fmt.Errorf("waiting for %s (the kind smoke runs kubelets): %w", kubeletsLockFile, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	kubelets.worlds, kubelets.lock = 1, f
+	return nil
+}
+
+// unlockKubelets lets the lock go when this process's last world of real
+// nodes is torn down (its sysctls put back).
+func unlockKubelets() {
+	kubelets.Lock()
+	defer kubelets.Unlock()
+	if kubelets.worlds--; kubelets.worlds == 0 {
+		kubelets.lock.Close()
+		kubelets.lock = nil
 	}
 }
 

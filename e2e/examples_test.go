@@ -168,6 +168,19 @@ var examples = map[string]example{
 			return len(got) >= 2 && slices.Equal(got[:2], want), fmt.Sprintf("blocks %q, want %q first", got, want)
 		},
 	},
+	"calico-network-sets.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			if err := w.API.InstallCalico(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		},
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			lan, svc := nets(t, w, networkSetGVR, "default", "home-lan"), nets(t, w, globalNetworkSetGVR, "", "home-services")
+			wantLAN := append([]string{"192.168.1.0/24"}, both(cur, draining, netip.Prefix.String)...)
+			wantSvc := append([]string{"192.168.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return nth(p, 1, 112).String() })...)
+			return slices.Equal(lan, wantLAN) && slices.Equal(svc, wantSvc), fmt.Sprintf("home-lan %q, home-services %q", lan, svc)
+		},
+	},
 	"cidr-groups.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
 		got := cidrs(t, w, "home-lan")
 		want := append([]string{"192.168.1.0/24"}, both(cur, draining, netip.Prefix.String)...)

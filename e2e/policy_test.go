@@ -127,6 +127,16 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
 		})
 	}
+	apply(t, w, networkSetGVR, map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "NetworkSet",
+		"metadata": map[string]any{"name": "lan", "namespace": "default", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"nets": []any{"10.0.0.0/8"}},
+	})
+	apply(t, w, globalNetworkSetGVR, map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "GlobalNetworkSet",
+		"metadata": map[string]any{"name": "feed", "labels": map[string]any{"feed": "blocklist"}},
+		"spec":     map[string]any{"nets": []any{"203.0.113.0/24", "2001:db8:1::/64"}},
+	})
 	// A pool that follows nothing: its entries can go, no more come.
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
@@ -231,6 +241,8 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a pool's range":                              {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
 		"a MetalLB range":                             {addressPools, "default", "mlb", `{"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
 		"an entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`},
+		"a network set's nets and record":             {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64,2001:db8:2::/64"}},"spec":{"nets":["10.0.0.0/8","2001:db8:1::/64","2001:db8:2::/64"]}}`},
+		"a net out of a set that follows nothing":     {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["203.0.113.0/24"]}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if err := do(allowed[name]); err != nil {
@@ -269,6 +281,10 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"the operator's advertisement relabelled":        {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
 		"the operator's advertisement annotated":         {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
 		"an entry into a pool that follows nothing":      {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a net into a set that follows nothing":          {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["2001:db8:1::/64"]}}`},
+		"a network set's label":                          {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
+		"a network set's name annotation":                {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a network set deleted":                          {networkSetGVR, "default", "lan", "delete"},
 		"a sibling without its DynamicPrefix":            {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 	}
 	if byValue {
@@ -277,6 +293,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			"a pool block in an expired prefix":        {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:3::/64"}]}}`},
 			"a pool range reaching outside":            {poolGVR, "", "lb", `{"spec":{"blocks":[{"start":"2001:db8:1::1","stop":"2001:db8:bad::1"}]}}`},
 			"a CIDR group's CIDR outside the prefixes": {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["2001:db8::/32"]}}`},
+			"a network set's net outside the prefixes": {networkSetGVR, "default", "lan", `{"spec":{"nets":["10.0.0.0/8","::/0"]}}`},
 			"a MetalLB range outside the prefixes":     {addressPools, "default", "mlb", `{"spec":{"addresses":["2001:db8:bad::10-2001:db8:bad::20"]}}`},
 			"a Calico pool's CIDR outside":             {ipPools, "", "user", `{"spec":{"cidr":"2001:db8:bad::/64"}}`},
 			"a sibling outside the prefixes":           {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},

@@ -47,7 +47,7 @@ func startWriter(t *testing.T, w *world.World, name string, extra ...string) *ex
 func apply(t *testing.T, w *world.World, gvr schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: obj}
-	if _, err := w.API.Dynamic.Resource(gvr).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+	if _, err := w.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating %s: %v", u.GetName(), err)
 	}
 }

@@ -185,13 +185,17 @@ func (cp *ControlPlane) InstallPrometheusOperator(ctx context.Context) error {
 // to go.mod: nothing imports it.
 const CalicoVersion = "v1.11.0-cni-plugin.0.20250813170300-a0db560f0520"
 
-// InstallCalico installs Calico's real crd.projectcalico.org/v1 IPPool CRD.
+// InstallCalico installs Calico's real crd.projectcalico.org/v1 CRDs of the
+// kinds renumber follows: IPPool, NetworkSet and GlobalNetworkSet.
 func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
 	dir, err := moduleDir("github.com/projectcalico/calico@" + CalicoVersion)
 	if err != nil {
 		return err
 	}
-	return cp.Apply(ctx, filepath.Join(dir, "libcalico-go", "config", "crd", "crd.projectcalico.org_ippools.yaml"))
+	crds := filepath.Join(dir, "libcalico-go", "config", "crd")
+	return cp.Apply(ctx, filepath.Join(crds, "crd.projectcalico.org_ippools.yaml"),
+		filepath.Join(crds, "crd.projectcalico.org_networksets.yaml"),
+		filepath.Join(crds, "crd.projectcalico.org_globalnetworksets.yaml"))
 }
 
 // moduleDir downloads a module (module cache, then the proxy) and returns its directory.

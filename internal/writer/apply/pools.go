@@ -27,10 +27,12 @@ import (
 // poolWrite is what was written to a pool: its entries and our record.
 type poolWrite struct{ entries, record []string }
 
-// Pools writes every pool, of every kind, that follows m's DynamicPrefix.
+// Pools writes every pool, of every kind, that follows m's DynamicPrefix:
+// allow-lists (Kind.AllowList) first, so no address is handed out in a
+// prefix an allow-list does not hold yet.
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
-	for _, p := range pools {
+	for _, p := range backends.AllowListsFirst(pools) {
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
 			po, ours, err := p.Kind.Decode(u)

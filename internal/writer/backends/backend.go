@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +51,12 @@ type Kind struct {
 	Spec func(slot string, entries []string) (map[string]any, error)
 	// Top is the object's field Spec renders ("spec" unless set).
 	Top string
+	// AllowList: the kind's objects admit traffic from their entries (CIDR
+	// groups, network sets) rather than hand addresses out. A pass writes
+	// them before any pool, so a prefix is in every allow-list before any
+	// address in it is, and leaves them last (when its draining ends, with
+	// the pools).
+	AllowList bool
 }
 
 // Scope narrows the kind's informer to Only.
@@ -75,6 +82,23 @@ func (s Scope) Options(o metav1.ListOptions) metav1.ListOptions {
 type Cached struct {
 	Kind  *Kind
 	Store cache.Store
+}
+
+// AllowListsFirst orders pools for a pass: the allow-list kinds first, the
+// others after, each in the order given.
+func AllowListsFirst(pools []Cached) []Cached {
+	out := slices.Clone(pools)
+	slices.SortStableFunc(out, func(a, b Cached) int {
+		switch {
+		case a.Kind.AllowList == b.Kind.AllowList:
+			return 0
+		case a.Kind.AllowList:
+			return -1
+		default:
+			return 1
+		}
+	})
+	return out
 }
 
 // Object is one pool-like object, backend-neutral.
@@ -164,6 +188,56 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),
 		RecordValue: rec, RecordFrom: from,
 	}, true, nil
+}
+
+// Slim is the transform of this kind's informer: an object that neither
+// follows a DynamicPrefix nor carries our record (Decode: not ours) is kept as
+// its name, namespace and resource version only - a cluster's other network
+// sets and CIDR groups can be many and large (threat feeds), and the writer
+// reads nothing of them. Managed fields are dropped from every object.
+func (k *Kind) Slim(o any) (any, error) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o, nil
+	}
+	u.SetManagedFields(nil)
+	ann := u.GetAnnotations()
+	if ann[dynamicprefix.AnnotationName] != "" {
+		return u, nil
+	}
+	for _, key := range append([]string{k.RecordKey}, k.LegacyRecordKeys...) {
+		if _, ok := ann[key]; ok {
+			return u, nil
+		}
+	}
+	slim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	slim.SetNamespace(u.GetNamespace())
+	slim.SetName(u.GetName())
+	slim.SetResourceVersion(u.GetResourceVersion())
+	return slim, nil
+}
+
+// Strings reads the list of strings at path verbatim: nothing when absent,
+// an error when it is anything else.
+func Strings(u *unstructured.Unstructured, path ...string) ([]string, error) {
+	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
+	if err != nil || !found || raw == nil {
+		return nil, err
+	}
+	field := strings.Join(path, ".")
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %T, not a list", field, raw)
+	}
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("%s holds %T, not a string", field, e)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // SameJSON reports whether a and b are the same in JSON (an int64 and a

@@ -70,7 +70,7 @@ func poolKind() *Kind {
 func groupKind() *Kind {
 	return &Kind{
 		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
-		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs, AllowList: true,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var g ciliumv2.CiliumCIDRGroup
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {

@@ -5,8 +5,6 @@
 package backends
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -44,21 +42,5 @@ func MetalLBKinds(disc Discovery) ([]*Kind, error) {
 // metallbEntries reads spec.addresses verbatim (user entries are written back as the
 // user wrote them; comparisons use render.Canonical, which ignores spaces).
 func metallbEntries(u *unstructured.Unstructured) ([]string, error) {
-	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "addresses")
-	if err != nil || !found {
-		return nil, err
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("spec.addresses is %T, not a list", raw)
-	}
-	var out []string
-	for _, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return nil, fmt.Errorf("spec.addresses holds %T, not a string", e)
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return Strings(u, "spec", "addresses")
 }

@@ -60,7 +60,9 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 			pools = append(pools, backends.KubeVIPKind(o.KubeVIP))
 		}
 		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
+		sets, err4 := backends.CalicoNetworkSetKinds(cl.Discovery)
+		pools = append(pools, sets...)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3, err4)
 	}
 	p := &Pipeline{}
 	if o.DryRun {

@@ -1,0 +1,56 @@
+// Calico's NetworkSet (namespaced) and GlobalNetworkSet hold the CIDRs a
+// Calico policy selects by label: spec.nets. They are followed as CIDR groups
+// are: the pooled prefixes' CIDRs (or the annotated range's or subnet's)
+// beside the user's nets, which are kept, with the existing operator's
+// managed-cidrs record. Calico's Go module is not imported (its API package
+// pulls in its whole client); spec.nets is a list of strings.
+
+package backends
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// The network set resources, in crd.projectcalico.org/v1 as every Calico
+// install serves them.
+const (
+	NetworkSetResource       = "networksets"
+	GlobalNetworkSetResource = "globalnetworksets"
+)
+
+// CalicoNetworkSetKinds returns the NetworkSet and GlobalNetworkSet kinds the
+// API server serves.
+func CalicoNetworkSetKinds(disc Discovery) ([]*Kind, error) {
+	served, err := Served(disc, "crd.projectcalico.org", "v1")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Kind
+	for _, k := range []struct {
+		name, resource string
+		namespaced     bool
+	}{{"NetworkSet", NetworkSetResource, true}, {"GlobalNetworkSet", GlobalNetworkSetResource, false}} {
+		v, ok := served[k.resource]
+		if !ok {
+			continue
+		}
+		out = append(out, &Kind{
+			Name: k.name, Resource: k.resource, Namespaced: k.namespaced, AllowList: true,
+			GVR:       schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: v, Resource: k.resource},
+			RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
+			Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return Strings(u, "spec", "nets") },
+			Spec: func(_ string, nets []string) (map[string]any, error) {
+				out := make([]any, len(nets))
+				for i, n := range nets {
+					out[i] = n
+				}
+				return map[string]any{"nets": out}, nil
+			},
+		})
+	}
+	return out, nil
+}

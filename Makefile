@@ -203,9 +203,10 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 	SOURCE_DATE_EPOCH=0 $(GO) run . -name pause $$args -version dev -out $(OUT)/images/pause.oci.tar
 
 # The kind smoke (its tools built cold too) runs beside go test: it waits on
-# Docker and kubelets far more than it computes, and its kubelets take turns
-# with the test world's real nodes (a lock, e2e/kind/run.sh). Its log is
-# printed when both are done.
+# Docker and kubelets far more than it computes. Its kubelets and the test
+# world's real nodes share the record of the machine's sysctls, and the test
+# that compares them waits for it (e2e/kind/run.sh, tools/world/kubelet.go).
+# Its log is printed when both are done.
 .PHONY: test
 test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~20 min warm, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/

@@ -35,10 +35,13 @@ export DOCKER_HOST
 
 docker image inspect "$NODE_IMAGE" >/dev/null 2>&1 || fail "no node image $NODE_IMAGE (make kind-node-image builds it)"
 
-# Host-global settings a kubelet inside a node changes: read once the lock
-# below is held, restored at the end.
+# Kubelets inside the nodes change host-global sysctls, as the test world's
+# real nodes do (tools/world/kubelet.go), and make test runs this smoke beside
+# go test: both keep the machine's values in $worlds/sysctls.json (whoever
+# starts first records them), and the last one out puts them back.
+worlds=/run/renumber-world
 sysctls="vm.overcommit_memory kernel.panic kernel.panic_on_oops"
-saved=""
+kubelets=""
 KUBECONFIG=$(mktemp)
 export KUBECONFIG
 cleanup() {
@@ -48,8 +51,13 @@ cleanup() {
 		"$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
 		e2e/kind/engine.sh stop
 	fi
-	local kv
-	for kv in $saved; do sysctl -qw "$kv"; done
+	if [ -n "$kubelets" ]; then
+		if ! compgen -G "/sys/fs/cgroup/pids/rn*-node*" >/dev/null && [ -f "$worlds/sysctls.json" ]; then
+			local kv
+			for kv in $(jq -r 'to_entries[] | "\(.key)=\(.value)"' "$worlds/sysctls.json"); do sysctl -qw "$kv"; done
+			rm -f "$worlds/sysctls.json"
+		fi
+	fi
 	rm -f "$KUBECONFIG"
 	exit $rc
 }
@@ -58,16 +66,22 @@ trap cleanup EXIT
 step "images"
 e2e/kind/images.sh "$CHART_VERSION"
 
-# The test world's real nodes (tools/world) change the same sysctls: they and
-# this cluster take one lock, so their kubelets never run side by side (make
-# test runs this smoke beside go test).
-mkdir -p /run/renumber-world
-exec {lock}>/run/renumber-world/kubelets.lock
+# Held for the cluster's life: worlds that end meanwhile leave the sysctls to
+# this script. A test that compares the machine's sysctls before and after
+# holds it too (world.HoldKubeletsLock): the cluster waits for it, and it for
+# the cluster.
+mkdir -p "$worlds"
+exec {lock}>"$worlds/kubelets.lock"
 if ! flock -n "$lock"; then
-	step "waiting for the test world's real nodes to finish"
+	step "waiting for a test of the machine's sysctls to finish"
 	flock "$lock"
 fi
-saved=$(for s in $sysctls; do echo "$s=$(sysctl -n "$s")"; done)
+kubelets=1
+if [ ! -f "$worlds/sysctls.json" ]; then
+	json='{}'
+	for s in $sysctls; do json=$(jq -c --arg k "$s" --arg v "$(sysctl -n "$s")" '. + {($k): $v}' <<<"$json"); done
+	echo "$json" >"$worlds/sysctls.json"
+fi
 
 step "cluster"
 "$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -138,12 +138,6 @@ type Kubelet struct {
 // startNodes starts the controller manager, the scheduler and one kubelet per
 // node, imports the images, and waits until every node is Ready.
 func (w *World) startNodes(ctx context.Context) error {
-	if err := lockKubelets(ctx); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	w.kubeletsLocked = true
-	w.mu.Unlock()
 	if err := recordSysctls(); err != nil {
 		return err
 	}
@@ -461,70 +455,68 @@ func killAll(cgroup string) {
 	}
 }
 
-// kubeletsLockFile is held while a process runs real nodes: this package's
-// worlds in one process share it, and the kind smoke (e2e/kind/run.sh) takes it
-// for its cluster's life. Kubelets of both change the same global sysctls, so
-// they never start side by side, and each puts back the values it found.
+// The kind smoke (e2e/kind/run.sh) runs kubelets too, beside go test in make
+// test, and kubelets change the same global sysctls. Both keep the machine's
+// values in sysctlsFile (whoever starts first records them), and the last one
+// out puts them back: a world leaves that to the smoke while it holds
+// kubeletsLockFile, the smoke to the worlds while any world's real nodes are
+// left.
+
+// kubeletsLockFile is held by the kind smoke for its cluster's life, and by a
+// test that compares the machine's sysctls before and after
+// (HoldKubeletsLock).
 var kubeletsLockFile = "/run/renumber-world/kubelets.lock"
 
 // kubeletsLockWait bounds the wait for the lock: the kind smoke holds it for
 // a few minutes.
 const kubeletsLockWait = 20 * time.Minute
 
-var kubelets struct {
-	sync.Mutex
-	worlds int // this process's worlds with real nodes
-	lock   *os.File
-}
-
-// lockKubelets takes the lock for this process's first world of real nodes,
-// waiting while another process (the kind smoke) holds it. The wait is not
-// the world's start: it has a bound of its own, not the caller's deadline.
-func lockKubelets(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kubeletsLockWait)
+// HoldKubeletsLock waits until the kind smoke is not running and keeps it
+// from starting until release is called.
+func HoldKubeletsLock(ctx context.Context) (release func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, kubeletsLockWait)
 	defer cancel()
-	kubelets.Lock()
-	defer kubelets.Unlock()
-	if kubelets.worlds > 0 {
-		kubelets.worlds++
-		return nil
-	}
 	if err := os.MkdirAll(filepath.Dir(kubeletsLockFile), 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	f, err := os.OpenFile(kubeletsLockFile, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			break
+			heldHere.Store(true)
+			return func() { heldHere.Store(false); f.Close() }, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			return fmt.Errorf("%s: %w", kubeletsLockFile, err)
+			return nil, fmt.Errorf("%s: %w", kubeletsLockFile, err)
 		}
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return fmt.Errorf("waiting for %s (the kind smoke runs kubelets): %w", kubeletsLockFile, ctx.Err())
+			return nil, fmt.Errorf("waiting for %s (the kind smoke runs kubelets): %w", kubeletsLockFile, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
-	kubelets.worlds, kubelets.lock = 1, f
-	return nil
 }
 
-// unlockKubelets lets the lock go when this process's last world of real
-// nodes is torn down (its sysctls put back).
-func unlockKubelets() {
-	kubelets.Lock()
-	defer kubelets.Unlock()
-	if kubelets.worlds--; kubelets.worlds == 0 {
-		kubelets.lock.Close()
-		kubelets.lock = nil
+// heldHere: this process holds the kubelets lock (HoldKubeletsLock).
+var heldHere atomic.Bool
+
+// kindRunning reports whether another process - the kind smoke - holds the
+// kubelets lock now.
+func kindRunning() bool {
+	if heldHere.Load() {
+		return false
 	}
+	f, err := os.Open(kubeletsLockFile)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) != nil
 }
 
 // sysctlsFile keeps the machine's own values of kubeletSysctls while any world
@@ -554,10 +546,13 @@ func recordSysctls() error {
 }
 
 // restoreSysctls puts the machine's values back once no world's real nodes
-// are left (no cgroup root of one in any hierarchy).
+// are left (no cgroup root of one in any hierarchy) and no kind smoke runs.
 func restoreSysctls() {
 	if left, _ := filepath.Glob("/sys/fs/cgroup/pids/rn*-node*"); len(left) > 0 {
 		return
+	}
+	if kindRunning() {
+		return // the kind smoke puts them back when it ends
 	}
 	b, err := os.ReadFile(sysctlsFile)
 	if err != nil {

@@ -8,16 +8,16 @@ import (
 	"time"
 )
 
-// TestRealNodesTakeTurnsWithTheKindSmoke: while another process (the kind
-// smoke, e2e/kind/run.sh) holds the kubelets lock, the first world of real
-// nodes waits for it; the worlds of one process share it, and the last one to
-// close lets it go.
-func TestRealNodesTakeTurnsWithTheKindSmoke(t *testing.T) {
+// TestATestOfTheMachinesSysctlsWaitsForTheKindSmoke: while the kind smoke
+// (e2e/kind/run.sh, flock(1) on its own open file) holds the kubelets lock,
+// HoldKubeletsLock waits; once it holds the lock, the smoke cannot start
+// until it is released. A world ending while the smoke runs leaves the
+// sysctls to it.
+func TestATestOfTheMachinesSysctlsWaitsForTheKindSmoke(t *testing.T) {
 	saved := kubeletsLockFile
 	kubeletsLockFile = filepath.Join(t.TempDir(), "kubelets.lock")
 	t.Cleanup(func() { kubeletsLockFile = saved })
 
-	// The kind smoke: its own open file, as flock(1) in run.sh holds it.
 	smoke, err := os.OpenFile(kubeletsLockFile, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -27,31 +27,36 @@ func TestRealNodesTakeTurnsWithTheKindSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	locked := make(chan error, 1)
-	go func() { locked <- lockKubelets(t.Context()) }()
+	if !kindRunning() {
+		t.Error("a world ending now would put the sysctls back under the smoke's kubelets")
+	}
+	type held struct {
+		release func()
+		err     error
+	}
+	got := make(chan held, 1)
+	go func() { r, err := HoldKubeletsLock(t.Context()); got <- held{r, err} }()
 	select {
-	case err := <-locked:
-		t.Fatalf("a world of real nodes started while the kind smoke held the lock (err %v)", err)
-	case <-time.After(1500 * time.Millisecond): // lockKubelets polls each second
+	case h := <-got:
+		t.Fatalf("the lock was taken while the kind smoke held it (err %v)", h.err)
+	case <-time.After(1500 * time.Millisecond): // HoldKubeletsLock polls each second
 	}
 	if err := syscall.Flock(int(smoke.Fd()), syscall.LOCK_UN); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-locked; err != nil {
-		t.Fatalf("after the smoke let go: %v", err)
-	}
-
-	// A second world of this process shares the lock without waiting.
-	if err := lockKubelets(t.Context()); err != nil {
-		t.Fatal(err)
+	h := <-got
+	if h.err != nil {
+		t.Fatalf("after the smoke let go: %v", h.err)
 	}
 	tryLock := func() error { return syscall.Flock(int(smoke.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) }
-	unlockKubelets()
 	if err := tryLock(); err == nil {
-		t.Fatal("the kind smoke got the lock while a world of real nodes still ran")
+		t.Fatal("the kind smoke got the lock while the test held it")
 	}
-	unlockKubelets()
+	if kindRunning() {
+		t.Error("the test's own hold reads as the kind smoke's: its worlds would never put the sysctls back")
+	}
+	h.release()
 	if err := tryLock(); err != nil {
-		t.Fatalf("the lock is still held after the last world closed: %v", err)
+		t.Fatalf("the lock is still held after release: %v", err)
 	}
 }

@@ -57,16 +57,14 @@ type World struct {
 	// (the benchmarks set the shipped Deployment's, ShippedWriterEnv).
 	WriterEnv []string
 
-	kubelets bool
-	// kubeletsLocked: this world holds a share of the kubelets lock (startNodes).
-	kubeletsLocked bool
-	apiServer      string // Options.APIServer
-	closed         bool
-	log            io.Writer
-	repo           string
-	mu             sync.Mutex
-	state          state
-	procs          []*exec.Cmd
+	kubelets  bool
+	apiServer string // Options.APIServer
+	closed    bool
+	log       io.Writer
+	repo      string
+	mu        sync.Mutex
+	state     state
+	procs     []*exec.Cmd
 }
 
 // state is what teardown needs, kept on disk so `world down` can clean up after a
@@ -205,12 +203,8 @@ func (w *World) Close() {
 	w.mu.Lock()
 	st := w.state
 	st.PIDs = nil
-	locked := w.kubeletsLocked
 	w.mu.Unlock()
 	teardown(st)
-	if locked {
-		unlockKubelets()
-	}
 	if os.Getenv("WORLD_KEEP") == "" { // WORLD_KEEP=1 keeps the logs of a failed test to read
 		_ = os.RemoveAll(w.Dir)
 	}

@@ -303,6 +303,13 @@ func TestRealNodesDoNotCollideAndCleanUp(t *testing.T) {
 		}
 		t.Skipf("real nodes unavailable: %v", err)
 	}
+	// The kind smoke of make test runs kubelets beside go test: not during
+	// this comparison.
+	release, err := world.HoldKubeletsLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	sysctls := func() string {
 		var out []string
 		for _, f := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {

@@ -160,6 +160,13 @@ var examples = map[string]example{
 		return slices.Equal(got, both(cur, draining, public)) && len(ads) == 1 && u.GetLabels()["advertise"] == "bgp",
 			fmt.Sprintf("blocks %q advertisements %v", got, ads)
 	}},
+	"delegation.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		// The /64 number 3 of the /56 the advertised /64 is part of.
+		third := func(p netip.Prefix) string { return nth(netip.PrefixFrom(p.Addr(), 56).Masked(), 3, 64).String() }
+		got := blocks(t, w, "services")
+		_, err := w.API.Dynamic.Resource(advertGVR).Get(t.Context(), "home-services", metav1.GetOptions{})
+		return slices.Equal(got, both(cur, draining, third)) && err == nil, fmt.Sprintf("blocks %q, advertisement: %v", got, err)
+	}},
 	"dhcpv6-pd.yaml": {
 		delegated: true,
 		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
@@ -181,6 +188,15 @@ var examples = map[string]example{
 			return slices.Equal(lan, wantLAN) && slices.Equal(svc, wantSvc), fmt.Sprintf("home-lan %q, home-services %q", lan, svc)
 		},
 	},
+	"network-policy.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+		var blocks []string
+		for _, p := range both(cur, draining, netip.Prefix.String) {
+			blocks = append(blocks, p+" except "+strings.TrimSuffix(p, "::/64")+"::ff00/120")
+		}
+		got := policyPeers(getIn(t, w, networkPolicyGVR, "default", "home-lan"))
+		want := "ingress[0]: 192.168.1.0/24, " + strings.Join(blocks, ", ") + " (1 ports)"
+		return got == want, fmt.Sprintf("%s, want %s", got, want)
+	}},
 	"cidr-groups.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
 		got := cidrs(t, w, "home-lan")
 		want := append([]string{"192.168.1.0/24"}, both(cur, draining, netip.Prefix.String)...)

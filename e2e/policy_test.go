@@ -137,6 +137,16 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"metadata": map[string]any{"name": "feed", "labels": map[string]any{"feed": "blocklist"}},
 		"spec":     map[string]any{"nets": []any{"203.0.113.0/24", "2001:db8:1::/64"}},
 	})
+	for name, ann := range map[string]map[string]any{"lan": {"dynamic-prefix.io/name": "home"}, "free": nil} {
+		apply(t, w, networkPolicyGVR, map[string]any{
+			"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+			"metadata": map[string]any{"name": name, "namespace": "default", "annotations": ann},
+			"spec": map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Ingress", "Egress"},
+				"ingress": []any{map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": "2001:db8:1::/64"}},
+					map[string]any{"podSelector": map[string]any{}}}, "ports": []any{map[string]any{"port": int64(80)}}}},
+				"egress": []any{map[string]any{"to": []any{map[string]any{"ipBlock": map[string]any{"cidr": "2001:db8:1::/64"}}}}}},
+		})
+	}
 	// A pool that follows nothing: its entries can go, no more come.
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
@@ -243,6 +253,9 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"an entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`},
 		"a network set's nets and record":             {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64,2001:db8:2::/64"}},"spec":{"nets":["10.0.0.0/8","2001:db8:1::/64","2001:db8:2::/64"]}}`},
 		"a net out of a set that follows nothing":     {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["203.0.113.0/24"]}}`},
+		"a policy's ipBlocks and record": {networkPolicyGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:2::/64,2001:db8:1::/64"}},` +
+			`"spec":{"ingress":[{"from":[{"podSelector":{}},{"ipBlock":{"cidr":"2001:db8:2::/64","except":["2001:db8:2::/120"]}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}],` +
+			`"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:2::/64"}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}]}]}}`},
 	}
 	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if err := do(allowed[name]); err != nil {
@@ -285,6 +298,12 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a network set's label":                          {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
 		"a network set's name annotation":                {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
 		"a network set deleted":                          {networkSetGVR, "default", "lan", "delete"},
+		"a policy's port":                                {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"podSelector":{}}],"ports":[{"port":22}]}]}}`},
+		"a policy's selector peer removed":               {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}]}}`},
+		"a policy rule emptied":                          {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[]}]}}`},
+		"a policy rule added":                            {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}]},{"ports":[{"port":53}]}]}}`},
+		"a policy's pods":                                {networkPolicyGVR, "default", "lan", `{"spec":{"podSelector":{"matchLabels":{"app":"none"}}}}`},
+		"an ipBlock into a policy that follows nothing":  {networkPolicyGVR, "default", "free", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"ipBlock":{"cidr":"2001:db8:2::/64"}}]}]}}`},
 		"a sibling without its DynamicPrefix":            {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 	}
 	if byValue {
@@ -294,6 +313,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			"a pool range reaching outside":            {poolGVR, "", "lb", `{"spec":{"blocks":[{"start":"2001:db8:1::1","stop":"2001:db8:bad::1"}]}}`},
 			"a CIDR group's CIDR outside the prefixes": {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["2001:db8::/32"]}}`},
 			"a network set's net outside the prefixes": {networkSetGVR, "default", "lan", `{"spec":{"nets":["10.0.0.0/8","::/0"]}}`},
+			"a policy ipBlock outside the prefixes":    {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"::/0"}}]}]}}`},
 			"a MetalLB range outside the prefixes":     {addressPools, "default", "mlb", `{"spec":{"addresses":["2001:db8:bad::10-2001:db8:bad::20"]}}`},
 			"a Calico pool's CIDR outside":             {ipPools, "", "user", `{"spec":{"cidr":"2001:db8:bad::/64"}}`},
 			"a sibling outside the prefixes":           {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},

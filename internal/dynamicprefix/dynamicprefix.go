@@ -55,6 +55,11 @@ type RouterAdvertisement struct {
 	// TrustedRouters: agents believe only RAs from these link-local sources
 	// (enforced by the agents; the digest carries no routers).
 	TrustedRouters []string `json:"trustedRouters,omitempty"`
+	// DelegatedPrefixLength (renumber addition): the length of the delegation
+	// the advertised prefix is part of (e.g. 56 when the ISP delegates a /56
+	// and the router advertises one /64 of it). Subnets and address ranges
+	// are then carved from the delegation, not only from the /64 on the link.
+	DelegatedPrefixLength *int `json:"delegatedPrefixLength,omitempty"`
 }
 
 type DHCPv6PD struct {

@@ -62,9 +62,12 @@ const (
 )
 
 var (
-	groupGVR   = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumcidrgroups"}
-	metallbGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
-	calicoGVR  = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
+	groupGVR            = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumcidrgroups"}
+	metallbGVR          = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	calicoGVR           = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
+	networkSetGVR       = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "networksets"}
+	globalNetworkSetGVR = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "globalnetworksets"}
+	networkPolicyGVR    = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
 )
 
 // runBurst runs the burst with the shipped budget, then without free
@@ -134,7 +137,7 @@ func burstRun(ctx context.Context, writerArgs ...string) (*burst, error) {
 		}
 	}()
 
-	b := &burst{At: time.Now().UTC().Format(time.RFC3339), Renumberings: burstRenumberings, Objects: 5 + burstHA, WritesPer: map[string]float64{}}
+	b := &burst{At: time.Now().UTC().Format(time.RFC3339), Renumberings: burstRenumberings, Objects: 8 + burstHA, WritesPer: map[string]float64{}}
 	start := time.Now()
 	m, err := w.API.Mark(ctx)
 	if err != nil {
@@ -237,6 +240,16 @@ func burstWorkload(ctx context.Context, w *world.World) error {
 		{metallbGVR, map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
 			"metadata": map[string]any{"name": "home", "namespace": "metallb-system", "annotations": home},
 			"spec":     map[string]any{"addresses": []any{"192.0.2.10-192.0.2.20"}}}},
+		{networkSetGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "NetworkSet",
+			"metadata": map[string]any{"name": "lan", "namespace": "default", "annotations": home},
+			"spec":     map[string]any{"nets": []any{"198.51.100.0/24"}}}},
+		{globalNetworkSetGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "GlobalNetworkSet",
+			"metadata": map[string]any{"name": "lan", "annotations": home},
+			"spec":     map[string]any{"nets": []any{"198.51.100.0/24"}}}},
+		{networkPolicyGVR, map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+			"metadata": map[string]any{"name": "lan", "namespace": "default", "annotations": home},
+			"spec": map[string]any{"podSelector": map[string]any{}, "ingress": []any{map[string]any{"from": []any{
+				map[string]any{"ipBlock": map[string]any{"cidr": fresh(0).String()}}, map[string]any{"podSelector": map[string]any{}}}}}}}},
 		{calicoGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "metadata": map[string]any{"name": "home-v6", "annotations": home},
 			"spec": map[string]any{"cidr": "2001:db8:ffff::/64", "blockSize": 122}}},
 		{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -295,6 +308,9 @@ func missing(ctx context.Context, w *world.World, p netip.Prefix, base string) s
 	addrs, _, _ := unstructured.NestedStringSlice(get(metallbGVR, "metallb-system", "home").Object, "spec", "addresses")
 	cidr, _, _ := unstructured.NestedString(get(calicoGVR, "", "home-v6").Object, "spec", "cidr")
 	cm, _, _ := unstructured.NestedString(get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "kube-system", "kubevip").Object, "data", "cidr-global")
+	set, _, _ := unstructured.NestedStringSlice(get(networkSetGVR, "default", "lan").Object, "spec", "nets")
+	global, _, _ := unstructured.NestedStringSlice(get(globalNetworkSetGVR, "", "lan").Object, "spec", "nets")
+	rules, _, _ := unstructured.NestedSlice(get(networkPolicyGVR, "default", "lan").Object, "spec", "ingress")
 	switch {
 	case len(lb) < 2 || !strings.HasPrefix(lb[1], base+":d000::"):
 		return fmt.Sprintf("pool lb %q", lb)
@@ -306,6 +322,12 @@ func missing(ctx context.Context, w *world.World, p netip.Prefix, base string) s
 		return "IPPool home-v6 " + cidr
 	case !strings.Contains(cm, p.String()):
 		return "kube-vip " + cm
+	case !slices.Contains(set, p.String()):
+		return fmt.Sprintf("NetworkSet %q", set)
+	case !slices.Contains(global, p.String()):
+		return fmt.Sprintf("GlobalNetworkSet %q", global)
+	case len(rules) != 1 || !strings.Contains(fmt.Sprint(rules[0]), p.String()):
+		return fmt.Sprintf("NetworkPolicy %v", rules)
 	}
 	for i := range burstHA {
 		s, err := w.API.Client.CoreV1().Services("default").Get(ctx, fmt.Sprintf("ha-%d", i), metav1.GetOptions{})
@@ -325,7 +347,7 @@ func missing(ctx context.Context, w *world.World, p netip.Prefix, base string) s
 
 func writeBurst(b *strings.Builder, r *burst) {
 	fmt.Fprintf(b, "\n## Renumbering burst (%d renumberings in %.0f s, measured %s)\n\n", r.Renumberings, r.Seconds, r.At)
-	fmt.Fprintf(b, "A renumbering every %s with the shipped write budget, %d objects following one DynamicPrefix (a Cilium pool, a CIDR group, a MetalLB pool, a Calico IPPool with its draining sibling, the kube-vip ConfigMap, %d HA Services, one of them on kube-vip) and another client reverting a further pool twice a second.\n\n", burstEvery, r.Objects, burstHA)
+	fmt.Fprintf(b, "A renumbering every %s with the shipped write budget, %d objects following one DynamicPrefix (a Cilium pool, a CIDR group, a MetalLB pool, a Calico IPPool with its draining sibling, a Calico NetworkSet and GlobalNetworkSet, a NetworkPolicy, the kube-vip ConfigMap, %d HA Services, one of them on kube-vip) and another client reverting a further pool twice a second.\n\n", burstEvery, r.Objects, burstHA)
 	fmt.Fprintf(b, "| | p50 | p99 |\n|---|---|---|\n| router reconfigured -> every object holds the new prefix | %.0f ms | %.0f ms |\n\n",
 		percentile(r.LatencyMS, 50), percentile(r.LatencyMS, 99))
 	var keys []string

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/handover"
@@ -104,7 +103,7 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		return fmt.Errorf("listing Services: %w", err)
 	}
 	for _, s := range svcs.Items {
-		if s.Annotations[dynamicprefix.AnnotationName] == "" {
+		if _, role := backends.ServiceFollows(&s); role == backends.None {
 			continue
 		}
 		patch := handover.Service(s.Annotations, strings.Split(*keys, ","))
@@ -181,7 +180,8 @@ func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Inte
 	}
 	for i := range adverts.Items {
 		ours := &adverts.Items[i]
-		back := handover.Advertisement(ours, byName[ours.GetLabels()[dynamicprefix.AnnotationName]])
+		dp, _ := backends.AdvertisementFollows(ours)
+		back := handover.Advertisement(ours, byName[dp])
 		if back == nil {
 			continue
 		}

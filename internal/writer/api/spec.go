@@ -46,8 +46,11 @@ type Model struct {
 	Quorum               int // nodes that must report a prefix as preferred (at least 1)
 	MaxHistory           int // earlier prefixes kept in status.history (1..10)
 	HA                   bool
-	Ranges               []Range
-	Subnets              []Subnet
+	// Delegated is the length of the delegation an advertised prefix is part
+	// of (routerAdvertisement.delegatedPrefixLength; 0: the prefix itself).
+	Delegated int
+	Ranges    []Range
+	Subnets   []Subnet
 	// Err says what is wrong with the spec whatever the prefix (unparsable
 	// suffixes or allowed prefixes); nil when nothing is. Whether a range or
 	// subnet fits a prefix is known only once there is one (Check).
@@ -76,6 +79,16 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 	a := s.Acquisition
 	if ra := a.RouterAdvertisement; ra != nil {
 		m.Interface, m.RA = ra.Interface, ra.Followed()
+		if l := ra.DelegatedPrefixLength; l != nil {
+			switch {
+			case *l < 16 || *l > 64:
+				errs = append(errs, fmt.Errorf("routerAdvertisement: delegatedPrefixLength %d is not from 16 to 64", *l))
+			case a.DHCPv6PD != nil:
+				errs = append(errs, errors.New("routerAdvertisement: delegatedPrefixLength is for Router Advertisements alone: with dhcpv6pd the prefix followed is the delegation"))
+			default:
+				m.Delegated = *l
+			}
+		}
 	}
 	if pd := a.DHCPv6PD; pd != nil {
 		m.DHCPv6PD, m.PDInterface = true, pd.Interface
@@ -148,15 +161,23 @@ func (m Model) Accept(p netip.Prefix) string {
 	if m.MaxLength > 0 && p.Bits() > m.MaxLength {
 		return fmt.Sprintf("longer than maxPrefixLength /%d", m.MaxLength)
 	}
-	if m.Allowed != nil {
-		for _, a := range m.Allowed {
-			if a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
-				return ""
-			}
-		}
+	if !m.allowed(p) {
 		return "outside allowedPrefixes"
 	}
 	return ""
+}
+
+// allowed reports whether p lies inside allowedPrefixes (if any are set).
+func (m Model) allowed(p netip.Prefix) bool {
+	if m.Allowed == nil {
+		return true
+	}
+	for _, a := range m.Allowed {
+		if a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // Counts reports whether a prefix a node saw on link, from src, is a report
@@ -176,7 +197,18 @@ func (m Model) Follows(link string) bool {
 	return m.Counts(link, digest.SourceRA) || m.Counts(link, digest.SourcePD)
 }
 
-// Range returns the first and last address of the named range on p.
+// Delegation is the delegation p is part of: p shortened to
+// delegatedPrefixLength, or p itself when none is stated (or p is no longer).
+// Address ranges and subnets are carved from it.
+func (m Model) Delegation(p netip.Prefix) netip.Prefix {
+	if m.Delegated == 0 || !p.IsValid() || p.Bits() <= m.Delegated {
+		return p
+	}
+	return netip.PrefixFrom(p.Addr(), m.Delegated).Masked()
+}
+
+// Range returns the first and last address of the named range on p's
+// delegation.
 func (m Model) Range(name string, p netip.Prefix) (first, last netip.Addr, err error) {
 	i := m.rangeIndex(name)
 	if i < 0 {
@@ -186,6 +218,7 @@ func (m Model) Range(name string, p netip.Prefix) (first, last netip.Addr, err e
 	if !r.Start.IsValid() {
 		return first, last, fmt.Errorf("%w: address range %q: start and end must be IPv6 suffixes", ErrInvalid, r.Name)
 	}
+	p = m.Delegation(p)
 	first, last, err = SpliceRange(p, r.Start, r.End)
 	if err != nil {
 		return first, last, fmt.Errorf("%w: address range %q on %s: %w", ErrInvalid, r.Name, p, err)
@@ -193,13 +226,14 @@ func (m Model) Range(name string, p netip.Prefix) (first, last netip.Addr, err e
 	return first, last, nil
 }
 
-// Subnet returns the named subnet of p.
+// Subnet returns the named subnet of p's delegation.
 func (m Model) Subnet(name string, p netip.Prefix) (netip.Prefix, error) {
 	i := m.subnetIndex(name)
 	if i < 0 {
 		return netip.Prefix{}, fmt.Errorf("%w: DynamicPrefix %q has no subnet %q", ErrInvalid, m.Name, name)
 	}
 	s := m.Subnets[i]
+	p = m.Delegation(p)
 	sub, err := SubnetAt(p, s.Offset, s.Length)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%w: subnet %q on %s: %w", ErrInvalid, s.Name, p, err)
@@ -207,11 +241,16 @@ func (m Model) Subnet(name string, p netip.Prefix) (netip.Prefix, error) {
 	return sub, nil
 }
 
-// Check reports whether the whole spec can be used with current: Err, or the
-// first range or subnet that does not fit it.
+// Check reports whether the whole spec can be used with current: Err, a
+// delegation outside allowedPrefixes, or the first range or subnet that does
+// not fit it.
 func (m Model) Check(current netip.Prefix) error {
 	if m.Err != nil {
 		return m.Err
+	}
+	if d := m.Delegation(current); d != current && !m.allowed(d) {
+		// Subnets would be carved from outside what the user allows.
+		return fmt.Errorf("%w: the delegation %s of %s (delegatedPrefixLength %d) is outside allowedPrefixes", ErrInvalid, d, current, m.Delegated)
 	}
 	for _, r := range m.Ranges {
 		if _, _, err := m.Range(r.Name, current); err != nil {

@@ -168,11 +168,105 @@ func TestCheckDependsOnThePrefix(t *testing.T) {
 	}
 }
 
+// A /56 delegation seen as one /64 on the link: subnets and address ranges
+// are carved from the /56, whichever /64 of it the router advertises; a
+// subnet beyond the delegation is an error, never an address.
+func TestSubnetsAndRangesAreCarvedFromTheDelegation(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{
+		Acquisition:   dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(56)}},
+		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::3:0:0:0:100", End: "::3:0:0:0:1ff"}},
+		Subnets: []dynamicprefix.Subnet{
+			{Name: "third", Offset: 3, PrefixLength: 64},
+			{Name: "services", Offset: 0x50, PrefixLength: 120},
+		},
+	})
+	if m.Err != nil {
+		t.Fatal(m.Err)
+	}
+	link := netip.MustParsePrefix("2001:db8:0:12::/64")
+	if got := m.Delegation(link).String(); got != "2001:db8::/56" {
+		t.Errorf("Delegation = %s, want 2001:db8::/56", got)
+	}
+	if sub, err := m.Subnet("third", link); err != nil || sub.String() != "2001:db8:0:3::/64" {
+		t.Errorf("Subnet(third) = %v %v, want 2001:db8:0:3::/64", sub, err)
+	}
+	if sub, err := m.Subnet("services", link); err != nil || sub.String() != "2001:db8::5000/120" {
+		t.Errorf("Subnet(services) = %v %v, want 2001:db8::5000/120", sub, err)
+	}
+	first, last, err := m.Range("lb", link)
+	if err != nil || first.String() != "2001:db8:0:3::100" || last.String() != "2001:db8:0:3::1ff" {
+		t.Errorf("Range = %v %v %v", first, last, err)
+	}
+	// The ISP renumbers the /56: the same /64 number 3 of the new one.
+	if sub, _ := m.Subnet("third", netip.MustParsePrefix("2001:db8:7:12::/64")); sub.String() != "2001:db8:7:3::/64" {
+		t.Errorf("after renumbering: %s, want 2001:db8:7:3::/64", sub)
+	}
+
+	beyond := Parse("home", dynamicprefix.Spec{
+		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(56)}},
+		Subnets:     []dynamicprefix.Subnet{{Name: "far", Offset: 256, PrefixLength: 64}},
+	})
+	if err := beyond.Check(link); !errors.Is(err, ErrInvalid) {
+		t.Errorf("the 257th /64 of a /56: Check = %v, want ErrInvalid", err)
+	}
+}
+
+// Without delegatedPrefixLength nothing changes: subnets are carved from the
+// prefix followed; a delegation is never longer than that prefix.
+func TestWithoutADelegationTheLinkPrefixIsTheDelegation(t *testing.T) {
+	link := netip.MustParsePrefix("2001:db8:0:12::/64")
+	if d := Parse("home", dynamicprefix.Spec{}).Delegation(link); d != link {
+		t.Errorf("no delegatedPrefixLength: %s", d)
+	}
+	m := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(56)}}})
+	if p := netip.MustParsePrefix("2001:db8::/48"); m.Delegation(p) != p {
+		t.Errorf("a /48 is its own delegation: %s", m.Delegation(p))
+	}
+}
+
+func TestADelegationLengthIsBoundedAndForRouterAdvertisementsAlone(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		acq  dynamicprefix.Acquisition
+	}{
+		{"too short", dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(8)}}},
+		{"longer than a /64", dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(72)}}},
+		{"with dhcpv6pd", dynamicprefix.Acquisition{
+			RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(56)},
+			DHCPv6PD:            &dynamicprefix.DHCPv6PD{Interface: "eth0"},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Parse("home", dynamicprefix.Spec{Acquisition: tt.acq})
+			if !errors.Is(m.Err, ErrInvalid) || m.Delegated != 0 {
+				t.Errorf("Err = %v, Delegated = %d", m.Err, m.Delegated)
+			}
+		})
+	}
+}
+
+// allowedPrefixes bound what subnets are carved from: a delegation reaching
+// outside them is an error, though the /64 on the link is inside.
+func TestADelegationOutsideAllowedPrefixesIsAnError(t *testing.T) {
+	m := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{
+		RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr(48)},
+		PrefixFilter:        &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:0:10::/60"}},
+	}})
+	link := netip.MustParsePrefix("2001:db8:0:12::/64")
+	if why := m.Accept(link); why != "" {
+		t.Fatalf("the link's /64 is allowed: %s", why)
+	}
+	if err := m.Check(link); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Check = %v, want ErrInvalid", err)
+	}
+}
+
 // FuzzParse: any spec the API server could hand us parses without a panic, and
 // every resolution against any prefix either works or says ErrInvalid.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"acquisition":{"routerAdvertisement":{}},"addressRanges":[{"name":"lb","start":"::f000:0:0:0","end":"::ffff:ffff:ffff:ffff"}],"subnets":[{"name":"s","offset":1,"prefixLength":112}]}`), "2001:db8::/64")
 	f.Add([]byte(`{"acquisition":{"prefixFilter":{"allowedPrefixes":["x","2001:db8::/32"]}},"subnets":[{"name":"s","offset":-1,"prefixLength":200}]}`), "2001:db8::/48")
+	f.Add([]byte(`{"acquisition":{"routerAdvertisement":{"delegatedPrefixLength":56}},"subnets":[{"name":"s","offset":3,"prefixLength":64}]}`), "2001:db8:0:12::/64")
 	f.Fuzz(func(t *testing.T, raw []byte, p string) {
 		var s dynamicprefix.Spec
 		if json.Unmarshal(raw, &s) != nil {

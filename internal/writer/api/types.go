@@ -28,7 +28,10 @@ type DynamicPrefix struct {
 }
 
 type Status struct {
-	CurrentPrefix      string                        `json:"currentPrefix,omitempty"`
+	CurrentPrefix string `json:"currentPrefix,omitempty"`
+	// DelegatedPrefix (renumber addition): the delegation the current prefix
+	// is part of, with routerAdvertisement.delegatedPrefixLength.
+	DelegatedPrefix    string                        `json:"delegatedPrefix,omitempty"`
 	PrefixSource       string                        `json:"prefixSource,omitempty"`
 	LeaseExpiresAt     *metav1.Time                  `json:"leaseExpiresAt,omitempty"`
 	ObservedGeneration int64                         `json:"observedGeneration,omitempty"`
@@ -67,6 +70,9 @@ type HistoryEntry struct {
 	// computed once at the transition.
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 	State     string       `json:"state"`
+	// DelegatedPrefix (renumber addition): the delegation Prefix is part of,
+	// with routerAdvertisement.delegatedPrefixLength.
+	DelegatedPrefix string `json:"delegatedPrefix,omitempty"`
 }
 
 // FromUnstructured converts an object read with the dynamic client.

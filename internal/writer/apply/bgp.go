@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -106,7 +105,7 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
 		ours := l[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy || backends.CiliumAdopted(live, dp, l[backends.LabelSubnet])
-		if !ours || l[dynamicprefix.AnnotationName] != dp || keep[live.GetName()] {
+		if made, _ := backends.AdvertisementFollows(live); !ours || made != dp || keep[live.GetName()] {
 			continue
 		}
 		self := write.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}
@@ -137,8 +136,7 @@ func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, b
 		}
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
-			a := u.GetAnnotations()
-			if a[dynamicprefix.AnnotationName] == dp && a[dynamicprefix.AnnotationSubnet] == subnet {
+			if f := backends.PoolFollowOf(u); f.DynamicPrefix == dp && f.Subnet == subnet {
 				return backends.Selector(u), true
 			}
 		}

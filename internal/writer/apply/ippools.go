@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
@@ -57,15 +56,15 @@ func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupV
 	want := map[string]bool{}
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		a := u.GetAnnotations()
-		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && a[dynamicprefix.AnnotationName] == "" {
+		dp, role := backends.CalicoFollows(u)
+		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && role == backends.None {
 			out = append(out, w.parent(ctx, gvr, u, m.Name, "")) // no longer follows anything
 			continue
 		}
-		if backends.CalicoSibling(u) || a[dynamicprefix.AnnotationName] != m.Name {
+		if role != backends.Follower || dp != m.Name {
 			continue
 		}
-		f := render.PoolFollow{DynamicPrefix: m.Name, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
+		f := backends.PoolFollowOf(u)
 		entries, err := render.PoolEntries(m, f, d.Pooled, render.CIDRs)
 		if err != nil {
 			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
@@ -248,7 +247,7 @@ func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.Gro
 	out := w.deleteSiblings(ctx, pools, gvr, dp, nil)
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
-		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && u.GetAnnotations()[dynamicprefix.AnnotationName] == dp {
+		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && backends.PoolFollowOf(u).DynamicPrefix == dp {
 			out = append(out, w.parent(ctx, gvr, u, dp, ""))
 		}
 	}
@@ -259,13 +258,14 @@ func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.Gro
 // sibling the existing operator created, its parent pool's annotation.
 func siblingOf(pools cache.Store, u *unstructured.Unstructured) string {
 	if !backends.CalicoAdopted(u) {
-		return u.GetLabels()[dynamicprefix.AnnotationName]
+		dp, _ := backends.CalicoFollows(u)
+		return dp
 	}
 	o, ok, _ := pools.GetByKey(backends.CalicoParent(u))
 	if !ok {
 		return ""
 	}
-	return o.(*unstructured.Unstructured).GetAnnotations()[dynamicprefix.AnnotationName]
+	return backends.PoolFollowOf(o.(*unstructured.Unstructured)).DynamicPrefix
 }
 
 // adopt points p's siblings at the siblings the existing operator created for

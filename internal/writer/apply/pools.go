@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
@@ -27,16 +27,14 @@ import (
 // poolWrite is what was written to a pool: its entries and our record.
 type poolWrite struct{ entries, record []string }
 
-// Pools writes every pool, of every kind, that follows m's DynamicPrefix:
-// allow-lists (Kind.AllowList) first, so no address is handed out in a
-// prefix an allow-list does not hold yet.
+// Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
-	for _, p := range backends.AllowListsFirst(pools) {
+	for _, p := range pools {
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
 			po, ours, err := p.Kind.Decode(u)
-			if !ours || u.GetAnnotations()[dynamicprefix.AnnotationName] != m.Name {
+			if dp, _ := p.Kind.Follows(u); !ours || dp != m.Name {
 				continue
 			}
 			if err != nil {
@@ -69,7 +67,11 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 		return write.Final(err)
 	}
 	owned := po.Record.Entries
-	if !po.Record.Present {
+	switch {
+	case po.Record.Present:
+	case k.ClaimExact:
+		owned = render.Common(po.Entries, desired)
+	default:
 		// Last written before ownership records existed: the existing
 		// operator's own rule decides what it wrote.
 		owned = render.Geometric(po.Entries, d.Managed)
@@ -94,7 +96,12 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
-	if err := patchPool(ctx, w.Client, k, po, entries, record); err != nil {
+	if err := patchPool(ctx, w.Client, k, u, po, entries, owned, record, false); err != nil {
+		if errors.Is(err, api.ErrInvalid) { // nothing to retry: the user's to fix
+			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
+			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
+			return write.Final(err)
+		}
 		return write.Transient(err)
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
@@ -139,7 +146,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	if ok, wait := w.PermitQuietly(self); !ok {
 		return write.Outcome{}, wait
 	}
-	if err := patchPool(ctx, w.Client, k, po, entries, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, u, po, entries, po.Record.Entries, nil, true); err != nil {
 		return write.Transient(err), 0
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
@@ -164,7 +171,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
 			u := o.(*unstructured.Unstructured)
-			if u.GetAnnotations()[dynamicprefix.AnnotationName] != dp {
+			if follows, _ := p.Kind.Follows(u); follows != dp {
 				continue
 			}
 			r, again := w.ReleasePool(ctx, p, api.Key(u.GetNamespace(), u.GetName()), dp)
@@ -173,7 +180,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	}
 	for _, o := range services.List() {
 		m := o.(*corev1.Service)
-		if m.Annotations[dynamicprefix.AnnotationName] == dp {
+		if following(m) == dp {
 			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
 		}
 	}
@@ -240,8 +247,17 @@ func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, 
 // legacy record keys are removed either way) with a merge patch of only those
 // fields, conditional on the resource version the entries were computed from:
 // a concurrent edit by someone else is a conflict to retry, never overwritten.
-func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, o backends.Object, entries, record []string) error {
-	spec, err := k.Spec(o.Slot, entries)
+//
+// A kind that places its entries in the live object (Kind.Place) gets it,
+// with the entries we owned before and the record to write.
+func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, live *unstructured.Unstructured, o backends.Object, entries, owned, record []string, release bool) error {
+	var spec map[string]any
+	var err error
+	if k.Place != nil {
+		spec, err = k.Place(live, owned, record, release)
+	} else {
+		spec, err = k.Spec(o.Slot, entries)
+	}
 	if err != nil {
 		return err
 	}

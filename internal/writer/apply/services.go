@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -24,7 +24,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 	var out write.Outcomes
 	if !model.HA {
 		for _, o := range services.List() {
-			if m := o.(*corev1.Service); m.Annotations[dynamicprefix.AnnotationName] == model.Name {
+			if m := o.(*corev1.Service); following(m) == model.Name {
 				out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			}
 		}
@@ -33,7 +33,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	for _, o := range services.List() {
 		m, ok := o.(*corev1.Service)
-		if !ok || m.Annotations[dynamicprefix.AnnotationName] != model.Name {
+		if !ok || following(m) != model.Name {
 			continue
 		}
 		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
@@ -86,7 +86,7 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	}
 	m := o.(*corev1.Service)
 	self := write.Object{Resource: "services", Namespace: ns, Name: name}
-	if m.Annotations[dynamicprefix.AnnotationName] != dp {
+	if following(m) != dp {
 		return write.Outcome{}
 	}
 	if err := w.tooLarge(self, m); err != nil {
@@ -162,4 +162,10 @@ func serviceRef(m *corev1.Service) *unstructured.Unstructured {
 	u.SetName(m.Name)
 	u.SetUID(m.UID)
 	return u
+}
+
+// following is the DynamicPrefix the Service follows ("" for none).
+func following(s *corev1.Service) string {
+	dp, _ := backends.ServiceFollows(s)
+	return dp
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -51,11 +49,22 @@ type Kind struct {
 	Spec func(slot string, entries []string) (map[string]any, error)
 	// Top is the object's field Spec renders ("spec" unless set).
 	Top string
+	// ClaimExact: without a record, only entries equal to one we would write
+	// are ours - never every entry inside a managed prefix, the existing
+	// operator's rule for its pools (a policy's one-host ipBlock must not
+	// become the whole prefix).
+	ClaimExact bool
+	// Place, when set, renders Top from the live object rather than Spec from
+	// entries alone (a NetworkPolicy's entries live in its rules): owned are
+	// the entries written before, record those to write now; release says the
+	// object is being let go.
+	Place func(live *unstructured.Unstructured, owned, record []string, release bool) (map[string]any, error)
 	// AllowList: the kind's objects admit traffic from their entries (CIDR
-	// groups, network sets) rather than hand addresses out. A pass writes
-	// them before any pool, so a prefix is in every allow-list before any
-	// address in it is, and leaves them last (when its draining ends, with
-	// the pools).
+	// groups, network sets, NetworkPolicies) rather than hand addresses out.
+	// A pass writes them before anything else, and writes nothing else while
+	// one of them could not be written, so a prefix is in every allow-list
+	// before any address in it is; they lose it when its draining ends, in
+	// the pass the pools do.
 	AllowList bool
 }
 
@@ -84,21 +93,17 @@ type Cached struct {
 	Store cache.Store
 }
 
-// AllowListsFirst orders pools for a pass: the allow-list kinds first, the
-// others after, each in the order given.
-func AllowListsFirst(pools []Cached) []Cached {
-	out := slices.Clone(pools)
-	slices.SortStableFunc(out, func(a, b Cached) int {
-		switch {
-		case a.Kind.AllowList == b.Kind.AllowList:
-			return 0
-		case a.Kind.AllowList:
-			return -1
-		default:
-			return 1
+// SplitAllowLists parts pools into the allow-list kinds and the others, each
+// in the order given: a pass writes the allow-lists first.
+func SplitAllowLists(pools []Cached) (allow, others []Cached) {
+	for _, p := range pools {
+		if p.Kind.AllowList {
+			allow = append(allow, p)
+		} else {
+			others = append(others, p)
 		}
-	})
-	return out
+	}
+	return allow, others
 }
 
 // Object is one pool-like object, backend-neutral.
@@ -162,8 +167,8 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 			rec, hasRecord = ann[legacy]
 		}
 	}
-	name := ann[dynamicprefix.AnnotationName]
-	if name == "" && !hasRecord {
+	follow := PoolFollowOf(u)
+	if follow.DynamicPrefix == "" && !hasRecord {
 		return Object{}, false, nil
 	}
 	slot, form := "", k.Form
@@ -180,11 +185,7 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	return Object{
 		Slot: slot, Form: form,
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
-		Follow: render.PoolFollow{
-			DynamicPrefix: name,
-			AddressRange:  ann[dynamicprefix.AnnotationAddressRange],
-			Subnet:        ann[dynamicprefix.AnnotationSubnet],
-		},
+		Follow:  follow,
 		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),
 		RecordValue: rec, RecordFrom: from,
 	}, true, nil
@@ -201,10 +202,10 @@ func (k *Kind) Slim(o any) (any, error) {
 		return o, nil
 	}
 	u.SetManagedFields(nil)
-	ann := u.GetAnnotations()
-	if ann[dynamicprefix.AnnotationName] != "" {
+	if _, role := k.Follows(u); role != None {
 		return u, nil
 	}
+	ann := u.GetAnnotations()
 	for _, key := range append([]string{k.RecordKey}, k.LegacyRecordKeys...) {
 		if _, ok := ann[key]; ok {
 			return u, nil

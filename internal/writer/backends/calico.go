@@ -108,10 +108,9 @@ func RenderCalico(parent *unstructured.Unstructured, dp string, entries []string
 		}
 		spec["cidr"], spec["disabled"] = e, true
 		plan.Siblings = append(plan.Siblings, CalicoPool{
-			Name: CalicoSiblingName(parent.GetName(), e),
-			Labels: map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.GetName(),
-				dynamicprefix.AnnotationName: dp},
-			Spec: spec,
+			Name:   CalicoSiblingName(parent.GetName(), e),
+			Labels: MadeFor(dp, map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.GetName()}),
+			Spec:   spec,
 		})
 	}
 	return plan

@@ -107,18 +107,20 @@ func TestAPassWritesAllowListsBeforePools(t *testing.T) {
 	cilium, _, _ := DiscoverCilium(servedList{"cilium.io/v2": {PoolResource, "ciliumcidrgroups"}})
 	metallb, _ := MetalLBKinds(servedList{"metallb.io/v1beta1": {MetalLBResource}})
 	var pools []Cached
-	for _, k := range slices.Concat(cilium, metallb, sets) {
+	for _, k := range slices.Concat(cilium, metallb, sets, []*Kind{NetworkPolicyKind()}) {
 		pools = append(pools, Cached{Kind: k})
 	}
-	var got []string
-	for _, p := range AllowListsFirst(pools) {
-		got = append(got, p.Kind.Name)
+	names := func(cs []Cached) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Kind.Name)
+		}
+		return out
 	}
-	want := []string{"CiliumCIDRGroup", "NetworkSet", "GlobalNetworkSet", "CiliumLoadBalancerIPPool", "IPAddressPool"}
-	if !slices.Equal(got, want) {
-		t.Errorf("a pass writes %q, want %q", got, want)
+	allow, others := SplitAllowLists(pools)
+	if got, want := names(allow), []string{"CiliumCIDRGroup", "NetworkSet", "GlobalNetworkSet", "NetworkPolicy"}; !slices.Equal(got, want) {
+		t.Errorf("allow-lists %q, want %q", got, want)
 	}
-	if pools[0].Kind.Name != "CiliumLoadBalancerIPPool" {
-		t.Error("AllowListsFirst reordered its argument")
+	if got, want := names(others), []string{"CiliumLoadBalancerIPPool", "IPAddressPool"}; !slices.Equal(got, want) {
+		t.Errorf("the others %q, want %q", got, want)
 	}
 }

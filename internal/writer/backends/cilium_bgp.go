@@ -79,12 +79,9 @@ func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (
 		return Advertisement{}, err
 	}
 	return Advertisement{
-		Name: AdvertisementName(dp, s.Name),
-		Labels: map[string]string{
-			"advertise": "bgp", CiliumLabelManagedBy: CiliumManagedBy,
-			dynamicprefix.AnnotationName: dp, LabelSubnet: s.Name,
-		},
-		Spec: spec,
+		Name:   AdvertisementName(dp, s.Name),
+		Labels: MadeFor(dp, map[string]string{"advertise": "bgp", CiliumLabelManagedBy: CiliumManagedBy, LabelSubnet: s.Name}),
+		Spec:   spec,
 	}, nil
 }
 
@@ -97,8 +94,9 @@ func OperatorAdvertisementName(dp, subnet string) string { return "dp-" + dp + "
 // created for dp's subnet.
 func CiliumAdopted(live *unstructured.Unstructured, dp, subnet string) bool {
 	l := live.GetLabels()
+	made, _ := AdvertisementFollows(live)
 	return live.GetName() == OperatorAdvertisementName(dp, subnet) && l[CiliumLabelManagedBy] == dynamicprefix.OperatorManagedBy &&
-		l[dynamicprefix.AnnotationName] == dp && l[LabelSubnet] == subnet
+		made == dp && l[LabelSubnet] == subnet
 }
 
 // Adopt makes a the advertisement live, which the existing operator created

@@ -65,6 +65,8 @@ type fixture struct {
 	seen   map[string]string // object -> its content at the last catchUp
 	rv     int
 	writes []string // what the last sync wrote, in order (record)
+	// allowLists are further pool kinds a test adds (after the pool lb).
+	allowLists []backends.Cached
 	// published is what web's load balancer publishes in its
 	// status.loadBalancer.ingress (none until a test says).
 	published []string
@@ -73,7 +75,7 @@ type fixture struct {
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
 func (f *fixture) Services() cache.Store        { return f.svcs }
 func (f *fixture) Pools() []backends.Cached {
-	return []backends.Cached{{Kind: f.kind, Store: f.pools}}
+	return append([]backends.Cached{{Kind: f.kind, Store: f.pools}}, f.allowLists...)
 }
 func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
 	return f.bgp, bgpGVR
@@ -426,6 +428,76 @@ func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
 	if want := "PrefixChanged: following " + prefixB + " (was " + prefixA + ")"; !slices.Contains(f.events.messages, want) {
 		t.Errorf("events %q, want %q", f.events.messages, want)
 	}
+}
+
+// An allow-list the writer cannot write (the API server times out) holds
+// back every pool, Service and advertisement of the pass: nothing hands out
+// an address in a prefix an allow-list does not hold yet. The pass is
+// retried; once the allow-list takes the prefix, the rest follows.
+func TestAnAllowListNotWrittenHoldsEveryAddressBack(t *testing.T) {
+	f := converged(t, generous)
+	kinds, _, err := backends.DiscoverCilium(cidrGroups{})
+	if err != nil || len(kinds) != 2 || !kinds[1].AllowList {
+		t.Fatalf("kinds %v, %v", kinds, err)
+	}
+	groupGVR := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumcidrgroups"}
+	group := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+		"metadata": map[string]any{"name": "lan", "resourceVersion": "1", "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"192.0.2.0/24"}},
+	}}
+	if _, err := f.dyn.Resource(groupGVR).Create(t.Context(), group, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(group); err != nil {
+		t.Fatal(err)
+	}
+	f.allowLists = []backends.Cached{{Kind: kinds[1], Store: store}}
+	down := true
+	f.dyn.PrependReactor("patch", "ciliumcidrgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if down {
+			return true, nil, errors.New("the API server timed out")
+		}
+		return false, nil, nil
+	})
+
+	f.report(3, prefixB, prefixA)
+	f.writes = nil
+	if o := f.ctl.Sync(t.Context(), passHome); o.Err == nil || !o.Retry {
+		t.Fatalf("the failed allow-list write: %+v, want an error to retry", o)
+	}
+	// The failed patch is answered before record sees it: the status named
+	// B first, and says after what failed.
+	want := []string{"patch dynamicprefixes/status home", "patch dynamicprefixes/status home"}
+	if !slices.Equal(f.writes, want) {
+		t.Fatalf("with the allow-list down the pass wrote %q, want %q (no pool, no Service)", f.writes, want)
+	}
+	if !slices.ContainsFunc(f.dyn.Actions(), func(a clienttesting.Action) bool {
+		return a.GetVerb() == "patch" && a.GetResource().Resource == "ciliumcidrgroups"
+	}) {
+		t.Error("the allow-list was never tried")
+	}
+	if blocks, _ := f.pool(); slices.ContainsFunc(blocks, func(b string) bool { return strings.HasPrefix(b, "2001:db8:2:") }) {
+		t.Errorf("pool lb holds B (%q) while the allow-list does not", blocks)
+	}
+
+	down = false
+	f.catchUp()
+	got := f.ordered(passHome)
+	if len(got) < 3 || got[0] != "patch ciliumcidrgroups lan" || !slices.Contains(got, "patch ciliumloadbalancerippools lb") || !slices.Contains(got, "patch services web") {
+		t.Errorf("the retried pass wrote %q, want the allow-list first, then the pool and the Service", got)
+	}
+}
+
+// cidrGroups serves Cilium's pool and CIDR group kinds.
+type cidrGroups struct{}
+
+func (cidrGroups) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	if gv != "cilium.io/v2" {
+		return &metav1.APIResourceList{}, nil
+	}
+	return &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: backends.PoolResource}, {Name: "ciliumcidrgroups"}}}, nil
 }
 
 // When a pool write fails after the status named the new prefix, the status

@@ -17,6 +17,7 @@ import (
 func (o *Options) Flags(fs *flag.FlagSet) {
 	r := &o.Reconcile
 	fs.DurationVar(&r.Debounce, "debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
+	fs.DurationVar(&r.StatusSeen, "status-seen-wait", 2*time.Second, "after a status names a new prefix, wait up to this long for the writer's cache to show it before writing objects in the prefix (the API server's admission policy reads the status from a cache too)")
 	fs.DurationVar(&o.NodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	r.Budget.Flags(fs)
 	r.TargetKeys = render.DefaultTargetKeys

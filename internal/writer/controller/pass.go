@@ -6,10 +6,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/apply"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -88,26 +90,40 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// the status names. It is rendered with the last pass's problems,
 		// which a renumbering leaves as they were, so the status written
 		// after the pools is the same one and is not written again.
-		if render.NamesNewPrefix(dp.Status, d) {
+		if render.NamesNewPrefix(dp.Status, m, d) {
 			expect := c.problems[name]
 			expect.Spec = nil
 			var o write.Outcome
+			before := u.GetResourceVersion()
 			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
 			dp.Status = live.Status
+			c.seen(ctx, name, before)
 		}
 		pools := c.caches.Pools()
-		steps = c.write.Pools(ctx, pools, m, d)
+		allow, others := backends.SplitAllowLists(pools)
+		// Allow-lists first; while one of them could not take this pass's
+		// prefixes (it is retried), nothing hands an address out of them.
+		steps = c.write.Pools(ctx, allow, m, d)
 		if ctx.Err() != nil {
 			return write.Transient(ctx.Err())
 		}
-		ippools, gvr := c.caches.CalicoPools()
-		steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
-		steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
-		adverts, gvr := c.caches.Advertisements()
-		problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)
-		problems.BGPErr = bgp.Err()
+		if steps.Retry().Err == nil {
+			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
+			if ctx.Err() != nil {
+				return write.Transient(ctx.Err())
+			}
+			ippools, gvr := c.caches.CalicoPools()
+			steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
+			steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
+			adverts, gvr := c.caches.Advertisements()
+			problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)
+			problems.BGPErr = bgp.Err()
+		} else {
+			was := c.problems[name] // not looked at in this pass: as they were
+			problems.BGP, problems.BGPErr = was.BGP, was.BGPErr
+		}
 	}
 	problems.Pools = steps.Err()
 	if problems.Spec != nil {
@@ -184,4 +200,25 @@ func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
 	out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
 	ippools, gvr := c.caches.CalicoPools()
 	return append(out, c.ippools.Release(ctx, ippools, gvr, name)...)
+}
+
+// seen waits, up to Config.StatusSeen, until the cache shows a newer version
+// of the DynamicPrefix name than before: the status just written. The API
+// server's admission policy judges the writes that follow by the status it
+// reads from a cache of its own (policy-values.yaml); a pool write sent before
+// that cache has the new prefix is refused (measured: a NetworkSet write 10 ms
+// after the status). The writer's own cache is fed by the same watch.
+func (c *Controller) seen(ctx context.Context, name, before string) {
+	if c.cfg.StatusSeen <= 0 {
+		return
+	}
+	deadline := time.Now().Add(c.cfg.StatusSeen)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if o, ok, _ := c.caches.DynamicPrefixes().GetByKey(name); ok {
+			if m, err := meta.Accessor(o); err == nil && m.GetResourceVersion() != before {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -62,6 +62,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
 		sets, err4 := backends.CalicoNetworkSetKinds(cl.Discovery)
 		pools = append(pools, sets...)
+		pools = append(pools, backends.NetworkPolicyKind())
 		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3, err4)
 	}
 	p := &Pipeline{}

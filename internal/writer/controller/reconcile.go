@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -66,6 +65,9 @@ type Config struct {
 	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
 	// never.
 	L2Nudge func() bool
+	// StatusSeen bounds the wait, after a status names a new prefix, for the
+	// cache to show it before objects get the prefix (0: no wait).
+	StatusSeen time.Duration
 	// Plan, when set, makes the controller a shadow (writer --dry-run): each
 	// pass records the writes it would make there and sends none; it is run
 	// with Lead without ever leading.
@@ -161,8 +163,8 @@ func (c *Controller) KindsChanged() { c.enqueueAll(0) }
 // CalicoPoolChanged queues a pass over the DynamicPrefix a Calico IPPool
 // names (the user's annotation, or our sibling's label).
 func (c *Controller) CalicoPoolChanged(u *unstructured.Unstructured) {
-	c.enqueue(u.GetAnnotations()[dynamicprefix.AnnotationName], 0)
-	c.enqueue(u.GetLabels()[dynamicprefix.AnnotationName], 0)
+	dp, _ := backends.CalicoFollows(u)
+	c.enqueue(dp, 0)
 }
 
 // CiliumChanged queues a pass over every DynamicPrefix: whether Services need
@@ -171,7 +173,8 @@ func (c *Controller) CiliumChanged() { c.enqueueAll(0) }
 
 // AdvertisementChanged queues a pass over the DynamicPrefix owning u.
 func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
-	c.enqueue(u.GetLabels()[dynamicprefix.AnnotationName], 0)
+	dp, _ := backends.AdvertisementFollows(u)
+	c.enqueue(dp, 0)
 }
 
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
@@ -181,7 +184,8 @@ func (c *Controller) PoolChanged(k *backends.Kind, u *unstructured.Unstructured)
 	switch {
 	case !ours:
 	case err != nil: // garbled entries: the pass over its DynamicPrefix reports them
-		c.enqueue(u.GetAnnotations()[dynamicprefix.AnnotationName], 0)
+		dp, _ := k.Follows(u)
+		c.enqueue(dp, 0)
 	case obj.Follow.DynamicPrefix != "":
 		c.enqueue(obj.Follow.DynamicPrefix, 0)
 		if c.cfg.Plan != nil { // a release it planned before is planned no more
@@ -195,7 +199,7 @@ func (c *Controller) PoolChanged(k *backends.Kind, u *unstructured.Unstructured)
 // ServiceChanged queues a pass over the DynamicPrefix the Service follows, or
 // its release when it follows none but carries our records.
 func (c *Controller) ServiceChanged(m *corev1.Service) {
-	name := m.Annotations[dynamicprefix.AnnotationName]
+	name, _ := backends.ServiceFollows(m)
 	c.enqueue(name, 0)
 	_, ips := m.Annotations[render.AnnotationManagedIPs]
 	_, targets := m.Annotations[render.AnnotationManagedTarget]

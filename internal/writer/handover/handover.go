@@ -121,11 +121,11 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out.SetAPIVersion(u.GetAPIVersion())
 	out.SetKind(u.GetKind())
 	out.SetName(parent + "-" + hex.EncodeToString(sum[:])[:8])
-	out.SetLabels(map[string]string{
+	dp, _ := backends.CalicoFollows(u)
+	out.SetLabels(backends.MadeFor(dp, map[string]string{
 		backends.CalicoLabelManagedBy: dynamicprefix.OperatorManagedBy,
 		backends.LabelParentPool:      parent,
-		dynamicprefix.AnnotationName:  u.GetLabels()[dynamicprefix.AnnotationName],
-	})
+	}))
 	return out
 }
 
@@ -136,7 +136,8 @@ func Sibling(u *unstructured.Unstructured) *unstructured.Unstructured {
 // routes are advertised throughout.
 func Advertisement(u, dp *unstructured.Unstructured) *unstructured.Unstructured {
 	l := u.GetLabels()
-	name, subnet := l[dynamicprefix.AnnotationName], l[backends.LabelSubnet]
+	name, _ := backends.AdvertisementFollows(u)
+	subnet := l[backends.LabelSubnet]
 	if l[backends.CiliumLabelManagedBy] != backends.CiliumManagedBy || name == "" || subnet == "" || dp == nil || dp.GetName() != name {
 		return nil
 	}
@@ -145,7 +146,7 @@ func Advertisement(u, dp *unstructured.Unstructured) *unstructured.Unstructured 
 	out.SetAPIVersion(u.GetAPIVersion())
 	out.SetKind(u.GetKind())
 	out.SetName(backends.OperatorAdvertisementName(name, subnet))
-	out.SetLabels(map[string]string{backends.CiliumLabelManagedBy: dynamicprefix.OperatorManagedBy, dynamicprefix.AnnotationName: name, backends.LabelSubnet: subnet})
+	out.SetLabels(backends.MadeFor(name, map[string]string{backends.CiliumLabelManagedBy: dynamicprefix.OperatorManagedBy, backends.LabelSubnet: subnet}))
 	yes := true
 	out.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dp.GetAPIVersion(), Kind: dp.GetKind(), Name: dp.GetName(), UID: dp.GetUID(),
 		Controller: &yes, BlockOwnerDeletion: &yes}})

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/write"
@@ -47,28 +46,28 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 	for _, pool := range c.Pools() {
 		for _, o := range pool.Store.List() {
 			u := o.(*unstructured.Unstructured)
-			follow(u.GetAnnotations()[dynamicprefix.AnnotationName], pool.Kind.Name, pool.Kind.Resource, u)
+			dp, _ := pool.Kind.Follows(u)
+			follow(dp, pool.Kind.Name, pool.Kind.Resource, u)
 		}
 	}
 	if ippools, _ := c.CalicoPools(); ippools != nil {
 		for _, o := range ippools.List() {
 			u := o.(*unstructured.Unstructured)
-			dp := u.GetAnnotations()[dynamicprefix.AnnotationName]
-			if backends.CalicoSibling(u) {
-				dp = u.GetLabels()[dynamicprefix.AnnotationName]
-			}
+			dp, _ := backends.CalicoFollows(u)
 			follow(dp, "Calico IPPool", backends.CalicoResource, u)
 		}
 	}
 	if adverts, _ := c.Advertisements(); adverts != nil {
 		for _, o := range adverts.List() {
 			u := o.(*unstructured.Unstructured)
-			follow(u.GetLabels()[dynamicprefix.AnnotationName], "CiliumBGPAdvertisement", "ciliumbgpadvertisements", u)
+			dp, _ := backends.AdvertisementFollows(u)
+			follow(dp, "CiliumBGPAdvertisement", "ciliumbgpadvertisements", u)
 		}
 	}
 	for _, o := range c.Services().List() {
 		s := o.(*corev1.Service)
-		follow(s.Annotations[dynamicprefix.AnnotationName], "Service", "services", s)
+		dp, _ := backends.ServiceFollows(s)
+		follow(dp, "Service", "services", s)
 	}
 	return in
 }

@@ -65,6 +65,9 @@ type DynamicPrefix struct {
 	Name    string `json:"name"`
 	Current string `json:"current,omitempty"`
 	Source  string `json:"source,omitempty"`
+	// Delegation is the delegation subnets are carved from
+	// (routerAdvertisement.delegatedPrefixLength), if one is stated.
+	Delegation string `json:"delegation,omitempty"`
 	// DHCPv6Client is the node running the built-in DHCPv6 client, if any.
 	DHCPv6Client string      `json:"dhcpv6Client,omitempty"`
 	Why          string      `json:"why"`
@@ -158,6 +161,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
 	}
 	out.Current, out.Source = dp.Status.CurrentPrefix, dp.Status.PrefixSource
+	out.Delegation = dp.Status.DelegatedPrefix
 	if pd := dp.Status.DHCPv6PD; pd != nil {
 		out.DHCPv6Client = pd.ClientNode
 	}

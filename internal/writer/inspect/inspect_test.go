@@ -126,6 +126,21 @@ func TestWhyNamesTheQuorumThatIsMissing(t *testing.T) {
 	}
 }
 
+func TestTheDelegationIsShown(t *testing.T) {
+	u := dp("home", "2001:db8:0:12::/64")
+	if err := unstructured.SetNestedField(u.Object, "2001:db8::/56", "status", "delegatedPrefix"); err != nil {
+		t.Fatal(err)
+	}
+	r := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{u}})
+	var text bytes.Buffer
+	if err := r.Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(text.String()), " "); !strings.Contains(flat, "delegation 2001:db8::/56") {
+		t.Errorf("text lacks the delegation:\n%s", text.String())
+	}
+}
+
 func TestTheDHCPv6ClientNodeIsShown(t *testing.T) {
 	u := dp("home", "2001:db8:a00::/56")
 	if err := unstructured.SetNestedField(u.Object, "n2", "status", "dhcpv6pd", "clientNode"); err != nil {

@@ -25,6 +25,9 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 			cur = dp.Current + " (" + dp.Source + ")"
 		}
 		line("  current\t%s", cur)
+		if dp.Delegation != "" {
+			line("  delegation\t%s (subnets are carved from it)", dp.Delegation)
+		}
 		if dp.DHCPv6Client != "" {
 			line("  dhcpv6 client\ton %s", dp.DHCPv6Client)
 		}

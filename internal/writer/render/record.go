@@ -124,6 +124,18 @@ func Geometric(live []string, managed []netip.Prefix) []string {
 	return out
 }
 
+// Common lists the entries of live that desired holds too, canonical.
+func Common(live, desired []string) []string {
+	var out []string
+	for _, e := range live {
+		c := Canonical(e)
+		if slices.ContainsFunc(desired, func(d string) bool { return Canonical(d) == c }) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func inside(e string, managed []netip.Prefix) bool {
 	within := func(a, b netip.Addr) bool {
 		for _, m := range managed {

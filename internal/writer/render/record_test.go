@@ -137,3 +137,13 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestCommonClaimsOnlyWhatWeWouldWrite: without a record, a kind that claims
+// exactly (a NetworkPolicy) owns only the entries equal to one it would
+// write - not a host or a narrower block inside the prefix.
+func TestCommonClaimsOnlyWhatWeWouldWrite(t *testing.T) {
+	live := []string{"192.0.2.0/24", "2001:db8:a::5/128", "2001:db8:a:0::/64", "2001:db8:a::/64", "2001:db8:a::/120"}
+	if got, want := Common(live, []string{"2001:db8:a::/64", "2001:db8:b::/64"}), []string{"2001:db8:a::/64"}; !slices.Equal(got, want) {
+		t.Errorf("Common = %q, want %q", got, want)
+	}
+}

@@ -154,7 +154,7 @@ func ServiceAddress(m api.Model, f ServiceFollow, p netip.Prefix) (netip.Addr, e
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		a, err := api.Splice(p, suffix)
+		a, err := api.Splice(m.Delegation(p), suffix) // ranges lie in the delegation
 		if err != nil || a.Less(first) || last.Less(a) {
 			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", api.ErrInvalid, f.Suffix, f.Range)
 		}

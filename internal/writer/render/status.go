@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	prev := dp.Status
 	st := api.Status{
 		PrefixSource:       d.Source,
-		History:            d.History,
+		History:            delegations(m, d.History),
 		ObservedGeneration: dp.Generation,
 		// LeaseExpiresAt stays empty: a lease derived from the RAs would
 		// change on every RA (a write each time), and the one the existing
@@ -65,6 +66,9 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	}
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
+		if m.Delegated != 0 {
+			st.DelegatedPrefix = m.Delegation(d.Current).String()
+		}
 		ranges, subnets, err := m.Derived(d.Current)
 		if err != nil && p.Spec == nil {
 			p.Spec = err
@@ -187,6 +191,21 @@ func StatusEqual(a, b api.Status) bool {
 }
 
 // normal makes nil and empty slices compare equal.
+// delegations names, in a copy of history, the delegation each prefix is part
+// of (none without delegatedPrefixLength): the writer's admission policy lets
+// it write subnets of a draining prefix's delegation only while its status
+// names it.
+func delegations(m api.Model, history []api.HistoryEntry) []api.HistoryEntry {
+	out := slices.Clone(history)
+	for i := range out {
+		out[i].DelegatedPrefix = ""
+		if p, err := netip.ParsePrefix(out[i].Prefix); err == nil && m.Delegated != 0 {
+			out[i].DelegatedPrefix = m.Delegation(p).String()
+		}
+	}
+	return out
+}
+
 func normal(s api.Status) api.Status {
 	if len(s.AddressRanges) == 0 {
 		s.AddressRanges = nil
@@ -203,23 +222,30 @@ func normal(s api.Status) api.Status {
 	return s
 }
 
-// NamesNewPrefix reports whether d pools a prefix that st does not name:
-// neither its current prefix nor a history entry that has not expired. The
-// writer's admission policy lets it write into objects only addresses in the
-// prefixes the status names (manifests/writer/policy-values.yaml), so such a
-// status is written before the objects.
-func NamesNewPrefix(st api.Status, d decide.Decision) bool {
-	named := map[netip.Prefix]bool{}
+// NamesNewPrefix reports whether d pools a prefix that st does not name, with
+// the delegation m carves it from: neither its current prefix nor a history
+// entry that has not expired. The writer's admission policy lets it write
+// into objects only addresses in the prefixes (and delegations) the status
+// names (manifests/writer/policy-values.yaml), so such a status is written
+// before the objects.
+func NamesNewPrefix(st api.Status, m api.Model, d decide.Decision) bool {
+	named := map[netip.Prefix]string{} // prefix -> its delegation, as named
 	if p, err := netip.ParsePrefix(st.CurrentPrefix); err == nil {
-		named[p] = true
+		named[p] = st.DelegatedPrefix
 	}
 	for _, h := range st.History {
 		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State != api.StateExpired {
-			named[p] = true
+			if _, ok := named[p]; !ok {
+				named[p] = h.DelegatedPrefix
+			}
 		}
 	}
 	for _, p := range d.Pooled {
-		if !named[p] {
+		del, ok := named[p]
+		if !ok {
+			return true
+		}
+		if m.Delegated != 0 && del != m.Delegation(p).String() {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,8 +116,50 @@ func TestNamesNewPrefix(t *testing.T) {
 		{"a drain ending", api.Status{CurrentPrefix: b.String(), History: []api.HistoryEntry{
 			{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}, []netip.Prefix{b}, false},
 	} {
-		if got := NamesNewPrefix(c.st, decide.Decision{Pooled: c.pooled}); got != c.want {
+		if got := NamesNewPrefix(c.st, api.Model{}, decide.Decision{Pooled: c.pooled}); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// With delegatedPrefixLength the status names each prefix's delegation too
+// (subnets are carved from it); one it does not name yet - the length was
+// just set, or a draining entry was written before - needs the status first.
+func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
+	m := api.Parse("home", dynamicprefix.Spec{
+		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: new(56)}},
+		Subnets:     []dynamicprefix.Subnet{{Name: "third", Offset: 3, PrefixLength: 64}},
+	})
+	a, b := netip.MustParsePrefix("2001:db8:0:12::/64"), netip.MustParsePrefix("2001:db8:7:12::/64")
+	d := decide.Decision{Current: b, Pooled: []netip.Prefix{b, a}, History: []api.HistoryEntry{
+		{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}
+	st := RenderStatus(&api.DynamicPrefix{}, m, d, Problems{}, t0)
+	if st.DelegatedPrefix != "2001:db8:7::/56" {
+		t.Errorf("delegatedPrefix %q", st.DelegatedPrefix)
+	}
+	var got []string
+	for _, h := range st.History {
+		got = append(got, h.Prefix+" in "+h.DelegatedPrefix)
+	}
+	if want := []string{"2001:db8:7:12::/64 in 2001:db8:7::/56", "2001:db8:0:12::/64 in 2001:db8::/56"}; !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+	if len(st.Subnets) != 1 || st.Subnets[0].CIDR != "2001:db8:7:3::/64" {
+		t.Errorf("subnets %v", st.Subnets)
+	}
+	if d.History[1].DelegatedPrefix != "" {
+		t.Error("the decision's history was written to")
+	}
+	if NamesNewPrefix(st, m, d) {
+		t.Error("a status naming every delegation asks to be written first")
+	}
+	older := st
+	older.History = slices.Clone(st.History)
+	older.History[1].DelegatedPrefix = ""
+	if !NamesNewPrefix(older, m, d) {
+		t.Error("a draining prefix whose delegation the status does not name is written without the status first")
+	}
+	if NamesNewPrefix(older, api.Model{}, d) {
+		t.Error("without delegatedPrefixLength, delegations matter")
 	}
 }

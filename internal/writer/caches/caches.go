@@ -172,8 +172,17 @@ func (c *Caches) Ready(*http.Request) error {
 	return nil
 }
 
-// Nodes returns the Node cache's objects (decide.View objects).
-func (c *Caches) Nodes() []any { return c.nodes.Store().List() }
+// Nodes returns the Node cache as the ballot reads it.
+func (c *Caches) Nodes() []decide.Node {
+	list := c.nodes.Store().List()
+	out := make([]decide.Node, 0, len(list))
+	for _, o := range list {
+		if n, ok := ballotNode(o); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // DynamicPrefixes is the DynamicPrefix cache.
 func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
@@ -211,11 +220,11 @@ func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
 	return c.kinds.Advertisements()
 }
 
-// watchNodes caches each Node as decide.View: its name, our annotation and, when
+// watchNodes caches each Node as a NodeView: its name, our annotation and, when
 // not Ready, since when. Kubelet's status updates (every few minutes per node)
 // are compared on those fields only and cost no pass.
 func (c *Caches) watchNodes() *Watched {
-	return NewWatched("nodes", decide.GVR, func() cache.SharedIndexInformer {
+	return NewWatched("nodes", NodeGVR, func() cache.SharedIndexInformer {
 		var inf cache.SharedIndexInformer
 		if c.cfg.NodeGrace > 0 {
 			// Typed (protobuf) Nodes: decoded into maps, 5,000 Nodes took the
@@ -228,13 +237,13 @@ func (c *Caches) watchNodes() *Watched {
 			}
 			inf = Plain(list, nodes.Watch, &corev1.Node{})
 		} else {
-			inf = Metadata(c.meta, decide.GVR)
+			inf = Metadata(c.meta, NodeGVR)
 		}
-		_ = inf.SetTransform(decide.View)
+		_ = inf.SetTransform(NodeView)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { c.h.NodesChanged() },
 			UpdateFunc: func(old, new any) {
-				if decide.State(old) != decide.State(new) {
+				if NodeState(old) != NodeState(new) {
 					c.h.NodesChanged()
 				}
 			},
@@ -298,14 +307,14 @@ func (c *Caches) watchServices() *Watched {
 	})
 }
 
-// slimNodes lists Nodes by pages and keeps a decide.Slim copy of each.
+// slimNodes lists Nodes by pages and keeps a SlimNode copy of each.
 func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.ListOptions) (*corev1.NodeList, error) {
 	out := &corev1.NodeList{}
 	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
 		p, err := nodes.List(ctx, o)
 		if err == nil {
 			for i := range p.Items {
-				out.Items = append(out.Items, decide.Slim(&p.Items[i]))
+				out.Items = append(out.Items, SlimNode(&p.Items[i]))
 			}
 		}
 		return p, err

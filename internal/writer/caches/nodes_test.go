@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,84 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/decide"
 )
+
+func node(name, value string, ready corev1.ConditionStatus, since string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+		digest.Annotation: value, "kubernetes.io/unrelated": "dropped"}}}
+	if ready != "" {
+		at, _ := time.Parse(time.RFC3339, since)
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(at)},
+		}
+	}
+	return n
+}
+
+// The ballot reads a Node as the cache keeps it: its digest and, while it is
+// not Ready, since when; nothing else of it.
+func TestTheBallotReadsANodeAsTheCacheKeepsIt(t *testing.T) {
+	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
+	for _, tt := range []struct {
+		node *corev1.Node
+		want decide.Node
+	}{
+		{node("fresh", a, "", ""), decide.Node{Name: "fresh", Digest: a, Reported: true}},
+		{node("ready", a, "True", "2026-11-21T10:00:00Z"), decide.Node{Name: "ready", Digest: a, Reported: true}},
+		{node("flaky", a, "Unknown", "2026-11-21T11:58:00Z"), decide.Node{Name: "flaky", Digest: a, Reported: true, NotReadySince: "2026-11-21T11:58:00Z"}},
+		{node("down", a, "False", "2026-11-21T11:50:00Z"), decide.Node{Name: "down", Digest: a, Reported: true, NotReadySince: "2026-11-21T11:50:00Z"}},
+		{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "silent"}}, decide.Node{Name: "silent"}},
+	} {
+		v, err := NodeView(tt.node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slim := SlimNode(tt.node)
+		fromSlim, _ := NodeView(&slim)
+		if !reflect.DeepEqual(v, fromSlim) {
+			t.Errorf("%s: the view of its slim copy differs: %+v, %+v", tt.node.Name, fromSlim, v)
+		}
+		got, ok := ballotNode(v)
+		if !ok || got != tt.want {
+			t.Errorf("%s: the ballot reads %+v, want %+v", tt.node.Name, got, tt.want)
+		}
+	}
+	// Kubelet's status updates change nothing the ballot reads.
+	before, _ := NodeView(node("ready", a, "True", "2026-11-21T10:00:00Z"))
+	after := node("ready", a, "True", "2026-11-21T10:00:00Z")
+	after.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}}}
+	later, _ := NodeView(after)
+	if NodeState(before) != NodeState(later) {
+		t.Error("a status update that keeps readiness changes the node's state")
+	}
+}
+
+// Anyone who may patch a Node can write up to 256 KiB into its digest
+// annotation: the cache keeps at most one byte more than a digest may hold,
+// and the digest is still reported garbled.
+func TestTheCacheKeepsNoHugeDigest(t *testing.T) {
+	huge := "v1;eth0=" + strings.Repeat("x", 256<<10)
+	for name, o := range map[string]any{
+		"a Node":       node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"),
+		"its metadata": &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{digest.Annotation: huge}}},
+	} {
+		v, err := NodeView(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := v.(*metav1.PartialObjectMetadata).Annotations[digest.Annotation]
+		if len(kept) != digest.MaxBytes+1 {
+			t.Errorf("%s: the cache keeps %d bytes, want %d", name, len(kept), digest.MaxBytes+1)
+		}
+		if _, err := digest.Decode(kept); err == nil {
+			t.Errorf("%s: the kept value decodes", name)
+		}
+	}
+	slim := SlimNode(node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"))
+	if got := len(slim.Annotations[digest.Annotation]); got != digest.MaxBytes+1 {
+		t.Errorf("SlimNode keeps %d bytes", got)
+	}
+}
 
 // pagedNodes serves n Nodes by pages, as the API server does.
 type pagedNodes struct {
@@ -74,8 +153,8 @@ func TestNodesAreListedByPagesOfSlimNodes(t *testing.T) {
 		t.Errorf("list version %s, want the first page's (the snapshot the continue tokens read)", list.ResourceVersion)
 	}
 	for i := range list.Items {
-		slimView, _ := decide.View(&list.Items[i])
-		fatView, _ := decide.View(&p.nodes[i])
+		slimView, _ := NodeView(&list.Items[i])
+		fatView, _ := NodeView(&p.nodes[i])
 		if !reflect.DeepEqual(slimView, fatView) {
 			t.Fatalf("node %d: the node rule sees %+v slim, %+v whole", i, slimView, fatView)
 		}

@@ -20,23 +20,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/renumber/renumber/internal/writer/api"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/metrics"
 )
-
-// NotReadySince is where the node cache keeps when a Node's Ready condition last
-// turned False or Unknown. It exists only in the writer's cache, never in the API.
-const NotReadySince = "renumber.internal/not-ready-since"
-
-// GVR is the Node resource.
-var GVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
 var metricBadDigests = metrics.NewCounter("renumber_writer_invalid_digests_total", "Distinct garbled node digests ignored.")
 
@@ -45,10 +34,23 @@ type Recorder interface {
 	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
 }
 
+// Node is what the ballot reads of one Node (the Node cache keeps it so:
+// caches.NodeView).
+type Node struct {
+	Name string
+	UID  types.UID
+	// Digest is the node's digest annotation; Reported says it has one.
+	Digest   string
+	Reported bool
+	// NotReadySince is when its Ready condition last turned False or
+	// Unknown (RFC 3339); "" while it is Ready or has none.
+	NotReadySince string
+}
+
 // Ballot applies the node rule to the Node cache.
 type Ballot struct {
 	grace    time.Duration
-	nodes    func() []any // the Node cache now (View objects)
+	nodes    func() []Node // the Node cache now
 	log      *slog.Logger
 	recorder Recorder
 
@@ -60,83 +62,9 @@ type Ballot struct {
 
 // New returns a ballot over nodes; grace 0 turns the rule off (every digest
 // votes).
-func New(grace time.Duration, nodes func() []any, log *slog.Logger, rec Recorder) *Ballot {
+func New(grace time.Duration, nodes func() []Node, log *slog.Logger, rec Recorder) *Ballot {
 	return &Ballot{grace: grace, nodes: nodes, log: log, recorder: rec,
 		decoded: map[string]decoded{}, bad: map[string]string{}, lapsed: map[string]bool{}}
-}
-
-// View strips a Node (full or metadata only) to what the writer reads: its
-// name, the digest and, when not Ready, since when. It is the Node cache's
-// transform: kubelet's status updates then compare equal unless they change
-// readiness.
-func View(o any) (any, error) {
-	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-		out := api.Bare(m)
-		if v, ok := m.Annotations[digest.Annotation]; ok {
-			out.Annotations = map[string]string{digest.Annotation: capped(v)}
-		}
-		return out, nil
-	}
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return o, nil
-	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
-	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
-	ann := map[string]string{}
-	if v, ok := n.Annotations[digest.Annotation]; ok {
-		ann[digest.Annotation] = capped(v)
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-			ann[NotReadySince] = c.LastTransitionTime.UTC().Format(time.RFC3339)
-		}
-	}
-	if len(ann) > 0 {
-		out.Annotations = ann
-	}
-	return out, nil
-}
-
-// Slim is a copy of n with only what View reads: name, version, UID, the
-// digest annotation and the Ready condition. A real Node is kilobytes (images,
-// addresses, capacity); its slim copy is a few hundred bytes.
-func Slim(n *corev1.Node) corev1.Node {
-	out := corev1.Node{TypeMeta: n.TypeMeta}
-	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
-	if v, ok := n.Annotations[digest.Annotation]; ok {
-		out.Annotations = map[string]string{digest.Annotation: capped(v)}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
-		}
-	}
-	return out
-}
-
-// capped bounds what the cache keeps of a digest annotation: anyone who may
-// patch a Node can write up to the API server's 256 KiB there, and a digest
-// is at most digest.MaxBytes. One byte more keeps it too long to decode (it
-// is reported garbled as before); the writer never writes it back.
-func capped(v string) string {
-	if len(v) > digest.MaxBytes {
-		return v[:digest.MaxBytes+1]
-	}
-	return v
-}
-
-// State is what of a View the rule reads: a change of it is a reason for a pass.
-func State(o any) string {
-	m, ok := o.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return ""
-	}
-	v, ok := m.Annotations[digest.Annotation]
-	if ok {
-		v = "=" + v
-	}
-	return v + "|" + m.Annotations[NotReadySince]
 }
 
 type decoded struct {
@@ -157,58 +85,82 @@ func (b *Ballot) decode(node, value string) (digest.Node, error) {
 	return n, err
 }
 
+// Vote is one Node with a digest, as the ballot judges it at a time.
+type Vote struct {
+	Report
+	// Err: the digest cannot be read; it does not vote.
+	Err error
+	// Lapsed: not Ready past the grace; it does not vote.
+	Lapsed bool
+}
+
 // Reports returns the digests that vote at now, reporting garbled ones and
 // lapsed nodes once, and when the next vote lapses (zero if none will).
 func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
+	votes, wake := b.Votes(now)
 	var out []Report
+	for _, v := range votes {
+		if v.Err == nil && !v.Lapsed {
+			out = append(out, v.Report)
+		}
+	}
+	return out, wake
+}
+
+// Votes returns every Node with a digest, by name, each with its decoded
+// digest or why it does not vote (reporting garbled digests and lapsed nodes
+// once), and when the next vote lapses (zero if none will).
+func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) {
+	var out []Vote
 	var wake time.Time
 	nodes := b.nodes()
 	reporting := 0
-	for _, o := range nodes {
-		m, ok := o.(*metav1.PartialObjectMetadata)
-		if !ok {
-			continue
-		}
-		v, ok := m.Annotations[digest.Annotation]
-		if !ok {
+	for _, m := range nodes {
+		if !m.Reported {
 			continue
 		}
 		reporting++
 		lapse, notReady := b.lapse(m, now)
+		vote := Vote{Report: Report{Node: m.Name, NotReady: notReady}}
 		if b.noteLapse(m.Name, notReady && !now.Before(lapse)) {
+			// Decoded to be shown (kubectl renumber status), never reported.
+			vote.Lapsed = true
+			vote.Digest, vote.Err = b.decode(m.Name, m.Digest)
+			out = append(out, vote)
 			continue
 		}
 		if notReady && (wake.IsZero() || lapse.Before(wake)) {
 			wake = lapse
 		}
-		n, err := b.decode(m.Name, v)
-		if err != nil {
+		vote.Digest, vote.Err = b.decode(m.Name, m.Digest)
+		if vote.Err != nil {
 			b.mu.Lock()
-			seen := b.bad[m.Name] == v
-			b.bad[m.Name] = v
+			seen := b.bad[m.Name] == m.Digest
+			b.bad[m.Name] = m.Digest
 			b.mu.Unlock()
 			if !seen {
 				metricBadDigests.Inc()
-				b.log.Warn("ignoring garbled digest", "node", m.Name, "err", err)
-				b.recorder.Event(nodeRef(m), true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, err))
+				b.log.Warn("ignoring garbled digest", "node", m.Name, "err", vote.Err)
+				b.recorder.Event(nodeRef(m), true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, vote.Err))
 			}
+			out = append(out, vote)
 			continue
 		}
 		b.mu.Lock()
 		delete(b.bad, m.Name)
 		b.mu.Unlock()
-		out = append(out, Report{Node: m.Name, Digest: n, NotReady: notReady})
+		out = append(out, vote)
 	}
 	b.forgetGone(nodes, reporting)
-	slices.SortFunc(out, func(a, b Report) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(out, func(a, b Vote) int { return strings.Compare(a.Node, b.Node) })
 	return out, wake
 }
 
 // lapse returns when a not-Ready node's vote lapses (false when it is Ready or
 // the rule is off).
-func (b *Ballot) lapse(m *metav1.PartialObjectMetadata, now time.Time) (time.Time, bool) {
-	since, ok := m.Annotations[NotReadySince]
-	if !ok || b.grace <= 0 {
+func (b *Ballot) lapse(m Node, now time.Time) (time.Time, bool) {
+	since := m.NotReadySince
+	if since == "" || b.grace <= 0 {
 		return time.Time{}, false
 	}
 	t, err := time.Parse(time.RFC3339, since)
@@ -241,18 +193,16 @@ func (b *Ballot) noteLapse(node string, lapsed bool) bool {
 // forgetGone drops what is remembered of Nodes deleted or without a digest.
 // Every map holds only Nodes that reported a digest, so while none holds more
 // entries than Nodes report now (the usual pass) there is nothing to look for.
-func (b *Ballot) forgetGone(nodes []any, reporting int) {
+func (b *Ballot) forgetGone(nodes []Node, reporting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.decoded) <= reporting && len(b.lapsed) <= reporting && len(b.bad) <= reporting {
 		return
 	}
 	present := make(map[string]bool, reporting)
-	for _, o := range nodes {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			if _, ok := m.Annotations[digest.Annotation]; ok {
-				present[m.Name] = true
-			}
+	for _, m := range nodes {
+		if m.Reported {
+			present[m.Name] = true
 		}
 	}
 	maps.DeleteFunc(b.lapsed, func(n string, _ bool) bool { return !present[n] })
@@ -260,7 +210,7 @@ func (b *Ballot) forgetGone(nodes []any, reporting int) {
 	maps.DeleteFunc(b.decoded, func(n string, _ decoded) bool { return !present[n] })
 }
 
-func nodeRef(m *metav1.PartialObjectMetadata) *unstructured.Unstructured {
+func nodeRef(m Node) *unstructured.Unstructured {
 	node := &unstructured.Unstructured{}
 	node.SetAPIVersion("v1")
 	node.SetKind("Node")
@@ -285,17 +235,12 @@ func (b *Ballot) Collectors() []metrics.Collector { return []metrics.Collector{m
 // Collect reports Nodes by digest state.
 func (b *Ballot) Collect(w *metrics.Writer) {
 	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0, "not-ready": 0}
-	for _, o := range b.nodes() {
-		m, ok := o.(*metav1.PartialObjectMetadata)
-		if !ok {
-			continue
-		}
-		v, ok := m.Annotations[digest.Annotation]
-		if !ok {
+	for _, m := range b.nodes() {
+		if !m.Reported {
 			counts["missing"]++
 			continue
 		}
-		switch _, err := b.decode(m.Name, v); {
+		switch _, err := b.decode(m.Name, m.Digest); {
 		case b.isLapsed(m.Name):
 			counts["not-ready"]++
 		case err != nil:

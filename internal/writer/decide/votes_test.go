@@ -1,58 +1,50 @@
 package decide
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/renumber/renumber/internal/digest"
 )
 
 type noEvents struct{ n int }
 
 func (e *noEvents) Event(*unstructured.Unstructured, bool, string, string) { e.n++ }
 
-func node(name, value string, ready corev1.ConditionStatus, since string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-		digest.Annotation: value, "kubernetes.io/unrelated": "dropped"}}}
-	if ready != "" {
-		at, _ := time.Parse(time.RFC3339, since)
-		n.Status.Conditions = []corev1.NodeCondition{
-			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
-			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(at)},
-		}
+// nodes is a Node cache the test edits.
+type nodes map[string]Node
+
+func (n nodes) list() []Node {
+	out := make([]Node, 0, len(n))
+	for _, v := range n {
+		out = append(out, v)
 	}
-	return n
+	return out
+}
+
+func node(name, value, notReadySince string) Node {
+	return Node{Name: name, Digest: value, Reported: true, NotReadySince: notReadySince}
 }
 
 func TestNodeRule(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	ev := &noEvents{}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	r := New(5*time.Minute, store.List, slog.New(slog.NewTextHandler(io.Discard, nil)), ev)
+	store := nodes{}
+	r := New(5*time.Minute, store.list, slog.New(slog.NewTextHandler(io.Discard, nil)), ev)
 	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
-	for _, n := range []*corev1.Node{
-		node("fresh", a, "", ""), // no kubelet report yet: votes
-		node("ready", a, "True", "2026-11-21T10:00:00Z"),
-		node("flaky", a, "Unknown", "2026-11-21T11:58:00Z"),  // 2 min: still votes
-		node("down", a, "False", "2026-11-21T11:50:00Z"),     // 10 min: lapsed
-		node("garbled", "v1;eth0=::/0 <script>", "True", ""), // never votes
+	for _, n := range []Node{
+		node("fresh", a, ""), // no kubelet report yet (or Ready): votes
+		node("ready", a, ""),
+		node("flaky", a, "2026-11-21T11:58:00Z"),     // 2 min: still votes
+		node("down", a, "2026-11-21T11:50:00Z"),      // 10 min: lapsed
+		node("garbled", "v1;eth0=::/0 <script>", ""), // never votes
+		{Name: "silent"},                             // no digest: not a vote
 	} {
-		v, err := View(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Add(v); err != nil {
-			t.Fatal(err)
-		}
+		store[n.Name] = n
 	}
 	got, wake := r.Reports(now)
 	var names []string
@@ -68,6 +60,19 @@ func TestNodeRule(t *testing.T) {
 	if ev.n != 1 {
 		t.Errorf("%d events, want 1 (the garbled digest)", ev.n)
 	}
+	// Every Node with a digest, and why it does not vote (kubectl renumber status).
+	votes, _ := r.Votes(now)
+	var judged []string
+	for _, v := range votes {
+		judged = append(judged, fmt.Sprintf("%s lapsed %v garbled %v", v.Node, v.Lapsed, v.Err != nil))
+	}
+	if want := []string{"down lapsed true garbled false", "flaky lapsed false garbled false", "fresh lapsed false garbled false",
+		"garbled lapsed false garbled true", "ready lapsed false garbled false"}; !slices.Equal(judged, want) {
+		t.Errorf("votes %q, want %q", judged, want)
+	}
+	if ev.n != 1 {
+		t.Errorf("%d events after Votes, want 1: a garbled digest is reported once", ev.n)
+	}
 	// Three minutes later flaky lapses too; the garbled digest is not reported again.
 	got, wake = r.Reports(now.Add(3 * time.Minute))
 	if len(got) != 2 || !wake.IsZero() || ev.n != 1 {
@@ -77,17 +82,12 @@ func TestNodeRule(t *testing.T) {
 		t.Errorf("lapsed = %v", r.lapsed)
 	}
 	// down is Ready again: it votes, and is no longer counted as lapsed.
-	v, _ := View(node("down", a, "True", "2026-11-21T12:04:00Z"))
-	if err := store.Update(v); err != nil {
-		t.Fatal(err)
-	}
+	store["down"] = node("down", a, "")
 	if got, _ := r.Reports(now.Add(4 * time.Minute)); len(got) != 3 || r.isLapsed("down") {
 		t.Errorf("down back: %d voting, lapsed %v; want 3 and false", len(got), r.isLapsed("down"))
 	}
 	// A deleted Node is forgotten: nothing of it is kept.
-	if err := store.Delete(v); err != nil {
-		t.Fatal(err)
-	}
+	delete(store, "down")
 	got, _ = r.Reports(now.Add(4 * time.Minute))
 	if _, kept := r.decoded["down"]; len(got) != 2 || kept {
 		t.Errorf("down deleted: %d voting, its digest kept %v; want 2 and false", len(got), kept)
@@ -96,32 +96,5 @@ func TestNodeRule(t *testing.T) {
 	r.grace = 0
 	if got, _ := r.Reports(now); len(got) != 3 {
 		t.Errorf("rule off: %d voting, want 3", len(got))
-	}
-}
-
-// Anyone who may patch a Node can write up to 256 KiB into its digest
-// annotation: the cache keeps at most one byte more than a digest may hold,
-// and the digest is still reported garbled.
-func TestTheCacheKeepsNoHugeDigest(t *testing.T) {
-	huge := "v1;eth0=" + strings.Repeat("x", 256<<10)
-	for name, o := range map[string]any{
-		"a Node":       node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"),
-		"its metadata": &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{digest.Annotation: huge}}},
-	} {
-		v, err := View(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kept := v.(*metav1.PartialObjectMetadata).Annotations[digest.Annotation]
-		if len(kept) != digest.MaxBytes+1 {
-			t.Errorf("%s: the cache keeps %d bytes, want %d", name, len(kept), digest.MaxBytes+1)
-		}
-		if _, err := digest.Decode(kept); err == nil {
-			t.Errorf("%s: the kept value decodes", name)
-		}
-	}
-	slim := Slim(node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"))
-	if got := len(slim.Annotations[digest.Annotation]); got != digest.MaxBytes+1 {
-		t.Errorf("Slim keeps %d bytes", got)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // Gather runs one shadow pass over every DynamicPrefix of p (built with
 // DryRun, its caches synced) and returns what Build needs.
 func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time) Input {
-	in := Input{Now: now, Lease: lease, Voting: map[string]bool{}, Plan: map[string][]write.Change{}}
+	in := Input{Now: now, Lease: lease, Plan: map[string][]write.Change{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)
@@ -27,15 +27,7 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 		p.Controller.Sync(ctx, key)
 		in.Plan[u.GetName()] = p.Plan.Of(key.String())
 	}
-	for _, o := range c.Nodes() {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			in.Nodes = append(in.Nodes, m)
-		}
-	}
-	reports, _ := p.Ballot.Reports(now)
-	for _, r := range reports {
-		in.Voting[r.Node] = true
-	}
+	in.Votes, _ = p.Ballot.Votes(now)
 
 	follow := func(dp, kind, resource string, u metav1.Object) {
 		if dp != "" {

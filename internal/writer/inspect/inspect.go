@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -28,10 +27,9 @@ import (
 type Input struct {
 	Now             time.Time
 	DynamicPrefixes []*unstructured.Unstructured
-	// Nodes are the Nodes' metadata (their digests are annotations).
-	Nodes []*metav1.PartialObjectMetadata
-	// Voting are the nodes whose digests vote now (the writer's ballot).
-	Voting map[string]bool
+	// Votes are the Nodes with a digest, as the writer's ballot judges them
+	// (decide.Ballot.Votes).
+	Votes []decide.Vote
 	// Followers are the objects that follow a DynamicPrefix.
 	Followers []Follower
 	// Plan is what a shadow pass over each DynamicPrefix would write now, by
@@ -136,22 +134,17 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	m := api.Parse(u.GetName(), dp.Spec)
 	out.Quorum = m.Quorum
 	var reports []decide.Report
-	for _, n := range in.Nodes {
-		v, ok := n.Annotations[digest.Annotation]
-		if !ok {
-			continue
-		}
-		vote := Vote{Node: n.Name}
-		d, err := digest.Decode(v)
+	for _, n := range in.Votes {
+		vote := Vote{Node: n.Node}
 		switch {
-		case err != nil:
-			vote.Problem = "digest cannot be read: " + err.Error()
-		case !in.Voting[n.Name]:
+		case n.Err != nil:
+			vote.Problem = "digest cannot be read: " + n.Err.Error()
+		case n.Lapsed:
 			vote.Problem = "not Ready for longer than the grace: its digest does not vote"
 		default:
-			reports = append(reports, decide.Report{Node: n.Name, Digest: d})
+			reports = append(reports, n.Report)
 		}
-		vote.Preferred, vote.Deprecated = reported(d, m)
+		vote.Preferred, vote.Deprecated = reported(n.Digest, m)
 		out.Votes = append(out.Votes, vote)
 	}
 	slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })

@@ -2,16 +2,18 @@ package inspect
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -27,9 +29,20 @@ func dp(name, current string, history ...any) *unstructured.Unstructured {
 	}}
 }
 
-func node(name, annotation string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{digest.Annotation: annotation}}}
+func node(name, annotation string) decide.Node {
+	return decide.Node{Name: name, Digest: annotation, Reported: true}
 }
+
+// votes judges nodes with the writer's own ballot (grace one minute).
+func votes(nodes ...decide.Node) []decide.Vote {
+	b := decide.New(time.Minute, func() []decide.Node { return nodes }, slog.New(slog.NewTextHandler(io.Discard, nil)), noEvents{})
+	v, _ := b.Votes(now)
+	return v
+}
+
+type noEvents struct{}
+
+func (noEvents) Event(*unstructured.Unstructured, bool, string, string) {}
 
 func encode(t *testing.T, ps ...digest.Prefix) string {
 	t.Helper()
@@ -48,8 +61,8 @@ func TestBuildExplainsVotesDrainingAndObjects(t *testing.T) {
 		DynamicPrefixes: []*unstructured.Unstructured{dp("home", "2001:db8:b::/64",
 			map[string]any{"prefix": "2001:db8:b::/64", "state": "active"},
 			map[string]any{"prefix": "2001:db8:a::/64", "state": "draining", "expiresAt": "2026-11-23T13:00:00Z"})},
-		Nodes:  []*metav1.PartialObjectMetadata{node("n2", b), node("n1", b), node("n3", "garbage"), node("n4", b)},
-		Voting: map[string]bool{"n1": true, "n2": true},
+		Votes: votes(node("n2", b), node("n1", b), node("n3", "garbage"),
+			decide.Node{Name: "n4", Digest: b, Reported: true, NotReadySince: now.Add(-time.Hour).Format(time.RFC3339)}),
 		Followers: []Follower{
 			{DynamicPrefix: "home", Kind: "CiliumLoadBalancerIPPool", Object: "ciliumloadbalancerippools/lb"},
 			{DynamicPrefix: "home", Kind: "Service", Object: "services/default/web"},
@@ -114,12 +127,11 @@ func TestBuildExplainsVotesDrainingAndObjects(t *testing.T) {
 }
 
 func TestWhyNamesTheQuorumThatIsMissing(t *testing.T) {
-	in := Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{dp("home", "")}, Voting: map[string]bool{}}
+	in := Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{dp("home", "")}}
 	if got := Build(in).DynamicPrefixes[0].Why; got != "no node reports on eth0 yet" {
 		t.Errorf("no nodes: %q", got)
 	}
-	in.Nodes = []*metav1.PartialObjectMetadata{node("n1", encode(t, digest.Prefix{Prefix: netip.MustParsePrefix("fd00::/64"), Sources: digest.SourceRA}))}
-	in.Voting["n1"] = true
+	in.Votes = votes(node("n1", encode(t, digest.Prefix{Prefix: netip.MustParsePrefix("fd00::/64"), Sources: digest.SourceRA})))
 	got := Build(in).DynamicPrefixes[0]
 	if got.Why != "no prefix has the quorum of 1 preferring node(s) yet" || len(got.Rejected) != 1 || got.Rejected[0].Nodes != 1 {
 		t.Errorf("a rejected prefix only: %q, %+v", got.Why, got.Rejected)

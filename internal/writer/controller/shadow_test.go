@@ -4,9 +4,14 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 )
@@ -106,5 +111,44 @@ func TestAShadowShowsADisagreementAsExactlyThatDifference(t *testing.T) {
 		if c.Object+" "+c.Field == want[1] && (c.From == "" || c.To != "") {
 			t.Errorf("the dropped key should be planned removed: %s", c)
 		}
+	}
+}
+
+// The new kinds are planned as the others are: a shadow plans a
+// NetworkPolicy's new ipBlocks (the allow-list first) and writes nothing.
+func TestAShadowPlansANetworkPolicyAndWritesNothing(t *testing.T) {
+	f := converged(t, generous)
+	np := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+		"metadata": map[string]any{"name": "lan", "namespace": "default", "resourceVersion": "1",
+			"annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
+		"spec": map[string]any{"podSelector": map[string]any{}, "ingress": []any{map[string]any{"from": []any{
+			map[string]any{"ipBlock": map[string]any{"cidr": prefixA}},
+			map[string]any{"ipBlock": map[string]any{"cidr": "192.168.1.0/24"}},
+		}}}},
+	}}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(np); err != nil {
+		t.Fatal(err)
+	}
+	f.allowLists = []backends.Cached{{Kind: backends.NetworkPolicyKind(), Store: store}}
+	shadow, p := f.shadow(render.DefaultTargetKeys)
+
+	f.report(3, prefixB, prefixA)
+	if got := f.shadowSync(shadow, passHome); len(got) != 0 {
+		t.Fatalf("the shadow wrote %q", got)
+	}
+	var planned []string
+	for _, c := range p.Changes() {
+		if strings.HasPrefix(c.Object, "networkpolicies/") {
+			planned = append(planned, c.Object+" "+c.Field+": "+c.From+" -> "+c.To)
+		}
+	}
+	want := []string{
+		"networkpolicies/default/lan metadata.annotations." + dynamicprefix.AnnotationManagedCIDRs + ":  -> " + prefixB + "," + prefixA,
+		"networkpolicies/default/lan spec entries: " + prefixA + ",192.168.1.0/24 -> 192.168.1.0/24," + prefixB + "," + prefixA,
+	}
+	if !slices.Equal(planned, want) {
+		t.Errorf("planned\n%q\nwant\n%q", planned, want)
 	}
 }

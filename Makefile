@@ -38,7 +38,7 @@ CNI                := $(BIN)/cni/portmap
 # a chart requiring Kubernetes 1.30+).
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
-APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck isc-dhcp-server isc-dhcp-client libseccomp-dev gcc libc6-dev util-linux
+APT_PACKAGES := radvd iproute2 ndisc6 tcpdump procps prometheus shellcheck isc-dhcp-server isc-dhcp-client libseccomp-dev gcc libc6-dev util-linux iptables
 
 .DEFAULT_GOAL := help
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -167,6 +168,25 @@ var examples = map[string]example{
 		_, err := w.API.Dynamic.Resource(advertGVR).Get(t.Context(), "home-services", metav1.GetOptions{})
 		return slices.Equal(got, both(cur, draining, third)) && err == nil, fmt.Sprintf("blocks %q, advertisement: %v", got, err)
 	}},
+	"nptv6.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			if _, err := w.StartLBIPAM(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		holds: func(t *testing.T, w *world.World, cur, _ netip.Prefix) (bool, string) {
+			// The ULA mapped onto the /48 the advertised /64 is part of.
+			target, err := api.Map(api.MappingNPTv6, netip.MustParseAddr("fd01:203:405:1::1234"),
+				netip.MustParsePrefix("fd01:203:405::/48"), netip.PrefixFrom(cur.Addr(), 48).Masked())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ann := annotationsOf(t, w, "default", "web")
+			ok := ann["external-dns.kubernetes.io/target"] == "192.0.2.10,"+target.String() &&
+				ann["external-dns.alpha.kubernetes.io/target"] == target.String() && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234"
+			return ok, fmt.Sprintf("annotations %v", ann)
+		},
+	},
 	"dhcpv6-pd.yaml": {
 		delegated: true,
 		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {

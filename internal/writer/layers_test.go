@@ -32,7 +32,7 @@ var stages = map[string][]string{
 	"election":   {},
 	"review":     {},
 	"controller": {"api", "apply", "backends", "caches", "decide", "render", "write"},
-	"inspect":    {"api", "backends", "controller", "decide", "write"},
+	"inspect":    {"api", "backends", "controller", "decide", "render", "write"},
 }
 
 // sources parses the non-test Go files under dir.

@@ -18,22 +18,20 @@ import (
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
-// Services writes the HA-mode Services (from the Service cache) that follow
-// model's DynamicPrefix; in transition mode simple, it releases them.
+// Services writes the Services (from the Service cache) that follow model's
+// DynamicPrefix: in transition mode ha every one, in mode simple those whose
+// DNS target is a mapped address (render.AnnotationMapping), releasing the
+// others.
 func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
-	if !model.HA {
-		for _, o := range services.List() {
-			if m := o.(*corev1.Service); following(m) == model.Name {
-				out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
-			}
-		}
-		return out
-	}
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	for _, o := range services.List() {
 		m, ok := o.(*corev1.Service)
 		if !ok || following(m) != model.Name {
+			continue
+		}
+		if !model.HA && m.Annotations[render.AnnotationMapping] == "" {
+			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			continue
 		}
 		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}

@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -9,9 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/controller"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -60,6 +64,38 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 		s := o.(*corev1.Service)
 		dp, _ := backends.ServiceFollows(s)
 		follow(dp, "Service", "services", s)
+		if f := render.ServiceFollowOf(s.Annotations); f.Mapping != "" && dp != "" {
+			in.Followers[len(in.Followers)-1].Mapping = mappings(c.DynamicPrefixes(), dp, f, render.Ingress(s))
+		}
 	}
 	return in
+}
+
+// mappings says what the router maps a Service's published addresses to
+// under DynamicPrefix dp's current prefix, or why it cannot be said.
+func mappings(dps cache.Store, dp string, f render.ServiceFollow, ingress []string) []string {
+	o, ok, _ := dps.GetByKey(dp)
+	if !ok {
+		return nil
+	}
+	d, err := api.FromUnstructured(o.(*unstructured.Unstructured))
+	if err != nil {
+		return nil
+	}
+	cur, err := netip.ParsePrefix(d.Status.CurrentPrefix)
+	if err != nil {
+		return []string{"nothing yet: no current prefix"}
+	}
+	mapped, err := render.Mapped(api.Parse(dp, d.Spec), f, cur, ingress)
+	if err != nil {
+		return []string{"nothing: " + err.Error()}
+	}
+	if len(mapped) == 0 {
+		return []string{"nothing yet: the load balancer publishes no address in " + f.MappingPrefix}
+	}
+	var out []string
+	for _, m := range mapped {
+		out = append(out, fmt.Sprintf("%s -> %s (%s, %s onto %s)", m.Inside, m.Outside, f.Mapping, m.From, m.To))
+	}
+	return out
 }

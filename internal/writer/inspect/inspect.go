@@ -44,6 +44,9 @@ type Follower struct {
 	Kind          string `json:"kind"`
 	// Object names it as the plan does: "resource/name" or "resource/namespace/name".
 	Object string `json:"object"`
+	// Mapping: a Service's published addresses and what its router maps
+	// them to (render.AnnotationMapping), "inside -> outside (how)".
+	Mapping []string `json:"mapping,omitempty"`
 }
 
 // Lease is the writer's Lease.
@@ -180,8 +183,8 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	}
 	objects := []Follower{{DynamicPrefix: out.Name, Kind: "DynamicPrefix", Object: "dynamicprefixes/" + out.Name}}
 	for _, f := range in.Followers {
-		// Services are written in transition mode ha only.
-		if f.DynamicPrefix == out.Name && (m.HA || f.Kind != "Service") {
+		// Services are written in transition mode ha, or for a mapped target.
+		if f.DynamicPrefix == out.Name && (m.HA || f.Kind != "Service" || len(f.Mapping) > 0) {
 			objects = append(objects, f)
 		}
 	}

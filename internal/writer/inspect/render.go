@@ -73,6 +73,9 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 				state = "would write:"
 			}
 			line("  \t%s\t%s", o.Object, state)
+			for _, mp := range o.Mapping {
+				line("  \t\t  maps %s", mp)
+			}
 			for _, c := range o.Pending {
 				line("  \t\t  %s: %q -> %q", c.Field, c.From, c.To)
 			}

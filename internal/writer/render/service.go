@@ -58,6 +58,14 @@ const (
 	// key alone (what was written before keys could be chosen).
 	AnnotationManagedTargetKeys = "dynamic-prefix.io/managed-target-keys"
 
+	// AnnotationMapping asks for the Service's DNS target to be the address
+	// its router maps its load-balancer address to (api.MappingNPTv6 or
+	// api.MappingNetmap), from the prefix AnnotationMappingPrefix onto the
+	// followed DynamicPrefix's (renumber additions). The Service's own
+	// address is never written.
+	AnnotationMapping       = "dynamic-prefix.io/mapping"
+	AnnotationMappingPrefix = "dynamic-prefix.io/mapping-prefix"
+
 	// AnnotationTarget is the key external-dns v0.22 and later read by default.
 	AnnotationTarget = "external-dns.kubernetes.io/target"
 	// AnnotationTargetAlpha is the key external-dns read before v0.22.
@@ -102,6 +110,10 @@ type ServiceFollow struct {
 	SkipDNS       bool
 	SkipL2Nudge   bool
 	ForceL2Nudge  bool
+	// Mapping, MappingPrefix: the DNS target is the load-balancer address
+	// mapped from MappingPrefix (AnnotationMapping).
+	Mapping       string
+	MappingPrefix string
 }
 
 // ServiceFollowOf reads a Service's annotations.
@@ -115,6 +127,8 @@ func ServiceFollowOf(ann map[string]string) ServiceFollow {
 		SkipDNS:       ann[AnnotationSkipDNS] == "true",
 		SkipL2Nudge:   ann[AnnotationSkipL2Nudge] == "true",
 		ForceL2Nudge:  ann[AnnotationForceL2Nudge] == "true",
+		Mapping:       ann[AnnotationMapping],
+		MappingPrefix: ann[AnnotationMappingPrefix],
 	}
 }
 
@@ -268,7 +282,7 @@ func keysHolding(ann map[string]string, managed []string) []string {
 var ours = []string{dynamicprefix.AnnotationName, AnnotationSuffix, AnnotationRange, AnnotationSubnet, AnnotationSkipDNS,
 	AnnotationSkipL2Nudge, AnnotationForceL2Nudge, AnnotationProvider, AnnotationIPs, AnnotationKubeVIPIPs,
 	AnnotationManagedIPs, AnnotationManagedIPsKey, AnnotationManagedTarget, AnnotationManagedTargetKeys,
-	AnnotationL2Nudged, AnnotationTargetAlpha}
+	AnnotationL2Nudged, AnnotationTargetAlpha, AnnotationMapping, AnnotationMappingPrefix}
 
 // Keep returns the annotations of ann the Service cache keeps (nil if none):
 // ours, the target keys asked for, and those its record names (so a key
@@ -446,6 +460,9 @@ type ServiceOptions struct {
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
 func RenderService(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Annotations, ingress []string, o ServiceOptions) (Annotations, error) {
+	if f.Mapping != "" {
+		return renderMapped(m, f, pooled, live, ingress, o)
+	}
 	key, err := f.AddressKey()
 	if err != nil {
 		return Annotations{}, err
@@ -483,6 +500,89 @@ func RenderService(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Ann
 
 // recorded sets which records the Service carries once a is written (Patch
 // writes a record that has entries and removes one that has none).
+// Mapping is one address the load balancer publishes and the address the
+// router maps it to, from prefix From onto To.
+type Mapping struct {
+	Inside, Outside netip.Addr
+	From, To        netip.Prefix
+}
+
+// Mapped returns what the router maps each address of ingress inside the
+// Service's mapping prefix to, under current (or its delegation, when that
+// is the mapping prefix's length). Errors wrap api.ErrInvalid.
+func Mapped(m api.Model, f ServiceFollow, current netip.Prefix, ingress []string) ([]Mapping, error) {
+	inside, err := f.mappingPrefix()
+	if err != nil {
+		return nil, err
+	}
+	outside := current
+	if d := m.Delegation(current); d.Bits() == inside.Bits() {
+		outside = d
+	}
+	if outside.Bits() != inside.Bits() {
+		return nil, fmt.Errorf("%w: %s %s is a /%d; the router maps it onto the followed prefix %s (or its delegation), a /%d",
+			api.ErrInvalid, AnnotationMappingPrefix, inside, inside.Bits(), outside, outside.Bits())
+	}
+	var out []Mapping
+	for _, in := range ingress {
+		a, err := netip.ParseAddr(in)
+		if err != nil || !inside.Contains(a) {
+			continue
+		}
+		t, err := api.Map(f.Mapping, a, inside, outside)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", api.ErrInvalid, err)
+		}
+		out = append(out, Mapping{Inside: a, Outside: t, From: inside, To: outside})
+	}
+	return out, nil
+}
+
+// mappingPrefix reads AnnotationMappingPrefix.
+func (f ServiceFollow) mappingPrefix() (netip.Prefix, error) {
+	inside, err := netip.ParsePrefix(f.MappingPrefix)
+	if err != nil || !inside.Addr().Is6() || inside.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%w: %s %q is not an IPv6 prefix", api.ErrInvalid, AnnotationMappingPrefix, f.MappingPrefix)
+	}
+	return inside.Masked(), nil
+}
+
+// renderMapped is RenderService for a Service whose address stays (a ULA
+// its router maps onto the followed prefix): the DNS target is each address
+// the load balancer publishes inside the mapping prefix, mapped onto the
+// current prefix - or onto its delegation, when that is the mapping
+// prefix's length. While it publishes none, the target stays as it is (it
+// is never withdrawn for a load balancer's restart). Addresses of ours from
+// an earlier mode are released; the user's entries stay everywhere.
+func renderMapped(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Annotations, ingress []string, o ServiceOptions) (Annotations, error) {
+	if f.Mapping != api.MappingNPTv6 && f.Mapping != api.MappingNetmap {
+		return Annotations{}, fmt.Errorf("%w: %s %q: want %s or %s", api.ErrInvalid, AnnotationMapping, f.Mapping, api.MappingNPTv6, api.MappingNetmap)
+	}
+	if _, err := f.mappingPrefix(); err != nil {
+		return Annotations{}, err
+	}
+	var current []string
+	if len(pooled) > 0 && !f.SkipDNS {
+		mapped, err := Mapped(m, f, pooled[0], ingress)
+		if err != nil {
+			return Annotations{}, err
+		}
+		for _, mp := range mapped {
+			if !slices.Contains(current, mp.Outside.String()) {
+				current = append(current, mp.Outside.String())
+			}
+		}
+		if len(current) == 0 {
+			current = live.ManagedTargets // nothing published yet: the target stays
+		}
+	}
+	var out Annotations
+	out.IPs, _ = addresses(live, "", nil)
+	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
+	out.L2Nudged = live.L2Nudged
+	return out.recorded(), nil
+}
+
 func (a Annotations) recorded() Annotations {
 	a.IPsRecorded, a.TargetsRecorded, a.KeysRecorded = len(a.ManagedIPs) > 0, len(a.ManagedTargets) > 0, len(a.TargetKeys) > 0
 	return a

@@ -432,3 +432,82 @@ func TestAForgedKeysRecordIsIgnored(t *testing.T) {
 		t.Errorf("the address key is read as a target key: %v", live.Targets)
 	}
 }
+
+// A Service whose address is a ULA its router maps onto the followed prefix
+// (nptv6): the DNS target is the mapped address of what the load balancer
+// publishes inside the mapping prefix; the Service's addresses are never
+// written; the user's IPv4 target stays beside ours.
+func TestAMappedTargetFollowsThePrefixNotTheAddress(t *testing.T) {
+	m := api.Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{
+		RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: ptr.To(48)}}})
+	f := ServiceFollowOf(map[string]string{dynamicprefix.AnnotationName: "home",
+		AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "fd01:203:405::/48"})
+	a, b := netip.MustParsePrefix("2001:db8:1:100::/64"), netip.MustParsePrefix("2001:db8:2:200::/64")
+	opt := ServiceOptions{TargetKeys: DefaultTargetKeys}
+	ula := "fd01:203:405:1::1234"
+	live := Live(map[string]string{AnnotationIPs: ula, AnnotationTarget: "192.0.2.10", AnnotationTargetAlpha: "192.0.2.10"}, DefaultTargetKeys)
+
+	// Nothing published yet: no target of ours.
+	got, err := RenderService(m, f, []netip.Prefix{a}, live, nil, opt)
+	if err != nil || len(got.ManagedTargets) != 0 || !got.Equal(live) {
+		t.Fatalf("before the load balancer publishes: %+v, %v", got, err)
+	}
+	// Published: RFC 6296's example, on the /48 the advertised /64 is part of.
+	got, err = RenderService(m, f, []netip.Prefix{a}, live, []string{ula, "192.0.2.99"}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"192.0.2.10", "2001:db8:1:d550::1234"}
+	for _, k := range DefaultTargetKeys {
+		if !slices.Equal(got.Targets[k], want) {
+			t.Errorf("%s = %q, want %q", k, got.Targets[k], want)
+		}
+	}
+	if !slices.Equal(got.IPs[AnnotationIPs], []string{ula}) || len(got.ManagedIPs) != 0 {
+		t.Errorf("the Service's address was touched: %v, managed %v", got.IPs, got.ManagedIPs)
+	}
+	// The ISP renumbers: the target moves to B's mapping; A's is gone at once
+	// (the router maps only the current prefix).
+	live = got
+	got, _ = RenderService(m, f, []netip.Prefix{b, a}, live, []string{ula}, opt)
+	if want := []string{"192.0.2.10", "2001:db8:2:d54f::1234"}; !slices.Equal(got.Targets[AnnotationTarget], want) {
+		t.Errorf("after renumbering: %q, want %q", got.Targets[AnnotationTarget], want)
+	}
+	// The load balancer restarts and publishes nothing for a while: the
+	// target stays.
+	live = got
+	if again, _ := RenderService(m, f, []netip.Prefix{b, a}, live, nil, opt); !again.Equal(live) {
+		t.Errorf("with nothing published the target moved: %v", again.Targets)
+	}
+}
+
+func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
+	a := []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}
+	for _, ann := range []map[string]string{
+		{AnnotationMapping: "nat66", AnnotationMappingPrefix: "fd01::/64"},
+		{AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "fd01::"},
+		{AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "10.0.0.0/8"},
+		{AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "fd01::/48"}, // the followed prefix is a /64, no delegation
+	} {
+		if _, err := RenderService(model, ServiceFollowOf(ann), a, Annotations{}, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys}); !errors.Is(err, api.ErrInvalid) {
+			t.Errorf("%v: %v, want ErrInvalid", ann, err)
+		}
+	}
+}
+
+// A Service that held addresses of ours (mode ha) and now asks for a mapped
+// target: our addresses go, the user's stay.
+func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
+	live := Live(map[string]string{AnnotationIPs: "2001:db8:1:100::1,fd01::1", AnnotationManagedIPs: "2001:db8:1:100::1"}, DefaultTargetKeys)
+	f := ServiceFollowOf(map[string]string{AnnotationMapping: api.MappingNetmap, AnnotationMappingPrefix: "fd01::/64"})
+	got, err := RenderService(model, f, []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}, live, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.IPs[AnnotationIPs], []string{"fd01::1"}) || got.IPsRecorded {
+		t.Errorf("addresses %v (recorded %v), want the user's alone", got.IPs, got.IPsRecorded)
+	}
+	if want := []string{"2001:db8:1:100::1"}; !slices.Equal(got.Targets[AnnotationTarget], want) {
+		t.Errorf("target %q, want %q", got.Targets[AnnotationTarget], want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // TestTheMappedAddressIsTheKernels: the world's router translates a ULA
@@ -180,5 +182,62 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 	want := fmt.Sprintf("maps %s -> %s (nptv6, %s onto %s)", ula, targetB, inside, delegationB)
 	if !strings.Contains(out, want) {
 		t.Errorf("kubectl renumber status lacks %q:\n%s", want, out)
+	}
+}
+
+// TestAPublicPrefixNoHostConfiguresIsFollowed: behind NPTv6 the LAN's hosts
+// live on the ULA; the router also advertises the ISP's /64 without the
+// autonomous flag, so that no host forms an address in it. The
+// DynamicPrefix follows that prefix (the ULA, not global unicast, is never
+// adopted) through a renumbering - one pool and one status write - and no
+// node ever holds an address in it, while each forms one in the ULA.
+func TestAPublicPrefixNoHostConfiguresIsFollowed(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := t.Context()
+	ula := netip.MustParsePrefix("fd01:203:405:1::/64")
+	announce := func(cur netip.Prefix, old ...netip.Prefix) {
+		t.Helper()
+		ads := []world.Advert{{Prefix: ula, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+			{Prefix: cur, Valid: 600 * time.Second, Preferred: 300 * time.Second, NotAutonomous: true}}
+		for _, o := range old {
+			ads = append(ads, world.Advert{Prefix: o, Valid: 600 * time.Second, NotAutonomous: true})
+		}
+		if err := w.Net.Router.Advertise(ctx, ads...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	announce(prefixA)
+	minimalDP(t, w, "home")
+	createPool(t, w)
+	for _, n := range []string{"node1", "node2"} {
+		startAgent(t, w, n)
+	}
+	startWriter(t, w, "writer-a")
+	poolIs(t, w, "the pool follows A", prefixA.String())
+	settleWrites()
+
+	m := mark(t, w)
+	announce(prefixB, prefixA)
+	poolIs(t, w, "the pool follows B, A draining", prefixB.String(), prefixA.String())
+	settleWrites()
+	want := []string{"patch ciliumloadbalancerippools lb 200", "patch dynamicprefixes/status home 200"}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
+		t.Errorf("the renumbering wrote %q, want %q", got, want)
+	}
+	for _, nd := range w.Net.Nodes {
+		addrs, err := nd.Addrs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inULA := false
+		for _, a := range addrs {
+			if prefixA.Contains(a.Prefix.Addr()) || prefixB.Contains(a.Prefix.Addr()) {
+				t.Errorf("%s formed %s from a prefix without the autonomous flag", nd.Name, a.Prefix)
+			}
+			inULA = inULA || ula.Contains(a.Prefix.Addr())
+		}
+		if !inULA {
+			t.Errorf("%s formed no address in the ULA %s: %v", nd.Name, ula, addrs)
+		}
 	}
 }

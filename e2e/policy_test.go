@@ -346,6 +346,34 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	if err := do(named("2001:db8:4::/64")); err != nil {
 		t.Errorf("a status naming a prefix the filter accepts: %v", err)
 	}
+
+	// A delegation (values are admitted anywhere in it) is only ever the
+	// prefix shortened to the spec's delegatedPrefixLength.
+	delegated := func(cur, delegation, draining string) write {
+		return write{api.GVR, "", "home", `{"status":{"currentPrefix":"` + cur + `","delegatedPrefix":"` + delegation + `","history":[{"prefix":"` + cur +
+			`","state":"active","delegatedPrefix":"` + delegation + `"},{"prefix":"2001:db8:1::/64","state":"draining","delegatedPrefix":"` + draining + `"}]}}`}
+	}
+	if err := do(delegated("2001:db8:4::/64", "2001:db8:4::/48", "2001:db8:1::/48")); !denied(err) {
+		t.Errorf("a delegation without delegatedPrefixLength: got %v, want refused", errString(err))
+	}
+	patch := []byte(`{"spec":{"acquisition":{"routerAdvertisement":{"delegatedPrefixLength":48}}}}`)
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][3]string{
+		"of another length":      {"2001:db8:4::/64", "2001:db8::/32", "2001:db8:1::/48"},
+		"not holding the prefix": {"2001:db8:4::/64", "2001:db8:5::/48", "2001:db8:1::/48"},
+		"the whole Internet":     {"2001:db8:4::/64", "::/0", "2001:db8:1::/48"},
+		"unmasked":               {"2001:db8:4::/64", "2001:db8:4::1/48", "2001:db8:1::/48"},
+		"a draining one's wrong": {"2001:db8:4::/64", "2001:db8:4::/48", "2001:db8:2::/48"},
+	} {
+		if err := do(delegated(args[0], args[1], args[2])); !denied(err) {
+			t.Errorf("a status naming a delegation %s (%s): got %v, want refused", name, args[1], errString(err))
+		}
+	}
+	if err := do(delegated("2001:db8:4::/64", "2001:db8:4::/48", "2001:db8:1::/48")); err != nil {
+		t.Errorf("a status naming the delegations the spec makes: %v", err)
+	}
 }
 
 // TestTheGuardsHoldInAnyNamespace: the admission policies guard the agent and

@@ -48,6 +48,9 @@ type Advert struct {
 	Prefix    netip.Prefix
 	Valid     time.Duration // 0 withdraws the prefix (valid lifetime 0)
 	Preferred time.Duration // 0 deprecates it
+	// NotAutonomous clears the A flag: hosts form no address from it (a
+	// router announcing a public prefix that only a prefix translation uses).
+	NotAutonomous bool
 }
 
 // Router is a namespace running radvd on eth0.
@@ -313,8 +316,12 @@ func RadvdConf(ads []Advert, clients []netip.Addr) string {
 	// an unknown destination goes anywhere.
 	b.WriteString("\tAdvDefaultLifetime 0;\n")
 	for _, a := range ads {
-		fmt.Fprintf(&b, "\tprefix %s {\n\t\tAdvOnLink on;\n\t\tAdvAutonomous on;\n\t\tAdvValidLifetime %d;\n\t\tAdvPreferredLifetime %d;\n\t};\n",
-			a.Prefix, int(a.Valid/time.Second), int(a.Preferred/time.Second))
+		auto := "on"
+		if a.NotAutonomous {
+			auto = "off"
+		}
+		fmt.Fprintf(&b, "\tprefix %s {\n\t\tAdvOnLink on;\n\t\tAdvAutonomous %s;\n\t\tAdvValidLifetime %d;\n\t\tAdvPreferredLifetime %d;\n\t};\n",
+			a.Prefix, auto, int(a.Valid/time.Second), int(a.Preferred/time.Second))
 	}
 	if len(clients) > 0 {
 		b.WriteString("\tclients {\n")

@@ -498,8 +498,6 @@ func RenderService(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Ann
 	return out.recorded(), nil
 }
 
-// recorded sets which records the Service carries once a is written (Patch
-// writes a record that has entries and removes one that has none).
 // Mapping is one address the load balancer publishes and the address the
 // router maps it to, from prefix From onto To.
 type Mapping struct {
@@ -583,6 +581,8 @@ func renderMapped(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Anno
 	return out.recorded(), nil
 }
 
+// recorded sets which records the Service carries once a is written (Patch
+// writes a record that has entries and removes one that has none).
 func (a Annotations) recorded() Annotations {
 	a.IPsRecorded, a.TargetsRecorded, a.KeysRecorded = len(a.ManagedIPs) > 0, len(a.ManagedTargets) > 0, len(a.TargetKeys) > 0
 	return a

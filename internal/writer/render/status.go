@@ -190,7 +190,6 @@ func StatusEqual(a, b api.Status) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
-// normal makes nil and empty slices compare equal.
 // delegations names, in a copy of history, the delegation each prefix is part
 // of (none without delegatedPrefixLength): the writer's admission policy lets
 // it write subnets of a draining prefix's delegation only while its status
@@ -206,6 +205,7 @@ func delegations(m api.Model, history []api.HistoryEntry) []api.HistoryEntry {
 	return out
 }
 
+// normal makes nil and empty slices compare equal.
 func normal(s api.Status) api.Status {
 	if len(s.AddressRanges) == 0 {
 		s.AddressRanges = nil

@@ -66,9 +66,7 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	}
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
-		if m.Delegated != 0 {
-			st.DelegatedPrefix = m.Delegation(d.Current).String()
-		}
+		st.DelegatedPrefix = namedDelegation(m, d.Current)
 		ranges, subnets, err := m.Derived(d.Current)
 		if err != nil && p.Spec == nil {
 			p.Spec = err
@@ -198,11 +196,21 @@ func delegations(m api.Model, history []api.HistoryEntry) []api.HistoryEntry {
 	out := slices.Clone(history)
 	for i := range out {
 		out[i].DelegatedPrefix = ""
-		if p, err := netip.ParsePrefix(out[i].Prefix); err == nil && m.Delegated != 0 {
-			out[i].DelegatedPrefix = m.Delegation(p).String()
+		if p, err := netip.ParsePrefix(out[i].Prefix); err == nil {
+			out[i].DelegatedPrefix = namedDelegation(m, p)
 		}
 	}
 	return out
+}
+
+// namedDelegation is the delegation a status names for p: p shortened to
+// delegatedPrefixLength; none without one, or when p is shorter (subnets
+// are then carved from p itself, which the status names already).
+func namedDelegation(m api.Model, p netip.Prefix) string {
+	if m.Delegated == 0 || p.Bits() < m.Delegated {
+		return ""
+	}
+	return m.Delegation(p).String()
 }
 
 // normal makes nil and empty slices compare equal.
@@ -245,7 +253,7 @@ func NamesNewPrefix(st api.Status, m api.Model, d decide.Decision) bool {
 		if !ok {
 			return true
 		}
-		if m.Delegated != 0 && del != m.Delegation(p).String() {
+		if m.Delegated != 0 && del != namedDelegation(m, p) {
 			return true
 		}
 	}

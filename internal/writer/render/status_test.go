@@ -162,4 +162,14 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 	if NamesNewPrefix(older, api.Model{}, d) {
 		t.Error("without delegatedPrefixLength, delegations matter")
 	}
+
+	// A prefix no longer than the delegation is its own: the status names no
+	// delegation for it (its admission policy admits only the spec's length).
+	short := decide.Decision{Current: netip.MustParsePrefix("2001:db8:100::/48"), Pooled: []netip.Prefix{netip.MustParsePrefix("2001:db8:100::/48")},
+		History: []api.HistoryEntry{{Prefix: "2001:db8:100::/48", State: api.StateActive}}}
+	if st := RenderStatus(&api.DynamicPrefix{}, m, short, Problems{}, t0); st.DelegatedPrefix != "" || st.History[0].DelegatedPrefix != "" || st.Subnets[0].CIDR != "2001:db8:100:3::/64" {
+		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
+	} else if NamesNewPrefix(st, m, short) {
+		t.Error("a status naming a /48 and no delegation asks to be written first")
+	}
 }

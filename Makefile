@@ -206,7 +206,7 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 # load of a kind cluster starting failed TestRealNodes' quiet period (a standby
 # writer's first sight of the leader fell in it).
 .PHONY: test
-test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~27 min warm, measured)
+test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~21-27 min warm, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...

@@ -21,7 +21,6 @@ type Translator struct {
 	ClientAddr netip.Addr
 	mapping    string
 	inside     netip.Prefix
-	outside    netip.Prefix // "" until Map
 }
 
 // The WAN link: the router's end and the client's, in a documentation /64
@@ -79,11 +78,7 @@ func (t *Translator) Map(ctx context.Context, outside netip.Prefix) error {
 			ipt("-A", "POSTROUTING", "-o", "wan0", "-s", in, "-j", "NETMAP", "--to", out),
 			ipt("-A", "PREROUTING", "-i", "wan0", "-d", out, "-j", "NETMAP", "--to", in))
 	}
-	if err := runAll(ctx, cmds...); err != nil {
-		return err
-	}
-	t.outside = outside
-	return nil
+	return runAll(ctx, cmds...)
 }
 
 // Dial connects from the WAN client to addr:port and returns the line the

@@ -36,8 +36,8 @@ export DOCKER_HOST
 docker image inspect "$NODE_IMAGE" >/dev/null 2>&1 || fail "no node image $NODE_IMAGE (make kind-node-image builds it)"
 
 # Kubelets inside the nodes change host-global sysctls, as the test world's
-# real nodes do (tools/world/kubelet.go), and make test runs this smoke beside
-# go test: both keep the machine's values in $worlds/sysctls.json (whoever
+# real nodes do (tools/world/kubelet.go), and this smoke may run beside go test
+# (make test runs it after; a user may start both): both keep the machine's values in $worlds/sysctls.json (whoever
 # starts first records them), and the last one out puts them back.
 worlds=/run/renumber-world
 sysctls="vm.overcommit_memory kernel.panic kernel.panic_on_oops"

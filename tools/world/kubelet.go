@@ -455,8 +455,9 @@ func killAll(cgroup string) {
 	}
 }
 
-// The kind smoke (e2e/kind/run.sh) runs kubelets too, beside go test in make
-// test, and kubelets change the same global sysctls. Both keep the machine's
+// The kind smoke (e2e/kind/run.sh) runs kubelets too - after go test in make
+// test, but beside it whenever someone runs both at once - and kubelets
+// change the same global sysctls. Both keep the machine's
 // values in sysctlsFile (whoever starts first records them), and the last one
 // out puts them back: a world leaves that to the smoke while it holds
 // kubeletsLockFile, the smoke to the worlds while any world's real nodes are

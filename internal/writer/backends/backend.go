@@ -241,6 +241,23 @@ func Strings(u *unstructured.Unstructured, path ...string) ([]string, error) {
 	return out, nil
 }
 
+// anys is v as a JSON list.
+func anys(v []string) []any {
+	out := make([]any, len(v))
+	for i, s := range v {
+		out[i] = s
+	}
+	return out
+}
+
+// listSpec renders the entries as the list field of spec, in order (Kind.Spec
+// of a kind whose entries are one list of strings, read by Strings).
+func listSpec(field string) func(slot string, entries []string) (map[string]any, error) {
+	return func(_ string, entries []string) (map[string]any, error) {
+		return map[string]any{field: anys(entries)}, nil
+	}
+}
+
 // SameJSON reports whether a and b are the same in JSON (an int64 and a
 // float64 of one value are: the API server gives numbers back as either).
 func SameJSON(a, b any) bool {

@@ -43,13 +43,7 @@ func CalicoNetworkSetKinds(disc Discovery) ([]*Kind, error) {
 			GVR:       schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: v, Resource: k.resource},
 			RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
 			Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return Strings(u, "spec", "nets") },
-			Spec: func(_ string, nets []string) (map[string]any, error) {
-				out := make([]any, len(nets))
-				for i, n := range nets {
-					out[i] = n
-				}
-				return map[string]any{"nets": out}, nil
-			},
+			Spec:    listSpec("nets"),
 		})
 	}
 	return out, nil

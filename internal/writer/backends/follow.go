@@ -71,14 +71,9 @@ func CalicoFollows(u *unstructured.Unstructured) (string, Role) {
 // made for (its label).
 func AdvertisementFollows(o metav1.Object) (string, Role) { return made(o) }
 
-// ServiceFollows says which DynamicPrefix a Service follows (its annotation,
-// read with the rest of what it asks for by render.ServiceFollowOf).
-func ServiceFollows(s *corev1.Service) (string, Role) {
-	if dp := render.ServiceFollowOf(s.Annotations).DynamicPrefix; dp != "" {
-		return dp, Follower
-	}
-	return "", None
-}
+// ServiceFollows says which DynamicPrefix a Service follows (its annotation;
+// render.ServiceFollowOf reads it with the rest of what the Service asks for).
+func ServiceFollows(s *corev1.Service) (string, Role) { return follower(s) }
 
 // MadeFor are the labels of an object made for the DynamicPrefix dp, with
 // the others given.

@@ -29,13 +29,7 @@ func MetalLBKinds(disc Discovery) ([]*Kind, error) {
 		GVR:       schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: MetalLBResource},
 		RecordKey: dynamicprefix.AnnotationManagedAddresses,
 		Entries:   func(u *unstructured.Unstructured, _ string) ([]string, error) { return metallbEntries(u) },
-		Spec: func(_ string, metallbEntries []string) (map[string]any, error) {
-			out := make([]any, len(metallbEntries))
-			for i, e := range metallbEntries {
-				out[i] = e
-			}
-			return map[string]any{"addresses": out}, nil
-		},
+		Spec:      listSpec("addresses"),
 	}}, nil
 }
 

@@ -170,7 +170,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 			}
 			b := map[string]any{"cidr": r}
 			if len(ex) > 0 {
-				b["except"] = toAny(ex)
+				b["except"] = anys(ex)
 			}
 			kept = append(kept, map[string]any{"ipBlock": b})
 		}
@@ -208,39 +208,23 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 }
 
 // moveExcept moves except entries from inside the block from to the same
-// places inside to (same length); entries outside from are dropped.
+// places inside to (same length: the prefix bits replaced, as netmap does);
+// entries outside from, or wider than it, are dropped.
 func moveExcept(except []string, from, to string) []string {
 	f, err1 := netip.ParsePrefix(from)
 	t, err2 := netip.ParsePrefix(to)
-	if err1 != nil || err2 != nil || f.Bits() != t.Bits() || f.Addr().Is4() != t.Addr().Is4() {
+	if err1 != nil || err2 != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range except {
 		p, err := netip.ParsePrefix(e)
-		if err != nil || p.Bits() < f.Bits() || !f.Contains(p.Addr()) {
+		if err != nil || p.Bits() < f.Bits() {
 			continue
 		}
-		a, ta := p.Addr().AsSlice(), t.Masked().Addr().AsSlice()
-		for i := range a {
-			host := byte(0xff) // the bits of byte i below the block's length
-			if bits := f.Bits() - 8*i; bits >= 8 {
-				host = 0
-			} else if bits > 0 {
-				host = 0xff >> bits
-			}
-			a[i] = a[i]&host | ta[i]&^host
+		if a, err := api.Map(api.MappingNetmap, p.Addr(), f, t); err == nil {
+			out = append(out, netip.PrefixFrom(a, p.Bits()).String())
 		}
-		addr, _ := netip.AddrFromSlice(a)
-		out = append(out, netip.PrefixFrom(addr, p.Bits()).String())
-	}
-	return out
-}
-
-func toAny(v []string) []any {
-	out := make([]any, len(v))
-	for i, s := range v {
-		out[i] = s
 	}
 	return out
 }

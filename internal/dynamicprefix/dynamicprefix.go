@@ -45,8 +45,31 @@ type Acquisition struct {
 	RouterAdvertisement *RouterAdvertisement `json:"routerAdvertisement,omitempty"`
 	DHCPv6PD            *DHCPv6PD            `json:"dhcpv6pd,omitempty"`
 	PrefixFilter        *PrefixFilter        `json:"prefixFilter,omitempty"`
-	// Quorum (renumber addition): nodes that must report a prefix as preferred.
+	// DNS (renumber addition): follow a name's AAAA record instead of what
+	// the agents see on the LAN; alone, never beside the agents' sources.
+	DNS *DNS `json:"dns,omitempty"`
+	// Quorum (renumber addition): nodes (with dns: servers) that must report
+	// a prefix as preferred.
 	Quorum *int `json:"quorum,omitempty"`
+}
+
+// DNS (renumber addition) follows a prefix the cluster's LAN does not carry
+// (behind NPTv6 the LAN holds a ULA; the ISP's prefix lives on the router's
+// WAN): the AAAA record of a name the router keeps updated (its dynamic DNS),
+// shortened to PrefixLength. The writer asks every server, each time the
+// answers' TTL runs out (within MinInterval and MaxInterval); the prefix
+// moves only when a majority of the servers agree. The agents take no part.
+type DNS struct {
+	Name string `json:"name"`
+	// Servers are IP addresses, each with an optional port ("192.0.2.53",
+	// "[2001:db8::53]:5353"); empty: the nameservers of the writer's
+	// /etc/resolv.conf.
+	Servers      []string `json:"servers,omitempty"`
+	PrefixLength int      `json:"prefixLength"`
+	// MinInterval, MaxInterval bound the time between two questions (Go
+	// durations; defaults DefaultDNSMinInterval and DefaultDNSMaxInterval).
+	MinInterval string `json:"minInterval,omitempty"`
+	MaxInterval string `json:"maxInterval,omitempty"`
 }
 
 type RouterAdvertisement struct {
@@ -133,6 +156,11 @@ const (
 	MaxPrefixHistory        = 10
 	// TransitionHA is transition.mode for Services following the prefix.
 	TransitionHA = "ha"
+	// DefaultDNSMinInterval, DefaultDNSMaxInterval are dns.minInterval's and
+	// dns.maxInterval's defaults: a TTL below the one or above the other is
+	// taken as that bound.
+	DefaultDNSMinInterval = "10s"
+	DefaultDNSMaxInterval = "10m"
 )
 
 // Followed reports whether Router Advertisements are followed: configured and

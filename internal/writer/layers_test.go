@@ -31,8 +31,9 @@ var stages = map[string][]string{
 	"handover":   {"api", "backends", "decide", "render"},
 	"election":   {},
 	"review":     {},
-	"controller": {"api", "apply", "backends", "caches", "decide", "render", "write"},
-	"inspect":    {"api", "backends", "controller", "decide", "render", "write"},
+	"resolve":    {"api", "decide"},
+	"controller": {"api", "apply", "backends", "caches", "decide", "render", "resolve", "write"},
+	"inspect":    {"api", "backends", "controller", "decide", "render", "resolve", "write"},
 }
 
 // sources parses the non-test Go files under dir.

@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -37,8 +40,11 @@ type Model struct {
 	// PDClient: the agents' own DHCPv6 client requests the delegation, on one
 	// node at a time (dhcpv6pd.mode client); PDNodes may run it, in order of
 	// preference (empty: any).
-	PDClient   bool
-	PDNodes    []string
+	PDClient bool
+	PDNodes  []string
+	// DNS is the name followed instead of the agents' reports (nil: the
+	// agents' sources).
+	DNS        *DNSSource
 	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
 	Allowed    []netip.Prefix
 	// MinLength, MaxLength bound a prefix's length (0: no bound).
@@ -55,6 +61,21 @@ type Model struct {
 	// suffixes or allowed prefixes); nil when nothing is. Whether a range or
 	// subnet fits a prefix is known only once there is one (Check).
 	Err error
+}
+
+// DNSSource is acquisition.dns, parsed.
+type DNSSource struct {
+	Name    string           // fully qualified, lower case, with the final dot
+	Servers []netip.AddrPort // empty: the writer's resolv.conf
+	Length  int              // the prefix is the answer's address shortened to Length
+	// MinInterval, MaxInterval bound the time between two questions.
+	MinInterval, MaxInterval time.Duration
+}
+
+// String identifies the query: a spec change that changes it starts its
+// polling afresh.
+func (d *DNSSource) String() string {
+	return fmt.Sprintf("%s AAAA /%d via %v every %v..%v", d.Name, d.Length, d.Servers, d.MinInterval, d.MaxInterval)
 }
 
 // Range is a named address range: host-part suffixes spliced onto a prefix.
@@ -93,6 +114,16 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 	if pd := a.DHCPv6PD; pd != nil {
 		m.DHCPv6PD, m.PDInterface = true, pd.Interface
 		m.PDClient, m.PDNodes = pd.Client(), pd.NodeNames
+	}
+	if a.DNS != nil {
+		d, err := parseDNS(a.DNS)
+		if err == nil && (a.RouterAdvertisement != nil || a.DHCPv6PD != nil) {
+			err = errors.New("dns: a name is followed alone, not beside routerAdvertisement or dhcpv6pd")
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		m.DNS = d // even when refused: the agents' reports never count for it
 	}
 	if q := a.Quorum; q != nil && *q > 0 {
 		m.Quorum = *q
@@ -137,6 +168,86 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 		m.Err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return m
+}
+
+// MaxDNSServers bounds dns.servers (the schema's maxItems).
+const MaxDNSServers = 5
+
+// parseDNS reads acquisition.dns. The model it returns is never nil, so that
+// a refused one still keeps the agents' reports from counting.
+func parseDNS(s *dynamicprefix.DNS) (*DNSSource, error) {
+	d := &DNSSource{Name: strings.ToLower(s.Name), Length: s.PrefixLength}
+	if !strings.HasSuffix(d.Name, ".") {
+		d.Name += "."
+	}
+	var errs []error
+	if !domainName(d.Name) {
+		errs = append(errs, fmt.Errorf("dns: name %q is not a domain name", s.Name))
+	}
+	if d.Length < 16 || d.Length > 64 {
+		errs = append(errs, fmt.Errorf("dns: prefixLength %d is not from 16 to 64", d.Length))
+	}
+	if len(s.Servers) > MaxDNSServers {
+		errs = append(errs, fmt.Errorf("dns: %d servers, at most %d", len(s.Servers), MaxDNSServers))
+	}
+	for _, v := range s.Servers[:min(len(s.Servers), MaxDNSServers)] {
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			a, err2 := netip.ParseAddr(v)
+			if err2 != nil || a.Zone() != "" {
+				errs = append(errs, fmt.Errorf("dns: server %q is neither an IP address nor one with a port", v))
+				continue
+			}
+			ap = netip.AddrPortFrom(a, 53)
+		}
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		if ap.Port() == 0 || ap.Addr().Zone() != "" {
+			errs = append(errs, fmt.Errorf("dns: server %q needs a port other than 0 and no zone", v))
+			continue
+		}
+		if !slices.Contains(d.Servers, ap) {
+			d.Servers = append(d.Servers, ap)
+		}
+	}
+	interval := func(field, v, def string) time.Duration {
+		if v == "" {
+			v = def
+		}
+		t, err := time.ParseDuration(v)
+		if err != nil || t < time.Second || t > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("dns: %s %q is not a duration from 1s to 24h", field, v))
+			t, _ = time.ParseDuration(def)
+		}
+		return t
+	}
+	d.MinInterval = interval("minInterval", s.MinInterval, dynamicprefix.DefaultDNSMinInterval)
+	d.MaxInterval = interval("maxInterval", s.MaxInterval, dynamicprefix.DefaultDNSMaxInterval)
+	if d.MinInterval > d.MaxInterval {
+		errs = append(errs, fmt.Errorf("dns: minInterval %v exceeds maxInterval %v", d.MinInterval, d.MaxInterval))
+	}
+	return d, errors.Join(errs...)
+}
+
+// domainName reports whether name (with its final dot) is a domain name:
+// at most 253 characters, labels of 1 to 63 letters, digits, hyphens and
+// underscores (as dynamic DNS services allow), none starting or ending
+// with a hyphen.
+func domainName(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Advertises reports whether any subnet asks for a BGP advertisement.
@@ -185,6 +296,9 @@ func (m Model) allowed(p netip.Prefix) bool {
 // on its RA interface (any link when it names none), delegations on its
 // DHCPv6-PD interface.
 func (m Model) Counts(link string, src digest.Source) bool {
+	if m.DNS != nil {
+		return false // the resolvers' answers alone (decide.Report.Resolver)
+	}
 	ra := m.RA || !m.DHCPv6PD // neither configured: as RA (the schema requires one)
 	if ra && (m.Interface == "" || link == m.Interface) && src&(digest.SourceRA|digest.SourceAddr) != 0 {
 		return true

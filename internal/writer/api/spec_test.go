@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
@@ -286,4 +289,55 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Derived and Check disagree: %v / %v", derr, err)
 		}
 	})
+}
+
+func TestADNSNameIsParsedWithItsDefaults(t *testing.T) {
+	m := Parse("public", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{
+		Name: "Router.Example.NET", PrefixLength: 56, Servers: []string{"192.0.2.53", "[2001:db8::53]:5353", "::ffff:192.0.2.53"}}}})
+	if m.Err != nil {
+		t.Fatal(m.Err)
+	}
+	want := &DNSSource{Name: "router.example.net.", Length: 56,
+		Servers:     []netip.AddrPort{netip.MustParseAddrPort("192.0.2.53:53"), netip.MustParseAddrPort("[2001:db8::53]:5353")},
+		MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	if diff := cmp.Diff(want, m.DNS, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		t.Errorf("dns (-want +got):\n%s", diff)
+	}
+	if m.Counts("eth0", digest.SourceRA) || m.Follows("eth0") {
+		t.Error("a DynamicPrefix following a name counts what nodes see on their links")
+	}
+}
+
+func TestADNSSourceThatCannotBeUsedIsAnError(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		acq  dynamicprefix.Acquisition
+		want string
+	}{
+		{"beside router advertisements", dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{},
+			DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56}}, "alone"},
+		{"beside DHCPv6-PD", dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"},
+			DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56}}, "alone"},
+		{"not a name", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r..example", PrefixLength: 56}}, "not a domain name"},
+		{"a label too long", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: strings.Repeat("a", 64) + ".example", PrefixLength: 56}}, "not a domain name"},
+		{"a /65", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 65}}, "from 16 to 64"},
+		{"no length", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example"}}, "from 16 to 64"},
+		{"a host name as server", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56, Servers: []string{"ns.example"}}}, "neither an IP address"},
+		{"port 0", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56, Servers: []string{"192.0.2.1:0"}}}, "port other than 0"},
+		{"six servers", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56,
+			Servers: []string{"::1", "::2", "::3", "::4", "::5", "::6"}}}, "at most 5"},
+		{"an interval below a second", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56, MinInterval: "100ms"}}, "from 1s to 24h"},
+		{"an interval that is no duration", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56, MaxInterval: "often"}}, "from 1s to 24h"},
+		{"bounds that contradict", dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "r.example", PrefixLength: 56, MinInterval: "1h", MaxInterval: "1m"}}, "exceeds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Parse("public", dynamicprefix.Spec{Acquisition: tt.acq})
+			if !errors.Is(m.Err, ErrInvalid) || !strings.Contains(m.Err.Error(), tt.want) {
+				t.Errorf("error %v, want one saying %q", m.Err, tt.want)
+			}
+			if m.DNS == nil || m.Counts("eth0", digest.SourceRA) {
+				t.Error("a refused dns source lets the nodes' reports count")
+			}
+		})
+	}
 }

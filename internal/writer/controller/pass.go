@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -16,6 +17,31 @@ import (
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 )
+
+// reports are what votes for the DynamicPrefix name: its servers' answers
+// when it follows a name (not ready until each was asked once), else the
+// node digests, and when that changes by time alone.
+func (c *Controller) reports(ctx context.Context, name string, m api.Model, now time.Time) ([]decide.Report, time.Time, bool) {
+	if m.DNS == nil || m.Err != nil {
+		c.stopResolving(name)
+		if m.DNS != nil {
+			return nil, time.Time{}, true // nothing is asked for a spec that cannot be used
+		}
+		reports, lapse := c.voters.Reports(now)
+		return reports, lapse, true
+	}
+	if c.cfg.Resolvers == nil {
+		return nil, time.Time{}, true
+	}
+	reports, ready := c.cfg.Resolvers.Reports(ctx, name, m.DNS)
+	return reports, time.Time{}, ready
+}
+
+func (c *Controller) stopResolving(name string) {
+	if c.cfg.Resolvers != nil {
+		c.cfg.Resolvers.Stop(name)
+	}
+}
 
 // syncDynamicPrefix is one pass over a DynamicPrefix: decide, write every pool,
 // Service and advertisement that follows it, then its status (so status
@@ -42,6 +68,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		delete(c.problems, name)
+		c.stopResolving(name)
 		return c.release(ctx, name).Retry()
 	}
 	u := obj.(*unstructured.Unstructured)
@@ -63,7 +90,10 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
 	m := api.Parse(name, dp.Spec)
 	now := c.clock.Now()
-	reports, lapse := c.voters.Reports(now)
+	reports, lapse, ready := c.reports(ctx, name, m, now)
+	if !ready {
+		return write.Outcome{} // the servers' first answers queue the pass again
+	}
 	d := decide.For(m, dp.Status, reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
 	// change, which the write breaker lets through (write.Budget).
@@ -136,7 +166,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	}
 	switch was := render.QuietStatus(prior); {
 	case d.Unreported && !was:
-		msg := render.NotReportedMessage(d.Current)
+		msg := render.NotReportedMessage(m, d.Current)
 		c.log.Warn(name + ": " + msg)
 		c.events.Event(u, render.ReasonNotReported, msg)
 	case was && !d.Unreported && d.Current.IsValid():
@@ -152,6 +182,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.log.Info(name + ": every node's routers agree again")
 		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
 	}
+	if m.DNS != nil {
+		c.announceDissent(u, name, m, d, prior)
+	}
 	if d.Changed && d.Current.IsValid() {
 		prev := prior.CurrentPrefix
 		if prev == "" {
@@ -164,6 +197,21 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
 	}
 	return append(steps, bgp...).Retry()
+}
+
+// announceDissent writes the journal's line and the event when the DNS
+// servers stop or start agreeing.
+func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, m api.Model, d decide.Decision, prior api.Status) {
+	was := meta.FindStatusCondition(prior.Conditions, render.ResolversAgree)
+	switch {
+	case len(d.Dissent) > 0 && (was == nil || was.Message != render.DissentMessage(m, d)):
+		msg := render.DissentMessage(m, d)
+		c.log.Warn(name + ": " + msg)
+		c.events.Announce("dp/"+name+"/resolvers", u, true, "ResolversDisagree", msg)
+	case len(d.Dissent) == 0 && was != nil && was.Status != metav1.ConditionTrue:
+		c.log.Info(name + ": every DNS server answers " + d.Current.String() + " again")
+		c.events.Announce("dp/"+name+"/resolvers", u, false, render.ResolversAgree, "every server answers "+d.Current.String())
+	}
 }
 
 // nodeChanges holds, per DynamicPrefix, when a change of the nodes' digests

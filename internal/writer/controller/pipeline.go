@@ -20,6 +20,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/resolve"
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
@@ -45,9 +46,15 @@ type Pipeline struct {
 	Caches     *caches.Caches
 	Ballot     *decide.Ballot
 	Controller *Controller
+	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns).
+	Resolvers *resolve.Sources
 	// Plan is the shadow's plan (nil unless DryRun).
 	Plan *write.Plan
 }
+
+// DNSTimeout bounds one question to a DNS server (a round asks a silent
+// server twice).
+const DNSTimeout = 2 * time.Second
 
 // NewPipeline assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
@@ -79,14 +86,17 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.Reconcile.L2Nudge = (&backends.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
 	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
+	p.Resolvers = &resolve.Sources{Exchanger: resolve.Wire{Timeout: DNSTimeout}, Clock: clk, Log: log, ResolvConf: resolve.ResolvConf}
+	o.Reconcile.Resolvers = p.Resolvers
 	p.Controller = NewController(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)
+	p.Resolvers.Changed = p.Controller.DynamicPrefixChanged
 	return p
 }
 
 // Collectors are the pipeline's metrics: the controller's, the ballot's, the
 // staleness checks', and the shadow's plan.
 func (p *Pipeline) Collectors() []metrics.Collector {
-	cs := slices.Concat(Collectors(), caches.StalenessCollectors(), p.Ballot.Collectors(), []metrics.Collector{p.Controller.Collector()})
+	cs := slices.Concat(Collectors(), caches.StalenessCollectors(), p.Ballot.Collectors(), resolve.Collectors(), []metrics.Collector{p.Controller.Collector()})
 	if p.Plan != nil {
 		cs = append(cs, p.Plan.Collector())
 	}

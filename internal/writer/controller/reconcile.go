@@ -50,6 +50,14 @@ type Voters interface {
 	Reports(now time.Time) ([]decide.Report, time.Time)
 }
 
+// Resolvers give the reports of the DNS servers a DynamicPrefix following a
+// name asks (resolve.Sources): polled from the first call on, ready once
+// every server was asked; Stop ends a poll.
+type Resolvers interface {
+	Reports(ctx context.Context, name string, q *api.DNSSource) (reports []decide.Report, ready bool)
+	Stop(name string)
+}
+
 // Recorder emits Kubernetes events (only at transitions).
 type Recorder = write.Recorder
 
@@ -68,6 +76,9 @@ type Config struct {
 	// StatusSeen bounds the wait, after a status names a new prefix, for the
 	// cache to show it before objects get the prefix (0: no wait).
 	StatusSeen time.Duration
+	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns);
+	// nil: such a DynamicPrefix gets no reports.
+	Resolvers Resolvers
 	// Plan, when set, makes the controller a shadow (writer --dry-run): each
 	// pass records the writes it would make there and sends none; it is run
 	// with Lead without ever leading.

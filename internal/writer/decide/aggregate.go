@@ -26,6 +26,13 @@
 //     it draining longer), or until maxPrefixHistory newer prefixes pushed it out.
 //   - Nodes whose agents hear one router address contradict itself are listed
 //     (Conflicting): their digests carry the last agreed prefixes.
+//   - A DynamicPrefix following a DNS name (acquisition.dns) counts the
+//     resolvers' reports alone, one per server, under the same rules: a
+//     server is a voter, one that does not answer reports nothing and still
+//     counts toward the majority, so one server alone, lying or silent, never
+//     moves the prefix while another is configured. No Node's digest counts
+//     there, and no resolver's report counts anywhere else. Servers that do
+//     not answer the current prefix are listed (Dissent).
 
 package decide
 
@@ -49,6 +56,10 @@ type Report struct {
 	Digest digest.Node
 	// NotReady: the Node is not Ready, but votes still (within the grace).
 	NotReady bool
+	// Resolver: a DNS server's answer (Node is the server), not a Node's
+	// digest; Problem says why it names no prefix ("" when it answered).
+	Resolver bool
+	Problem  string
 }
 
 // Rejected is a prefix some node reported that the spec does not accept.
@@ -88,6 +99,10 @@ type Decision struct {
 	// Conflicting are the voting nodes whose agents report a router
 	// conflict on a followed link, sorted.
 	Conflicting []string
+	// Dissent lists, for a DynamicPrefix following a DNS name, each server
+	// that does not answer the current prefix and why ("server: why"), in
+	// the order of the reports.
+	Dissent []string
 }
 
 type tally struct {
@@ -95,6 +110,7 @@ type tally struct {
 	seen      int
 	remaining []time.Duration // each node's, reporting it deprecated
 	ra, pd    bool
+	dns       bool
 }
 
 // drain is the valid lifetime a majority of the nodes reporting the prefix
@@ -118,11 +134,14 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		d.PDClient = clientNode(m, prev, reports)
 	}
 	for _, r := range reports {
+		if r.Resolver != (m.DNS != nil) {
+			continue // a digest where a name is followed, or an answer where none is
+		}
 		counted := map[netip.Prefix]bool{}
-		reported, conflict := false, false
+		reported, conflict := r.Resolver, false
 		countsPD := pdClient(m, prev, d.PDClient, r.Node)
 		for _, l := range r.Digest.Links {
-			if !m.Follows(l.Name) {
+			if !r.Resolver && !m.Follows(l.Name) {
 				continue
 			}
 			reported = true
@@ -131,7 +150,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 				if !countsPD {
 					p.Sources &^= digest.SourcePD
 				}
-				if p.Sources == 0 || !m.Counts(l.Name, p.Sources) {
+				if !r.Resolver && (p.Sources == 0 || !m.Counts(l.Name, p.Sources)) {
 					continue // another acquisition's prefix on the same link
 				}
 				if why := m.Accept(p.Prefix); why != "" {
@@ -154,8 +173,9 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 				}
 				counted[p.Prefix] = true
 				t.seen++
-				t.ra = t.ra || p.Sources&digest.SourceRA != 0
-				t.pd = t.pd || p.Sources&digest.SourcePD != 0
+				t.ra = t.ra || !r.Resolver && p.Sources&digest.SourceRA != 0
+				t.pd = t.pd || !r.Resolver && p.Sources&digest.SourcePD != 0
+				t.dns = t.dns || r.Resolver
 				if p.Deprecated {
 					t.remaining = append(t.remaining, p.Remaining)
 				} else {
@@ -199,12 +219,21 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		d.Source = "router-advertisement"
 	case t != nil && t.pd:
 		d.Source = "dhcpv6-pd"
+	case t != nil && t.dns:
+		d.Source = "dns"
 	case t != nil:
 		d.Source = "static"
 	default:
 		d.Source = cmp.Or(prev.PrefixSource, "unknown")
 	}
-	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now)
+	if m.DNS != nil {
+		d.Dissent = dissent(reports, d.Current)
+	}
+	var fallback time.Duration
+	if m.DNS != nil {
+		fallback = m.DNS.MaxInterval
+	}
+	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now, fallback)
 	for _, h := range d.History {
 		if h.State == api.StateExpired {
 			continue
@@ -220,6 +249,26 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		}
 	}
 	return d
+}
+
+// dissent lists the servers whose answer is not current, and why.
+func dissent(reports []Report, current netip.Prefix) []string {
+	var out []string
+	for _, r := range reports {
+		if !r.Resolver {
+			continue
+		}
+		why := r.Problem
+		if why == "" && !slices.ContainsFunc(r.Digest.Links, func(l digest.Link) bool {
+			return slices.ContainsFunc(l.Prefixes, func(p digest.Prefix) bool { return p.Prefix == current && !p.Deprecated })
+		}) {
+			why = "answers another prefix"
+		}
+		if why != "" {
+			out = append(out, r.Node+": "+why)
+		}
+	}
+	return out
 }
 
 // PrefixAcquired is the condition type whose last transition the existing
@@ -315,7 +364,11 @@ func historyPrefixes(h []api.HistoryEntry) []string {
 // already written are kept, the existing operator's too: a current prefix it
 // recorded without a history entry was acquired when its PrefixAcquired
 // condition last turned (where that operator itself takes acquiredAt from).
-func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time) ([]api.HistoryEntry, time.Time) {
+//
+// With a fallback drain (a DNS name is followed), a replaced prefix drains
+// until its deadline alone - a server's memory of it does not outlive a new
+// leader - and for fallback when no report says how long.
+func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time, fallback time.Duration) ([]api.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	prev := slices.Clone(st.History)
 	rank := func(h api.HistoryEntry) int {
@@ -375,13 +428,17 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, s
 		if h.State == api.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
 			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
+			drain := fallback
 			if t := seen[p]; t != nil && t.drain() > 0 {
-				exp := metav1.NewTime(now.Add(t.drain()).Truncate(time.Second))
+				drain = t.drain()
+			}
+			if drain > 0 {
+				exp := metav1.NewTime(now.Add(drain).Truncate(time.Second))
 				h.ExpiresAt = &exp
 			}
 		}
 		if h.State == api.StateDraining {
-			gone := seen[p] == nil
+			gone := seen[p] == nil && fallback == 0
 			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
 			if gone || passed {
 				h.State = api.StateExpired

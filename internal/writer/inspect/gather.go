@@ -15,6 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/controller"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/internal/writer/write"
 )
@@ -22,11 +23,17 @@ import (
 // Gather runs one shadow pass over every DynamicPrefix of p (built with
 // DryRun, its caches synced) and returns what Build needs.
 func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time) Input {
-	in := Input{Now: now, Lease: lease, Plan: map[string][]write.Change{}}
+	in := Input{Now: now, Lease: lease, Plan: map[string][]write.Change{}, Answers: map[string][]decide.Report{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)
 		in.DynamicPrefixes = append(in.DynamicPrefixes, u)
+		if dp, err := api.FromUnstructured(u); err == nil {
+			if m := api.Parse(u.GetName(), dp.Spec); m.DNS != nil && m.Err == nil {
+				// Its servers are asked now, once: the pass counts these answers.
+				in.Answers[u.GetName()] = p.Resolvers.Prime(ctx, u.GetName(), m.DNS)
+			}
+		}
 		key := controller.Key{Action: controller.SyncDynamicPrefix, Name: u.GetName()}
 		p.Controller.Sync(ctx, key)
 		in.Plan[u.GetName()] = p.Plan.Of(key.String())

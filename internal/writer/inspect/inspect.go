@@ -30,6 +30,9 @@ type Input struct {
 	// Votes are the Nodes with a digest, as the writer's ballot judges them
 	// (decide.Ballot.Votes).
 	Votes []decide.Vote
+	// Answers are, for each DynamicPrefix following a DNS name, its servers'
+	// reports (resolve.Sources.Prime), by its name.
+	Answers map[string][]decide.Report
 	// Followers are the objects that follow a DynamicPrefix.
 	Followers []Follower
 	// Plan is what a shadow pass over each DynamicPrefix would write now, by
@@ -70,17 +73,20 @@ type DynamicPrefix struct {
 	// (routerAdvertisement.delegatedPrefixLength), if one is stated.
 	Delegation string `json:"delegation,omitempty"`
 	// DHCPv6Client is the node running the built-in DHCPv6 client, if any.
-	DHCPv6Client string      `json:"dhcpv6Client,omitempty"`
-	Why          string      `json:"why"`
-	Quorum       int         `json:"quorum"`
-	Votes        []Vote      `json:"votes"`
-	Rejected     []Rejected  `json:"rejected,omitempty"`
-	Draining     []Draining  `json:"draining,omitempty"`
-	Conditions   []Condition `json:"conditions,omitempty"`
-	Objects      []Object    `json:"objects"`
+	DHCPv6Client string `json:"dhcpv6Client,omitempty"`
+	// DNSName is the name followed (acquisition.dns); its servers vote.
+	DNSName    string      `json:"dnsName,omitempty"`
+	Why        string      `json:"why"`
+	Quorum     int         `json:"quorum"`
+	Votes      []Vote      `json:"votes"`
+	Rejected   []Rejected  `json:"rejected,omitempty"`
+	Draining   []Draining  `json:"draining,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+	Objects    []Object    `json:"objects"`
 }
 
-// Vote is what one node reports on the DynamicPrefix's interface.
+// Vote is what one node reports on the DynamicPrefix's interface (or one DNS
+// server answers, for a DynamicPrefix following a name).
 type Vote struct {
 	Node       string   `json:"node"`
 	Preferred  []string `json:"preferred,omitempty"`
@@ -137,7 +143,27 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	m := api.Parse(u.GetName(), dp.Spec)
 	out.Quorum = m.Quorum
 	var reports []decide.Report
+	if m.DNS != nil {
+		out.DNSName = m.DNS.Name
+		reports = in.Answers[u.GetName()]
+		for _, r := range reports {
+			vote := Vote{Node: r.Node, Problem: r.Problem}
+			for _, l := range r.Digest.Links {
+				for _, p := range l.Prefixes {
+					if p.Deprecated {
+						vote.Deprecated = append(vote.Deprecated, p.Prefix.String())
+					} else {
+						vote.Preferred = append(vote.Preferred, p.Prefix.String())
+					}
+				}
+			}
+			out.Votes = append(out.Votes, vote)
+		}
+	}
 	for _, n := range in.Votes {
+		if m.DNS != nil {
+			break // no node's digest counts for it
+		}
 		vote := Vote{Node: n.Node}
 		switch {
 		case n.Err != nil:
@@ -150,7 +176,9 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		vote.Preferred, vote.Deprecated = reported(n.Digest, m)
 		out.Votes = append(out.Votes, vote)
 	}
-	slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
+	if m.DNS == nil {
+		slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
+	}
 
 	d := decide.For(m, dp.Status, reports, in.Now)
 	for _, rej := range d.Rejected {
@@ -222,6 +250,8 @@ func why(m api.Model, d decide.Decision, current string) string {
 	switch {
 	case m.Err != nil:
 		return "the spec is invalid: " + m.Err.Error()
+	case m.DNS != nil:
+		return whyDNS(m, d, cur)
 	case !cur.IsValid() && d.Reporting == 0:
 		return "no node reports on " + cmp.Or(m.Interface, "any link") + " yet"
 	case !cur.IsValid():
@@ -233,6 +263,22 @@ func why(m api.Model, d decide.Decision, current string) string {
 		return "no voting node reports it any more (a quiet router?); it stays until a prefix reaches the quorum"
 	}
 	return fmt.Sprintf("%d of %d reporting node(s) prefer it (quorum %d)", d.Votes[cur], d.Reporting, m.Quorum)
+}
+
+// whyDNS explains the decision for a DynamicPrefix following a DNS name.
+func whyDNS(m api.Model, d decide.Decision, cur netip.Prefix) string {
+	switch {
+	case d.Reporting == 0:
+		return "no DNS server to ask for " + m.DNS.Name
+	case !cur.IsValid():
+		return fmt.Sprintf("no prefix is answered by a majority of the %d servers (quorum %d) yet", d.Reporting, m.Quorum)
+	case d.Current != cur:
+		return fmt.Sprintf("%s is now answered by %d of %d servers (quorum %d): the writer is about to follow it",
+			d.Current, d.Votes[d.Current], d.Reporting, m.Quorum)
+	case d.Unreported:
+		return "no server answers it any more; it stays until a prefix is answered by a majority"
+	}
+	return fmt.Sprintf("%d of %d servers answer %s in it (quorum %d)", d.Votes[cur], d.Reporting, m.DNS.Name, m.Quorum)
 }
 
 // Summary is a one-line account of a DynamicPrefix's objects.

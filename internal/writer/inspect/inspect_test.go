@@ -187,3 +187,37 @@ func TestProblemsAreDegradedAndOutOfSyncOnly(t *testing.T) {
 		t.Errorf("problems %q, want %q", p, want)
 	}
 }
+
+func TestAFollowedNameIsExplainedByItsServersAnswers(t *testing.T) {
+	u := dp("public", "2001:db8:1::/48")
+	u.Object["spec"] = map[string]any{"acquisition": map[string]any{"dns": map[string]any{
+		"name": "router.example.net", "prefixLength": int64(48), "servers": []any{"192.0.2.1", "192.0.2.2"}}}}
+	u.Object["status"].(map[string]any)["prefixSource"] = "dns"
+	answer := func(server, p, problem string) decide.Report {
+		l := digest.Link{Name: "dns"}
+		if p != "" {
+			l.Prefixes = []digest.Prefix{{Prefix: netip.MustParsePrefix(p)}}
+		}
+		return decide.Report{Node: server, Resolver: true, Problem: problem, Digest: digest.Node{Links: []digest.Link{l}}}
+	}
+	b := encode(t, digest.Prefix{Prefix: netip.MustParsePrefix("2001:db8:bad::/48"), Sources: digest.SourceRA})
+	r := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{u},
+		Votes:   votes(node("n1", b)), // a node's digest: no vote here
+		Answers: map[string][]decide.Report{"public": {answer("192.0.2.1:53", "2001:db8:1::/48", ""), answer("192.0.2.2:53", "", "no answer")}}})
+	got := r.DynamicPrefixes[0]
+	if want := "1 of 2 servers answer router.example.net. in it (quorum 1)"; got.Why != want {
+		t.Errorf("why %q, want %q", got.Why, want)
+	}
+	if len(got.Votes) != 2 || got.Votes[0].Node != "192.0.2.1:53" || got.Votes[1].Problem != "no answer" {
+		t.Errorf("votes %+v", got.Votes)
+	}
+	var text bytes.Buffer
+	if err := r.Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dns name", "router.example.net.", "192.0.2.1:53", "answers 2001:db8:1::/48", "does not vote: no answer"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text lacks %q:\n%s", want, text.String())
+		}
+	}
+}

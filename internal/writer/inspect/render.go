@@ -31,6 +31,9 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 		if dp.DHCPv6Client != "" {
 			line("  dhcpv6 client\ton %s", dp.DHCPv6Client)
 		}
+		if dp.DNSName != "" {
+			line("  dns name\t%s (each server below votes)", dp.DNSName)
+		}
 		line("  why\t%s", dp.Why)
 		for j, v := range dp.Votes {
 			label := ""
@@ -41,12 +44,20 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 			if len(v.Deprecated) > 0 {
 				desc += "; deprecated " + list(v.Deprecated)
 			}
+			if dp.DNSName != "" {
+				desc = "answers " + list(v.Preferred)
+				if len(v.Deprecated) > 0 {
+					desc += "; before that " + list(v.Deprecated)
+				}
+			}
 			if v.Problem != "" {
 				desc = "does not vote: " + v.Problem
 			}
 			line("  %s\t%s\t%s", label, v.Node, desc)
 		}
-		if len(dp.Votes) == 0 {
+		if len(dp.Votes) == 0 && dp.DNSName != "" {
+			line("  votes\tno DNS server to ask")
+		} else if len(dp.Votes) == 0 {
 			line("  votes\tno node publishes a digest")
 		}
 		for _, rej := range dp.Rejected {

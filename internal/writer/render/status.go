@@ -36,6 +36,11 @@ const (
 	// that contradict each other (another host speaks as the router). The
 	// last agreed prefix holds; Ready does not change.
 	RouterConflict = "RouterConflict"
+	// ResolversAgree (a DynamicPrefix following a DNS name): every server
+	// answers the current prefix. False names the servers that do not and
+	// why; the prefix moves only when a majority agrees. Ready does not
+	// change.
+	ResolversAgree = "ResolversAgree"
 )
 
 // Problems the writer found while acting on a DynamicPrefix.
@@ -88,17 +93,31 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	}
 	switch {
 	case d.Unreported:
-		set(PrefixAcquired, false, ReasonNotReported, NotReportedMessage(d.Current))
+		set(PrefixAcquired, false, ReasonNotReported, NotReportedMessage(m, d.Current))
 	case d.Current.IsValid():
 		set(PrefixAcquired, true, "Acquired", "following "+d.Current.String())
+	case d.Reporting == 0 && m.DNS != nil:
+		set(PrefixAcquired, false, "NoReports", "no DNS server to ask (acquisition.dns.servers and the writer's /etc/resolv.conf name none)")
 	case d.Reporting == 0:
 		set(PrefixAcquired, false, "NoReports", "no node reports the followed interface yet")
+	case m.DNS != nil:
+		set(PrefixAcquired, false, "NoAcceptablePrefix", "no acceptable prefix is answered by a majority of the servers")
 	default:
 		set(PrefixAcquired, false, "NoAcceptablePrefix", "no reported prefix is acceptable and preferred by enough nodes")
 	}
-	if len(d.Conflicting) > 0 {
+	switch {
+	case m.DNS != nil:
+		meta.RemoveStatusCondition(&st.Conditions, RouterConflict)
+		if len(d.Dissent) > 0 {
+			set(ResolversAgree, false, "ResolversDisagree", DissentMessage(m, d))
+		} else {
+			set(ResolversAgree, true, ResolversAgree, "every server answers "+st.CurrentPrefix)
+		}
+	case len(d.Conflicting) > 0:
+		meta.RemoveStatusCondition(&st.Conditions, ResolversAgree)
 		set(RouterConflict, true, RouterConflict, ConflictMessage(d.Conflicting))
-	} else {
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, ResolversAgree)
 		set(RouterConflict, false, "RoutersAgree", "every node's routers agree with themselves")
 	}
 	poolReason := "PoolError"
@@ -124,7 +143,7 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 		degraded, reason = append(degraded, p.Spec.Error()), "InvalidSpec"
 	}
 	if d.Unreported {
-		degraded, reason = append(degraded, NotReportedMessage(d.Current)), ReasonNotReported
+		degraded, reason = append(degraded, NotReportedMessage(m, d.Current)), ReasonNotReported
 	}
 	if p.Pools != nil && p.Spec == nil {
 		degraded, reason = append(degraded, p.Pools.Error()), poolReason
@@ -169,9 +188,19 @@ func InConflict(st api.Status) bool {
 // while no voting node reports the current prefix.
 const ReasonNotReported = "PrefixNotReported"
 
-// NotReportedMessage says what a quiet router means for the DynamicPrefix.
-func NotReportedMessage(p netip.Prefix) string {
+// NotReportedMessage says what a quiet router (or silent DNS servers) means
+// for the DynamicPrefix whose spec parsed to m.
+func NotReportedMessage(m api.Model, p netip.Prefix) string {
+	if m.DNS != nil {
+		return "no DNS server answers " + m.DNS.Name + " in " + p.String() + " any more; it stays current and in the pools"
+	}
 	return "no voting node reports " + p.String() + " any more (has the router gone quiet?); it stays current and in the pools"
+}
+
+// DissentMessage says which DNS servers do not answer the current prefix,
+// and why (decide.Decision.Dissent).
+func DissentMessage(m api.Model, d decide.Decision) string {
+	return strings.Join(d.Dissent, "; ") + fmt.Sprintf(": the prefix moves only when a majority of the %d servers answers %s alike", d.Reporting, m.DNS.Name)
 }
 
 // QuietStatus reports whether st says no voting node reports its current prefix.

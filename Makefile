@@ -161,7 +161,7 @@ kind-node-image: $(KUBELET) $(APISERVER) $(ETCD) $(CONTAINERD) $(RUNC) $(CNI) $(
 node-tools: $(KUBELET) $(CONTAINERD) $(RUNC) $(CNI) ## Build the real nodes' parts: kubelet, controller manager, scheduler, containerd, runc, CNI plugins
 
 .PHONY: tools
-tools: $(APISERVER) $(OLDEST_APISERVER) $(ETCD) $(LBIPAM) $(HELM) $(PROMETHEUS) ## Build the pinned API server (and the oldest supported, 1.30), etcd, Cilium's LB-IPAM (the test world), Helm (the chart tests) and Prometheus (the scrape test)
+tools: $(APISERVER) $(OLDEST_APISERVER) $(ETCD) $(LBIPAM) $(HELM) $(PROMETHEUS) $(BIN)/coredns ## Build the pinned API server (and the oldest supported, 1.30), etcd, Cilium's LB-IPAM (the test world), Helm (the chart tests), Prometheus (the scrape test) and CoreDNS (the DNS source's name servers; kind's too)
 
 # Static, without cgo, as the Dockerfiles build them: the benchmarks measure what ships.
 .PHONY: build

@@ -343,7 +343,7 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, o options) ([]str
 
 	var last []byte
 	for {
-		r, err := only(inspect.Build(inspect.Gather(ctx, p, lease(ctx, leases, o), clk.Now())), o.names)
+		r, err := only(inspect.Build(inspect.Gather(ctx, p, lease(ctx, leases, o), clk.Now(), o.names...)), o.names)
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,9 @@
 //     counts toward the majority, so one server alone, lying or silent, never
 //     moves the prefix while another is configured. No Node's digest counts
 //     there, and no resolver's report counts anywhere else. Servers that do
-//     not answer the current prefix are listed (Dissent).
+//     not answer the current prefix are listed (Dissent). A replaced prefix
+//     drains for maxInterval, or the TTL of the answers that named it if
+//     longer.
 
 package decide
 
@@ -365,9 +367,10 @@ func historyPrefixes(h []api.HistoryEntry) []string {
 // recorded without a history entry was acquired when its PrefixAcquired
 // condition last turned (where that operator itself takes acquiredAt from).
 //
-// With a fallback drain (a DNS name is followed), a replaced prefix drains
-// until its deadline alone - a server's memory of it does not outlive a new
-// leader - and for fallback when no report says how long.
+// With a fallback drain (a DNS name is followed: its maxInterval), a
+// replaced prefix drains for at least that long (longer when the answers
+// that named it had a longer TTL: caches may give it out that long), until
+// its deadline alone - a server's memory of it does not outlive a new leader.
 func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time, fallback time.Duration) ([]api.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	prev := slices.Clone(st.History)
@@ -429,7 +432,7 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, s
 			// Replaced just now: drain, with a deadline frozen at this transition.
 			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
 			drain := fallback
-			if t := seen[p]; t != nil && t.drain() > 0 {
+			if t := seen[p]; t != nil && t.drain() > drain {
 				drain = t.drain()
 			}
 			if drain > 0 {

@@ -44,17 +44,30 @@ func TestAgreeingServersAreFollowed(t *testing.T) {
 		t.Fatalf("decision %s, source %q, dissent %q", d, d.Source, d.Dissent)
 	}
 	// The router's record moves; a majority of the servers has it: the
-	// prefix moves, the old one drains for the TTL of the answer that named it.
+	// prefix moves, the old one drains for maxInterval (or longer, for the
+	// TTL of the answers that named it).
 	d = For(model(byName()), status(d), []Report{answer("s1", pubB, "", pubA), answer("s2", pubB, "", pubA), answer("s3", pubA, "")}, t0.Add(time.Hour))
 	if d.Current != pubB || !slices.Equal(d.Pooled, []netip.Prefix{pubB, pubA}) {
 		t.Fatalf("after the move: %s", d)
 	}
-	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(t0.Add(time.Hour+5*time.Minute)) {
-		t.Errorf("the replaced prefix drains until %v, want the answer's TTL from now", exp)
+	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(t0.Add(time.Hour+10*time.Minute)) {
+		t.Errorf("the replaced prefix drains until %v, want maxInterval from now (above its answers' TTL)", exp)
 	}
 	if want := []string{"s3: answers another prefix"}; !slices.Equal(d.Dissent, want) {
 		t.Errorf("dissent %q, want %q", d.Dissent, want)
 	}
+	long := answer("s1", pubB, "", pubA)
+	long.Digest.Links[0].Prefixes[1].Remaining = 2 * time.Hour
+	d = For(model(byName()), st0(t), []Report{long, long, answer("s3", pubB, "")}, t0.Add(time.Hour))
+	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(t0.Add(3*time.Hour)) {
+		t.Errorf("the replaced prefix drains until %v, want its answers' TTL of 2h from now", exp)
+	}
+}
+
+// st0 is the status after every server answered A.
+func st0(t *testing.T) api.Status {
+	t.Helper()
+	return status(For(model(byName()), api.Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0))
 }
 
 func TestOneServerAloneMovesNothing(t *testing.T) {

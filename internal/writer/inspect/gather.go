@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -20,14 +21,18 @@ import (
 	"github.com/renumber/renumber/internal/writer/write"
 )
 
-// Gather runs one shadow pass over every DynamicPrefix of p (built with
-// DryRun, its caches synced) and returns what Build needs.
-func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time) Input {
+// Gather runs one shadow pass over each DynamicPrefix of p named (every one
+// when none is; built with DryRun, its caches synced) and returns what Build
+// needs.
+func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time, names ...string) Input {
 	in := Input{Now: now, Lease: lease, Plan: map[string][]write.Change{}, Answers: map[string][]decide.Report{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)
 		in.DynamicPrefixes = append(in.DynamicPrefixes, u)
+		if len(names) > 0 && !slices.Contains(names, u.GetName()) {
+			continue // not asked about: its servers are not asked either
+		}
 		if dp, err := api.FromUnstructured(u); err == nil {
 			if m := api.Parse(u.GetName(), dp.Spec); m.DNS != nil && m.Err == nil {
 				// Its servers are asked now, once: the pass counts these answers.

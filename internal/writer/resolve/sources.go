@@ -71,10 +71,7 @@ func (s *Sources) Reports(ctx context.Context, name string, q *api.DNSSource) (r
 	if !p.ready {
 		return nil, false
 	}
-	for _, st := range p.ss {
-		reports = append(reports, st.report())
-	}
-	return reports, true
+	return reportsOf(p.ss), true
 }
 
 // Stop ends name's poll (the DynamicPrefix is gone, or follows no name).
@@ -87,10 +84,16 @@ func (s *Sources) Stop(name string) {
 	}
 }
 
-// Prime asks every server for name once, now, and keeps their answers as
-// name's reports without polling on (kubectl renumber status: what a pass
-// would count now).
+// Prime returns name's reports at once: a poll's that is running, else those
+// of a round asked now, from which the poll goes on (kubectl renumber
+// status: what a pass would count now).
 func (s *Sources) Prime(ctx context.Context, name string, q *api.DNSSource) []decide.Report {
+	s.mu.Lock()
+	if p := s.polls[name]; p != nil && p.query == q.String() && p.ctx.Err() == nil && p.ready {
+		defer s.mu.Unlock()
+		return reportsOf(p.ss)
+	}
+	s.mu.Unlock()
 	ss := s.round(ctx, q, s.standings(q))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,8 +103,14 @@ func (s *Sources) Prime(ctx context.Context, name string, q *api.DNSSource) []de
 	if p := s.polls[name]; p != nil {
 		p.cancel()
 	}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.polls[name] = &poll{query: q.String(), ctx: pctx, cancel: cancel, ready: true, ss: ss}
+	pctx, cancel := context.WithCancel(ctx)
+	p := &poll{query: q.String(), ctx: pctx, cancel: cancel, ready: true, ss: ss}
+	s.polls[name] = p
+	go s.run(pctx, name, p, q, ss, true)
+	return reportsOf(ss)
+}
+
+func reportsOf(ss []standing) []decide.Report {
 	var out []decide.Report
 	for _, st := range ss {
 		out = append(out, st.report())
@@ -132,13 +141,22 @@ func (s *Sources) start(ctx context.Context, name string, q *api.DNSSource) *pol
 	if len(ss) == 0 {
 		s.Log.Error(name+": acquisition.dns names no server and /etc/resolv.conf none either", "name", q.Name)
 	}
-	go s.run(pctx, name, p, q, ss)
+	go s.run(pctx, name, p, q, ss, false)
 	return p
 }
 
-// run polls until ctx ends.
-func (s *Sources) run(ctx context.Context, name string, p *poll, q *api.DNSSource, ss []standing) {
+// run polls until ctx ends, from standings ss (asked: ss are a round's
+// answers, so the first question waits for their TTL).
+func (s *Sources) run(ctx context.Context, name string, p *poll, q *api.DNSSource, ss []standing, asked bool) {
 	for {
+		if asked {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.Clock.After(next(q, ss)):
+			}
+		}
+		asked = true
 		was := append([]standing(nil), ss...)
 		ss = s.round(ctx, q, ss)
 		if ctx.Err() != nil {
@@ -154,11 +172,6 @@ func (s *Sources) run(ctx context.Context, name string, p *poll, q *api.DNSSourc
 		s.mu.Unlock()
 		if changed {
 			s.Changed(name)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.Clock.After(next(q, ss)):
 		}
 	}
 }

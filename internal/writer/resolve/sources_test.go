@@ -165,3 +165,21 @@ func TestAPollEndsWithItsTermAndStartsAfresh(t *testing.T) {
 		t.Errorf("questions after Stop: %d, want %d", got, asked)
 	}
 }
+
+func TestPrimeAsksOnceAndThePollGoesOnFromThere(t *testing.T) {
+	f := &fakeServers{answers: map[netip.AddrPort]string{s1: "2001:db8:1::1"}}
+	s, clk, _ := sources(f)
+	q := &api.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	if r := s.Prime(t.Context(), "home", q); len(r) != 1 || r[0].Digest.Links[0].Prefixes[0].Prefix != in1 || f.questions() != 1 {
+		t.Fatalf("primed reports %+v after %d questions", r, f.questions())
+	}
+	if r := s.Prime(t.Context(), "home", q); len(r) != 1 || f.questions() != 1 {
+		t.Errorf("primed again: %+v after %d questions, want the running poll's without asking", r, f.questions())
+	}
+	if _, ready := s.Reports(t.Context(), "home", q); !ready {
+		t.Error("a primed poll is not ready")
+	}
+	waitAsked(t, s, f, clk, 1)
+	clk.Step(time.Minute)
+	waitAsked(t, s, f, clk, 2)
+}

@@ -1,5 +1,5 @@
 // A server's standing: what it answers now, what it answered before (which
-// drains for the TTL of the answer that named it), or why it names nothing.
+// drains for at least the TTL of the answer that named it), or why it names nothing.
 // Pure: the sources poll, this decides what an answer means.
 
 package resolve

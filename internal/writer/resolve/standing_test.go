@@ -35,7 +35,8 @@ func TestAnAnswerIsTheAddressShortenedToTheLength(t *testing.T) {
 	if s2 := s.after(Answer{Addrs: addrs("2001:db8:1:7::9"), TTL: time.Minute}, nil, 48); s2.current != in1 || s2.previous.IsValid() {
 		t.Errorf("the same prefix moved the standing: %+v", s2)
 	}
-	// A new prefix: the old one is previous, draining for its answer's TTL.
+	// A new prefix: the old one is previous, with its answer's TTL (it drains
+	// at least that long).
 	s = s.after(Answer{Addrs: addrs("2001:db8:2::1"), TTL: 5 * time.Minute}, nil, 48)
 	if s.current != in2 || s.previous != in1 || s.drain != time.Minute {
 		t.Errorf("after the move: %+v", s)

@@ -92,96 +92,119 @@ func TestTheMappedAddressIsTheKernels(t *testing.T) {
 
 // TestAULAServiceIsPublishedUnderThePublicPrefix: the Service's address is
 // a ULA (asked of Cilium's LB-IPAM from the user's ULA pool), which the
-// router maps onto the ISP's /48 with NPTv6; the ISP's prefix reaches the
-// cluster in RAs as one /64 of that /48 (delegatedPrefixLength 48). The DNS
-// target is the mapped address, beside the user's IPv4 target; a client on
-// the WAN reaches the Service's listener through it. The ISP renumbers: the
-// target follows in one write, the ULA address is never written, and the
-// client reaches the listener through the new target; kubectl renumber
-// status shows the mapping.
+// router maps onto the ISP's /48 with NPTv6. The ISP's prefix reaches the
+// cluster either in RAs, as one /64 of that /48 (delegatedPrefixLength 48),
+// or - the LAN carrying no public prefix at all - from the router's dynamic
+// DNS name, which two real DNS servers answer with an address in the /48.
+// The DNS target is the mapped address, beside the user's IPv4 target; a
+// client on the WAN reaches the Service's listener through it. The ISP
+// renumbers: the target follows in one write, the ULA address is never
+// written, and the client reaches the listener through the new target;
+// kubectl renumber status shows the mapping.
 func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
-	w := newWorld(t, 1)
-	ctx := t.Context()
-	if _, err := w.StartLBIPAM(); err != nil {
-		t.Fatal(err)
-	}
-	inside, ula := netip.MustParsePrefix("fd01:203:405::/48"), netip.MustParseAddr("fd01:203:405:1::1234")
-	tr, err := w.Net.Translator(ctx, api.MappingNPTv6, inside)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := w.Net.Node("node1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Listen(ctx, node, ula, 8080); err != nil { // the node announcing the Service
-		t.Fatal(err)
-	}
 	delegationA, delegationB := netip.MustParsePrefix("2001:db8:1::/48"), netip.MustParsePrefix("2001:db8:2::/48")
-	advertise(t, w, prefixA) // 2001:db8:1:100::/64, in delegationA
-	if err := tr.Map(ctx, delegationA); err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{
-		"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0", "delegatedPrefixLength": 48}},
-	})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "ula"},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
-	})
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
-			dynamicprefix.AnnotationName: "home", render.AnnotationMapping: api.MappingNPTv6, render.AnnotationMappingPrefix: inside.String(),
-			render.AnnotationIPs: ula.String(), render.AnnotationTarget: "192.0.2.10"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080}},
-			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
-	}
-	if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	startAgent(t, w, "node1")
-	startWriter(t, w, "writer-a")
-
-	published := func(target string) {
-		t.Helper()
-		eventually(t, "DNS publishes "+target, func() (bool, string) {
-			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
+	for _, source := range []struct {
+		name string
+		// follow sets up the source of delegationA and the DynamicPrefix
+		// "home" following it; it returns how the ISP renumbers to delegationB.
+		follow func(t *testing.T, w *world.World) (renumber func())
+	}{
+		{"router advertisements", func(t *testing.T, w *world.World) func() {
+			advertise(t, w, prefixA) // 2001:db8:1:100::/64, in delegationA
+			createDP(t, w, "home", map[string]any{
+				"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0", "delegatedPrefixLength": 48}},
+			})
+			return func() { advertise(t, w, prefixB, prefixA) } // 2001:db8:2:200::/64, in delegationB
+		}},
+		{"the router's DNS name", func(t *testing.T, w *world.World) func() {
+			ns := nameServers(t, w, 2, "router.example.net.", 2*time.Second, netip.MustParseAddr("2001:db8:1:ff::1"))
+			createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dns": map[string]any{
+				"name": "router.example.net.", "prefixLength": 48, "minInterval": "1s",
+				"servers": []any{ns[0].Addr.String(), ns[1].Addr.String()}}}})
+			return func() { answer(t, netip.MustParseAddr("2001:db8:2:ff::1"), ns...) }
+		}},
+	} {
+		t.Run(source.name, func(t *testing.T) {
+			w := newWorld(t, 1)
+			ctx := t.Context()
+			if _, err := w.StartLBIPAM(); err != nil {
+				t.Fatal(err)
 			}
-			ok := s.Annotations[render.AnnotationIPs] == ula.String() && slices.Equal(render.Ingress(s), []string{ula.String()}) &&
-				s.Annotations[render.AnnotationTarget] == "192.0.2.10,"+target && s.Annotations[render.AnnotationTargetAlpha] == target
-			return ok, fmt.Sprintf("ingress %q, annotations %v", render.Ingress(s), s.Annotations)
+			inside, ula := netip.MustParsePrefix("fd01:203:405::/48"), netip.MustParseAddr("fd01:203:405:1::1234")
+			tr, err := w.Net.Translator(ctx, api.MappingNPTv6, inside)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node, err := w.Net.Node("node1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Listen(ctx, node, ula, 8080); err != nil { // the node announcing the Service
+				t.Fatal(err)
+			}
+			renumber := source.follow(t, w)
+			if err := tr.Map(ctx, delegationA); err != nil {
+				t.Fatal(err)
+			}
+			apply(t, w, poolGVR, map[string]any{
+				"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+				"metadata": map[string]any{"name": "ula"},
+				"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
+			})
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
+					dynamicprefix.AnnotationName: "home", render.AnnotationMapping: api.MappingNPTv6, render.AnnotationMappingPrefix: inside.String(),
+					render.AnnotationIPs: ula.String(), render.AnnotationTarget: "192.0.2.10"}},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080}},
+					IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
+			}
+			if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			startAgent(t, w, "node1")
+			startWriter(t, w, "writer-a")
+
+			published := func(target string) {
+				t.Helper()
+				eventually(t, "DNS publishes "+target, func() (bool, string) {
+					s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					ok := s.Annotations[render.AnnotationIPs] == ula.String() && slices.Equal(render.Ingress(s), []string{ula.String()}) &&
+						s.Annotations[render.AnnotationTarget] == "192.0.2.10,"+target && s.Annotations[render.AnnotationTargetAlpha] == target
+					return ok, fmt.Sprintf("ingress %q, annotations %v", render.Ingress(s), s.Annotations)
+				})
+				line, err := tr.Dial(ctx, netip.MustParseAddr(target), 8080)
+				if want := "[" + ula.String() + "]:8080 "; err != nil || !strings.HasPrefix(line, want) {
+					t.Errorf("the WAN client through %s: %q, %v; want %q...", target, line, err, want)
+				}
+			}
+			targetA, _ := api.Map(api.MappingNPTv6, ula, inside, delegationA)
+			published(targetA.String())
+			settleWrites()
+
+			m := mark(t, w)
+			renumber()
+			if err := tr.Map(ctx, delegationB); err != nil {
+				t.Fatal(err)
+			}
+			targetB, _ := api.Map(api.MappingNPTv6, ula, inside, delegationB)
+			published(targetB.String())
+			if got, want := serviceWrites(t, w, m), []string{"patch services web 200"}; !slices.Equal(got, want) {
+				t.Errorf("the renumbering wrote %q to the Service, want %q", got, want)
+			}
+			if line, err := tr.Dial(ctx, targetA, 8080); err == nil {
+				t.Errorf("the old target %s still answers: %q", targetA, line)
+			}
+
+			// kubectl renumber status shows the mapping.
+			out := status(t, statusIdentity(t, w))
+			want := fmt.Sprintf("maps %s -> %s (nptv6, %s onto %s)", ula, targetB, inside, delegationB)
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl renumber status lacks %q:\n%s", want, out)
+			}
 		})
-		line, err := tr.Dial(ctx, netip.MustParseAddr(target), 8080)
-		if want := "[" + ula.String() + "]:8080 "; err != nil || !strings.HasPrefix(line, want) {
-			t.Errorf("the WAN client through %s: %q, %v; want %q...", target, line, err, want)
-		}
-	}
-	targetA, _ := api.Map(api.MappingNPTv6, ula, inside, delegationA)
-	published(targetA.String())
-	settleWrites()
-
-	m := mark(t, w)
-	advertise(t, w, prefixB, prefixA) // 2001:db8:2:200::/64, in delegationB
-	if err := tr.Map(ctx, delegationB); err != nil {
-		t.Fatal(err)
-	}
-	targetB, _ := api.Map(api.MappingNPTv6, ula, inside, delegationB)
-	published(targetB.String())
-	if got, want := serviceWrites(t, w, m), []string{"patch services web 200"}; !slices.Equal(got, want) {
-		t.Errorf("the renumbering wrote %q to the Service, want %q", got, want)
-	}
-	if line, err := tr.Dial(ctx, targetA, 8080); err == nil {
-		t.Errorf("the old target %s still answers: %q", targetA, line)
-	}
-
-	// kubectl renumber status shows the mapping.
-	out := status(t, statusIdentity(t, w))
-	want := fmt.Sprintf("maps %s -> %s (nptv6, %s onto %s)", ula, targetB, inside, delegationB)
-	if !strings.Contains(out, want) {
-		t.Errorf("kubectl renumber status lacks %q:\n%s", want, out)
 	}
 }
 

@@ -197,6 +197,14 @@ func TestTheSchemaRefusesWhatTheReplacedCRDRefused(t *testing.T) {
 		"subnet-name-upper":    {"acquisition": ra, "subnets": []any{map[string]any{"name": "Svc", "prefixLength": int64(64)}}},
 		"community-not-asn":    {"acquisition": ra, "subnets": []any{map[string]any{"name": "svc", "prefixLength": int64(64), "bgp": map[string]any{"community": "65001-100"}}}},
 		"history-too-long":     {"acquisition": ra, "transition": map[string]any{"maxPrefixHistory": int64(11)}},
+		// renumber's own: a DNS name is followed alone, with a length, asked at most 5 servers
+		"dns-beside-ra": {"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"},
+			"dns": map[string]any{"name": "router.example.net", "prefixLength": int64(48)}}},
+		"dns-no-length":      {"acquisition": map[string]any{"dns": map[string]any{"name": "router.example.net"}}},
+		"dns-length-65":      {"acquisition": map[string]any{"dns": map[string]any{"name": "router.example.net", "prefixLength": int64(65)}}},
+		"dns-interval-words": {"acquisition": map[string]any{"dns": map[string]any{"name": "router.example.net", "prefixLength": int64(48), "minInterval": "often"}}},
+		"dns-six-servers": {"acquisition": map[string]any{"dns": map[string]any{"name": "router.example.net", "prefixLength": int64(48),
+			"servers": []any{"::1", "::2", "::3", "::4", "::5", "::6"}}}},
 	} {
 		if err := createDPErr(t, w, name, spec); err == nil || !apierrors.IsInvalid(err) {
 			t.Errorf("%s: %v, want Invalid", name, err)
@@ -207,6 +215,10 @@ func TestTheSchemaRefusesWhatTheReplacedCRDRefused(t *testing.T) {
 		"subnets":       []any{map[string]any{"name": "svc", "offset": int64(1), "prefixLength": int64(112), "bgp": map[string]any{"advertise": true, "community": "65001:100"}}},
 	}); err != nil {
 		t.Fatalf("a good DynamicPrefix refused: %v", err)
+	}
+	if err := createDPErr(t, w, "good-dns", map[string]any{"acquisition": map[string]any{"dns": map[string]any{
+		"name": "router.example.net", "prefixLength": int64(48), "servers": []any{"192.0.2.53", "[2001:db8::53]:5353"}, "maxInterval": "1h30m"}}}); err != nil {
+		t.Fatalf("a good DynamicPrefix following a name refused: %v", err)
 	}
 	for name, cond := range map[string]string{
 		"no reason":        `{"type":"Ready","status":"True","lastTransitionTime":"2026-11-24T00:00:00Z","message":""}`,

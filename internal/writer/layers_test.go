@@ -33,7 +33,7 @@ var stages = map[string][]string{
 	"review":     {},
 	"resolve":    {"api", "decide"},
 	"controller": {"api", "apply", "backends", "caches", "decide", "render", "resolve", "write"},
-	"inspect":    {"api", "backends", "controller", "decide", "render", "resolve", "write"},
+	"inspect":    {"api", "backends", "controller", "decide", "render", "write"},
 }
 
 // sources parses the non-test Go files under dir.

@@ -51,6 +51,7 @@ type results struct {
 	Burst    *burst            `json:"burst,omitempty"`
 	Flood    *flood            `json:"flood,omitempty"`
 	Scrape   *scrapeCost       `json:"scrape,omitempty"`
+	DNS      *dnsSource        `json:"dns,omitempty"`
 	Notes    []string          `json:"notes"`
 }
 
@@ -85,9 +86,10 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood or scrape (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood, scrape or dns (default all)")
 	floodFor := flag.Duration("flood", time.Minute, "how long the RA flood lasts")
 	scrapeFor := flag.Duration("scrape", 90*time.Second, "how long the guarded and the open agent are scraped")
+	dnsFor := flag.Duration("dns", 2*time.Minute, "how long the DNS source is watched asking with nothing changed")
 	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
@@ -97,7 +99,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape, dns\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -156,6 +158,14 @@ func main() {
 		}
 		r.Scrape = s
 	}
+	if *only == "" || *only == "dns" {
+		d, err := runDNS(ctx, *dnsFor, 10)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.DNS = d
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -177,7 +187,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape", "dns": "dns",
 }
 
 func progress(format string, args ...any) {
@@ -207,7 +217,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" {
+	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" || only == "dns" {
 		return nil
 	}
 	agentBin, writerBin, err := binaries()
@@ -649,6 +659,9 @@ func write(r *results, dir string) error {
 	}
 	if r.Scrape != nil {
 		writeScrape(&b, r.Scrape)
+	}
+	if r.DNS != nil {
+		writeDNS(&b, r.DNS)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

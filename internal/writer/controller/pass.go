@@ -170,7 +170,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.log.Warn(name + ": " + msg)
 		c.events.Event(u, render.ReasonNotReported, msg)
 	case was && !d.Unreported && d.Current.IsValid():
-		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), "nodes", d.Reporting)
+		c.log.Info(fmt.Sprintf("%s: %s reported again", name, d.Current), voterKind(m), d.Reporting)
 		c.events.Event(u, "PrefixReported", d.Current.String()+" is reported again")
 	}
 	switch was := render.InConflict(prior); {
@@ -190,13 +190,21 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		if prev == "" {
 			prev = "none"
 		}
-		c.log.Info(fmt.Sprintf("%s: prefix %s -> %s", name, prev, d.Current), "nodes", d.Reporting, "pooled", d.Pooled)
+		c.log.Info(fmt.Sprintf("%s: prefix %s -> %s", name, prev, d.Current), voterKind(m), d.Reporting, "pooled", d.Pooled)
 		c.events.Announce("dp/"+name+"/prefix", u, false, "PrefixChanged", fmt.Sprintf("following %s (was %s)", d.Current, prev))
 	}
 	if !d.Wake.IsZero() {
 		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
 	}
 	return append(steps, bgp...).Retry()
+}
+
+// voterKind names who votes for a DynamicPrefix, for the log.
+func voterKind(m api.Model) string {
+	if m.DNS != nil {
+		return "servers"
+	}
+	return "nodes"
 }
 
 // announceDissent writes the journal's line and the event when the DNS

@@ -441,7 +441,9 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, s
 			}
 		}
 		if h.State == api.StateDraining {
-			gone := seen[p] == nil && fallback == 0
+			// Unreported ends a drain, unless the name's deadline does (an
+			// entry from before the name was followed has none: it ends).
+			gone := seen[p] == nil && (fallback == 0 || h.ExpiresAt == nil)
 			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
 			if gone || passed {
 				h.State = api.StateExpired

@@ -141,3 +141,16 @@ func TestAReplacedPrefixDrainsUntilItsDeadlineAlone(t *testing.T) {
 		t.Errorf("A at its deadline: %+v", done.History[1])
 	}
 }
+
+func TestADrainWithoutADeadlineEndsWhenAFollowedNameReplacesTheRouters(t *testing.T) {
+	// Following router advertisements, A was replaced by B with no lifetime
+	// known; then the spec follows a name that answers B.
+	st := api.Status{CurrentPrefix: pubB.String(), History: []api.HistoryEntry{
+		{Prefix: pubB.String(), State: api.StateActive},
+		{Prefix: pubA.String(), State: api.StateDraining},
+	}}
+	d := For(model(byName()), st, []Report{answer("s1", pubB, ""), answer("s2", pubB, ""), answer("s3", pubB, "")}, t0)
+	if !slices.Equal(d.Pooled, []netip.Prefix{pubB}) {
+		t.Errorf("pooled %v: a drain no report holds and no deadline ends stays", d.Pooled)
+	}
+}

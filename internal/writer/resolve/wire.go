@@ -23,6 +23,11 @@ import (
 // more is a problem, not a vote.
 const MaxRecords = 16
 
+// MaxTTL caps a TTL read, in seconds (RFC 8767's seven days): a replaced
+// prefix drains at least its answers' TTL, and one server must not keep it
+// for years.
+const MaxTTL = 7 * 24 * 3600
+
 // Answer is what a server answered for a name's AAAA records.
 type Answer struct {
 	RCode dnsmessage.RCode
@@ -177,6 +182,10 @@ func read(m *dnsmessage.Message, q dnsmessage.Name) Answer {
 	names := map[string]bool{strings.ToLower(q.String()): true}
 	ttl := int64(-1) // none read yet
 	lowest := func(t uint32) {
+		if t > 1<<31-1 {
+			t = 0 // RFC 2181 8: a TTL with the top bit set is 0
+		}
+		t = min(t, MaxTTL)
 		if ttl < 0 || int64(t) < ttl {
 			ttl = int64(t)
 		}

@@ -152,3 +152,14 @@ func TestASilentServerTimesOut(t *testing.T) {
 		t.Errorf("err %v, want a timeout", err)
 	}
 }
+
+func TestATTLIsCappedAtSevenDays(t *testing.T) {
+	for ttl, want := range map[uint32]time.Duration{1 << 31: 0, 1<<31 - 1: 7 * 24 * time.Hour, 3600: time.Hour} {
+		srv := serve(t, func(q dnsmessage.Message, _ bool) [][]byte {
+			return [][]byte{reply(t, q, dnsmessage.Header{}, []dnsmessage.Resource{aaaa("router.example.net.", "2001:db8:1::1", ttl)}, nil)}
+		})
+		if a, err := exchange(t, srv); err != nil || a.TTL != want {
+			t.Errorf("TTL %d: answer %+v, %v; want a TTL of %v", ttl, a, err, want)
+		}
+	}
+}

@@ -92,8 +92,9 @@ func (cp *ControlPlane) barrier(ctx context.Context) error {
 }
 
 type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
@@ -123,14 +124,15 @@ func readAudit(path string, offset int64) ([]Write, error) {
 }
 
 // ParseAudit reads the completed mutating requests from an audit log (JSON
-// lines), leaving out barrier writes and the API server's own.
+// lines), leaving out barrier writes, the API server's own, and dry runs
+// (dryRun=All: admission asked, nothing stored).
 func ParseAudit(r io.Reader) ([]Write, error) {
 	var out []Write
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Stage != "ResponseComplete" {
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Stage != "ResponseComplete" || strings.Contains(ev.RequestURI, "dryRun=All") {
 			continue
 		}
 		w := Write{User: ev.User.Username, Verb: ev.Verb, At: ev.StageTimestamp}

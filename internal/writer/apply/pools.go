@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,33 +55,54 @@ func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model
 	return out
 }
 
-func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) write.Outcome {
-	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
-	if last, ok := w.pools.Get(self, po.ResourceVersion); ok {
+// poolPlan is what one pool should hold for a decision.
+type poolPlan struct {
+	self                   write.Object
+	po                     backends.Object // as last written, when that is newer than the cache
+	entries, owned, record []string
+	holds                  bool // it holds them already
+}
+
+// plan renders what the pool should hold; an error is the pool's reference
+// to a range or subnet that the spec cannot resolve.
+func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decide.Decision) (poolPlan, error) {
+	pl := poolPlan{self: write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
+	if last, ok := w.pools.Get(pl.self, po.ResourceVersion); ok {
 		po.Entries, po.Record = last.entries, render.Record{Entries: last.record, Present: last.record != nil}
 		po.RecordValue, po.RecordFrom = render.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
 	}
+	pl.po = po
 	desired, err := render.PoolEntries(m, po.Follow, d.Pooled, po.Form)
 	if err != nil {
-		err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
-		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
-		return write.Final(err)
+		return pl, fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 	}
-	owned := po.Record.Entries
+	pl.owned = po.Record.Entries
 	switch {
 	case po.Record.Present:
 	case k.ClaimExact:
-		owned = render.Common(po.Entries, desired)
+		pl.owned = render.Common(po.Entries, desired)
 	default:
 		// Last written before ownership records existed: the existing
 		// operator's own rule decides what it wrote.
-		owned = render.Geometric(po.Entries, d.Managed)
+		pl.owned = render.Geometric(po.Entries, d.Managed)
 	}
-	entries, record := render.Merge(po.Entries, owned, desired)
-	if record == nil {
-		record = []string{} // present and empty: we own nothing here
+	pl.entries, pl.record = render.Merge(po.Entries, pl.owned, desired)
+	if pl.record == nil {
+		pl.record = []string{} // present and empty: we own nothing here
 	}
-	if render.Holds(po.Entries, entries, record) && po.Record.Present && render.SameSet(record, po.Record.Entries) {
+	pl.holds = render.Holds(po.Entries, pl.entries, pl.record) && po.Record.Present && render.SameSet(pl.record, po.Record.Entries)
+	return pl, nil
+}
+
+func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) write.Outcome {
+	pl, err := w.plan(k, po, m, d)
+	self, entries, owned, record := pl.self, pl.entries, pl.owned, pl.record
+	po = pl.po
+	if err != nil {
+		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
+		return write.Final(err)
+	}
+	if pl.holds {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return write.Outcome{}
@@ -96,7 +118,7 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
-	if err := patchPool(ctx, w.Client, k, u, po, entries, owned, record, false); err != nil {
+	if err := patchPool(ctx, w.Client, k, u, po, entries, owned, record, false, nil); err != nil {
 		if errors.Is(err, api.ErrInvalid) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
@@ -146,7 +168,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	if ok, wait := w.PermitQuietly(self); !ok {
 		return write.Outcome{}, wait
 	}
-	if err := patchPool(ctx, w.Client, k, u, po, entries, po.Record.Entries, nil, true); err != nil {
+	if err := patchPool(ctx, w.Client, k, u, po, entries, po.Record.Entries, nil, true, nil); err != nil {
 		return write.Transient(err), 0
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
@@ -250,7 +272,7 @@ func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, 
 //
 // A kind that places its entries in the live object (Kind.Place) gets it,
 // with the entries we owned before and the record to write.
-func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, live *unstructured.Unstructured, o backends.Object, entries, owned, record []string, release bool) error {
+func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, live *unstructured.Unstructured, o backends.Object, entries, owned, record []string, release bool, dryRun []string) error {
 	var spec map[string]any
 	var err error
 	if k.Place != nil {
@@ -284,8 +306,38 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	if k.Namespaced {
 		res = client.Resource(k.GVR).Namespace(o.Namespace)
 	}
-	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer"}); err != nil {
+	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer", DryRun: dryRun}); err != nil {
 		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
 	}
 	return nil
+}
+
+// Admitted waits, until the deadline, for the API server to admit the first
+// pool write d asks for: a dry run of it (dryRun=All: nothing is stored,
+// nothing counted) that the admission policy refuses means the policy has
+// not seen yet the status naming the new prefix - its parameters lag the
+// writer's own cache under load - and is asked again shortly. Called after
+// such a status write, so that the real writes are not refused (each refusal
+// would be a PoolError in the status, and two more status writes).
+func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision, until time.Time) {
+	for _, p := range pools {
+		for _, o := range p.Store.List() {
+			u := o.(*unstructured.Unstructured)
+			po, ours, err := p.Kind.Decode(u)
+			if dp, _ := p.Kind.Follows(u); !ours || dp != m.Name || err != nil {
+				continue
+			}
+			pl, err := w.plan(p.Kind, po, m, d)
+			if err != nil || pl.holds {
+				continue
+			}
+			for {
+				err := patchPool(ctx, w.Client, p.Kind, u, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+				if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
 }

@@ -130,6 +130,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			}
 			dp.Status = live.Status
 			c.seen(ctx, name, before)
+			if c.cfg.StatusSeen > 0 && c.cfg.Plan == nil {
+				c.write.Admitted(ctx, c.caches.Pools(), m, d, time.Now().Add(c.cfg.StatusSeen))
+			}
 		}
 		pools := c.caches.Pools()
 		allow, others := backends.SplitAllowLists(pools)
@@ -263,7 +266,10 @@ func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
 // server's admission policy judges the writes that follow by the status it
 // reads from a cache of its own (policy-values.yaml); a pool write sent before
 // that cache has the new prefix is refused (measured: a NetworkSet write 10 ms
-// after the status). The writer's own cache is fed by the same watch.
+// after the status). The writer's own cache is fed by the same watch, but
+// under load the API server's may lag it: apply.Writer.Admitted then waits
+// for a dry run of the first pool write to be admitted (a refused pool write
+// measured in TestRealNodes beside four other worlds).
 func (c *Controller) seen(ctx context.Context, name, before string) {
 	if c.cfg.StatusSeen <= 0 {
 		return

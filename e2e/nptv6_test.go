@@ -208,29 +208,23 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 	}
 }
 
-// TestAPublicPrefixNoHostConfiguresIsFollowed: behind NPTv6 the LAN's hosts
-// live on the ULA; the router also advertises the ISP's /64 without the
-// autonomous flag, so that no host forms an address in it. The
-// DynamicPrefix follows that prefix (the ULA, not global unicast, is never
-// adopted) through a renumbering - one pool and one status write - and no
-// node ever holds an address in it, while each forms one in the ULA.
-func TestAPublicPrefixNoHostConfiguresIsFollowed(t *testing.T) {
+// publicPrefixRenumbered runs two nodes' agents and a writer on a world
+// whose router advertises the ULA beside the ISP's /64 as public(cur, old)
+// says, with DynamicPrefix "home" following eth0 as ra says and pool "lb"
+// following it: the pool follows A, then B through a renumbering with one
+// pool and one status write.
+func publicPrefixRenumbered(t *testing.T, ula netip.Prefix, public func(cur netip.Prefix, old ...netip.Prefix) []world.Advert, ra map[string]any) *world.World {
+	t.Helper()
 	w := newWorld(t, 2)
-	ctx := t.Context()
-	ula := netip.MustParsePrefix("fd01:203:405:1::/64")
 	announce := func(cur netip.Prefix, old ...netip.Prefix) {
 		t.Helper()
-		ads := []world.Advert{{Prefix: ula, Valid: 600 * time.Second, Preferred: 300 * time.Second},
-			{Prefix: cur, Valid: 600 * time.Second, Preferred: 300 * time.Second, NotAutonomous: true}}
-		for _, o := range old {
-			ads = append(ads, world.Advert{Prefix: o, Valid: 600 * time.Second, NotAutonomous: true})
-		}
-		if err := w.Net.Router.Advertise(ctx, ads...); err != nil {
+		ads := append([]world.Advert{{Prefix: ula, Valid: 600 * time.Second, Preferred: 300 * time.Second}}, public(cur, old...)...)
+		if err := w.Net.Router.Advertise(t.Context(), ads...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	announce(prefixA)
-	minimalDP(t, w, "home")
+	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"routerAdvertisement": ra}})
 	createPool(t, w)
 	for _, n := range []string{"node1", "node2"} {
 		startAgent(t, w, n)
@@ -247,6 +241,25 @@ func TestAPublicPrefixNoHostConfiguresIsFollowed(t *testing.T) {
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
 		t.Errorf("the renumbering wrote %q, want %q", got, want)
 	}
+	return w
+}
+
+// TestAPublicPrefixNoHostConfiguresIsFollowed: behind NPTv6 the LAN's hosts
+// live on the ULA; the router also advertises the ISP's /64 without the
+// autonomous flag, so that no host forms an address in it. The
+// DynamicPrefix follows that prefix (the ULA, not global unicast, is never
+// adopted) through a renumbering - one pool and one status write - and no
+// node ever holds an address in it, while each forms one in the ULA.
+func TestAPublicPrefixNoHostConfiguresIsFollowed(t *testing.T) {
+	ula := netip.MustParsePrefix("fd01:203:405:1::/64")
+	w := publicPrefixRenumbered(t, ula, func(cur netip.Prefix, old ...netip.Prefix) []world.Advert {
+		ads := []world.Advert{{Prefix: cur, Valid: 600 * time.Second, Preferred: 300 * time.Second, NotAutonomous: true}}
+		for _, o := range old {
+			ads = append(ads, world.Advert{Prefix: o, Valid: 600 * time.Second, NotAutonomous: true})
+		}
+		return ads
+	}, map[string]any{"interface": "eth0"})
+	ctx := t.Context()
 	for _, nd := range w.Net.Nodes {
 		addrs, err := nd.Addrs(ctx)
 		if err != nil {
@@ -262,5 +275,47 @@ func TestAPublicPrefixNoHostConfiguresIsFollowed(t *testing.T) {
 		if !inULA {
 			t.Errorf("%s formed no address in the ULA %s: %v", nd.Name, ula, addrs)
 		}
+	}
+}
+
+// TestAPublicPrefixAdvertisedDeprecatedIsFollowed: the router advertises
+// the ISP's /64 only with preferred lifetime 0 beside the ULA, so that hosts
+// do not use it as a source; with followDeprecated the agents report it as
+// preferred (it stands in), and the DynamicPrefix follows it through a
+// renumbering - the new prefix with its whole valid lifetime (10 minutes),
+// the old one with 5 minutes left: one pool and one status write. A host that starts
+// advertising a third prefix the same way, valid for a day, moves nothing:
+// only the senior router's prefixes stand in.
+func TestAPublicPrefixAdvertisedDeprecatedIsFollowed(t *testing.T) {
+	w := publicPrefixRenumbered(t, netip.MustParsePrefix("fd01:203:405:1::/64"), func(cur netip.Prefix, old ...netip.Prefix) []world.Advert {
+		ads := []world.Advert{{Prefix: cur, Valid: 600 * time.Second, Preferred: 0}}
+		for _, o := range old {
+			ads = append(ads, world.Advert{Prefix: o, Valid: 300 * time.Second, Preferred: 0})
+		}
+		return ads
+	}, map[string]any{"interface": "eth0", "followDeprecated": true})
+	ctx := t.Context()
+
+	m := mark(t, w)
+	rogue, err := w.Net.RogueRouter(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := netip.MustParsePrefix("2001:db8:bad::/64")
+	if err := rogue.Advertise(ctx, world.Advert{Prefix: foreign, Valid: 24 * time.Hour, Preferred: 0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node1", "node2"} {
+		eventually(t, n+" hears the later host's prefix", func() (bool, string) {
+			d, _ := annotation(t, w, n)
+			return strings.Contains(d, foreign.String()+" d"), d
+		})
+	}
+	settleWrites()
+	if got := objectWrites(writesBy(t, w, m, writerUser)); len(got) != 0 {
+		t.Errorf("a later host's deprecated prefix wrote %q", got)
+	}
+	if st := dpStatus(t, w, "home"); st.CurrentPrefix != prefixB.String() {
+		t.Errorf("a later host moved the prefix to %s", st.CurrentPrefix)
 	}
 }

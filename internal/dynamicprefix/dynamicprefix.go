@@ -83,6 +83,12 @@ type RouterAdvertisement struct {
 	// and the router advertises one /64 of it). Subnets and address ranges
 	// are then carved from the delegation, not only from the /64 on the link.
 	DelegatedPrefixLength *int `json:"delegatedPrefixLength,omitempty"`
+	// FollowDeprecated (renumber addition): on a link where no router
+	// prefers an acceptable prefix (behind NPTv6 the router may advertise
+	// the ISP's prefix with preferred lifetime 0, so that hosts do not use
+	// it), the prefix the senior router advertises with the longest valid
+	// lifetime left stands in for a preferred one.
+	FollowDeprecated bool `json:"followDeprecated,omitempty"`
 }
 
 type DHCPv6PD struct {

@@ -21,6 +21,9 @@
 //   - The valid lifetime left when a prefix first turns deprecated (the routers'
 //     word again, if any advertises it) is frozen into the digest, so the value
 //     does not change on every RA.
+//   - On a link whose policy follows a deprecated prefix, one the senior router
+//     advertises only deprecated stands in for a preferred one while no router
+//     prefers an acceptable prefix there (standin.go).
 package observe
 
 import (
@@ -105,6 +108,9 @@ type link struct {
 	requested      time.Time // a solicitation asked for and not yet reported sent
 	contradictions uint64
 	crowded        uint64
+
+	// standIn: the deprecated prefix reported as preferred (standin.go).
+	standIn netip.Prefix
 }
 
 type addrEntry struct {
@@ -430,6 +436,9 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				e.sources |= digest.SourcePD
 				e.pdRemaining = max(e.pdRemaining, valid.remaining(now))
 			}
+		}
+		if p, ok := s.standIn(name, l, byPrefix, now); ok {
+			byPrefix[p].raPreferred = true
 		}
 		dl := digest.Link{Name: name, Conflict: len(s.Conflicts(name, now)) > 0}
 		for p, e := range byPrefix {

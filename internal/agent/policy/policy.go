@@ -24,6 +24,10 @@ type Policy struct {
 	// Delegated: a DynamicPrefix acquires by DHCPv6-PD on this link, so the
 	// prefixes delegated to the node (observe.State.Delegated) are reported here.
 	Delegated bool
+	// FollowDeprecated: a DynamicPrefix here follows a prefix its router
+	// advertises only deprecated (routerAdvertisement.followDeprecated):
+	// observe reports one such prefix as preferred while none is.
+	FollowDeprecated bool
 }
 
 // Check says why p must not be reported under this policy, or nil.
@@ -50,7 +54,8 @@ func (pol Policy) Trusts(router netip.Addr) bool {
 // Equal compares two policies.
 func (pol Policy) Equal(o Policy) bool {
 	return pol.GlobalOnly == o.GlobalOnly && slices.Equal(pol.Trusted, o.Trusted) &&
-		pol.MinLength == o.MinLength && pol.MaxLength == o.MaxLength && pol.Delegated == o.Delegated
+		pol.MinLength == o.MinLength && pol.MaxLength == o.MaxLength && pol.Delegated == o.Delegated &&
+		pol.FollowDeprecated == o.FollowDeprecated
 }
 
 // RequireGlobalUnicast refuses prefixes outside 2000::/3 (unique-local, link-local,

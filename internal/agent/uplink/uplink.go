@@ -32,12 +32,15 @@ type Follower struct {
 	// Delegated: this follows spec.acquisition.dhcpv6pd on Interface: the
 	// prefixes delegated to the node are reported there (host mode).
 	Delegated bool
+	// FollowDeprecated: routerAdvertisement.followDeprecated.
+	FollowDeprecated bool
 }
 
 // Equal compares two followers.
 func (f Follower) Equal(o Follower) bool {
 	return f.Interface == o.Interface && f.GlobalOnly == o.GlobalOnly && slices.Equal(f.Trusted, o.Trusted) &&
-		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength && f.Delegated == o.Delegated
+		f.MinLength == o.MinLength && f.MaxLength == o.MaxLength && f.Delegated == o.Delegated &&
+		f.FollowDeprecated == o.FollowDeprecated
 }
 
 // object is the part of a DynamicPrefix read here: the spec in the API types
@@ -91,6 +94,7 @@ func Decode(raw []byte) ([]Follower, error) {
 		if err != nil {
 			return nil, err
 		}
+		f.FollowDeprecated = ra.FollowDeprecated
 		out = append(out, f)
 	}
 	if pd := a.DHCPv6PD; pd != nil && pd.Interface != "" {
@@ -144,11 +148,13 @@ func Links(defaults []string, followers []Follower) map[string]policy.Policy {
 			p := out[l]
 			if !followed[l] {
 				followed[l] = true
-				out[l] = policy.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength, Delegated: f.Delegated}
+				out[l] = policy.Policy{GlobalOnly: f.GlobalOnly, Trusted: f.Trusted, MinLength: f.MinLength, MaxLength: f.MaxLength,
+					Delegated: f.Delegated, FollowDeprecated: f.FollowDeprecated}
 				continue
 			}
 			p.GlobalOnly = p.GlobalOnly && f.GlobalOnly
 			p.Delegated = p.Delegated || f.Delegated
+			p.FollowDeprecated = p.FollowDeprecated || f.FollowDeprecated
 			switch {
 			case f.Delegated: // trust is the RA followers' business
 			case p.Trusted == nil || f.Trusted == nil:

@@ -42,6 +42,9 @@ func TestLinks(t *testing.T) {
 			map[string]policy.Policy{"eth0": global, "wan": {GlobalOnly: true, Trusted: []netip.Addr{r1}, Delegated: true}}},
 		{"DHCPv6-PD alone", nil, []Follower{{Interface: "wan", Delegated: true, MaxLength: 56}},
 			map[string]policy.Policy{"wan": {Delegated: true, MaxLength: 56}}},
+		{"one follower following a deprecated prefix: the link does", nil, []Follower{
+			{Interface: "eth1", GlobalOnly: true}, {Interface: "eth1", GlobalOnly: true, FollowDeprecated: true}},
+			map[string]policy.Policy{"eth1": {GlobalOnly: true, FollowDeprecated: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,6 +110,14 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 				t.Errorf("%s: %+v, the writer's model says interface %q, global only %v", raw, f, m.Interface, m.GlobalOnly)
 			}
 		}
+	}
+}
+
+func TestDecodeFollowDeprecated(t *testing.T) {
+	fs, err := Decode([]byte(`{"spec":{"acquisition":{"routerAdvertisement":{"interface":"lan","followDeprecated":true}}}}`))
+	want := []Follower{{Interface: "lan", GlobalOnly: true, FollowDeprecated: true}}
+	if err != nil || !slices.EqualFunc(fs, want, Follower.Equal) {
+		t.Errorf("Decode = %+v, %v; want %+v", fs, err, want)
 	}
 }
 

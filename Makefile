@@ -7,7 +7,7 @@ BIN   := $(OUT)/bin
 GO    ?= go
 # World tests run side by side, each in its own world (e2e/harness_test.go);
 # they wait on routers and timers far more than they compute.
-E2E_PARALLEL ?= 4
+E2E_PARALLEL ?= 8
 # Fixed so CI's fresh clone reuses Go's build cache (a cold API server build is ~6 min).
 export CGO_ENABLED := 0
 
@@ -206,7 +206,7 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 # load of a kind cluster starting failed TestRealNodes' quiet period (a standby
 # writer's first sight of the leader fell in it).
 .PHONY: test
-test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~21-27 min warm, measured)
+test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~18 min warm, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...

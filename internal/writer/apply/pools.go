@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -31,28 +32,49 @@ type poolWrite struct{ entries, record []string }
 // Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) write.Outcomes {
 	var out write.Outcomes
-	for _, p := range pools {
-		for _, o := range p.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			po, ours, err := p.Kind.Decode(u)
-			if dp, _ := p.Kind.Follows(u); !ours || dp != m.Name {
-				continue
-			}
-			if err != nil {
-				// The pool's entries cannot be read: the user's to fix. It is
-				// never written (its user entries could not be kept).
-				err = fmt.Errorf("%s %q: %w", p.Kind.Name, api.Key(u.GetNamespace(), u.GetName()), err)
-				w.Events.Announce("pool/"+p.Kind.Resource+"/"+api.Key(u.GetNamespace(), u.GetName()), u, true, "InvalidPool", err.Error())
-				out = append(out, write.Final(err))
-				continue
-			}
-			out = append(out, w.pool(ctx, p.Kind, u, po, m, d))
-			if ctx.Err() != nil {
-				return out
-			}
+	for f := range poolsFollowing(pools, m.Name) {
+		if f.err != nil {
+			// The pool's entries cannot be read: the user's to fix. It is
+			// never written (its user entries could not be kept).
+			err := fmt.Errorf("%s %q: %w", f.kind.Name, api.Key(f.u.GetNamespace(), f.u.GetName()), f.err)
+			w.Events.Announce("pool/"+f.kind.Resource+"/"+api.Key(f.u.GetNamespace(), f.u.GetName()), f.u, true, "InvalidPool", err.Error())
+			out = append(out, write.Final(err))
+			continue
+		}
+		out = append(out, w.pool(ctx, f.kind, f.u, f.po, m, d))
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	return out
+}
+
+// followingPool is a pool of ours that follows a DynamicPrefix, decoded
+// (err: it cannot be).
+type followingPool struct {
+	kind *backends.Kind
+	u    *unstructured.Unstructured
+	po   backends.Object
+	err  error
+}
+
+// poolsFollowing yields every pool of the kinds given that follows the
+// DynamicPrefix name.
+func poolsFollowing(pools []backends.Cached, name string) iter.Seq[followingPool] {
+	return func(yield func(followingPool) bool) {
+		for _, p := range pools {
+			for _, o := range p.Store.List() {
+				u := o.(*unstructured.Unstructured)
+				po, ours, err := p.Kind.Decode(u)
+				if dp, _ := p.Kind.Follows(u); !ours || dp != name {
+					continue
+				}
+				if !yield(followingPool{p.Kind, u, po, err}) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // poolPlan is what one pool should hold for a decision.
@@ -320,24 +342,20 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 // such a status write, so that the real writes are not refused (each refusal
 // would be a PoolError in the status, and two more status writes).
 func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision, until time.Time) {
-	for _, p := range pools {
-		for _, o := range p.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			po, ours, err := p.Kind.Decode(u)
-			if dp, _ := p.Kind.Follows(u); !ours || dp != m.Name || err != nil {
-				continue
+	for f := range poolsFollowing(pools, m.Name) {
+		if f.err != nil {
+			continue
+		}
+		pl, err := w.plan(f.kind, f.po, m, d)
+		if err != nil || pl.holds {
+			continue
+		}
+		for {
+			err := patchPool(ctx, w.Client, f.kind, f.u, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+			if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
+				return
 			}
-			pl, err := w.plan(p.Kind, po, m, d)
-			if err != nil || pl.holds {
-				continue
-			}
-			for {
-				err := patchPool(ctx, w.Client, p.Kind, u, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
-				if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

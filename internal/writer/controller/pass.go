@@ -22,15 +22,13 @@ import (
 // when it follows a name (not ready until each was asked once), else the
 // node digests, and when that changes by time alone.
 func (c *Controller) reports(ctx context.Context, name string, m api.Model, now time.Time) ([]decide.Report, time.Time, bool) {
-	if m.DNS == nil || m.Err != nil {
+	switch {
+	case m.DNS == nil:
 		c.stopResolving(name)
-		if m.DNS != nil {
-			return nil, time.Time{}, true // nothing is asked for a spec that cannot be used
-		}
 		reports, lapse := c.voters.Reports(now)
 		return reports, lapse, true
-	}
-	if c.cfg.Resolvers == nil {
+	case m.Err != nil || c.cfg.Resolvers == nil:
+		c.stopResolving(name) // nothing is asked for a spec that cannot be used
 		return nil, time.Time{}, true
 	}
 	reports, ready := c.cfg.Resolvers.Reports(ctx, name, m.DNS)
@@ -214,9 +212,9 @@ func voterKind(m api.Model) string {
 // servers stop or start agreeing.
 func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, m api.Model, d decide.Decision, prior api.Status) {
 	was := meta.FindStatusCondition(prior.Conditions, render.ResolversAgree)
+	msg := render.DissentMessage(m, d)
 	switch {
-	case len(d.Dissent) > 0 && (was == nil || was.Message != render.DissentMessage(m, d)):
-		msg := render.DissentMessage(m, d)
+	case len(d.Dissent) > 0 && (was == nil || was.Message != msg):
 		c.log.Warn(name + ": " + msg)
 		c.events.Announce("dp/"+name+"/resolvers", u, true, "ResolversDisagree", msg)
 	case len(d.Dissent) == 0 && was != nil && was.Status != metav1.ConditionTrue:

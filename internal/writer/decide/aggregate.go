@@ -228,12 +228,9 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	default:
 		d.Source = cmp.Or(prev.PrefixSource, "unknown")
 	}
-	if m.DNS != nil {
-		d.Dissent = dissent(reports, d.Current)
-	}
 	var fallback time.Duration
 	if m.DNS != nil {
-		fallback = m.DNS.MaxInterval
+		d.Dissent, fallback = dissent(reports, d.Current), m.DNS.MaxInterval
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now, fallback)
 	for _, h := range d.History {

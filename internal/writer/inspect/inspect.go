@@ -148,15 +148,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		reports = in.Answers[u.GetName()]
 		for _, r := range reports {
 			vote := Vote{Node: r.Node, Problem: r.Problem}
-			for _, l := range r.Digest.Links {
-				for _, p := range l.Prefixes {
-					if p.Deprecated {
-						vote.Deprecated = append(vote.Deprecated, p.Prefix.String())
-					} else {
-						vote.Preferred = append(vote.Preferred, p.Prefix.String())
-					}
-				}
-			}
+			vote.Preferred, vote.Deprecated = reported(r.Digest, func(string, digest.Source) bool { return true })
 			out.Votes = append(out.Votes, vote)
 		}
 	}
@@ -173,7 +165,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		default:
 			reports = append(reports, n.Report)
 		}
-		vote.Preferred, vote.Deprecated = reported(n.Digest, m)
+		vote.Preferred, vote.Deprecated = reported(n.Digest, m.Counts)
 		out.Votes = append(out.Votes, vote)
 	}
 	if m.DNS == nil {
@@ -226,11 +218,12 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	return out
 }
 
-// reported lists what d reports for m, preferred and deprecated.
-func reported(d digest.Node, m api.Model) (preferred, deprecated []string) {
+// reported lists what d reports that counts (api.Model.Counts for a node's
+// digest), preferred and deprecated.
+func reported(d digest.Node, counts func(link string, src digest.Source) bool) (preferred, deprecated []string) {
 	for _, l := range d.Links {
 		for _, p := range l.Prefixes {
-			if !m.Counts(l.Name, p.Sources) {
+			if !counts(l.Name, p.Sources) {
 				continue
 			}
 			s := p.Prefix.String()

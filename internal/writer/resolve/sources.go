@@ -63,10 +63,11 @@ func (s *Sources) Reports(ctx context.Context, name string, q *api.DNSSource) (r
 	defer s.mu.Unlock()
 	p := s.polls[name]
 	if p == nil || p.query != q.String() || p.ctx.Err() != nil {
-		if p != nil {
-			p.cancel()
+		ss := s.standings(q)
+		if len(ss) == 0 {
+			s.Log.Error(name+": acquisition.dns names no server and /etc/resolv.conf none either", "name", q.Name)
 		}
-		p = s.start(ctx, name, q)
+		p = s.start(ctx, name, q, ss, false)
 	}
 	if !p.ready {
 		return nil, false
@@ -97,16 +98,7 @@ func (s *Sources) Prime(ctx context.Context, name string, q *api.DNSSource) []de
 	ss := s.round(ctx, q, s.standings(q))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.polls == nil {
-		s.polls = map[string]*poll{}
-	}
-	if p := s.polls[name]; p != nil {
-		p.cancel()
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	p := &poll{query: q.String(), ctx: pctx, cancel: cancel, ready: true, ss: ss}
-	s.polls[name] = p
-	go s.run(pctx, name, p, q, ss, true)
+	s.start(ctx, name, q, ss, true)
 	return reportsOf(ss)
 }
 
@@ -130,18 +122,20 @@ func (s *Sources) standings(q *api.DNSSource) []standing {
 	return ss
 }
 
-func (s *Sources) start(ctx context.Context, name string, q *api.DNSSource) *poll {
+// start replaces name's poll (s.mu held) with one asking q under ctx from
+// standings ss: asked says they are a round's answers already (the poll is
+// ready, and its first question waits for their TTL).
+func (s *Sources) start(ctx context.Context, name string, q *api.DNSSource, ss []standing, asked bool) *poll {
 	if s.polls == nil {
 		s.polls = map[string]*poll{}
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	p := &poll{query: q.String(), ctx: pctx, cancel: cancel}
-	s.polls[name] = p
-	ss := s.standings(q)
-	if len(ss) == 0 {
-		s.Log.Error(name+": acquisition.dns names no server and /etc/resolv.conf none either", "name", q.Name)
+	if old := s.polls[name]; old != nil {
+		old.cancel()
 	}
-	go s.run(pctx, name, p, q, ss, false)
+	pctx, cancel := context.WithCancel(ctx)
+	p := &poll{query: q.String(), ctx: pctx, cancel: cancel, ready: asked, ss: ss}
+	s.polls[name] = p
+	go s.run(pctx, name, p, q, ss, asked)
 	return p
 }
 

@@ -111,15 +111,23 @@ func ours(m *dnsmessage.Message, id uint16, q dnsmessage.Name) bool {
 		m.Questions[0].Type == dnsmessage.TypeAAAA && m.Questions[0].Class == dnsmessage.ClassINET
 }
 
-func exchangeUDP(ctx context.Context, server netip.AddrPort, query []byte, id uint16, q dnsmessage.Name) (*dnsmessage.Message, error) {
+// dial connects to server over network; the connection ends its reads and
+// writes when ctx does. close releases both.
+func dial(ctx context.Context, network string, server netip.AddrPort) (c net.Conn, close func(), err error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "udp", server.String())
+	if c, err = d.DialContext(ctx, network, server.String()); err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	return c, func() { stop(); c.Close() }, nil
+}
+
+func exchangeUDP(ctx context.Context, server netip.AddrPort, query []byte, id uint16, q dnsmessage.Name) (*dnsmessage.Message, error) {
+	c, close, err := dial(ctx, "udp", server)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer close()
 	if _, err := c.Write(query); err != nil {
 		return nil, err
 	}
@@ -138,14 +146,11 @@ func exchangeUDP(ctx context.Context, server netip.AddrPort, query []byte, id ui
 }
 
 func exchangeTCP(ctx context.Context, server netip.AddrPort, query []byte, id uint16, q dnsmessage.Name) (*dnsmessage.Message, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", server.String())
+	c, close, err := dial(ctx, "tcp", server)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer close()
 	framed := binary.BigEndian.AppendUint16(nil, uint16(len(query)))
 	if _, err := c.Write(append(framed, query...)); err != nil {
 		return nil, cmpErr(ctx, err)

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -110,8 +114,14 @@ func TestAPublicPrefixIsFollowedByTheRoutersName(t *testing.T) {
 	answer(t, routerB, slow) // not asked again for an hour (maxInterval 10m)
 	settleWrites()
 
-	// Steady: the writer keeps asking, once per TTL at most, and writes nothing.
+	// Steady: the writer keeps asking, once per TTL at most, and writes
+	// nothing - even when a node's digest names another prefix (a node's word
+	// never counts for a name; here the only node would be a majority).
 	m := mark(t, w)
+	forged := fmt.Sprintf(`{"metadata":{"annotations":{%q:"v1;eth0=2001:db8:bad::/48 p ra"}}}`, digest.Annotation)
+	if _, err := w.API.Client.CoreV1().Nodes().Patch(t.Context(), "node1", types.MergePatchType, []byte(forged), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	start, asked := time.Now(), questions(t, ns[0])
 	eventually(t, "the writer asks again", func() (bool, string) {
 		n := questions(t, ns[0])

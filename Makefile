@@ -25,9 +25,8 @@ PROMETHEUS  := $(BIN)/prometheus
 ACTIONLINT  := $(BIN)/actionlint
 STATICCHECK_VERSION := v0.7.0
 # Real nodes in the test world (../shared/notes/nodeworld.md): built from the
-# module proxy like the API server, cached in _out/bin.
+# module proxy like the API server (tools/kube: containerd is pinned there), cached in _out/bin.
 KUBE_VERSION       := v1.35.4
-CONTAINERD_VERSION := v2.2.1
 RUNC_VERSION       := v1.3.2
 CNI_VERSION        := v1.8.0
 KUBELET            := $(BIN)/kubelet
@@ -54,18 +53,21 @@ deps: ## Install the Debian packages tests need (radvd, iproute2, promtool, ...)
 		apt-get update -qq && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-$(APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum tools/kube-apiserver/main.go
-	@echo "building kube-apiserver (cold: ~6 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/kube-apiserver && $(GO) build -trimpath -ldflags="$(KUBE_LDFLAGS)" -o $@ .
-
 $(OLDEST_APISERVER): tools/kube-apiserver-1.30/go.mod tools/kube-apiserver-1.30/go.sum tools/kube-apiserver-1.30/main.go
-	@echo "building kube-apiserver v1.30 (cold: ~4 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/kube-apiserver-1.30 && $(GO) build -trimpath \
+	@echo "building kube-apiserver v1.30 (cold: ~3 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube-apiserver-1.30 && $(GO) build -trimpath -tags providerless \
 		-ldflags="-X k8s.io/component-base/version.gitVersion=v1.30.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=30" -o $@ .
 
-$(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
-	@echo "building etcd (cold: ~1-2 min)"
-	@mkdir -p $(BIN) && cd tools/etcd && $(GO) build -trimpath -o $@ .
+# The test world's Kubernetes and everything around it come from one module,
+# tools/kube (one version of each shared dependency, compiled once), in one go
+# build per make target so the links run side by side.
+KUBE_MOD  := tools/kube/go.mod tools/kube/go.sum
+# Built with `tools`: the API server, etcd, CoreDNS (the DNS source's name
+# servers; kind's too) and Helm (the chart tests).
+$(APISERVER) $(ETCD) $(BIN)/coredns $(HELM) &: $(KUBE_MOD) tools/kube/kube-apiserver/main.go tools/kube/etcd/main.go tools/kube/coredns/main.go
+	@echo "building kube-apiserver, etcd, coredns, helm (cold: ~9 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube && $(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/ \
+		./kube-apiserver ./etcd ./coredns helm.sh/helm/v3/cmd/helm
 
 # Cilium's own LB-IPAM (the cilium-operator cell) for the test world: the real
 # consumer of our pools and Service annotations.
@@ -76,16 +78,14 @@ $(LBIPAM): tools/lbipam/go.mod tools/lbipam/go.sum tools/lbipam/main.go
 $(KIND): tools/kind/go.mod tools/kind/go.sum tools/kind/main.go
 	@mkdir -p $(BIN) && cd tools/kind && $(GO) build -trimpath -o $@ .
 
-$(HELM): tools/helm/go.mod tools/helm/go.sum
-	@echo "building helm (cold: ~2 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/helm && $(GO) build -trimpath -o $@ helm.sh/helm/v3/cmd/helm
-
 .PHONY: helm
 helm: $(HELM) ## Build the pinned Helm (charts/renumber is linted and rendered with it in make test)
 
-$(PROMETHEUS): tools/prometheus/go.mod tools/prometheus/go.sum
-	@echo "building prometheus (cold: ~4 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/prometheus && $(GO) build -trimpath -o $@ github.com/prometheus/prometheus/cmd/prometheus
+# Only Kubernetes service discovery (Prometheus's own build tags): the other
+# discovery plugins' cloud SDKs would more than double its compile time.
+$(PROMETHEUS): $(KUBE_MOD)
+	@echo "building prometheus (cold after the API server: ~2 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube && $(GO) build -trimpath -tags remove_all_sd,enable_kubernetes_sd -o $@ github.com/prometheus/prometheus/cmd/prometheus
 
 $(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
 	@mkdir -p $(BIN) && cd tools/actionlint && $(GO) build -trimpath -o $@ github.com/rhysd/actionlint/cmd/actionlint
@@ -93,17 +93,14 @@ $(ACTIONLINT): tools/actionlint/go.mod tools/actionlint/go.sum
 $(STATICCHECK):
 	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-$(KUBELET): tools/kube-node/go.mod tools/kube-node/go.sum $(foreach c,kubelet kube-controller-manager kube-scheduler,tools/kube-node/$(c)/main.go)
-	@echo "building kubelet, kube-controller-manager, kube-scheduler $(KUBE_VERSION) (cold: ~15 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/kube-node && for c in kube-controller-manager kube-scheduler kubelet; do \
-		$(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/$$c ./$$c || exit 1; done
-
-$(CONTAINERD):
-	@echo "building containerd $(CONTAINERD_VERSION) (cold: ~4 min)"
-	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install -trimpath -tags no_btrfs \
-		github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
-		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION) \
-		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION)
+# The real nodes' parts. CGO_ENABLED=0 leaves containerd's btrfs snapshotter out.
+$(KUBELET) $(CONTAINERD) &: $(KUBE_MOD) $(foreach c,kubelet kube-controller-manager kube-scheduler,tools/kube/$(c)/main.go)
+	@echo "building kubelet, kube-controller-manager, kube-scheduler $(KUBE_VERSION), containerd (cold after the API server: ~6 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube && $(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/ \
+		./kubelet ./kube-controller-manager ./kube-scheduler \
+		github.com/containerd/containerd/v2/cmd/containerd \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+		github.com/containerd/containerd/v2/cmd/ctr
 
 # runc needs cgo and libseccomp (libseccomp-dev, in make deps).
 $(RUNC):
@@ -121,17 +118,11 @@ $(CNI):
 # Kubernetes binaries, CoreDNS, the Pod network's stand-in for kindnetd, and a
 # Debian rootfs laid out as kind's base image. Cached in _out/ and in the
 # private Docker daemon's data root (_out/kind/docker).
-COREDNS_VERSION := v1.13.1
 KIND_NODE_IMAGE := renumber/kind-node:$(KUBE_VERSION)
 KIND_NODE_BINS  := $(BIN)/kubeadm $(BIN)/kube-proxy $(BIN)/kubectl
-$(KIND_NODE_BINS) &: tools/kube-node/go.mod tools/kube-node/go.sum tools/kube-node/kubeadm/main.go tools/kube-node/kube-proxy/main.go tools/kube-node/kubectl/main.go
-	@echo "building kubeadm, kube-proxy, kubectl $(KUBE_VERSION) (cold after the node tools: ~5 min, cached afterwards)"
-	@mkdir -p $(BIN) && cd tools/kube-node && for c in kubeadm kube-proxy kubectl; do \
-		$(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/$$c ./$$c || exit 1; done
-
-$(BIN)/coredns:
-	@echo "building coredns $(COREDNS_VERSION) (cold: ~3 min)"
-	@mkdir -p $(BIN) && GOBIN=$(BIN) $(GO) install -trimpath -ldflags=-s github.com/coredns/coredns@$(COREDNS_VERSION)
+$(KIND_NODE_BINS) &: $(KUBE_MOD) tools/kube/kubeadm/main.go tools/kube/kube-proxy/main.go tools/kube/kubectl/main.go
+	@echo "building kubeadm, kube-proxy, kubectl $(KUBE_VERSION) (cold after the node tools: ~2 min, cached afterwards)"
+	@mkdir -p $(BIN) && cd tools/kube && $(GO) build -trimpath -ldflags="-s $(KUBE_LDFLAGS)" -o $(BIN)/ ./kubeadm ./kube-proxy ./kubectl
 
 .PHONY: $(BIN)/kindnet $(BIN)/pause
 $(BIN)/kindnet:
@@ -205,6 +196,9 @@ node-images: ## The sandbox (pause) image the test world's real nodes run Pods w
 # The kind smoke runs after go test, not beside it: tried 27 Nov, beside it the
 # load of a kind cluster starting failed TestRealNodes' quiet period (a standby
 # writer's first sight of the leader fell in it).
+# make test's real nodes import the images for this machine's platform only:
+# the other platform's cross-build is the release's, not the tests'.
+test: PLATFORMS = linux/$(shell $(GO) env GOARCH)
 .PHONY: test
 test: deps tools node-tools build images node-images kind-tools ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~18 min warm, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/

@@ -35,7 +35,7 @@ for b in $binaries; do [ -x "$bin/$b" ] || { log "missing $bin/$b"; exit 1; }; d
 
 # What kubeadm asks for at this version, and the sandbox image of kind's
 # containerd config.
-constants=$(cd "$here/../kube-node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go
+constants=$(cd "$here/../kube" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go
 etcd_tag=$(grep -o 'DefaultEtcdVersion = "[^"]*"' "$constants" | cut -d'"' -f2)
 coredns_tag=$(grep -o 'CoreDNSVersion = "[^"]*"' "$constants" | cut -d'"' -f2)
 pause_tags="$(grep -o 'sandbox_image = "[^"]*"' "$base_files/etc/containerd/config.toml" | cut -d'"' -f2) registry.k8s.io/pause:3.10.1"

@@ -204,7 +204,8 @@ test: deps tools node-tools build images node-images kind-tools ## Unit tests, f
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...
-	$(GO) test -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 60m ./...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -count=1 -parallel $(E2E_PARALLEL) -timeout 60m ./e2e
 	SMOKE=1 e2e/kind/run.sh
 
 .PHONY: e2e

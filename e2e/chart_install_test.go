@@ -64,6 +64,7 @@ var chartCases = map[string]chartCase{
 // plan, `kubectl renumber status` reads as a renumber-reader, and no log
 // says forbidden.
 func TestEveryChartOptionInstallsAndItsRBACServes(t *testing.T) {
+	t.Parallel() // its subtests start worlds: among the other world tests, not before them
 	_, repo := helmBin(t)
 	for name, c := range chartCases {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {

@@ -229,6 +229,7 @@ var examples = map[string]example{
 // brings the objects it promises to the router's prefix, and through a
 // renumbering (the replaced prefix draining where the example keeps it).
 func TestEveryExampleRenumbers(t *testing.T) {
+	t.Parallel() // its subtests start worlds: among the other world tests, not before them
 	repo, err := world.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

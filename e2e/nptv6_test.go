@@ -27,6 +27,7 @@ import (
 // nothing. With a /64, the word adjusted is the interface identifier's first
 // that is not 0xFFFF.
 func TestTheMappedAddressIsTheKernels(t *testing.T) {
+	t.Parallel() // its subtests start worlds: among the other world tests, not before them
 	for _, tt := range []struct {
 		name, mapping string
 		inside        string
@@ -102,6 +103,7 @@ func TestTheMappedAddressIsTheKernels(t *testing.T) {
 // written, and the client reaches the listener through the new target;
 // kubectl renumber status shows the mapping.
 func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
+	t.Parallel() // its subtests start worlds: among the other world tests, not before them
 	delegationA, delegationB := netip.MustParsePrefix("2001:db8:1::/48"), netip.MustParsePrefix("2001:db8:2::/48")
 	for _, source := range []struct {
 		name string

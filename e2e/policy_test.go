@@ -382,6 +382,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 // ServiceAccounts the user named - with the same checks as in
 // renumber-system.
 func TestTheGuardsHoldInAnyNamespace(t *testing.T) {
+	t.Parallel() // its subtests start worlds: among the other world tests, not before them
 	for _, install := range []string{"kustomize", "helm", "helm with its own ServiceAccounts"} {
 		t.Run(strings.ReplaceAll(install, " ", "_"), func(t *testing.T) {
 			w := bareWorldWith(t, 2)

@@ -87,6 +87,9 @@ step "cluster"
 "$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
 "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config e2e/kind/kind-config.yaml --wait 180s
 "$KIND" get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
+# CoreDNS is built with only the plugins kubeadm's Corefile names
+# (tools/kube/coredns): it must serve the cluster, not crash on its config.
+kubectl -n kube-system rollout status deployment/coredns --timeout=180s
 "$KIND" load docker-image --name "$CLUSTER" renumber/agent:dev renumber/writer:dev \
 	"ghcr.io/renumber/renumber-agent:$CHART_VERSION" "ghcr.io/renumber/renumber-writer:$CHART_VERSION"
 

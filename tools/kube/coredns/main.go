@@ -2,7 +2,7 @@
 // version pinned in go.mod, with only the plugins its two users name: the
 // Corefile kubeadm writes for kind's cluster DNS (errors, health, ready,
 // kubernetes, prometheus, forward, cache, loop, reload, loadbalance) and the
-// test world's name servers (hosts, log). The full build's cloud plugins
+// test world's name servers (bind, hosts, log). The full build's cloud plugins
 // (route53, azure, clouddns, ...) would double its compile time.
 package main
 
@@ -10,6 +10,7 @@ import (
 	_ "github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"

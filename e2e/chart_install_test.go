@@ -152,7 +152,7 @@ func podServiceAccount(o map[string]any) string {
 // localArgs are the container arguments of a rendered DaemonSet or
 // Deployment, but those naming the Pod's interface and metrics listener and
 // its guard (the world gives each process its own listener, read over plain
-// HTTP; TestMetricsAreScrapedOnlyWithAToken tries the guard on real Pods).
+// HTTP; TestRealNodesMetricsAreScrapedOnlyWithAToken tries the guard on real Pods).
 func localArgs(t *testing.T, o map[string]any) []string {
 	t.Helper()
 	if o == nil {

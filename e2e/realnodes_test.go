@@ -26,11 +26,21 @@ import (
 
 const rolloutLimit = 3 * time.Minute
 
+// realNodesTests begins the name of every test with real nodes. They share the
+// machine's containerd mounts and sysctls, and make test runs them alone
+// before the world tests, which run beside each other (and beside kind's
+// builds at the lowest priority).
+const realNodesTests = "TestRealNodes"
+
 // realWorld starts a world of real nodes with Cilium's CRDs, installed with
 // install ("kustomize" or "helm"), a DynamicPrefix "home" and the pool "lb"
 // following it. The router is silent until the test advertises.
 func realWorld(t *testing.T, nodes int, install string, sets ...string) *world.World {
 	t.Helper()
+	if !strings.HasPrefix(t.Name(), realNodesTests) {
+		t.Fatalf("%s starts real nodes: its name must begin with %s (make test runs those alone, then the world tests beside each other: -run/-skip '^%s')",
+			t.Name(), realNodesTests, realNodesTests)
+	}
 	skipWithoutWorld(t)
 	if err := world.RequireKubelets(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -402,12 +412,12 @@ func TestRealNodesOperations(t *testing.T) {
 	})
 }
 
-// TestAgentWithoutNetRaw: the agent binary carries
+// TestRealNodesAgentWithoutNetRaw: the agent binary carries
 // cap_net_bind_service,cap_net_raw=ep, so a DaemonSet whose securityContext
 // drops ALL without adding NET_RAW (and NET_BIND_SERVICE) back
 // cannot start it: the container exits 255 and its log says "operation not
 // permitted", the line README's Troubleshooting section explains.
-func TestAgentWithoutNetRaw(t *testing.T) {
+func TestRealNodesAgentWithoutNetRaw(t *testing.T) {
 	w := realWorld(t, 1, "kustomize")
 	ctx := t.Context()
 	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"agent","securityContext":{"capabilities":{"add":null}}}]}}}}`

@@ -23,7 +23,7 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// TestMetricsAreScrapedOnlyWithAToken: with the chart's defaults (agents on
+// TestRealNodesMetricsAreScrapedOnlyWithAToken: with the chart's defaults (agents on
 // the node's IP, every process behind HTTPS and the token guard), a real
 // Prometheus (built from the module proxy, make tools: Debian's lacks
 // Kubernetes discovery) with the job of manifests/monitoring/scrape-config.yaml
@@ -31,7 +31,7 @@ import (
 // every agent, writer and shadow Pod, and every panel of the dashboard shows
 // data. Without a token, with a token not bound, or over plain HTTP, a scrape
 // is refused.
-func TestMetricsAreScrapedOnlyWithAToken(t *testing.T) {
+func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 	prometheus, err := world.Bin("prometheus")
 	if err != nil {
 		if os.Getenv("CI") != "" {

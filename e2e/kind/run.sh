@@ -6,6 +6,7 @@
 #
 #   e2e/kind/run.sh               every scenario, installed with helm and with kubectl apply -k
 #   SMOKE=1 e2e/kind/run.sh       the smoke of make test: helm install, first RA, one renumbering
+#   IMAGES=only e2e/kind/run.sh   only the images (make kind-images), cached in the engine
 #   KEEP=1                        leave the cluster (and the private engine) running
 #
 # With a Docker that answers, it is used unchanged; without one,
@@ -65,6 +66,7 @@ trap cleanup EXIT
 
 step "images"
 e2e/kind/images.sh "$CHART_VERSION"
+[ "${IMAGES:-}" != only ] || exit 0
 
 # Held for the cluster's life: worlds that end meanwhile leave the sysctls to
 # this script. A test that compares the machine's sysctls before and after

@@ -1,10 +1,9 @@
 package world
 
 import (
-	"bufio"
-	"os"
+	"encoding/json"
+	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -29,34 +28,23 @@ func TestLBIPAMBuildsWithTheProductsDependencies(t *testing.T) {
 	}
 }
 
-// requires reads the module versions a go.mod requires (replacements aside).
+// requires reads the module versions a go.mod requires, parsed by the go
+// command (go mod edit -json reads the file alone: nothing is downloaded).
 func requires(t *testing.T, file string) map[string]string {
 	t.Helper()
-	f, err := os.Open(file)
+	out, err := exec.Command("go", "mod", "edit", "-json", file).Output()
 	if err != nil {
+		t.Fatalf("go mod edit -json %s: %v", file, err)
+	}
+	var mod struct {
+		Require []struct{ Path, Version string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	block := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "//")
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) == 0:
-		case fields[0] == "require" && len(fields) == 2 && fields[1] == "(":
-			block = true
-		case block && fields[0] == ")":
-			block = false
-		case block && len(fields) == 2:
-			out[fields[0]] = fields[1]
-		case fields[0] == "require" && len(fields) == 3:
-			out[fields[1]] = fields[2]
-		}
+	versions := map[string]string{}
+	for _, r := range mod.Require {
+		versions[r.Path] = r.Version
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return versions
 }

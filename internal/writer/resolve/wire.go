@@ -112,8 +112,8 @@ func ours(m *dnsmessage.Message, id uint16, q dnsmessage.Name) bool {
 }
 
 // dial connects to server over network; the connection ends its reads and
-// writes when ctx does. close releases both.
-func dial(ctx context.Context, network string, server netip.AddrPort) (c net.Conn, close func(), err error) {
+// writes when ctx does. release ends both.
+func dial(ctx context.Context, network string, server netip.AddrPort) (c net.Conn, release func(), err error) {
 	var d net.Dialer
 	if c, err = d.DialContext(ctx, network, server.String()); err != nil {
 		return nil, nil, err
@@ -123,11 +123,11 @@ func dial(ctx context.Context, network string, server netip.AddrPort) (c net.Con
 }
 
 func exchangeUDP(ctx context.Context, server netip.AddrPort, query []byte, id uint16, q dnsmessage.Name) (*dnsmessage.Message, error) {
-	c, close, err := dial(ctx, "udp", server)
+	c, release, err := dial(ctx, "udp", server)
 	if err != nil {
 		return nil, err
 	}
-	defer close()
+	defer release()
 	if _, err := c.Write(query); err != nil {
 		return nil, err
 	}
@@ -146,11 +146,11 @@ func exchangeUDP(ctx context.Context, server netip.AddrPort, query []byte, id ui
 }
 
 func exchangeTCP(ctx context.Context, server netip.AddrPort, query []byte, id uint16, q dnsmessage.Name) (*dnsmessage.Message, error) {
-	c, close, err := dial(ctx, "tcp", server)
+	c, release, err := dial(ctx, "tcp", server)
 	if err != nil {
 		return nil, err
 	}
-	defer close()
+	defer release()
 	framed := binary.BigEndian.AppendUint16(nil, uint16(len(query)))
 	if _, err := c.Write(append(framed, query...)); err != nil {
 		return nil, cmpErr(ctx, err)

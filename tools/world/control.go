@@ -72,16 +72,16 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 	}
 	cp := &ControlPlane{w: w, pki: p, AuditLog: filepath.Join(w.Dir, "audit.log")}
 
-	clientPort, err := freePort("127.0.0.1")
+	client, err := loopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	peerPort, err := freePort("127.0.0.1")
+	peer, err := loopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	etcdURL := "http://" + client.String()
+	peerURL := "http://" + peer.String()
 	cp.etcdArgs = []string{etcdBin,
 		"--name", "world", "--data-dir", filepath.Join(w.Dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
@@ -131,11 +131,20 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 	if err := cp.startAPIServer(); err != nil {
 		return nil, err
 	}
-	cp.Admin = &rest.Config{
-		Host:            cp.URL,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: p.CAFile, CertFile: p.AdminCert, KeyFile: p.AdminKey},
-		QPS:             100, Burst: 200,
+	// The credentials go in as data, not file names: client-go watches a
+	// client certificate named by file, and after the world's directory is
+	// removed its watcher logged a failure every second for the rest of the
+	// test binary's run.
+	tlsConf := rest.TLSClientConfig{}
+	for _, f := range []struct {
+		path string
+		data *[]byte
+	}{{p.CAFile, &tlsConf.CAData}, {p.AdminCert, &tlsConf.CertData}, {p.AdminKey, &tlsConf.KeyData}} {
+		if *f.data, err = os.ReadFile(f.path); err != nil {
+			return nil, err
+		}
 	}
+	cp.Admin = &rest.Config{Host: cp.URL, TLSClientConfig: tlsConf, QPS: 100, Burst: 200}
 	if cp.Client, err = kubernetes.NewForConfig(cp.Admin); err != nil {
 		return nil, err
 	}
@@ -235,13 +244,4 @@ func withArgs(argv []string, set map[string]string) []string {
 		out = append(out, argv[i])
 	}
 	return out
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -3,7 +3,6 @@ package world
 import (
 	"bufio"
 	"bytes"
-	"net"
 	"strconv"
 	"strings"
 )
@@ -19,15 +18,4 @@ func MetricSample(body []byte, sample string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// FreeAddr returns a loopback address with a port nothing listens on, for a
-// writer's --metrics-addr.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

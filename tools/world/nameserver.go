@@ -35,11 +35,11 @@ var probeFrom = netip.MustParseAddr("127.0.0.2")
 // StartNameServer starts a CoreDNS answering name (fully qualified) with
 // addrs, each record with ttl, on a free loopback port.
 func (w *World) StartNameServer(ctx context.Context, label, name string, ttl time.Duration, addrs ...netip.Addr) (*NameServer, error) {
-	port, err := freePort("127.0.0.1")
+	addr, err := loopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	s := &NameServer{Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)), Name: name, w: w,
+	s := &NameServer{Addr: addr, Name: name, w: w,
 		hosts: filepath.Join(w.Dir, "dns-"+label+".hosts"), log: "dns-" + label + ".log"}
 	if err := s.write(addrs); err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (w *World) StartNameServer(ctx context.Context, label, name string, ttl tim
 	corefile := filepath.Join(w.Dir, "dns-"+label+".Corefile")
 	s.corefile = corefile
 	conf := fmt.Sprintf(`%s:%d {
-    bind 127.0.0.1
+    bind %s
     hosts %s {
         ttl %d
         reload 100ms
@@ -56,7 +56,7 @@ func (w *World) StartNameServer(ctx context.Context, label, name string, ttl tim
     log
     errors
 }
-`, name, port, s.hosts, int(ttl.Seconds()))
+`, name, addr.Port(), addr.Addr(), s.hosts, int(ttl.Seconds()))
 	if err := os.WriteFile(corefile, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}

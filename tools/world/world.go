@@ -121,7 +121,11 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 		id = hex.EncodeToString(idb)
 		err := os.Mkdir(filepath.Join(opts.Root, id), 0o700)
 		if err == nil {
-			break
+			if !networkLeft(id) {
+				break
+			}
+			_ = os.Remove(filepath.Join(opts.Root, id))
+			continue
 		}
 		if !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("world: %w", err)
@@ -227,6 +231,11 @@ func teardown(s state) {
 	if len(s.CgroupRoots) > 0 {
 		restoreSysctls()
 	}
+	// The root namespace's end of the bridge goes first and at once: deleting
+	// the namespace that holds its peer frees it only when the kernel's
+	// cleanup gets to it, and a world started before then with the same ID
+	// failed to create it ("File exists").
+	_ = exec.Command("ip", "link", "del", "rn"+s.ID+"h").Run()
 	for i := len(s.Namespaces) - 1; i >= 0; i-- {
 		ns := s.Namespaces[i]
 		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
@@ -239,6 +248,18 @@ func teardown(s state) {
 		}
 		_ = exec.Command("ip", "netns", "del", ns).Run()
 	}
+}
+
+// networkLeft reports whether links or namespaces named for world id are
+// still there (a world whose test was killed, or one whose namespaces the
+// kernel has not yet cleaned up): a new world with that ID would collide
+// with them.
+func networkLeft(id string) bool {
+	if _, err := os.Stat("/sys/class/net/rn" + id + "h"); err == nil {
+		return true
+	}
+	left, _ := filepath.Glob("/run/netns/rn" + id + "-*")
+	return len(left) > 0
 }
 
 // Down tears down every world recorded under root. A world whose owner still runs

@@ -241,6 +241,11 @@ func TestWorldsDoNotCollideAndCleanUp(t *testing.T) {
 	if _, err := os.Stat("/run/netns/" + ns); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("namespace %s left behind after Close", ns)
 	}
+	// Gone when Close returns, not when the kernel's cleanup of the bridge's
+	// namespace gets to it: the next world may take the ID at once.
+	if _, err := os.Stat("/sys/class/net/rn" + a.ID + "h"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the root namespace's link rn%sh left behind after Close", a.ID)
+	}
 }
 
 func TestRogueRouterReachesOneNodeOnly(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -30,18 +29,20 @@ func (p *WatchProxy) Silence(on bool) { p.silent.Store(on) }
 
 // NewWatchProxy starts a proxy on the world's host address; Close stops it.
 func (cp *ControlPlane) NewWatchProxy() (*WatchProxy, error) {
-	port, err := freePort(cp.w.Net.HostAddr.String())
+	ca, err := os.ReadFile(cp.pki.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	ca, err := os.ReadFile(cp.pki.CAFile)
+	// Bound before its URL is known: a port chosen and closed first can be
+	// taken by the clients' connections from this address in between.
+	l, err := net.Listen("tcp", netip.AddrPortFrom(cp.w.Net.HostAddr, 0).String())
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	upstream := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
-	p := &WatchProxy{URL: "https://" + netip.AddrPortFrom(cp.w.Net.HostAddr, uint16(port)).String()}
+	p := &WatchProxy{URL: "https://" + l.Addr().String()}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		out := r.Clone(r.Context())
 		out.RequestURI = ""
@@ -80,10 +81,6 @@ func (cp *ControlPlane) NewWatchProxy() (*WatchProxy, error) {
 			}
 		}
 	}), ReadHeaderTimeout: 10 * time.Second}
-	l, err := net.Listen("tcp", net.JoinHostPort(cp.w.Net.HostAddr.String(), strconv.Itoa(port)))
-	if err != nil {
-		return nil, err
-	}
 	go func() {
 		if err := p.srv.ServeTLS(l, cp.pki.ServingCert, cp.pki.ServingKey); !errors.Is(err, http.ErrServerClosed) {
 			cp.w.logf("watch proxy: %v", err)

@@ -33,7 +33,7 @@ type NameServer struct {
 var probeFrom = netip.MustParseAddr("127.0.0.2")
 
 // StartNameServer starts a CoreDNS answering name (fully qualified) with
-// addrs, each record with ttl, on a free loopback port.
+// addrs, each record with ttl, on a loopback address of its own (loopbackAddr).
 func (w *World) StartNameServer(ctx context.Context, label, name string, ttl time.Duration, addrs ...netip.Addr) (*NameServer, error) {
 	addr, err := loopbackAddr()
 	if err != nil {

@@ -131,20 +131,18 @@ func startControlPlane(ctx context.Context, w *World) (*ControlPlane, error) {
 	if err := cp.startAPIServer(); err != nil {
 		return nil, err
 	}
-	// The credentials go in as data, not file names: client-go watches a
-	// client certificate named by file, and after the world's directory is
+	cp.Admin = &rest.Config{
+		Host:            cp.URL,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: p.CAFile, CertFile: p.AdminCert, KeyFile: p.AdminKey},
+		QPS:             100, Burst: 200,
+	}
+	// The credentials read into the config as data: client-go watches a client
+	// certificate it has only by file name, and after the world's directory is
 	// removed its watcher logged a failure every second for the rest of the
 	// test binary's run.
-	tlsConf := rest.TLSClientConfig{}
-	for _, f := range []struct {
-		path string
-		data *[]byte
-	}{{p.CAFile, &tlsConf.CAData}, {p.AdminCert, &tlsConf.CertData}, {p.AdminKey, &tlsConf.KeyData}} {
-		if *f.data, err = os.ReadFile(f.path); err != nil {
-			return nil, err
-		}
+	if err := rest.LoadTLSFiles(cp.Admin); err != nil {
+		return nil, err
 	}
-	cp.Admin = &rest.Config{Host: cp.URL, TLSClientConfig: tlsConf, QPS: 100, Burst: 200}
 	if cp.Client, err = kubernetes.NewForConfig(cp.Admin); err != nil {
 		return nil, err
 	}

@@ -16,10 +16,10 @@ func TestAnIDWhoseNetworkIsStillThereIsNotTaken(t *testing.T) {
 	if networkLeft(id) {
 		t.Fatalf("rn%sh is there before the test made it", id)
 	}
-	if out, err := exec.Command("ip", "link", "add", "rn"+id+"h", "type", "veth", "peer", "name", "rn"+id+"p").CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "link", "add", hostLink(id), "type", "veth", "peer", "name", "rn"+id+"p").CombinedOutput(); err != nil {
 		t.Fatalf("ip link add: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", "rn"+id+"h").Run() })
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostLink(id)).Run() })
 	if !networkLeft(id) {
 		t.Fatalf("a world could take ID %s while rn%sh is still there", id, id)
 	}

@@ -103,14 +103,14 @@ func (n *Network) ServiceRange() netip.Prefix {
 
 // addServiceAddr puts the Service address on the root namespace's end.
 func (n *Network) addServiceAddr(ctx context.Context) error {
-	return run(ctx, "ip", "addr", "add", n.ServiceAddr().String()+"/128", "dev", "rn"+n.w.ID+"h", "nodad")
+	return run(ctx, "ip", "addr", "add", n.ServiceAddr().String()+"/128", "dev", hostLink(n.w.ID), "nodad")
 }
 
 // routePods wires the Pod ranges: the root namespace routes each node's Pod
 // range to that node; each node forwards, and reaches the Service range
 // through the root namespace.
 func (n *Network) routePods(ctx context.Context) error {
-	host := "rn" + n.w.ID + "h"
+	host := hostLink(n.w.ID)
 	for _, nd := range n.Nodes {
 		if err := runAll(ctx,
 			[]string{"ip", "-6", "route", "replace", nd.PodRange.String(), "via", nd.ControlAddr.String(), "dev", host},

@@ -92,7 +92,7 @@ func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {
 		return nil, err
 	}
 	// Root-namespace end: no RAs accepted, no SLAAC, a static ULA for the API server.
-	host := "rn" + idHex + "h"
+	host := hostLink(idHex)
 	if err := runAll(ctx,
 		[]string{"ip", "link", "add", host, "type", "veth", "peer", "name", "p-host", "netns", br},
 		[]string{"sysctl", "-q", "-w", "net.ipv6.conf." + host + ".accept_ra=0", "net.ipv6.conf." + host + ".autoconf=0", "net.ipv6.conf." + host + ".accept_dad=0"},
@@ -115,6 +115,10 @@ func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {
 	}
 	return n, nil
 }
+
+// hostLink names world id's link in the root namespace: its end of the
+// bridge, which carries the API server's address.
+func hostLink(id string) string { return "rn" + id + "h" }
 
 func (n *Network) addNS(ctx context.Context, ns string) error {
 	if err := run(ctx, "ip", "netns", "add", ns); err != nil {

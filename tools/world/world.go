@@ -235,7 +235,7 @@ func teardown(s state) {
 	// the namespace that holds its peer frees it only when the kernel's
 	// cleanup gets to it, and a world started before then with the same ID
 	// failed to create it ("File exists").
-	_ = exec.Command("ip", "link", "del", "rn"+s.ID+"h").Run()
+	_ = exec.Command("ip", "link", "del", hostLink(s.ID)).Run()
 	for i := len(s.Namespaces) - 1; i >= 0; i-- {
 		ns := s.Namespaces[i]
 		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
@@ -255,7 +255,7 @@ func teardown(s state) {
 // kernel has not yet cleaned up): a new world with that ID would collide
 // with them.
 func networkLeft(id string) bool {
-	if _, err := os.Stat("/sys/class/net/rn" + id + "h"); err == nil {
+	if _, err := os.Stat("/sys/class/net/" + hostLink(id)); err == nil {
 		return true
 	}
 	left, _ := filepath.Glob("/run/netns/rn" + id + "-*")

@@ -51,6 +51,7 @@ func main() {
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		pub         publish.Config
 		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9470", "address for /metrics, /healthz and /readyz (the agent runs on the host's network: the default is loopback only); node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
+		audience    = flag.String("metrics-audience", metrics.Audience, "with --metrics-auth=kubernetes: the audience a scraper's token must be minted for (a projected ServiceAccount token with this audience: good for renumber's metrics and nothing else); empty: the API server's own (any token it accepts, also Prometheus's own ServiceAccount token)")
 		metricsAuth = flag.String("metrics-auth", "none", "who may scrape /metrics: none (anyone who reaches the address: keep it on loopback), or kubernetes (HTTPS with a certificate made at start, and only a bearer token the API server says may get /metrics, by TokenReview and SubjectAccessReview)")
 		cfg         agent.Config
 	)
@@ -86,14 +87,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ep := metrics.Endpoint{Addr: *metricsAddr}
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, ep, *metricsAuth == "kubernetes", cfg, pub); err != nil {
+	ep := metrics.Endpoint{Addr: *metricsAddr, Conns: metrics.NewConns("agent")}
+	var audiences []string
+	if *audience != "" {
+		audiences = []string{*audience}
+	}
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, ep, *metricsAuth == "kubernetes", audiences, cfg, pub); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, ep metrics.Endpoint, guarded bool, cfg agent.Config, pub publish.Config) error {
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, ep metrics.Endpoint, guarded bool, audiences []string, cfg agent.Config, pub publish.Config) error {
 	counter := requests.NewCounter("agent")
 	apiCfg, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
@@ -124,7 +129,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 			(&kernel.Watcher{H: kernel.Handlers{Addr: addr, Link: link, Delegated: delegated}, Clock: clk, Log: log}).Run(ctx)
 		},
 	})
-	collectors := slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})
+	collectors := slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter, ep.Conns})
 	if guarded {
 		// The reviews go through a client of their own: they are questions
 		// to the API server, not the agent's requests (counted apart, in
@@ -136,7 +141,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		if ep.TLS, err = metrics.SelfSigned("renumber-agent."+nodeName, time.Now()); err != nil {
 			return err
 		}
-		ep.Guard = metrics.NewGuard(kubehttp.Reviewer{Client: reviews}, time.Now, "agent")
+		ep.Guard = metrics.NewGuard(kubehttp.Reviewer{Client: reviews, Audiences: audiences}, clk, "agent")
 		collectors = append(collectors, ep.Guard)
 	}
 	reg := metrics.NewRegistry(collectors...)

@@ -63,13 +63,9 @@ func Issued(dir string, now time.Time) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A year, within the CA's own validity: the process restarts long
-	// before (the chart's CA lasts ten years).
-	notAfter := now.Add(365 * 24 * time.Hour)
-	if ca.NotAfter.Before(notAfter) {
-		notAfter = ca.NotAfter
-	}
-	tmpl, err := leaf(ServerName, now, notAfter)
+	// As long as the CA: the key lives in this process's memory alone, and
+	// an agent may run for years without a restart.
+	tmpl, err := leaf(ServerName, now, ca.NotAfter)
 	if err != nil {
 		return nil, err
 	}

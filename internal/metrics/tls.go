@@ -9,8 +9,8 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"log/slog"
+	"math/big"
 	"path/filepath"
 	"time"
 )

@@ -51,6 +51,8 @@ func main() {
 		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 		pub         publish.Config
 		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9470", "address for /metrics, /healthz and /readyz (the agent runs on the host's network: the default is loopback only); node:PORT listens on the node's IP from $HOST_IP (status.hostIP)")
+		audience    = flag.String("metrics-audience", metrics.Audience, "with --metrics-auth=kubernetes: the audience a scraper's token must be minted for (a projected ServiceAccount token with this audience: good for renumber's metrics and nothing else); empty: the API server's own (any token it accepts, also Prometheus's own ServiceAccount token)")
+		metricsCA   = flag.String("metrics-ca", "", "with --metrics-auth=kubernetes: a directory holding the install's metrics CA (tls.crt, tls.key: the Secret renumber-metrics-ca), which signs this process's certificate for the name renumber-metrics at start, so that a scraper can verify it; unset or unreadable: a self-signed certificate no scraper can verify")
 		metricsAuth = flag.String("metrics-auth", "none", "who may scrape /metrics: none (anyone who reaches the address: keep it on loopback), or kubernetes (HTTPS with a certificate made at start, and only a bearer token the API server says may get /metrics, by TokenReview and SubjectAccessReview)")
 		cfg         agent.Config
 	)
@@ -86,14 +88,26 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ep := metrics.Endpoint{Addr: *metricsAddr}
-	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, ep, *metricsAuth == "kubernetes", cfg, pub); err != nil {
+	ep := metrics.Endpoint{Addr: *metricsAddr, Conns: metrics.NewConns("agent")}
+	var audiences []string
+	if *audience != "" {
+		audiences = []string{*audience}
+	}
+	guard := guarding{on: *metricsAuth == "kubernetes", audiences: audiences, caDir: *metricsCA}
+	if err := run(ctx, log, *nodeName, *kubeconfig, ifaces, ep, guard, cfg, pub); err != nil {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, ep metrics.Endpoint, guarded bool, cfg agent.Config, pub publish.Config) error {
+// guarding is how the metrics port is guarded (--metrics-auth=kubernetes).
+type guarding struct {
+	on        bool
+	audiences []string
+	caDir     string
+}
+
+func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string, ifaces []string, ep metrics.Endpoint, guard guarding, cfg agent.Config, pub publish.Config) error {
 	counter := requests.NewCounter("agent")
 	apiCfg, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
@@ -124,8 +138,8 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 			(&kernel.Watcher{H: kernel.Handlers{Addr: addr, Link: link, Delegated: delegated}, Clock: clk, Log: log}).Run(ctx)
 		},
 	})
-	collectors := slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter})
-	if guarded {
+	collectors := slices.Concat(ra.Collectors(), publish.Collectors(), agent.Collectors(), []metrics.Collector{counter, ep.Conns})
+	if guard.on {
 		// The reviews go through a client of their own: they are questions
 		// to the API server, not the agent's requests (counted apart, in
 		// renumber_agent_metrics_reviews_total).
@@ -133,10 +147,10 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		if err != nil {
 			return err
 		}
-		if ep.TLS, err = metrics.SelfSigned("renumber-agent."+nodeName, time.Now()); err != nil {
+		if ep.TLS, err = metrics.Certificate(log, guard.caDir, "renumber-agent."+nodeName, clk.Now()); err != nil {
 			return err
 		}
-		ep.Guard = metrics.NewGuard(kubehttp.Reviewer{Client: reviews}, time.Now, "agent")
+		ep.Guard = metrics.NewGuard(kubehttp.Reviewer{Client: reviews, Audiences: guard.audiences}, clk, "agent")
 		collectors = append(collectors, ep.Guard)
 	}
 	reg := metrics.NewRegistry(collectors...)

@@ -1,9 +1,17 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,25 +20,31 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/tools/world"
 )
 
 // TestRealNodesMetricsAreScrapedOnlyWithAToken: with the chart's defaults (agents on
-// the node's IP, every process behind HTTPS and the token guard), a real
-// Prometheus (built from the module proxy, make tools: Debian's lacks
-// Kubernetes discovery) with the job of manifests/monitoring/scrape-config.yaml
-// and the token of a ServiceAccount bound to renumber-metrics-reader scrapes
-// every agent, writer and shadow Pod, and every panel of the dashboard shows
-// data. Without a token, with a token not bound, or over plain HTTP, a scrape
-// is refused.
+// the node's IP, every process behind HTTPS with a certificate the chart's CA
+// issues, and the token guard), a real Prometheus (built from the module
+// proxy, make tools: Debian's lacks Kubernetes discovery) with the job of
+// manifests/monitoring/scrape-config.yaml - verifying with the CA - and a
+// token for the audience renumber-metrics of a ServiceAccount bound to
+// renumber-metrics-reader scrapes every agent, writer and shadow Pod, and every
+// panel of the dashboard shows data. Without a token, with a token not bound,
+// with the same identity's token for the API server, or over plain HTTP, a
+// scrape is refused; and the same job refuses a server whose certificate
+// another CA issued for the same name, before it sends its token.
 func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 	prometheus, err := world.Bin("prometheus")
 	if err != nil {
@@ -56,7 +70,22 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens[sa] = id.Config.BearerToken
+		tokens[sa+" for the API server"] = id.Config.BearerToken
+		tr, err := w.API.Client.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, sa, &authv1.TokenRequest{
+			Spec: authv1.TokenRequestSpec{Audiences: []string{"renumber-metrics"}, ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[sa] = tr.Status.Token
+	}
+	// The install's CA, as a scraper gets it: the ConfigMap's ca.crt.
+	caMap, err := w.API.Client.CoreV1().ConfigMaps(world.Namespace).Get(ctx, "renumber-metrics-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(caMap.Data["ca.crt"])) {
+		t.Fatalf("the ConfigMap renumber-metrics-ca holds no certificate: %q", caMap.Data["ca.crt"])
 	}
 	if _, err := w.API.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-renumber"},
@@ -76,14 +105,16 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 			targets = append(targets, net.JoinHostPort(p.Status.PodIP, port))
 		}
 	}
-	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// Every certificate verifies with the CA, for the name renumber-metrics.
+	verifying := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "renumber-metrics"}}}
 	get := func(url, token string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := insecure.Do(req)
+		resp, err := verifying.Do(req)
 		if err != nil {
+			t.Logf("%s: %v", url, err)
 			return 0
 		}
 		resp.Body.Close()
@@ -91,9 +122,13 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 	}
 	for _, target := range targets {
 		for who, want := range map[string]int{"": http.StatusUnauthorized, "made-up": http.StatusUnauthorized,
-			tokens["tenant"]: http.StatusForbidden, tokens["prometheus"]: http.StatusOK} {
-			if got := get("https://"+target+"/metrics", who); got != want {
-				t.Errorf("%s/metrics with token %.12q: %d, want %d", target, who, got, want)
+			"tenant": http.StatusForbidden, "prometheus for the API server": http.StatusUnauthorized, "prometheus": http.StatusOK} {
+			token, ok := tokens[who]
+			if !ok {
+				token = who
+			}
+			if got := get("https://"+target+"/metrics", token); got != want {
+				t.Errorf("%s/metrics with token %q: %d, want %d", target, who, got, want)
 			}
 		}
 		if got := get("http://"+target+"/metrics", tokens["prometheus"]); got == http.StatusOK {
@@ -117,14 +152,30 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 	// Prometheus's token from a file, a scrape every second. Nothing else of
 	// the shipped job changes.
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(tokenFile, []byte(tokens["prometheus"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, []byte(caMap.Data["ca.crt"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	job := cfg["scrape_configs"].([]any)[0].(map[string]any)
 	job["scrape_interval"] = "1s"
 	job["kubernetes_sd_configs"].([]any)[0].(map[string]any)["kubeconfig_file"] = w.API.AdminFile
 	job["authorization"].(map[string]any)["credentials_file"] = tokenFile
+	job["tls_config"].(map[string]any)["ca_file"] = caFile
+	if v, ok := job["tls_config"].(map[string]any)["insecure_skip_verify"]; ok {
+		t.Errorf("the shipped job sets insecure_skip_verify: %v", v)
+	}
+	// An impostor on a scraped address: the same job's TLS and token
+	// settings, aimed at a server whose certificate another CA issued for
+	// the same name. It must be down, and never see the token.
+	impostor, told := impostorServer(t)
+	cfg["scrape_configs"] = append(cfg["scrape_configs"].([]any), map[string]any{
+		"job_name": "impostor", "scrape_interval": "1s", "scheme": "https",
+		"tls_config": job["tls_config"], "authorization": job["authorization"],
+		"static_configs": []any{map[string]any{"targets": []any{impostor}}},
+	})
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +208,14 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 		up, err := promQuery(addr, `sum(up{job="renumber"})`)
 		return err == nil && up == float64(len(targets)), fmt.Sprintf("%v of %d targets up (%v)", up, len(targets), err)
 	})
+	eventually(t, "the impostor scraped and down", func() (bool, string) {
+		n, err := promQuery(addr, `count_over_time(up{job="impostor"}[1m])`)
+		up, err2 := promQuery(addr, `max_over_time(up{job="impostor"}[1m])`)
+		return err == nil && err2 == nil && n >= 2 && up == 0, fmt.Sprintf("%v scrapes, up at most %v (%v, %v)", n, up, err, err2)
+	})
+	if got := told.Load(); got != 0 {
+		t.Errorf("the impostor was sent %d requests: Prometheus did not refuse its certificate", got)
+	}
 	// A renumbering while Prometheus watches gives the latency panels and the
 	// counters something to count.
 	renumbered(t, w, prefixB.String(), prefixA.String())
@@ -178,6 +237,46 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 			return false, strings.Join(said, "; ")
 		})
 	}
+}
+
+// impostorServer serves metrics on loopback with a certificate for the name
+// renumber-metrics that a CA of its own issued, and counts the requests it
+// gets (a token among them, were the scraper fooled).
+func impostorServer(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "renumber-metrics-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "renumber-metrics"}, DNSNames: []string{"renumber-metrics"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := &atomic.Int64{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		told.Add(1)
+		_, _ = w.Write([]byte("renumber_agent_up 1\n"))
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER, caDER}, PrivateKey: key}}},
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.ServeTLS(l, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String(), told
 }
 
 // promQuery evaluates an instant query that returns one sample.

@@ -33,11 +33,11 @@ import (
 )
 
 type options struct {
-	kubeconfig, metricsAddr, metricsAuth string
-	election                             election.Config
-	pipeline                             controller.Options
-	staleness                            time.Duration
-	pprof                                bool
+	kubeconfig, metricsAddr, metricsAuth, audience, metricsCA string
+	election                                                  election.Config
+	pipeline                                                  controller.Options
+	staleness                                                 time.Duration
+	pprof                                                     bool
 }
 
 func main() {
@@ -46,6 +46,8 @@ func main() {
 	o.election.Flags(flag.CommandLine)
 	o.pipeline.Flags(flag.CommandLine)
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9471", "address for /metrics, /healthz and /readyz (loopback by default; the manifests and the chart listen on the Pod's address, :9471)")
+	flag.StringVar(&o.audience, "metrics-audience", metrics.Audience, "with --metrics-auth=kubernetes: the audience a scraper's token must be minted for (a projected ServiceAccount token with this audience: good for renumber's metrics and nothing else); empty: the API server's own (any token it accepts, also Prometheus's own ServiceAccount token)")
+	flag.StringVar(&o.metricsCA, "metrics-ca", "", "with --metrics-auth=kubernetes: a directory holding the install's metrics CA (tls.crt, tls.key: the Secret renumber-metrics-ca), which signs this process's certificate for the name renumber-metrics at start, so that a scraper can verify it; unset or unreadable: a self-signed certificate no scraper can verify")
 	flag.StringVar(&o.metricsAuth, "metrics-auth", "none", "who may scrape /metrics and /debug/: none (anyone who reaches the address), or kubernetes (HTTPS with a certificate made at start, and only a bearer token the API server says may get /metrics, by TokenReview and SubjectAccessReview)")
 	flag.BoolVar(&o.pipeline.DryRun, "dry-run", false, "shadow mode: watch and decide like a leader, but never take the Lease and never write; log each write it would make and serve them at /debug/plan")
 	flag.BoolVar(&o.pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics address (for benchmarks; do not expose)")
@@ -113,16 +115,21 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.pprof {
 		extra["/debug/pprof/"], extra["/debug/pprof/profile"] = pprof.Index, pprof.Profile
 	}
-	ep := metrics.Endpoint{Addr: o.metricsAddr}
+	ep := metrics.Endpoint{Addr: o.metricsAddr, Conns: metrics.NewConns("writer")}
+	collectors = append(collectors, ep.Conns)
 	if o.metricsAuth == "kubernetes" {
-		r, err := review.New(base)
+		var audiences []string
+		if o.audience != "" {
+			audiences = []string{o.audience}
+		}
+		r, err := review.New(base, audiences)
 		if err != nil {
 			return err
 		}
-		if ep.TLS, err = metrics.SelfSigned("renumber-writer."+o.election.Identity, time.Now()); err != nil {
+		if ep.TLS, err = metrics.Certificate(log, o.metricsCA, "renumber-writer."+o.election.Identity, clk.Now()); err != nil {
 			return err
 		}
-		ep.Guard = metrics.NewGuard(r, time.Now, "writer")
+		ep.Guard = metrics.NewGuard(r, clk, "writer")
 		collectors = append(collectors, ep.Guard)
 	}
 	reg := metrics.NewRegistry(collectors...)

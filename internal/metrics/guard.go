@@ -4,22 +4,48 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/utils/clock"
 )
 
 // Verdict is what the API server said of a scraper's token.
 type Verdict uint8
 
 const (
-	// Unauthenticated: the token is no identity the API server knows.
+	// Unauthenticated: the token is no identity the API server knows (for
+	// the audience the guard names).
 	Unauthenticated Verdict = iota
 	// Forbidden: a known identity that may not get /metrics.
 	Forbidden
 	// Allowed: it may.
 	Allowed
 )
+
+// Audience is the audience a scraper's token must be minted for, by
+// default: a projected ServiceAccount token with this audience is good for
+// renumber's metrics and nothing else (the API server refuses it).
+const Audience = "renumber-metrics"
+
+// ForAudience reports whether a TokenReview's status audiences say the token
+// is for one of want: the API server answers the audiences both the request
+// and the token name; an authenticator that ignores audiences answers none,
+// which is no.
+func ForAudience(want, got []string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, a := range got {
+		if slices.Contains(want, a) {
+			return true
+		}
+	}
+	return false
+}
 
 // Reviewer asks the API server who a bearer token is (a TokenReview) and
 // whether that identity may get the non-resource URL /metrics (a
@@ -30,40 +56,55 @@ type Reviewer interface {
 }
 
 // Guard admits a scrape of /metrics only with a bearer token the API server
-// says may get /metrics. Verdicts are kept for TTL, for at most Max tokens (by
-// their hash; the oldest verdict goes first), so a scraper every few seconds
-// costs two reviews a TTL; a token not kept is reviewed at most PerSecond a
-// second after a burst of Burst, so a flood of made-up tokens costs the API
-// server a bounded rate of reviews (429 beyond).
+// says may get /metrics.
+//
+// Verdicts are kept by the token's hash in two tables: the allowed and the
+// refused. A made-up token can only ever land in the refused one, so a flood
+// of them never pushes out the real scraper's verdict. An allowed verdict
+// answers for TTL; after that the token is known-good and its next review
+// skips the rate limits below (the allowed table holds at most Max tokens,
+// each reviewed at most once a TTL while the API server answers, so this
+// costs the API server a bounded rate too).
+//
+// Any other token is reviewed only within two budgets: its client's (Client:
+// the source's /24 or /64, a host on the LAN can take any address in its
+// subnet) and everyone's. Beyond them the scrape gets 429 without a review,
+// so made-up tokens from one subnet cost the API server PerClient reviews a
+// second and leave the other clients' budgets alone while fewer than
+// TotalBurst/ClientBurst subnets flood at once.
 type Guard struct {
-	Reviewer  Reviewer
-	Now       func() time.Time
-	TTL       time.Duration
-	Max       int
-	Burst     float64
-	PerSecond float64
+	Reviewer Reviewer
+	Clock    clock.PassiveClock
+	TTL      time.Duration
+	// Max allowed and MaxRefused refused verdicts are kept; the oldest goes
+	// first, each table making room only from itself.
+	Max, MaxRefused int
+	// PerClient reviews a second after a burst of ClientBurst, for at most
+	// MaxClients clients at once; Total and TotalBurst bound them all.
+	PerClient, Total        rate.Limit
+	ClientBurst, TotalBurst int
+	MaxClients              int
 
 	scrapes *CounterVec
 	reviews *Counter
 	mu      sync.Mutex
-	kept    map[[sha256.Size]byte]verdict
-	tokens  float64 // the review bucket
-	last    time.Time
+	allowed table
+	refused table
+	clients map[string]*rate.Limiter
+	total   *rate.Limiter
 }
 
-type verdict struct {
-	v  Verdict
-	at time.Time
-}
-
-// NewGuard returns a guard with renumber's bounds: verdicts kept a minute, for
-// 64 tokens, reviews at 1/s after a burst of 10.
-func NewGuard(r Reviewer, now func() time.Time, component string) *Guard {
-	return &Guard{Reviewer: r, Now: now, TTL: time.Minute, Max: 64, Burst: 10, PerSecond: 1,
+// NewGuard returns a guard with renumber's bounds: verdicts answer for a
+// minute, 64 allowed and 1024 refused ones are kept; an unknown token is
+// reviewed within 1 a second after a burst of 5 for its client, and 10 a
+// second after a burst of 20 for all.
+func NewGuard(r Reviewer, clk clock.PassiveClock, component string) *Guard {
+	return &Guard{Reviewer: r, Clock: clk, TTL: time.Minute, Max: 64, MaxRefused: 1024,
+		PerClient: 1, ClientBurst: 5, Total: 10, TotalBurst: 20, MaxClients: 1024,
 		scrapes: NewCounterVec("renumber_"+component+"_metrics_scrapes_total",
-			"Scrapes of /metrics by how the guard answered them: allowed, unauthenticated (401), forbidden (403), throttled (429: too many tokens to review), error (503: the API server did not answer).", "outcome"),
+			"Scrapes of /metrics by how the guard answered them: allowed, unauthenticated (401), forbidden (403), throttled (429: too many unknown tokens from the client, or from all), error (503: the API server did not answer).", "outcome"),
 		reviews: NewCounter("renumber_"+component+"_metrics_reviews_total",
-			"Scrapers' tokens reviewed with the API server (a TokenReview, and a SubjectAccessReview when it names an identity); a verdict is kept a minute.")}
+			"Scrapers' tokens reviewed with the API server (a TokenReview, and a SubjectAccessReview when it names an identity); a verdict answers for a minute.")}
 }
 
 // Collect implements Collector.
@@ -81,7 +122,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			g.refuse(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		v, outcome := g.verdict(r.Context(), token)
+		v, outcome := g.verdict(r.Context(), Client(r.RemoteAddr), token)
 		switch {
 		case outcome != "":
 		case v == Allowed:
@@ -100,15 +141,20 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 
 // verdict is the kept verdict on token, or a new review's; outcome is
 // "throttled" or "error" when there is none.
-func (g *Guard) verdict(ctx context.Context, token string) (Verdict, string) {
+func (g *Guard) verdict(ctx context.Context, client, token string) (Verdict, string) {
 	key := sha256.Sum256([]byte(token))
-	now := g.Now()
+	now := g.Clock.Now()
 	g.mu.Lock()
-	if k, ok := g.kept[key]; ok && now.Sub(k.at) < g.TTL {
+	if at, ok := g.allowed[key]; ok && now.Sub(at.at) < g.TTL {
 		g.mu.Unlock()
-		return k.v, ""
+		return Allowed, ""
 	}
-	if !g.take(now) {
+	if at, ok := g.refused[key]; ok && now.Sub(at.at) < g.TTL {
+		g.mu.Unlock()
+		return at.v, ""
+	}
+	_, known := g.allowed[key]
+	if !known && !g.take(client, now) {
 		g.mu.Unlock()
 		return 0, "throttled"
 	}
@@ -123,55 +169,50 @@ func (g *Guard) verdict(ctx context.Context, token string) (Verdict, string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.keep(key, verdict{v: v, at: now})
+	if v == Allowed {
+		delete(g.refused, key)
+		g.allowed = g.allowed.keep(key, verdict{v: v, at: now}, g.Max)
+	} else {
+		delete(g.allowed, key) // revoked: no longer known-good
+		g.refused = g.refused.keep(key, verdict{v: v, at: now}, g.MaxRefused)
+	}
 	return v, ""
 }
 
-// take spends one review from the bucket.
-func (g *Guard) take(now time.Time) bool {
-	if g.last.IsZero() {
-		g.tokens = g.Burst
-	} else if d := now.Sub(g.last); d > 0 {
-		g.tokens = min(g.Burst, g.tokens+d.Seconds()*g.PerSecond)
+// take spends one review from client's budget and everyone's.
+func (g *Guard) take(client string, now time.Time) bool {
+	if g.total == nil {
+		g.total = rate.NewLimiter(g.Total, g.TotalBurst)
+		g.clients = map[string]*rate.Limiter{}
 	}
-	g.last = now
-	if g.tokens < 1 {
+	l, ok := g.clients[client]
+	if !ok {
+		if len(g.clients) >= g.MaxClients {
+			// A full budget is what a new client gets anyway: forget those.
+			for c, l := range g.clients {
+				if l.TokensAt(now) >= float64(g.ClientBurst) {
+					delete(g.clients, c)
+				}
+			}
+		}
+		if len(g.clients) >= g.MaxClients {
+			return false
+		}
+		l = rate.NewLimiter(g.PerClient, g.ClientBurst)
+		g.clients[client] = l
+	}
+	// Both or neither: a client refused by everyone's budget keeps its own.
+	if l.TokensAt(now) < 1 || g.total.TokensAt(now) < 1 {
 		return false
 	}
-	g.tokens--
-	return true
+	return l.AllowN(now, 1) && g.total.AllowN(now, 1)
 }
 
-// keep records v under key, making room first: expired verdicts go, then the
-// oldest.
-func (g *Guard) keep(key [sha256.Size]byte, v verdict) {
-	if g.kept == nil {
-		g.kept = map[[sha256.Size]byte]verdict{}
-	}
-	if _, ok := g.kept[key]; !ok && len(g.kept) >= g.Max {
-		var oldest [sha256.Size]byte
-		first := true
-		for k, e := range g.kept {
-			if v.at.Sub(e.at) >= g.TTL {
-				delete(g.kept, k)
-				continue
-			}
-			if first || e.at.Before(g.kept[oldest].at) {
-				oldest, first = k, false
-			}
-		}
-		if len(g.kept) >= g.Max {
-			delete(g.kept, oldest)
-		}
-	}
-	g.kept[key] = v
-}
-
-// Kept is how many verdicts the guard holds.
-func (g *Guard) Kept() int {
+// Kept is how many verdicts the guard holds: allowed, refused.
+func (g *Guard) Kept() (int, int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.kept)
+	return len(g.allowed), len(g.refused)
 }
 
 func (g *Guard) count(outcome string) {
@@ -186,4 +227,31 @@ func (g *Guard) refuse(w http.ResponseWriter, outcome string, code int) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="renumber metrics"`)
 	}
 	http.Error(w, outcome, code)
+}
+
+type verdict struct {
+	v  Verdict
+	at time.Time
+}
+
+// table is verdicts by the token's hash.
+type table map[[sha256.Size]byte]verdict
+
+// keep records v under key, making room first by dropping the oldest.
+func (t table) keep(key [sha256.Size]byte, v verdict, max int) table {
+	if t == nil {
+		t = table{}
+	}
+	if _, ok := t[key]; !ok && len(t) >= max {
+		var oldest [sha256.Size]byte
+		first := true
+		for k, e := range t {
+			if first || e.at.Before(t[oldest].at) {
+				oldest, first = k, false
+			}
+		}
+		delete(t, oldest)
+	}
+	t[key] = v
+	return t
 }

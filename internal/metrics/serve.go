@@ -20,11 +20,52 @@ type Check func(*http.Request) error
 // Endpoint is where and how the metrics server listens.
 type Endpoint struct {
 	Addr string
-	// TLS, when set, serves HTTPS (SelfSigned).
+	// Listener, when set, is listened on instead of Addr (tests).
+	Listener net.Listener
+	// TLS, when set, serves HTTPS (SelfSigned, or Issued by the install's CA).
 	TLS *tls.Config
 	// Guard, when set, admits only scrapes it allows to /metrics; the health
 	// checks stay open (the kubelet probes them without a token).
 	Guard *Guard
+	// Conns, when set, caps the connections held open (NewConns).
+	Conns *Conns
+	// Timeouts bounds every connection; zero fields are DefaultTimeouts'.
+	Timeouts Timeouts
+}
+
+// Timeouts bound each connection to the metrics port, whoever opened it.
+type Timeouts struct {
+	// Header: a TLS handshake, and then a request's headers, must arrive
+	// within it (a connection that says nothing is closed after it).
+	Header time.Duration
+	// Read: a whole request; Write: its answer; Idle: a keep-alive
+	// connection's wait for the next request.
+	Read, Write, Idle time.Duration
+}
+
+// DefaultTimeouts: 5 s for a handshake or a request's headers, 10 s for a
+// request, 30 s for its answer (the bench takes a 20 s CPU profile from the
+// writer), and 45 s idle - longer than Prometheus's 30 s interval, so a
+// scraper keeps its connection rather than shaking hands every scrape.
+var DefaultTimeouts = Timeouts{Header: 5 * time.Second, Read: 10 * time.Second, Write: 30 * time.Second, Idle: 45 * time.Second}
+
+// server is the metrics port's http.Server: its timeouts, and HTTP/1.1 only
+// (an HTTP/2 connection multiplexes requests past the per-connection bounds,
+// and has timeouts of its own; scrapers speak HTTP/1.1).
+// Its errors (a handshake cut short, a header timeout) are the LAN's doing,
+// as many as it likes: they are logged at debug, not printed each.
+func server(log *slog.Logger, h http.Handler, cfg *tls.Config, t Timeouts) *http.Server {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	return &http.Server{Handler: h, TLSConfig: cfg, Protocols: &protocols, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ReadHeaderTimeout: or(t.Header, DefaultTimeouts.Header), ReadTimeout: or(t.Read, DefaultTimeouts.Read),
+		WriteTimeout: or(t.Write, DefaultTimeouts.Write), IdleTimeout: or(t.Idle, DefaultTimeouts.Idle)}
 }
 
 // Serve serves /metrics, /healthz and /readyz at ep until ctx ends, and the
@@ -46,11 +87,17 @@ func Serve(ctx context.Context, log *slog.Logger, ep Endpoint, reg *Registry, he
 		}
 		mux.Handle(path, handler)
 	}
-	l, err := net.Listen("tcp", ep.Addr)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	l := ep.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", ep.Addr); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: ep.TLS}
+	if ep.Conns != nil {
+		l = ep.Conns.Listen(l)
+	}
+	srv := server(log, mux, ep.TLS, ep.Timeouts)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -58,6 +105,7 @@ func Serve(ctx context.Context, log *slog.Logger, ep Endpoint, reg *Registry, he
 		_ = srv.Shutdown(sctx)
 	}()
 	log.Debug("serving metrics and health", "addr", l.Addr(), "tls", ep.TLS != nil, "guarded", ep.Guard != nil)
+	var err error
 	if ep.TLS != nil {
 		err = srv.ServeTLS(l, "", "")
 	} else {

@@ -51,6 +51,7 @@ type results struct {
 	Burst    *burst            `json:"burst,omitempty"`
 	Flood    *flood            `json:"flood,omitempty"`
 	Scrape   *scrapeCost       `json:"scrape,omitempty"`
+	Idle     *idleCost         `json:"idle,omitempty"`
 	DNS      *dnsSource        `json:"dns,omitempty"`
 	Notes    []string          `json:"notes"`
 }
@@ -86,9 +87,10 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood, scrape or dns (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood, scrape, idle or dns (default all)")
 	floodFor := flag.Duration("flood", time.Minute, "how long the RA flood lasts")
 	scrapeFor := flag.Duration("scrape", 90*time.Second, "how long the guarded and the open agent are scraped")
+	idleConns := flag.Int("idle", 5000, "how many idle TLS connections one host opens to an agent's metrics port")
 	dnsFor := flag.Duration("dns", 2*time.Minute, "how long the DNS source is watched asking with nothing changed")
 	soakChanges := flag.Int("soak", 200, "renumberings in the rotation soak")
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
@@ -99,7 +101,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape, dns\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape, idle, dns\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -158,6 +160,14 @@ func main() {
 		}
 		r.Scrape = s
 	}
+	if *only == "" || *only == "idle" {
+		c, err := runIdle(ctx, *idleConns)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Idle = c
+	}
 	if *only == "" || *only == "dns" {
 		d, err := runDNS(ctx, *dnsFor, 10)
 		if err != nil {
@@ -187,7 +197,7 @@ func main() {
 // change's writes and latency.
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
-	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape", "dns": "dns",
+	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape", "idle": "idle", "dns": "dns",
 }
 
 func progress(format string, args ...any) {
@@ -217,7 +227,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" || only == "dns" {
+	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" || only == "idle" || only == "dns" {
 		return nil
 	}
 	agentBin, writerBin, err := binaries()
@@ -659,6 +669,9 @@ func write(r *results, dir string) error {
 	}
 	if r.Scrape != nil {
 		writeScrape(&b, r.Scrape)
+	}
+	if r.Idle != nil {
+		writeIdle(&b, r.Idle)
 	}
 	if r.DNS != nil {
 		writeDNS(&b, r.DNS)

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -127,8 +130,8 @@ func runScrape(ctx context.Context, lasting time.Duration) (*scrapeCost, error) 
 	return s, nil
 }
 
-// scraperToken is the token of a ServiceAccount bound to
-// renumber-metrics-reader.
+// scraperToken is a token for the audience renumber-metrics of a
+// ServiceAccount bound to renumber-metrics-reader.
 func scraperToken(ctx context.Context, w *world.World) (string, error) {
 	if _, err := w.API.Client.CoreV1().ServiceAccounts(world.Namespace).Create(ctx,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bench-scraper"}}, metav1.CreateOptions{}); err != nil {
@@ -141,11 +144,12 @@ func scraperToken(ctx context.Context, w *world.World) (string, error) {
 	}, metav1.CreateOptions{}); err != nil {
 		return "", err
 	}
-	id, err := w.API.ServiceAccount(ctx, "bench-scraper", "")
+	tr, err := w.API.Client.CoreV1().ServiceAccounts(world.Namespace).CreateToken(ctx, "bench-scraper", &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{Audiences: []string{metrics.Audience}, ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
-	return id.Config.BearerToken, nil
+	return tr.Status.Token, nil
 }
 
 func writeScrape(b *strings.Builder, s *scrapeCost) {

@@ -154,3 +154,23 @@ or the release's <fullname>-<component>. */}}
 {{- $sa := (index .root.Values .c).serviceAccount | default dict -}}
 {{- $sa.name | default (printf "%s-%s" (include "renumber.fullname" .root) .c) -}}
 {{- end -}}
+
+{{/* The install's metrics CA (metrics-ca.yaml): its Secret's name, the flag
+that makes a process's certificate from it, and its volume and mount. The
+Secret is optional in the Pod: without it a process serves self-signed, and
+a verifying scraper reports it down. */}}
+{{- define "renumber.metricsCAName" -}}
+{{ include "renumber.fullname" . }}-metrics-ca
+{{- end -}}
+{{- define "renumber.metricsCAFlag" -}}
+- --metrics-ca=/etc/renumber/metrics-ca
+{{- end -}}
+{{- define "renumber.metricsCAMount" -}}
+volumeMounts:
+  - {name: metrics-ca, mountPath: /etc/renumber/metrics-ca, readOnly: true}
+{{- end -}}
+{{- define "renumber.metricsCAVolume" -}}
+volumes:
+  - name: metrics-ca
+    secret: {secretName: {{ include "renumber.metricsCAName" . }}, optional: true}
+{{- end -}}

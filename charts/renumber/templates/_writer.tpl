@@ -3,6 +3,9 @@
 {{- $w := .Values.writer -}}
 - --metrics-addr=:{{ $w.metricsPort }}
 - --metrics-auth={{ $w.metricsAuth }}
+{{- if eq $w.metricsAuth "kubernetes" }}
+{{ include "renumber.metricsCAFlag" . }}
+{{- end }}
 {{- $full := include "renumber.fullname" . }}
 {{- if ne $full "renumber" }}
 - --lease-name={{ $full }}-writer
@@ -63,4 +66,7 @@ livenessProbe:
   {{- if .pod }}
   failureThreshold: 4
   {{- end }}
+{{- if eq $w.metricsAuth "kubernetes" }}
+{{ include "renumber.metricsCAMount" .root }}
+{{- end }}
 {{- end -}}

@@ -7,20 +7,29 @@ import (
 )
 
 // Reviewer asks the API server whether a scraper's token may get /metrics
-// (metrics.Reviewer): a TokenReview, then a SubjectAccessReview for the
-// identity it names. The agent's ServiceAccount may create both (the
-// ClusterRole system:auth-delegator grants the same).
-type Reviewer struct{ Client *Client }
+// (metrics.Reviewer): a TokenReview for Audiences, then a
+// SubjectAccessReview for the identity it names. The agent's ServiceAccount
+// may create both (the ClusterRole system:auth-delegator grants the same).
+type Reviewer struct {
+	Client *Client
+	// Audiences the token must have been minted for (metrics.Audience): a
+	// token for the API server is refused, and the scraper's token, made
+	// for renumber alone, is worth nothing to the API server or to anyone
+	// else who gets it.
+	Audiences []string
+}
 
 type tokenReview struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Spec       struct {
-		Token string `json:"token,omitempty"`
+		Token     string   `json:"token,omitempty"`
+		Audiences []string `json:"audiences,omitempty"`
 	} `json:"spec"`
 	Status struct {
 		Authenticated bool     `json:"authenticated"`
 		User          userInfo `json:"user"`
+		Audiences     []string `json:"audiences,omitempty"`
 	} `json:"status"`
 }
 
@@ -52,12 +61,12 @@ type accessReview struct {
 // Review implements metrics.Reviewer.
 func (r Reviewer) Review(ctx context.Context, token string) (metrics.Verdict, error) {
 	tr := tokenReview{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"}
-	tr.Spec.Token = token
+	tr.Spec.Token, tr.Spec.Audiences = token, r.Audiences
 	var trOut tokenReview
 	if err := r.Client.Create(ctx, "/apis/authentication.k8s.io/v1/tokenreviews", tr, &trOut); err != nil {
 		return 0, err
 	}
-	if !trOut.Status.Authenticated {
+	if !trOut.Status.Authenticated || !metrics.ForAudience(r.Audiences, trOut.Status.Audiences) {
 		return metrics.Unauthenticated, nil
 	}
 	u := trOut.Status.User

@@ -19,16 +19,19 @@ import (
 
 // Reviewer asks the API server whether a scraper's token may get /metrics
 // (metrics.Reviewer): a TokenReview, then a SubjectAccessReview for the
-// identity it names.
+// identity it names. The TokenReview names Audiences (metrics.Audience): a
+// token minted for the API server is refused, and the scraper's is good for
+// nothing but renumber's metrics.
 type Reviewer struct {
-	Tokens authnv1client.TokenReviewsGetter
-	Access authzv1client.SubjectAccessReviewsGetter
+	Tokens    authnv1client.TokenReviewsGetter
+	Access    authzv1client.SubjectAccessReviewsGetter
+	Audiences []string
 }
 
 // New builds a Reviewer on cfg (not the counted, gated config: the
 // reviews are questions, not the writer's writes, and a follower answers
 // scrapes too).
-func New(cfg *rest.Config) (*Reviewer, error) {
+func New(cfg *rest.Config, audiences []string) (*Reviewer, error) {
 	tokens, err := authnv1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -37,16 +40,16 @@ func New(cfg *rest.Config) (*Reviewer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reviewer{Tokens: tokens, Access: access}, nil
+	return &Reviewer{Tokens: tokens, Access: access, Audiences: audiences}, nil
 }
 
 // Review implements metrics.Reviewer.
 func (r *Reviewer) Review(ctx context.Context, token string) (metrics.Verdict, error) {
-	tr, err := r.Tokens.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	tr, err := r.Tokens.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: r.Audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		return 0, err
 	}
-	if !tr.Status.Authenticated {
+	if !tr.Status.Authenticated || !metrics.ForAudience(r.Audiences, tr.Status.Audiences) {
 		return metrics.Unauthenticated, nil
 	}
 	u := tr.Status.User

@@ -5,6 +5,11 @@
 // restarted agent, or the agent on another node after a failover, asks with the
 // same identity and gets the same prefix back.
 //
+// Any host on the link can answer, under any DUID (answer.go): an answer is
+// believed only when no other answer to the same transmission under the same
+// DUID contradicts it within collectWindow; a contradiction moves nothing
+// and is reported (Client.Conflict).
+//
 // Messages are encoded and decoded by github.com/insomniacslk/dhcp; the
 // exchanges (what to send when, and what a reply means) are written here,
 // because that library's client assumes a server that also assigns addresses.

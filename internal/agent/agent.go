@@ -75,6 +75,10 @@ type Agent struct {
 	quiet     rejectLines
 	junior    map[string]bool         // link + " " + prefix: it appeared from a router other than the senior one
 	conflicts map[string][]netip.Addr // link -> the routers in conflict at the last evaluation
+	// pdConflicts: link -> when its DHCPv6 client last heard answers under
+	// one DUID contradict each other; pdConflicted: reported so far.
+	pdConflicts  map[string]time.Time
+	pdConflicted map[string]bool
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 	// evaluations counts the loop's evaluations (tests wait for the one after
@@ -101,6 +105,9 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		ignored:   map[string]*ignoring{},
 		junior:    map[string]bool{},
 		conflicts: map[string][]netip.Addr{},
+
+		pdConflicts:  map[string]time.Time{},
+		pdConflicted: map[string]bool{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	a.state.Corroboration = cfg.Corroboration
@@ -273,10 +280,14 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	node, rejected := a.state.Snapshot(now)
 	a.journal(node, rejected)
 	a.journalConflicts(now)
+	pdLapses := a.markDelegationConflicts(&node, now)
 
 	var wake []time.Time
 	if t, ok := a.state.NextDeadline(now); ok {
 		wake = append(wake, t)
+	}
+	if !pdLapses.IsZero() {
+		wake = append(wake, pdLapses)
 	}
 	if !solicitAt.IsZero() {
 		wake = append(wake, solicitAt)

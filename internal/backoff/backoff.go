@@ -21,6 +21,16 @@ type Backoff struct {
 	rand func() float64
 }
 
+// NewWith is New with rand (a float in [0, 1)) as the source of jitter: a
+// model test's deterministic one (nil: the default).
+func NewWith(lo, hi time.Duration, rand func() float64) *Backoff {
+	b := New(lo, hi)
+	if rand != nil {
+		b.rand = rand
+	}
+	return b
+}
+
 // New returns a Backoff from lo to hi (hi below lo is raised to lo).
 func New(lo, hi time.Duration) *Backoff {
 	return &Backoff{Min: lo, Max: max(lo, hi), rand: rand.Float64}

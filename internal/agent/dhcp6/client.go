@@ -5,6 +5,11 @@
 // restarted agent, or the agent on another node after a failover, asks with the
 // same identity and gets the same prefix back.
 //
+// Any host on the link can answer, under any DUID (answer.go): an answer is
+// believed only when no other answer to the same transmission under the same
+// DUID contradicts it within collectWindow; a contradiction moves nothing
+// and is reported (Client.Conflict).
+//
 // Messages are encoded and decoded by github.com/insomniacslk/dhcp; the
 // exchanges (what to send when, and what a reply means) are written here,
 // because that library's client assumes a server that also assigns addresses.
@@ -131,6 +136,14 @@ type Client struct {
 	// Servers are the DUIDs of the only servers whose messages count
 	// (spec.acquisition.dhcpv6pd.trustedServers; empty: any server).
 	Servers [][]byte
+	// Conflict, when set, is called each time answers from one server's
+	// DUID to one transmission disagreed: another host answers as the
+	// server. Nothing they said was believed.
+	Conflict func(at time.Time)
+
+	trace      func(Lease)    // tests: every lease taken
+	jitter     func() float64 // tests: the retransmissions' jitter (nil: random)
+	conflicted bool           // the last answers judged disagreed (logged once)
 }
 
 // errNoBinding: the server no longer knows the lease; solicit anew.
@@ -138,14 +151,6 @@ var errNoBinding = errors.New("dhcp6: server has no binding")
 
 // errUntrusted: a message from a server not in Servers.
 var errUntrusted = errors.New("dhcp6: not a trusted server")
-
-// errContradicted: answers about the lease disagree; it is kept as it was.
-var errContradicted = errors.New("dhcp6: answers about the delegation contradict each other")
-
-// confirmWindow is how long a changed answer waits for a contradiction: the
-// first retransmission time of a Solicit (RFC 8415 7.6), the time a client
-// gives servers to answer.
-var confirmWindow = solicitRT[0]
 
 // Run keeps a delegation until ctx ends and returns the prefix held then
 // (invalid if none). It never releases it.
@@ -165,7 +170,7 @@ func (c *Client) Run(ctx context.Context) netip.Prefix {
 		}
 		failing = ""
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock}, &s)
+		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock, contradicted: c.contradicted, jitter: c.jitter}, &s)
 		stop()
 		conn.Close()
 		if ctx.Err() == nil {
@@ -178,24 +183,32 @@ func (c *Client) Run(ctx context.Context) netip.Prefix {
 
 // session is the client's state across sockets.
 type session struct {
-	lease *Lease       // the lease being kept (nil: acquiring)
-	held  netip.Prefix // the prefix reported (it outlives a lease the server forgot)
+	lease *Lease // the lease being kept (nil: acquiring)
+	// held is the prefix reported, until heldUntil: it outlives a lease the
+	// server forgot, to the end of the valid lifetime the server stated.
+	held      netip.Prefix
+	heldUntil time.Time
 }
 
 // keep runs the lease cycle on one socket: acquire, renew, rebind, expire.
 // It returns when ctx ends or the socket fails.
 func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
-	failures := backoff.New(solicitRT[0], solicitRT[1])
+	failures := backoff.NewWith(solicitRT[0], solicitRT[1], c.jitter)
 	for ctx.Err() == nil {
 		if s.lease == nil {
-			l, err := c.acquire(ctx, x)
+			c.expire(s)
+			l, err := c.acquire(ctx, x, s.heldEnd())
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, errSocket):
 				return err
 			case err != nil:
 				c.Log.Debug("DHCPv6 acquisition failed", "link", c.Link, "err", err)
-				backoff.Sleep(ctx, c.Clock, failures.Next())
+				d := failures.Next()
+				if end := s.heldEnd(); !end.IsZero() {
+					d = min(d, end.Sub(c.Clock.Now()))
+				}
+				backoff.Sleep(ctx, c.Clock, d)
 			default:
 				failures.Reset()
 				c.bound(s, l)
@@ -210,9 +223,6 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 		case errors.Is(err, errNoBinding):
 			c.Log.Info("DHCPv6 server lost the delegation; soliciting anew", "link", c.Link, "prefix", s.lease.Prefix)
 			s.lease = nil
-		case errors.Is(err, errContradicted):
-			c.Log.Warn("DHCPv6 answers contradict each other (another host answers as the server?); keeping the delegation", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
-			backoff.Sleep(ctx, c.Clock, failures.Next())
 		case err != nil:
 			// Neither renewed nor rebound before the valid lifetime ended.
 			c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
@@ -225,6 +235,23 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 	return ctx.Err()
 }
 
+// heldEnd is when the prefix held without a lease ends (zero: none held).
+func (s *session) heldEnd() time.Time {
+	if s.lease != nil || !s.held.IsValid() {
+		return time.Time{}
+	}
+	return s.heldUntil
+}
+
+// expire ends a prefix held without a lease once its valid lifetime is over.
+func (c *Client) expire(s *session) {
+	if end := s.heldEnd(); !end.IsZero() && !c.Clock.Now().Before(end) {
+		c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.held)
+		c.Report(s.held, 0, true, c.Clock.Now())
+		s.held = netip.Prefix{}
+	}
+}
+
 // bound reports a lease; a prefix replacing the one held ends that one.
 func (c *Client) bound(s *session, l *Lease) {
 	if s.held.IsValid() && s.held != l.Prefix {
@@ -233,151 +260,131 @@ func (c *Client) bound(s *session, l *Lease) {
 	if s.held != l.Prefix {
 		c.Log.Debug("DHCPv6 delegation bound", "link", c.Link, "prefix", l.Prefix, "valid", l.Valid, "renew", l.T1)
 	}
+	if c.conflicted {
+		c.conflicted = false
+		c.Log.Info("DHCPv6 answers from the server agree again", "link", c.Link, "prefix", l.Prefix)
+	}
+	if c.trace != nil {
+		c.trace(*l)
+	}
 	c.Report(l.Prefix, l.Valid, false, l.At)
-	s.lease, s.held = l, l.Prefix
+	s.lease, s.held, s.heldUntil = l, l.Prefix, l.At.Add(l.Valid)
 }
 
-// acquire solicits and requests a delegation.
-func (c *Client) acquire(ctx context.Context, x *exchanger) (*Lease, error) {
-	offered, err := c.solicit(ctx, x)
-	if err != nil {
-		return nil, err
+// contradicted: answers under one server's DUID disagreed; none was taken.
+func (c *Client) contradicted(servers []dhcpv6.DUID) {
+	if !c.conflicted {
+		c.conflicted = true
+		ids := make([]string, len(servers))
+		for i, s := range servers {
+			ids[i] = fmt.Sprintf("%x", s.ToBytes())
+		}
+		c.Log.Warn("DHCPv6 answers from one server contradict each other: another host answers as the server; believing neither", "link", c.Link, "servers", ids)
 	}
-	req := x.message(dhcpv6.MessageTypeRequest, offered.Server, c.iapd(offered.Prefix))
-	reply, err := x.exchange(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, time.Time{}, c.fromTrusted)
-	if err != nil {
-		return nil, err
+	if c.Conflict != nil {
+		c.Conflict(c.Clock.Now())
 	}
-	return c.offer(reply, c.Clock.Now())
 }
 
-// advert is an Advertise's offer and its server's Preference.
-type advert struct {
-	lease      *Lease
-	preference uint8
-}
-
-// solicit collects Advertises for the first retransmission time and takes the
-// most preferred (RFC 8415 18.2.9): one with preference 255 at once, else the
-// highest at the end of that time, the first received among equals; when none
-// came by then, the first that comes.
-func (c *Client) solicit(ctx context.Context, x *exchanger) (*Lease, error) {
-	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
-	var offers []advert
-	_, err := x.exchange(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 1, c.Clock.Now().Add(solicitRT[0]), func(m *dhcpv6.Message) error {
+// hear reads an answer from a trusted server (named, when not nil: that one
+// alone, as a Request and a Renew ask).
+func (c *Client) hear(named dhcpv6.DUID) func(*dhcpv6.Message) (answer, bool) {
+	return func(m *dhcpv6.Message) (answer, bool) {
+		server := m.Options.ServerID()
+		if server == nil || !c.trusts(server) || (named != nil && !server.Equal(named)) {
+			return answer{}, false
+		}
 		l, err := c.offer(m, c.Clock.Now())
-		if err != nil {
-			return err // an Advertise without a prefix is no offer
-		}
-		if len(offers) < maxCollected {
-			offers = append(offers, advert{l, m.Options.Preference()})
-		}
-		if m.Options.Preference() == 255 {
-			return nil
-		}
-		return errCollecting
-	})
-	switch {
-	case len(offers) > 0:
-		return best(offers), nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case errors.Is(err, errSocket):
+		return answer{server: server, lease: l, refusal: err, preference: m.Options.Preference()}, true
+	}
+}
+
+// acquire solicits and requests a delegation, giving up at until (zero:
+// never) for the prefix held then to end.
+func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
+	offered, err := c.solicit(ctx, x, until)
+	if err != nil {
 		return nil, err
 	}
-	adv, err := x.exchange(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, time.Time{}, func(m *dhcpv6.Message) error {
-		_, err := c.offer(m, c.Clock.Now())
-		return err
+	var got *Lease
+	var refused error
+	req := x.message(dhcpv6.MessageTypeRequest, offered.Server, c.iapd(offered.Prefix))
+	err = x.ask(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, until, time.Time{}, c.hear(offered.Server), func(t *tally) bool {
+		for _, a := range t.believed() {
+			got, refused = a.lease, a.refusal
+			return true
+		}
+		return false
 	})
 	if err != nil {
 		return nil, err
 	}
-	return c.offer(adv, c.Clock.Now())
+	return got, refused
 }
 
-// best is the most preferred offer, the first received among equals.
-func best(offers []advert) *Lease {
-	top := offers[0]
-	for _, o := range offers[1:] {
-		if o.preference > top.preference {
-			top = o
+// solicit takes the most preferred offer (RFC 8415 18.2.9) heard to one
+// Solicit: Advertises are collected for collectWindow after the first, even
+// one with Preference 255, because any host can send one with the DUID of
+// the server trusted.
+func (c *Client) solicit(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
+	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
+	var offered *Lease
+	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, time.Time{}, c.hear(nil), func(t *tally) bool {
+		offered = best(t.believed())
+		return offered != nil
+	})
+	return offered, err
+}
+
+// best is the most preferred offer, the first heard among equals (nil: none).
+func best(answers []answer) *Lease {
+	var top *answer
+	for i, a := range answers {
+		if a.lease != nil && (top == nil || a.preference > top.preference) {
+			top = &answers[i]
 		}
+	}
+	if top == nil {
+		return nil
 	}
 	return top.lease
 }
 
 // extend renews the lease at T1 with its server and, from T2, rebinds with
-// any server, until its valid lifetime ends.
+// any server, until its valid lifetime ends. Only answers no other from the
+// same server contradicts are taken: another prefix, NoBinding, a shorter or
+// a longer lifetime alike.
 func (c *Client) extend(ctx context.Context, x *exchanger, l *Lease) (*Lease, error) {
 	t1, t2, end := l.At.Add(l.T1), l.At.Add(l.T2), l.At.Add(l.Valid)
 	if !backoff.Sleep(ctx, c.Clock, t1.Sub(c.Clock.Now())) {
 		return nil, ctx.Err()
 	}
-	accept := func(m *dhcpv6.Message) error {
-		_, err := c.offer(m, c.Clock.Now())
-		if errors.Is(err, errNoBinding) {
-			return nil // an answer all the same
+	var next *Lease
+	var refused error
+	// A delegation beats a refusal, and the lease's server another.
+	judge := func(t *tally) bool {
+		next, refused = nil, nil
+		for _, a := range t.believed() {
+			switch {
+			case a.lease != nil && (next == nil || a.server.Equal(l.Server)):
+				next = a.lease
+			case errors.Is(a.refusal, errNoBinding):
+				refused = errNoBinding
+			}
 		}
-		return err
+		if next != nil {
+			refused = nil
+		}
+		return next != nil || refused != nil
 	}
-	kind, server := dhcpv6.MessageTypeRenew, l.Server
-	reply, err := x.exchange(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, t2, accept)
-	if err != nil && ctx.Err() == nil {
-		kind, server = dhcpv6.MessageTypeRebind, nil
-		reply, err = x.exchange(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, end, accept)
+	err := x.ask(ctx, x.message(dhcpv6.MessageTypeRenew, l.Server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, t2, end, c.hear(l.Server), judge)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errSocket) {
+		err = x.ask(ctx, x.message(dhcpv6.MessageTypeRebind, nil, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, renewRT, 0, end, end, c.hear(nil), judge)
 	}
 	if err != nil {
 		return nil, err
 	}
-	next, err := c.offer(reply, c.Clock.Now())
-	if (err == nil && next.Prefix == l.Prefix) || (err != nil && !errors.Is(err, errNoBinding)) {
-		return next, err
-	}
-	return c.confirm(ctx, x, l, kind, server, next, err)
-}
-
-// confirm asks again, as the answer that changed the lease was asked for (a
-// Renew to its server, or a Rebind to any), and takes the change - another
-// prefix, or NoBinding - only if every answer within confirmWindow says the
-// same. A changed answer outside a new Solicit is what any host that saw the
-// multicast transaction can forge; the real server's word that the lease
-// stands contradicts it, and the lease is kept (errContradicted).
-func (c *Client) confirm(ctx context.Context, x *exchanger, l *Lease, kind dhcpv6.MessageType, server dhcpv6.DUID, claimed *Lease, claim error) (*Lease, error) {
-	says := func(m *dhcpv6.Message) string {
-		o, err := c.offer(m, c.Clock.Now())
-		switch {
-		case errors.Is(err, errNoBinding):
-			return "no binding"
-		case err != nil:
-			return ""
-		}
-		return o.Prefix.String()
-	}
-	want := "no binding"
-	if claim == nil {
-		want = claimed.Prefix.String()
-	}
-	answers, err := x.collect(ctx, x.message(kind, server, c.iapd(l.Prefix)), dhcpv6.MessageTypeReply, confirmWindow, func(m *dhcpv6.Message) error {
-		if says(m) == "" {
-			return errNoAnswer
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(answers) == 0 {
-		return nil, fmt.Errorf("%w: nobody confirmed %s", errContradicted, want)
-	}
-	for _, a := range answers {
-		if got := says(a); got != want {
-			return nil, fmt.Errorf("%w: %s, then %s", errContradicted, want, got)
-		}
-	}
-	if claim != nil {
-		return nil, claim
-	}
-	return c.offer(answers[len(answers)-1], c.Clock.Now())
+	return next, refused
 }
 
 // iapd is the IA_PD option asking for p (the unspecified prefix: any prefix
@@ -422,15 +429,6 @@ func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
 		}
 	}
 	return nil, errors.New("dhcp6: no prefix delegated")
-}
-
-// fromTrusted refuses a message from a server not trusted (or from none).
-func (c *Client) fromTrusted(m *dhcpv6.Message) error {
-	server := m.Options.ServerID()
-	if server == nil || !c.trusts(server) {
-		return errUntrusted
-	}
-	return nil
 }
 
 // trusts reports whether messages from server count.

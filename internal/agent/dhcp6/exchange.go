@@ -17,9 +17,12 @@ import (
 // errSocket wraps a socket failure: the client opens a new one.
 var errSocket = errors.New("dhcp6: socket")
 
-// errNoAnswer: no acceptable answer before the deadline or the last
+// errNoAnswer: no answer to believe before the deadline or the last
 // transmission.
 var errNoAnswer = errors.New("dhcp6: no answer")
+
+// errContradicted: answers from one server disagreed.
+var errContradicted = errors.New("dhcp6: answers from one server contradict each other")
 
 // exchanger sends a client's messages and waits for their answers.
 type exchanger struct {
@@ -27,7 +30,11 @@ type exchanger struct {
 	server net.Addr
 	id     Identity
 	clock  clock.Clock
-	buf    [1500]byte
+	// contradicted is told of servers whose answers to one transmission
+	// disagreed.
+	contradicted func([]dhcpv6.DUID)
+	jitter       func() float64 // nil: random
+	buf          [1500]byte
 }
 
 // message builds a message of type t from this client, to server (nil: any
@@ -47,56 +54,83 @@ func (x *exchanger) message(t dhcpv6.MessageType, server dhcpv6.DUID, ia dhcpv6.
 	return m
 }
 
-// exchange sends m and retransmits it (RFC 8415 15: the timeout doubles from
-// rt[0] to rt[1], with jitter) until an answer of type want that accept
-// takes (nil: any) comes, maxRC transmissions were made (0: no limit), or
-// deadline passes (zero: none).
-func (x *exchanger) exchange(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, rt [2]time.Duration, maxRC int, deadline time.Time, accept func(*dhcpv6.Message) error) (*dhcpv6.Message, error) {
+// ask sends m and retransmits it (RFC 8415 15: the timeout doubles from
+// rt[0] to rt[1], with jitter) until judge takes what was heard in answer to
+// one transmission, maxRC transmissions were made (0: no limit), or deadline
+// passes (zero: none). From the first answer hear counts, it listens
+// collectWindow more, never past end (zero: none): answers it cannot hear out
+// are not believed. After the window it hears nothing until it transmits
+// again: a forger's late answer would stand alone there, the server having
+// answered already.
+func (x *exchanger) ask(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, rt [2]time.Duration, maxRC int, deadline, end time.Time,
+	hear func(*dhcpv6.Message) (answer, bool), judge func(*tally) bool) error {
 	start := x.clock.Now()
-	timeouts := backoff.New(rt[0], rt[1])
-	var last error
+	timeouts := backoff.NewWith(rt[0], rt[1], x.jitter)
+	last := errNoAnswer
 	for sent := 0; maxRC == 0 || sent < maxRC; sent++ {
 		// Elapsed time, in hundredths of a second, saturating (RFC 8415 21.9).
 		m.UpdateOption(dhcpv6.OptElapsedTime(min(x.clock.Since(start), 655350*time.Millisecond)))
 		if _, err := x.conn.WriteTo(m.ToBytes(), x.server); err != nil {
-			return nil, fmt.Errorf("%w: sending %s: %w", errSocket, m.MessageType, err)
+			return fmt.Errorf("%w: sending %s: %w", errSocket, m.MessageType, err)
 		}
-		until := x.clock.Now().Add(timeouts.Next())
-		if !deadline.IsZero() && deadline.Before(until) {
-			until = deadline
+		next := x.clock.Now().Add(timeouts.Next())
+		if !deadline.IsZero() && deadline.Before(next) {
+			next = deadline
 		}
-		answer, err := x.await(ctx, m, want, until, accept)
-		switch {
-		case err == nil:
-			return answer, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case !errors.Is(err, errNoAnswer):
-			return nil, err
+		var t tally
+		heard, err := x.listen(ctx, m, want, next, hear, &t, true)
+		if err != nil {
+			return err
 		}
-		last = err
+		if heard {
+			until, cut := x.clock.Now().Add(collectWindow), false
+			if !end.IsZero() && end.Before(until) {
+				until, cut = end, true
+			}
+			if _, err := x.listen(ctx, m, want, until, hear, &t, false); err != nil {
+				return err
+			}
+			if c := t.contradicted(); len(c) > 0 && x.contradicted != nil {
+				x.contradicted(c)
+			}
+			switch {
+			case cut:
+				last = fmt.Errorf("%w: the delegation ended within %s of the answer", errNoAnswer, collectWindow)
+			case judge(&t):
+				return nil
+			case len(t.contradicted()) > 0:
+				last = fmt.Errorf("%w: %w", errNoAnswer, errContradicted)
+			default:
+				last = fmt.Errorf("%w: nothing to take", errNoAnswer)
+			}
+			if _, err := x.listen(ctx, m, want, next, hear, nil, false); err != nil {
+				return err
+			}
+		}
 		if !deadline.IsZero() && !x.clock.Now().Before(deadline) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("%s: %w", m.MessageType, last)
+	return fmt.Errorf("%s: %w", m.MessageType, last)
 }
 
-// await reads until an answer to m of type want that accept takes, or until.
-// Answers to other transactions, from other clients' exchanges or garbled,
-// are dropped; the last reason an answer was not taken is in the error.
-func (x *exchanger) await(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, until time.Time, accept func(*dhcpv6.Message) error) (*dhcpv6.Message, error) {
-	why := errNoAnswer
+// listen reads until until, and tallies the answers to m of type want that
+// hear counts (t nil: drops them); with first, it returns at the first
+// (true).
+func (x *exchanger) listen(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, until time.Time, hear func(*dhcpv6.Message) (answer, bool), t *tally, first bool) (bool, error) {
 	for ctx.Err() == nil {
+		if !x.clock.Now().Before(until) {
+			return false, nil
+		}
 		if err := x.conn.SetReadDeadline(until); err != nil {
-			return nil, fmt.Errorf("%w: %w", errSocket, err)
+			return false, fmt.Errorf("%w: %w", errSocket, err)
 		}
 		n, _, err := x.conn.ReadFrom(x.buf[:])
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, why
+			return false, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: receiving: %w", errSocket, err)
+			return false, fmt.Errorf("%w: receiving: %w", errSocket, err)
 		}
 		a, err := dhcpv6.MessageFromBytes(x.buf[:n])
 		if err != nil || a.TransactionID != m.TransactionID || a.MessageType != want {
@@ -105,46 +139,17 @@ func (x *exchanger) await(ctx context.Context, m *dhcpv6.Message, want dhcpv6.Me
 		if cid := a.Options.ClientID(); cid == nil || !cid.Equal(x.id.DUID) {
 			continue
 		}
-		if accept != nil {
-			if err := accept(a); err != nil {
-				why = fmt.Errorf("%w: %w", errNoAnswer, err)
-				continue
-			}
+		if t == nil {
+			continue
 		}
-		return a, nil
+		said, ok := hear(a)
+		if !ok {
+			continue
+		}
+		t.add(said)
+		if first {
+			return true, nil
+		}
 	}
-	return nil, ctx.Err()
+	return false, ctx.Err()
 }
-
-// collect sends m once and gathers every answer of type want that accept
-// takes until window has passed: to hear whether servers contradict each
-// other before one answer is believed.
-func (x *exchanger) collect(ctx context.Context, m *dhcpv6.Message, want dhcpv6.MessageType, window time.Duration, accept func(*dhcpv6.Message) error) ([]*dhcpv6.Message, error) {
-	if _, err := x.conn.WriteTo(m.ToBytes(), x.server); err != nil {
-		return nil, fmt.Errorf("%w: sending %s: %w", errSocket, m.MessageType, err)
-	}
-	var got []*dhcpv6.Message
-	until := x.clock.Now().Add(window)
-	_, err := x.await(ctx, m, want, until, func(a *dhcpv6.Message) error {
-		if err := accept(a); err != nil {
-			return err
-		}
-		if len(got) < maxCollected {
-			got = append(got, a)
-		}
-		return errCollecting
-	})
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if errors.Is(err, errSocket) {
-		return nil, err
-	}
-	return got, nil
-}
-
-// errCollecting keeps await reading after an answer was taken.
-var errCollecting = errors.New("dhcp6: collecting")
-
-// maxCollected bounds the answers one collection keeps: any host can answer.
-const maxCollected = 16

@@ -44,6 +44,9 @@ type Supervisor struct {
 	Log    *slog.Logger
 	Dial   func(link string) (Conn, net.Addr, error)
 	Report func(p netip.Prefix, valid time.Duration, removed bool, at time.Time)
+	// Conflict, when set, is told when a client's answers under one server's
+	// DUID contradicted each other (Client.Conflict).
+	Conflict func(link string, at time.Time)
 
 	mu      sync.Mutex
 	running map[string]*running // by link
@@ -108,6 +111,9 @@ func (s *Supervisor) start(ctx context.Context, w Want) error {
 	r := &running{want: w, stop: stop, done: make(chan netip.Prefix, 1)}
 	c := &Client{Link: w.Link, Length: w.Length, ID: id, Clock: s.Clock, Log: s.Log.With("dynamicprefix", w.Name),
 		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: s.Report, Servers: w.servers()}
+	if s.Conflict != nil {
+		c.Conflict = func(at time.Time) { s.Conflict(w.Link, at) }
+	}
 	s.running[w.Link] = r
 	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length, "trustedServers", len(c.Servers))
 	go func() { r.done <- c.Run(cctx) }()

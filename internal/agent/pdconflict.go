@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// DelegationConflict is the handler for the DHCPv6 client on link hearing
+// answers under one server's DUID contradict each other (another host
+// answers as the server; the client believed neither). The link is reported
+// in conflict, as for RAs from one router address that disagree, until
+// ConflictHold passes without another. Safe from any goroutine.
+func (a *Agent) DelegationConflict(link string, at time.Time) {
+	a.events <- func() { a.pdConflicts[link] = at }
+}
+
+// markDelegationConflicts sets Conflict on the links whose DHCPv6 client
+// heard a contradiction within ConflictHold of now, journals the changes,
+// keeps the metric, and returns when the earliest mark lapses (zero: none).
+func (a *Agent) markDelegationConflicts(node *digest.Node, now time.Time) time.Time {
+	var next time.Time
+	for link, at := range a.pdConflicts {
+		until := at.Add(a.state.ConflictHold)
+		if !now.Before(until) {
+			delete(a.pdConflicts, link)
+			a.log.Info(link + ": DHCPv6 answers under the server's DUID agree again")
+			metricPDConflict.With(link).Set(0)
+			continue
+		}
+		if next.IsZero() || until.Before(next) {
+			next = until
+		}
+		if !a.pdConflicted[link] {
+			a.log.Warn(link + ": DHCPv6 answers under the server's DUID contradict each other: another host answers as the server; holding the delegation as it was")
+		}
+		a.pdConflicted[link] = true
+		metricPDConflict.With(link).Set(1)
+		for i := range node.Links {
+			if node.Links[i].Name == link {
+				node.Links[i].Conflict = true
+			}
+		}
+	}
+	for link := range a.pdConflicted {
+		if _, ok := a.pdConflicts[link]; !ok {
+			delete(a.pdConflicted, link)
+		}
+	}
+	return next
+}

@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
+)
+
+// A DHCPv6 client hearing answers under its server's DUID contradict each
+// other marks its link in conflict in the digest, as RAs from one router
+// address that disagree do, until the hold passes without another; the
+// delegation stays as the client holds it.
+func TestADHCPv6ConflictMarksTheLinkUntilTheHoldPasses(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
+	const agreed = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p pd"
+	waitPublished(t, rec, clk, agreed)
+
+	a.DelegationConflict("eth0", clk.Now())
+	waitPublished(t, rec, clk, "v1;eth0 conflict=2001:db8:a::/64 p ra,2001:db8:a00::/56 p pd")
+	if got := metricPDConflict.With("eth0").Value(); got != 1 {
+		t.Errorf("renumber_agent_dhcpv6_conflict = %v, want 1", got)
+	}
+	clk.Step(observe.DefaultConflictHold / 2)
+	a.DelegationConflict("eth0", clk.Now()) // another: the hold starts again
+	sync_(a)
+	clk.Step(observe.DefaultConflictHold / 2)
+	sync_(a)
+	if got := rec.values(); got[len(got)-1] == agreed {
+		t.Fatal("the mark lapsed a hold after the first contradiction, not the last")
+	}
+	clk.Step(observe.DefaultConflictHold / 2)
+	waitPublished(t, rec, clk, agreed)
+	if got := metricPDConflict.With("eth0").Value(); got != 0 {
+		t.Errorf("renumber_agent_dhcpv6_conflict = %v, want 0", got)
+	}
+	if got := rec.values(); !slices.Equal(got, []string{agreed, "v1;eth0 conflict=2001:db8:a::/64 p ra,2001:db8:a00::/56 p pd", agreed}) {
+		t.Errorf("published %q", got)
+	}
+}

@@ -1,0 +1,65 @@
+package world
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/ipv6"
+)
+
+// DHCPv6Speaker is a socket on a router's eth0 at the DHCPv6 servers' port,
+// joined to All_DHCP_Relay_Agents_and_Servers (ff02::1:2): what any host on
+// a home link can open to hear every client's multicast Solicit, Request,
+// Renew and Rebind (the server's DUID and the transaction ID with them) and
+// to answer them itself. Run no dhcpd in the same router.
+type DHCPv6Speaker struct {
+	conn net.PacketConn
+	ifi  *net.Interface
+}
+
+// DHCPv6Speaker opens the speaker on r's eth0.
+func (r *Router) DHCPv6Speaker() (*DHCPv6Speaker, error) {
+	s := &DHCPv6Speaker{}
+	err := inNS(r.NS, func() error {
+		var err error
+		if s.ifi, err = net.InterfaceByName("eth0"); err != nil {
+			return err
+		}
+		s.conn, err = net.ListenPacket("udp6", "[::]:547")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ipv6.NewPacketConn(s.conn).JoinGroup(s.ifi, &net.UDPAddr{IP: net.ParseIP("ff02::1:2")}); err != nil {
+		s.conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Read waits until deadline for a client's message; it returns the message
+// and its sender.
+func (s *DHCPv6Speaker) Read(deadline time.Time) ([]byte, net.Addr, error) {
+	if err := s.conn.SetReadDeadline(deadline); err != nil {
+		return nil, nil, err
+	}
+	buf := make([]byte, 1500)
+	n, from, err := s.conn.ReadFrom(buf)
+	return buf[:n], from, err
+}
+
+// Answer sends b to the client that sent from (its port 546 on the link).
+func (s *DHCPv6Speaker) Answer(b []byte, from net.Addr) error {
+	u, ok := from.(*net.UDPAddr)
+	if !ok {
+		return net.InvalidAddrError(from.String())
+	}
+	// The zone by index: its name would be looked up in this thread's namespace.
+	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: u.IP, Port: 546, Zone: strconv.Itoa(s.ifi.Index)})
+	return err
+}
+
+// Close closes the socket.
+func (s *DHCPv6Speaker) Close() error { return s.conn.Close() }

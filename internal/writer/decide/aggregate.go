@@ -202,8 +202,15 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			reported = true
 			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
-				if !countsPD {
+				if !countsPD || !r.Resolver && !m.Counts(l.Name, digest.SourcePD) {
+					// Not the client's word, or no delegation this
+					// DynamicPrefix follows here: a node calling its
+					// prefix delegated claims no exception from the
+					// majority.
 					p.Sources &^= digest.SourcePD
+				}
+				if !r.Resolver && !m.Counts(l.Name, digest.SourceRA) {
+					p.Sources &^= digest.SourceRA | digest.SourceAddr
 				}
 				if !r.Resolver && (p.Sources == 0 || !m.Counts(l.Name, p.Sources)) {
 					continue // another acquisition's prefix on the same link

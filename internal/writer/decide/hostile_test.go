@@ -192,3 +192,12 @@ func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
 		t.Errorf("c deleted: awaited %v, %d Nodes remembered; want none, 3", got, len(r.first))
 	}
 }
+
+// A node calling its prefix delegated claims no exception from the majority
+// where the DynamicPrefix follows no delegation there (found by FuzzBallot).
+func TestOneNodeCannotClaimTheDelegationException(t *testing.T) {
+	forged, empty := "v1;eth0=2001:db8:bad::/64 p ra+pd", "v1;eth0="
+	if d := For(model(eth0()), api.Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
+		t.Errorf("one node's ra+pd adopted %s on a DynamicPrefix following RAs alone", d.Current)
+	}
+}

@@ -55,7 +55,7 @@ func reportsNot(t *testing.T, w *world.World, node string, p netip.Prefix) {
 func TestAForgedDrainEndsWithTheHonestNodes(t *testing.T) {
 	w := newWorld(t, 3)
 	ctx := t.Context()
-		// Short lifetimes: the kernel never shortens a valid lifetime below two
+	// Short lifetimes: the kernel never shortens a valid lifetime below two
 	// hours on an RA's word, so only what it was given last runs out.
 	short := func(cur netip.Prefix) {
 		t.Helper()

@@ -9,11 +9,11 @@
 // agent that died on a Ready node leaves its last digest voting; its deprecated
 // prefixes still expire by their deadlines (status.history[].expiresAt).
 //
-// A Node without a digest is awaited for StartupWait from when the ballot
-// first sees it, unless it is not Ready: it votes for nothing, but counts
-// toward the majority a first adoption needs (Report.Pending), so that on a
-// fresh install the first agent to report does not decide alone, while a Node
-// that runs no agent delays the first adoption by StartupWait at most.
+// A Node without a digest is awaited for StartupWait (Await) from when the
+// ballot first sees it, unless it is not Ready: it votes for nothing, but
+// counts toward the majority a first adoption needs (Report.Pending), so that
+// on a fresh install the first agent to report does not decide alone, while a
+// Node that runs no agent delays the first adoption by that wait at most.
 
 package decide
 
@@ -71,6 +71,14 @@ type Ballot struct {
 // StartupWait is how long the ballot awaits a Node's first digest: the spread
 // of agents starting on a fresh install, image pulls included.
 const StartupWait = time.Minute
+
+// Await sets how long the ballot awaits a Node's first digest (the writer's
+// --node-startup-wait).
+func (b *Ballot) Await(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wait = d
+}
 
 // New returns a ballot over nodes; grace 0 turns the rule off (every digest
 // votes).

@@ -119,14 +119,15 @@ type Vote struct {
 // lapsed nodes once, then the Nodes still awaited (Pending), and when the next
 // vote lapses or wait ends (zero if none will).
 func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
-	votes, wake := b.Votes(now)
+	nodes := b.nodes()
+	votes, wake := b.votes(nodes, now)
 	var out []Report
 	for _, v := range votes {
 		if v.Err == nil && !v.Lapsed {
 			out = append(out, v.Report)
 		}
 	}
-	pending, until := b.awaited(now)
+	pending, until := b.awaited(nodes, now)
 	if !until.IsZero() && (wake.IsZero() || until.Before(wake)) {
 		wake = until
 	}
@@ -136,8 +137,7 @@ func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
 // awaited returns the Nodes without a digest still within StartupWait of
 // when the ballot first saw them, and not known to be not Ready, by name; and
 // when the first of those waits ends.
-func (b *Ballot) awaited(now time.Time) ([]Report, time.Time) {
-	nodes := b.nodes()
+func (b *Ballot) awaited(nodes []Node, now time.Time) ([]Report, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Report
@@ -170,10 +170,11 @@ func (b *Ballot) awaited(now time.Time) ([]Report, time.Time) {
 // Votes returns every Node with a digest, by name, each with its decoded
 // digest or why it does not vote (reporting garbled digests and lapsed nodes
 // once), and when the next vote lapses (zero if none will).
-func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) {
+func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) { return b.votes(b.nodes(), now) }
+
+func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
 	var out []Vote
 	var wake time.Time
-	nodes := b.nodes()
 	reporting := 0
 	for _, m := range nodes {
 		if !m.Reported {

@@ -109,10 +109,7 @@ func TestAForgedDrainEndsWithTheHonestNodes(t *testing.T) {
 // with one honest node beside it; the second honest node's report adopts A
 // at once - within the normal startup spread, not after the ballot's wait.
 func TestOneNodeDoesNotAdoptOnAFreshInstall(t *testing.T) {
-	w := newWorld(t, 3)
-	advertise(t, w, prefixA)
-	minimalDP(t, w, "home")
-	createPool(t, w)
+	w := homeWorld(t, 3)
 	forger(t, w, "node3")("v1;eth0=" + prefixX.String() + " p ra")
 	m := mark(t, w)
 	startWriter(t, w, "writer-a")
@@ -146,10 +143,7 @@ func TestOneNodeDoesNotAdoptOnAFreshInstall(t *testing.T) {
 // a /64 unless the user asks otherwise. The rejection is reported; once the
 // user asks for it, it is adopted (the bound is a default, not a rule).
 func TestTheWholeUnicastRangeIsNeverCurrentByDefault(t *testing.T) {
-	w := newWorld(t, 3)
-	advertise(t, w, prefixA)
-	minimalDP(t, w, "home")
-	createPool(t, w)
+	w := homeWorld(t, 3)
 	for _, n := range []string{"node1", "node2", "node3"} {
 		forger(t, w, n)("v1;eth0=2000::/3 p ra")
 	}

@@ -8,7 +8,10 @@
 //   - A node votes for each acceptable prefix it reports as preferred on a link
 //     the DynamicPrefix follows (its interface, or every link when none is named).
 //   - Acceptable: what the spec's model accepts (api.Model.Accept: inside
-//     2000::/3 unless the filter is off, inside one of allowedPrefixes when set).
+//     2000::/3 unless the filter is off, inside one of allowedPrefixes when set,
+//     within the length bounds - an RA's /64, a delegation's /48 to /64, unless
+//     the spec sets them). A source the DynamicPrefix does not follow on that
+//     link is dropped: a node calling its prefix delegated there claims nothing.
 //   - The current prefix changes only to a prefix with at least quorum votes and
 //     strictly more votes than the current one: nodes that disagree for a moment
 //     during a change, or a rogue router reaching one node, cannot flip it. A

@@ -237,7 +237,9 @@ func TestHostileInputsCostBoundedWrites(t *testing.T) {
 	startAgent(t, w, "node1")
 	metrics := freeAddr(t)
 	start, since := time.Now(), mark(t, w)
-	startWriter(t, w, "writer-a", "--metrics-addr", metrics, "--budget-event-burst", "3", "--budget-events-per-minute", "1")
+	// node2 runs no agent: the first adoption does not await it (the
+	// default minute is for a fresh install's agents to start).
+	startWriter(t, w, "writer-a", "--metrics-addr", metrics, "--budget-event-burst", "3", "--budget-events-per-minute", "1", "--node-startup-wait", "0s")
 	poolIs(t, w, "pool follows A", prefixA.String())
 	settleWrites()
 

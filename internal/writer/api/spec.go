@@ -47,7 +47,8 @@ type Model struct {
 	DNS        *DNSSource
 	GlobalOnly bool // only prefixes inside 2000::/3 are adopted
 	Allowed    []netip.Prefix
-	// MinLength, MaxLength bound a prefix's length (0: no bound).
+	// MinLength, MaxLength bound a prefix's length (0: no bound), the
+	// acquisition's defaults where prefixFilter sets none (lengthBounds).
 	MinLength, MaxLength int
 	Quorum               int // nodes that must report a prefix as preferred (at least 1)
 	MaxHistory           int // earlier prefixes kept in status.history (1..10)
@@ -129,7 +130,7 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 		m.Quorum = *q
 	}
 	m.GlobalOnly = a.PrefixFilter.GlobalOnly()
-	m.MinLength, m.MaxLength = a.PrefixFilter.LengthBounds()
+	m.MinLength, m.MaxLength = lengthBounds(m, a.PrefixFilter)
 	if f := a.PrefixFilter; f != nil {
 		for _, v := range f.AllowedPrefixes {
 			p, err := netip.ParsePrefix(v)
@@ -168,6 +169,43 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 		m.Err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return m
+}
+
+// The length bounds a prefix is held to where prefixFilter names none: a
+// Router Advertisement's prefix is a /64 (SLAAC forms addresses from /64s
+// alone), a delegation what a DHCPv6 client may ask for (requestedPrefixLength
+// 48 to 64). A forged prefix such as 2000::/3 is never current unless the
+// user widens them; a followed name's prefix has the length the user asked
+// for (dns.prefixLength) and needs none.
+const (
+	DefaultRALength                          = 64
+	DefaultMinDelegated, DefaultMaxDelegated = 48, 64
+)
+
+// lengthBounds are prefixFilter's bounds, each one left out taken from the
+// acquisition's default (kept no tighter than the other one set).
+func lengthBounds(m Model, f *dynamicprefix.PrefixFilter) (minLength, maxLength int) {
+	minLength, maxLength = f.LengthBounds()
+	if m.DNS != nil {
+		return minLength, maxLength
+	}
+	lo, hi := DefaultRALength, DefaultRALength
+	if m.DHCPv6PD {
+		lo, hi = DefaultMinDelegated, DefaultMaxDelegated
+		if m.RA {
+			lo, hi = min(lo, DefaultRALength), max(hi, DefaultRALength)
+		}
+	}
+	if minLength == 0 {
+		minLength = lo
+		if maxLength > 0 {
+			minLength = min(lo, maxLength)
+		}
+	}
+	if maxLength == 0 {
+		maxLength = max(hi, minLength)
+	}
+	return minLength, maxLength
 }
 
 // MaxDNSServers bounds dns.servers (the schema's maxItems).

@@ -20,7 +20,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestParseDefaults(t *testing.T) {
 	m := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}})
-	want := Model{Name: "home", RA: true, GlobalOnly: true, Quorum: 1, MaxHistory: 2}
+	want := Model{Name: "home", RA: true, GlobalOnly: true, MinLength: 64, MaxLength: 64, Quorum: 1, MaxHistory: 2}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -73,7 +73,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestAccept(t *testing.T) {
-	allow := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}}})
+	allow := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}, MinPrefixLength: ptr(16)}}})
 	open := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{RequireGlobalUnicast: ptr(false)}}})
 	nothing := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"nope"}}}})
 	bounded := Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{PrefixFilter: &dynamicprefix.PrefixFilter{MinPrefixLength: ptr(48), MaxPrefixLength: ptr(64)}}})
@@ -103,6 +103,50 @@ func TestAccept(t *testing.T) {
 				t.Errorf("Accept(%s) = %q, want %q", tt.prefix, got, tt.want)
 			}
 		})
+	}
+}
+
+// Bounds the user leaves out are the acquisition's (issue 42, item 6): an
+// RA's prefix is a /64, a delegation /48 to /64; 2000::/3 is never current
+// unless the user asks. A bound the user sets stands, and the default beside
+// it gives way to it.
+func TestDefaultLengthBounds(t *testing.T) {
+	ra := dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}}
+	pd := dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}
+	both := dynamicprefix.Acquisition{RouterAdvertisement: ra.RouterAdvertisement, DHCPv6PD: pd.DHCPv6PD}
+	dns := dynamicprefix.Acquisition{DNS: &dynamicprefix.DNS{Name: "router.example.net", PrefixLength: 48}}
+	with := func(a dynamicprefix.Acquisition, lo, hi *int) dynamicprefix.Acquisition {
+		a.PrefixFilter = &dynamicprefix.PrefixFilter{MinPrefixLength: lo, MaxPrefixLength: hi}
+		return a
+	}
+	for _, tt := range []struct {
+		name   string
+		a      dynamicprefix.Acquisition
+		bounds [2]int
+	}{
+		{"router advertisements", ra, [2]int{64, 64}},
+		{"neither named: as router advertisements", dynamicprefix.Acquisition{}, [2]int{64, 64}},
+		{"a delegation", pd, [2]int{48, 64}},
+		{"both", both, [2]int{48, 64}},
+		{"a followed name: its prefixLength", dns, [2]int{0, 0}},
+		{"the user's bounds", with(ra, ptr(48), ptr(64)), [2]int{48, 64}},
+		{"the user's minimum, the default maximum", with(ra, ptr(56), nil), [2]int{56, 64}},
+		{"a minimum beyond the default maximum", with(pd, ptr(80), nil), [2]int{80, 80}},
+		{"a maximum below the default minimum", with(ra, nil, ptr(56)), [2]int{56, 56}},
+		{"the user's maximum, the default minimum", with(pd, nil, ptr(60)), [2]int{48, 60}},
+		{"2000::/3 when the user asks", with(ra, ptr(3), ptr(128)), [2]int{3, 128}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Parse("home", dynamicprefix.Spec{Acquisition: tt.a})
+			if got := [2]int{m.MinLength, m.MaxLength}; got != tt.bounds {
+				t.Errorf("bounds %v, want %v", got, tt.bounds)
+			}
+		})
+	}
+	for _, a := range []dynamicprefix.Acquisition{ra, pd, both} {
+		if why := Parse("home", dynamicprefix.Spec{Acquisition: a}).Accept(netip.MustParsePrefix("2000::/3")); why == "" {
+			t.Errorf("%+v: 2000::/3 accepted by default", a)
+		}
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 // Options of a pipeline, from the writer's flags.
 type Options struct {
 	NodeGrace time.Duration
+	// NodeStartupWait is how long the ballot awaits a Node's first digest.
+	NodeStartupWait time.Duration
 	// L2Nudge is --l2-nudge (auto, always, never); with auto the Cilium
 	// DaemonSet in CiliumNamespace is watched.
 	L2Nudge, CiliumNamespace string
@@ -86,6 +88,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.Reconcile.L2Nudge = (&backends.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
 	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
+	p.Ballot.Await(o.NodeStartupWait)
 	p.Resolvers = &resolve.Sources{Exchanger: resolve.Wire{Timeout: DNSTimeout}, Clock: clk, Log: log, ResolvConf: resolve.ResolvConf}
 	o.Reconcile.Resolvers = p.Resolvers
 	p.Controller = NewController(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)

@@ -8,22 +8,34 @@
 //   - A node votes for each acceptable prefix it reports as preferred on a link
 //     the DynamicPrefix follows (its interface, or every link when none is named).
 //   - Acceptable: what the spec's model accepts (api.Model.Accept: inside
-//     2000::/3 unless the filter is off, inside one of allowedPrefixes when set).
+//     2000::/3 unless the filter is off, inside one of allowedPrefixes when set,
+//     within the length bounds - an RA's /64, a delegation's /48 to /64, unless
+//     the spec sets them). A source the DynamicPrefix does not follow on that
+//     link is dropped: a node calling its prefix delegated there claims nothing.
 //   - The current prefix changes only to a prefix with at least quorum votes and
 //     strictly more votes than the current one: nodes that disagree for a moment
-//     during a change, or a rogue router reaching one node, cannot flip it.
+//     during a change, or a rogue router reaching one node, cannot flip it. A
+//     current prefix a majority of the voting nodes still prefers stays: where
+//     the router offers two, one node's vote cannot flip between them.
 //   - No single node decides: the first adoption, and a change away from a
 //     current prefix no node reports preferred, need votes from a majority of
-//     the reporting nodes too (and quorum). Delegated prefixes are the
+//     the reporting nodes too (and quorum); the first adoption counts the
+//     nodes the ballot still awaits as well (Report.Pending: a Node whose
+//     agent has not reported yet, for a short wait), so that the first agent
+//     up on a fresh install does not decide alone. Delegated prefixes are the
 //     exception: a DHCPv6 client runs on one node or a few.
 //   - With the agents' own DHCPv6 client, only the client node's delegation
 //     (and, during a handover, the previous client's) counts: another node
 //     reporting a delegated prefix is not the client's word.
-//   - A replaced prefix drains: it stays in the pools until no node reports it any
-//     more (its valid lifetime ran out everywhere), until the lifetime frozen in
-//     the digests at deprecation passes (expiresAt, set once, the lifetime a
-//     majority of the nodes reporting it deprecated reach: one node cannot keep
-//     it draining longer), or until maxPrefixHistory newer prefixes pushed it out.
+//   - A replaced prefix drains: it stays in the pools until a majority of the
+//     voting nodes no longer reports it (its valid lifetime ran out there), until
+//     the lifetime frozen in the digests at deprecation passes (expiresAt, set
+//     once: the lower median, over every voting node, of what each has left -
+//     none for a node silent about it, no bound for one that still prefers it or
+//     names no lifetime), or until maxPrefixHistory newer prefixes pushed it
+//     out. Silence is a vote: one node reporting it, with any lifetime or none,
+//     cannot keep it draining. A delegation's voters are the nodes that hold
+//     one (where a DHCPv6 client runs).
 //   - Nodes whose agents hear one router address contradict itself are listed
 //     (Conflicting): their digests carry the last agreed prefixes.
 //   - A DynamicPrefix following a DNS name (acquisition.dns) counts the
@@ -62,6 +74,10 @@ type Report struct {
 	// digest; Problem says why it names no prefix ("" when it answered).
 	Resolver bool
 	Problem  string
+	// Pending: a Node expected to report that has not yet (the ballot's
+	// startup wait): it counts toward the majority a first adoption needs,
+	// and votes for nothing.
+	Pending bool
 }
 
 // Rejected is a prefix some node reported that the spec does not accept.
@@ -90,6 +106,9 @@ type Decision struct {
 	Votes    map[netip.Prefix]int
 	// Reporting is how many nodes sent a usable digest for this DynamicPrefix.
 	Reporting int
+	// Pending is how many more nodes the ballot awaits (Report.Pending): the
+	// first adoption needs a majority of them and Reporting.
+	Pending int
 	// Unreported: there is a current prefix, but no voting node reports it any
 	// more, preferred or deprecated (the router went quiet, or every agent lost
 	// the link). It stays current and pooled: Services keep working.
@@ -110,21 +129,53 @@ type Decision struct {
 type tally struct {
 	votes     int
 	seen      int
-	remaining []time.Duration // each node's, reporting it deprecated
+	remaining []time.Duration // each node's, reporting it deprecated (0: no lifetime named)
 	ra, pd    bool
 	dns       bool
 }
 
-// drain is the valid lifetime a majority of the nodes reporting the prefix
-// deprecated reach (the lower median): one node reporting a huge lifetime
-// cannot keep a replaced prefix draining.
-func (t *tally) drain() time.Duration {
-	if len(t.remaining) == 0 {
+// unbounded is a drain without a deadline: a majority of the voters still
+// prefer the prefix, or name no lifetime for it.
+const unbounded = time.Duration(1<<63 - 1)
+
+// drain is how long a replaced prefix may drain, as the voters nodes
+// report it: the lower median over all of them, a node silent about it
+// counting as nothing left, one preferring it or naming no lifetime as
+// unbounded. 0: a majority is silent about it, and it ends. One node
+// reporting a huge lifetime, or none, cannot keep it draining.
+//
+// The servers of a followed name (dns) keep their own rule: the lower median
+// of what those naming it deprecated name (history adds maxInterval).
+func (t *tally) drain(voters int) time.Duration {
+	if t == nil {
 		return 0
 	}
-	r := slices.Clone(t.remaining)
-	slices.Sort(r)
-	return r[(len(r)-1)/2]
+	if t.dns {
+		if len(t.remaining) == 0 {
+			return 0
+		}
+		r := slices.Clone(t.remaining)
+		slices.Sort(r)
+		return r[(len(r)-1)/2]
+	}
+	var named []time.Duration
+	forever := t.votes
+	for _, r := range t.remaining {
+		if r > 0 {
+			named = append(named, r)
+		} else {
+			forever++
+		}
+	}
+	slices.Sort(named)
+	silent := max(voters-len(named)-forever, 0)
+	switch k := (silent + len(named) + forever - 1) / 2; {
+	case k < silent:
+		return 0
+	case k < silent+len(named):
+		return named[k-silent]
+	}
+	return unbounded
 }
 
 // For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
@@ -135,12 +186,17 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	if m.DHCPv6PD && m.PDClient {
 		d.PDClient = clientNode(m, prev, reports)
 	}
+	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
 	for _, r := range reports {
 		if r.Resolver != (m.DNS != nil) {
 			continue // a digest where a name is followed, or an answer where none is
 		}
+		if r.Pending {
+			d.Pending++
+			continue
+		}
 		counted := map[netip.Prefix]bool{}
-		reported, conflict := r.Resolver, false
+		reported, conflict, delegated := r.Resolver, false, false
 		countsPD := pdClient(m, prev, d.PDClient, r.Node)
 		for _, l := range r.Digest.Links {
 			if !r.Resolver && !m.Follows(l.Name) {
@@ -149,12 +205,20 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			reported = true
 			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
-				if !countsPD {
+				if !countsPD || !r.Resolver && !m.Counts(l.Name, digest.SourcePD) {
+					// Not the client's word, or no delegation this
+					// DynamicPrefix follows here: a node calling its
+					// prefix delegated claims no exception from the
+					// majority.
 					p.Sources &^= digest.SourcePD
+				}
+				if !r.Resolver && !m.Counts(l.Name, digest.SourceRA) {
+					p.Sources &^= digest.SourceRA | digest.SourceAddr
 				}
 				if !r.Resolver && (p.Sources == 0 || !m.Counts(l.Name, p.Sources)) {
 					continue // another acquisition's prefix on the same link
 				}
+				delegated = delegated || !r.Resolver && p.Sources&digest.SourcePD != 0
 				if why := m.Accept(p.Prefix); why != "" {
 					if !p.Deprecated && !counted[p.Prefix] {
 						if rejected[p.Prefix] == nil {
@@ -188,6 +252,9 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		if reported {
 			d.Reporting++
 		}
+		if delegated {
+			pdVoters++
+		}
 		if conflict {
 			d.Conflicting = append(d.Conflicting, r.Node)
 		}
@@ -203,16 +270,27 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
 	unheld := seen[prevCurrent] == nil || seen[prevCurrent].votes == 0
-	d.Current = choose(seen, prevCurrent, func(t *tally) int {
-		// Nothing current, or nobody prefers it: a majority decides, never
-		// one node - but a delegation is held where a DHCPv6 client runs,
-		// often on one node (the agents' client runs on one), and that
-		// node's word is the only one there is.
-		if unheld && !t.pd {
-			return max(m.Quorum, d.Reporting/2+1)
+	if t := seen[prevCurrent]; t != nil && t.votes >= max(m.Quorum, d.Reporting/2+1) {
+		// A majority still prefers it: the node that tips a tie between two
+		// prefixes the router offers does not move it.
+		d.Current = prevCurrent
+	} else {
+		expected := d.Reporting
+		if !prevCurrent.IsValid() {
+			expected += d.Pending // the first adoption: not the first to report alone
 		}
-		return m.Quorum
-	})
+		d.Current = choose(seen, prevCurrent, func(t *tally) int {
+			// Nothing current, or nobody prefers it: a majority of the
+			// nodes expected to vote decides, never one node - but a
+			// delegation is held where a DHCPv6 client runs, often on one
+			// node (the agents' client runs on one), and that node's word
+			// is the only one there is.
+			if unheld && !t.pd {
+				return max(m.Quorum, expected/2+1)
+			}
+			return m.Quorum
+		})
+	}
 	d.Changed = d.Current != prevCurrent
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil
 	switch t := seen[d.Current]; {
@@ -232,7 +310,24 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	if m.DNS != nil {
 		d.Dissent, fallback = dissent(reports, d.Current), m.DNS.MaxInterval
 	}
-	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, seen, now, fallback)
+	// What a prefix has left as its voters report it, and whether it ends
+	// now. A delegation's voters are the nodes holding one; a name's
+	// prefix ends by its deadline alone while a server names it.
+	left := func(p netip.Prefix) (time.Duration, bool) {
+		switch t := seen[p]; {
+		case t == nil:
+			return 0, true
+		case t.dns:
+			return t.drain(0), false
+		case t.pd && !t.ra:
+			dr := t.drain(pdVoters)
+			return dr, dr == 0
+		default:
+			dr := t.drain(d.Reporting)
+			return dr, dr == 0
+		}
+	}
+	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, left, now, fallback)
 	for _, h := range d.History {
 		if h.State == api.StateExpired {
 			continue
@@ -368,7 +463,7 @@ func historyPrefixes(h []api.HistoryEntry) []string {
 // replaced prefix drains for at least that long (longer when the answers
 // that named it had a longer TTL: caches may give it out that long), until
 // its deadline alone - a server's memory of it does not outlive a new leader.
-func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, seen map[netip.Prefix]*tally, now time.Time, fallback time.Duration) ([]api.HistoryEntry, time.Time) {
+func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, left func(netip.Prefix) (time.Duration, bool), now time.Time, fallback time.Duration) ([]api.HistoryEntry, time.Time) {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	prev := slices.Clone(st.History)
 	rank := func(h api.HistoryEntry) int {
@@ -428,19 +523,18 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, s
 		if h.State == api.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
 			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
-			drain := fallback
-			if t := seen[p]; t != nil && t.drain() > drain {
-				drain = t.drain()
-			}
-			if drain > 0 {
+			dr, _ := left(p)
+			if drain := max(fallback, dr); drain > 0 && drain != unbounded {
 				exp := metav1.NewTime(now.Add(drain).Truncate(time.Second))
 				h.ExpiresAt = &exp
 			}
 		}
 		if h.State == api.StateDraining {
-			// Unreported ends a drain, unless the name's deadline does (an
-			// entry from before the name was followed has none: it ends).
-			gone := seen[p] == nil && (fallback == 0 || h.ExpiresAt == nil)
+			// Unreported (by a majority) ends a drain, unless the name's
+			// deadline does (an entry from before the name was followed
+			// has none: it ends).
+			_, silent := left(p)
+			gone := silent && (fallback == 0 || h.ExpiresAt == nil)
 			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
 			if gone || passed {
 				h.State = api.StateExpired

@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -86,5 +88,116 @@ func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
 	holds, empty := "v1;wan=2001:db8:a00::/56 p pd", "v1;wan="
 	if d := For(model(host), api.Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
 		t.Errorf("%s: want the one node's delegation adopted", d)
+	}
+}
+
+// Issue 42, item 12: silence is a vote. A node reporting a replaced prefix
+// deprecated - with the longest lifetime a digest holds (136 years), or with
+// none - keeps it draining no longer than the other nodes' reports support:
+// not at all when they no longer report it, until they stop when they do.
+func TestOneNodeDoesNotKeepAReplacedPrefixDraining(t *testing.T) {
+	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	for _, forged := range []string{
+		"v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra",
+		"v1;eth0=2001:db8:a::/64 d ra,2001:db8:b::/64 p ra",
+	} {
+		// The router dropped A: the honest nodes no longer report it.
+		d := For(model(eth0()), st, reports(t, forged, onlyB, onlyB), t0.Add(time.Minute))
+		if got := prefixes(d.Pooled); !d.Changed || !slices.Equal(got, []string{"2001:db8:b::/64"}) {
+			t.Errorf("%s beside two nodes silent about A: pooled %v, want B alone", forged, got)
+		}
+		// The router deprecated A for 600 s: it drains until the honest
+		// nodes stop reporting it, and no longer.
+		d = For(model(eth0()), st, reports(t, forged, onB, onB), t0.Add(time.Minute))
+		if a := d.History[1]; a.State != api.StateDraining || a.ExpiresAt == nil || !a.ExpiresAt.Time.Equal(t0.Add(11*time.Minute)) {
+			t.Errorf("%s beside two nodes reporting 600 s: A %+v, want draining until 600 s after the change", forged, a)
+		}
+		d = For(model(eth0()), status(d), reports(t, forged, onlyB, onlyB), t0.Add(5*time.Minute))
+		if a := d.History[1]; a.State != api.StateExpired || len(d.Pooled) != 1 {
+			t.Errorf("%s once the others stopped reporting A: A %+v, want expired", forged, a)
+		}
+	}
+	// One honest node silent about A does not end a drain the others report.
+	d := For(model(eth0()), st, reports(t, onlyB, onB, onB), t0.Add(time.Minute))
+	if a := d.History[1]; a.State != api.StateDraining || !a.ExpiresAt.Time.Equal(t0.Add(11*time.Minute)) {
+		t.Errorf("one node silent about A: %+v, want draining for the 600 s two of three report", a)
+	}
+	if d := For(model(eth0()), status(d), reports(t, onlyB, onB, onB), t0.Add(5*time.Minute)); d.History[1].State != api.StateDraining {
+		t.Errorf("one node silent about A ended the drain: %+v", d.History[1])
+	}
+}
+
+// Issue 42, item 13: the first adoption needs a majority of the nodes
+// expected to vote, those awaited included, not of those that reported so
+// far: the first agent up on a fresh install does not decide alone.
+func TestOneNodeDoesNotAdoptBeforeTheOthersReport(t *testing.T) {
+	awaited := func(rs []Report, names ...string) []Report {
+		for _, n := range names {
+			rs = append(rs, Report{Node: n, Pending: true})
+		}
+		return rs
+	}
+	if d := For(model(eth0()), api.Status{}, awaited(reports(t, onX), "b", "c"), t0); d.Current.IsValid() || d.Pending != 2 {
+		t.Errorf("one node, two awaited: %s (%d awaited), want nothing adopted", d, d.Pending)
+	}
+	if d := For(model(eth0()), api.Status{}, awaited(reports(t, onA, onA), "c"), t0); d.Current.String() != "2001:db8:a::/64" {
+		t.Errorf("two of three: %s, want adopted", d)
+	}
+	// An awaited node counts toward nothing else: a current prefix moves
+	// and drains as before.
+	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	if d := For(model(eth0()), st, awaited(reports(t, onB, onB, onB), "d", "e", "f", "g"), t0.Add(time.Minute)); !d.Changed ||
+		d.History[1].State != api.StateDraining {
+		t.Errorf("a renumbering beside four awaited nodes: %s, history %+v", d, d.History)
+	}
+}
+
+// Where the router offers two prefixes, the node that tips the tie between
+// them does not move the current one: a majority still prefers it.
+func TestOneNodeDoesNotFlipBetweenTwoOfferedPrefixes(t *testing.T) {
+	st := status(For(model(eth0()), api.Status{}, reports(t, onBA, onBA, onBA), t0))
+	if st.CurrentPrefix != "2001:db8:a::/64" {
+		t.Fatalf("first adoption: %s", st.CurrentPrefix)
+	}
+	if d := For(model(eth0()), st, reports(t, onlyB, onBA, onBA), t0.Add(time.Minute)); d.Changed {
+		t.Errorf("one node voting B alone moved the prefix: %s", d)
+	}
+}
+
+// The ballot awaits a Node without a digest for StartupWait from when it
+// first sees it, unless the Node is not Ready.
+func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	store := nodes{"a": node("a", onX, ""), "b": {Name: "b"}, "down": {Name: "down", NotReadySince: "2026-11-21T11:00:00Z"}}
+	r := New(5*time.Minute, store.list, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	awaited := func(at time.Time) ([]string, time.Time) {
+		got, wake := r.Reports(at)
+		var out []string
+		for _, rep := range got {
+			if rep.Pending {
+				out = append(out, rep.Node)
+			}
+		}
+		return out, wake
+	}
+	if got, wake := awaited(now); !slices.Equal(got, []string{"b"}) || !wake.Equal(now.Add(StartupWait)) {
+		t.Errorf("at first sight: awaited %v, wake %v; want [b] until %v", got, wake, now.Add(StartupWait))
+	}
+	store["c"] = Node{Name: "c"} // a Node added later is awaited from then
+	if got, wake := awaited(now.Add(StartupWait)); !slices.Equal(got, []string{"c"}) || !wake.Equal(now.Add(2*StartupWait)) {
+		t.Errorf("b's wait over: awaited %v, wake %v; want [c] until %v", got, wake, now.Add(2*StartupWait))
+	}
+	delete(store, "c")
+	if got, _ := awaited(now.Add(StartupWait)); len(got) != 0 || len(r.first) != 3 {
+		t.Errorf("c deleted: awaited %v, %d Nodes remembered; want none, 3", got, len(r.first))
+	}
+}
+
+// A node calling its prefix delegated claims no exception from the majority
+// where the DynamicPrefix follows no delegation there (found by FuzzBallot).
+func TestOneNodeCannotClaimTheDelegationException(t *testing.T) {
+	forged, empty := "v1;eth0=2001:db8:bad::/64 p ra+pd", "v1;eth0="
+	if d := For(model(eth0()), api.Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
+		t.Errorf("one node's ra+pd adopted %s on a DynamicPrefix following RAs alone", d.Current)
 	}
 }

@@ -8,6 +8,12 @@
 // nodes still voting choose another. A deleted Node stops voting at once. An
 // agent that died on a Ready node leaves its last digest voting; its deprecated
 // prefixes still expire by their deadlines (status.history[].expiresAt).
+//
+// A Node without a digest is awaited for StartupWait (Await) from when the
+// ballot first sees it, unless it is not Ready: it votes for nothing, but
+// counts toward the majority a first adoption needs (Report.Pending), so that
+// on a fresh install the first agent to report does not decide alone, while a
+// Node that runs no agent delays the first adoption by that wait at most.
 
 package decide
 
@@ -55,16 +61,31 @@ type Ballot struct {
 	recorder Recorder
 
 	mu      sync.Mutex
-	decoded map[string]decoded // node -> its digest, decoded once per value
-	bad     map[string]string  // node -> garbled digest value already reported
-	lapsed  map[string]bool    // nodes whose vote lapsed (not Ready past the grace)
+	decoded map[string]decoded   // node -> its digest, decoded once per value
+	bad     map[string]string    // node -> garbled digest value already reported
+	lapsed  map[string]bool      // nodes whose vote lapsed (not Ready past the grace)
+	first   map[string]time.Time // node -> when the ballot first saw it
+	wait    time.Duration        // how long a Node without a digest is awaited
+}
+
+// StartupWait is how long the ballot awaits a Node's first digest: the spread
+// of agents starting on a fresh install, image pulls included.
+const StartupWait = time.Minute
+
+// Await sets how long the ballot awaits a Node's first digest (the writer's
+// --node-startup-wait).
+func (b *Ballot) Await(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wait = d
 }
 
 // New returns a ballot over nodes; grace 0 turns the rule off (every digest
 // votes).
 func New(grace time.Duration, nodes func() []Node, log *slog.Logger, rec Recorder) *Ballot {
 	return &Ballot{grace: grace, nodes: nodes, log: log, recorder: rec,
-		decoded: map[string]decoded{}, bad: map[string]string{}, lapsed: map[string]bool{}}
+		decoded: map[string]decoded{}, bad: map[string]string{}, lapsed: map[string]bool{},
+		first: map[string]time.Time{}, wait: StartupWait}
 }
 
 type decoded struct {
@@ -95,25 +116,65 @@ type Vote struct {
 }
 
 // Reports returns the digests that vote at now, reporting garbled ones and
-// lapsed nodes once, and when the next vote lapses (zero if none will).
+// lapsed nodes once, then the Nodes still awaited (Pending), and when the next
+// vote lapses or wait ends (zero if none will).
 func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
-	votes, wake := b.Votes(now)
+	nodes := b.nodes()
+	votes, wake := b.votes(nodes, now)
 	var out []Report
 	for _, v := range votes {
 		if v.Err == nil && !v.Lapsed {
 			out = append(out, v.Report)
 		}
 	}
+	pending, until := b.awaited(nodes, now)
+	if !until.IsZero() && (wake.IsZero() || until.Before(wake)) {
+		wake = until
+	}
+	return append(out, pending...), wake
+}
+
+// awaited returns the Nodes without a digest still within StartupWait of
+// when the ballot first saw them, and not known to be not Ready, by name; and
+// when the first of those waits ends.
+func (b *Ballot) awaited(nodes []Node, now time.Time) ([]Report, time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Report
+	var wake time.Time
+	for _, m := range nodes {
+		first, ok := b.first[m.Name]
+		if !ok {
+			first = now
+			b.first[m.Name] = now
+		}
+		if m.Reported || m.NotReadySince != "" || !now.Before(first.Add(b.wait)) {
+			continue
+		}
+		out = append(out, Report{Node: m.Name, Pending: true})
+		if end := first.Add(b.wait); wake.IsZero() || end.Before(wake) {
+			wake = end
+		}
+	}
+	if len(b.first) > len(nodes) {
+		present := make(map[string]bool, len(nodes))
+		for _, m := range nodes {
+			present[m.Name] = true
+		}
+		maps.DeleteFunc(b.first, func(n string, _ time.Time) bool { return !present[n] })
+	}
+	slices.SortFunc(out, func(a, b Report) int { return strings.Compare(a.Node, b.Node) })
 	return out, wake
 }
 
 // Votes returns every Node with a digest, by name, each with its decoded
 // digest or why it does not vote (reporting garbled digests and lapsed nodes
 // once), and when the next vote lapses (zero if none will).
-func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) {
+func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) { return b.votes(b.nodes(), now) }
+
+func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
 	var out []Vote
 	var wake time.Time
-	nodes := b.nodes()
 	reporting := 0
 	for _, m := range nodes {
 		if !m.Reported {

@@ -42,20 +42,23 @@ func TestNodeRule(t *testing.T) {
 		node("flaky", a, "2026-11-21T11:58:00Z"),     // 2 min: still votes
 		node("down", a, "2026-11-21T11:50:00Z"),      // 10 min: lapsed
 		node("garbled", "v1;eth0=::/0 <script>", ""), // never votes
-		{Name: "silent"},                             // no digest: not a vote
+		{Name: "silent"},                             // no digest: not a vote, awaited
 	} {
 		store[n.Name] = n
 	}
 	got, wake := r.Reports(now)
 	var names []string
 	for _, rep := range got {
-		names = append(names, rep.Node)
+		names = append(names, fmt.Sprint(rep.Node, map[bool]string{true: " awaited"}[rep.Pending]))
 	}
-	if want := []string{"flaky", "fresh", "ready"}; !slices.Equal(names, want) {
+	if want := []string{"flaky", "fresh", "ready", "silent awaited"}; !slices.Equal(names, want) {
 		t.Errorf("voting nodes = %v, want %v", names, want)
 	}
-	if want := time.Date(2026, 11, 21, 12, 3, 0, 0, time.UTC); !wake.Equal(want) {
-		t.Errorf("wake = %v, want %v (when flaky's vote lapses)", wake, want)
+	if want := now.Add(StartupWait); !wake.Equal(want) {
+		t.Errorf("wake = %v, want %v (when silent is no longer awaited)", wake, want)
+	}
+	if _, wake := r.Reports(now.Add(StartupWait)); !wake.Equal(time.Date(2026, 11, 21, 12, 3, 0, 0, time.UTC)) {
+		t.Errorf("wake = %v, want when flaky's vote lapses", wake)
 	}
 	if ev.n != 1 {
 		t.Errorf("%d events, want 1 (the garbled digest)", ev.n)
@@ -94,7 +97,7 @@ func TestNodeRule(t *testing.T) {
 	}
 	// With the rule off every digest votes.
 	r.grace = 0
-	if got, _ := r.Reports(now); len(got) != 3 {
+	if got, _ := r.Reports(now.Add(4 * time.Minute)); len(got) != 3 {
 		t.Errorf("rule off: %d voting, want 3", len(got))
 	}
 }

@@ -1,0 +1,321 @@
+package decide
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/writer/api"
+)
+
+// FuzzBallot plays one lying node against honest ones that follow a scripted
+// router (issue 42: "One node"). The fuzzer chooses the script - renumberings,
+// how long the old prefix stays valid, which honest node hears the router when,
+// agent restarts, time passing - and every digest the liar writes on its Node,
+// through the real digest encoding (garbage and deleted annotations too). The
+// writer's ballot and decision run on a deterministic clock; after every step:
+//
+//   - the liar alone never changes the current prefix: a change it makes is
+//     one the liar reporting as an honest node (any of them, or nothing) would
+//     make too;
+//   - the current prefix is within the default bounds (a /64 in 2000::/3);
+//   - a replaced prefix stays pooled only while an honest node still reports
+//     it (their silence counts);
+//   - liveness: once every honest node (two or more) reports what the router
+//     states, its one preferred prefix is current, and a replaced prefix every
+//     honest node still reports is not ended before its deadline.
+func FuzzBallot(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 60, 3, 5, 9, 1, 0, 0, 0, 1, 0, 3})
+	f.Add([]byte{1, 5, 6, 1, 2, 0, 3, 0, 200, 3, 1, 0, 3, 5, 4, 0, 0, 255, 0, 3, 0, 255})
+	f.Add([]byte{2, 2, 0, 3, 1, 30, 2, 0, 2, 1, 5, 8, 1, 1, 2, 3, 4, 5, 6, 7, 0, 100, 3})
+	f.Add([]byte{0, 5, 3, 0, 0, 0, 1, 1, 3, 4, 0, 2, 1, 0, 9, 3, 0, 200, 0, 200})
+	f.Fuzz(func(t *testing.T, script []byte) {
+		s := &script
+		w := newBallotWorld(2 + int(next(s))%3)
+		for len(*s) > 0 {
+			switch op := next(s) % 7; op {
+			case 0: // time passes
+				w.now = w.now.Add(time.Duration(1+int(next(s))*5) * time.Second)
+			case 1: // the router renumbers; the old prefix stays valid that long (0: dropped)
+				w.renumber(time.Duration(next(s)) * 10 * time.Second)
+			case 2: // one honest node hears the router
+				w.hear(int(next(s)) % len(w.honest))
+			case 3: // every honest node does
+				for i := range w.honest {
+					w.hear(i)
+				}
+			case 4: // an honest agent restarts: it knows nothing until it hears the router again
+				w.honest[int(next(s))%len(w.honest)].view = map[netip.Prefix]heard{}
+			case 5, 6: // the liar writes whatever the fuzzer says
+				w.lie(s, op == 6)
+			}
+			w.step(t)
+		}
+	})
+}
+
+func next(s *[]byte) byte {
+	if len(*s) == 0 {
+		return 0
+	}
+	b := (*s)[0]
+	*s = (*s)[1:]
+	return b
+}
+
+// routed is one prefix as the router states it.
+type routed struct {
+	preferred bool
+	until     time.Time // valid until
+}
+
+// heard is one prefix as an honest agent reports it: the remaining lifetime
+// frozen when it first heard it deprecated.
+type heard struct {
+	routed
+	frozen time.Duration
+}
+
+type honestNode struct {
+	reported bool
+	view     map[netip.Prefix]heard
+}
+
+type ballotWorld struct {
+	now     time.Time
+	router  map[netip.Prefix]routed
+	serial  int
+	honest  []*honestNode
+	liar    Node
+	ballot  *Ballot
+	m       api.Model
+	st      api.Status
+	expires map[netip.Prefix]time.Time // the deadline a liveness check holds a drain to
+}
+
+func newBallotWorld(n int) *ballotWorld {
+	w := &ballotWorld{now: t0, router: map[netip.Prefix]routed{}, liar: Node{Name: "x"}, m: model(eth0())}
+	for range n {
+		w.honest = append(w.honest, &honestNode{view: map[netip.Prefix]heard{}})
+	}
+	w.router[routerPrefix(0)] = routed{preferred: true}
+	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	return w
+}
+
+func routerPrefix(i int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", 0x100+i))
+}
+
+func (w *ballotWorld) renumber(valid time.Duration) {
+	for p, r := range w.router {
+		if r.preferred {
+			w.router[p] = routed{until: w.now.Add(valid)}
+		}
+	}
+	w.serial++
+	w.router[routerPrefix(w.serial)] = routed{preferred: true}
+}
+
+// hear brings honest node i up to what the router states now.
+func (w *ballotWorld) hear(i int) {
+	h := w.honest[i]
+	h.reported = true
+	view := map[netip.Prefix]heard{}
+	for p, r := range w.router {
+		if !r.preferred && !w.now.Before(r.until) {
+			continue
+		}
+		e := heard{routed: r}
+		if !r.preferred {
+			e.frozen = r.until.Sub(w.now)
+			if was, ok := h.view[p]; ok && !was.preferred {
+				e.frozen = was.frozen
+			}
+		}
+		view[p] = e
+	}
+	h.view = view
+}
+
+// digest is what an honest node writes now: what it heard, less what ran out.
+func (h *honestNode) digest(now time.Time) string {
+	l := digest.Link{Name: "eth0"}
+	for p, e := range h.view {
+		if !e.preferred && !now.Before(e.until) {
+			continue
+		}
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: !e.preferred,
+			Remaining: max(e.frozen, time.Second), Sources: digest.SourceRA})
+	}
+	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// lie sets the liar's annotation: raw bytes, or a digest built from the
+// script and encoded (dropping its annotation when it encodes to nothing).
+func (w *ballotWorld) lie(s *[]byte, raw bool) {
+	n := int(next(s)) % 24
+	if raw {
+		b := make([]byte, 0, n)
+		for range n {
+			b = append(b, next(s))
+		}
+		w.liar.Digest, w.liar.Reported = string(b), true
+		return
+	}
+	candidates := []netip.Prefix{netip.MustParsePrefix("2000::/3"), netip.MustParsePrefix("2001:db8:bad::/48"),
+		netip.MustParsePrefix("2001:db8:bad::/64"), netip.MustParsePrefix("fd00::/64"), netip.MustParsePrefix("2001:db8:bad:1::/80")}
+	lifetimes := []time.Duration{0, time.Second, 600 * time.Second, digest.MaxLifetime * time.Second}
+	links := map[string]*digest.Link{}
+	for range n % 6 {
+		pick, state := int(next(s)), int(next(s))
+		var p netip.Prefix
+		if pick%2 == 0 {
+			p = routerPrefix(max(w.serial-pick/2%3, 0)) // one the router states or stated
+		} else {
+			p = candidates[pick/2%len(candidates)]
+		}
+		name := []string{"eth0", "eth0", "eth0", "eth1"}[state/16%4]
+		if links[name] == nil {
+			links[name] = &digest.Link{Name: name, Conflict: state&64 != 0}
+		}
+		links[name].Prefixes = append(links[name].Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 != 0,
+			Remaining: lifetimes[state%4], Sources: []digest.Source{digest.SourceRA, digest.SourceAddr, digest.SourcePD, digest.SourceRA | digest.SourceAddr}[state/4%4]})
+	}
+	var node digest.Node
+	for _, name := range slices.Sorted(maps.Keys(links)) {
+		node.Links = append(node.Links, *links[name])
+	}
+	v, err := digest.Encode(node)
+	w.liar.Digest, w.liar.Reported = v, err == nil && n != 1
+}
+
+func (w *ballotWorld) nodes() []Node {
+	out := []Node{w.liar}
+	for i, h := range w.honest {
+		n := Node{Name: fmt.Sprintf("h%d", i)}
+		if h.reported {
+			n.Digest, n.Reported = h.digest(w.now), true
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// step is one pass of the writer, and the properties after it.
+func (w *ballotWorld) step(t *testing.T) {
+	t.Helper()
+	reports, _ := w.ballot.Reports(w.now)
+	prev := w.st
+	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
+	d := For(w.m, prev, reports, w.now)
+	w.st = status(d)
+
+	honest := map[string]digest.Node{}
+	for i, h := range w.honest {
+		if h.reported {
+			n, err := digest.Decode(h.digest(w.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			honest[fmt.Sprintf("h%d", i)] = n
+		}
+	}
+	// The liar alone never changes the current prefix - unless it is the only
+	// agent the ballot knows of: every honest one still silent past the
+	// StartupWait looks like a Node that runs none (the wait is bounded).
+	alone := len(honest) == 0 && !w.now.Before(t0.Add(StartupWait))
+	if d.Current != prevCurrent && !alone && !w.honestCould(prev, reports, honest, d.Current) {
+		t.Fatalf("at %v the liar alone moved the prefix %v -> %v\nliar: %q\nreports: %+v", w.now.Sub(t0), prevCurrent, d.Current, w.liar.Digest, reports)
+	}
+	if d.Current.IsValid() && (d.Current.Bits() != 64 || !digest.GlobalUnicast(d.Current)) {
+		t.Fatalf("current %v is outside the default bounds", d.Current)
+	}
+	reportedBy := func(p netip.Prefix) (some, all bool) {
+		all = len(honest) == len(w.honest)
+		for _, n := range honest {
+			has := slices.ContainsFunc(n.Links[0].Prefixes, func(e digest.Prefix) bool { return e.Prefix == p })
+			some, all = some || has, all && has
+		}
+		return some, all
+	}
+	for _, p := range d.Pooled[min(1, len(d.Pooled)):] {
+		if some, _ := reportedBy(p); !some {
+			t.Fatalf("at %v %v still drains though no honest node reports it (liar: %q)\nhistory %+v", w.now.Sub(t0), p, w.liar.Digest, d.History)
+		}
+	}
+	// Liveness: every honest node reports the router's one preferred prefix.
+	var preferred []netip.Prefix
+	for p, r := range w.router {
+		if r.preferred {
+			preferred = append(preferred, p)
+		}
+	}
+	if len(w.honest) >= 2 && w.heardByAll() && d.Current != preferred[0] {
+		t.Fatalf("at %v every honest node reports %v, current is %v (liar: %q)", w.now.Sub(t0), preferred[0], d.Current, w.liar.Digest)
+	}
+	// Liveness: a drain every honest node still reports ends by its deadline alone.
+	for _, h := range d.History {
+		p := netip.MustParsePrefix(h.Prefix)
+		exp, held := w.expires[p]
+		if _, all := reportedBy(p); h.State == api.StateExpired && held && all && len(w.honest) >= 2 && w.now.Before(exp) {
+			t.Fatalf("at %v %v ended before its deadline %v while every honest node reports it (liar: %q)", w.now.Sub(t0), p, exp.Sub(t0), w.liar.Digest)
+		}
+	}
+	w.expires = map[netip.Prefix]time.Time{}
+	for _, h := range d.History {
+		if h.State == api.StateDraining {
+			exp := time.Unix(1<<40, 0)
+			if h.ExpiresAt != nil {
+				exp = h.ExpiresAt.Time
+			}
+			w.expires[netip.MustParsePrefix(h.Prefix)] = exp
+		}
+	}
+}
+
+// heardByAll: every honest node has reported what the router states now.
+func (w *ballotWorld) heardByAll() bool {
+	for _, h := range w.honest {
+		if !h.reported || len(h.view) == 0 {
+			return false
+		}
+		for p, r := range w.router {
+			e, ok := h.view[p]
+			live := r.preferred || w.now.Before(r.until)
+			if live != ok || ok && e.preferred != r.preferred {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// honestCould says whether the liar, reporting as one of the honest nodes
+// does, or nothing, or not at all, would make the same change.
+func (w *ballotWorld) honestCould(prev api.Status, reports []Report, honest map[string]digest.Node, want netip.Prefix) bool {
+	i := slices.IndexFunc(reports, func(r Report) bool { return r.Node == w.liar.Name && !r.Pending })
+	if i < 0 {
+		return true // the liar did not vote: the honest nodes moved it
+	}
+	empty, _ := digest.Decode("v1;eth0=")
+	for _, stand := range append(slices.Collect(maps.Values(honest)), empty) {
+		alt := slices.Clone(reports)
+		alt[i].Digest = stand
+		if For(w.m, prev, alt, w.now).Current == want {
+			return true
+		}
+	}
+	alt := slices.Delete(slices.Clone(reports), i, i+1)
+	return For(w.m, prev, alt, w.now).Current == want
+}

@@ -120,3 +120,39 @@ func TestTheCacheKeepsAtMostMaxKeptBytesOfAnyFollower(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPolicySlim plays a tenant writing any spec into a NetworkPolicy that
+// follows a DynamicPrefix: the cache keeps at most MaxKeptBytes of it (and
+// its identity), and what it keeps reads as the same entries - or as too
+// large, never as other entries.
+func FuzzPolicySlim(f *testing.F) {
+	f.Add([]byte(`{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64","except":["2001:db8:1::/120"]}},{"podSelector":{}}]}],"egress":[{"to":[{"ipBlock":{"cidr":"10.0.0.0/8"}}]}]}`))
+	f.Add([]byte(`{"ingress":"not a list"}`))
+	f.Add([]byte(`{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:DB8::0/64"}},{"ipBlock":{"cidr":"2001:db8::/64"}}]}]}`))
+	k := NetworkPolicyKind()
+	f.Fuzz(func(t *testing.T, spec []byte) {
+		u := policy(t, "  podSelector: {}")
+		var s any
+		if json.Unmarshal(spec, &s) != nil {
+			return
+		}
+		u.Object["spec"] = s
+		u.SetAnnotations(map[string]string{dynamicprefix.AnnotationName: "home", dynamicprefix.AnnotationManagedCIDRs: "2001:db8:1::/64"})
+		want, _, wantErr := k.Decode(u)
+		o, err := k.Slim(u.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slim := o.(*unstructured.Unstructured)
+		if n := jsonLen(t, slim.Object); n > MaxKeptBytes+1<<10 {
+			t.Fatalf("cached as %d bytes", n)
+		}
+		got, ours, err := k.Decode(slim)
+		if !ours || errors.Is(err, ErrTooLarge) {
+			return
+		}
+		if (err != nil) != (wantErr != nil) || !slices.Equal(got.Entries, want.Entries) || !slices.Equal(got.Record.Entries, want.Record.Entries) {
+			t.Fatalf("cached, reads as %q (%v), want %q (%v)", got.Entries, err, want.Entries, wantErr)
+		}
+	})
+}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,9 +178,9 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if follow.DynamicPrefix == "" && !hasRecord {
 		return Object{}, false, nil
 	}
-	if n, ok := ann[oversized]; ok {
-		return Object{}, true, fmt.Errorf("%w: what the writer reads of it is %s bytes, at most %d; it is left alone until it is smaller",
-			ErrTooLarge, n, MaxKeptBytes)
+	if _, ok := ann[oversized]; ok {
+		return Object{}, true, fmt.Errorf("%w: its entries and the annotations renumber reads take more than %d bytes; it is left alone until they are fewer",
+			ErrTooLarge, MaxKeptBytes)
 	}
 	slot, form := "", k.Form
 	var err error
@@ -238,9 +237,9 @@ func (k *Kind) Slim(o any) (any, error) {
 		}
 		slim.Object[top] = v
 	}
-	if n := jsonSize(slim.Object, MaxKeptBytes); n > MaxKeptBytes {
+	if jsonSize(slim.Object, MaxKeptBytes) > MaxKeptBytes {
 		mark := identity(u)
-		kept := map[string]string{oversized: strconv.Itoa(n)}
+		kept := map[string]string{oversized: ""}
 		keepFollowing(kept, u)
 		mark.SetAnnotations(kept)
 		return mark, nil
@@ -277,8 +276,8 @@ func identity(u *unstructured.Unstructured) *unstructured.Unstructured {
 // entries; 64 KiB is a thousand and more.
 const MaxKeptBytes = 64 << 10
 
-// oversized marks an object over MaxKeptBytes in the cache, with its size. It
-// is not a valid annotation key, so no object in the API can carry it.
+// oversized marks an object over MaxKeptBytes in the cache. It is not a
+// valid annotation key, so no object in the API can carry it.
 const oversized = "renumber oversized"
 
 // ErrTooLarge: the object is over MaxKeptBytes; it is left alone until it is

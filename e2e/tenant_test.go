@@ -20,13 +20,19 @@ import (
 // hugePolicy is a NetworkPolicy name in default following home: a rule
 // admitting p, then rules of pod selectors up to about size bytes of JSON -
 // what a tenant allowed to create NetworkPolicies in one namespace can make.
+// (Peers of three small maps each: about 14 bytes of heap per byte of JSON
+// once decoded into maps. Many more peers and the admission policy's CEL
+// cost limit refuses the writer's write: see the report of issue 42.)
 func hugePolicy(name string, p fmt.Stringer, size int) map[string]any {
 	ingress := []any{map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": p.String()}}}}}
 	peers := make([]any, 1000)
+	bytes := 0
 	for i := range peers {
-		peers[i] = map[string]any{"podSelector": map[string]any{}}
+		labels := map[string]any{"app": fmt.Sprintf("app-%d", i), "tier": "web", "team": "tenant"}
+		peers[i] = map[string]any{"podSelector": map[string]any{"matchLabels": labels}}
+		bytes += len(`{"podSelector":{"matchLabels":{"app":"app-000","tier":"web","team":"tenant"}}},`)
 	}
-	for n := 0; n < size; n += 1000 * len(`{"podSelector":{}},`) {
+	for n := 0; n < size; n += bytes {
 		ingress = append(ingress, map[string]any{"from": peers, "ports": []any{map[string]any{"port": int64(443)}}})
 	}
 	return map[string]any{
@@ -82,8 +88,9 @@ func confine(t *testing.T, pid int, limit int64) func() int64 {
 		_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 		_ = os.Remove(dir)
 	})
+	// What it holds already would count with move_charge_at_immigrate,
+	// which kernels since 6.x refuse; a writer just started holds little.
 	for _, f := range []struct{ name, value string }{
-		{"memory.move_charge_at_immigrate", "3"}, // what it holds already counts
 		{"memory.limit_in_bytes", strconv.FormatInt(limit, 10)},
 		{"cgroup.procs", strconv.Itoa(pid)},
 	} {

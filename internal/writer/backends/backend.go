@@ -224,7 +224,7 @@ func (k *Kind) Slim(o any) (any, error) {
 	slim := identity(u)
 	ann := u.GetAnnotations()
 	kept := map[string]string{}
-	for _, key := range slices.Concat(followKeys, []string{AnnotationKubeVIPKey, k.RecordKey}, k.LegacyRecordKeys) {
+	for _, key := range slices.Concat(followKeys, []string{AnnotationKubeVIPKey, oversized, k.RecordKey}, k.LegacyRecordKeys) {
 		if v, ok := ann[key]; ok {
 			kept[key] = v
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -73,6 +74,9 @@ func TestTheCacheKeepsOfAPolicyItsBlocksOnly(t *testing.T) {
 	if _, has := slim.GetAnnotations()["tenant/padding"]; has {
 		t.Error("an annotation the writer never reads is cached")
 	}
+	if again, _ := k.Slim(slim.DeepCopy()); !equality.Semantic.DeepEqual(again, slim) {
+		t.Errorf("slimmed again (a list slims, then the informer): %v, want %v", again, slim)
+	}
 
 	many := padded(t, 731<<10, true)
 	cidrs, _ := policyBlocks(many)
@@ -86,6 +90,9 @@ func TestTheCacheKeepsOfAPolicyItsBlocksOnly(t *testing.T) {
 	}
 	if dp, _ := k.Follows(mark); dp != "home" {
 		t.Errorf("a policy over the bound follows %q, want home (to be reported there)", dp)
+	}
+	if again, _ := k.Slim(mark.DeepCopy()); !equality.Semantic.DeepEqual(again, mark) {
+		t.Errorf("the mark slimmed again: %v, want %v", again, mark)
 	}
 }
 

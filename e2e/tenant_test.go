@@ -150,14 +150,18 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 	writer := startWriter(t, w, "writer-a", "--metrics-addr", addr)
 	peak := confine(t, writer.Process.Pid, shippedWriterLimit(t))
 
+	living := func() {
+		t.Helper()
+		if !alive(writer.Process.Pid) {
+			t.Fatalf("the writer died: its cgroup's peak %d MiB, limit %d MiB", peak()>>20, shippedWriterLimit(t)>>20)
+		}
+	}
 	// follows: every policy's first rule holds exactly want, its other rules
 	// are the tenant's still, and the writer is alive.
 	follows := func(want ...string) {
 		t.Helper()
 		eventually(t, fmt.Sprintf("every policy follows %v", want), func() (bool, string) {
-			if !alive(writer.Process.Pid) {
-				t.Fatalf("the writer died (peak %d MiB of its cgroup)", peak()>>20)
-			}
+			living()
 			for _, name := range names {
 				u := getIn(t, w, networkPolicyGVR, "default", name)
 				ingress, _, _ := unstructured.NestedSlice(u.Object, "spec", "ingress")
@@ -176,6 +180,7 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 	}
 	follows(prefixA.String())
 	eventually(t, "the policies carry the record", func() (bool, string) {
+		living()
 		for _, name := range names {
 			if r := getIn(t, w, networkPolicyGVR, "default", name).GetAnnotations()[dynamicprefix.AnnotationManagedCIDRs]; r != prefixA.String() {
 				return false, name + ": " + r

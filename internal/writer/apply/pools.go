@@ -140,7 +140,7 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
-	if err := patchPool(ctx, w.Client, k, u, po, entries, owned, record, false, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, entries, owned, record, false, nil); err != nil {
 		if errors.Is(err, api.ErrInvalid) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
@@ -190,7 +190,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	if ok, wait := w.PermitQuietly(self); !ok {
 		return write.Outcome{}, wait
 	}
-	if err := patchPool(ctx, w.Client, k, u, po, entries, po.Record.Entries, nil, true, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, entries, po.Record.Entries, nil, true, nil); err != nil {
 		return write.Transient(err), 0
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
@@ -293,11 +293,25 @@ func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, 
 // a concurrent edit by someone else is a conflict to retry, never overwritten.
 //
 // A kind that places its entries in the live object (Kind.Place) gets it,
-// with the entries we owned before and the record to write.
-func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, live *unstructured.Unstructured, o backends.Object, entries, owned, record []string, release bool, dryRun []string) error {
+// with the entries we owned before and the record to write. Its cache keeps
+// only its entries (Kind.Kept), so the object is read from the API server
+// here, at the version the entries were computed from: a write is rare (one
+// per renumbering), a cached copy of every follower whole is not.
+func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, o backends.Object, entries, owned, record []string, release bool, dryRun []string) error {
+	var res dynamic.ResourceInterface = client.Resource(k.GVR)
+	if k.Namespaced {
+		res = client.Resource(k.GVR).Namespace(o.Namespace)
+	}
 	var spec map[string]any
 	var err error
 	if k.Place != nil {
+		var live *unstructured.Unstructured
+		if live, err = res.Get(ctx, o.Name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("reading %s %q: %w", k.Name, o.Key(), err)
+		}
+		if v := live.GetResourceVersion(); v != o.ResourceVersion {
+			return apierrors.NewConflict(k.GVR.GroupResource(), o.Name, fmt.Errorf("version %s, the cache's %s", v, o.ResourceVersion))
+		}
 		spec, err = k.Place(live, owned, record, release)
 	} else {
 		spec, err = k.Spec(o.Slot, entries)
@@ -324,10 +338,6 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	if err != nil {
 		return err
 	}
-	var res dynamic.ResourceInterface = client.Resource(k.GVR)
-	if k.Namespaced {
-		res = client.Resource(k.GVR).Namespace(o.Namespace)
-	}
 	if _, err := res.Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "renumber-writer", DryRun: dryRun}); err != nil {
 		return fmt.Errorf("patching %s %q: %w", k.Name, o.Key(), err)
 	}
@@ -351,7 +361,7 @@ func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Mo
 			continue
 		}
 		for {
-			err := patchPool(ctx, w.Client, f.kind, f.u, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+			err := patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
 			if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
 				return
 			}

@@ -6,9 +6,12 @@
 package backends
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +62,10 @@ type Kind struct {
 	// the entries written before, record those to write now; release says the
 	// object is being let go.
 	Place func(live *unstructured.Unstructured, owned, record []string, release bool) (map[string]any, error)
+	// Kept, when set, is what the cache keeps of Top (Slim): all of it when
+	// nil. A kind whose writes read the live object (Place) needs only its
+	// entries there.
+	Kept func(u *unstructured.Unstructured) any
 	// AllowList: the kind's objects admit traffic from their entries (CIDR
 	// groups, network sets, NetworkPolicies) rather than hand addresses out.
 	// A pass writes them before anything else, and writes nothing else while
@@ -171,6 +178,10 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if follow.DynamicPrefix == "" && !hasRecord {
 		return Object{}, false, nil
 	}
+	if _, ok := ann[oversized]; ok {
+		return Object{}, true, fmt.Errorf("%w: its entries and the annotations renumber reads take more than %d bytes; it is left alone until they are fewer",
+			ErrTooLarge, MaxKeptBytes)
+	}
 	slot, form := "", k.Form
 	var err error
 	if k.Slot != nil {
@@ -191,31 +202,118 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	}, true, nil
 }
 
-// Slim is the transform of this kind's informer: an object that neither
-// follows a DynamicPrefix nor carries our record (Decode: not ours) is kept as
-// its name, namespace and resource version only - a cluster's other network
-// sets and CIDR groups can be many and large (threat feeds), and the writer
-// reads nothing of them. Managed fields are dropped from every object.
+// Slim is the transform of this kind's informer. An object that neither
+// follows a DynamicPrefix nor carries our record (Decode: not ours) is kept
+// as its identity only - a cluster's other network sets and CIDR groups can
+// be many and large (threat feeds), and the writer reads nothing of them.
+// Of one that is ours the cache keeps its identity, the annotations the
+// writer reads and the field its entries live in (Top; of a NetworkPolicy
+// only its ipBlocks: Kept), at most MaxKeptBytes of them: whoever may create
+// it can make it a megabyte, which costs the writer ten times that once
+// decoded. Over the bound the object is kept as its identity, which
+// DynamicPrefix it follows and a mark: Decode reports it too large, and it is
+// never written.
 func (k *Kind) Slim(o any) (any, error) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return o, nil
 	}
-	u.SetManagedFields(nil)
+	if !k.ours(u) {
+		return identity(u), nil
+	}
+	slim := identity(u)
+	ann := u.GetAnnotations()
+	kept := map[string]string{}
+	for _, key := range slices.Concat(followKeys, []string{AnnotationKubeVIPKey, oversized, k.RecordKey}, k.LegacyRecordKeys) {
+		if v, ok := ann[key]; ok {
+			kept[key] = v
+		}
+	}
+	slim.SetAnnotations(kept)
+	top := cmp.Or(k.Top, "spec")
+	if v, found := u.Object[top]; found {
+		if k.Kept != nil {
+			v = k.Kept(u)
+		}
+		slim.Object[top] = v
+	}
+	if jsonSize(slim.Object, MaxKeptBytes) > MaxKeptBytes {
+		mark := identity(u)
+		kept := map[string]string{oversized: ""}
+		keepFollowing(kept, u)
+		mark.SetAnnotations(kept)
+		return mark, nil
+	}
+	return slim, nil
+}
+
+// ours reports whether u follows a DynamicPrefix or carries our record.
+func (k *Kind) ours(u *unstructured.Unstructured) bool {
 	if _, role := k.Follows(u); role != None {
-		return u, nil
+		return true
 	}
 	ann := u.GetAnnotations()
 	for _, key := range append([]string{k.RecordKey}, k.LegacyRecordKeys...) {
 		if _, ok := ann[key]; ok {
-			return u, nil
+			return true
 		}
 	}
-	slim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
-	slim.SetNamespace(u.GetNamespace())
-	slim.SetName(u.GetName())
-	slim.SetResourceVersion(u.GetResourceVersion())
-	return slim, nil
+	return false
+}
+
+// identity is what names u: kind, namespace, name, UID and version.
+func identity(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	return out
+}
+
+// MaxKeptBytes bounds what a pool cache keeps of one object of ours (Slim),
+// in bytes of JSON. The objects that follow a DynamicPrefix hold a few
+// entries; 64 KiB is a thousand and more.
+const MaxKeptBytes = 64 << 10
+
+// oversized marks an object over MaxKeptBytes in the cache. It is not a
+// valid annotation key, so no object in the API can carry it.
+const oversized = "renumber oversized"
+
+// ErrTooLarge: the object is over MaxKeptBytes; it is left alone until it is
+// smaller.
+var ErrTooLarge = errors.New("too large to follow")
+
+// jsonSize is about how many bytes of JSON v takes (strings counted as they
+// are, without escapes), counted no further than past limit.
+func jsonSize(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			n += 2
+			for k, e := range v {
+				n += len(k) + 4
+				walk(e)
+			}
+		case []any:
+			n += 2
+			for _, e := range v {
+				n++
+				walk(e)
+			}
+		case string:
+			n += len(v) + 2
+		default:
+			n += 8 // numbers, booleans, null
+		}
+	}
+	walk(v)
+	return n
 }
 
 // Strings reads the list of strings at path verbatim: nothing when absent,

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -48,6 +49,19 @@ func made(o metav1.Object) (string, Role) {
 // Follows says which DynamicPrefix an object of this kind follows (its
 // annotation: pools are the user's).
 func (k *Kind) Follows(o metav1.Object) (string, Role) { return follower(o) }
+
+// followKeys are the annotations a user's pool-like object follows by
+// (PoolFollowOf reads them): a cache that slims it keeps them.
+var followKeys = []string{dynamicprefix.AnnotationName, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet}
+
+// keepFollowing puts into ann which DynamicPrefix the user's object o
+// follows, if it can name one: a cache that keeps nothing else of o still
+// knows where to report it.
+func keepFollowing(ann map[string]string, o metav1.Object) {
+	if dp, _ := follower(o); dp != "" && len(dp) <= validation.DNS1123SubdomainMaxLength {
+		ann[dynamicprefix.AnnotationName] = dp
+	}
+}
 
 // PoolFollowOf reads what a user's pool-like object (a pool of any Kind, a
 // Calico IPPool) asks for: the DynamicPrefix, and its address range or

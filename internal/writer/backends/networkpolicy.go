@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,7 +48,26 @@ func NetworkPolicyKind() *Kind {
 		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs, ClaimExact: true,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return policyBlocks(u) },
 		Place:   placeBlocks,
+		Kept:    keptBlocks,
 	}
+}
+
+// keptBlocks is what the cache keeps of a policy's spec: one rule holding an
+// ipBlock of each distinct CIDR, which reads as the same entries. The rest -
+// other peers, ports, selectors, except lists, which rule holds what - is
+// read from the live object when it is written (Place), so whoever may
+// create a policy cannot make the cache hold more than its CIDRs. A spec
+// that cannot be read is kept as it is, to be reported.
+func keptBlocks(u *unstructured.Unstructured) any {
+	cidrs, err := policyBlocks(u)
+	if err != nil {
+		return u.Object["spec"]
+	}
+	peers := make([]any, len(cidrs))
+	for i, c := range cidrs {
+		peers[i] = map[string]any{"ipBlock": map[string]any{"cidr": strings.Clone(c)}}
+	}
+	return map[string]any{"ingress": []any{map[string]any{"from": peers}}}
 }
 
 // policyRules are the two lists of rules and the field of each that holds

@@ -382,12 +382,25 @@ func (c *Caches) watchCilium() *Watched {
 // page is how many objects one list request returns.
 const page = 500
 
+// slimPage is how many objects one list request of a pool kind returns (its
+// transform, the kind's Slim, keeps little of each). Anyone who may create
+// one - a tenant's NetworkPolicy or network set - can make it 1.5 MiB, the
+// API server's limit, which decoded as maps is about 24 MiB: the list must
+// never hold more than one such page whole. It costs a request per object
+// when the writer lists (at start, and to heal a watch that fell behind).
+const slimPage = 1
+
 // paged lists page by page (one consistent snapshot, the first page's
 // resourceVersion), so the first list of a large cluster is never in memory
 // whole: list keeps what it needs of each page; meta gets the snapshot's
 // resourceVersion.
 func paged(ctx context.Context, o metav1.ListOptions, meta *metav1.ListMeta, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) error {
-	o.Limit, o.ResourceVersion, o.ResourceVersionMatch = page, "", ""
+	return pagedBy(ctx, page, o, meta, list)
+}
+
+// pagedBy is paged with n objects a page.
+func pagedBy(ctx context.Context, n int64, o metav1.ListOptions, meta *metav1.ListMeta, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) error {
+	o.Limit, o.ResourceVersion, o.ResourceVersionMatch = n, "", ""
 	for {
 		p, err := list(ctx, o)
 		if err != nil {

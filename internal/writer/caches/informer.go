@@ -48,6 +48,45 @@ func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, scope ba
 		&unstructured.Unstructured{})
 }
 
+// Slimmed is Dynamic with slim as its transform, and its lists made page by
+// page (slimList).
+func Slimmed(client dynamic.Interface, gvr schema.GroupVersionResource, scope backends.Scope, slim cache.TransformFunc) cache.SharedIndexInformer {
+	res := client.Resource(gvr).Namespace(scope.Namespace)
+	inf := Plain(slimList(res, scope, slim),
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, scope.Options(o))
+		},
+		&unstructured.Unstructured{})
+	_ = inf.SetTransform(slim)
+	return inf
+}
+
+// slimList lists res within scope by pages of slimPage objects, each page
+// slimmed before the next is asked for: no list holds more than one page of
+// objects whole.
+func slimList(res dynamic.ResourceInterface, scope backends.Scope, slim cache.TransformFunc) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		out := &unstructured.UnstructuredList{Object: map[string]any{}}
+		var meta metav1.ListMeta
+		err := pagedBy(ctx, slimPage, scope.Options(o), &meta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+			p, err := res.List(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			for i := range p.Items {
+				kept, err := slim(&p.Items[i])
+				if err != nil {
+					return nil, err
+				}
+				out.Items = append(out.Items, *kept.(*unstructured.Unstructured))
+			}
+			return p, nil
+		})
+		out.SetResourceVersion(meta.ResourceVersion)
+		return out, err
+	}
+}
+
 // Metadata is a metadata-only informer over gvr with plain LIST semantics.
 func Metadata(client metadata.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	res := client.Resource(gvr)

@@ -184,8 +184,7 @@ func (f *Followed) Kinds() []string {
 
 func (f *Followed) newPooled(k *backends.Kind) *pooled {
 	w := NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-		inf := Dynamic(f.dyn, k.GVR, k.Scope())
-		_ = inf.SetTransform(k.Slim)
+		inf := Slimmed(f.dyn, k.GVR, k.Scope(), k.Slim)
 		changed := func(o any) {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				f.h.PoolChanged(k, u)

@@ -6,6 +6,8 @@
 package caches
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,11 @@ import (
 // turned False or Unknown. It exists only in the writer's cache, never in the API.
 const NotReadySince = "renumber.internal/not-ready-since"
 
+// DigestBytes is where the node cache keeps the size of a digest annotation
+// it cut (capped), so that what reports it says how long it really is. Like
+// NotReadySince it exists only in the writer's cache.
+const DigestBytes = "renumber.internal/digest-bytes"
+
 // NodeGVR is the Node resource.
 var NodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
@@ -31,8 +38,9 @@ var NodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 func NodeView(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 		out := api.Bare(m)
-		if v, ok := m.Annotations[digest.Annotation]; ok {
-			out.Annotations = map[string]string{digest.Annotation: capped(v)}
+		if _, ok := m.Annotations[digest.Annotation]; ok {
+			out.Annotations = map[string]string{}
+			keepDigest(out.Annotations, m.Annotations)
 		}
 		return out, nil
 	}
@@ -43,9 +51,7 @@ func NodeView(o any) (any, error) {
 	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
 	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
 	ann := map[string]string{}
-	if v, ok := n.Annotations[digest.Annotation]; ok {
-		ann[digest.Annotation] = capped(v)
-	}
+	keepDigest(ann, n.Annotations)
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
 			ann[NotReadySince] = c.LastTransitionTime.UTC().Format(time.RFC3339)
@@ -63,8 +69,9 @@ func NodeView(o any) (any, error) {
 func SlimNode(n *corev1.Node) corev1.Node {
 	out := corev1.Node{TypeMeta: n.TypeMeta}
 	out.Name, out.ResourceVersion, out.UID = n.Name, n.ResourceVersion, n.UID
-	if v, ok := n.Annotations[digest.Annotation]; ok {
-		out.Annotations = map[string]string{digest.Annotation: capped(v)}
+	if _, ok := n.Annotations[digest.Annotation]; ok {
+		out.Annotations = map[string]string{}
+		keepDigest(out.Annotations, n.Annotations)
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -74,15 +81,35 @@ func SlimNode(n *corev1.Node) corev1.Node {
 	return out
 }
 
-// capped bounds what the cache keeps of a digest annotation: anyone who may
-// patch a Node can write up to the API server's 256 KiB there, and a digest
-// is at most digest.MaxBytes. One byte more keeps it too long to decode (it
-// is reported garbled as before); the writer never writes it back.
-func capped(v string) string {
-	if len(v) > digest.MaxBytes {
-		return v[:digest.MaxBytes+1]
+// keepDigest puts into ann what the cache keeps of the digest annotation in
+// from: anyone who may patch a Node can write up to the API server's 256 KiB
+// there, and a digest is at most digest.MaxBytes. A longer one is cut to one
+// byte more, which keeps it too long to decode (it is reported garbled, with
+// its real size beside it: DigestBytes); the writer never writes it back. A
+// copy already cut (SlimNode) keeps the size it carries.
+func keepDigest(ann, from map[string]string) {
+	v, ok := from[digest.Annotation]
+	if !ok {
+		return
 	}
-	return v
+	c, cut := capped(v)
+	ann[digest.Annotation] = c
+	switch {
+	case cut:
+		ann[DigestBytes] = strconv.Itoa(len(v))
+	case len(v) == digest.MaxBytes+1 && from[DigestBytes] != "":
+		ann[DigestBytes] = from[DigestBytes]
+	}
+}
+
+// capped is v cut to digest.MaxBytes+1 bytes, and whether it was cut. The
+// cut is a copy: a slice of v would keep all of v's bytes alive in the
+// cache.
+func capped(v string) (string, bool) {
+	if len(v) > digest.MaxBytes+1 {
+		return strings.Clone(v[:digest.MaxBytes+1]), true
+	}
+	return v, false
 }
 
 // NodeState is what of a NodeView the rule reads: a change of it is a reason for a pass.
@@ -105,5 +132,6 @@ func ballotNode(o any) (decide.Node, bool) {
 		return decide.Node{}, false
 	}
 	v, reported := m.Annotations[digest.Annotation]
-	return decide.Node{Name: m.Name, UID: m.UID, Digest: v, Reported: reported, NotReadySince: m.Annotations[NotReadySince]}, true
+	bytes, _ := strconv.Atoi(m.Annotations[DigestBytes])
+	return decide.Node{Name: m.Name, UID: m.UID, Digest: v, Bytes: bytes, Reported: reported, NotReadySince: m.Annotations[NotReadySince]}, true
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,14 +86,30 @@ func TestTheCacheKeepsNoHugeDigest(t *testing.T) {
 		if len(kept) != digest.MaxBytes+1 {
 			t.Errorf("%s: the cache keeps %d bytes, want %d", name, len(kept), digest.MaxBytes+1)
 		}
+		if shares(kept, huge) {
+			t.Errorf("%s: the kept value shares the annotation's bytes: all %d stay alive", name, len(huge))
+		}
 		if _, err := digest.Decode(kept); err == nil {
 			t.Errorf("%s: the kept value decodes", name)
 		}
+		if n, _ := ballotNode(v); n.Bytes != len(huge) {
+			t.Errorf("%s: the ballot reads its size as %d, want %d", name, n.Bytes, len(huge))
+		}
 	}
 	slim := SlimNode(node("n1", huge, corev1.ConditionTrue, "2026-01-01T00:00:00Z"))
-	if got := len(slim.Annotations[digest.Annotation]); got != digest.MaxBytes+1 {
-		t.Errorf("SlimNode keeps %d bytes", got)
+	if kept := slim.Annotations[digest.Annotation]; len(kept) != digest.MaxBytes+1 || shares(kept, huge) {
+		t.Errorf("SlimNode keeps %d bytes (shared: %v)", len(kept), shares(kept, huge))
 	}
+	if v, _ := NodeView(&slim); v.(*metav1.PartialObjectMetadata).Annotations[DigestBytes] != strconv.Itoa(len(huge)) {
+		t.Errorf("the view of the slim copy lost the digest's size: %v", v.(*metav1.PartialObjectMetadata).Annotations)
+	}
+}
+
+// shares reports whether s lies in the bytes of whole: then whole stays
+// alive as long as s does.
+func shares(s, whole string) bool {
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(whole)))
+	return p >= start && p < start+uintptr(len(whole))
 }
 
 // pagedNodes serves n Nodes by pages, as the API server does.

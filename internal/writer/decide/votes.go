@@ -48,6 +48,9 @@ type Node struct {
 	// Digest is the node's digest annotation; Reported says it has one.
 	Digest   string
 	Reported bool
+	// Bytes is the annotation's real size when the cache kept only the
+	// start of it (longer than any digest); 0 when it kept it whole.
+	Bytes int
 	// NotReadySince is when its Ready condition last turned False or
 	// Unknown (RFC 3339); "" while it is Ready or has none.
 	NotReadySince string
@@ -95,14 +98,18 @@ type decoded struct {
 }
 
 // decode decodes a node's digest, once per value.
-func (b *Ballot) decode(node, value string) (digest.Node, error) {
+func (b *Ballot) decode(m Node) (digest.Node, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d, ok := b.decoded[node]; ok && d.value == value {
+	if d, ok := b.decoded[m.Name]; ok && d.value == m.Digest {
 		return d.node, d.err
 	}
-	n, err := digest.Decode(value)
-	b.decoded[node] = decoded{value: value, node: n, err: err}
+	n, err := digest.Decode(m.Digest)
+	if m.Bytes > len(m.Digest) {
+		// The cache kept only the start: say how long it really is.
+		n, err = digest.Node{}, fmt.Errorf("%w: %d bytes, at most %d", digest.ErrInvalid, m.Bytes, digest.MaxBytes)
+	}
+	b.decoded[m.Name] = decoded{value: m.Digest, node: n, err: err}
 	return n, err
 }
 
@@ -186,14 +193,14 @@ func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
 		if b.noteLapse(m.Name, notReady && !now.Before(lapse)) {
 			// Decoded to be shown (kubectl renumber status), never reported.
 			vote.Lapsed = true
-			vote.Digest, vote.Err = b.decode(m.Name, m.Digest)
+			vote.Digest, vote.Err = b.decode(m)
 			out = append(out, vote)
 			continue
 		}
 		if notReady && (wake.IsZero() || lapse.Before(wake)) {
 			wake = lapse
 		}
-		vote.Digest, vote.Err = b.decode(m.Name, m.Digest)
+		vote.Digest, vote.Err = b.decode(m)
 		if vote.Err != nil {
 			b.mu.Lock()
 			seen := b.bad[m.Name] == m.Digest
@@ -301,7 +308,7 @@ func (b *Ballot) Collect(w *metrics.Writer) {
 			counts["missing"]++
 			continue
 		}
-		switch _, err := b.decode(m.Name, m.Digest); {
+		switch _, err := b.decode(m); {
 		case b.isLapsed(m.Name):
 			counts["not-ready"]++
 		case err != nil:

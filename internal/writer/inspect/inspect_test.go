@@ -221,3 +221,18 @@ func TestAFollowedNameIsExplainedByItsServersAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestAHugeDigestIsExplainedByItsRealSize: the Node cache keeps only the
+// start of a digest annotation longer than a digest may be (and its size
+// beside it); kubectl renumber status says how long it really is, not how
+// much the cache kept.
+func TestAHugeDigestIsExplainedByItsRealSize(t *testing.T) {
+	kept := strings.Repeat("x", digest.MaxBytes+1) // as caches.NodeView keeps 64 KiB
+	in := Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{dp("home", "2001:db8:b::/64")},
+		Votes: votes(decide.Node{Name: "n1", Digest: kept, Bytes: 64 << 10, Reported: true})}
+	got := Build(in).DynamicPrefixes[0].Votes
+	want := "digest cannot be read: digest: invalid: 65536 bytes, at most 2048"
+	if len(got) != 1 || got[0].Problem != want {
+		t.Errorf("votes %+v, want one with the problem %q", got, want)
+	}
+}

@@ -27,6 +27,7 @@ const (
 	ProblemNoAnswer = "no answer"
 	ProblemNoRecord = "no AAAA record"
 	ProblemTooMany  = "more than 16 AAAA records"
+	ProblemChain    = "a CNAME chain longer than 8"
 	ProblemSeveral  = "addresses in more than one prefix"
 )
 
@@ -69,6 +70,9 @@ func (s standing) after(a Answer, err error, length int) standing {
 		return s
 	case a.TooMany:
 		s.problem = ProblemTooMany
+		return s
+	case a.LongChain:
+		s.problem = ProblemChain
 		return s
 	case len(a.Addrs) == 0:
 		s.problem = ProblemNoRecord

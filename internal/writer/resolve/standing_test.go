@@ -68,6 +68,7 @@ func TestAnAnswerThatNamesNoOnePrefixIsAProblem(t *testing.T) {
 		{"REFUSED", Answer{RCode: dnsmessage.RCodeRefused}, nil, "answers REFUSED"},
 		{"two prefixes", Answer{Addrs: addrs("2001:db8:1::1", "2001:db8:2::1")}, nil, ProblemSeveral},
 		{"too many records", Answer{Addrs: many, TooMany: true}, nil, ProblemTooMany},
+		{"a CNAME chain too long", Answer{LongChain: true}, nil, ProblemChain},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := base.after(tt.a, tt.err, 48)

@@ -28,6 +28,11 @@ const MaxRecords = 16
 // for years.
 const MaxTTL = 7 * 24 * 3600
 
+// MaxChain bounds the CNAMEs followed from the name asked (the names
+// reached, besides it): a chain longer is a problem, not a vote. Resolvers
+// stop at about as many (Unbound restarts a query at most 11 times).
+const MaxChain = 8
+
 // Answer is what a server answered for a name's AAAA records.
 type Answer struct {
 	RCode dnsmessage.RCode
@@ -35,6 +40,9 @@ type Answer struct {
 	// holds), at most MaxRecords; TooMany says there were more.
 	Addrs   []netip.Addr
 	TooMany bool
+	// LongChain: the CNAMEs from the name lead on past MaxChain of them;
+	// the records of the names beyond are not read.
+	LongChain bool
 	// TTL is the lowest TTL of the records read (of the SOA record for an
 	// answer without addresses; 0 when there is none).
 	TTL time.Duration
@@ -184,7 +192,6 @@ func cmpErr(ctx context.Context, err error) error {
 // read takes the AAAA records of q from m, through the CNAMEs m holds.
 func read(m *dnsmessage.Message, q dnsmessage.Name) Answer {
 	a := Answer{RCode: m.Header.RCode}
-	names := map[string]bool{strings.ToLower(q.String()): true}
 	ttl := int64(-1) // none read yet
 	lowest := func(t uint32) {
 		if t > 1<<31-1 {
@@ -195,22 +202,8 @@ func read(m *dnsmessage.Message, q dnsmessage.Name) Answer {
 			ttl = int64(t)
 		}
 	}
-	// CNAMEs first, in as many rounds as there are (answers need not be in
-	// chain order); a chain longer than the answer is impossible.
-	for range m.Answers {
-		grew := false
-		for _, rr := range m.Answers {
-			if c, ok := rr.Body.(*dnsmessage.CNAMEResource); ok && names[strings.ToLower(rr.Header.Name.String())] {
-				if t := strings.ToLower(c.CNAME.String()); !names[t] {
-					names[t], grew = true, true
-					lowest(rr.Header.TTL)
-				}
-			}
-		}
-		if !grew {
-			break
-		}
-	}
+	names, long := chase(m.Answers, q, lowest)
+	a.LongChain = long
 	for _, rr := range m.Answers {
 		aaaa, ok := rr.Body.(*dnsmessage.AAAAResource)
 		if !ok || !names[strings.ToLower(rr.Header.Name.String())] {
@@ -233,4 +226,39 @@ func read(m *dnsmessage.Message, q dnsmessage.Name) Answer {
 	}
 	a.TTL = time.Duration(max(ttl, 0)) * time.Second
 	return a
+}
+
+// chase returns the names q leads to through the CNAMEs in answers (q
+// included, at most MaxChain more), telling ttl of the TTL of each CNAME
+// followed, and whether the chain leads on past MaxChain. Answers need not
+// be in chain order, so they are indexed by owner first: each record is read
+// once, however the server orders or loops them.
+func chase(answers []dnsmessage.Resource, q dnsmessage.Name, ttl func(uint32)) (names map[string]bool, long bool) {
+	type link struct {
+		to  string
+		ttl uint32
+	}
+	from := map[string][]link{}
+	for _, rr := range answers {
+		if c, ok := rr.Body.(*dnsmessage.CNAMEResource); ok {
+			owner := strings.ToLower(rr.Header.Name.String())
+			from[owner] = append(from[owner], link{strings.ToLower(c.CNAME.String()), rr.Header.TTL})
+		}
+	}
+	start := strings.ToLower(q.String())
+	names = map[string]bool{start: true}
+	for queue := []string{start}; len(queue) > 0; queue = queue[1:] {
+		for _, l := range from[queue[0]] {
+			if names[l.to] {
+				continue
+			}
+			if len(names) > MaxChain {
+				return names, true
+			}
+			names[l.to] = true
+			ttl(l.ttl)
+			queue = append(queue, l.to)
+		}
+	}
+	return names, false
 }

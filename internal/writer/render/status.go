@@ -176,7 +176,7 @@ func ConflictMessage(nodes []string) string {
 	if len(nodes) > show {
 		list += fmt.Sprintf(" and %d more", len(nodes)-show)
 	}
-	return "node(s) " + list + " hear router advertisements from one router address that contradict each other (another host on the link speaks as the router?); the last agreed prefix holds until the router's own advertisements agree again"
+	return "node(s) " + list + " hear their router or DHCPv6 server contradict itself (router advertisements from one router address, or DHCPv6 answers under one server DUID, that disagree: another host on the link speaks as it?); the last agreed prefix holds until they agree again"
 }
 
 // InConflict reports whether st has RouterConflict True.

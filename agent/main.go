@@ -116,7 +116,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),
 		DialDHCPv6:   dhcp6.Dial,
-		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix), solicited func(string, time.Time)) agent.Listener {
+		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix, bool), solicited func(string, time.Time)) agent.Listener {
 			return ra.NewListener(link, h, solicited, clk, log)
 		},
 		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),

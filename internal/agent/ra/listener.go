@@ -22,8 +22,9 @@ import (
 // allRouters is ff02::2, where Router Solicitations go.
 var allRouters = netip.MustParseAddr("ff02::2")
 
-// Handler receives the prefixes of each valid RA.
-type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix)
+// Handler receives the prefixes of each valid RA, and whether it was sent to
+// all nodes (multicast) or to this one (a router unicasting its answer).
+type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix, multicast bool)
 
 // Listener reads RAs on one link until its context ends.
 type Listener struct {
@@ -123,7 +124,9 @@ func (l *Listener) session(ctx context.Context) error {
 	if err := conn.SetICMPFilter(&f); err != nil {
 		return fmt.Errorf("ra: ICMP filter: %w", err)
 	}
-	if err := conn.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
+	// The destination tells a router that unicasts its answers from one
+	// that multicasts them (observe's window, answer.go).
+	if err := conn.SetControlMessage(ipv6.FlagHopLimit|ipv6.FlagDst, true); err != nil {
 		return fmt.Errorf("ra: control messages: %w", err)
 	}
 
@@ -167,9 +170,10 @@ func (l *Listener) session(ctx context.Context) error {
 			}
 			return fmt.Errorf("ra: reading on %s: %w", l.Link, err)
 		}
-		hop := 0
+		hop, multicast := 0, true
 		if cm != nil {
 			hop = cm.HopLimit
+			multicast = cm.Dst == nil || cm.Dst.IsMulticast()
 		}
 		prefixes, bad, err := ParseRaw(buf[:n], from, hop)
 		if err != nil {
@@ -183,7 +187,7 @@ func (l *Listener) session(ctx context.Context) error {
 			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring prefix option", "link", l.Link, "router", from, "err", e)
 		}
-		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes)
+		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes, multicast)
 	}
 }
 

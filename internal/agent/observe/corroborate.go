@@ -23,9 +23,11 @@
 //   - Two words from one address that state one prefix differently are a
 //     contradiction: the proposal is dropped, the believed offer holds, and
 //     the router is in conflict until ConflictHold passes without another.
-//     While in conflict nothing refreshes the believed offer: a replay of the
-//     router's old word holds a real renumbering back no longer than the
-//     lifetimes the router stated.
+//     The believed offer is doubted from then on: a word restating it is a
+//     proposal too, until one is corroborated. So nothing refreshes it while
+//     the two speakers disagree, and a replay of the router's old word holds
+//     a real renumbering back no longer than the lifetimes the router stated
+//     (nor after the conflict report ends, as a plain refresh would).
 //   - The kernel forms SLAAC addresses from any RA, believed or not: a /64
 //     address the kernel does not mark permanent (what SLAAC forms, with
 //     finite or infinite lifetimes) counts only in a prefix a believed RA
@@ -38,8 +40,8 @@ package observe
 
 import (
 	"cmp"
-	"maps"
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -179,11 +181,19 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 	}
 	if p := sp.pending; p != nil {
 		contradicts, carries := compare(p.word, w)
+		if _, both := compare(w, p.word); carries && !both {
+			// w carries p and states more (p is not a whole offer): w is
+			// the proposal now, put to the router afresh - a word before it
+			// that carried p may have contradicted w.
+			sp.pending = newProposal(w)
+			return
+		}
 		switch {
 		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
 			sp.pending = nil
+			l.doubt(router)
 		case carries:
 			p.take(w)
 			if !p.asked.IsZero() && now.After(p.asked) {
@@ -197,12 +207,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		}
 	}
 	if !l.changes(router, w) {
-		// During a conflict nothing refreshes the believed offer: it runs
-		// out on the lifetimes the router stated before, rather than a
-		// replay of its old word holding it for ever.
-		if !now.Before(sp.conflictUntil) {
-			s.believe(name, router, w, nil)
-		}
+		s.believe(name, router, w, nil)
 		return
 	}
 	p := newProposal(w)
@@ -418,4 +423,18 @@ func (l *link) proposed(p netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// doubt marks router's believed offer on l doubted: two speakers on its
+// address disagreed, so a word restating it may be a replay of the router's
+// old word. Until a word is corroborated nothing refreshes it, and it runs
+// out on the lifetimes the router stated before rather than being held for
+// ever.
+func (l *link) doubt(router netip.Addr) {
+	for k, e := range l.ra {
+		if k.router == router {
+			e.doubted = true
+			l.ra[k] = e
+		}
+	}
 }

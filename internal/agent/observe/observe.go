@@ -95,6 +95,9 @@ type lifetimes struct {
 	// moves the ends forward without being a proposal. Unknown until then: a
 	// router that counts down must not have an old word replayed as new.
 	alike bool
+	// doubted: a word from the router's address contradicted another since
+	// this was believed; restating it is a proposal too (corroborate.go).
+	doubted bool
 }
 
 type link struct {
@@ -119,7 +122,7 @@ type link struct {
 	voiceFloor     time.Time             // the latest an address forgotten spoke
 	firstAsked     time.Time             // the first solicitation since the link was up
 	asked          time.Time             // the last Router Solicitation sent
-	requested      time.Time // a solicitation asked for and not yet reported sent
+	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
 	crowded        uint64
 

@@ -128,6 +128,9 @@ func changes(e lifetimes, ok bool, st statement, now time.Time) bool {
 	if !ok {
 		return st.offered()
 	}
+	if e.doubted && st.offered() {
+		return true // two speakers: only a corroborated word restates it
+	}
 	cur := e.statement(now)
 	if !cur.offered() || !st.offered() {
 		return cur.offered() != st.offered()

@@ -39,6 +39,28 @@ type Listener struct {
 
 	restart chan struct{}
 	solicit chan struct{}
+	// badSeen: the ignored options already logged (router and reason).
+	badSeen map[string]bool
+}
+
+// maxBadSeen bounds badSeen: sources are whatever a host on the link puts in
+// its packets.
+const maxBadSeen = 64
+
+// badOption logs an option the router's RA carried that is ignored (the
+// rest of the RA counts) once per router and reason: a router sends the
+// same RA every few minutes, and the journal has one line per real event.
+func (l *Listener) badOption(router netip.Addr, err error) {
+	key := router.String() + " " + err.Error()
+	if l.badSeen[key] || len(l.badSeen) >= maxBadSeen {
+		l.Log.Debug("ignoring prefix option", "link", l.Link, "router", router, "err", err)
+		return
+	}
+	if l.badSeen == nil {
+		l.badSeen = map[string]bool{}
+	}
+	l.badSeen[key] = true
+	l.Log.Info(l.Link+": ignoring a prefix option in the RAs of "+router.String()+" (the rest of each RA counts)", "err", err)
 }
 
 // NewListener returns a listener for link.
@@ -185,7 +207,7 @@ func (l *Listener) session(ctx context.Context) error {
 		l.Log.Debug("router advertisement", "link", l.Link, "router", from, "prefixes", len(prefixes))
 		for _, e := range bad {
 			metricInvalid.With(l.Link).Inc()
-			l.Log.Debug("ignoring prefix option", "link", l.Link, "router", from, "err", e)
+			l.badOption(from.WithZone(""), e)
 		}
 		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes, multicast)
 	}

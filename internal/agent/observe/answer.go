@@ -82,9 +82,11 @@ func (l *link) heard(r netip.Addr, at time.Time, multicast bool, margin time.Dur
 	} else {
 		v.lastUnicast = later(v.lastUnicast, at)
 	}
-	if pr := &v.probe; !pr.asked.IsZero() && at.After(pr.asked) {
+	if pr := &v.probe; !pr.asked.IsZero() && !at.Before(pr.asked) {
+		// A multicast RA at the very time of the solicitation counts too:
+		// doubt leans to the longer wait.
 		pr.multi = pr.multi || (multicast && !at.After(pr.end))
-		pr.uni = pr.uni || (!multicast && !at.After(pr.asked.Add(MaxRADelay+margin)))
+		pr.uni = pr.uni || (!multicast && at.After(pr.asked) && !at.After(pr.asked.Add(MaxRADelay+margin)))
 	}
 	return prev
 }
@@ -115,7 +117,7 @@ func (l *link) probeAll(at time.Time, margin time.Duration) {
 		v.conclude(at)
 		v.probe = probe{asked: at, end: l.multicastBy(v, at, margin),
 			// Words handled before the report of the send: the times say.
-			uni: v.lastUnicast.After(at), multi: v.lastMcast.After(at)}
+			uni: v.lastUnicast.After(at), multi: !v.lastMcast.Before(at)}
 	}
 }
 

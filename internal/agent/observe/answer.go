@@ -143,6 +143,9 @@ func (l *link) answerBy(r netip.Addr, at time.Time, margin time.Duration) time.T
 		if v.unicast {
 			return at.Add(MaxRADelay + margin)
 		}
+		if v.probe.asked.Equal(at) {
+			return v.probe.end // reckoned from its last multicast RA before it was asked
+		}
 	}
 	return l.multicastBy(v, at, margin)
 }

@@ -628,11 +628,12 @@ const maxRouters = 64
 // on the link first, so a host that starts flooding fresh prefixes crowds out
 // neither the current prefix, nor a real renumbering from the home router,
 // nor what still drains; a prefix only the kernel reports ranks with the
-// senior routers. Within a router, preferred before deprecated, and among
-// deprecated ones the most valid lifetime left now first (the one closest to
-// expiry goes first: after a burst of renumberings, the oldest; the digest's
-// frozen lifetimes say only what was left at each deprecation); then what the
-// last digest carried (a full digest does not churn); then by address.
+// senior routers. Within a router, preferred before deprecated; then what the
+// last digest carried (a full digest does not churn, and prefixes offered
+// later with longer lifetimes do not push out one that still drains); then
+// the most valid lifetime left now first (the one closest to expiry goes
+// first: after a burst of renumberings, the oldest; the digest's frozen
+// lifetimes say only what was left at each deprecation); then by address.
 func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Time) {
 	left := s.remainingNow(now)
 	type key struct {
@@ -669,8 +670,8 @@ func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Ti
 	slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
 		ka, kb := ranks[a], ranks[b]
 		return cmp.Or(compareBool(!ka.trusted, !kb.trusted), ka.since.Compare(kb.since),
-			compareBool(a.Deprecated, b.Deprecated), cmp.Compare(remaining[b], remaining[a]),
-			compareBool(fresh[a], fresh[b]), digest.ComparePrefix(a.Prefix, b.Prefix))
+			compareBool(a.Deprecated, b.Deprecated), compareBool(fresh[a], fresh[b]),
+			cmp.Compare(remaining[b], remaining[a]), digest.ComparePrefix(a.Prefix, b.Prefix))
 	})
 }
 

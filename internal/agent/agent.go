@@ -47,9 +47,9 @@ type Config struct {
 	// deprecated at once.
 	KeepOmitted bool
 	// Corroboration: a change a router's RA makes is believed once the router
-	// was solicited and said it again, and this long passed after the
-	// solicitation with nothing from its address contradicting it
-	// (observe.DefaultCorroboration; zero believes every RA at once).
+	// was solicited and said it again, with nothing from its address
+	// contradicting it until the latest the router may answer plus this
+	// margin (observe.DefaultCorroboration; zero believes every RA at once).
 	Corroboration time.Duration
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict (observe.DefaultConflictHold when zero).

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -72,7 +73,7 @@ func (r *modelRouter) stating() *routerOffer {
 const landing = SolicitSpacing + MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration + time.Millisecond
 
 type model struct {
-	t      *testing.T
+	t      testing.TB
 	s      *State
 	now    time.Time
 	r      *modelRouter
@@ -384,7 +385,7 @@ func (m *model) renumber(omit bool) {
 	}
 }
 
-func runModel(t *testing.T, input []byte) int {
+func runModel(t testing.TB, input []byte) int {
 	m := &model{t: t, s: New("eth0"), now: t0, input: input}
 	m.s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	cfg := m.next()
@@ -418,4 +419,19 @@ func FuzzCorroboration(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})
+}
+
+// BenchmarkCorroborationModel runs the model on random inputs of 4 KiB (a
+// long randomized run beside the fuzzer's) and reports the steps checked.
+func BenchmarkCorroborationModel(b *testing.B) {
+	rng := rand.New(rand.NewPCG(42, 42))
+	input := make([]byte, 4096)
+	steps := 0
+	for b.Loop() {
+		for i := range input {
+			input[i] = byte(rng.Uint32())
+		}
+		steps += runModel(b, input)
+	}
+	b.ReportMetric(float64(steps)/float64(b.N), "steps/op")
 }

@@ -86,6 +86,8 @@ type proposal struct {
 	end   time.Time // when the router has answered it for sure (answerBy)
 	// answered: a word carrying it arrived after asked.
 	answered bool
+	// resend: it re-sends the believed offer alike, later (resends).
+	resend bool
 }
 
 func newProposal(w word) *proposal {
@@ -134,6 +136,26 @@ func (l *link) changes(router netip.Addr, w word) bool {
 		}
 	}
 	return false
+}
+
+// resends reports whether w states nothing but router's believed offer,
+// re-sent with the same lifetimes later: a proposal only because whether the
+// router re-sends its lifetimes alike is not yet known.
+func (l *link) resends(router netip.Addr, w word) bool {
+	for p, st := range w.states {
+		e, ok := l.ra[raKey{p, router}]
+		if !ok || e.doubted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
+			return false
+		}
+	}
+	if w.whole {
+		for k, e := range l.ra {
+			if _, ok := w.states[k.prefix]; !ok && k.router == router && e.statement(w.at).isPreferred() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // speakerFor returns the corroboration state of router on l, or nil when the
@@ -189,6 +211,11 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			return
 		}
 		switch {
+		case contradicts && p.resend:
+			// It only re-sent the believed offer (its lifetimes alike, later):
+			// dropping it is all safety needs, and a router that renumbers
+			// while one waits is no second speaker.
+			sp.pending = nil
 		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
@@ -211,6 +238,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		return
 	}
 	p := newProposal(w)
+	p.resend = l.resends(router, w)
 	sp.pending = p
 	// The first word from the address since the last solicitation: the
 	// router's answer to that solicitation is this word or still to come,

@@ -157,9 +157,9 @@ type State struct {
 	// delegated: the prefixes delegated to the node (DHCPv6-PD, host mode),
 	// until when each is valid.
 	delegated map[netip.Prefix]deadline
-	// Corroboration: how long a router has, after it was solicited, to
-	// contradict a change its address announced before the change is
-	// believed (corroborate.go). Zero believes every RA at once.
+	// Corroboration: the margin a window adds to the latest the router may
+	// answer a solicitation (answer.go) before a change its address
+	// announced is believed (corroborate.go). Zero believes every RA at once.
 	Corroboration time.Duration
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict after the last contradiction.

@@ -54,6 +54,10 @@ type Config struct {
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict (observe.DefaultConflictHold when zero).
 	ConflictHold time.Duration
+	// ConflictBound: how long a router's offer stays preferred once two
+	// speakers on its address disagree, unless corroborated again (zero:
+	// until the lifetimes the router stated run out).
+	ConflictBound time.Duration
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -107,6 +111,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 	if cfg.ConflictHold > 0 {
 		a.state.ConflictHold = cfg.ConflictHold
 	}
+	a.state.ConflictBound = cfg.ConflictBound
 	return a
 }
 

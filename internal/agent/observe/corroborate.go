@@ -220,7 +220,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
 			sp.pending = nil
-			l.doubt(router)
+			l.doubt(router, now, s.ConflictBound)
 		case carries:
 			p.take(w)
 			if !p.asked.IsZero() && now.After(p.asked) {
@@ -458,11 +458,17 @@ func (l *link) proposed(p netip.Prefix) bool {
 // old word. Until a word is corroborated nothing refreshes it, and it runs
 // out on the lifetimes the router stated before rather than being held for
 // ever.
-func (l *link) doubt(router netip.Addr) {
+// With bound > 0, a preferred lifetime left runs out no later than bound
+// after the offer is first doubted (ConflictBound).
+func (l *link) doubt(router netip.Addr, now time.Time, bound time.Duration) {
 	for k, e := range l.ra {
-		if k.router == router {
-			e.doubted = true
-			l.ra[k] = e
+		if k.router != router || e.doubted {
+			continue
 		}
+		e.doubted = true
+		if bound > 0 && !e.preferred.passed(now) {
+			e.preferred = earlier(e.preferred, deadline(now.Add(bound)))
+		}
+		l.ra[k] = e
 	}
 }

@@ -128,6 +128,27 @@ func TestAReplayOfTheRoutersOldWordHoldsARenumberingBackNoLongerThanItsLifetimes
 	}
 }
 
+// With ConflictBound the stall ends sooner than the router's lifetimes.
+func TestAConflictBoundEndsTheStallSooner(t *testing.T) {
+	s := agreed(t) // A: preferred 30 min
+	s.ConflictBound = 5 * time.Minute
+	start := t0.Add(time.Minute)
+	for at := start; at.Before(start.Add(10 * time.Minute)); at = at.Add(10 * time.Second) {
+		s.RA("eth0", routerA, at, offer(pB))
+		s.RA("eth0", routerA, at.Add(time.Millisecond), offer(pA))
+		if due, _ := s.Solicit(at.Add(2 * time.Millisecond)); len(due) > 0 {
+			s.Solicited("eth0", at.Add(2*time.Millisecond))
+			s.RA("eth0", routerA, at.Add(3*time.Millisecond), offer(pA))
+			s.RA("eth0", routerA, at.Add(4*time.Millisecond), offer(pB))
+		}
+		got := encode(t, s, at.Add(5*time.Millisecond))
+		preferred := strings.Contains(got, "2001:db8:a::/64 p ra")
+		if want := at.Before(start.Add(5 * time.Minute)); preferred != want {
+			t.Fatalf("at +%s: %s, want A preferred %v", at.Sub(start), got, want)
+		}
+	}
+}
+
 // A router that multicasts its answers (RFC 4861 6.2.6, radvd with
 // AdvRASolicitedUnicast off) answers no sooner than MIN_DELAY_BETWEEN_RAS
 // after its last multicast RA, plus up to MAX_RA_DELAY_TIME: a spoofer that

@@ -161,6 +161,11 @@ type State struct {
 	// answer a solicitation (answer.go) before a change its address
 	// announced is believed (corroborate.go). Zero believes every RA at once.
 	Corroboration time.Duration
+	// ConflictBound: with two speakers on a router's address, its believed
+	// offer stays preferred no longer than this after their first
+	// contradiction, unless a word is corroborated again (zero: until the
+	// lifetimes the router stated run out).
+	ConflictBound time.Duration
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict after the last contradiction.
 	ConflictHold time.Duration

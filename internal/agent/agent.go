@@ -34,7 +34,7 @@ type Listener interface {
 
 // NewListener makes the RA listener for one link: h takes its RAs,
 // solicited the times its Router Solicitations went out.
-type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix), solicited func(link string, at time.Time)) Listener
+type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool), solicited func(link string, at time.Time)) Listener
 
 // Config holds the agent's tunables.
 type Config struct {
@@ -47,13 +47,17 @@ type Config struct {
 	// deprecated at once.
 	KeepOmitted bool
 	// Corroboration: a change a router's RA makes is believed once the router
-	// was solicited and said it again, and this long passed after the
-	// solicitation with nothing from its address contradicting it
-	// (observe.DefaultCorroboration; zero believes every RA at once).
+	// was solicited and said it again, with nothing from its address
+	// contradicting it until the latest the router may answer plus this
+	// margin (observe.DefaultCorroboration; zero believes every RA at once).
 	Corroboration time.Duration
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict (observe.DefaultConflictHold when zero).
 	ConflictHold time.Duration
+	// ConflictBound: how long a router's offer stays preferred once two
+	// speakers on its address disagree, unless corroborated again (zero:
+	// until the lifetimes the router stated run out).
+	ConflictBound time.Duration
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -114,6 +118,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 	if cfg.ConflictHold > 0 {
 		a.state.ConflictHold = cfg.ConflictHold
 	}
+	a.state.ConflictBound = cfg.ConflictBound
 	return a
 }
 
@@ -123,10 +128,15 @@ func (a *Agent) SetLinks(links map[string]policy.Policy) {
 	a.events <- func() { a.setLinks(links) }
 }
 
-// RA is the handler for RA listeners. Safe from any goroutine.
+// RA takes a multicast RA (Heard).
 func (a *Agent) RA(link string, router netip.Addr, at time.Time, p []observe.RAPrefix) {
+	a.Heard(link, router, at, p, true)
+}
+
+// Heard is the handler for RA listeners. Safe from any goroutine.
+func (a *Agent) Heard(link string, router netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool) {
 	a.events <- func() {
-		if !a.state.RA(link, router, at, p) {
+		if !a.state.Heard(link, router, at, p, multicast) {
 			a.untrusted(link, router, at)
 		}
 	}
@@ -186,16 +196,19 @@ func (a *Agent) Run(ctx context.Context) {
 			return
 		case f := <-a.events:
 			f()
-			// Drain whatever else arrived, so a burst is one evaluation.
-			for more := true; more; {
-				select {
-				case f := <-a.events:
-					f()
-				default:
-					more = false
-				}
-			}
 		case <-wake:
+		}
+		// Drain whatever else arrived, so a burst is one evaluation - and,
+		// on a timer, so an RA heard before a window's end is counted
+		// before the window is settled (select picks at random among
+		// ready cases).
+		for more := true; more; {
+			select {
+			case f := <-a.events:
+				f()
+			default:
+				more = false
+			}
 		}
 		if timer != nil {
 			timer.Stop()
@@ -240,7 +253,7 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		l := a.newListener(link, a.RA, a.Solicited)
+		l := a.newListener(link, a.Heard, a.Solicited)
 		a.listeners[link] = listenerRun{l: l, cancel: cancel}
 		go l.Run(ctx)
 	}

@@ -92,7 +92,7 @@ func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *
 	asked := make(chan time.Time, 16)
 	a := New(cfg, clk,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), rec,
-		func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix), solicited func(string, time.Time)) Listener {
+		func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix, bool), solicited func(string, time.Time)) Listener {
 			return solicitingListener{link: link, clk: clk, solicited: solicited, asked: asked}
 		}, pub)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -39,6 +39,10 @@ func waitAsked(t *testing.T, asked chan time.Time) time.Time {
 	}
 }
 
+// fullWindow is the longest a solicitation's window lasts (a router that
+// multicasts its answers, asked just after it did).
+const fullWindow = observe.MinDelayBetweenRAs + observe.MaxRADelay + observe.DefaultCorroboration
+
 func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
 	a, rec, clk, asked := startWith(t, Config{StartupGrace: 5 * time.Second, Corroboration: observe.DefaultCorroboration}, "")
 	ra := func(p ...netip.Prefix) {
@@ -56,7 +60,7 @@ func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
 	if got := rec.values(); len(got) != 0 {
 		t.Fatalf("published %q before the router had time to contradict", got)
 	}
-	clk.Step(observe.DefaultCorroboration)
+	clk.Step(fullWindow)
 	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
 
 	// A spoofer on the router's address offers B alone; the router's answer says A.
@@ -105,7 +109,7 @@ func TestALateFirstRAIsWaitedForNotPublishedTwice(t *testing.T) {
 	if got := rec.values(); len(got) != 0 {
 		t.Fatalf("published %q while the first RA was being corroborated", got)
 	}
-	clk.Step(observe.DefaultCorroboration)
+	clk.Step(fullWindow)
 	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
 	if got := rec.values(); len(got) != 1 {
 		t.Errorf("published %q, want one publication", got)

@@ -59,10 +59,14 @@ type Router struct {
 	name    string
 	NS      string
 	clients []netip.Addr // unicast-only RAs to these (rogue router)
-	mu      sync.Mutex
-	adverts []Advert
-	radvd   *exec.Cmd
-	dhcpd   *exec.Cmd // DelegatePrefixes
+	// MulticastAnswers: radvd answers solicitations to all nodes
+	// (AdvRASolicitedUnicast off: RFC 4861 6.2.6's held-back answer, no
+	// sooner than 3 s after its last multicast RA); set before Advertise.
+	MulticastAnswers bool
+	mu               sync.Mutex
+	adverts          []Advert
+	radvd            *exec.Cmd
+	dhcpd            *exec.Cmd // DelegatePrefixes
 }
 
 func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {
@@ -204,7 +208,7 @@ func (r *Router) Advertise(ctx context.Context, ads ...Advert) error {
 	defer r.mu.Unlock()
 	r.adverts = append([]Advert(nil), ads...)
 	conf := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".conf")
-	if err := os.WriteFile(conf, []byte(RadvdConf(ads, r.clients)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(radvdConf(ads, r.clients, r.MulticastAnswers)), 0o644); err != nil {
 		return err
 	}
 	if err := run(ctx, "radvd", "-c", "-C", conf); err != nil {
@@ -313,9 +317,14 @@ func (r *Router) LinkLocal(ctx context.Context) (netip.Addr, error) {
 
 // RadvdConf renders radvd's configuration for eth0 advertising ads (unicast to
 // clients only, when given): the same for the local world and the kind router.
-func RadvdConf(ads []Advert, clients []netip.Addr) string {
+func RadvdConf(ads []Advert, clients []netip.Addr) string { return radvdConf(ads, clients, false) }
+
+func radvdConf(ads []Advert, clients []netip.Addr, multicastAnswers bool) string {
 	var b strings.Builder
 	b.WriteString("interface eth0 {\n\tAdvSendAdvert on;\n\tMinRtrAdvInterval 3;\n\tMaxRtrAdvInterval 4;\n")
+	if multicastAnswers {
+		b.WriteString("\tAdvRASolicitedUnicast off;\n")
+	}
 	// Router lifetime 0: the router is no default gateway, so nothing a node sends to
 	// an unknown destination goes anywhere.
 	b.WriteString("\tAdvDefaultLifetime 0;\n")

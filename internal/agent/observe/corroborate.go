@@ -2,28 +2,37 @@
 // the link can take the router's link-local address and MAC), so a change an RA
 // makes is believed only when the router says it again after being asked, and
 // nothing from its address says otherwise meanwhile. The real router keeps
-// advertising and answers a Router Solicitation (RFC 4861 6.2.6: within
-// MAX_RA_DELAY_TIME, 0.5 s, or - an answer to all nodes - no sooner than
-// MIN_DELAY_BETWEEN_RAS, 3 s, after its last multicast RA); a second speaker
-// on its address is then heard to contradict it.
+// advertising and answers a Router Solicitation within a time RFC 4861 6.2.6
+// bounds (answer.go fits it to how the router answers); a second speaker on
+// its address is then heard to contradict it.
 //
 // Rules, per link and router address:
-//   - A word (one RA) that changes nothing of what the router is believed to
-//     offer refreshes its lifetimes at once.
-//   - A word that changes something (a new prefix, a preferred one deprecated,
-//     withdrawn or - the RA being the router's whole offer - omitted) is a
-//     proposal. The link is solicited after the proposal is first heard; the
-//     proposal is believed when a word carrying the same changes arrives after
-//     that solicitation and Corroboration has passed since it, with no word
-//     from the address contradicting it.
-//   - Two words from one address that state different things of one prefix
-//     (preferred in one, deprecated, withdrawn or omitted in the other) are a
-//     contradiction: the proposal is dropped, the last agreed state holds, and
+//   - A word (one RA, canonical: offer.go) that states nothing other than
+//     what the router is believed to offer refreshes it at once.
+//   - A word that states anything else - a prefix offered in any state or
+//     withdrawn, preferred or deprecated, a lifetime that ends elsewhere, a
+//     preferred prefix omitted from the router's whole offer, one prefix
+//     listed twice (its last listing counts) - is a proposal. It is put to
+//     the router by a solicitation sent after it was first heard (or by the
+//     last one, when it is the first word from the address since that one:
+//     the router's answer is then this word or still to come). It is
+//     believed once a word carrying it came after that solicitation and the
+//     router has answered it for sure (answerBy), with no word from the
+//     address contradicting it meanwhile; believed, its lifetimes end where
+//     the earliest word carrying it said.
+//   - Two words from one address that state one prefix differently are a
+//     contradiction: the proposal is dropped, the believed offer holds, and
 //     the router is in conflict until ConflictHold passes without another.
+//     The believed offer is doubted from then on: a word restating it is a
+//     proposal too, until one is corroborated. So nothing refreshes it while
+//     the two speakers disagree, and a replay of the router's old word holds
+//     a real renumbering back no longer than the lifetimes the router stated
+//     (nor after the conflict report ends, as a plain refresh would).
 //   - The kernel forms SLAAC addresses from any RA, believed or not: a /64
 //     address the kernel does not mark permanent (what SLAAC forms, with
 //     finite or infinite lifetimes) counts only in a prefix a believed RA
-//     offered (vouched) or the agent published before a restart.
+//     offered (vouched) or the agent published before a restart; while a
+//     proposal offering it waits, it is neither reported nor rejected.
 //     No table of unbelieved prefixes is needed, so a flood cannot push one
 //     out before the kernel's address appears.
 
@@ -35,20 +44,16 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/renumber/renumber/internal/agent/policy"
-	"github.com/renumber/renumber/internal/digest"
 )
 
-// DefaultCorroboration is how long a router has to contradict a change after
-// it was solicited: RFC 4861's MIN_DELAY_BETWEEN_RAS, the longest a router
-// that multicasts its answers (radvd does) may hold one back. Half a second
-// (MAX_RA_DELAY_TIME) covers only routers that unicast them: against radvd
-// a spoofer that spoke twice then won now and then, before the real
-// router's delayed answer contradicted it.
-const DefaultCorroboration = 3 * time.Second
+// DefaultCorroboration is the margin a window adds to the latest a conforming
+// router may answer a solicitation (answerBy): for the answer's trip through
+// the listener and the agent's loop, so a late contradiction is counted before
+// the window is settled.
+const DefaultCorroboration = 250 * time.Millisecond
 
 // SolicitSpacing is the least time between two Router Solicitations on a link.
 // Shorter than the window, so a change heard just after a solicitation is put
@@ -69,59 +74,43 @@ var ErrUncorroborated = errors.New("observe: a SLAAC address in a prefix no beli
 // whatever a host on the link puts in its packets.
 const maxSpeakers = maxRouters
 
-// word is what one RA states of each prefix: preferred or not.
-type word struct {
-	prefixes []RAPrefix
-	states   map[netip.Prefix]bool
-	// whole: the RA is its router's whole offer, so it states every prefix it
-	// omits not preferred (OmitDeprecates, and the RA offers something).
-	whole bool
-}
-
-func newWord(prefixes []RAPrefix, omitDeprecates bool) word {
-	w := word{prefixes: prefixes, states: make(map[netip.Prefix]bool, len(prefixes))}
-	for _, p := range prefixes {
-		pfx := p.Prefix.Masked()
-		// One RA listing a prefix twice: it is preferred if any listing says so.
-		w.states[pfx] = w.states[pfx] || (p.Valid > 0 && p.Preferred > 0)
-		w.whole = w.whole || (omitDeprecates && p.Valid > 0)
-	}
-	return w
-}
-
-// says returns whether w states p preferred, and whether it states p at all.
-func (w word) says(p netip.Prefix) (preferred, stated bool) {
-	pref, ok := w.states[p]
-	if ok {
-		return pref, true
-	}
-	return false, w.whole
-}
-
-// contradicts reports whether two words state different things of one prefix.
-func (w word) contradicts(o word) bool {
-	for _, set := range []map[netip.Prefix]bool{w.states, o.states} {
-		for p := range set {
-			a, sa := w.says(p)
-			b, sb := o.says(p)
-			if sa && sb && a != b {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // proposal is a change one router's RA makes, not yet believed.
 type proposal struct {
-	word   word
-	claims string    // the changes, canonical: words carrying the same changes agree
-	at     time.Time // the last word carrying it
-	heard  time.Time // the first
-	asked  time.Time // the first solicitation sent after heard (zero: none yet)
+	word word // the first word carrying it
+	// ends: per prefix the earliest ends any word carrying it stated, so
+	// what is believed goes no further than the least of them.
+	ends  map[netip.Prefix]lifetimes
+	at    time.Time // the last word carrying it
+	heard time.Time // the first
+	asked time.Time // the solicitation put to the router (zero: none yet)
+	end   time.Time // when the router has answered it for sure (answerBy)
 	// answered: a word carrying it arrived after asked.
 	answered bool
+	// resend: it re-sends the believed offer alike, later (resends).
+	resend bool
 }
+
+func newProposal(w word) *proposal {
+	p := &proposal{word: w, heard: w.at, ends: map[netip.Prefix]lifetimes{}}
+	p.take(w)
+	return p
+}
+
+// take counts a word carrying p.
+func (p *proposal) take(w word) {
+	p.at = w.at
+	for pfx, st := range w.states {
+		nl := lifetimes{valid: until(w.at, st.valid), preferred: until(w.at, st.preferred), stated: st, at: w.at}
+		if old, ok := p.ends[pfx]; ok {
+			nl.valid, nl.preferred = earlier(old.valid, nl.valid), earlier(old.preferred, nl.preferred)
+			nl.stated, nl.at = old.stated, old.at
+		}
+		p.ends[pfx] = nl
+	}
+}
+
+// offers reports whether p's word offers pfx.
+func (p *proposal) offers(pfx netip.Prefix) bool { return p.word.states[pfx].offered() }
 
 // speaker is what corroboration remembers of one router address.
 type speaker struct {
@@ -129,39 +118,44 @@ type speaker struct {
 	conflictUntil time.Time
 }
 
-// believedPreferred reports whether router's believed offer has p preferred at now.
-func (l *link) believedPreferred(router netip.Addr, p netip.Prefix, now time.Time) bool {
-	e, ok := l.ra[raKey{p, router}]
-	return ok && !e.valid.passed(now) && !e.preferred.passed(now)
-}
-
-// claims is the canonical list of what w changes of router's believed offer
-// ("" when nothing).
-func (l *link) claims(router netip.Addr, w word, now time.Time) string {
-	changed := map[netip.Prefix]bool{}
-	for p, pref := range w.states {
-		if pref != l.believedPreferred(router, p, now) {
-			changed[p] = pref
+// changes reports whether w changes anything of what router is believed to
+// offer on l at w.at: a prefix offered or withdrawn, preferred or not, a
+// lifetime that ends elsewhere; omitted from a whole word, a preferred one.
+func (l *link) changes(router netip.Addr, w word) bool {
+	for p, st := range w.states {
+		e, ok := l.ra[raKey{p, router}]
+		if changes(e, ok, st, w.at) {
+			return true
 		}
 	}
 	if w.whole {
-		for k := range l.ra {
-			if _, ok := w.states[k.prefix]; !ok && k.router == router && l.believedPreferred(router, k.prefix, now) {
-				changed[k.prefix] = false
+		for k, e := range l.ra {
+			if _, ok := w.states[k.prefix]; !ok && k.router == router && e.statement(w.at).isPreferred() {
+				return true
 			}
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(changed), digest.ComparePrefix)
-	var b strings.Builder
-	for _, p := range keys {
-		b.WriteString(p.String())
-		if changed[p] {
-			b.WriteString("+ ")
-		} else {
-			b.WriteString("- ")
+	return false
+}
+
+// resends reports whether w states nothing but router's believed offer,
+// re-sent with the same lifetimes later: a proposal only because whether the
+// router re-sends its lifetimes alike is not yet known.
+func (l *link) resends(router netip.Addr, w word) bool {
+	for p, st := range w.states {
+		e, ok := l.ra[raKey{p, router}]
+		if !ok || e.doubted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
+			return false
 		}
 	}
-	return b.String()
+	if w.whole {
+		for k, e := range l.ra {
+			if _, ok := w.states[k.prefix]; !ok && k.router == router && e.statement(w.at).isPreferred() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // speakerFor returns the corroboration state of router on l, or nil when the
@@ -194,27 +188,41 @@ func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
 }
 
 // corroborate takes one RA's word from router under the rules above.
-func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+func (s *State) corroborate(name string, router netip.Addr, w word, multicast bool) {
 	l := s.links[name]
+	now := w.at
 	if sp := l.speakers[router]; sp != nil {
 		// Its proposal whose window passed is believed before this word counts.
 		s.settle(name, l, router, sp, now)
 	}
-	w := newWord(prefixes, s.OmitDeprecates)
+	prev := l.heard(router, now, multicast, s.Corroboration)
 	sp := l.speakerFor(router, now)
 	if sp == nil {
 		l.crowded++
 		return
 	}
-	claims := l.claims(router, w, now)
 	if p := sp.pending; p != nil {
+		contradicts, carries := compare(p.word, w)
+		if _, both := compare(w, p.word); carries && !both {
+			// w carries p and states more (p is not a whole offer): w is
+			// the proposal now, put to the router afresh - a word before it
+			// that carried p may have contradicted w.
+			sp.pending = newProposal(w)
+			return
+		}
 		switch {
-		case w.contradicts(p.word):
+		case contradicts && p.resend:
+			// It only re-sent the believed offer (its lifetimes alike, later):
+			// dropping it is all safety needs, and a router that renumbers
+			// while one waits is no second speaker.
+			sp.pending = nil
+		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
 			sp.pending = nil
-		case claims == p.claims:
-			p.word, p.at = w, now
+			l.doubt(router, now, s.ConflictBound)
+		case carries:
+			p.take(w)
 			if !p.asked.IsZero() && now.After(p.asked) {
 				p.answered = true
 			}
@@ -225,11 +233,21 @@ func (s *State) corroborate(name string, router netip.Addr, now time.Time, prefi
 			return
 		}
 	}
-	if claims == "" {
-		s.believe(name, router, now, prefixes)
+	if !l.changes(router, w) {
+		s.believe(name, router, w, nil)
 		return
 	}
-	sp.pending = &proposal{word: w, claims: claims, at: now, heard: now}
+	p := newProposal(w)
+	p.resend = l.resends(router, w)
+	sp.pending = p
+	// The first word from the address since the last solicitation: the
+	// router's answer to that solicitation is this word or still to come,
+	// so that solicitation puts the proposal to the router.
+	if a := l.asked; !a.IsZero() && prev.Before(a) && now.After(a) {
+		if end := l.answerBy(router, a, s.Corroboration); now.Before(end) {
+			p.asked, p.end, p.answered = a, end, true
+		}
+	}
 }
 
 // Settle believes every answered proposal whose window passed by now, and
@@ -247,8 +265,8 @@ func (s *State) Settle(now time.Time) {
 func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time.Time) {
 	if p := sp.pending; p != nil {
 		switch {
-		case p.answered && !now.Before(p.asked.Add(s.Corroboration)):
-			s.believe(name, r, p.at, p.word.prefixes)
+		case p.answered && !now.Before(p.end):
+			s.believe(name, r, p.word, p.ends)
 			sp.pending = nil
 		case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
 			sp.pending = nil // said once, never again: forgotten
@@ -320,9 +338,10 @@ func (s *State) Solicited(name string, at time.Time) {
 		return
 	}
 	l.asked, l.requested = at, time.Time{}
-	for _, sp := range l.speakers {
+	l.probeAll(at, s.Corroboration)
+	for r, sp := range l.speakers {
 		if p := sp.pending; p != nil && p.asked.IsZero() && !at.Before(p.heard) {
-			p.asked = at
+			p.asked, p.end = at, l.answerBy(r, at, s.Corroboration)
 			// The answer can be handled before the report of the send: the
 			// times say which came first.
 			p.answered = p.at.After(at)
@@ -367,7 +386,7 @@ func (s *State) corroborationDeadlines(consider func(deadline)) {
 		for _, sp := range l.speakers {
 			if p := sp.pending; p != nil {
 				if p.answered {
-					consider(deadline(p.asked.Add(s.Corroboration)))
+					consider(deadline(p.end))
 				}
 				consider(deadline(p.heard.Add(s.ConflictHold)))
 			}
@@ -383,24 +402,27 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
+// earlier is the deadline that passes first.
+func earlier(a, b deadline) deadline {
+	if a.never() || (!b.never() && time.Time(b).Before(time.Time(a))) {
+		return b
+	}
+	return a
+}
+
 // maxRAEntries bounds the (prefix, router) lifetimes one link remembers.
 const maxRAEntries = 256
 
-// capRA keeps l.ra within maxRAEntries: it forgets first the entries of the
-// most junior routers (heard last, or not remembered at all), deprecated
-// before preferred, and never an entry of a trusted router or of a prefix the
-// last digest carried.
+// capRA keeps l.ra within maxRAEntries, whatever the routers (a trusted
+// router's address is as easy to take as any other): it forgets first
+// what the last digest did not carry, then the entries of untrusted routers,
+// of the most junior routers (heard last, or not remembered at all),
+// deprecated before preferred.
 func (l *link) capRA(pol policy.Policy, now time.Time) {
 	if len(l.ra) <= maxRAEntries {
 		return
 	}
-	var victims []raKey
-	for k := range l.ra {
-		if (pol.Trusted != nil && pol.Trusts(k.router)) || l.kept[k.prefix] {
-			continue
-		}
-		victims = append(victims, k)
-	}
+	victims := slices.Collect(maps.Keys(l.ra))
 	junior := now.Add(time.Hour) // a router not remembered
 	seniority := func(r netip.Addr) time.Time {
 		if t, ok := l.since[r]; ok {
@@ -408,12 +430,45 @@ func (l *link) capRA(pol policy.Policy, now time.Time) {
 		}
 		return junior
 	}
+	trusted := func(r netip.Addr) bool { return pol.Trusted != nil && pol.Trusts(r) }
 	slices.SortFunc(victims, func(a, b raKey) int {
-		return cmp.Or(seniority(b.router).Compare(seniority(a.router)),
+		return cmp.Or(compareBool(l.kept[a.prefix], l.kept[b.prefix]),
+			compareBool(trusted(a.router), trusted(b.router)),
+			seniority(b.router).Compare(seniority(a.router)),
 			compareBool(!l.ra[a].preferred.passed(now), !l.ra[b].preferred.passed(now)),
 			a.router.Compare(b.router), a.prefix.Addr().Compare(b.prefix.Addr()))
 	})
-	for _, k := range victims[:min(len(victims), len(l.ra)-maxRAEntries)] {
+	for _, k := range victims[:len(l.ra)-maxRAEntries] {
 		delete(l.ra, k)
+	}
+}
+
+// proposed reports whether a proposal waiting on l offers p.
+func (l *link) proposed(p netip.Prefix) bool {
+	for _, sp := range l.speakers {
+		if sp.pending != nil && sp.pending.offers(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// doubt marks router's believed offer on l doubted: two speakers on its
+// address disagreed, so a word restating it may be a replay of the router's
+// old word. Until a word is corroborated nothing refreshes it, and it runs
+// out on the lifetimes the router stated before rather than being held for
+// ever.
+// With bound > 0, a preferred lifetime left runs out no later than bound
+// after the offer is first doubted (ConflictBound).
+func (l *link) doubt(router netip.Addr, now time.Time, bound time.Duration) {
+	for k, e := range l.ra {
+		if k.router != router || e.doubted {
+			continue
+		}
+		e.doubted = true
+		if bound > 0 && !e.preferred.passed(now) {
+			e.preferred = earlier(e.preferred, deadline(now.Add(bound)))
+		}
+		l.ra[k] = e
 	}
 }

@@ -21,6 +21,10 @@ func offer(ps ...netip.Prefix) []RAPrefix {
 	return out
 }
 
+// fullWindow is the longest a solicitation's window lasts: a router that
+// multicasts its answers and did so just before it was asked.
+const fullWindow = MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration
+
 // agreed is a corroborating State on eth0 that believes routerA offers A.
 func agreed(t *testing.T) *State {
 	t.Helper()
@@ -29,7 +33,7 @@ func agreed(t *testing.T) *State {
 	s.RA("eth0", routerA, t0, offer(pA))
 	solicit(t, s, t0.Add(time.Millisecond))
 	s.RA("eth0", routerA, t0.Add(2*time.Millisecond), offer(pA))
-	if got := encode(t, s, t0.Add(DefaultCorroboration+time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+	if got := encode(t, s, t0.Add(fullWindow+time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
 		t.Fatalf("the router's first offer, answered: %s", got)
 	}
 	return s
@@ -55,15 +59,15 @@ func TestARealRenumberingIsBelievedOnceTheRouterConfirmsIt(t *testing.T) {
 	}
 	solicit(t, s, at.Add(time.Millisecond))
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // its answer
-	if got := encode(t, s, at.Add(DefaultCorroboration)); got != "v1;eth0=2001:db8:a::/64 p ra" {
-		t.Errorf("believed before the router had Corroboration to contradict it: %s", got)
+	if got := encode(t, s, at.Add(fullWindow-time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("believed before the router's multicast answer was due: %s", got)
 	}
-	next, ok := s.NextDeadline(at.Add(DefaultCorroboration))
-	if want := at.Add(time.Millisecond + DefaultCorroboration); !ok || !next.Equal(want) {
+	next, ok := s.NextDeadline(at.Add(time.Second))
+	if want := at.Add(fullWindow); !ok || !next.Equal(want) {
 		t.Errorf("NextDeadline = %s, want the window's end %s", next.Sub(t0), want.Sub(t0))
 	}
-	// A's last word was at t0: 3537 s of its hour were left when B was believed.
-	if got, want := encode(t, s, at.Add(DefaultCorroboration+time.Millisecond)), "v1;eth0=2001:db8:a::/64 d3537 ra,2001:db8:b::/64 p ra"; got != want {
+	// A's first word was at t0: 3536 s of its hour were left when B was believed.
+	if got, want := encode(t, s, at.Add(fullWindow)), "v1;eth0=2001:db8:a::/64 d3536 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the window:\n got %s\nwant %s", got, want)
 	}
 	if c := s.Conflicts("eth0", at.Add(time.Second)); len(c) != 0 {
@@ -159,29 +163,40 @@ func TestAConflictHoldsTheLineAndClearsWhenTheRouterAgreesAgain(t *testing.T) {
 	s.RA("eth0", routerA, now, offer(pB))
 	solicit(t, s, now.Add(time.Millisecond))
 	s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pB))
-	// A is frozen at what its last word left when B was believed (3594 s).
-	if got, want := encode(t, s, now.Add(DefaultCorroboration+time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3594 ra,2001:db8:b::/64 p ra"; got != want {
+	// The router's words refreshed nothing during the conflict: A is frozen
+	// at what its word before the conflict left when B was believed.
+	if got, want := encode(t, s, now.Add(fullWindow+time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3504 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("a real renumbering during the conflict report:\n got %s\nwant %s", got, want)
 	}
 	// ConflictHold after the last contradiction, the report clears.
-	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3594 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3504 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the hold:\n got %s\nwant %s", got, want)
 	}
 }
 
 func TestRefreshesAreBelievedAtOnceAndSolicitNothing(t *testing.T) {
 	s := agreed(t)
-	for i := 1; i <= 10; i++ {
+	// The first word re-sending the same lifetimes later is put to the router
+	// once: a router counting its lifetimes down must not have its old word
+	// replayed as new.
+	at := t0.Add(10 * time.Second)
+	s.RA("eth0", routerA, at, offer(pA))
+	solicit(t, s, at.Add(time.Millisecond))
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pA))
+	s.Settle(at.Add(fullWindow + time.Second))
+	for i := 5; i <= 15; i++ {
 		now := t0.Add(time.Duration(i) * 3 * time.Second)
 		s.RA("eth0", routerA, now, offer(pA))
 		if due, next := s.Solicit(now); len(due) > 0 || !next.IsZero() {
 			t.Fatalf("a refresh solicits: %v %v", due, next)
 		}
 	}
-	// Lifetimes counting down (a router decrementing them) change nothing either.
-	s.RA("eth0", routerA, t0.Add(time.Minute), []RAPrefix{{pA, 50 * time.Minute, 20 * time.Minute, true}})
-	if due, _ := s.Solicit(t0.Add(time.Minute)); len(due) > 0 {
-		t.Errorf("shorter lifetimes solicit")
+	// Lifetimes counting down to the same ends change nothing either.
+	at = t0.Add(time.Minute)
+	believed := s.links["eth0"].ra[raKey{pA, routerA}]
+	s.RA("eth0", routerA, at, []RAPrefix{{pA, believed.valid.remaining(at), believed.preferred.remaining(at) - time.Second, true}})
+	if due, _ := s.Solicit(at); len(due) > 0 {
+		t.Errorf("lifetimes counting down solicit")
 	}
 }
 
@@ -266,9 +281,9 @@ func TestAFloodOfFreshSourcesStaysBounded(t *testing.T) {
 	}
 }
 
-// FuzzCorroboration: any sequence of RAs, solicitations and snapshots keeps
+// FuzzCorroborationTables: any sequence of RAs, solicitations and snapshots keeps
 // every table within its cap and the digest encodable.
-func FuzzCorroboration(f *testing.F) {
+func FuzzCorroborationTables(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 1, 4, 2, 0, 0, 3})
 	f.Add([]byte("spoof-answer-spoof-answer"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
@@ -315,7 +330,7 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 	}
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // the answer, first
 	s.Solicited("eth0", at.Add(time.Millisecond))                // the send, reported late
-	if got, want := encode(t, s, at.Add(DefaultCorroboration+time.Second)), "v1;eth0=2001:db8:a::/64 d3536 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, at.Add(fullWindow+time.Second)), "v1;eth0=2001:db8:a::/64 d3535 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -84,7 +84,21 @@ func (d deadline) remaining(now time.Time) time.Duration {
 	return max(time.Time(d).Sub(now), 0)
 }
 
-type lifetimes struct{ valid, preferred deadline }
+// lifetimes is when a prefix's lifetimes run out; for a router's believed
+// offer, also what the word that set them stated.
+type lifetimes struct {
+	valid, preferred deadline
+	stated           statement
+	at               time.Time
+	// alike: the router re-sends this prefix's lifetimes alike (a word
+	// stating the same lifetimes later was corroborated), so a word doing so
+	// moves the ends forward without being a proposal. Unknown until then: a
+	// router that counts down must not have an old word replayed as new.
+	alike bool
+	// doubted: a word from the router's address contradicted another since
+	// this was believed; restating it is a proposal too (corroborate.go).
+	doubted bool
+}
 
 type link struct {
 	ra     map[raKey]lifetimes
@@ -104,8 +118,11 @@ type link struct {
 
 	// Corroboration (corroborate.go).
 	speakers       map[netip.Addr]*speaker
-	asked          time.Time // the last Router Solicitation sent
-	requested      time.Time // a solicitation asked for and not yet reported sent
+	voices         map[netip.Addr]*voice // how each address speaks (answer.go)
+	voiceFloor     time.Time             // the latest an address forgotten spoke
+	firstAsked     time.Time             // the first solicitation since the link was up
+	asked          time.Time             // the last Router Solicitation sent
+	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
 	crowded        uint64
 
@@ -140,10 +157,15 @@ type State struct {
 	// delegated: the prefixes delegated to the node (DHCPv6-PD, host mode),
 	// until when each is valid.
 	delegated map[netip.Prefix]deadline
-	// Corroboration: how long a router has, after it was solicited, to
-	// contradict a change its address announced before the change is
-	// believed (corroborate.go). Zero believes every RA at once.
+	// Corroboration: the margin a window adds to the latest the router may
+	// answer a solicitation (answer.go) before a change its address
+	// announced is believed (corroborate.go). Zero believes every RA at once.
 	Corroboration time.Duration
+	// ConflictBound: with two speakers on a router's address, its believed
+	// offer stays preferred no longer than this after their first
+	// contradiction, unless a word is corroborated again (zero: until the
+	// lifetimes the router stated run out).
+	ConflictBound time.Duration
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict after the last contradiction.
 	ConflictHold time.Duration
@@ -168,7 +190,7 @@ func (s *State) SetLinks(names ...string) {
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
 				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{},
-				speakers: map[netip.Addr]*speaker{}}
+				speakers: map[netip.Addr]*speaker{}, voices: map[netip.Addr]*voice{}}
 		}
 	}
 	for n := range s.links {
@@ -206,11 +228,18 @@ func (s *State) Seed(n digest.Node) {
 	}
 }
 
-// RA takes one Router Advertisement's prefixes from router at now: believed
-// at once when they change nothing or Corroboration is off, else once
-// corroborated (corroborate.go). An RA from a router the link's policy does
-// not trust is not believed: RA returns false and records nothing.
+// RA takes one multicast Router Advertisement's prefixes from router at now
+// (Heard).
 func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) bool {
+	return s.Heard(name, router, now, prefixes, true)
+}
+
+// Heard takes one Router Advertisement's prefixes from router at now, sent to
+// all nodes (multicast) or to this one: believed at once when they change
+// nothing or Corroboration is off, else once corroborated (corroborate.go).
+// An RA from a router the link's policy does not trust is not believed: it
+// returns false and records nothing.
+func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []RAPrefix, multicast bool) bool {
 	l := s.links[name]
 	if l == nil {
 		return true
@@ -218,43 +247,64 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 	if !s.policies[name].Trusts(router) {
 		return false
 	}
+	w := newWord(now, prefixes, s.OmitDeprecates)
 	switch {
 	case len(prefixes) == 0:
 		l.sawRA = true
 	case s.Corroboration <= 0:
-		s.believe(name, router, now, prefixes)
+		s.believe(name, router, w, nil)
 	default:
-		s.corroborate(name, router, now, prefixes)
+		s.corroborate(name, router, w, multicast)
 	}
 	return true
 }
 
-// believe records router's RA prefixes heard at now.
-func (s *State) believe(name string, router netip.Addr, now time.Time, prefixes []RAPrefix) {
+// believe records router's word w: ends, when not nil, are the lifetimes a
+// corroborated proposal may have (the earliest any word carrying it stated).
+func (s *State) believe(name string, router netip.Addr, w word, ends map[netip.Prefix]lifetimes) {
 	l := s.links[name]
+	now := w.at
 	if _, ok := l.since[router]; !ok && len(l.since) < maxRouters {
 		l.since[router] = now
 	}
 	l.sawRA = true
-	for _, p := range prefixes {
-		if p.Valid > 0 {
-			l.vouched[p.Prefix.Masked()] = true
+	for p, st := range w.states {
+		if st.offered() {
+			l.vouched[p] = true
 		}
-		k := raKey{p.Prefix.Masked(), router}
-		if p.Valid == 0 {
+		k := raKey{p, router}
+		if !st.offered() {
 			delete(l.ra, k)
 			continue
 		}
-		l.ra[k] = lifetimes{valid: until(now, p.Valid), preferred: until(now, p.Preferred)}
+		nl := lifetimes{valid: until(now, st.valid), preferred: until(now, st.preferred), stated: st, at: now}
+		if e, ok := ends[p]; ok {
+			nl.valid, nl.preferred = e.valid, e.preferred
+		}
+		if old, ok := l.ra[k]; ok && s.Corroboration > 0 {
+			switch {
+			case old.alike && st == old.stated:
+				nl.alike = true // the router's ends move on as it re-sends them
+			case !changes(old, true, st, now):
+				// Ends within LifetimeSlack of the believed ones (a router
+				// counting down): they creep no further than the first.
+				nl.valid, nl.preferred, nl.alike = earlier(old.valid, nl.valid), earlier(old.preferred, nl.preferred), old.alike
+			default:
+				// Corroborated: the router states this now. The same
+				// lifetimes as before, later: it re-sends them alike.
+				nl.alike = st == old.stated && now.Sub(old.at) > LifetimeSlack
+			}
+		}
+		l.ra[k] = nl
 	}
 	l.capRA(s.policies[name], now)
 	// Only an RA that offers something (valid > 0) is the router's whole offer: one
 	// that merely withdraws a prefix says nothing of the others.
-	if !s.OmitDeprecates || !slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Valid > 0 }) {
+	if !w.whole {
 		return
 	}
 	for k, e := range l.ra {
-		if k.router != router || slices.ContainsFunc(prefixes, func(p RAPrefix) bool { return p.Prefix.Masked() == k.prefix }) {
+		if _, ok := w.states[k.prefix]; k.router != router || ok {
 			continue
 		}
 		if !e.preferred.passed(now) {
@@ -272,6 +322,9 @@ func (s *State) Link(name string, up bool, now time.Time) {
 	}
 	if up && l.down {
 		l.upAt = now
+		// What was sent meanwhile went unheard: the next solicitation starts
+		// the multicast bound afresh.
+		l.firstAsked = time.Time{}
 		for k, e := range l.addrs {
 			if e.held {
 				e.heldUntil = now.Add(s.LinkGrace)
@@ -447,6 +500,9 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				continue
 			}
 			if e.sources == digest.SourceAddr && e.slaac && s.Corroboration > 0 && !l.vouchedFor(p) {
+				if l.proposed(p) {
+					continue // formed from an RA under corroboration: it waits too
+				}
 				rejected = append(rejected, Rejected{Link: name, Prefix: p, Reason: ErrUncorroborated})
 				continue
 			}
@@ -577,11 +633,12 @@ const maxRouters = 64
 // on the link first, so a host that starts flooding fresh prefixes crowds out
 // neither the current prefix, nor a real renumbering from the home router,
 // nor what still drains; a prefix only the kernel reports ranks with the
-// senior routers. Within a router, preferred before deprecated, and among
-// deprecated ones the most valid lifetime left now first (the one closest to
-// expiry goes first: after a burst of renumberings, the oldest; the digest's
-// frozen lifetimes say only what was left at each deprecation); then what the
-// last digest carried (a full digest does not churn); then by address.
+// senior routers. Within a router, preferred before deprecated; then what the
+// last digest carried (a full digest does not churn, and prefixes offered
+// later with longer lifetimes do not push out one that still drains); then
+// the most valid lifetime left now first (the one closest to expiry goes
+// first: after a burst of renumberings, the oldest; the digest's frozen
+// lifetimes say only what was left at each deprecation); then by address.
 func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Time) {
 	left := s.remainingNow(now)
 	type key struct {
@@ -618,8 +675,8 @@ func (s *State) evictionOrder(out digest.Node, all []*digest.Prefix, now time.Ti
 	slices.SortStableFunc(all, func(a, b *digest.Prefix) int {
 		ka, kb := ranks[a], ranks[b]
 		return cmp.Or(compareBool(!ka.trusted, !kb.trusted), ka.since.Compare(kb.since),
-			compareBool(a.Deprecated, b.Deprecated), cmp.Compare(remaining[b], remaining[a]),
-			compareBool(fresh[a], fresh[b]), digest.ComparePrefix(a.Prefix, b.Prefix))
+			compareBool(a.Deprecated, b.Deprecated), compareBool(fresh[a], fresh[b]),
+			cmp.Compare(remaining[b], remaining[a]), digest.ComparePrefix(a.Prefix, b.Prefix))
 	})
 }
 

@@ -22,8 +22,9 @@ import (
 // allRouters is ff02::2, where Router Solicitations go.
 var allRouters = netip.MustParseAddr("ff02::2")
 
-// Handler receives the prefixes of each valid RA.
-type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix)
+// Handler receives the prefixes of each valid RA, and whether it was sent to
+// all nodes (multicast) or to this one (a router unicasting its answer).
+type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix, multicast bool)
 
 // Listener reads RAs on one link until its context ends.
 type Listener struct {
@@ -38,6 +39,28 @@ type Listener struct {
 
 	restart chan struct{}
 	solicit chan struct{}
+	// badSeen: the ignored options already logged (router and reason).
+	badSeen map[string]bool
+}
+
+// maxBadSeen bounds badSeen: sources are whatever a host on the link puts in
+// its packets.
+const maxBadSeen = 64
+
+// badOption logs an option the router's RA carried that is ignored (the
+// rest of the RA counts) once per router and reason: a router sends the
+// same RA every few minutes, and the journal has one line per real event.
+func (l *Listener) badOption(router netip.Addr, err error) {
+	key := router.String() + " " + err.Error()
+	if l.badSeen[key] || len(l.badSeen) >= maxBadSeen {
+		l.Log.Debug("ignoring prefix option", "link", l.Link, "router", router, "err", err)
+		return
+	}
+	if l.badSeen == nil {
+		l.badSeen = map[string]bool{}
+	}
+	l.badSeen[key] = true
+	l.Log.Info(l.Link+": ignoring a prefix option in the RAs of "+router.String()+" (the rest of each RA counts)", "err", err)
 }
 
 // NewListener returns a listener for link.
@@ -123,7 +146,9 @@ func (l *Listener) session(ctx context.Context) error {
 	if err := conn.SetICMPFilter(&f); err != nil {
 		return fmt.Errorf("ra: ICMP filter: %w", err)
 	}
-	if err := conn.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
+	// The destination tells a router that unicasts its answers from one
+	// that multicasts them (observe's window, answer.go).
+	if err := conn.SetControlMessage(ipv6.FlagHopLimit|ipv6.FlagDst, true); err != nil {
 		return fmt.Errorf("ra: control messages: %w", err)
 	}
 
@@ -167,9 +192,10 @@ func (l *Listener) session(ctx context.Context) error {
 			}
 			return fmt.Errorf("ra: reading on %s: %w", l.Link, err)
 		}
-		hop := 0
+		hop, multicast := 0, true
 		if cm != nil {
 			hop = cm.HopLimit
+			multicast = cm.Dst == nil || cm.Dst.IsMulticast()
 		}
 		prefixes, bad, err := ParseRaw(buf[:n], from, hop)
 		if err != nil {
@@ -181,9 +207,9 @@ func (l *Listener) session(ctx context.Context) error {
 		l.Log.Debug("router advertisement", "link", l.Link, "router", from, "prefixes", len(prefixes))
 		for _, e := range bad {
 			metricInvalid.With(l.Link).Inc()
-			l.Log.Debug("ignoring prefix option", "link", l.Link, "router", from, "err", e)
+			l.badOption(from.WithZone(""), e)
 		}
-		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes)
+		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes, multicast)
 	}
 }
 

@@ -127,6 +127,39 @@ func TestParseRawAppliesEveryValidityRule(t *testing.T) {
 	}
 }
 
+// One option the parser cannot decode skips that option, not the router's
+// whole RA (ndp.ParseMessage refuses an RDNSS option with no server).
+func TestABadOptionSkipsTheOptionNotTheRA(t *testing.T) {
+	good, err := ndp.MarshalMessage(&ndp.RouterAdvertisement{Options: []ndp.Option{pio("2001:db8:1::/64", time.Hour, time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdnssNoServer := []byte{25, 1, 0, 0, 0, 0, 0x0e, 0x10}                   // RFC 8106, length 1: no address
+	shortPIO := []byte{3, 1, 64, 0xc0, 0, 0, 0x0e, 0x10}                     // a Prefix Information option of 8 octets
+	unknown := []byte{200, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} // a type nobody knows
+	for _, tc := range []struct {
+		name string
+		opt  []byte
+		bad  int
+	}{
+		{"an RDNSS option with no server", rdnssNoServer, 0},
+		{"a short prefix information option", shortPIO, 1},
+		{"an unknown option", unknown, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append(append(append([]byte(nil), good[:16]...), tc.opt...), good[16:]...)
+			prefixes, bad, err := ParseRaw(b, router, 255)
+			want := []observe.RAPrefix{{Prefix: netip.MustParsePrefix("2001:db8:1::/64"), Valid: time.Hour, Preferred: time.Minute, Autonomous: true}}
+			if err != nil || len(bad) != tc.bad {
+				t.Fatalf("ParseRaw: %v, bad options %v, want %d", err, bad, tc.bad)
+			}
+			if diff := cmp.Diff(want, prefixes, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+				t.Errorf("prefixes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // FuzzParse feeds raw ICMPv6 bytes through ndp's parser and ours: whatever
 // arrives on the wire, nothing panics and every accepted prefix is usable.
 func FuzzParse(f *testing.F) {

@@ -155,7 +155,8 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	})
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", "owner": "user"})
 	// A Service that stopped following (or never did): the writer's entries can go, no more come.
-	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9"})
+	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9",
+		"dynamic-prefix.io/managed-ips": "2001:db8:1::9", "dynamic-prefix.io/managed-targets": "2001:db8:1::9"})
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},

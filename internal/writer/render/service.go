@@ -320,6 +320,7 @@ const maxKeptIngress = 64
 func Slim(s *corev1.Service, keys []string) *corev1.Service {
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
+	out.CreationTimestamp = s.CreationTimestamp // who asked first for an address (Conflict)
 	out.Annotations = Keep(s.Annotations, keys)
 	size := 0
 	for k, v := range out.Annotations {

@@ -239,7 +239,7 @@ func TestTheL2Nudge(t *testing.T) {
 // addresses its load balancer publishes: nothing of its spec.
 func TestSlim(t *testing.T) {
 	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u", CreationTimestamp: metav1.Unix(7, 0),
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{AnnotationIPs: "2001:db8::1", "example.com/x": "y"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
@@ -247,7 +247,7 @@ func TestSlim(t *testing.T) {
 	}
 	got := Slim(s, nil)
 	want := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u", CreationTimestamp: metav1.Unix(7, 0),
 			Annotations: map[string]string{AnnotationIPs: "2001:db8::1"}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
 			{IP: "2001:0db8::1"}, {IP: "192.0.2.7"}}}},

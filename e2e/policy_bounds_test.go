@@ -184,9 +184,10 @@ func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 
 // Issue 42 item 9: on objects that follow nothing the writer may only take
 // its own entries out. A NetworkPolicy peer was checked against every old
-// rule, so 0.0.0.0/0 moved into another rule; a Service lost its user's
-// address and DNS target. Both are refused now; the writer's own entries
-// still go.
+// rule, so 0.0.0.0/0 moved into another rule (on a following one too); a
+// Service lost its user's address and DNS target, a NetworkPolicy its
+// user's ipBlock. All are refused now; the writer's own entries (those its
+// record names) still go.
 func TestOnObjectsThatFollowNothingTheWriterOnlyTakesItsOwnOut(t *testing.T) {
 	s := stealWriterToken(t, nil)
 	rules := func(first, second []any) map[string]any {
@@ -198,7 +199,7 @@ func TestOnObjectsThatFollowNothingTheWriterOnlyTakesItsOwnOut(t *testing.T) {
 	lan := map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/8"}}
 	ours := map[string]any{"ipBlock": map[string]any{"cidr": "2001:db8:1::/64"}}
 	pods := map[string]any{"podSelector": map[string]any{}}
-	for name, ann := range map[string]map[string]any{"free": nil, "lan": {"dynamic-prefix.io/name": "home"}} {
+	for name, ann := range map[string]map[string]any{"free": {"dynamic-prefix.io/managed-cidrs": "2001:db8:1::/64"}, "lan": {"dynamic-prefix.io/name": "home"}} {
 		apply(t, s.w, networkPolicyGVR, map[string]any{
 			"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
 			"metadata": map[string]any{"name": name, "namespace": "default", "annotations": ann},
@@ -209,9 +210,13 @@ func TestOnObjectsThatFollowNothingTheWriterOnlyTakesItsOwnOut(t *testing.T) {
 			t.Errorf("0.0.0.0/0 moved from port 443's rule to port 22's on %s: got %v, want refused", name, errString(err))
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"spec": rules([]any{world4, lan}, []any{pods})})
+	body, _ := json.Marshal(map[string]any{"spec": rules([]any{lan, ours}, []any{pods})})
+	if err := s.patch(networkPolicyGVR, "default", "free", string(body)); !denied(err) {
+		t.Errorf("the user's 0.0.0.0/0 out of a rule that follows nothing: got %v, want refused", errString(err))
+	}
+	body, _ = json.Marshal(map[string]any{"spec": rules([]any{world4, lan}, []any{pods})})
 	if err := s.patch(networkPolicyGVR, "default", "free", string(body)); err != nil {
-		t.Errorf("an ipBlock out of a rule that follows nothing: %v", err)
+		t.Errorf("the writer's ipBlock out of a rule that follows nothing: %v", err)
 	}
 
 	createService(t, s.w, "other", map[string]string{

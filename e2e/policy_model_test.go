@@ -27,9 +27,9 @@ import (
 //   - on an object following home from an allowed namespace, an entry that
 //     is new (in its address or target annotation, or its rule) lies inside
 //     home's prefixes;
-//   - on the others, nothing is new there, and on a Service that follows
-//     nothing what went out of an address or target annotation is what its
-//     record named (the user's entries stay), and its records only shrink;
+//   - on the others, nothing is new there, and on an object that follows
+//     nothing what went out (of an annotation, or a rule) is what its record
+//     named (the user's entries stay), and its records only shrink;
 //
 // and that the bounds never refuse what the writer honestly writes (a few
 // new entries inside the prefixes beside what is there, within the bounds).
@@ -42,7 +42,7 @@ func TestAStolenWriterTokenMovesNoAddress(t *testing.T) {
 	createService(t, s.w, "other", map[string]string{
 		render.AnnotationIPs: "192.0.2.9,2001:db8:1::9", render.AnnotationManagedIPs: "2001:db8:1::9",
 		render.AnnotationTarget: "a.example.org,2001:db8:1::9", render.AnnotationManagedTarget: "2001:db8:1::9"})
-	for name, ann := range map[string]map[string]any{"lan": {"dynamic-prefix.io/name": "home"}, "free": nil} {
+	for name, ann := range map[string]map[string]any{"lan": {"dynamic-prefix.io/name": "home"}, "free": {"dynamic-prefix.io/managed-cidrs": "2001:db8:1::/64"}} {
 		var egress []any
 		for i, peers := range [][]any{{"0.0.0.0/0", "2001:db8:1::/64"}, {"10.0.0.0/8", "pods"}, {"::/0"}} {
 			var to []any
@@ -63,8 +63,9 @@ func TestAStolenWriterTokenMovesNoAddress(t *testing.T) {
 		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
 	})
 	apply(t, s.w, groupGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup", "metadata": map[string]any{"name": "free"},
-		"spec": map[string]any{"externalCIDRs": []any{"198.51.100.0/24", "2001:db8:1::/64"}},
+		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+		"metadata": map[string]any{"name": "free", "annotations": map[string]any{"dynamic-prefix.io/managed-cidrs": "2001:db8:1::/64"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24", "2001:db8:1::/64"}},
 	})
 
 	targets := []obj{
@@ -132,7 +133,29 @@ func lists(gvr schema.GroupVersionResource, u *unstructured.Unstructured) map[st
 	default:
 		out["externalCIDRs"], _, _ = unstructured.NestedStringSlice(u.Object, "spec", "externalCIDRs")
 	}
+	if gvr != serviceGVR {
+		if v, ok := u.GetAnnotations()[poolRecord]; ok {
+			out[poolRecord] = strings.Split(v, ",")
+		}
+	}
 	return out
+}
+
+// poolRecord is the record of the NetworkPolicies and CIDR groups here.
+const poolRecord = "dynamic-prefix.io/managed-cidrs"
+
+// recordOf is the record naming what the writer owns of key k's entries
+// ("" for a record itself).
+func recordOf(gvr schema.GroupVersionResource, k string) string {
+	switch {
+	case k == poolRecord || k == render.AnnotationManagedIPs || k == render.AnnotationManagedTarget:
+		return ""
+	case gvr != serviceGVR:
+		return poolRecord
+	case strings.HasSuffix(k, "/target"):
+		return render.AnnotationManagedTarget
+	}
+	return render.AnnotationManagedIPs
 }
 
 // violations are what the write that turned before into after broke of the
@@ -145,7 +168,7 @@ func violations(o obj, before, after *unstructured.Unstructured) []string {
 	opted := before.GetAnnotations()["dynamic-prefix.io/name"] != ""
 	var out []string
 	for k, entries := range is {
-		if opted && (k == render.AnnotationManagedIPs || k == render.AnnotationManagedTarget) {
+		if opted && recordOf(o.gvr, k) == "" {
 			continue
 		}
 		for _, e := range entries {
@@ -160,13 +183,10 @@ func violations(o obj, before, after *unstructured.Unstructured) []string {
 			}
 		}
 	}
-	if o.gvr == serviceGVR && !opted {
+	if !opted {
 		for k, entries := range was {
-			record := render.AnnotationManagedIPs
-			switch {
-			case strings.HasSuffix(k, "/target"):
-				record = render.AnnotationManagedTarget
-			case !slices.Contains(render.AddressKeys, k):
+			record := recordOf(o.gvr, k)
+			if record == "" {
 				continue
 			}
 			for _, e := range entries {

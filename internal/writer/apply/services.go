@@ -47,6 +47,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, model.Name)))
 			continue
 		}
+		w.Events.Forget("svc/" + self.String() + "/namespace")
 		if !model.HA && m.Annotations[render.AnnotationMapping] == "" {
 			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			continue
@@ -147,14 +148,22 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, n
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep
-// (render.Oversized): writing ours back needs the whole values. The Service
-// is left as it is and the refusal is its event.
+// (render.Oversized): writing ours back needs the whole values; or one with
+// more entries in an annotation than the writer may write
+// (render.TooManyEntries). The Service is left as it is and the refusal is
+// its event.
 func (w *Writer) tooLarge(self write.Object, m *corev1.Service) error {
 	n, over := render.Oversized(m)
-	if !over {
+	k, many := render.TooManyEntries(m.Annotations)
+	var err error
+	switch {
+	case over:
+		err = fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
+	case many:
+		err = fmt.Errorf("service %s/%s: %s holds more than %d entries, more than the admission policy renumber-writer-sizes lets the writer write; it is left as it is", m.Namespace, m.Name, k, render.MaxEntries)
+	default:
 		return nil
 	}
-	err := fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
 	w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
 	return err
 }

@@ -511,3 +511,25 @@ func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 		t.Errorf("target %q, want %q", got.Targets[AnnotationTarget], want)
 	}
 }
+
+// A Service with more entries in an address, target or record annotation
+// than the admission policy lets the writer write is left alone; 64 pass.
+func TestTooManyEntries(t *testing.T) {
+	many := func(n int) string { return strings.TrimSuffix(strings.Repeat("2001:db8::1,", n), ",") }
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want bool
+	}{
+		{"64 addresses", map[string]string{AnnotationIPs: many(64)}, false},
+		{"65 addresses", map[string]string{AnnotationIPs: many(65)}, true},
+		{"65 targets under any key", map[string]string{"example.org/target": many(65)}, true},
+		{"65 in the record", map[string]string{AnnotationManagedIPs: many(65)}, true},
+		{"65 empty entries", map[string]string{AnnotationKubeVIPIPs: strings.Repeat(",", 64)}, true},
+		{"a user's other annotation", map[string]string{"example.org/list": many(100)}, false},
+	} {
+		if _, got := TooManyEntries(tc.ann); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

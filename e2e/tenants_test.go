@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,6 +90,21 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	advertise(t, w, prefixB, prefixA)
 	expect("after a renumbering, still the older Service's", map[string][]string{
 		"default/web": {on(prefixB, "::ffff:0:1"), on(prefixA, "::ffff:0:1")}, "default/copy": {"192.0.2.7"}, "tenant/web": nil})
+
+	// At rest, with the conflict and the tenant still there: no write, and
+	// no event again.
+	settleWrites()
+	m := mark(t, w)
+	time.Sleep(10 * time.Second) // quiet: RAs every few seconds, as in TestHAServiceFollowsThePrefix
+	var got []string
+	for _, wr := range writesBy(t, w, m, writerUser) {
+		if wr.Resource != "leases" {
+			got = append(got, fmt.Sprintf("%s %s %s", wr.Verb, wr.Resource, wr.Name))
+		}
+	}
+	if len(got) > 0 {
+		t.Errorf("at rest the writer wrote %q", got)
+	}
 
 	patch := `{"metadata":{"annotations":{"` + render.AnnotationSuffix + `":"::ffff:0:2"}}}`
 	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "copy", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

@@ -92,12 +92,16 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	svc := map[string]any{"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": "big", "namespace": "default", "annotations": before},
 		"spec":     map[string]any{"type": "LoadBalancer", "ports": []any{map[string]any{"port": int64(443)}}}}
-	// A NetworkPolicy: 4 rules of 64 ipBlocks a direction (bad: the rule
-	// whose last ends outside, -1 none).
+	// A NetworkPolicy: 4 rules of 64 ipBlocks a direction, beside 500 of
+	// the tenant's pod selectors each (bad: the rule whose last ipBlock ends
+	// outside, -1 none).
 	rules := func(p int, dir string, bad int) []any {
 		var out []any
 		for r := range 4 {
 			var peers []any
+			for i := range 500 {
+				peers = append(peers, map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app": fmt.Sprintf("app-%d", i)}}})
+			}
 			for _, c := range entries(p, 64, true, r == bad) {
 				peers = append(peers, map[string]any{"ipBlock": map[string]any{"cidr": c}})
 			}
@@ -132,10 +136,27 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	pool := map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 		"metadata": map[string]any{"name": "big", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"blocks": blocks(13, false)}}
+	// A tenant's huge one (as in TestATenantsHugePoliciesDoNotExhaustTheWriter):
+	// a rule of one ipBlock, then 9 of 1,000 pod selectors (about 700 KiB).
+	huge := func(cidr string) []any {
+		out := []any{map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": cidr}}}}}
+		var selectors []any
+		for i := range 1000 {
+			selectors = append(selectors, map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
+				"app": fmt.Sprintf("app-%d", i), "tier": "web", "team": "tenant"}}})
+		}
+		for range 9 {
+			out = append(out, map[string]any{"from": selectors, "ports": []any{map[string]any{"port": int64(443)}}})
+		}
+		return out
+	}
+	hugeNP := map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+		"metadata": map[string]any{"name": "huge", "namespace": "default", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"podSelector": map[string]any{}, "ingress": huge("2001:db8:16::/64")}}
 	for _, o := range []struct {
 		gvr schema.GroupVersionResource
 		obj map[string]any
-	}{{serviceGVR, svc}, {networkPolicyGVR, np}, {groupGVR, group}, {poolGVR, pool}} {
+	}{{serviceGVR, svc}, {networkPolicyGVR, np}, {networkPolicyGVR, hugeNP}, {groupGVR, group}, {poolGVR, pool}} {
 		apply(t, w, o.gvr, o.obj)
 	}
 	type attempt struct {
@@ -171,6 +192,9 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 		err := write(groupGVR, "", measureProbe, `{"spec":{"externalCIDRs":["198.51.100.0/24"]}}`)
 		return err != nil && strings.Contains(err.Error(), measureProbe), errString(err)
 	})
+	if err := write(networkPolicyGVR, "default", "huge", jsonOf(t, map[string]any{"spec": map[string]any{"ingress": huge("2001:db8:1::/64")}})); err != nil {
+		t.Errorf("a tenant's huge NetworkPolicy: refused: %v", err)
+	}
 	for what, x := range map[string]attempt{
 		"a Service at every bound":       {serviceGVR, "default", jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": ann(1, -1)}})},
 		"a NetworkPolicy at every bound": {networkPolicyGVR, "default", jsonOf(t, map[string]any{"spec": map[string]any{"ingress": rules(1, "from", -1), "egress": rules(1, "to", -1)}})},

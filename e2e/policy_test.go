@@ -134,7 +134,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	})
 	apply(t, w, globalNetworkSetGVR, map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "GlobalNetworkSet",
-		"metadata": map[string]any{"name": "feed", "labels": map[string]any{"feed": "blocklist"}},
+		"metadata": map[string]any{"name": "feed", "labels": map[string]any{"feed": "blocklist"}, "annotations": map[string]any{"dynamic-prefix.io/managed-cidrs": "2001:db8:1::/64"}},
 		"spec":     map[string]any{"nets": []any{"203.0.113.0/24", "2001:db8:1::/64"}},
 	})
 	for name, ann := range map[string]map[string]any{"lan": {"dynamic-prefix.io/name": "home"}, "free": nil} {
@@ -150,12 +150,13 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	// A pool that follows nothing: its entries can go, no more come.
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "free"},
+		"metadata": map[string]any{"name": "free", "annotations": map[string]any{"dynamic-prefix.io/managed-blocks": "cidr=2001:db8:1::/64"}},
 		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}, map[string]any{"cidr": "2001:db8:1::/64"}}},
 	})
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", "owner": "user"})
 	// A Service that stopped following (or never did): the writer's entries can go, no more come.
-	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9"})
+	createService(t, w, "other", map[string]string{"lbipam.cilium.io/ips": "192.0.2.9,2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9",
+		"dynamic-prefix.io/managed-ips": "2001:db8:1::9", "dynamic-prefix.io/managed-targets": "2001:db8:1::9"})
 	apply(t, w, poolGVR, map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
@@ -273,38 +274,41 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	}
 
 	refused := map[string]write{
-		"a Service's ports":                              {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
-		"a Service's label":                              {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a Service's user annotation":                    {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
-		"a Service's name annotation":                    {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
-		"a Service deleted":                              {svc, "default", "web", "delete"},
-		"an address on a Service that does not follow":   {svc, "default", "other", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}`},
-		"a DNS target on a Service that does not follow": {svc, "default", "other", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
-		"a pool's selector":                              {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
-		"a pool disabled":                                {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
-		"a pool's label":                                 {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a pool's name annotation":                       {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a MetalLB pool's autoAssign":                    {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
-		"a Calico pool's NAT":                            {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
-		"a Calico pool taken over":                       {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"a Calico pool deleted":                          {ipPools, "", "user", "delete"},
-		"an unlabelled pool created":                     {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
-		"the user's advertisement":                       {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
-		"the user's advertisement deleted":               {advertGVR, "", "users", "delete"},
-		"the operator's advertisement relabelled":        {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"the operator's advertisement annotated":         {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
-		"an entry into a pool that follows nothing":      {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
-		"a net into a set that follows nothing":          {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["2001:db8:1::/64"]}}`},
-		"a network set's label":                          {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
-		"a network set's name annotation":                {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a network set deleted":                          {networkSetGVR, "default", "lan", "delete"},
-		"a policy's port":                                {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"podSelector":{}}],"ports":[{"port":22}]}]}}`},
-		"a policy's selector peer removed":               {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}]}}`},
-		"a policy rule emptied":                          {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[]}]}}`},
-		"a policy rule added":                            {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}]},{"ports":[{"port":53}]}]}}`},
-		"a policy's pods":                                {networkPolicyGVR, "default", "lan", `{"spec":{"podSelector":{"matchLabels":{"app":"none"}}}}`},
-		"an ipBlock into a policy that follows nothing":  {networkPolicyGVR, "default", "free", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"ipBlock":{"cidr":"2001:db8:2::/64"}}]}]}}`},
-		"a sibling without its DynamicPrefix":            {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"a Service's ports":                                   {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
+		"a Service's label":                                   {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Service's user annotation":                         {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Service's name annotation":                         {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
+		"a Service deleted":                                   {svc, "default", "web", "delete"},
+		"an address on a Service that does not follow":        {svc, "default", "other", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}`},
+		"a DNS target on a Service that does not follow":      {svc, "default", "other", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+		"a pool's selector":                                   {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
+		"a pool disabled":                                     {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
+		"a pool's label":                                      {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's name annotation":                            {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a MetalLB pool's autoAssign":                         {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
+		"a Calico pool's NAT":                                 {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
+		"a Calico pool taken over":                            {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"a Calico pool deleted":                               {ipPools, "", "user", "delete"},
+		"an unlabelled pool created":                          {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
+		"the user's advertisement":                            {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
+		"the user's advertisement deleted":                    {advertGVR, "", "users", "delete"},
+		"the operator's advertisement relabelled":             {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"the operator's advertisement annotated":              {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
+		"an entry into a pool that follows nothing":           {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"the user's entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[]}}`},
+		"the user's net out of a set that follows nothing":    {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":[]}}`},
+		"a record grown on a pool that follows nothing":       {poolGVR, "", "free", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"cidr=2001:db8:1::/64,cidr=192.0.2.0/24"}}}`},
+		"a net into a set that follows nothing":               {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["2001:db8:1::/64"]}}`},
+		"a network set's label":                               {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
+		"a network set's name annotation":                     {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a network set deleted":                               {networkSetGVR, "default", "lan", "delete"},
+		"a policy's port":                                     {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"podSelector":{}}],"ports":[{"port":22}]}]}}`},
+		"a policy's selector peer removed":                    {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}]}}`},
+		"a policy rule emptied":                               {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[]}]}}`},
+		"a policy rule added":                                 {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}]},{"ports":[{"port":53}]}]}}`},
+		"a policy's pods":                                     {networkPolicyGVR, "default", "lan", `{"spec":{"podSelector":{"matchLabels":{"app":"none"}}}}`},
+		"an ipBlock into a policy that follows nothing":       {networkPolicyGVR, "default", "free", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"ipBlock":{"cidr":"2001:db8:2::/64"}}]}]}}`},
+		"a sibling without its DynamicPrefix":                 {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 	}
 	if byValue {
 		for name, x := range map[string]write{
@@ -327,6 +331,17 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		if err := do(refused[name]); !denied(err) {
 			t.Errorf("%s: got %v, want refused", name, errString(err))
 		}
+	}
+	// The status, on every version (renumber-writer-sizes bounds its history).
+	if err := do(write{api.GVR, "", "home", `{"status":{"prefixSource":"router-advertisement"}}`}); err != nil {
+		t.Errorf("the writer writing a status: %v", err)
+	}
+	var long []string
+	for i := range 17 {
+		long = append(long, fmt.Sprintf(`{"prefix":"2001:db8:1::/64","state":"expired","acquiredAt":"2026-01-01T00:00:%02dZ"}`, i))
+	}
+	if err := do(write{api.GVR, "", "home", `{"status":{"history":[` + strings.Join(long, ",") + `]}}`}); !denied(err) {
+		t.Errorf("a status history of 17 entries: got %v, want refused", errString(err))
 	}
 	if !byValue {
 		return

@@ -19,11 +19,17 @@ import (
 // createService creates a LoadBalancer Service in default with annotations ann.
 func createService(t *testing.T, w *world.World, name string, ann map[string]string) {
 	t.Helper()
+	createServiceIn(t, w, "default", name, ann)
+}
+
+// createServiceIn is createService in namespace ns.
+func createServiceIn(t *testing.T, w *world.World, ns, name string, ann map[string]string) {
+	t.Helper()
 	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
-	if _, err := w.API.Client.CoreV1().Services("default").Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+	if _, err := w.API.Client.CoreV1().Services(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -39,6 +39,16 @@ type Spec struct {
 	AddressRanges []AddressRange `json:"addressRanges,omitempty"`
 	Subnets       []Subnet       `json:"subnets,omitempty"`
 	Transition    *Transition    `json:"transition,omitempty"`
+	// ServiceNamespaces (renumber addition): the namespaces whose Services
+	// may follow; empty, any (as the existing operator). The admission
+	// policy renumber-writer-values holds the writer to it too.
+	ServiceNamespaces []string `json:"serviceNamespaces,omitempty"`
+}
+
+// LetsFollow reports whether a Service in namespace ns may follow a
+// DynamicPrefix of spec s.
+func (s Spec) LetsFollow(ns string) bool {
+	return len(s.ServiceNamespaces) == 0 || slices.Contains(s.ServiceNamespaces, ns)
 }
 
 type Acquisition struct {

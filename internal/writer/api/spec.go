@@ -30,6 +30,9 @@ var ErrBudgetExceeded = errors.New("write budget exceeded")
 // Model is a DynamicPrefix spec, parsed.
 type Model struct {
 	Name string // the DynamicPrefix, for messages
+	// ServiceNamespaces are the namespaces whose Services may follow (empty:
+	// any; spec.serviceNamespaces).
+	ServiceNamespaces []string
 	// Interface is the link followed ("" follows every link the agents watch).
 	Interface string
 	RA        bool // routerAdvertisement acquisition is enabled
@@ -149,6 +152,7 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 		}
 	}
 	m.HA, m.MaxHistory = s.Transition.HA(), s.Transition.History()
+	m.ServiceNamespaces = s.ServiceNamespaces
 	for _, r := range s.AddressRanges {
 		start, err1 := netip.ParseAddr(r.Start)
 		end, err2 := netip.ParseAddr(r.End)
@@ -452,4 +456,10 @@ func (m Model) subnetIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// LetsFollow reports whether a Service in namespace ns may follow the
+// DynamicPrefix (spec.serviceNamespaces).
+func (m Model) LetsFollow(ns string) bool {
+	return dynamicprefix.Spec{ServiceNamespaces: m.ServiceNamespaces}.LetsFollow(ns)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,20 +22,36 @@ import (
 // Services writes the Services (from the Service cache) that follow model's
 // DynamicPrefix: in transition mode ha every one, in mode simple those whose
 // DNS target is a mapped address (render.AnnotationMapping), releasing the
-// others.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) write.Outcomes {
+// others - and those in a namespace the DynamicPrefix does not let follow
+// (spec.serviceNamespaces). Two Services never get one address: the one
+// that asked first keeps it, the other is released, and the conflicts are
+// returned for the DynamicPrefix's status.
+func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) (write.Outcomes, []render.Conflict) {
 	var out write.Outcomes
+	var conflicts []render.Conflict
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
+	var followers []*corev1.Service
 	for _, o := range services.List() {
-		m, ok := o.(*corev1.Service)
-		if !ok || following(m) != model.Name {
+		if m, ok := o.(*corev1.Service); ok && following(m) == model.Name {
+			followers = append(followers, m)
+		}
+	}
+	slices.SortFunc(followers, render.ByAge)
+	claims := render.Claims{}
+	for _, m := range followers {
+		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
+		if !model.LetsFollow(m.Namespace) {
+			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m), true, "NamespaceNotAllowed",
+				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, m.Namespace))
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
+				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, model.Name)))
 			continue
 		}
+		w.Events.Forget("svc/" + self.String() + "/namespace")
 		if !model.HA && m.Annotations[render.AnnotationMapping] == "" {
 			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			continue
 		}
-		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if err := w.tooLarge(self, m); err != nil {
 			out = append(out, write.Final(err))
 			continue
@@ -51,6 +68,15 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			out = append(out, write.Final(err))
 			continue
 		}
+		if c, ok := claims.Claim(api.Key(m.Namespace, m.Name), want.ManagedIPs); !ok {
+			conflicts = append(conflicts, c)
+			w.Events.Announce("svc/"+self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
+				fmt.Sprintf("%s is asked for by %s too, which asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
+				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
+			continue
+		}
+		w.Events.Forget("svc/" + self.String() + "/conflict")
 		if want.Equal(live) {
 			w.Calm(self, model.Name)
 			continue
@@ -70,7 +96,8 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 		write.Counted("services")
 		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
 	}
-	return out
+	render.SortConflicts(conflicts)
+	return out, conflicts
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name
@@ -78,6 +105,15 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 // or a DynamicPrefix that was deleted or went back to transition mode simple.
 // The user's entries stay.
 func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) write.Outcome {
+	why := "dynamic-prefix.io/name removed"
+	if dp != "" {
+		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
+	}
+	return w.releaseService(ctx, services, ns, name, dp, why)
+}
+
+// releaseService is ReleaseService, saying why in its log and event.
+func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, name, dp, why string) write.Outcome {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
 		return write.Transient(err)
@@ -106,24 +142,28 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 	}
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	write.Counted("services")
-	why := "dynamic-prefix.io/name removed"
-	if dp != "" {
-		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
-	}
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
 	return write.Outcome{}
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep
-// (render.Oversized): writing ours back needs the whole values. The Service
-// is left as it is and the refusal is its event.
+// (render.Oversized): writing ours back needs the whole values; or one with
+// more entries in an annotation than the writer may write
+// (render.TooManyEntries). The Service is left as it is and the refusal is
+// its event.
 func (w *Writer) tooLarge(self write.Object, m *corev1.Service) error {
 	n, over := render.Oversized(m)
-	if !over {
+	k, many := render.TooManyEntries(m.Annotations)
+	var err error
+	switch {
+	case over:
+		err = fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
+	case many:
+		err = fmt.Errorf("service %s/%s: %s holds more than %d entries, more than the admission policy renumber-writer-sizes lets the writer write; it is left as it is", m.Namespace, m.Name, k, render.MaxEntries)
+	default:
 		return nil
 	}
-	err := fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
 	w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
 	return err
 }

@@ -147,13 +147,14 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			}
 			ippools, gvr := c.caches.CalicoPools()
 			steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
-			steps = append(steps, c.write.Services(ctx, c.caches.Services(), m, d)...)
+			services, conflicts := c.write.Services(ctx, c.caches.Services(), m, d)
+			steps, problems.Conflicts = append(steps, services...), conflicts
 			adverts, gvr := c.caches.Advertisements()
 			problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)
 			problems.BGPErr = bgp.Err()
 		} else {
 			was := c.problems[name] // not looked at in this pass: as they were
-			problems.BGP, problems.BGPErr = was.BGP, was.BGPErr
+			problems.BGP, problems.BGPErr, problems.Conflicts = was.BGP, was.BGPErr, was.Conflicts
 		}
 	}
 	problems.Pools = steps.Err()
@@ -182,6 +183,11 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	case was && len(d.Conflicting) == 0:
 		c.log.Info(name + ": every node's routers agree again")
 		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
+	}
+	if len(problems.Conflicts) > 0 {
+		c.events.Announce("dp/"+name+"/services", u, true, render.ServiceAddressConflict, render.ServiceConflictMessage(problems.Conflicts))
+	} else {
+		c.events.Forget("dp/" + name + "/services")
 	}
 	if m.DNS != nil {
 		c.announceDissent(u, name, m, d, prior)

@@ -306,6 +306,26 @@ func Keep(ann map[string]string, keys []string) map[string]string {
 // renumber cannot write it without the whole value, so it leaves it alone.
 const MaxKeptBytes = 16 << 10
 
+// MaxEntries bounds the entries (comma-separated, empty ones counted) of
+// each address, DNS-target and record annotation on a Service the writer
+// writes: the admission policy renumber-writer-sizes refuses it more, so that
+// the value policy's evaluation cannot be padded past its cost. The writer
+// writes at most 11 addresses; the rest are the user's.
+const MaxEntries = 64
+
+// TooManyEntries returns an annotation of ann (as the cache keeps them) with
+// more than MaxEntries entries.
+func TooManyEntries(ann map[string]string) (string, bool) {
+	for k, v := range ann {
+		bounded := slices.Contains(AddressKeys, k) || strings.HasSuffix(k, "/target") ||
+			k == AnnotationManagedIPs || k == AnnotationManagedTarget || k == AnnotationL2Nudged
+		if bounded && strings.Count(v, ",") >= MaxEntries {
+			return k, true
+		}
+	}
+	return "", false
+}
+
 // oversized marks a Service over MaxKeptBytes in the cache. It is not a valid
 // annotation key, so no Service in the API can carry it.
 const oversized = "renumber oversized annotations"
@@ -320,6 +340,7 @@ const maxKeptIngress = 64
 func Slim(s *corev1.Service, keys []string) *corev1.Service {
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
+	out.CreationTimestamp = s.CreationTimestamp // who asked first for an address (Conflict)
 	out.Annotations = Keep(s.Annotations, keys)
 	size := 0
 	for k, v := range out.Annotations {

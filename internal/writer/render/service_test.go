@@ -239,7 +239,7 @@ func TestTheL2Nudge(t *testing.T) {
 // addresses its load balancer publishes: nothing of its spec.
 func TestSlim(t *testing.T) {
 	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u", CreationTimestamp: metav1.Unix(7, 0),
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{AnnotationIPs: "2001:db8::1", "example.com/x": "y"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
@@ -247,7 +247,7 @@ func TestSlim(t *testing.T) {
 	}
 	got := Slim(s, nil)
 	want := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u",
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "7", UID: "u", CreationTimestamp: metav1.Unix(7, 0),
 			Annotations: map[string]string{AnnotationIPs: "2001:db8::1"}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
 			{IP: "2001:0db8::1"}, {IP: "192.0.2.7"}}}},
@@ -509,5 +509,27 @@ func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 	}
 	if want := []string{"2001:db8:1:100::1"}; !slices.Equal(got.Targets[AnnotationTarget], want) {
 		t.Errorf("target %q, want %q", got.Targets[AnnotationTarget], want)
+	}
+}
+
+// A Service with more entries in an address, target or record annotation
+// than the admission policy lets the writer write is left alone; 64 pass.
+func TestTooManyEntries(t *testing.T) {
+	many := func(n int) string { return strings.TrimSuffix(strings.Repeat("2001:db8::1,", n), ",") }
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want bool
+	}{
+		{"64 addresses", map[string]string{AnnotationIPs: many(64)}, false},
+		{"65 addresses", map[string]string{AnnotationIPs: many(65)}, true},
+		{"65 targets under any key", map[string]string{"example.org/target": many(65)}, true},
+		{"65 in the record", map[string]string{AnnotationManagedIPs: many(65)}, true},
+		{"65 empty entries", map[string]string{AnnotationKubeVIPIPs: strings.Repeat(",", 64)}, true},
+		{"a user's other annotation", map[string]string{"example.org/list": many(100)}, false},
+	} {
+		if _, got := TooManyEntries(tc.ann); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

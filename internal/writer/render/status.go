@@ -51,6 +51,8 @@ type Problems struct {
 	// what is missing.
 	BGP    map[string]string
 	BGPErr error
+	// Conflicts are the addresses two following Services ask for.
+	Conflicts []Conflict
 }
 
 // RenderStatus returns the status for dp (whose spec parsed to m) given the decision
@@ -119,6 +121,13 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, ResolversAgree)
 		set(RouterConflict, false, "RoutersAgree", "every node's routers agree with themselves")
+	}
+	// Only while there is one (no condition otherwise: a DynamicPrefix
+	// without conflicts keeps the status it had, and costs no write).
+	if len(p.Conflicts) > 0 {
+		set(ServiceAddressConflict, true, ServiceAddressConflict, ServiceConflictMessage(p.Conflicts))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ServiceAddressConflict)
 	}
 	poolReason := "PoolError"
 	if errors.Is(p.Pools, api.ErrBudgetExceeded) {

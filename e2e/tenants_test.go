@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// TestTenantsTakeNoAddressTheyAreNotGiven (issue 42 item 11): the admin says
+// which namespaces' Services follow a DynamicPrefix (spec.serviceNamespaces),
+// and two Services asking for one address never share it. A Service in
+// another namespace gets nothing; of two with one suffix the older keeps
+// the address, across a renumbering, and the younger gets none of
+// renumber's addresses (its user's stay), with an event on each and the
+// condition ServiceAddressConflict on the DynamicPrefix - until its suffix
+// is its own.
+func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default"}})
+	createNamespace(t, w, "tenant")
+	follow := func(suffix string) map[string]string {
+		return map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix, render.AnnotationSkipDNS: "true"}
+	}
+	createService(t, w, "web", follow("::ffff:0:1"))
+	// One second later at least: creation times are in seconds.
+	eventually(t, "a later creation second", func() (bool, string) {
+		s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return metav1.Now().Unix() > s.CreationTimestamp.Unix(), ""
+	})
+	copied := follow("::ffff:0:1")
+	copied[render.AnnotationIPs] = "192.0.2.7"
+	createService(t, w, "copy", copied)
+	createServiceIn(t, w, "tenant", "web", follow("::ffff:0:3"))
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a")
+
+	on := func(p netip.Prefix, suffix string) string {
+		a, err := api.Splice(p, netip.MustParseAddr(suffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	ips := func(ns, name string) []string {
+		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return render.Split(s.Annotations[render.AnnotationIPs])
+	}
+	expect := func(what string, want map[string][]string) {
+		t.Helper()
+		eventually(t, what, func() (bool, string) {
+			got := map[string][]string{}
+			for k := range want {
+				ns, name, _ := strings.Cut(k, "/")
+				got[k] = ips(ns, name)
+			}
+			for k, v := range want {
+				if !slices.Equal(got[k], v) {
+					return false, fmt.Sprint(got)
+				}
+			}
+			return true, ""
+		})
+	}
+	expect("the older Service's address, none for the younger or the tenant's", map[string][]string{
+		"default/web": {on(prefixA, "::ffff:0:1")}, "default/copy": {"192.0.2.7"}, "tenant/web": nil})
+	waitEvent(t, w, render.ServiceAddressConflict, "copy")
+	waitEvent(t, w, render.ServiceAddressConflict, "home")
+	waitEvent(t, w, "NamespaceNotAllowed", "web")
+	if c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict); c != "True "+render.ServiceAddressConflict {
+		t.Errorf("condition %s: %q, want True", render.ServiceAddressConflict, c)
+	}
+
+	advertise(t, w, prefixB, prefixA)
+	expect("after a renumbering, still the older Service's", map[string][]string{
+		"default/web": {on(prefixB, "::ffff:0:1"), on(prefixA, "::ffff:0:1")}, "default/copy": {"192.0.2.7"}, "tenant/web": nil})
+
+	// At rest, with the conflict and the tenant still there: no write, and
+	// no event again.
+	settleWrites()
+	m := mark(t, w)
+	time.Sleep(10 * time.Second) // quiet: RAs every few seconds, as in TestHAServiceFollowsThePrefix
+	var got []string
+	for _, wr := range writesBy(t, w, m, writerUser) {
+		if wr.Resource != "leases" {
+			got = append(got, fmt.Sprintf("%s %s %s", wr.Verb, wr.Resource, wr.Name))
+		}
+	}
+	if len(got) > 0 {
+		t.Errorf("at rest the writer wrote %q", got)
+	}
+
+	patch := `{"metadata":{"annotations":{"` + render.AnnotationSuffix + `":"::ffff:0:2"}}}`
+	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "copy", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("its own suffix, its own address", map[string][]string{
+		"default/copy": {"192.0.2.7", on(prefixB, "::ffff:0:2"), on(prefixA, "::ffff:0:2")}, "tenant/web": nil})
+	eventually(t, "the condition gone", func() (bool, string) {
+		c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict)
+		return c == "", c
+	})
+}

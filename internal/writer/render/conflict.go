@@ -1,0 +1,73 @@
+package render
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ServiceAddressConflict is the condition (and the events' reason) of a
+// DynamicPrefix two of whose Services ask for one address: renumber does not
+// leave it to the load balancer's race after every renumbering.
+const ServiceAddressConflict = "ServiceAddressConflict"
+
+// Conflict is one address two Services following one DynamicPrefix ask for.
+// The Service that asked first (created first; then by namespace and name)
+// keeps it; Loser gets no address of renumber's until the conflict is gone
+// (its user's entries stay).
+type Conflict struct {
+	Address       string
+	Holder, Loser string // namespace/name
+}
+
+// Claims tracks which Service holds which address, in the order Services
+// are offered (ByAge).
+type Claims map[string]string
+
+// Claim gives the Service who the addresses ips unless an earlier one holds
+// one of them: then it returns that conflict and claims nothing.
+func (c Claims) Claim(who string, ips []string) (Conflict, bool) {
+	for _, a := range ips {
+		if holder, ok := c[a]; ok && holder != who {
+			return Conflict{Address: a, Holder: holder, Loser: who}, false
+		}
+	}
+	for _, a := range ips {
+		c[a] = who
+	}
+	return Conflict{}, true
+}
+
+// ByAge orders Services as their claims are honoured: the oldest first,
+// then by namespace and name (one creation second holds several).
+func ByAge(a, b *corev1.Service) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// ServiceConflictMessage says which Services ask for one address, and who keeps it.
+func ServiceConflictMessage(cs []Conflict) string {
+	const show = 5
+	var parts []string
+	for _, c := range cs[:min(len(cs), show)] {
+		parts = append(parts, fmt.Sprintf("%s is asked for by %s and %s (%s keeps it; %s gets none of renumber's addresses)",
+			c.Address, c.Holder, c.Loser, c.Holder, c.Loser))
+	}
+	msg := strings.Join(parts, "; ")
+	if len(cs) > show {
+		msg += fmt.Sprintf("; and %d more", len(cs)-show)
+	}
+	return msg + ": give each Service its own dynamic-prefix.io/suffix"
+}
+
+// SortConflicts puts cs in a stable order (a status compares them).
+func SortConflicts(cs []Conflict) {
+	slices.SortFunc(cs, func(a, b Conflict) int {
+		return cmp.Or(cmp.Compare(a.Loser, b.Loser), cmp.Compare(a.Address, b.Address))
+	})
+}

@@ -141,7 +141,7 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
 	if err := patchPool(ctx, w.Client, k, po, entries, owned, record, false, nil); err != nil {
-		if errors.Is(err, api.ErrInvalid) { // nothing to retry: the user's to fix
+		if errors.Is(err, api.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
 			return write.Final(err)

@@ -89,6 +89,12 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			continue
 		}
 		if err := w.patchService(ctx, m, live, want); err != nil {
+			if refusedForItsSize(err) { // the Service's own doing: left as it is
+				err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
+				w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
+				out = append(out, write.Final(err))
+				continue
+			}
 			out = append(out, write.Transient(err))
 			continue
 		}

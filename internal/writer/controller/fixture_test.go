@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -434,8 +436,10 @@ func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
 // back every pool, Service and advertisement of the pass: nothing hands out
 // an address in a prefix an allow-list does not hold yet. The pass is
 // retried; once the allow-list takes the prefix, the rest follows.
-func TestAnAllowListNotWrittenHoldsEveryAddressBack(t *testing.T) {
-	f := converged(t, generous)
+// withCIDRGroup gives f's DynamicPrefix home a CiliumCIDRGroup lan
+// following it, an allow-list, beside its pool and Service.
+func withCIDRGroup(t *testing.T, f *fixture) {
+	t.Helper()
 	kinds, _, err := backends.DiscoverCilium(cidrGroups{})
 	if err != nil || len(kinds) != 2 || !kinds[1].AllowList {
 		t.Fatalf("kinds %v, %v", kinds, err)
@@ -454,6 +458,11 @@ func TestAnAllowListNotWrittenHoldsEveryAddressBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.allowLists = []backends.Cached{{Kind: kinds[1], Store: store}}
+}
+
+func TestAnAllowListNotWrittenHoldsEveryAddressBack(t *testing.T) {
+	f := converged(t, generous)
+	withCIDRGroup(t, f)
 	down := true
 	f.dyn.PrependReactor("patch", "ciliumcidrgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if down {
@@ -487,6 +496,30 @@ func TestAnAllowListNotWrittenHoldsEveryAddressBack(t *testing.T) {
 	got := f.ordered(passHome)
 	if len(got) < 3 || got[0] != "patch ciliumcidrgroups lan" || !slices.Contains(got, "patch ciliumloadbalancerippools lb") || !slices.Contains(got, "patch services web") {
 		t.Errorf("the retried pass wrote %q, want the allow-list first, then the pool and the Service", got)
+	}
+}
+
+func TestAnAllowListTooLargeToWriteHoldsNothingElseBack(t *testing.T) {
+	f := converged(t, generous)
+	withCIDRGroup(t, f)
+	// A tenant made its allow-list larger than renumber-writer-sizes lets
+	// the writer write: no retry changes that, so it must not hold back the
+	// pools and Services of everyone else.
+	f.dyn.PrependReactor("patch", "ciliumcidrgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "cilium.io", Resource: "ciliumcidrgroups"}, "lan",
+			errors.New("ValidatingAdmissionPolicy 'renumber-writer-sizes' with binding 'renumber-writer-sizes' denied request: "+apply.SizeRefusal+" pools of at most 256 entries"))
+	})
+
+	f.report(3, prefixB, prefixA)
+	f.writes = nil
+	if o := f.ctl.Sync(t.Context(), passHome); o.Retry {
+		t.Fatalf("the refused allow-list: %+v, want an outcome not retried", o)
+	}
+	if !slices.Contains(f.writes, "patch ciliumloadbalancerippools lb") || !slices.Contains(f.writes, "patch services web") {
+		t.Errorf("with one allow-list refused for its size the pass wrote %q, want the pool and the Service too", f.writes)
+	}
+	if c := f.condition(render.PoolsSynced); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "lan") {
+		t.Errorf("PoolsSynced %s %q, want False naming the refused allow-list lan", c.Status, c.Message)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -113,6 +114,21 @@ func (g *Guard) Collect(w *Writer) {
 	g.reviews.Collect(w)
 }
 
+// connMemory is what the guard remembers of one connection: whether a token on it
+// was allowed. A scraper keeps its connection across scrapes; when its
+// projected token rotates, the new one comes on a connection that already
+// proved itself, and is reviewed without waiting for a budget that made-up
+// tokens from its subnet (a tenant Pod beside it) may keep empty.
+type connMemory struct{ vouched atomic.Bool }
+
+type connKey struct{}
+
+// WithConn returns ctx carrying a new connection's memory (http.Server's
+// ConnContext).
+func WithConn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, connKey{}, &connMemory{})
+}
+
 // Wrap guards next.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -122,10 +138,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			g.refuse(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		v, outcome := g.verdict(r.Context(), Client(r.RemoteAddr), token)
+		c, _ := r.Context().Value(connKey{}).(*connMemory)
+		v, outcome := g.verdict(r.Context(), Client(r.RemoteAddr), token, c != nil && c.vouched.Load())
 		switch {
 		case outcome != "":
 		case v == Allowed:
+			if c != nil {
+				c.vouched.Store(true)
+			}
 			g.count("allowed")
 			next.ServeHTTP(w, r)
 			return
@@ -140,8 +160,9 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 }
 
 // verdict is the kept verdict on token, or a new review's; outcome is
-// "throttled" or "error" when there is none.
-func (g *Guard) verdict(ctx context.Context, client, token string) (Verdict, string) {
+// "throttled" or "error" when there is none. A token known good, or sent on
+// a vouched connection, is reviewed without a budget.
+func (g *Guard) verdict(ctx context.Context, client, token string, vouched bool) (Verdict, string) {
 	key := sha256.Sum256([]byte(token))
 	now := g.Clock.Now()
 	g.mu.Lock()
@@ -154,7 +175,7 @@ func (g *Guard) verdict(ctx context.Context, client, token string) (Verdict, str
 		return at.v, ""
 	}
 	_, known := g.allowed[key]
-	if !known && !g.take(client, now) {
+	if !known && !vouched && !g.take(client, now) {
 		g.mu.Unlock()
 		return 0, "throttled"
 	}

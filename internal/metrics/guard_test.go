@@ -31,12 +31,15 @@ type guarded struct {
 	g   *Guard
 	r   *reviewer
 	clk *clocktesting.FakePassiveClock
+	// scraperConn is the scraper's kept-alive connection (WithConn).
+	scraperConn context.Context
 }
 
 func newGuarded() *guarded {
 	x := &guarded{r: &reviewer{verdicts: map[string]Verdict{"prometheus": Allowed, "tenant": Forbidden}},
 		clk: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))}
 	x.g = NewGuard(x.r, x.clk, "test")
+	x.scraperConn = WithConn(context.Background())
 	return x
 }
 
@@ -47,12 +50,17 @@ const scraper = "[fd00:10:244:1::5]:41000"
 
 // scrape returns the status code of a scrape from the scraper's address with
 // the given Authorization header ("" for none).
-func (x *guarded) scrape(auth string) int { return x.scrapeFrom(scraper, auth) }
+func (x *guarded) scrape(auth string) int { return x.scrapeOn(x.scraperConn, scraper, auth) }
 
-// scrapeFrom is a scrape from remote.
+// scrapeFrom is a scrape from remote, on a connection of its own.
 func (x *guarded) scrapeFrom(remote, auth string) int {
+	return x.scrapeOn(WithConn(context.Background()), remote, auth)
+}
+
+// scrapeOn is a scrape from remote on the connection conn.
+func (x *guarded) scrapeOn(conn context.Context, remote, auth string) int {
 	h := x.g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }))
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req := httptest.NewRequestWithContext(conn, http.MethodGet, "/metrics", nil)
 	req.RemoteAddr = remote
 	if auth != "" {
 		req.Header.Set("Authorization", auth)

@@ -24,7 +24,8 @@ import (
 // DNS target is a mapped address (render.AnnotationMapping), releasing the
 // others - and those in a namespace the DynamicPrefix does not let follow
 // (spec.serviceNamespaces). Two Services never get one address: the one
-// that asked first keeps it, the other is released, and the conflicts are
+// that holds it keeps it (else the one created first), the other is
+// released, and the conflicts are
 // returned for the DynamicPrefix's status.
 func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) (write.Outcomes, []render.Conflict) {
 	var out write.Outcomes
@@ -37,7 +38,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 		}
 	}
 	slices.SortFunc(followers, render.ByAge)
-	claims := render.Claims{}
+	var asks []ask
 	for _, m := range followers {
 		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if !model.LetsFollow(m.Namespace) {
@@ -68,10 +69,28 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			out = append(out, write.Final(err))
 			continue
 		}
+		asks = append(asks, ask{m, self, live, want})
+	}
+	// Who holds an address keeps it: a Service whose record already names an
+	// address it asks for claims before the others, oldest first among them,
+	// so a tenant cannot take a Service's address by copying its suffix onto
+	// an older Service of its own.
+	slices.SortStableFunc(asks, func(a, b ask) int {
+		switch ha, hb := a.holds(), b.holds(); {
+		case ha == hb:
+			return 0
+		case ha:
+			return -1
+		}
+		return 1
+	})
+	claims := render.Claims{}
+	for _, x := range asks {
+		m, self, live, want := x.m, x.self, x.live, x.want
 		if c, ok := claims.Claim(api.Key(m.Namespace, m.Name), want.ManagedIPs); !ok {
 			conflicts = append(conflicts, c)
 			w.Events.Announce("svc/"+self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
-				fmt.Sprintf("%s is asked for by %s too, which asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
+				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
 			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
 				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
 			continue
@@ -104,6 +123,21 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 	}
 	render.SortConflicts(conflicts)
 	return out, conflicts
+}
+
+// ask is what one Service following a DynamicPrefix asks for.
+type ask struct {
+	m          *corev1.Service
+	self       write.Object
+	live, want render.Annotations
+}
+
+// holds reports whether the Service's record already names an address it
+// asks for.
+func (x ask) holds() bool {
+	return slices.ContainsFunc(x.want.ManagedIPs, func(a string) bool {
+		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return render.Canonical(a) == render.Canonical(b) })
+	})
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name

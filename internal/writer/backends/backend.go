@@ -100,17 +100,25 @@ type Cached struct {
 	Store cache.Store
 }
 
-// SplitAllowLists parts pools into the allow-list kinds and the others, each
-// in the order given: a pass writes the allow-lists first.
-func SplitAllowLists(pools []Cached) (allow, others []Cached) {
+// SplitAllowLists parts pools into the cluster-scoped allow-list kinds, the
+// namespaced ones and the others, each in the order given. A pass writes the
+// allow-lists first, and holds every address back while a cluster-scoped one
+// could not take its prefixes. A namespaced one is a tenant's: whatever makes
+// its write fail (its size, its own edits, a policy that times the API server
+// out) is its own, reported and retried, and holds nobody else back - else one
+// tenant able to create a NetworkPolicy could stall every pool.
+func SplitAllowLists(pools []Cached) (cluster, namespaced, others []Cached) {
 	for _, p := range pools {
-		if p.Kind.AllowList {
-			allow = append(allow, p)
-		} else {
+		switch {
+		case p.Kind.AllowList && !p.Kind.Namespaced:
+			cluster = append(cluster, p)
+		case p.Kind.AllowList:
+			namespaced = append(namespaced, p)
+		default:
 			others = append(others, p)
 		}
 	}
-	return allow, others
+	return cluster, namespaced, others
 }
 
 // Object is one pool-like object, backend-neutral.

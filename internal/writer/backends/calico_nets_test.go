@@ -116,9 +116,12 @@ func TestAPassWritesAllowListsBeforePools(t *testing.T) {
 		}
 		return out
 	}
-	allow, others := SplitAllowLists(pools)
-	if got, want := names(allow), []string{"CiliumCIDRGroup", "NetworkSet", "GlobalNetworkSet", "NetworkPolicy"}; !slices.Equal(got, want) {
-		t.Errorf("allow-lists %q, want %q", got, want)
+	cluster, namespaced, others := SplitAllowLists(pools)
+	if got, want := names(cluster), []string{"CiliumCIDRGroup", "GlobalNetworkSet"}; !slices.Equal(got, want) {
+		t.Errorf("cluster-scoped allow-lists %q, want %q", got, want)
+	}
+	if got, want := names(namespaced), []string{"NetworkSet", "NetworkPolicy"}; !slices.Equal(got, want) {
+		t.Errorf("namespaced (a tenant's) allow-lists %q, want %q", got, want)
 	}
 	if got, want := names(others), []string{"CiliumLoadBalancerIPPool", "IPAddressPool"}; !slices.Equal(got, want) {
 		t.Errorf("the others %q, want %q", got, want)

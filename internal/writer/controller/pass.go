@@ -133,14 +133,16 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			}
 		}
 		pools := c.caches.Pools()
-		allow, others := backends.SplitAllowLists(pools)
-		// Allow-lists first; while one of them could not take this pass's
-		// prefixes (it is retried), nothing hands an address out of them.
-		steps = c.write.Pools(ctx, allow, m, d)
+		cluster, namespaced, others := backends.SplitAllowLists(pools)
+		// Allow-lists first; while a cluster-scoped one could not take this
+		// pass's prefixes (it is retried), nothing hands an address out of
+		// them. A namespaced one's failure holds back only itself.
+		steps = c.write.Pools(ctx, cluster, m, d)
 		if ctx.Err() != nil {
 			return write.Transient(ctx.Err())
 		}
 		if steps.Retry().Err == nil {
+			steps = append(steps, c.write.Pools(ctx, namespaced, m, d)...)
 			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
 			if ctx.Err() != nil {
 				return write.Transient(ctx.Err())

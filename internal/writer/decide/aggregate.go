@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -279,7 +280,8 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		if !prevCurrent.IsValid() {
 			expected += d.Pending // the first adoption: not the first to report alone
 		}
-		d.Current = choose(seen, prevCurrent, func(t *tally) int {
+		var tied []netip.Prefix
+		d.Current, tied = choose(seen, prevCurrent, func(t *tally) int {
 			// Nothing current, or nobody prefers it: a majority of the
 			// nodes expected to vote decides, never one node - but a
 			// delegation is held where a DHCPv6 client runs, often on one
@@ -290,6 +292,12 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			}
 			return m.Quorum
 		})
+		for _, p := range tied {
+			d.Rejected = append(d.Rejected, Rejected{Prefix: p, Nodes: seen[p].votes, Reason: fmt.Sprintf(
+				"it ties with %s, and nothing tells whose router replaced %s: %s holds until one leads (trustedRouters names the router)",
+				joinPrefixes(slices.DeleteFunc(slices.Clone(tied), func(q netip.Prefix) bool { return q == p })), prevCurrent, prevCurrent)})
+		}
+		slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 	}
 	d.Changed = d.Current != prevCurrent
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil
@@ -420,7 +428,14 @@ func pdClient(m api.Model, prev api.Status, client, node string) bool {
 
 // choose applies the hysteresis rule. Among the most-voted prefixes the current
 // one wins a tie, then the lowest; it must have the votes quorum asks of it.
-func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tally) int) netip.Prefix {
+// choose returns the prefix to follow: current while nothing else leads it
+// with a quorum. When current has a prefix to follow, and two or more lead
+// it alike (a second router on the link offers one beside the real router's
+// renumbering, which no vote can tell apart), nothing moves: current is
+// returned with the tied prefixes, to be reported. With nothing current the
+// lowest of tied prefixes is taken, as before (a second router can be
+// adopted when nothing is current: docs/security.md).
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tally) int) (netip.Prefix, []netip.Prefix) {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
 			return t.votes
@@ -438,10 +453,30 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tal
 			best = p
 		}
 	}
-	if best != current && votes(best) >= quorum(seen[best]) {
-		return best
+	if best == current || votes(best) < quorum(seen[best]) {
+		return current, nil
 	}
-	return current
+	if current.IsValid() {
+		var tied []netip.Prefix
+		for _, p := range prefixes {
+			if votes(p) == votes(best) {
+				tied = append(tied, p)
+			}
+		}
+		if len(tied) > 1 {
+			return current, tied
+		}
+	}
+	return best, nil
+}
+
+// joinPrefixes lists ps, comma-separated.
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 func historyPrefixes(h []api.HistoryEntry) []string {

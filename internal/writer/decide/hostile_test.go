@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,38 @@ func TestOneNodeCannotClaimTheDelegationException(t *testing.T) {
 	forged, empty := "v1;eth0=2001:db8:bad::/64 p ra+pd", "v1;eth0="
 	if d := For(model(eth0()), api.Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
 		t.Errorf("one node's ra+pd adopted %s on a DynamicPrefix following RAs alone", d.Current)
+	}
+}
+
+// A host on the LAN advertising, from its own address, a prefix below the
+// real router's (found by the red team on issue 42, trustedRouters unset):
+// corroboration believes it - nobody else speaks from that address - so
+// every node reports it preferred beside the router's. Hysteresis holds the
+// current prefix; but when the router renumbers, its new prefix and the
+// host's tie on every node's vote, and the lower one used to win. A tie
+// moves nothing now, and is reported; once one prefix leads, it is followed.
+func TestASecondRoutersPrefixDoesNotWinTheRenumberingTie(t *testing.T) {
+	const (
+		withRogue  = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 p ra+addr"
+		renumbered = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr"
+		rogueGone  = "v1;eth0=2001:db8:a::/64 d540 ra+addr,2001:db8:b::/64 p ra+addr"
+	)
+	m := model(eth0())
+	st := status(For(m, status(For(m, api.Status{}, reports(t, onA, onA, onA), t0)), reports(t, withRogue, withRogue, withRogue), t0.Add(time.Minute)))
+	if st.CurrentPrefix != "2001:db8:a::/64" {
+		t.Fatalf("the second router flipped a current prefix: %s", st.CurrentPrefix)
+	}
+	d := For(m, st, reports(t, renumbered, renumbered, renumbered), t0.Add(2*time.Minute))
+	if d.Current.String() != "2001:db8:a::/64" {
+		t.Errorf("B and the second router's 2000::/64 tie on every vote, and %s is current: want A held", d.Current)
+	}
+	for _, want := range []string{"2000::/64", "2001:db8:b::/64"} {
+		if !slices.ContainsFunc(d.Rejected, func(r Rejected) bool { return r.Prefix.String() == want && strings.Contains(r.Reason, "ties with") }) {
+			t.Errorf("the tie is not reported for %s: %+v", want, d.Rejected)
+		}
+	}
+	d = For(m, status(d), reports(t, rogueGone, rogueGone, rogueGone), t0.Add(3*time.Minute))
+	if d.Current.String() != "2001:db8:b::/64" {
+		t.Errorf("with the second router gone B leads, and %s is current", d.Current)
 	}
 }

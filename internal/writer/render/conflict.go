@@ -15,8 +15,8 @@ import (
 const ServiceAddressConflict = "ServiceAddressConflict"
 
 // Conflict is one address two Services following one DynamicPrefix ask for.
-// The Service that asked first (created first; then by namespace and name)
-// keeps it; Loser gets no address of renumber's until the conflict is gone
+// The Service that holds it (its record names it) keeps it, else the one
+// that asked first (created first; then by namespace and name); Loser gets no address of renumber's until the conflict is gone
 // (its user's entries stay).
 type Conflict struct {
 	Address       string

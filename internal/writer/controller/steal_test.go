@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// Found by the red team on issue 42 ("one tenant"): two Services never
+// share an address, and the one created first used to keep it, whichever
+// Service held the address. A tenant with any Service older than the
+// victim's (here one from 2025; the victim's web was recreated in November)
+// sets its dynamic-prefix.io/suffix - its own annotation - to the victim's
+// suffix. The next pass releases the victim's address and writes it into the
+// tenant's Service (lbipam.cilium.io/ips, and its DNS target): the load
+// balancer answered the victim's address, and external-dns pointed the
+// tenant's name at it. Default spec.serviceNamespaces (empty) lets every
+// namespace follow. Now the Service holding the address keeps it.
+func TestAServiceThatHoldsItsAddressKeepsIt(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	// The victim's Service was (re)created on 2026-11-01.
+	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Patch(ctx, "web", "application/merge-patch+json",
+		[]byte(`{"metadata":{"creationTimestamp":"2026-11-01T00:00:00Z"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The tenant's Service, from 2025, following home with a suffix of its own.
+	old := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "old", ResourceVersion: "1",
+			CreationTimestamp: metav1.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+			Annotations:       map[string]string{dynamicprefix.AnnotationName: "home", render.AnnotationSuffix: "::ffff:0:0:99"}},
+	}
+	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").(interface {
+		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
+	}).CreateFake(old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.sync(passHome)
+	f.catchUp()
+	victim := f.service()[render.AnnotationIPs]
+	if !strings.Contains(victim, "2001:db8:a:0:ffff::1") {
+		t.Fatalf("before: web has %q", victim)
+	}
+
+	// The tenant edits its own Service's suffix to the victim's.
+	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	t.Logf("the pass wrote %q", f.sync(passHome))
+	f.catchUp()
+	tenant, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after: default/web %s=%q; tenant/old %s=%q target=%q", render.AnnotationIPs, f.service()[render.AnnotationIPs],
+		render.AnnotationIPs, tenant.Annotations[render.AnnotationIPs], tenant.Annotations[render.AnnotationTarget])
+	if !strings.Contains(f.service()[render.AnnotationIPs], "2001:db8:a:0:ffff::1") {
+		t.Errorf("default/web lost its address: %q", f.service()[render.AnnotationIPs])
+	}
+	if c := f.condition(render.ServiceAddressConflict); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "tenant/old") {
+		t.Errorf("condition %s %s %q, want True naming tenant/old", render.ServiceAddressConflict, c.Status, c.Message)
+	}
+	if strings.Contains(tenant.Annotations[render.AnnotationIPs], "2001:db8:a:0:ffff::1") {
+		t.Errorf("the tenant's Service now holds default/web's address 2001:db8:a:0:ffff::1 (%q), web has %q: one tenant moved another's address to itself",
+			tenant.Annotations[render.AnnotationIPs], f.service()[render.AnnotationIPs])
+	}
+}

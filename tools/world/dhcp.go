@@ -108,8 +108,8 @@ func (r *Router) RestartDHCPServer(ctx context.Context) error {
 
 // startDHCPD starts dhcpd on the configuration and leases in dir; r.mu is held.
 func (r *Router) startDHCPD(dir string) error {
-	cmd, err := r.net.w.spawn(r.NS, r.name+"-dhcpd.log", "dhcpd", "-6", "-f", "-d", "-cf", filepath.Join(dir, "dhcpd6.conf"),
-		"-lf", filepath.Join(dir, "dhcpd6.leases"), "-pf", filepath.Join(dir, "dhcpd6.pid"), "eth0")
+	cmd, err := r.net.w.spawn(r.NS, r.name+"-dhcpd.log", append(deviceOfItsOwn, "dhcpd", "-6", "-f", "-d", "-cf", filepath.Join(dir, "dhcpd6.conf"),
+		"-lf", filepath.Join(dir, "dhcpd6.leases"), "-pf", filepath.Join(dir, "dhcpd6.pid"), "eth0")...)
 	if err != nil {
 		return err
 	}

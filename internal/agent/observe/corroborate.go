@@ -33,6 +33,9 @@
 //     finite or infinite lifetimes) counts only in a prefix a believed RA
 //     offered (vouched) or the agent published before a restart; while a
 //     proposal offering it waits, it is neither reported nor rejected.
+//     Once no believed RA states the prefix, such an address keeps it
+//     reported but never preferred: the kernel refreshes it on any RA's
+//     word, a replay of the router's old one included.
 //     No table of unbelieved prefixes is needed, so a flood cannot push one
 //     out before the kernel's address appears.
 

@@ -446,6 +446,15 @@ func (l *link) capRA(pol policy.Policy, now time.Time) {
 	}
 }
 
+// RAEntries returns how many (prefix, router) lifetimes the link remembers
+// (at most maxRAEntries once a snapshot has capped them).
+func (s *State) RAEntries(name string) int {
+	if l := s.links[name]; l != nil {
+		return len(l.ra)
+	}
+	return 0
+}
+
 // proposed reports whether a proposal waiting on l offers p.
 func (l *link) proposed(p netip.Prefix) bool {
 	for _, sp := range l.speakers {

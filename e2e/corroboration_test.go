@@ -9,6 +9,7 @@ import (
 	"github.com/mdlayher/ndp"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // copyOfRadvd is what radvd sends for advertise (hop limit 64, router
@@ -26,6 +27,26 @@ func copyOfRadvd(t *testing.T, prefixes []*ndp.PrefixInformation, extra ...ndp.O
 		t.Fatal(err)
 	}
 	return b
+}
+
+// impostorSender takes the router's link-local address, trusted, on a host
+// of the LAN (World.Impostor) and returns a socket that sends from it, closed
+// when the test ends.
+func impostorSender(t *testing.T, w *world.World, trusted netip.Addr) *world.RASender {
+	t.Helper()
+	impostor, ll, err := w.Net.Impostor(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ll != trusted {
+		t.Fatalf("the impostor holds %s, the router %s", ll, trusted)
+	}
+	sender, err := impostor.Sender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sender.Close() })
+	return sender
 }
 
 func pioOf(p netip.Prefix, valid, preferred time.Duration) *ndp.PrefixInformation {
@@ -62,18 +83,7 @@ func TestACopyOfTheRoutersRAIsNotBelieved(t *testing.T) {
 	for _, n := range nodes {
 		waitDigest(t, w, n, "A", has(prefixA, false, digest.SourceRA))
 	}
-	impostor, ll, err := w.Net.Impostor(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ll != trusted {
-		t.Fatalf("the impostor holds %s, the router %s", ll, trusted)
-	}
-	sender, err := impostor.Sender()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
+	sender := impostorSender(t, w, trusted)
 	prefixZ := netip.MustParsePrefix("2001:db8:bad:2::/64")
 	for _, tc := range []struct {
 		name  string

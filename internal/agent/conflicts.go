@@ -6,7 +6,8 @@ import (
 )
 
 // journalConflicts logs a router's address turning contradictory on a link,
-// and turning consistent again, once each, and keeps the metrics.
+// and turning consistent again, once each, and keeps the metrics (the RA table's size with them:
+// it is measured after a snapshot forgot what ran out).
 func (a *Agent) journalConflicts(now time.Time) {
 	for _, link := range a.state.Links() {
 		contradictions, crowded := a.state.TakeCounts(link)
@@ -31,6 +32,7 @@ func (a *Agent) journalConflicts(now time.Time) {
 			delete(a.conflicts, link)
 		}
 		metricConflict.With(link).Set(float64(len(routers)))
+		metricRAEntries.With(link).Set(float64(a.state.RAEntries(link)))
 	}
 	for link := range a.conflicts {
 		if !slices.Contains(a.state.Links(), link) {

@@ -4,7 +4,7 @@
 // change from the router to the pool, memory and CPU of agent and writer, and
 // binary sizes. It writes bench/results.md and bench/results.json.
 //
-//	bench [-only steady|change|size] [-steady 10m] [-changes 20]
+//	bench [-only steady|change|size] [-steady 10m] [-changes 20] [-router-answers unicast|multicast|both]
 //
 // Numbers are measurements, not assertions: nothing here fails on a slow machine.
 package main
@@ -41,7 +41,7 @@ type results struct {
 	Machine  map[string]string `json:"machine"`
 	Versions map[string]string `json:"versions"`
 	Steady   *steady           `json:"steady,omitempty"`
-	Change   *change           `json:"change,omitempty"`
+	Change   *change           `json:"change,omitempty"` // radvd answering solicitations unicast
 	Procs    []proc            `json:"processes,omitempty"`
 	Sizes    map[string]int64  `json:"binarySizes,omitempty"`
 	Layers   map[string]int64  `json:"imageLayerSizes,omitempty"`
@@ -54,6 +54,9 @@ type results struct {
 	Idle     *idleCost         `json:"idle,omitempty"`
 	DNS      *dnsSource        `json:"dns,omitempty"`
 	Notes    []string          `json:"notes"`
+
+	// ChangeMulticast is Change with radvd answering solicitations to all nodes.
+	ChangeMulticast *change `json:"changeMulticast,omitempty"`
 }
 
 type steady struct {
@@ -67,6 +70,7 @@ type steady struct {
 }
 
 type change struct {
+	Answers      string         `json:"routerAnswers"` // unicast or multicast (answerModes)
 	At           string         `json:"measuredAt"`
 	Changes      int            `json:"changes"`
 	WritesByWho  map[string]int `json:"writesByIdentityAndResourceTotal"`
@@ -96,6 +100,7 @@ func main() {
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
+	answers := flag.String("router-answers", "both", "how radvd answers a Router Solicitation in the change benchmark: unicast (radvd's default), multicast (AdvRASolicitedUnicast off) or both, each measured in its own section")
 	runs := flag.Int("runs", 3, "runs of each scale size (memory is reported as min/median/max)")
 	out := flag.String("out", "bench", "directory for results.md and results.json")
 	flag.Parse()
@@ -105,6 +110,10 @@ func main() {
 		os.Exit(2)
 	}
 	*only = name
+	if *answers != "both" && *answers != answersUnicast && *answers != answersMulticast {
+		fmt.Fprintf(os.Stderr, "bench: no router answer mode %q: unicast, multicast or both\n", *answers)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	r := &results{}
@@ -124,7 +133,7 @@ func main() {
 		}
 		sizes = append(sizes, n)
 	}
-	if err := run(ctx, r, *only, *steadyFor, *changes); err != nil {
+	if err := run(ctx, r, *only, *steadyFor, *changes, *answers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -220,7 +229,7 @@ func fresh(i int) netip.Prefix {
 	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:100::/64", i+1))
 }
 
-func run(ctx context.Context, r *results, only string, steadyFor time.Duration, changes int) error {
+func run(ctx context.Context, r *results, only string, steadyFor time.Duration, changes int, answers string) error {
 	if only == "" || only == "size" {
 		r.Sizes, r.Layers = sizes()
 		if only == "size" {
@@ -302,78 +311,152 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	}
 
 	if only == "" || only == "change" {
-		c := &change{At: time.Now().UTC().Format(time.RFC3339), Changes: changes, WritesByWho: map[string]int{}, MinimumPer: 3 + dps*poolsPerDP + dps + haServices}
-		for i := range changes {
-			cur, next := fresh(i), fresh(i+1)
-			m, err := w.API.Mark(ctx)
+		// Each mode moves on from where the last left the router.
+		at := 0
+		for _, mode := range answerModes(answers) {
+			var restart func() error
+			if at > 0 {
+				// Agents that learnt how radvd answered in the last mode would
+				// carry it over: each mode is measured by agents that learn it
+				// afresh, as on a router that never changes its mode.
+				restart = func() error { return restartAgents(ctx, w, procs, agentBin) }
+			}
+			c, err := measureChanges(ctx, w, mode, at, changes, restart)
 			if err != nil {
 				return err
 			}
-			// Watch pool home-0 from its current version: the new prefix must become
-			// its current entry (the first after the user's block); on a flip back the
-			// old block is already there, draining.
-			pool, err := w.API.Dynamic.Resource(world.PoolGVR).Get(ctx, "home-0", metav1.GetOptions{})
-			if err != nil {
-				return err
+			at += changes
+			if mode == answersMulticast {
+				r.ChangeMulticast = c
+			} else {
+				r.Change = c
 			}
-			watcher, err := w.API.Dynamic.Resource(world.PoolGVR).Watch(ctx, metav1.ListOptions{
-				FieldSelector: "metadata.name=home-0", ResourceVersion: pool.GetResourceVersion()})
-			if err != nil {
-				return err
-			}
-			sighup := time.Now()
-			if err := w.Net.Router.Advertise(ctx,
-				world.Advert{Prefix: next, Valid: 30 * time.Minute, Preferred: 20 * time.Minute},
-				world.Advert{Prefix: cur, Valid: 30 * time.Minute, Preferred: 0},
-			); err != nil {
-				return err
-			}
-			lat, err := firstPoolWith(ctx, watcher, homeRange(next), sighup)
-			watcher.Stop()
-			if err != nil {
-				return err
-			}
-			time.Sleep(settleWindow)
-			ws, err := w.API.WritesSince(ctx, m)
-			if err != nil {
-				return err
-			}
-			objects := 0
-			var firstPool time.Time
-			var digests []time.Time
-			for k, v := range tally(ws) {
-				c.WritesByWho[k] += v
-			}
-			for _, wr := range ws {
-				switch {
-				case wr.Resource == "nodes":
-					digests = append(digests, wr.At)
-				case wr.Resource == "ciliumloadbalancerippools" && firstPool.IsZero():
-					firstPool = wr.At
-				}
-				if wr.Resource != "leases" && wr.Resource != "events" {
-					objects++
-				}
-			}
-			// The digest that tipped the majority: the last one before the first
-			// pool patch (the pool need not wait for every node).
-			var tipping time.Time
-			for _, at := range digests {
-				if at.Before(firstPool) && at.After(tipping) {
-					tipping = at
-				}
-			}
-			if !tipping.IsZero() && !firstPool.IsZero() {
-				c.RAToDigestMS = append(c.RAToDigestMS, ms(tipping.Sub(sighup)))
-				c.DigestToPool = append(c.DigestToPool, ms(firstPool.Sub(tipping)))
-			}
-			c.ObjectPer += float64(objects) / float64(changes)
-			c.LatencyMS = append(c.LatencyMS, ms(lat))
-			progress("change %d/%d: %s -> %s in %s, %d object writes", i+1, changes, cur, next, lat.Round(time.Millisecond), objects)
 		}
-		r.Change = c
 	}
 	return nil
+}
+
+// The ways a router answers a Router Solicitation (-router-answers): radvd's
+// default, unicast to the soliciting node at once, and AdvRASolicitedUnicast
+// off, to all nodes, which RFC 4861 6.2.6 lets wait until 3 s after its last
+// multicast RA (plus up to 0.5 s). The agent fits its corroboration window to
+// which one it hears, so a change's latency depends on it.
+const (
+	answersUnicast   = "unicast"
+	answersMulticast = "multicast"
+)
+
+// answerModes returns the modes -router-answers names (both: unicast first).
+func answerModes(answers string) []string {
+	if answers == "both" {
+		return []string{answersUnicast, answersMulticast}
+	}
+	return []string{answers}
+}
+
+// restartAgents stops every node's agent and starts it again.
+func restartAgents(ctx context.Context, w *world.World, procs map[string]*exec.Cmd, agentBin string) error {
+	for _, n := range w.Net.Nodes {
+		w.Stop(procs["agent-"+n.Name], 5*time.Second)
+		c, err := w.StartAgent(ctx, agentBin, n.Name)
+		if err != nil {
+			return err
+		}
+		procs["agent-"+n.Name] = c
+	}
+	return nil
+}
+
+// measureChanges sets radvd to answer solicitations as mode says, then makes
+// changes renumberings from fresh(from) on, measuring each one's latency and
+// writes. restart, if given, restarts the agents once radvd answers so.
+func measureChanges(ctx context.Context, w *world.World, mode string, from, changes int, restart func() error) (*change, error) {
+	w.Net.Router.MulticastAnswers = mode == answersMulticast
+	// What radvd advertises now, reloaded with the mode: the agents see no change.
+	ads := []world.Advert{{Prefix: fresh(from), Valid: 30 * time.Minute, Preferred: 20 * time.Minute}}
+	if from > 0 {
+		ads = append(ads, world.Advert{Prefix: fresh(from - 1), Valid: 30 * time.Minute, Preferred: 0})
+	}
+	if err := w.Net.Router.Advertise(ctx, ads...); err != nil {
+		return nil, err
+	}
+	if restart != nil {
+		if err := restart(); err != nil {
+			return nil, err
+		}
+	}
+	// Long enough for restarted agents to start and believe the offer.
+	time.Sleep(2 * settleWindow)
+	c := &change{Answers: mode, At: time.Now().UTC().Format(time.RFC3339), Changes: changes, WritesByWho: map[string]int{}, MinimumPer: 3 + dps*poolsPerDP + dps + haServices}
+	for i := range changes {
+		cur, next := fresh(from+i), fresh(from+i+1)
+		m, err := w.API.Mark(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Watch pool home-0 from its current version: the new prefix must become
+		// its current entry (the first after the user's block); on a flip back the
+		// old block is already there, draining.
+		pool, err := w.API.Dynamic.Resource(world.PoolGVR).Get(ctx, "home-0", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		watcher, err := w.API.Dynamic.Resource(world.PoolGVR).Watch(ctx, metav1.ListOptions{
+			FieldSelector: "metadata.name=home-0", ResourceVersion: pool.GetResourceVersion()})
+		if err != nil {
+			return nil, err
+		}
+		sighup := time.Now()
+		if err := w.Net.Router.Advertise(ctx,
+			world.Advert{Prefix: next, Valid: 30 * time.Minute, Preferred: 20 * time.Minute},
+			world.Advert{Prefix: cur, Valid: 30 * time.Minute, Preferred: 0},
+		); err != nil {
+			return nil, err
+		}
+		lat, err := firstPoolWith(ctx, watcher, homeRange(next), sighup)
+		watcher.Stop()
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(settleWindow)
+		ws, err := w.API.WritesSince(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		objects := 0
+		var firstPool time.Time
+		var digests []time.Time
+		for k, v := range tally(ws) {
+			c.WritesByWho[k] += v
+		}
+		for _, wr := range ws {
+			switch {
+			case wr.Resource == "nodes":
+				digests = append(digests, wr.At)
+			case wr.Resource == "ciliumloadbalancerippools" && firstPool.IsZero():
+				firstPool = wr.At
+			}
+			if wr.Resource != "leases" && wr.Resource != "events" {
+				objects++
+			}
+		}
+		// The digest that tipped the majority: the last one before the first
+		// pool patch (the pool need not wait for every node).
+		var tipping time.Time
+		for _, at := range digests {
+			if at.Before(firstPool) && at.After(tipping) {
+				tipping = at
+			}
+		}
+		if !tipping.IsZero() && !firstPool.IsZero() {
+			c.RAToDigestMS = append(c.RAToDigestMS, ms(tipping.Sub(sighup)))
+			c.DigestToPool = append(c.DigestToPool, ms(firstPool.Sub(tipping)))
+		}
+		c.ObjectPer += float64(objects) / float64(changes)
+		c.LatencyMS = append(c.LatencyMS, ms(lat))
+		progress("change %d/%d (%s answers): %s -> %s in %s, %d object writes", i+1, changes, mode, cur, next, lat.Round(time.Millisecond), objects)
+	}
+	return c, nil
 }
 
 // binaries are the agent and writer the bench runs (make build).
@@ -389,7 +472,7 @@ func binaries() (agent, writer string, err error) {
 func notes(r *results) []string {
 	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the 3 s in which the router could contradict the change: about 3 s of the total, 0.26 s before corroboration) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the window fitted to how the router answers solicitations: one answering unicast has answered by 0.5 s after the solicitation, one answering all nodes by 3.5 s after its last multicast RA; each plus a 250 ms margin, in which nobody on the router's address may contradict the change) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
 		"Binaries are built as the Dockerfiles build them (static, no cgo).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
@@ -633,13 +716,10 @@ func write(r *results, dir string) error {
 		b.WriteString(table(s.WritesByWho))
 	}
 	if c := r.Change; c != nil {
-		fmt.Fprintf(&b, "\n## Prefix changes (%d, measured %s)\n\n", c.Changes, c.At)
-		fmt.Fprintf(&b, "| | p50 | p90 | p99 |\n|---|---|---|---|\n")
-		fmt.Fprintf(&b, "| router SIGHUP -> pool holds the new block (goal p99 < 2 s) | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.LatencyMS, 50), percentile(c.LatencyMS, 90), percentile(c.LatencyMS, 99))
-		fmt.Fprintf(&b, "| SIGHUP -> the node digest that made the majority | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.RAToDigestMS, 50), percentile(c.RAToDigestMS, 90), percentile(c.RAToDigestMS, 99))
-		fmt.Fprintf(&b, "| that digest -> first pool patch (writer debounce + pass) | %.0f ms | %.0f ms | %.0f ms |\n\n", percentile(c.DigestToPool, 50), percentile(c.DigestToPool, 90), percentile(c.DigestToPool, 99))
-		fmt.Fprintf(&b, "Object writes per change (not Lease, not events): %.2f; minimum possible: %d (one annotation per node + one patch per pool + one status per DynamicPrefix + one patch per following Service).\n\nAll writes over the %d changes:\n\n", c.ObjectPer, c.MinimumPer, c.Changes)
-		b.WriteString(table(c.WritesByWho))
+		writeChange(&b, "radvd answers solicitations unicast, its default", c)
+	}
+	if c := r.ChangeMulticast; c != nil {
+		writeChange(&b, "radvd answers solicitations to all nodes, AdvRASolicitedUnicast off", c)
 	}
 	if len(r.Procs) > 0 {
 		b.WriteString("\n## Memory and CPU at steady state\n\n| process | RSS MiB | of which the binary's pages | of which anonymous | peak RSS MiB | CPU s/hour | goal |\n|---|---|---|---|---|---|---|\n")
@@ -683,6 +763,17 @@ func write(r *results, dir string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
+}
+
+// writeChange writes one answer mode's change section.
+func writeChange(b *strings.Builder, how string, c *change) {
+	fmt.Fprintf(b, "\n## Prefix changes, %s (%d, measured %s)\n\n", how, c.Changes, c.At)
+	fmt.Fprintf(b, "| | p50 | p90 | p99 |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| router SIGHUP -> pool holds the new block (goal p99 < 2 s) | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.LatencyMS, 50), percentile(c.LatencyMS, 90), percentile(c.LatencyMS, 99))
+	fmt.Fprintf(b, "| SIGHUP -> the node digest that made the majority | %.0f ms | %.0f ms | %.0f ms |\n", percentile(c.RAToDigestMS, 50), percentile(c.RAToDigestMS, 90), percentile(c.RAToDigestMS, 99))
+	fmt.Fprintf(b, "| that digest -> first pool patch (writer debounce + pass) | %.0f ms | %.0f ms | %.0f ms |\n\n", percentile(c.DigestToPool, 50), percentile(c.DigestToPool, 90), percentile(c.DigestToPool, 99))
+	fmt.Fprintf(b, "Object writes per change (not Lease, not events): %.2f; minimum possible: %d (one annotation per node + one patch per pool + one status per DynamicPrefix + one patch per following Service).\n\nAll writes over the %d changes:\n\n", c.ObjectPer, c.MinimumPer, c.Changes)
+	b.WriteString(table(c.WritesByWho))
 }
 
 func table(m map[string]int) string {

@@ -33,6 +33,9 @@
 //     finite or infinite lifetimes) counts only in a prefix a believed RA
 //     offered (vouched) or the agent published before a restart; while a
 //     proposal offering it waits, it is neither reported nor rejected.
+//     Once no believed RA states the prefix, such an address keeps it
+//     reported but never preferred: the kernel refreshes it on any RA's
+//     word, a replay of the router's old one included.
 //     No table of unbelieved prefixes is needed, so a flood cannot push one
 //     out before the kernel's address appears.
 
@@ -441,6 +444,15 @@ func (l *link) capRA(pol policy.Policy, now time.Time) {
 	for _, k := range victims[:len(l.ra)-maxRAEntries] {
 		delete(l.ra, k)
 	}
+}
+
+// RAEntries returns how many (prefix, router) lifetimes the link remembers
+// (at most maxRAEntries once a snapshot has capped them).
+func (s *State) RAEntries(name string) int {
+	if l := s.links[name]; l != nil {
+		return len(l.ra)
+	}
+	return 0
 }
 
 // proposed reports whether a proposal waiting on l offers p.

@@ -128,6 +128,40 @@ func TestAReplayOfTheRoutersOldWordHoldsARenumberingBackNoLongerThanItsLifetimes
 	}
 }
 
+// The kernel forms and refreshes SLAAC addresses on any RA, the replay's
+// included: past the valid lifetime the router stated, the address the
+// replay keeps preferred keeps A reported, deprecated, never preferred
+// again (it was, "p addr", for as long as the replay went on).
+func TestAReplayKeepsNoKernelAddressPreferredPastTheRoutersLifetimes(t *testing.T) {
+	s := agreed(t) // A: valid 1 h, preferred 30 min
+	old, renumbered := offer(pA), offer(pB)
+	start := t0.Add(time.Minute)
+	for at := start; at.Before(start.Add(80 * time.Minute)); at = at.Add(10 * time.Second) {
+		s.RA("eth0", routerA, at, renumbered)
+		s.RA("eth0", routerA, at.Add(time.Millisecond), old)
+		if due, _ := s.Solicit(at.Add(2 * time.Millisecond)); len(due) > 0 {
+			s.Solicited("eth0", at.Add(2*time.Millisecond))
+			s.RA("eth0", routerA, at.Add(3*time.Millisecond), old)
+			s.RA("eth0", routerA, at.Add(4*time.Millisecond), renumbered)
+		}
+		// The kernel heard the replay last: its address in A is preferred.
+		s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at.Add(5*time.Millisecond))
+		got := encode(t, s, at.Add(6*time.Millisecond))
+		var want string
+		switch {
+		case at.Before(t0.Add(30 * time.Minute)):
+			want = "v1;eth0 conflict=2001:db8:a::/64 p ra"
+		case at.Before(t0.Add(time.Hour)):
+			want = "v1;eth0 conflict=2001:db8:a::/64 d1799 ra"
+		default:
+			want = "v1;eth0 conflict=2001:db8:a::/64 d1799 addr"
+		}
+		if got != want {
+			t.Fatalf("at +%s:\n got %s\nwant %s", at.Sub(start), got, want)
+		}
+	}
+}
+
 // With ConflictBound the stall ends sooner than the router's lifetimes.
 func TestAConflictBoundEndsTheStallSooner(t *testing.T) {
 	s := agreed(t) // A: preferred 30 min

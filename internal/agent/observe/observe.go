@@ -105,8 +105,8 @@ type link struct {
 	addrs  map[netip.Addr]addrEntry
 	frozen map[netip.Prefix]time.Duration // remaining valid lifetime at deprecation
 	// vouched: prefixes a trusted router advertised, while something of them
-	// is still seen (Policy.Trusted).
-	vouched map[netip.Prefix]bool
+	// is still seen (Policy.Trusted), and on whose word (vouch).
+	vouched map[netip.Prefix]vouch
 	// kept: the prefixes the last digest carried (Snapshot's eviction).
 	kept map[netip.Prefix]bool
 	// since: when each router still advertising here was first heard (at
@@ -189,7 +189,7 @@ func (s *State) SetLinks(names ...string) {
 		keep[n] = true
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
-				vouched: map[netip.Prefix]bool{}, since: map[netip.Addr]time.Time{},
+				vouched: map[netip.Prefix]vouch{}, since: map[netip.Addr]time.Time{},
 				speakers: map[netip.Addr]*speaker{}, voices: map[netip.Addr]*voice{}}
 		}
 	}
@@ -223,7 +223,7 @@ func (s *State) Seed(n digest.Node) {
 				st.frozen[p.Prefix] = p.Remaining
 			}
 			// Believed before the restart: the kernel's addresses in it count.
-			st.vouched[p.Prefix] = true
+			st.vouched[p.Prefix] = vouchSeed
 		}
 	}
 }
@@ -270,7 +270,7 @@ func (s *State) believe(name string, router netip.Addr, w word, ends map[netip.P
 	l.sawRA = true
 	for p, st := range w.states {
 		if st.offered() {
-			l.vouched[p] = true
+			l.vouched[p] = vouchRA
 		}
 		k := raKey{p, router}
 		if !st.offered() {
@@ -479,8 +479,16 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				// write per change, or a 2 s wait for one.
 				e.sources |= digest.SourceAddr
 			}
-			e.addrPreferred = e.addrPreferred || (!a.deprecated && !a.lifetimes.preferred.passed(now))
-			e.slaac = e.slaac || (a.prefix.Bits() == 64 && !a.permanent)
+			preferred, slaac := !a.deprecated && !a.lifetimes.preferred.passed(now), a.prefix.Bits() == 64 && !a.permanent
+			if slaac && s.Corroboration > 0 && l.vouched[a.prefix] == vouchRA {
+				// The kernel keeps a SLAAC address preferred on any RA's word, a
+				// replay's of the router's old one included: once no believed RA
+				// states the prefix, its addresses keep it reported, never
+				// preferred beyond what the router stated.
+				preferred = false
+			}
+			e.addrPreferred = e.addrPreferred || preferred
+			e.slaac = e.slaac || slaac
 			e.addrRemaining = max(e.addrRemaining, a.lifetimes.valid.remaining(now))
 		}
 		if s.policies[name].Delegated {

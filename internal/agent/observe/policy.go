@@ -19,7 +19,18 @@ func (s *State) SetPolicies(p map[string]policy.Policy) { s.policies = p }
 // vouchedFor reports, on a link that trusts some routers, whether a trusted
 // router has advertised p since the agent started (a kernel address alone is
 // believed only then: the kernel forms addresses from any router's RA).
-func (l *link) vouchedFor(p netip.Prefix) bool { return l.vouched[p] }
+func (l *link) vouchedFor(p netip.Prefix) bool { return l.vouched[p] != 0 }
+
+// vouch says on whose word a prefix is vouched for.
+type vouch uint8
+
+const (
+	// vouchSeed: the digest published before a restart carried it.
+	vouchSeed vouch = iota + 1
+	// vouchRA: a believed RA offered it. Its SLAAC addresses keep it
+	// reported, but not preferred, once no believed RA states it.
+	vouchRA
+)
 
 // untrusted returns the rejection of a prefix only the kernel reports, or nil.
 func (s *State) untrusted(name string, l *link, p netip.Prefix, sources digest.Source) *Rejected {

@@ -21,14 +21,25 @@ func offer(ps ...netip.Prefix) []RAPrefix {
 	return out
 }
 
+// testMargin is the margin these tests give the window (the tightest a user
+// may set: the default is for loaded machines and late routers).
+const testMargin = 250 * time.Millisecond
+
 // fullWindow is the longest a solicitation's window lasts: a router that
 // multicasts its answers and did so just before it was asked.
-const fullWindow = MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration
+const fullWindow = MinDelayBetweenRAs + MaxRADelay + testMargin
+
+// newState is New on eth0 with the tests' margin.
+func newState() *State {
+	s := New("eth0")
+	s.Corroboration = testMargin
+	return s
+}
 
 // agreed is a corroborating State on eth0 that believes routerA offers A.
 func agreed(t *testing.T) *State {
 	t.Helper()
-	s := New("eth0")
+	s := newState()
 	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	s.RA("eth0", routerA, t0, offer(pA))
 	solicit(t, s, t0.Add(time.Millisecond))
@@ -228,7 +239,7 @@ func TestSolicitationsAreSpaced(t *testing.T) {
 }
 
 func TestARouterSplittingItsPrefixesIsNoConflict(t *testing.T) {
-	s := New("eth0")
+	s := newState()
 	s.OmitDeprecates = false
 	pC := netip.MustParsePrefix("2001:db8:c::/64")
 	for i := range 6 {
@@ -287,7 +298,7 @@ func FuzzCorroborationTables(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 1, 4, 2, 0, 0, 3})
 	f.Add([]byte("spoof-answer-spoof-answer"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		s := New("eth0")
+		s := newState()
 		now := t0
 		for i, op := range ops {
 			now = now.Add(time.Duration(op%7) * 100 * time.Millisecond)
@@ -366,7 +377,7 @@ func TestASLAACAddressCountsOnlyInAPrefixABelievedRAOffered(t *testing.T) {
 		t.Errorf("%d rejected as uncorroborated, want the kernel's 16", n)
 	}
 	// A prefix the agent published before a restart stays believed.
-	s2 := New("eth0")
+	s2 := newState()
 	s2.Seed(digest.Node{Links: []digest.Link{{Name: "eth0", Prefixes: []digest.Prefix{{Prefix: pB, Deprecated: true, Remaining: time.Hour, Sources: digest.SourceAddr}}}}})
 	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 0, Deprecated: true}, false, t0)
 	if got := encode(t, s2, t0); got != "v1;eth0=2001:db8:b::/64 d3600 addr" {

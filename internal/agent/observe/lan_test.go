@@ -66,7 +66,7 @@ func TestAWordThatChangesNothingPreferredIsAProposal(t *testing.T) {
 			draining, []RAPrefix{{pB, infinite, infinite, true}, draining[1]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New("eth0")
+			s := newState()
 			s.SetPolicies(map[string]policy.Policy{"eth0": tc.policy})
 			s.RA("eth0", routerA, t0, tc.router)
 			solicit(t, s, t0.Add(time.Millisecond))
@@ -216,15 +216,15 @@ func TestTheWindowFitsHowTheRouterAnswers(t *testing.T) {
 		answer func(s *State, at time.Time, p netip.Prefix)
 		window time.Duration
 	}{
-		{"unicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), false) }, MaxRADelay + DefaultCorroboration},
-		{"multicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), true) }, MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration},
+		{"unicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), false) }, MaxRADelay + testMargin},
+		{"multicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), true) }, MinDelayBetweenRAs + MaxRADelay + testMargin},
 		{"a spoofer's unicast beside the router's multicast", func(s *State, at time.Time, p netip.Prefix) {
 			s.Heard("eth0", routerA, at, offer(p), false)
 			s.Heard("eth0", routerA, at.Add(2*time.Second), offer(p), true)
-		}, MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration},
+		}, MinDelayBetweenRAs + MaxRADelay + testMargin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New("eth0")
+			s := newState()
 			s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 			s.Solicited("eth0", t0) // the listener opens
 			tc.answer(s, t0.Add(time.Millisecond), pA)
@@ -238,7 +238,7 @@ func TestTheWindowFitsHowTheRouterAnswers(t *testing.T) {
 			solicit(t, s, at.Add(time.Millisecond))
 			tc.answer(s, at.Add(2*time.Millisecond), pB)
 			wantEnd := at.Add(time.Millisecond + tc.window)
-			if tc.window > MaxRADelay+DefaultCorroboration {
+			if tc.window > MaxRADelay+testMargin {
 				wantEnd = at.Add(tc.window) // after its multicast at at
 			}
 			next, ok := s.NextDeadline(at.Add(3 * time.Millisecond))
@@ -258,7 +258,7 @@ func TestTheWindowFitsHowTheRouterAnswers(t *testing.T) {
 // The RA table has a cap whatever the router: a trusted router's address is
 // as easy to take as any other. What the digest carried is kept.
 func TestTheRATableIsCappedWithTrustedRoutersToo(t *testing.T) {
-	s := New("eth0")
+	s := newState()
 	s.Corroboration = 0 // believe every word: the cap alone bounds the table
 	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
 	s.RA("eth0", routerA, t0, []RAPrefix{{pB, time.Hour, 30 * time.Minute, true}, {pA, 20 * time.Minute, 0, true}})

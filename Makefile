@@ -204,7 +204,7 @@ REAL_NODES := ^TestRealNodes
 # the other platform's cross-build is the release's, not the tests'.
 test: PLATFORMS = linux/$(shell $(GO) env GOARCH)
 .PHONY: test
-test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~14 min warm, 37 cold, measured)
+test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, the world tests, the fast e2e subset and the kind smoke (needs root; ~18 min warm, 37 cold, measured)
 	$(GO) vet ./... && $(GO) vet -tags kind ./e2e/kind/
 	cd tools/kind && $(GO) test -count=1 ./...
 	cd tools/images && $(GO) test -count=1 ./...

@@ -66,16 +66,9 @@ func pioOf(p netip.Prefix, valid, preferred time.Duration) *ndp.PrefixInformatio
 // conflict. Then a real renumbering lands.
 func TestACopyOfTheRoutersRAIsNotBelieved(t *testing.T) {
 	w := newWorld(t, 2)
-	ctx := t.Context()
 	w.Net.Router.MulticastAnswers = true
 	advertise(t, w, prefixA)
-	trusted, err := w.Net.Router.LinkLocal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
-	}})
+	trusted := trustingHome(t, w, nil)
 	nodes := []string{"node1", "node2"}
 	for _, n := range nodes {
 		startAgent(t, w, n, "--conflict-hold", "15s")

@@ -39,14 +39,7 @@ func TestARouterImpostorMovesNothing(t *testing.T) {
 	w := newWorld(t, 3)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	trusted, err := w.Net.Router.LinkLocal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{
-		"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}}},
-		"transition":  map[string]any{"mode": "ha"},
-	})
+	trusted := trustingHome(t, w, map[string]any{"transition": map[string]any{"mode": "ha"}})
 	createPool(t, w)
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1"})
 	nodes := []string{"node1", "node2", "node3"}

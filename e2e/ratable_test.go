@@ -40,15 +40,8 @@ func junkPIO(i int, valid time.Duration) *ndp.PrefixInformation {
 func TestTrustedRoutersDoNotLiftTheRATablesCap(t *testing.T) {
 	const maxRAEntries = 256 // observe's cap
 	w := newWorld(t, 1)
-	ctx := t.Context()
 	advertise(t, w, prefixB, prefixA)
-	trusted, err := w.Net.Router.LinkLocal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
-	}})
+	trusted := trustingHome(t, w, nil)
 	agent := startAgent(t, w, "node1")
 	waitDigest(t, w, "node1", "B preferred, A draining", all(has(prefixB, false, digest.SourceRA), has(prefixA, true, digest.SourceRA)))
 

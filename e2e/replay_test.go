@@ -30,13 +30,7 @@ func TestAReplayOfTheRoutersOldRAHoldsNothingForEver(t *testing.T) {
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: valid, Preferred: preferred}); err != nil {
 		t.Fatal(err)
 	}
-	trusted, err := w.Net.Router.LinkLocal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
-	}})
+	trusted := trustingHome(t, w, nil)
 	startAgent(t, w, "node1", "--conflict-hold", "15s")
 	startWriter(t, w, "writer-a")
 	waitDigest(t, w, "node1", "A", has(prefixA, false, digest.SourceRA))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"testing"
 	"time"
@@ -32,6 +33,23 @@ func agentMetric(t *testing.T, w *world.World, node, sample string) float64 {
 	return v
 }
 
+// trustingHome creates DynamicPrefix home, following on eth0 the RAs of the
+// world's router alone (trustedRouters: its link-local address), with the
+// spec's other fields from extra, and returns that address.
+func trustingHome(t *testing.T, w *world.World, extra map[string]any) netip.Addr {
+	t.Helper()
+	trusted, err := w.Net.Router.LinkLocal(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string]any{"acquisition": map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
+	}}
+	maps.Copy(spec, extra)
+	createDP(t, w, "home", spec)
+	return trusted
+}
+
 // TestUntrustedAndInvalidRAsAreIgnored: with trustedRouters set, a second
 // router reaching every node is ignored on every node (counted, one log line
 // per agent, its SLAAC addresses not reported); from the trusted router
@@ -41,13 +59,7 @@ func TestUntrustedAndInvalidRAsAreIgnored(t *testing.T) {
 	w := newWorld(t, 2)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	trusted, err := w.Net.Router.LinkLocal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
-	}})
+	trustingHome(t, w, nil)
 	nodes := []string{"node1", "node2"}
 	for _, n := range nodes {
 		startAgent(t, w, n)

@@ -191,6 +191,24 @@ func always(p netip.Prefix) func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode
 	return func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode) { return p, iana.StatusSuccess }
 }
 
+// untilRenewed answers with before until the first Renew arrives, and with
+// after from that Renew on. The server's script, not the test's timing,
+// decides which answer a message gets: the client's first Renew can leave
+// as soon as it reports the binding (T1 of the test server is the
+// collect window).
+func untilRenewed(before, after func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode)) func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode) {
+	renewed := false // serve calls answer from one goroutine
+	return func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode) {
+		if m.MessageType == dhcpv6.MessageTypeRenew {
+			renewed = true
+		}
+		if renewed {
+			return after(m)
+		}
+		return before(m)
+	}
+}
+
 func TestADelegationIsSolicitedRequestedAndRenewedAtT1(t *testing.T) {
 	s := newServer(t, always(pdA))
 	r, _, _ := startClient(t, s)
@@ -245,16 +263,17 @@ func TestTheIdentityIsTheDynamicPrefixs(t *testing.T) {
 }
 
 func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
-	s := newServer(t, always(pdA))
-	r, _, _ := startClient(t, s)
-	r.next(t)
 	// The ISP's server restarted with another pool: it forgot pdA.
-	s.setAnswer(func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode) {
+	s := newServer(t, untilRenewed(always(pdA), func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode) {
 		if m.MessageType == dhcpv6.MessageTypeRenew {
 			return netip.Prefix{}, iana.StatusNoBinding
 		}
 		return pdB, iana.StatusSuccess
-	})
+	}))
+	r, _, _ := startClient(t, s)
+	if got := r.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s bound", got, pdA)
+	}
 	if got := r.next(t); got != (report{pdA, true}) {
 		t.Fatalf("got %v, want the old prefix withdrawn", got)
 	}
@@ -270,10 +289,12 @@ func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
 }
 
 func TestAnUnansweredRenewRebindsAtT2AndTheLeaseRunsOutAtItsValidLifetime(t *testing.T) {
-	s := newServer(t, always(pdA))
+	// The server falls silent from the Renew on, until the lease has run out.
+	s := newServer(t, untilRenewed(always(pdA), always(netip.Prefix{})))
 	r, _, _ := startClient(t, s)
-	r.next(t)
-	s.setAnswer(func(*dhcpv6.Message) (netip.Prefix, iana.StatusCode) { return netip.Prefix{}, iana.StatusSuccess }) // silence
+	if got := r.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s bound", got, pdA)
+	}
 	if got := r.next(t); got != (report{pdA, true}) {
 		t.Fatalf("got %v, want %s expired", got, pdA)
 	}

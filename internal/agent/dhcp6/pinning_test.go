@@ -60,10 +60,11 @@ func TestTheMostPreferredAdvertiseWins(t *testing.T) {
 }
 
 func TestARenewReplyChangingThePrefixIsTakenFromOneRenew(t *testing.T) {
-	s := newServer(t, always(pdA))
+	s := newServer(t, untilRenewed(always(pdA), always(pdB))) // the server renumbers the delegation itself
 	r, _, _ := startClient(t, s)
-	r.next(t)
-	s.setAnswer(always(pdB)) // the server renumbers the delegation itself
+	if got := r.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s bound", got, pdA)
+	}
 	if got := r.next(t); got != (report{pdA, true}) {
 		t.Fatalf("got %v, want %s withdrawn", got, pdA)
 	}
@@ -95,9 +96,8 @@ func TestARenewReplyFromAnotherServerIsNotHeard(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newServer(t, always(pdA))
+			s.setForge(forged) // it answers Renews alone: the first binding is the server's
 			r, _, _ := startClient(t, s)
-			r.next(t)
-			s.setForge(forged)
 			// The real server keeps renewing pdA; the forger answers first every time.
 			deadline := time.After(6 * time.Second)
 			for {

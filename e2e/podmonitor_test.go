@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -9,11 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	authv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -132,4 +136,77 @@ func TestThePodMonitorTakesItsTokenFromAScrapeClass(t *testing.T) {
 	if !review.Status.Allowed {
 		t.Errorf("the Prometheus's ServiceAccount may not get /metrics: %+v", review.Status)
 	}
+}
+
+// TestAScrapeClassTokenFileIsReadAtEveryScrape: what the Operator makes of a
+// scrape class with authorization.credentialsFile - a job whose
+// authorization is credentials_file - in a real Prometheus scraping a real
+// writer (--metrics-auth kubernetes). The file holds a token of the
+// Prometheus's ServiceAccount for the audience renumber-metrics, as the
+// kubelet projects it; replacing the file, as the kubelet renews it, is
+// taken at the next scrape with no reload: a token for the API server
+// instead is refused (up 0), a fresh one for the audience is served again
+// (up 1). No Secret is read or renewed on the way.
+func TestAScrapeClassTokenFileIsReadAtEveryScrape(t *testing.T) {
+	prometheus := prometheusBin(t)
+	w := newWorld(t, 0)
+	ctx := t.Context()
+	createNamespace(t, w, "monitoring")
+	if _, err := w.API.Client.CoreV1().ServiceAccounts("monitoring").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-k8s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.API.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "renumber-metrics-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "renumber-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(audiences ...string) string {
+		t.Helper()
+		tr, err := w.API.Client.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "prometheus-k8s", &authv1.TokenRequest{
+			Spec: authv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To(int64(600))}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	project := func(tok string) { // as the kubelet swaps a projected volume's file
+		t.Helper()
+		if err := os.WriteFile(tokenFile+".new", []byte(tok), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tokenFile+".new", tokenFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	project(token("renumber-metrics"))
+
+	metricsAddr := freeAddr(t)
+	startWriter(t, w, "writer-a", "--metrics-addr", metricsAddr, "--metrics-auth", "kubernetes")
+	// The job the Operator writes for a PodMonitor naming the class (its
+	// certificate is the writer's self-signed one here: the CA's part is
+	// TestRealNodesMetricsAreScrapedOnlyWithAToken's).
+	cfg := map[string]any{"scrape_configs": []any{map[string]any{
+		"job_name": "renumber", "scrape_interval": "1s", "scrape_timeout": "1s", "scheme": "https",
+		"tls_config":     map[string]any{"insecure_skip_verify": true},
+		"authorization":  map[string]any{"type": "Bearer", "credentials_file": tokenFile},
+		"static_configs": []any{map[string]any{"targets": []any{metricsAddr}}},
+	}}}
+	addr := startPrometheus(t, prometheus, dir, cfg)
+	up := func(what string, want float64) {
+		t.Helper()
+		eventually(t, what, func() (bool, string) {
+			v, err := promQuery(addr, `up{job="renumber"}`)
+			return err == nil && v == want, fmt.Sprintf("up %v (%v)", v, err)
+		})
+	}
+	up("scraped with the projected token", 1)
+	project(token()) // the API server's audience: the writer refuses it
+	up("refused with a token for the API server", 0)
+	project(token("renumber-metrics"))
+	up("scraped with the renewed token, no reload", 1)
 }

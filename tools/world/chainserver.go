@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ func (w *World) StartChainServer(ctx context.Context, label, name string, links 
 	bin, err := Bin("coredns")
 	if err != nil {
 		return nil, err
+	}
+	if plugins, err := exec.Command(bin, "-plugins").Output(); err != nil || !strings.Contains(string(plugins), "template") {
+		return nil, fmt.Errorf("world: %s has no template plugin (%v): make tools builds it with one", bin, err)
 	}
 	if s.cmd, err = w.spawn("", s.log, bin, "-conf", s.corefile); err != nil {
 		return nil, err

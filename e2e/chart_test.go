@@ -287,6 +287,8 @@ agent:
   keepOmittedPrefixes: true
   corroboration: 3s
   conflictHold: 5m
+  conflictBound: 2m
+  metricsAudience: ""
   logLevel: debug
   extraArgs: [--startup-grace=10s]
   affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: zone, operator: Exists}]}}]}}
@@ -301,6 +303,7 @@ writer:
   externalDNSTargetKeys: [external-dns.kubernetes.io/target]
   l2Nudge: never
   logFormat: json
+  metricsAudience: renumber-metrics
 kubeVIP: {configMap: kube-system/kubevip}
 shadow: {enabled: true}
 monitoring:
@@ -350,9 +353,9 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 	for k, want := range map[string][]string{
 		"Deployment renumber-system/renumber-writer": {"--budget-object-burst=3", "--budget-total-per-minute=30",
 			"--external-dns-target-annotation-keys=external-dns.kubernetes.io/target", "--l2-nudge=never",
-			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json"},
-		"Deployment renumber-system/renumber-shadow": {"--dry-run", "--l2-nudge=never"},
-		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--metrics-addr=node:9470", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--corroboration=3s", "--conflict-hold=5m", "--startup-grace=10s"},
+			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json", "--metrics-audience=renumber-metrics"},
+		"Deployment renumber-system/renumber-shadow": {"--dry-run", "--l2-nudge=never", "--metrics-audience=renumber-metrics"},
+		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--metrics-addr=node:9470", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--corroboration=3s", "--conflict-hold=5m", "--conflict-bound=2m", "--metrics-audience=", "--startup-grace=10s"},
 	} {
 		got := args(k)
 		for _, a := range want {

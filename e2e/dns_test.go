@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/resolve"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -190,4 +192,57 @@ func TestAPublicPrefixIsFollowedByTheRoutersName(t *testing.T) {
 	if st := dpStatus(t, w, "slow"); st.CurrentPrefix != "2001:db8:1::/48" {
 		t.Errorf("slow follows %s before its TTL ran out, want A still", st.CurrentPrefix)
 	}
+}
+
+// TestACNAMEChainLongerThanEightIsRefused (issue 42): a real DNS server
+// (CoreDNS) answers the router's name with a chain of 20 CNAMEs and an
+// address at its end, in one message, last link first. The writer follows
+// no more than 8 links: the DynamicPrefix adopts nothing, and its condition
+// ResolversAgree says why ("a CNAME chain longer than 8"), written once;
+// the server is asked again no faster than the spec's minInterval (an
+// answer read as no address states no TTL to wait), and nothing more is
+// written while it keeps answering so. Beside it, a chain of 8 links is
+// followed.
+func TestACNAMEChainLongerThanEightIsRefused(t *testing.T) {
+	w := newWorld(t, 1)
+	const ttl = 2 * time.Second
+	long, err := w.StartChainServer(t.Context(), "long", "router.example.net.", 20, ttl, netip.MustParseAddr("2001:db8:1:ff::1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := w.StartChainServer(t.Context(), "short", "short.example.net.", 8, ttl, netip.MustParseAddr("2001:db8:2:ff::1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dp, s := range map[string]*world.NameServer{"home": long, "short": short} {
+		createDP(t, w, dp, map[string]any{"acquisition": map[string]any{"dns": map[string]any{
+			"name": s.Name, "prefixLength": 48, "minInterval": "1s", "servers": []any{s.Addr.String()}}}})
+	}
+	createPool(t, w)
+	startWriter(t, w, "writer-a")
+	eventually(t, "short follows its 8-link chain", func() (bool, string) {
+		st := dpStatus(t, w, "short")
+		return st.CurrentPrefix == "2001:db8:2::/48", st.CurrentPrefix
+	})
+	resolversAgree(t, w, "False", long.Addr.String()+": "+resolve.ProblemChain)
+	settleWrites()
+
+	m := mark(t, w)
+	const minInterval = time.Second
+	start, asked := time.Now(), questions(t, long)
+	time.Sleep(10 * minInterval)
+	elapsed, n := time.Since(start), questions(t, long)-asked
+	if most := int(elapsed/minInterval) + 1; n > most || n == 0 {
+		t.Errorf("%d questions in %v with minInterval %v: want 1 to %d", n, elapsed.Round(time.Millisecond), minInterval, most)
+	}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); len(got) != 0 {
+		t.Errorf("a server that keeps answering the long chain wrote %q", got)
+	}
+	if st := dpStatus(t, w, "home"); st.CurrentPrefix != "" {
+		t.Errorf("the long chain's address was adopted: %s", st.CurrentPrefix)
+	}
+	if got := blocks(t, w, "lb"); !slices.Equal(got, []string{"192.0.2.0/24"}) {
+		t.Errorf("the pool holds %v, want the user's block alone", got)
+	}
+	t.Logf("%d questions in %v", n, elapsed.Round(time.Millisecond))
 }

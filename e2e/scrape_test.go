@@ -46,13 +46,7 @@ import (
 // scrape is refused; and the same job refuses a server whose certificate
 // another CA issued for the same name, before it sends its token.
 func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
-	prometheus, err := world.Bin("prometheus")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("prometheus missing in CI: make tools builds it: %v", err)
-		}
-		t.Skipf("prometheus not built (make tools): %v", err)
-	}
+	prometheus := prometheusBin(t)
 	w := realWorld(t, 2, "helm", "shadow.enabled=true")
 	renumbered(t, w, prefixA.String())
 	ctx := t.Context()
@@ -176,33 +170,7 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 		"tls_config": job["tls_config"], "authorization": job["authorization"],
 		"static_configs": []any{map[string]any{"targets": []any{impostor}}},
 	})
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	cmd := exec.Command(prometheus, "--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "data"),
-		"--web.listen-address", addr)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, "prometheus.log")); err == nil {
-				t.Logf("prometheus.log:\n%s", b)
-			}
-		}
-	})
+	addr := startPrometheus(t, prometheus, dir, cfg)
 
 	eventually(t, "every renumber Pod scraped and up", func() (bool, string) {
 		up, err := promQuery(addr, `sum(up{job="renumber"})`)
@@ -237,6 +205,55 @@ func TestRealNodesMetricsAreScrapedOnlyWithAToken(t *testing.T) {
 			return false, strings.Join(said, "; ")
 		})
 	}
+}
+
+// prometheusBin is the real Prometheus (make tools); the tests that run it
+// skip without it outside CI.
+func prometheusBin(t *testing.T) string {
+	t.Helper()
+	prometheus, err := world.Bin("prometheus")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("prometheus missing in CI: make tools builds it: %v", err)
+		}
+		t.Skipf("prometheus not built (make tools): %v", err)
+	}
+	return prometheus
+}
+
+// startPrometheus runs prometheus with configuration cfg, its files in dir,
+// until the test ends (its log shown if the test failed), and returns the
+// address of its API.
+func startPrometheus(t *testing.T, prometheus, dir string, cfg map[string]any) string {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(prometheus, "--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "data"),
+		"--web.listen-address", addr)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(dir, "prometheus.log")); err == nil {
+				t.Logf("prometheus.log:\n%s", b)
+			}
+		}
+	})
+	return addr
 }
 
 // impostorServer serves metrics on loopback with a certificate for the name

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -25,12 +26,18 @@ func createService(t *testing.T, w *world.World, name string, ann map[string]str
 // createServiceIn is createService in namespace ns.
 func createServiceIn(t *testing.T, w *world.World, ns, name string, ann map[string]string) {
 	t.Helper()
+	createServiceWith(t, w.API.Client, ns, name, ann)
+}
+
+// createServiceWith is createServiceIn as the identity of cs (a tenant's).
+func createServiceWith(t *testing.T, cs kubernetes.Interface, ns, name string, ann map[string]string) {
+	t.Helper()
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
-	if _, err := w.API.Client.CoreV1().Services(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if _, err := cs.CoreV1().Services(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Service %s/%s: %v", ns, name, err)
 	}
 }
 

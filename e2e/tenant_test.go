@@ -10,20 +10,22 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/tools/world"
 )
 
-// hugePolicy is a NetworkPolicy name in default following home: a rule
+// hugePolicy is a NetworkPolicy name in namespace ns following home: a rule
 // admitting p, then rules of pod selectors up to about size bytes of JSON -
 // what a tenant allowed to create NetworkPolicies in one namespace can make.
 // (Peers of three small maps each: about 14 bytes of heap per byte of JSON
 // once decoded into maps. Many more peers and the admission policy's CEL
 // cost limit refuses the writer's write: see the report of issue 42.)
-func hugePolicy(name string, p fmt.Stringer, size int) map[string]any {
+func hugePolicy(name, ns string, p fmt.Stringer, size int) map[string]any {
 	ingress := []any{map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": p.String()}}}}}
 	peers := make([]any, 1000)
 	bytes := 0
@@ -37,8 +39,23 @@ func hugePolicy(name string, p fmt.Stringer, size int) map[string]any {
 	}
 	return map[string]any{
 		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-		"metadata": map[string]any{"name": name, "namespace": "default", "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
+		"metadata": map[string]any{"name": name, "namespace": ns, "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
 		"spec":     map[string]any{"podSelector": map[string]any{}, "ingress": ingress},
+	}
+}
+
+// blockPolicy is a NetworkPolicy name in namespace ns following home whose
+// one rule admits n /24s: over what the writer keeps of an object
+// (backends.MaxKeptBytes) for n past about 2,000.
+func blockPolicy(name, ns string, n int) map[string]any {
+	peers := make([]any, n)
+	for i := range peers {
+		peers[i] = map[string]any{"ipBlock": map[string]any{"cidr": fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)}}
+	}
+	return map[string]any{
+		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+		"metadata": map[string]any{"name": name, "namespace": ns, "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
+		"spec":     map[string]any{"podSelector": map[string]any{}, "ingress": []any{map[string]any{"from": peers}}},
 	}
 }
 
@@ -121,12 +138,15 @@ func rss(pid int) (now, peak int64) {
 	return now, peak
 }
 
-// TestATenantsHugePoliciesDoNotExhaustTheWriter: a tenant creates eight
-// NetworkPolicies of about 700 KiB, each following home (a rule admitting
-// the prefix, then thousands of pod selectors). The writer, confined to its
-// container's memory limit with its shipped GOMEMLIMIT, follows them all -
-// one write each to claim its block, then one per renumbering, their rules
-// untouched - and stays alive: it caches of each only its blocks. (Kept
+// TestATenantsHugePoliciesDoNotExhaustTheWriter: a tenant - a ServiceAccount
+// whose Role lets it create NetworkPolicies in its own namespace, nothing
+// more - creates eight NetworkPolicies of about 700 KiB, each following home
+// (a rule admitting the prefix, then thousands of pod selectors), and a
+// ninth of 20,000 ipBlocks. The writer, confined to its container's memory
+// limit with its shipped GOMEMLIMIT, follows the eight - one write each to
+// claim its block, then one per renumbering, their rules untouched - leaves
+// the ninth alone with an event (over the 64 KiB it keeps of an object), and
+// stays alive: it caches of each only its blocks, at most 64 KiB. (Kept
 // whole, eight such policies took it past 128 MiB.)
 func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 	w := newWorld(t, 1)
@@ -138,12 +158,25 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", nil)
 	createPool(t, w)
+	tn := newTenant(t, w, "tenant")
+	create := func(obj map[string]any) {
+		t.Helper()
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := tn.dyn.Resource(networkPolicyGVR).Namespace(tn.ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the tenant creating %s: %v", u.GetName(), err)
+		}
+	}
+	m0 := mark(t, w)
 	names := make([]string, 8)
 	for i := range names {
 		names[i] = fmt.Sprintf("tenant-%d", i)
-		apply(t, w, networkPolicyGVR, hugePolicy(names[i], prefixA, 700<<10))
+		create(hugePolicy(names[i], tn.ns, prefixA, 700<<10))
 	}
-	rules := len(getIn(t, w, networkPolicyGVR, "default", names[0]).Object["spec"].(map[string]any)["ingress"].([]any))
+	create(blockPolicy("tenant-blocks", tn.ns, 20000))
+	if got := len(writesBy(t, w, m0, tn.user)); got != len(names)+1 {
+		t.Errorf("the audit log has %d writes by %s, want its %d policies", got, tn.user, len(names)+1)
+	}
+	rules := len(getIn(t, w, networkPolicyGVR, tn.ns, names[0]).Object["spec"].(map[string]any)["ingress"].([]any))
 
 	startAgent(t, w, "node1")
 	addr := freeAddr(t)
@@ -163,7 +196,7 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 		eventually(t, fmt.Sprintf("every policy follows %v", want), func() (bool, string) {
 			living()
 			for _, name := range names {
-				u := getIn(t, w, networkPolicyGVR, "default", name)
+				u := getIn(t, w, networkPolicyGVR, tn.ns, name)
 				ingress, _, _ := unstructured.NestedSlice(u.Object, "spec", "ingress")
 				var got []string
 				from, _, _ := unstructured.NestedSlice(ingress[0].(map[string]any), "from")
@@ -182,13 +215,21 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 	eventually(t, "the policies carry the record", func() (bool, string) {
 		living()
 		for _, name := range names {
-			if r := getIn(t, w, networkPolicyGVR, "default", name).GetAnnotations()[dynamicprefix.AnnotationManagedCIDRs]; r != prefixA.String() {
+			if r := getIn(t, w, networkPolicyGVR, tn.ns, name).GetAnnotations()[dynamicprefix.AnnotationManagedCIDRs]; r != prefixA.String() {
 				return false, name + ": " + r
 			}
 		}
 		return true, ""
 	})
+	if msg := eventMessage(t, w, "InvalidPool", "tenant-blocks"); !strings.Contains(msg, backends.ErrTooLarge.Error()) {
+		t.Errorf("the event on the policy of 20,000 ipBlocks says %q, want %q", msg, backends.ErrTooLarge)
+	}
 	settleWrites()
+	for _, wr := range objectWrites(writesBy(t, w, m0, writerUser)) {
+		if strings.Contains(wr, " tenant-blocks ") {
+			t.Errorf("the writer wrote the policy it cannot keep: %s", wr)
+		}
+	}
 	now, hwm := rss(writer.Process.Pid)
 	t.Logf("after following eight 700 KiB policies: writer RSS %d KiB (peak %d KiB), heap in use %.1f MiB, cgroup peak %d MiB of %d MiB",
 		now, hwm, writerMetric(addr, "go_memstats_heap_inuse_bytes")/(1<<20), peak()>>20, shippedWriterLimit(t)>>20)

@@ -16,19 +16,22 @@ import (
 )
 
 // TestTenantsTakeNoAddressTheyAreNotGiven (issue 42 item 11): the admin says
-// which namespaces' Services follow a DynamicPrefix (spec.serviceNamespaces),
-// and two Services asking for one address never share it. A Service in
-// another namespace gets nothing; of two with one suffix the older keeps
-// the address, across a renumbering, and the younger gets none of
-// renumber's addresses (its user's stay), with an event on each and the
-// condition ServiceAddressConflict on the DynamicPrefix - until its suffix
-// is its own.
+// which namespaces' Services follow a DynamicPrefix (spec.serviceNamespaces:
+// default and team), and two Services asking for one address never share
+// it. The tenants are real: each a ServiceAccount whose Role lets it create
+// and change Services (and NetworkPolicies) in its own namespace alone. The
+// tenant of namespace tenant, not named, gets nothing for its Service - no
+// write on it, the event NamespaceNotAllowed. The tenant of team copies the
+// suffix of default/web, older, onto its own Service: the older keeps the
+// address, across a renumbering, and team's gets none of renumber's
+// addresses (its own stay), with an event on each and the condition
+// ServiceAddressConflict on the DynamicPrefix - until its suffix is its own.
 func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default"}})
-	createNamespace(t, w, "tenant")
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
+	outsider, team := newTenant(t, w, "tenant"), newTenant(t, w, "team")
 	follow := func(suffix string) map[string]string {
 		return map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix, render.AnnotationSkipDNS: "true"}
 	}
@@ -43,8 +46,14 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	})
 	copied := follow("::ffff:0:1")
 	copied[render.AnnotationIPs] = "192.0.2.7"
-	createService(t, w, "copy", copied)
-	createServiceIn(t, w, "tenant", "web", follow("::ffff:0:3"))
+	m0 := mark(t, w)
+	createServiceWith(t, team.cs, team.ns, "copy", copied)
+	createServiceWith(t, outsider.cs, outsider.ns, "web", follow("::ffff:0:3"))
+	for _, tn := range []tenant{team, outsider} {
+		if got := len(writesBy(t, w, m0, tn.user)); got != 1 {
+			t.Errorf("the audit log has %d writes by %s, want its Service", got, tn.user)
+		}
+	}
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 
@@ -79,7 +88,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		})
 	}
 	expect("the older Service's address, none for the younger or the tenant's", map[string][]string{
-		"default/web": {on(prefixA, "::ffff:0:1")}, "default/copy": {"192.0.2.7"}, "tenant/web": nil})
+		"default/web": {on(prefixA, "::ffff:0:1")}, "team/copy": {"192.0.2.7"}, "tenant/web": nil})
 	waitEvent(t, w, render.ServiceAddressConflict, "copy")
 	waitEvent(t, w, render.ServiceAddressConflict, "home")
 	waitEvent(t, w, "NamespaceNotAllowed", "web")
@@ -89,7 +98,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 
 	advertise(t, w, prefixB, prefixA)
 	expect("after a renumbering, still the older Service's", map[string][]string{
-		"default/web": {on(prefixB, "::ffff:0:1"), on(prefixA, "::ffff:0:1")}, "default/copy": {"192.0.2.7"}, "tenant/web": nil})
+		"default/web": {on(prefixB, "::ffff:0:1"), on(prefixA, "::ffff:0:1")}, "team/copy": {"192.0.2.7"}, "tenant/web": nil})
 
 	// At rest, with the conflict and the tenant still there: no write, and
 	// no event again.
@@ -106,12 +115,18 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		t.Errorf("at rest the writer wrote %q", got)
 	}
 
+	for _, wr := range writesBy(t, w, m0, writerUser) {
+		if wr.Resource == "services" && wr.Namespace == outsider.ns {
+			t.Errorf("the writer wrote the Service of a namespace not named: %s", wr)
+		}
+	}
+
 	patch := `{"metadata":{"annotations":{"` + render.AnnotationSuffix + `":"::ffff:0:2"}}}`
-	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "copy", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "copy", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expect("its own suffix, its own address", map[string][]string{
-		"default/copy": {"192.0.2.7", on(prefixB, "::ffff:0:2"), on(prefixA, "::ffff:0:2")}, "tenant/web": nil})
+		"team/copy": {"192.0.2.7", on(prefixB, "::ffff:0:2"), on(prefixA, "::ffff:0:2")}, "tenant/web": nil})
 	eventually(t, "the condition gone", func() (bool, string) {
 		c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict)
 		return c == "", c

@@ -35,17 +35,23 @@ func agentMetric(t *testing.T, w *world.World, node, sample string) float64 {
 
 // trustingHome creates DynamicPrefix home, following on eth0 the RAs of the
 // world's router alone (trustedRouters: its link-local address), with the
-// spec's other fields from extra, and returns that address.
+// spec's other fields from extra - its key routerAdvertisement holds more
+// fields of acquisition.routerAdvertisement - and returns that address.
 func trustingHome(t *testing.T, w *world.World, extra map[string]any) netip.Addr {
 	t.Helper()
 	trusted, err := w.Net.Router.LinkLocal(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := map[string]any{"acquisition": map[string]any{
-		"routerAdvertisement": map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}},
-	}}
-	maps.Copy(spec, extra)
+	ra := map[string]any{"interface": "eth0", "trustedRouters": []any{trusted.String()}}
+	spec := map[string]any{"acquisition": map[string]any{"routerAdvertisement": ra}}
+	for k, v := range extra {
+		if more, ok := v.(map[string]any); ok && k == "routerAdvertisement" {
+			maps.Copy(ra, more)
+			continue
+		}
+		spec[k] = v
+	}
 	createDP(t, w, "home", spec)
 	return trusted
 }

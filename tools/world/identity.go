@@ -178,6 +178,16 @@ func (cp *ControlPlane) InstallPrometheusOperator(ctx context.Context) error {
 		filepath.Join(crds, "monitoring.coreos.com_prometheusrules.yaml"))
 }
 
+// InstallPrometheusCRD installs the real Prometheus CRD of the same release:
+// the scrape class a PodMonitor may name lives in it.
+func (cp *ControlPlane) InstallPrometheusCRD(ctx context.Context) error {
+	dir, err := moduleDir("github.com/prometheus-operator/prometheus-operator@" + PrometheusOperatorVersion)
+	if err != nil {
+		return err
+	}
+	return cp.Apply(ctx, filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_prometheuses.yaml"))
+}
+
 // CalicoVersion is the Calico monorepo version whose IPPool CRD schema the world
 // installs: the only version of github.com/projectcalico/calico the Go module
 // proxy serves here (its tags are not module versions; this pseudo-version is

@@ -6,6 +6,15 @@
 {{- end -}}
 {{- end -}}
 
+{{/* --metrics-audience from a metricsAudience value: null keeps the
+binary's default (renumber-metrics); "" is a value (the API server's own
+audience), so renumber.flag, which skips it, does not serve. */}}
+{{- define "renumber.audienceFlag" -}}
+{{- if not (kindIs "invalid" .) }}
+- --metrics-audience={{ . }}
+{{- end -}}
+{{- end -}}
+
 {{/* The shipped manifests, with the namespace the release is installed in,
 Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
 files) as writer.ciliumNamespace says, and the chart's labels on every object. */}}

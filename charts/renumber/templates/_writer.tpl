@@ -5,6 +5,7 @@
 - --metrics-auth={{ $w.metricsAuth }}
 {{- if eq $w.metricsAuth "kubernetes" }}
 {{ include "renumber.metricsCAFlag" . }}
+{{- include "renumber.audienceFlag" $w.metricsAudience }}
 {{- end }}
 {{- $full := include "renumber.fullname" . }}
 {{- if ne $full "renumber" }}

@@ -2,7 +2,8 @@
 // version pinned in go.mod, with only the plugins its two users name: the
 // Corefile kubeadm writes for kind's cluster DNS (errors, health, ready,
 // kubernetes, prometheus, forward, cache, loop, reload, loadbalance) and the
-// test world's name servers (bind, hosts, log). The full build's cloud plugins
+// test world's name servers (bind, hosts, log; template for a server that
+// answers a whole CNAME chain in one message). The full build's cloud plugins
 // (route53, azure, clouddns, ...) would bring the AWS, Azure and Google SDKs
 // to compile, which nothing here uses.
 package main
@@ -24,6 +25,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/metrics"
 	_ "github.com/coredns/coredns/plugin/ready"
 	_ "github.com/coredns/coredns/plugin/reload"
+	_ "github.com/coredns/coredns/plugin/template"
 )
 
 func main() {

@@ -30,13 +30,26 @@ import (
 //   - liveness: once every honest node (two or more) reports what the router
 //     states, its one preferred prefix is current, and a replaced prefix every
 //     honest node still reports is not ended before its deadline.
+//
+// A script whose first byte has its top bit set plays the DHCPv6-PD world
+// instead (pdWorld: the liar as the client or the confirmer).
 func FuzzBallot(f *testing.F) {
 	f.Add([]byte{0, 3, 1, 60, 3, 5, 9, 1, 0, 0, 0, 1, 0, 3})
 	f.Add([]byte{1, 5, 6, 1, 2, 0, 3, 0, 200, 3, 1, 0, 3, 5, 4, 0, 0, 255, 0, 3, 0, 255})
 	f.Add([]byte{2, 2, 0, 3, 1, 30, 2, 0, 2, 1, 5, 8, 1, 1, 2, 3, 4, 5, 6, 7, 0, 100, 3})
 	f.Add([]byte{0, 5, 3, 0, 0, 0, 1, 1, 3, 4, 0, 2, 1, 0, 9, 3, 0, 200, 0, 200})
+	// DHCPv6-PD with the agents' own client: pdWorld (ballot_pd_test.go).
+	f.Add([]byte{0x80, 5, 1, 1, 0, 3, 0, 30, 3})                            // the liar, first by name, is the client and forges
+	f.Add([]byte{0xc0, 5, 1, 1, 0, 3, 3, 4, 1, 4, 2, 3, 0, 10, 3})          // the liar takes over when h0 goes NotReady
+	f.Add([]byte{0xc2, 3, 4, 2, 3, 1, 3, 0, 30, 3, 1, 3, 5, 2, 0, 1, 4, 2}) // the liar confirms; the server renumbers
+	f.Add([]byte{0x83, 5, 1, 0, 0, 3, 1, 0, 255, 3, 0, 255, 3})             // the liar client withholds a renumbering
 	f.Fuzz(func(t *testing.T, script []byte) {
 		s := &script
+		if len(script) > 0 && script[0]&0x80 != 0 {
+			b := next(s)
+			newPDWorld(2+int(b)%3, b&0x40 == 0).run(t, s)
+			return
+		}
 		w := newBallotWorld(2 + int(next(s))%3)
 		for len(*s) > 0 {
 			switch op := next(s) % 7; op {

@@ -272,6 +272,13 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		}
 	}
 	slices.Sort(d.Conflicting)
+	for _, p := range d.Confirm.Offered {
+		// What the server offers the confirmer is no vote, but the
+		// prefix is still reported (not Unreported) while it is offered.
+		if seen[p] == nil {
+			seen[p] = &tally{seen: 1, pd: true}
+		}
+	}
 	for p, t := range seen {
 		d.Votes[p] = t.votes
 	}

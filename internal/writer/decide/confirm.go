@@ -70,10 +70,11 @@ type Confirmation struct {
 	kept string
 }
 
-// Disagrees says the confirmer offers a delegation the client does not hold
-// (as opposed to offering nothing yet).
+// Disagrees says the client holds a delegation and the confirmer is offered
+// another: one of the two is wrong (a forged digest, or a renumbering one of
+// them has not seen yet), as opposed to one of them having nothing yet.
 func (c Confirmation) Disagrees() bool {
-	return c.Solo == "" && !c.Agree && len(c.Offered) > 0
+	return c.Solo == "" && !c.Agree && len(c.Offered) > 0 && len(c.Held) > 0
 }
 
 // Status is the dhcpv6pd status for client and this confirmation.
@@ -131,7 +132,9 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 	c.judge(m, reports, client)
 	if !c.Agree && client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" && !now.Before(since.Add(ConfirmWithin)) {
 		// Past the bound: rotate.
-		if c.Disagrees() && slices.Contains(ready, c.Confirmer) {
+		// The confirmer is offered something the client does not hold
+		// (or the client holds nothing): it takes the client over.
+		if len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) {
 			client, c.Confirmer = c.Confirmer, was.ClientNode
 			if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
 				c.Confirmer = n

@@ -99,3 +99,15 @@ func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
 		t.Errorf("wake at %v with nothing to confirm", d.Wake)
 	}
 }
+
+// The server still offers the current prefix to the confirmer while the
+// client's digest claims another: the prefix is not reported missing, and
+// its source stays dhcpv6-pd.
+func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	d := For(m, prev, reports(t, "v1;wan=2001:db8:bad::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer"), t0)
+	if d.Current.String() != "2001:db8:a00::/56" || d.Unreported || d.Source != "dhcpv6-pd" || !d.Confirm.Disagrees() {
+		t.Errorf("%s unreported=%v source %s disagrees=%v", d, d.Unreported, d.Source, d.Confirm.Disagrees())
+	}
+}

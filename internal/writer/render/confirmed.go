@@ -28,6 +28,9 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 		return true, ReasonConfirmed, "client " + d.PDClient + " holds " + held + ", as the server offers confirmer " + c.Confirmer
 	case c.Disagrees():
 		return false, ReasonDisagree, DisagreeMessage(d)
+	case len(c.Held) == 0:
+		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet; the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
+			" (from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " the confirmer takes the client over)"
 	}
 	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds " + held + "; confirmer " + c.Confirmer +
 		" reports no offer yet: a change waits for it (another node confirms from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + ")"

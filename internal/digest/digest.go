@@ -61,7 +61,7 @@ const (
 	// agent confirming the DynamicPrefix's delegation, which solicits with
 	// the client's identity and never requests: nothing is held, and it is
 	// never counted as a delegation. Only an agent a writer named confirmer
-	// (status.dhcpv6pd.confirmerNode, v0.4) reports it, so older writers
+	// (status.dhcpv6pd.confirmerNode, issue 42) reports it, so older writers
 	// never see it.
 	SourceOffer
 

@@ -102,6 +102,7 @@ func (s *Supervisor) Set(ctx context.Context, wants []Want) {
 		}
 		byLink[w.Link] = w
 	}
+	handover := map[string]netip.Prefix{}
 	for link, r := range s.running {
 		if w, ok := byLink[link]; ok && w.same(r.want) {
 			if w.Ask != r.want.Ask && r.poke != nil {
@@ -114,12 +115,19 @@ func (s *Supervisor) Set(ctx context.Context, wants []Want) {
 			continue
 		}
 		r.stop()
-		if held := <-r.done; held.IsValid() {
-			if r.want.Confirm {
-				s.Offered(link, held, 0, true, s.Clock.Now())
-			} else {
-				s.Report(held, 0, true, s.Clock.Now())
-			}
+		held := <-r.done
+		w, next := byLink[link]
+		switch {
+		case !held.IsValid():
+		case r.want.Confirm && next && !w.Confirm && w.Name == r.want.Name:
+			// The confirmer takes the client over: its offer stands
+			// until the client's first report, so that the prefix is
+			// never unreported in between.
+			handover[link] = held
+		case r.want.Confirm:
+			s.Offered(link, held, 0, true, s.Clock.Now())
+		default:
+			s.Report(held, 0, true, s.Clock.Now())
 		}
 		s.Log.Info("DHCPv6 "+r.want.role()+" stopped", "dynamicprefix", r.want.Name, "link", link)
 		delete(s.running, link)
@@ -128,21 +136,31 @@ func (s *Supervisor) Set(ctx context.Context, wants []Want) {
 		if _, ok := s.running[link]; ok {
 			continue
 		}
-		if err := s.start(ctx, w); err != nil {
+		if err := s.start(ctx, w, handover[link]); err != nil {
 			s.Log.Warn("DHCPv6 client not started", "dynamicprefix", w.Name, "err", err)
 		}
 	}
 }
 
-func (s *Supervisor) start(ctx context.Context, w Want) error {
+// start runs w; offered is what this node's prober was offered for it
+// (invalid: none), withdrawn at the client's first report.
+func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) error {
 	id, err := IdentityFor(w.UID, w.Name)
 	if err != nil {
 		return err
 	}
 	cctx, stop := context.WithCancel(ctx)
 	r := &running{want: w, stop: stop, done: make(chan netip.Prefix, 1)}
+	report := s.Report
+	if offered.IsValid() {
+		var once sync.Once
+		report = func(p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+			once.Do(func() { s.Offered(w.Link, offered, 0, true, at) })
+			s.Report(p, valid, removed, at)
+		}
+	}
 	c := &Client{Link: w.Link, Length: w.Length, ID: id, Clock: s.Clock, Log: s.Log.With("dynamicprefix", w.Name),
-		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: s.Report, Servers: w.servers()}
+		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: report, Servers: w.servers()}
 	if s.Conflict != nil {
 		c.Conflict = func(at time.Time) { s.Conflict(w.Link, at) }
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +147,38 @@ func TestAConfirmerTrustsWhatTheClientTrusts(t *testing.T) {
 	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true, Servers: hex.EncodeToString(s.id.ToBytes())}})
 	if got := offered.next(t); got != (report{pdA, false}) {
 		t.Fatalf("got %v, want the trusted server's %s", got, pdA)
+	}
+}
+
+// The confirmer taking the client over keeps its offer until the client's
+// first report: the prefix is never missing from the node's digest between.
+func TestAConfirmerTakingOverKeepsItsOfferUntilTheClientReports(t *testing.T) {
+	s := newServer(t, always(pdA))
+	held, offered := &reports{ch: make(chan report, 64)}, &reports{ch: make(chan report, 64)}
+	sup := supervisor(s, held)
+	sup.Offered = func(_ string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+		offered.add(p, valid, removed, at)
+	}
+	w := Want{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true}
+	sup.Set(t.Context(), []Want{w})
+	if got := offered.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s offered", got, pdA)
+	}
+	w.Confirm = false
+	sup.Set(t.Context(), []Want{w})
+	offered.mu.Lock()
+	for _, r := range offered.all {
+		if r.Removed {
+			t.Errorf("the offer was withdrawn as the client started, before it held anything")
+		}
+	}
+	offered.mu.Unlock()
+	if got := held.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s bound", got, pdA)
+	}
+	offered.mu.Lock()
+	defer offered.mu.Unlock()
+	if !slices.Contains(offered.all, report{pdA, true}) {
+		t.Errorf("offers %v: want the offer withdrawn once the client reported", offered.all)
 	}
 }

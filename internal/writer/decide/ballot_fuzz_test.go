@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -167,6 +168,20 @@ func (h *honestNode) digest(now time.Time) string {
 		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: !e.preferred,
 			Remaining: max(e.frozen, time.Second), Sources: digest.SourceRA})
 	}
+	if len(l.Prefixes) > digest.MaxPrefixes {
+		// The agent bounds its digest, dropping deprecated prefixes first
+		// (observe.Snapshot); here the shortest-lived of them.
+		slices.SortFunc(l.Prefixes, func(a, b digest.Prefix) int {
+			if a.Deprecated != b.Deprecated {
+				return cmpBool(a.Deprecated)
+			}
+			if c := cmp.Compare(b.Remaining, a.Remaining); c != 0 {
+				return c
+			}
+			return digest.ComparePrefix(a.Prefix, b.Prefix)
+		})
+		l.Prefixes = l.Prefixes[:digest.MaxPrefixes]
+	}
 	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
 	if err != nil {
 		panic(err)
@@ -331,4 +346,12 @@ func (w *ballotWorld) honestCould(prev api.Status, reports []Report, honest map[
 	}
 	alt := slices.Delete(slices.Clone(reports), i, i+1)
 	return For(w.m, prev, alt, w.now).Current == want
+}
+
+// cmpBool orders false before true.
+func cmpBool(a bool) int {
+	if a {
+		return 1
+	}
+	return -1
 }

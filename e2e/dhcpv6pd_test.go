@@ -316,12 +316,13 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	p2, _ := following("the delegation after the ISP renumbered", second.Pool, "")
 	t.Logf("delegations: %s, then %s", p1, p2)
 	settleWrites()
-	var pools int
+	var pools, statuses int
 	for _, wr := range objectWrites(writesBy(t, w, m, writerUser)) {
 		switch wr {
 		case "patch ciliumloadbalancerippools lb 200":
 			pools++
 		case "patch dynamicprefixes/status home 200":
+			statuses++
 		default:
 			t.Errorf("unexpected write %s", wr)
 		}
@@ -329,6 +330,7 @@ func TestDHCPv6PDBuiltInClient(t *testing.T) {
 	if pools != 1 {
 		t.Errorf("%d pool patches for one renumbering, want 1", pools)
 	}
+	t.Logf("the renumbering: %d pool patch, %d status patches, agents %v", pools, statuses, writesBy(t, w, m, agentUser))
 }
 
 // delegated: the digest shows p delegated (source pd) on eth0.

@@ -83,6 +83,8 @@ type Agent struct {
 	// one DUID contradict each other; pdConflicted: reported so far.
 	pdConflicts  map[string]time.Time
 	pdConflicted map[string]bool
+	// offers: link -> what the server offered this node's prober.
+	offers map[string]offer
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
 	// evaluations counts the loop's evaluations (tests wait for the one after
@@ -112,6 +114,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 
 		pdConflicts:  map[string]time.Time{},
 		pdConflicted: map[string]bool{},
+		offers:       map[string]offer{},
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	a.state.Corroboration = cfg.Corroboration
@@ -237,6 +240,8 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 	var seed digest.Node
 	for _, l := range a.seed.Links {
 		if added[l.Name] {
+			// An offer the prober reported is no observation of the link.
+			l.Prefixes = slices.DeleteFunc(slices.Clone(l.Prefixes), func(p digest.Prefix) bool { return p.Sources == digest.SourceOffer })
 			seed.Links = append(seed.Links, l)
 		}
 	}
@@ -294,8 +299,12 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	a.journal(node, rejected)
 	a.journalConflicts(now)
 	pdLapses := a.markDelegationConflicts(&node, now)
+	offerLapses := a.markOffers(&node, now)
 
 	var wake []time.Time
+	if !offerLapses.IsZero() {
+		wake = append(wake, offerLapses)
+	}
 	if t, ok := a.state.NextDeadline(now); ok {
 		wake = append(wake, t)
 	}

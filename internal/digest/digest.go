@@ -57,8 +57,15 @@ const (
 	// own DHCPv6 client installed it (an unreachable or blackhole route).
 	// Writers before v0.2 do not know it: upgrade the writer first.
 	SourcePD
+	// SourceOffer: a prefix a DHCPv6 server offered (Advertise) to the
+	// agent confirming the DynamicPrefix's delegation, which solicits with
+	// the client's identity and never requests: nothing is held, and it is
+	// never counted as a delegation. Only an agent a writer named confirmer
+	// (status.dhcpv6pd.confirmerNode, issue 42) reports it, so older writers
+	// never see it.
+	SourceOffer
 
-	knownSources = SourceRA | SourceAddr | SourcePD
+	knownSources = SourceRA | SourceAddr | SourcePD | SourceOffer
 )
 
 type sourceName struct {
@@ -66,7 +73,7 @@ type sourceName struct {
 	name string
 }
 
-var sourceNames = []sourceName{{SourceRA, "ra"}, {SourceAddr, "addr"}, {SourcePD, "pd"}}
+var sourceNames = []sourceName{{SourceRA, "ra"}, {SourceAddr, "addr"}, {SourcePD, "pd"}, {SourceOffer, "offer"}}
 
 // Prefix is one prefix seen on one link.
 type Prefix struct {

@@ -34,6 +34,11 @@ func TestEncode(t *testing.T) {
 			want: "v1;wan=2001:db8:a00::/56 p pd",
 		},
 		{
+			name: "a delegation a server offered the confirmer",
+			in:   Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{{Prefix: pfx("2001:db8:a00::/56"), Sources: SourceOffer}}}}},
+			want: "v1;wan=2001:db8:a00::/56 p offer",
+		},
+		{
 			name: "links and prefixes sorted, prefixes masked",
 			in: Node{Links: []Link{
 				{Name: "eth1", Prefixes: []Prefix{{Prefix: pfx("2001:db8:9::1/64"), Sources: SourceRA}}},

@@ -123,9 +123,23 @@ const (
 	ModeHost   = "host"
 )
 
-// DHCPv6PDStatus says which node's agent runs the DHCPv6 client.
+// DHCPv6PDStatus says which node's agent runs the DHCPv6 client, and which
+// confirms its word.
 type DHCPv6PDStatus struct {
 	ClientNode string `json:"clientNode,omitempty"`
+	// ConfirmerNode: the node whose agent solicits with the client's
+	// identity (never requesting: the server commits nothing) and reports
+	// the delegation offered; a delegation counts when the two agree.
+	// Empty with a single eligible node (or nodeNames naming one).
+	ConfirmerNode string `json:"confirmerNode,omitempty"`
+	// Unconfirmed: a delegation a voting client reports that the
+	// confirmer does not offer alike (a confirmation is wanted: the
+	// confirmer solicits again when it changes).
+	Unconfirmed string `json:"unconfirmed,omitempty"`
+	// Since: when the confirmer was last named or, while Unconfirmed is
+	// set, when the disagreement began (RFC 3339); past the bound the
+	// roles rotate.
+	Since string `json:"since,omitempty"`
 }
 
 type PrefixFilter struct {

@@ -24,6 +24,19 @@ type Want struct {
 	// Servers: the trusted servers' DUIDs in hex, comma-separated, sorted
 	// ("": any server). A string, so that wants compare with ==.
 	Servers string
+	// Confirm: the writer named this node confirmer
+	// (status.dhcpv6pd.confirmerNode): a Prober runs, never a Client.
+	Confirm bool
+	// Ask is what the status says awaits confirmation
+	// (dhcpv6pd.unconfirmed): when it changes the Prober solicits again.
+	Ask string
+}
+
+// same reports whether w and o ask for the same client or prober (Ask
+// aside: a change of it pokes the prober instead).
+func (w Want) same(o Want) bool {
+	w.Ask, o.Ask = "", ""
+	return w == o
 }
 
 // servers decodes Want.Servers.
@@ -37,7 +50,8 @@ func (w Want) servers() [][]byte {
 	return out
 }
 
-// Supervisor runs the clients wanted, one per link (the client port is the
+// Supervisor runs the clients wanted, and the probers that confirm another
+// node's client (Want.Confirm), one per link (the client port is the
 // link's): of two DynamicPrefixes asking on one link, the first by name runs.
 type Supervisor struct {
 	Clock  clock.Clock
@@ -47,6 +61,9 @@ type Supervisor struct {
 	// Conflict, when set, is told when a client's answers under one server's
 	// DUID contradicted each other (Client.Conflict).
 	Conflict func(link string, at time.Time)
+	// Offered is told what a prober is offered on link (Prober.Report);
+	// nil: this agent does not confirm (wants to confirm are refused).
+	Offered func(link string, p netip.Prefix, valid time.Duration, removed bool, at time.Time)
 
 	mu      sync.Mutex
 	running map[string]*running // by link
@@ -57,6 +74,7 @@ type running struct {
 	want Want
 	stop context.CancelFunc
 	done chan netip.Prefix
+	poke chan struct{} // a prober's
 }
 
 // Set makes the clients running those wanted. A client no longer wanted stops
@@ -72,6 +90,9 @@ func (s *Supervisor) Set(ctx context.Context, wants []Want) {
 	slices.SortFunc(wants, func(a, b Want) int { return cmp.Compare(a.Name, b.Name) })
 	byLink := map[string]Want{}
 	for _, w := range wants {
+		if w.Confirm && s.Offered == nil {
+			continue
+		}
 		if first, taken := byLink[w.Link]; taken {
 			if key := w.Name + " " + w.Link; !s.refused[key] {
 				s.refused[key] = true
@@ -81,41 +102,87 @@ func (s *Supervisor) Set(ctx context.Context, wants []Want) {
 		}
 		byLink[w.Link] = w
 	}
+	handover := map[string]netip.Prefix{}
 	for link, r := range s.running {
-		if w, ok := byLink[link]; ok && w == r.want {
+		if w, ok := byLink[link]; ok && w.same(r.want) {
+			if w.Ask != r.want.Ask && r.poke != nil {
+				select {
+				case r.poke <- struct{}{}:
+				default: // a probe is due already
+				}
+			}
+			r.want = w
 			continue
 		}
 		r.stop()
-		if held := <-r.done; held.IsValid() {
+		held := <-r.done
+		w, next := byLink[link]
+		switch {
+		case !held.IsValid():
+		case r.want.Confirm && next && !w.Confirm && w.Name == r.want.Name:
+			// The confirmer takes the client over: its offer stands
+			// until the client's first report, so that the prefix is
+			// never unreported in between.
+			handover[link] = held
+		case r.want.Confirm:
+			s.Offered(link, held, 0, true, s.Clock.Now())
+		default:
 			s.Report(held, 0, true, s.Clock.Now())
 		}
-		s.Log.Info("DHCPv6 client stopped", "dynamicprefix", r.want.Name, "link", link)
+		s.Log.Info("DHCPv6 "+r.want.role()+" stopped", "dynamicprefix", r.want.Name, "link", link)
 		delete(s.running, link)
 	}
 	for link, w := range byLink {
 		if _, ok := s.running[link]; ok {
 			continue
 		}
-		if err := s.start(ctx, w); err != nil {
+		if err := s.start(ctx, w, handover[link]); err != nil {
 			s.Log.Warn("DHCPv6 client not started", "dynamicprefix", w.Name, "err", err)
 		}
 	}
 }
 
-func (s *Supervisor) start(ctx context.Context, w Want) error {
+// start runs w; offered is what this node's prober was offered for it
+// (invalid: none), withdrawn at the client's first report.
+func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) error {
 	id, err := IdentityFor(w.UID, w.Name)
 	if err != nil {
 		return err
 	}
 	cctx, stop := context.WithCancel(ctx)
 	r := &running{want: w, stop: stop, done: make(chan netip.Prefix, 1)}
+	report := s.Report
+	if offered.IsValid() {
+		var once sync.Once
+		report = func(p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+			once.Do(func() { s.Offered(w.Link, offered, 0, true, at) })
+			s.Report(p, valid, removed, at)
+		}
+	}
 	c := &Client{Link: w.Link, Length: w.Length, ID: id, Clock: s.Clock, Log: s.Log.With("dynamicprefix", w.Name),
-		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: s.Report, Servers: w.servers()}
+		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: report, Servers: w.servers()}
 	if s.Conflict != nil {
 		c.Conflict = func(at time.Time) { s.Conflict(w.Link, at) }
 	}
 	s.running[w.Link] = r
+	if w.Confirm {
+		r.poke = make(chan struct{}, 1)
+		c.Report = func(p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+			s.Offered(w.Link, p, valid, removed, at)
+		}
+		p := &Prober{Client: *c, Poke: r.poke}
+		s.Log.Info("DHCPv6 confirmer started: soliciting, never requesting", "dynamicprefix", w.Name, "link", w.Link, "trustedServers", len(c.Servers))
+		go func() { r.done <- p.Run(cctx) }()
+		return nil
+	}
 	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length, "trustedServers", len(c.Servers))
 	go func() { r.done <- c.Run(cctx) }()
 	return nil
+}
+
+func (w Want) role() string {
+	if w.Confirm {
+		return "confirmer"
+	}
+	return "client"
 }

@@ -2,11 +2,16 @@ package dhcp6
 
 import (
 	"context"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv6"
 	"k8s.io/utils/clock"
 )
 
@@ -56,5 +61,124 @@ func TestOneClientPerLinkAndNoWithdrawalOnShutdown(t *testing.T) {
 		if got.Removed {
 			t.Errorf("withdrew %s on shutdown", got.Prefix)
 		}
+	}
+}
+
+// A confirmer solicits with the client's identity and never requests: the
+// server commits nothing, and the offer is reported apart from delegations.
+// It solicits again at the offer's T1; a new Ask pokes it without a restart;
+// no longer wanted, it withdraws the offer.
+func TestAConfirmerSolicitsAndNeverRequests(t *testing.T) {
+	s := newServer(t, always(pdA))
+	held, offered := &reports{ch: make(chan report, 64)}, &reports{ch: make(chan report, 64)}
+	sup := supervisor(s, held)
+	sup.Offered = func(link string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+		if link != "eth0" {
+			t.Errorf("offer on %q", link)
+		}
+		offered.add(p, valid, removed, at)
+	}
+	confirm := Want{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true}
+	sup.Set(t.Context(), []Want{confirm})
+	if got := offered.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s offered", got, pdA)
+	}
+	if got := offered.next(t); got != (report{pdA, false}) { // at T1 (1 s)
+		t.Fatalf("got %v, want %s offered again", got, pdA)
+	}
+	sup.mu.Lock()
+	before := sup.running["eth0"]
+	sup.mu.Unlock()
+	confirm.Ask = "2001:db8:bad::/56"
+	sup.Set(t.Context(), []Want{confirm})
+	if got := offered.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s offered when asked", got, pdA)
+	}
+	sup.mu.Lock()
+	if sup.running["eth0"] != before {
+		t.Error("a new Ask restarted the prober")
+	}
+	sup.mu.Unlock()
+	sup.Set(t.Context(), nil)
+	if got := offered.next(t); got != (report{pdA, true}) {
+		t.Fatalf("got %v, want %s withdrawn", got, pdA)
+	}
+	for _, m := range s.messages() {
+		if m.MessageType != dhcpv6.MessageTypeSolicit {
+			t.Errorf("the confirmer sent a %s", m.MessageType)
+		}
+		if m.GetOneOption(dhcpv6.OptionRapidCommit) != nil {
+			t.Error("a Solicit asked for Rapid Commit: the server would commit the binding")
+		}
+		if id, _ := IdentityFor(testUID, "home"); !m.Options.ClientID().Equal(id.DUID) {
+			t.Errorf("solicited as %v, not the client's identity", m.Options.ClientID())
+		}
+	}
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if len(held.all) != 0 {
+		t.Errorf("an offer reported as a delegation held: %v", held.all)
+	}
+}
+
+// A supervisor without Offered (an agent that cannot report offers) runs
+// no prober.
+func TestNoProberWithoutAnOfferHandler(t *testing.T) {
+	s := newServer(t, always(pdA))
+	sup := supervisor(s, &reports{ch: make(chan report, 64)})
+	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true}})
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	if len(sup.running) != 0 {
+		t.Errorf("running %v", sup.running)
+	}
+}
+
+// The confirmer believes what the client would: a trusted server's offer,
+// not another host's that answers first.
+func TestAConfirmerTrustsWhatTheClientTrusts(t *testing.T) {
+	s := newServer(t, always(pdA))
+	s.setForge(always(pdB))
+	offered := &reports{ch: make(chan report, 64)}
+	sup := supervisor(s, &reports{ch: make(chan report, 64)})
+	sup.Offered = func(_ string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+		offered.add(p, valid, removed, at)
+	}
+	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true, Servers: hex.EncodeToString(s.id.ToBytes())}})
+	if got := offered.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want the trusted server's %s", got, pdA)
+	}
+}
+
+// The confirmer taking the client over keeps its offer until the client's
+// first report: the prefix is never missing from the node's digest between.
+func TestAConfirmerTakingOverKeepsItsOfferUntilTheClientReports(t *testing.T) {
+	s := newServer(t, always(pdA))
+	held, offered := &reports{ch: make(chan report, 64)}, &reports{ch: make(chan report, 64)}
+	sup := supervisor(s, held)
+	sup.Offered = func(_ string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+		offered.add(p, valid, removed, at)
+	}
+	w := Want{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true}
+	sup.Set(t.Context(), []Want{w})
+	if got := offered.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s offered", got, pdA)
+	}
+	w.Confirm = false
+	sup.Set(t.Context(), []Want{w})
+	offered.mu.Lock()
+	for _, r := range offered.all {
+		if r.Removed {
+			t.Errorf("the offer was withdrawn as the client started, before it held anything")
+		}
+	}
+	offered.mu.Unlock()
+	if got := held.next(t); got != (report{pdA, false}) {
+		t.Fatalf("got %v, want %s bound", got, pdA)
+	}
+	offered.mu.Lock()
+	defer offered.mu.Unlock()
+	if !slices.Contains(offered.all, report{pdA, true}) {
+		t.Errorf("offers %v: want the offer withdrawn once the client reported", offered.all)
 	}
 }

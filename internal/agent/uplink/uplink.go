@@ -58,7 +58,9 @@ type object struct {
 
 // Client returns the DHCPv6 client this node must run for one DynamicPrefix:
 // its spec asks for the built-in client (dhcpv6pd.mode client, the default)
-// and the writer named node in status.dhcpv6pd.clientNode.
+// and the writer named node in status.dhcpv6pd.clientNode - or, named in
+// confirmerNode, the prober that confirms the client's delegation (asked
+// again when dhcpv6pd.unconfirmed changes).
 func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	var o object
 	if err := json.Unmarshal(raw, &o); err != nil {
@@ -66,15 +68,19 @@ func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	}
 	pd := o.Spec.Acquisition.DHCPv6PD
 	st := o.Status.DHCPv6PD
-	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || st.ClientNode != node || node == "" {
+	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || node == "" || st.ClientNode != node && st.ConfirmerNode != node {
 		return dhcp6.Want{}, false
 	}
 	var servers []string
 	for _, b := range pd.Servers() {
 		servers = append(servers, hex.EncodeToString(b))
 	}
-	return dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength(),
-		Servers: strings.Join(servers, ",")}, true
+	w := dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength(),
+		Servers: strings.Join(servers, ",")}
+	if st.ClientNode != node {
+		w.Confirm, w.Ask = true, st.Unconfirmed
+	}
+	return w, true
 }
 
 // Decode reads one DynamicPrefix: what it asks of the agents for Router

@@ -173,6 +173,8 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 		{"trusted servers: canonical, repeats and malformed ones out", `{"interface":"wan","trustedServers":["00:02:00:00:09:BF:72:74","0003000102","00:02:00:00:09:bf:72:74","zz"]}`, named,
 			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56, Servers: "0002000009bf7274,0003000102"}, true},
 		{"another node named", `{"interface":"wan"}`, `{"dhcpv6pd":{"clientNode":"n2"}}`, dhcp6.Want{}, false},
+		{"named confirmer", `{"interface":"wan"}`, `{"dhcpv6pd":{"clientNode":"n2","confirmerNode":"n1","unconfirmed":"2001:db8:bad::/56"}}`,
+			dhcp6.Want{Name: "home", UID: "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90", Link: "wan", Length: 56, Confirm: true, Ask: "2001:db8:bad::/56"}, true},
 		{"no node named yet", `{"interface":"wan"}`, `{}`, dhcp6.Want{}, false},
 		{"host mode", `{"interface":"wan","mode":"host"}`, named, dhcp6.Want{}, false},
 	} {

@@ -21,6 +21,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.StatusSeen, "status-seen-wait", 2*time.Second, "after a status names a new prefix, wait up to this long for the writer's cache to show it before writing objects in the prefix (the API server's admission policy reads the status from a cache too)")
 	fs.DurationVar(&o.NodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	fs.DurationVar(&o.NodeStartupWait, "node-startup-wait", decide.StartupWait, "how long a Node without a digest is awaited, from when the writer first sees it, by the first adoption of a prefix (a majority of the Nodes reporting and awaited decides it; 0: only those reporting)")
+	fs.DurationVar(&decide.ConfirmWithin, "dhcpv6-confirm-within", decide.ConfirmWithin, "how long the agents' DHCPv6 client and the node confirming its delegation may disagree before the roles rotate (status.dhcpv6pd): longer than a confirmer takes to solicit, and than the lease's T1 where it can")
 	r.Budget.Flags(fs)
 	r.TargetKeys = render.DefaultTargetKeys
 	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(render.DefaultTargetKeys, ",")+")",

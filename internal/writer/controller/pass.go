@@ -186,6 +186,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		c.log.Info(name + ": every node's routers agree again")
 		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
 	}
+	c.announceDelegation(u, name, d, prior)
 	if len(problems.Conflicts) > 0 {
 		c.events.Announce("dp/"+name+"/services", u, true, render.ServiceAddressConflict, render.ServiceConflictMessage(problems.Conflicts))
 	} else {
@@ -228,6 +229,25 @@ func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, 
 	case len(d.Dissent) == 0 && was != nil && was.Status != metav1.ConditionTrue:
 		c.log.Info(name + ": every DNS server answers " + d.Current.String() + " again")
 		c.events.Announce("dp/"+name+"/resolvers", u, false, render.ResolversAgree, "every server answers "+d.Current.String())
+	}
+}
+
+// announceDelegation reports a DHCPv6 client and its confirmer disagreeing
+// (a Warning event once per pair of nodes and start, with the details in the
+// log), and their agreeing again.
+func (c *Controller) announceDelegation(u *unstructured.Unstructured, name string, d decide.Decision, prior api.Status) {
+	was := meta.FindStatusCondition(prior.Conditions, render.DelegationConfirmed)
+	switch {
+	case d.Confirm.Disagrees():
+		if was == nil || was.Reason != render.ReasonDisagree {
+			c.log.Warn(name+": "+render.DisagreeMessage(d), "client", d.PDClient, "confirmer", d.Confirm.Confirmer)
+		}
+		c.events.Announce("dp/"+name+"/delegation", u, true, render.ReasonDisagree, fmt.Sprintf(
+			"DHCPv6 client %s and confirmer %s disagree about the delegation since %s (status.dhcpv6pd, condition %s): it holds as it was",
+			d.PDClient, d.Confirm.Confirmer, d.Confirm.Since.UTC().Format(time.RFC3339), render.DelegationConfirmed))
+	case was != nil && was.Reason == render.ReasonDisagree && d.Confirm.Agree:
+		c.log.Info(name + ": the DHCPv6 client and its confirmer agree again")
+		c.events.Announce("dp/"+name+"/delegation", u, false, render.ReasonConfirmed, "DHCPv6 client "+d.PDClient+" and confirmer "+d.Confirm.Confirmer+" agree again")
 	}
 }
 

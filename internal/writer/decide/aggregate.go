@@ -26,7 +26,9 @@
 //     exception: a DHCPv6 client runs on one node or a few.
 //   - With the agents' own DHCPv6 client, only the client node's delegation
 //     (and, during a handover, the previous client's) counts: another node
-//     reporting a delegated prefix is not the client's word.
+//     reporting a delegated prefix is not the client's word. A delegation
+//     other than the current prefix counts only while a second node, the
+//     confirmer, reports the server offering it alike (confirm.go).
 //   - A replaced prefix drains: it stays in the pools until a majority of the
 //     voting nodes no longer reports it (its valid lifetime ran out there), until
 //     the lifetime frozen in the digests at deprecation passes (expiresAt, set
@@ -118,6 +120,8 @@ type Decision struct {
 	Wake time.Time
 	// PDClient is the node whose agent runs the DHCPv6 client ("": none).
 	PDClient string
+	// Confirm is the confirmation of the client's delegation (confirm.go).
+	Confirm Confirmation
 	// Conflicting are the voting nodes whose agents report a router
 	// conflict on a followed link, sorted.
 	Conflicting []string
@@ -184,8 +188,9 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
+	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
 	if m.DHCPv6PD && m.PDClient {
-		d.PDClient = clientNode(m, prev, reports)
+		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
 	for _, r := range reports {
@@ -206,6 +211,12 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			reported = true
 			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
+				p.Sources &^= digest.SourceOffer // a confirmer's word, never a vote
+				if d.PDClient != "" && p.Prefix != prevCurrent && !d.Confirm.confirms(p.Prefix) {
+					// The client's word alone: a change needs the
+					// confirmer's offer alike (confirm.go).
+					p.Sources &^= digest.SourcePD
+				}
 				if !countsPD || !r.Resolver && !m.Counts(l.Name, digest.SourcePD) {
 					// Not the client's word, or no delegation this
 					// DynamicPrefix follows here: a node calling its
@@ -261,6 +272,13 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		}
 	}
 	slices.Sort(d.Conflicting)
+	for _, p := range d.Confirm.Offered {
+		// What the server offers the confirmer is no vote, but the
+		// prefix is still reported (not Unreported) while it is offered.
+		if seen[p] == nil {
+			seen[p] = &tally{seen: 1, pd: true}
+		}
+	}
 	for p, t := range seen {
 		d.Votes[p] = t.votes
 	}
@@ -269,7 +287,6 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	}
 	slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 
-	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
 	unheld := seen[prevCurrent] == nil || seen[prevCurrent].votes == 0
 	if t := seen[prevCurrent]; t != nil && t.votes >= max(m.Quorum, d.Reporting/2+1) {
 		// A majority still prefers it: the node that tips a tie between two
@@ -336,6 +353,12 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		}
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, left, now, fallback)
+	if !d.Confirm.Since.IsZero() {
+		// The roles rotate then.
+		if at := d.Confirm.Since.Add(ConfirmWithin); d.Wake.IsZero() || at.Before(d.Wake) {
+			d.Wake = at
+		}
+	}
 	for _, h := range d.History {
 		if h.State == api.StateExpired {
 			continue
@@ -386,16 +409,7 @@ const PrefixAcquired = "PrefixAcquired"
 // the old report lapses: any node asks with the same identity, and the server
 // hands back the same prefix. With no Ready candidate the client stays.
 func clientNode(m api.Model, prev api.Status, reports []Report) string {
-	var ready, all []string
-	for _, r := range reports {
-		if slices.ContainsFunc(r.Digest.Links, func(l digest.Link) bool { return l.Name == m.PDInterface }) &&
-			(len(m.PDNodes) == 0 || slices.Contains(m.PDNodes, r.Node)) {
-			all = append(all, r.Node)
-			if !r.NotReady {
-				ready = append(ready, r.Node)
-			}
-		}
-	}
+	ready, all := eligible(m, reports)
 	current := ""
 	if prev.DHCPv6PD != nil {
 		current = prev.DHCPv6PD.ClientNode

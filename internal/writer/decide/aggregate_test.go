@@ -246,7 +246,8 @@ func FuzzDecide(f *testing.F) {
 func TestDelegatedPrefixes(t *testing.T) {
 	pdOnly := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
 	wan := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p pd"
-	d := For(model(pdOnly), api.Status{}, reports(t, wan, wan), t0)
+	offered := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p offer" // the confirmer (confirm.go)
+	d := For(model(pdOnly), api.Status{}, reports(t, wan, offered), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Source != "dhcpv6-pd" || d.Votes[netip.MustParsePrefix("2001:db8:f::/64")] != 0 {
 		t.Errorf("PD only: %s source %s votes %v", d, d.Source, d.Votes)
 	}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,13 +31,26 @@ import (
 //   - liveness: once every honest node (two or more) reports what the router
 //     states, its one preferred prefix is current, and a replaced prefix every
 //     honest node still reports is not ended before its deadline.
+//
+// A script whose first byte has its top bit set plays the DHCPv6-PD world
+// instead (pdWorld: the liar as the client or the confirmer).
 func FuzzBallot(f *testing.F) {
 	f.Add([]byte{0, 3, 1, 60, 3, 5, 9, 1, 0, 0, 0, 1, 0, 3})
 	f.Add([]byte{1, 5, 6, 1, 2, 0, 3, 0, 200, 3, 1, 0, 3, 5, 4, 0, 0, 255, 0, 3, 0, 255})
 	f.Add([]byte{2, 2, 0, 3, 1, 30, 2, 0, 2, 1, 5, 8, 1, 1, 2, 3, 4, 5, 6, 7, 0, 100, 3})
 	f.Add([]byte{0, 5, 3, 0, 0, 0, 1, 1, 3, 4, 0, 2, 1, 0, 9, 3, 0, 200, 0, 200})
+	// DHCPv6-PD with the agents' own client: pdWorld (ballot_pd_test.go).
+	f.Add([]byte{0x80, 5, 1, 1, 0, 3, 0, 30, 3})                            // the liar, first by name, is the client and forges
+	f.Add([]byte{0xc0, 5, 1, 1, 0, 3, 3, 4, 1, 4, 2, 3, 0, 10, 3})          // the liar takes over when h0 goes NotReady
+	f.Add([]byte{0xc2, 3, 4, 2, 3, 1, 3, 0, 30, 3, 1, 3, 5, 2, 0, 1, 4, 2}) // the liar confirms; the server renumbers
+	f.Add([]byte{0x83, 5, 1, 0, 0, 3, 1, 0, 255, 3, 0, 255, 3})             // the liar client withholds a renumbering
 	f.Fuzz(func(t *testing.T, script []byte) {
 		s := &script
+		if len(script) > 0 && script[0]&0x80 != 0 {
+			b := next(s)
+			newPDWorld(2+int(b)%3, b&0x40 == 0).run(t, s)
+			return
+		}
 		w := newBallotWorld(2 + int(next(s))%3)
 		for len(*s) > 0 {
 			switch op := next(s) % 7; op {
@@ -153,6 +167,20 @@ func (h *honestNode) digest(now time.Time) string {
 		}
 		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: !e.preferred,
 			Remaining: max(e.frozen, time.Second), Sources: digest.SourceRA})
+	}
+	if len(l.Prefixes) > digest.MaxPrefixes {
+		// The agent bounds its digest, dropping deprecated prefixes first
+		// (observe.Snapshot); here the shortest-lived of them.
+		slices.SortFunc(l.Prefixes, func(a, b digest.Prefix) int {
+			if a.Deprecated != b.Deprecated {
+				return cmpBool(a.Deprecated)
+			}
+			if c := cmp.Compare(b.Remaining, a.Remaining); c != 0 {
+				return c
+			}
+			return digest.ComparePrefix(a.Prefix, b.Prefix)
+		})
+		l.Prefixes = l.Prefixes[:digest.MaxPrefixes]
 	}
 	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
 	if err != nil {
@@ -318,4 +346,12 @@ func (w *ballotWorld) honestCould(prev api.Status, reports []Report, honest map[
 	}
 	alt := slices.Delete(slices.Clone(reports), i, i+1)
 	return For(w.m, prev, alt, w.now).Current == want
+}
+
+// cmpBool orders false before true.
+func cmpBool(a bool) int {
+	if a {
+		return 1
+	}
+	return -1
 }

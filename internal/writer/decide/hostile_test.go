@@ -61,7 +61,8 @@ func TestOnlyTheClientNodesDelegationCounts(t *testing.T) {
 	client := api.Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a"}}
 	real := "v1;wan=2001:db8:a00::/56 p pd"
 	forged := "v1;wan=2001:db8:bad::/56 p pd"
-	d := For(model(pd), client, reports(t, real, forged, forged), t0)
+	confirmer := "v1;wan=2001:db8:a00::/56 p offer,2001:db8:bad::/56 p pd"
+	d := For(model(pd), client, reports(t, real, confirmer, forged), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Votes[d.Current] != 1 {
 		t.Errorf("%s, votes %v: want the client's delegation alone", d, d.Votes)
 	}

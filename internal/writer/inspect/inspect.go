@@ -74,6 +74,12 @@ type DynamicPrefix struct {
 	Delegation string `json:"delegation,omitempty"`
 	// DHCPv6Client is the node running the built-in DHCPv6 client, if any.
 	DHCPv6Client string `json:"dhcpv6Client,omitempty"`
+	// DHCPv6Confirmer is the node confirming the client's delegation;
+	// DHCPv6Unconfirmed what the client holds that it is not offered, and
+	// since when (status.dhcpv6pd).
+	DHCPv6Confirmer   string `json:"dhcpv6Confirmer,omitempty"`
+	DHCPv6Unconfirmed string `json:"dhcpv6Unconfirmed,omitempty"`
+	DHCPv6Since       string `json:"dhcpv6Since,omitempty"`
 	// DNSName is the name followed (acquisition.dns); its servers vote.
 	DNSName    string      `json:"dnsName,omitempty"`
 	Why        string      `json:"why"`
@@ -179,7 +185,8 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	out.Current, out.Source = dp.Status.CurrentPrefix, dp.Status.PrefixSource
 	out.Delegation = dp.Status.DelegatedPrefix
 	if pd := dp.Status.DHCPv6PD; pd != nil {
-		out.DHCPv6Client = pd.ClientNode
+		out.DHCPv6Client, out.DHCPv6Confirmer = pd.ClientNode, pd.ConfirmerNode
+		out.DHCPv6Unconfirmed, out.DHCPv6Since = pd.Unconfirmed, pd.Since
 	}
 	out.Why = why(m, d, dp.Status.CurrentPrefix)
 	for _, h := range dp.Status.History {

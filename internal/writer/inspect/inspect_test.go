@@ -169,6 +169,18 @@ func TestTheDHCPv6ClientNodeIsShown(t *testing.T) {
 	if flat := strings.Join(strings.Fields(text.String()), " "); !strings.Contains(flat, "dhcpv6 client on n2") {
 		t.Errorf("text lacks the client's node:\n%s", text.String())
 	}
+	for field, v := range map[string]string{"confirmerNode": "n3", "unconfirmed": "2001:db8:bad::/56", "since": "2026-03-01T12:00:00Z"} {
+		if err := unstructured.SetNestedField(u.Object, v, "status", "dhcpv6pd", field); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text.Reset()
+	if err := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{u}}).Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(text.String()), " "); !strings.Contains(flat, "dhcpv6 confirmer on n3, disagreeing since 2026-03-01T12:00:00Z (client holds 2001:db8:bad::/56)") {
+		t.Errorf("text lacks the confirmer's disagreement:\n%s", text.String())
+	}
 }
 
 func TestProblemsAreDegradedAndOutOfSyncOnly(t *testing.T) {

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -30,6 +31,14 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 		}
 		if dp.DHCPv6Client != "" {
 			line("  dhcpv6 client\ton %s", dp.DHCPv6Client)
+			switch {
+			case dp.DHCPv6Confirmer == "":
+				line("  dhcpv6 confirmer\tnone: the client's delegation counts alone")
+			case dp.DHCPv6Since != "":
+				line("  dhcpv6 confirmer\ton %s, disagreeing since %s (client holds %s)", dp.DHCPv6Confirmer, dp.DHCPv6Since, cmp.Or(dp.DHCPv6Unconfirmed, "nothing"))
+			default:
+				line("  dhcpv6 confirmer\ton %s, agreeing", dp.DHCPv6Confirmer)
+			}
 		}
 		if dp.DNSName != "" {
 			line("  dns name\t%s (each server below votes)", dp.DNSName)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 
@@ -41,6 +40,11 @@ const (
 	// why; the prefix moves only when a majority agrees. Ready does not
 	// change.
 	ResolversAgree = "ResolversAgree"
+	// DelegationConfirmed (the agents' own DHCPv6 client): the delegation
+	// the client node reports is the one the server offers the confirmer
+	// node (status.dhcpv6pd). False names what disagrees: the delegation
+	// moves only when they agree. Ready does not change.
+	DelegationConfirmed = "DelegationConfirmed"
 )
 
 // Problems the writer found while acting on a DynamicPrefix.
@@ -68,9 +72,7 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 		// operator left would read as expired while its prefix is current.
 		Conditions: append([]metav1.Condition(nil), prev.Conditions...),
 	}
-	if d.PDClient != "" {
-		st.DHCPv6PD = &dynamicprefix.DHCPv6PDStatus{ClientNode: d.PDClient}
-	}
+	st.DHCPv6PD = d.Confirm.Status(d.PDClient)
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
 		st.DelegatedPrefix = namedDelegation(m, d.Current)
@@ -121,6 +123,12 @@ func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Probl
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, ResolversAgree)
 		set(RouterConflict, false, "RoutersAgree", "every node's routers agree with themselves")
+	}
+	if m.DHCPv6PD && m.PDClient && st.DHCPv6PD != nil {
+		ok, reason, msg := ConfirmedCondition(d)
+		set(DelegationConfirmed, ok, reason, msg)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, DelegationConfirmed)
 	}
 	// Only while there is one (no condition otherwise: a DynamicPrefix
 	// without conflicts keeps the status it had, and costs no write).

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// offer is a delegation a DHCPv6 server offered this node's prober (the
+// writer named it confirmer), until its valid lifetime ends.
+type offer struct {
+	prefix netip.Prefix
+	until  time.Time
+}
+
+// Offered is the handler for the prober on link being offered p (removed:
+// the offer ended or the prober stopped). Safe from any goroutine.
+func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
+	a.events <- func() {
+		a.log.Debug("delegation offered", "link", link, "prefix", p, "valid", valid, "removed", removed)
+		if removed {
+			if o, ok := a.offers[link]; ok && o.prefix == p {
+				delete(a.offers, link)
+			}
+			return
+		}
+		a.offers[link] = offer{prefix: p, until: at.Add(valid)}
+	}
+}
+
+// markOffers adds to node, with source offer, the delegations offered on its
+// links and not yet lapsed, and returns when the earliest lapses (zero:
+// none). An offer is never a delegation held: the writer counts it only as
+// the confirmer's word. Where the digest is full it is left out (the
+// confirmation then waits; the digest's bounds hold).
+func (a *Agent) markOffers(node *digest.Node, now time.Time) time.Time {
+	var next time.Time
+	total := 0
+	for _, l := range node.Links {
+		total += len(l.Prefixes)
+	}
+	for link, o := range a.offers {
+		if !now.Before(o.until) {
+			delete(a.offers, link)
+			continue
+		}
+		i := slices.IndexFunc(node.Links, func(l digest.Link) bool { return l.Name == link })
+		if i < 0 || total >= digest.MaxPrefixes {
+			continue
+		}
+		node.Links[i].Prefixes = append(node.Links[i].Prefixes, digest.Prefix{Prefix: o.prefix, Sources: digest.SourceOffer})
+		total++
+		if next.IsZero() || o.until.Before(next) {
+			next = o.until
+		}
+	}
+	if next.IsZero() {
+		return next
+	}
+	*node = node.Canonical()
+	return next
+}

@@ -1,0 +1,268 @@
+package decide
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+)
+
+// pdWorld is FuzzBallot's DHCPv6-PD world (a script whose first byte has its
+// top bit set): the agents' own client (mode client) on the link wan, a
+// modelled server holding one binding for the DynamicPrefix's identity,
+// honest agents that act on the role the last status gives them (the client
+// requests and reports what it holds; the confirmer solicits and reports what
+// is offered), and one liar whose digest the fuzzer writes at every step. The
+// fuzzer also renumbers the server, turns any node NotReady and back (the liar
+// may be first by name, so it becomes the client by being first Ready, or by
+// handover), and lets time pass (past ConfirmWithin: the roles rotate).
+//
+// After every pass:
+//   - safety: the current prefix is one the server delegated at some time -
+//     nothing the liar writes, in any role, is adopted;
+//   - liveness: when the client and the confirmer named are honest and Ready
+//     and both hold and are offered the server's binding, the next pass
+//     follows it; and at the end of the script, with two honest nodes
+//     Ready acting at every pass, the binding is followed within a bound
+//     that grows with the nodes (ConfirmWithin each: the rotation).
+type pdWorld struct {
+	now    time.Time
+	bind   netip.Prefix          // the server's binding now
+	gave   map[netip.Prefix]bool // every binding the server made
+	serial int
+	honest []*pdAgent
+	liar   *pdAgent
+	ballot *Ballot
+	m      api.Model
+	st     api.Status
+}
+
+type pdAgent struct {
+	name             string
+	held, offered    netip.Prefix // as last reported (invalid: none)
+	notReadySince    time.Time
+	digest           string // the liar's
+	reported, honest bool
+}
+
+func serverPrefix(i int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x00::/56", 0x10+i%0xe0)) // 256 renumberings wrap
+}
+
+func newPDWorld(n int, liarFirst bool) *pdWorld {
+	w := &pdWorld{now: t0, gave: map[netip.Prefix]bool{}}
+	w.m = model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	w.bind = serverPrefix(0)
+	w.gave[w.bind] = true
+	name := "x"
+	if liarFirst {
+		name = "a"
+	}
+	w.liar = &pdAgent{name: name}
+	for i := range n {
+		w.honest = append(w.honest, &pdAgent{name: fmt.Sprintf("h%d", i), honest: true, reported: true})
+	}
+	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	return w
+}
+
+func (w *pdWorld) agents() []*pdAgent { return append([]*pdAgent{w.liar}, w.honest...) }
+
+func (w *pdWorld) roles() (client, confirmer string) {
+	if pd := w.st.DHCPv6PD; pd != nil {
+		return pd.ClientNode, pd.ConfirmerNode
+	}
+	return "", ""
+}
+
+// act: honest agent i does what its role asks - one exchange with the server.
+func (w *pdWorld) act(i int) {
+	h := w.honest[i]
+	client, confirmer := w.roles()
+	if h.name == client {
+		h.held = w.bind
+	}
+	if h.name == confirmer {
+		h.offered = w.bind
+	}
+}
+
+// settle: an honest agent drops what a role it lost held (the supervisor
+// withdraws it when the status names another node).
+func (w *pdWorld) settle() {
+	client, confirmer := w.roles()
+	for _, h := range w.honest {
+		if h.name != client {
+			h.held = netip.Prefix{}
+		}
+		if h.name != confirmer {
+			h.offered = netip.Prefix{}
+		}
+	}
+}
+
+func (h *pdAgent) encode() string {
+	l := digest.Link{Name: "wan"}
+	if h.held.IsValid() {
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.held, Sources: digest.SourcePD})
+	}
+	if h.offered.IsValid() {
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.offered, Sources: digest.SourceOffer})
+	}
+	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// lie: the liar's digest, from the script: prefixes the server gives or gave,
+// or forged ones, as held, offered, both, or seen in RAs.
+func (w *pdWorld) lie(s *[]byte) {
+	n := int(next(s)) % 5
+	forged := []netip.Prefix{netip.MustParsePrefix("2001:db8:bad::/56"), netip.MustParsePrefix("2001:db8:bad::/48"),
+		netip.MustParsePrefix("2001:db8:bad::/64"), netip.MustParsePrefix("fd00::/56")}
+	l := digest.Link{Name: "wan", Conflict: n == 4}
+	for range n {
+		pick, state := int(next(s)), int(next(s))
+		p := forged[pick/2%len(forged)]
+		if pick%2 == 0 {
+			p = serverPrefix(max(w.serial-pick/2%3, 0))
+		}
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 == 4,
+			Sources: []digest.Source{digest.SourcePD, digest.SourceOffer, digest.SourcePD | digest.SourceOffer, digest.SourceRA}[state%4]})
+	}
+	v, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
+	w.liar.digest, w.liar.reported = v, err == nil
+}
+
+func (w *pdWorld) nodes() []Node {
+	var out []Node
+	for _, a := range w.agents() {
+		n := Node{Name: a.name, Reported: a.reported, Digest: a.digest}
+		if a.honest {
+			n.Digest = a.encode()
+		}
+		if !a.notReadySince.IsZero() {
+			n.NotReadySince = a.notReadySince.Format(time.RFC3339)
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pdStatus is the status the writer would write from d.
+func pdStatus(d Decision) api.Status {
+	st := status(d)
+	st.DHCPv6PD = d.Confirm.Status(d.PDClient)
+	return st
+}
+
+func (w *pdWorld) run(t *testing.T, s *[]byte) {
+	for len(*s) > 0 {
+		switch op := next(s) % 6; op {
+		case 0: // time passes (ConfirmWithin is 2 minutes)
+			w.now = w.now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
+		case 1: // the server renumbers: the binding moves
+			w.serial++
+			w.bind = serverPrefix(w.serial)
+			w.gave[w.bind] = true
+		case 2: // an honest agent acts on its role
+			w.act(int(next(s)) % len(w.honest))
+		case 3: // every honest agent does
+			for i := range w.honest {
+				w.act(i)
+			}
+		case 4: // a node turns NotReady, or Ready again
+			a := w.agents()[int(next(s))%(len(w.honest)+1)]
+			if a.notReadySince.IsZero() {
+				a.notReadySince = w.now
+			} else {
+				a.notReadySince = time.Time{}
+			}
+		case 5:
+			w.lie(s)
+		}
+		w.step(t)
+	}
+	w.converge(t)
+}
+
+// converge: from here, with every honest agent acting at every pass, nobody
+// turning NotReady or Ready, and the liar's digest fixed, the binding is
+// followed within a bound - when two honest nodes are Ready (with one, a
+// liar in the other role may stall it: reported, and nothing moves).
+func (w *pdWorld) converge(t *testing.T) {
+	t.Helper()
+	ready := 0
+	for _, h := range w.honest {
+		if h.notReadySince.IsZero() {
+			ready++
+		}
+	}
+	if ready < 2 {
+		return
+	}
+	const pass = 30 * time.Second
+	start := w.now
+	bound := time.Duration(len(w.honest)+3)*ConfirmWithin + 4*pass
+	for w.now.Sub(start) < bound {
+		for i := range w.honest {
+			w.act(i)
+		}
+		w.step(t)
+		if w.st.CurrentPrefix == w.bind.String() {
+			return
+		}
+		w.now = w.now.Add(pass)
+	}
+	t.Fatalf("the server's %v not followed %v after every honest agent acts at every pass (current %q, liar %s: %q, status %+v)",
+		w.bind, bound, w.st.CurrentPrefix, w.liar.name, w.liar.digest, w.st.DHCPv6PD)
+}
+
+func (w *pdWorld) step(t *testing.T) {
+	t.Helper()
+	reports, _ := w.ballot.Reports(w.now)
+	d := For(w.m, w.st, reports, w.now)
+	w.st = pdStatus(d)
+	w.settle()
+	if d.Current.IsValid() && !w.gave[d.Current] {
+		t.Fatalf("at %v current is %v, which the server never delegated (server gave %v)\nliar %s: %q\nreports: %+v\nstatus: %+v",
+			w.now.Sub(t0), d.Current, w.gave, w.liar.name, w.liar.digest, reports, w.st.DHCPv6PD)
+	}
+	client, confirmer := w.roles()
+	var c, k *pdAgent
+	for _, h := range w.honest {
+		if h.name == client {
+			c = h
+		}
+		if h.name == confirmer {
+			k = h
+		}
+	}
+	if c != nil && k != nil && c.notReadySince.IsZero() && k.notReadySince.IsZero() && c.held == w.bind && k.offered == w.bind {
+		reports, _ := w.ballot.Reports(w.now)
+		if again := For(w.m, w.st, reports, w.now); again.Current != w.bind {
+			t.Fatalf("at %v honest %s holds and honest %s is offered %v, yet current is %v (liar %s: %q)",
+				w.now.Sub(t0), client, confirmer, w.bind, again.Current, w.liar.name, w.liar.digest)
+		}
+	}
+}

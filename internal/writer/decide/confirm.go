@@ -1,0 +1,243 @@
+// The confirmation rule for the agents' own DHCPv6 client (issue 42, "one
+// node"): the client runs on one node, and whatever that node's digest says
+// it holds would otherwise be the cluster's prefix. A second node, the
+// confirmer, solicits with the same identity (the DUID and IAID come from
+// the DynamicPrefix, not the node) and never requests: the server offers the
+// binding it has without committing anything, and the confirmer reports the
+// offer (digest.SourceOffer). A delegation counts only while the confirmer
+// offers it alike.
+//
+//   - Agreement: the client's preferred delegations on the PD interface are
+//     the confirmer's preferred offers there. While they differ nothing the
+//     client says counts; the status names what the client claims
+//     (dhcpv6pd.unconfirmed: the confirmer solicits again when it changes)
+//     and since when they differ (dhcpv6pd.since).
+//   - A disagreement is bounded (ConfirmWithin): past it, a confirmer that
+//     offers nothing is replaced by the next eligible node; one that offers
+//     another delegation takes over the client (it requests, and the server
+//     answers whoever asks with the identity), and the next node confirms.
+//     A lying node in either role costs one bound each time the rotation
+//     reaches it; with three eligible nodes or more the rotation reaches two
+//     honest ones, who agree. With two, a liar stalls the delegation (the
+//     current prefix holds), reported, and nothing it says is adopted.
+//   - No confirmer: spec.dhcpv6pd.nodeNames names one node (the admin
+//     trusts it), or one node is eligible and none ever confirmed, and no
+//     agent is awaited (nobody to confirm). The client's word counts alone,
+//     and the condition says so. Once a confirmer was named, the others
+//     going NotReady or away stalls changes (reported) instead: an outage
+//     must not leave a liar's word alone; naming the remaining node in
+//     nodeNames trusts it.
+//
+// The agreement rule needs no I/O: the status carries the roles and the
+// time the disagreement began, written only when they change.
+
+package decide
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+)
+
+// ConfirmWithin is how long a client and a confirmer may disagree before the
+// roles rotate: longer than the confirmer takes to solicit once it is named
+// or asked (seconds), and than an honest client takes to renew after the
+// confirmer saw a renumbering first, for leases whose T1 is under it;
+// beyond that the rotation makes the renumbering land.
+var ConfirmWithin = 2 * time.Minute
+
+// Confirmation is the confirmation rule's outcome for one pass.
+type Confirmation struct {
+	// Confirmer is the node named to confirm ("": none).
+	Confirmer string
+	// Solo says why nobody confirms ("": somebody does): the client's word
+	// counts alone.
+	Solo string
+	// Held: what the client reports holding (preferred, on the PD
+	// interface); Offered: what the confirmer reports offered.
+	Held, Offered []netip.Prefix
+	// Agree: Held and Offered are the same (a delegation in them counts).
+	Agree bool
+	// Since is when the current disagreement began (zero: they agree).
+	Since time.Time
+	// kept is the client the status keeps naming while no node is eligible.
+	kept string
+}
+
+// Disagrees says the client holds a delegation and the confirmer is offered
+// another: one of the two is wrong (a forged digest, or a renumbering one of
+// them has not seen yet), as opposed to one of them having nothing yet.
+func (c Confirmation) Disagrees() bool {
+	return c.Solo == "" && !c.Agree && len(c.Offered) > 0 && len(c.Held) > 0
+}
+
+// Status is the dhcpv6pd status for client and this confirmation.
+func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
+	client = cmp.Or(client, c.kept)
+	if client == "" && c.Confirmer == "" {
+		return nil
+	}
+	st := &dynamicprefix.DHCPv6PDStatus{ClientNode: client, ConfirmerNode: c.Confirmer}
+	if !c.Since.IsZero() {
+		st.Unconfirmed = joinPrefixes(c.Held)
+		st.Since = c.Since.UTC().Format(time.RFC3339)
+	}
+	return st
+}
+
+// confirm names the client and the confirmer and judges their agreement:
+// the client clientNode picks, unless a disagreement outlived ConfirmWithin.
+func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (string, Confirmation) {
+	client := clientNode(m, prev, reports)
+	var c Confirmation
+	var was dynamicprefix.DHCPv6PDStatus
+	if prev.DHCPv6PD != nil {
+		was = *prev.DHCPv6PD
+	}
+	ready, all := eligible(m, reports)
+	switch {
+	case client == "":
+		// Nobody eligible votes: both names stay in the status, so that
+		// the first node back does not count as the only one there is.
+		c.Confirmer, c.kept = was.ConfirmerNode, was.ClientNode
+		return "", c
+	case len(m.PDNodes) == 1:
+		c.Solo = "spec.acquisition.dhcpv6pd.nodeNames names " + client + " alone: its delegation counts unconfirmed"
+		return client, c
+	case len(all) < 2 && was.ConfirmerNode == "" && !slices.ContainsFunc(reports, func(r Report) bool { return r.Pending }):
+		// One node, and never a second: nobody to ask. A cluster that
+		// had a confirmer does not fall back to one node's word when the
+		// others stop voting (that is when a liar would be alone), and
+		// neither does one still awaiting agents.
+		c.Solo = "only " + client + " is eligible to run the DHCPv6 client: nobody confirms its delegation"
+		return client, c
+	}
+	since, _ := time.Parse(time.RFC3339, was.Since)
+	c.Confirmer = confirmerNode(m, client, was.ConfirmerNode, ready, all)
+	if c.Confirmer == "" {
+		// Nobody else votes: the node named stays named, absent, and
+		// confirms nothing until another votes.
+		for _, n := range []string{was.ConfirmerNode, was.ClientNode} {
+			if n != client && c.Confirmer == "" {
+				c.Confirmer = n
+			}
+		}
+	}
+	c.judge(m, reports, client)
+	if !c.Agree && client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" && !now.Before(since.Add(ConfirmWithin)) {
+		// Past the bound: rotate.
+		// The confirmer is offered something the client does not hold
+		// (or the client holds nothing): it takes the client over.
+		if len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) {
+			client, c.Confirmer = c.Confirmer, was.ClientNode
+			if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
+				c.Confirmer = n
+			}
+		} else if n := after(client, c.Confirmer, ready); n != "" {
+			c.Confirmer = n
+		}
+		c.judge(m, reports, client)
+	}
+	if !c.Agree {
+		c.Since = now.Truncate(time.Second)
+		if client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" {
+			c.Since = since // the same two still disagree: a new claim does not restart the bound
+		}
+	}
+	return client, c
+}
+
+// judge fills Held, Offered and Agree from the reports of client and
+// c.Confirmer.
+func (c *Confirmation) judge(m api.Model, reports []Report, client string) {
+	c.Held, c.Offered = nil, nil
+	for _, r := range reports {
+		switch r.Node {
+		case client:
+			c.Held = preferredOn(m, r, digest.SourcePD)
+		case c.Confirmer:
+			c.Offered = preferredOn(m, r, digest.SourceOffer)
+		}
+	}
+	c.Agree = slices.Equal(c.Held, c.Offered)
+}
+
+// confirms reports whether node's delegation p counts under c.
+func (c Confirmation) confirms(p netip.Prefix) bool {
+	return c.Solo != "" || c.Agree && slices.Contains(c.Offered, p)
+}
+
+// preferredOn lists, sorted, the acceptable preferred prefixes r reports from
+// src on the PD interface.
+func preferredOn(m api.Model, r Report, src digest.Source) []netip.Prefix {
+	var out []netip.Prefix
+	for _, l := range r.Digest.Links {
+		if l.Name != m.PDInterface {
+			continue
+		}
+		for _, p := range l.Prefixes {
+			if p.Sources&src != 0 && !p.Deprecated && m.Accept(p.Prefix) == "" {
+				out = append(out, p.Prefix)
+			}
+		}
+	}
+	slices.SortFunc(out, digest.ComparePrefix)
+	return slices.Compact(out)
+}
+
+// eligible lists the voting nodes that may run the client (or confirm):
+// their agent follows the PD interface and nodeNames, when set, names them;
+// ready are those Ready.
+func eligible(m api.Model, reports []Report) (ready, all []string) {
+	for _, r := range reports {
+		if r.Resolver || r.Pending {
+			continue
+		}
+		if slices.ContainsFunc(r.Digest.Links, func(l digest.Link) bool { return l.Name == m.PDInterface }) &&
+			(len(m.PDNodes) == 0 || slices.Contains(m.PDNodes, r.Node)) {
+			all = append(all, r.Node)
+			if !r.NotReady {
+				ready = append(ready, r.Node)
+			}
+		}
+	}
+	return ready, all
+}
+
+// confirmerNode keeps the confirmer named while it is Ready and eligible and
+// not the client; else it takes the next Ready eligible node after it (by
+// name, wrapping), or any eligible one when none is Ready.
+func confirmerNode(m api.Model, client, current string, ready, all []string) string {
+	for _, candidates := range [][]string{ready, all} {
+		if current != client && slices.Contains(candidates, current) {
+			return current
+		}
+		if n := after(client, current, candidates); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// after is the first of candidates after prev (by name, wrapping) that is
+// not client ("": none; prev itself when it is the only one).
+func after(client, prev string, candidates []string) string {
+	sorted := slices.Sorted(slices.Values(candidates))
+	for _, n := range sorted {
+		if strings.Compare(n, prev) > 0 && n != client {
+			return n
+		}
+	}
+	for _, n := range sorted {
+		if n != client {
+			return n
+		}
+	}
+	return ""
+}

@@ -1,0 +1,113 @@
+package decide
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
+)
+
+// The agents' own DHCPv6 client: a delegation other than the current prefix
+// counts only while the confirmer reports the server offering it alike; a
+// disagreement is reported and, past ConfirmWithin, rotates the roles.
+func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
+	pd := func(names ...string) api.Model {
+		return model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", NodeNames: names}}})
+	}
+	roles := func(client, confirmer, unconfirmed string, since time.Time) *dynamicprefix.DHCPv6PDStatus {
+		st := &dynamicprefix.DHCPv6PDStatus{ClientNode: client, ConfirmerNode: confirmer, Unconfirmed: unconfirmed}
+		if !since.IsZero() {
+			st.Since = since.UTC().Format(time.RFC3339)
+		}
+		return st
+	}
+	const (
+		real      = "v1;wan=2001:db8:a00::/56 p pd"
+		forged    = "v1;wan=2001:db8:bad::/56 p pd"
+		offered   = "v1;wan=2001:db8:a00::/56 p offer"
+		offeredB  = "v1;wan=2001:db8:b00::/56 p offer"
+		realB     = "v1;wan=2001:db8:b00::/56 p pd"
+		nothing   = "v1;wan="
+		current   = "2001:db8:a00::/56"
+		later     = 3 * time.Minute // past ConfirmWithin
+		beforeEnd = time.Minute
+	)
+	for _, c := range []struct {
+		name    string
+		m       api.Model
+		prev    api.Status
+		digests []string // nodes a, b, c
+		at      time.Duration
+		current string
+		pd      *dynamicprefix.DHCPv6PDStatus
+	}{
+		{"the client's delegation, offered alike, is adopted", pd(), api.Status{},
+			[]string{real, offered, nothing}, 0, current, roles("a", "b", "", time.Time{})},
+		{"a forged delegation the confirmer does not offer is not", pd(), api.Status{},
+			[]string{forged, offered, nothing}, 0, "", roles("a", "b", "2001:db8:bad::/56", t0)},
+		{"a silent confirmer confirms nothing", pd(), api.Status{},
+			[]string{real, nothing, nothing}, 0, "", roles("a", "b", current, t0)},
+		{"the client's word for the current prefix needs no confirmation", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
+			[]string{real, nothing, nothing}, 0, current, roles("a", "b", current, t0)},
+		{"a renumbering the client withholds is reported", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
+			[]string{real, offeredB, nothing}, 0, current, roles("a", "b", current, t0)},
+		{"the bound keeps the disagreement's start", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", "2001:db8:bad::/56", t0)},
+		{"past the bound a disagreeing confirmer takes the client over", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{real, offeredB, nothing}, later, current, roles("b", "c", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"past the bound a silent confirmer is replaced", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
+		{"the rotation wraps by name", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
+			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
+		{"nodeNames naming one node trusts it", pd("a"), api.Status{},
+			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
+		{"one eligible node, never a second: nobody to confirm", pd(), api.Status{},
+			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
+		{"once confirmed, one node left does not decide alone", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
+			[]string{realB}, 0, current, roles("a", "b", "2001:db8:b00::/56", t0)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := For(c.m, c.prev, reports(t, c.digests...), t0.Add(c.at))
+			got := ""
+			if d.Current.IsValid() {
+				got = d.Current.String()
+			}
+			if got != c.current {
+				t.Errorf("current %q, want %q", got, c.current)
+			}
+			if diff := cmp.Diff(c.pd, d.Confirm.Status(d.PDClient)); diff != "" {
+				t.Errorf("status.dhcpv6pd (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// At rest - the client holds what the confirmer is offered - the status
+// is reproduced exactly: no write.
+func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	r := reports(t, "v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer")
+	st := pdStatus(For(m, api.Status{}, r, t0))
+	again := pdStatus(For(m, st, r, t0.Add(time.Hour)))
+	if diff := cmp.Diff(st, again); diff != "" {
+		t.Errorf("an hour later (-first +again):\n%s", diff)
+	}
+	if d := For(m, st, r, t0.Add(time.Hour)); !d.Wake.IsZero() {
+		t.Errorf("wake at %v with nothing to confirm", d.Wake)
+	}
+}
+
+// The server still offers the current prefix to the confirmer while the
+// client's digest claims another: the prefix is not reported missing, and
+// its source stays dhcpv6-pd.
+func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	d := For(m, prev, reports(t, "v1;wan=2001:db8:bad::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer"), t0)
+	if d.Current.String() != "2001:db8:a00::/56" || d.Unreported || d.Source != "dhcpv6-pd" || !d.Confirm.Disagrees() {
+		t.Errorf("%s unreported=%v source %s disagrees=%v", d, d.Unreported, d.Source, d.Confirm.Disagrees())
+	}
+}

@@ -1,0 +1,57 @@
+package render
+
+import (
+	"strings"
+
+	"github.com/renumber/renumber/internal/writer/decide"
+)
+
+// Reasons of DelegationConfirmed.
+const (
+	ReasonConfirmed   = "Confirmed"
+	ReasonUnconfirmed = "Unconfirmed"
+	ReasonDisagree    = "DelegationDisagrees"
+	ReasonNoConfirmer = "NoConfirmer"
+)
+
+// ConfirmedCondition is DelegationConfirmed for decision d: whether the
+// client's and the confirmer's word agree, and what each says when not.
+func ConfirmedCondition(d decide.Decision) (bool, string, string) {
+	c := d.Confirm
+	held := list(c.Held)
+	switch {
+	case c.Solo != "":
+		return true, ReasonNoConfirmer, c.Solo
+	case c.Agree && len(c.Held) == 0:
+		return true, ReasonConfirmed, "nothing to confirm: client " + d.PDClient + " holds no delegation, and none is offered to confirmer " + c.Confirmer
+	case c.Agree:
+		return true, ReasonConfirmed, "client " + d.PDClient + " holds " + held + ", as the server offers confirmer " + c.Confirmer
+	case c.Disagrees():
+		return false, ReasonDisagree, DisagreeMessage(d)
+	case len(c.Held) == 0:
+		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet; the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
+			" (from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " the confirmer takes the client over)"
+	}
+	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds " + held + "; confirmer " + c.Confirmer +
+		" reports no offer yet: a change waits for it (another node confirms from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + ")"
+}
+
+// DisagreeMessage says what the client and the confirmer report when they
+// disagree.
+func DisagreeMessage(d decide.Decision) string {
+	c := d.Confirm
+	return "client " + d.PDClient + " holds " + list(c.Held) + " but the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
+		" (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; from " +
+		c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " the confirmer takes the client over"
+}
+
+func list[T interface{ String() string }](ps []T) string {
+	if len(ps) == 0 {
+		return "nothing"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}

@@ -304,6 +304,7 @@ writer:
   l2Nudge: never
   logFormat: json
   metricsAudience: renumber-metrics
+  dhcpv6ConfirmWithin: 5m
 kubeVIP: {configMap: kube-system/kubevip}
 shadow: {enabled: true}
 monitoring:
@@ -353,7 +354,7 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 	for k, want := range map[string][]string{
 		"Deployment renumber-system/renumber-writer": {"--budget-object-burst=3", "--budget-total-per-minute=30",
 			"--external-dns-target-annotation-keys=external-dns.kubernetes.io/target", "--l2-nudge=never",
-			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json", "--metrics-audience=renumber-metrics"},
+			"--kube-vip-configmap=kube-system/kubevip", "--log-format=json", "--metrics-audience=renumber-metrics", "--dhcpv6-confirm-within=5m"},
 		"Deployment renumber-system/renumber-shadow": {"--dry-run", "--l2-nudge=never", "--metrics-audience=renumber-metrics"},
 		"DaemonSet renumber-system/renumber-agent":   {"--interface=enp1s0", "--metrics-addr=node:9470", "--debounce=200ms", "--publish-burst=5", "--keep-omitted-prefixes", "--corroboration=3s", "--conflict-hold=5m", "--conflict-bound=2m", "--metrics-audience=", "--startup-grace=10s"},
 	} {

@@ -14,6 +14,7 @@
 {{- include "renumber.flag" (list "debounce" $w.debounce) }}
 {{- include "renumber.flag" (list "node-not-ready-grace" $w.nodeNotReadyGrace) }}
 {{- include "renumber.flag" (list "node-startup-wait" $w.nodeStartupWait) }}
+{{- include "renumber.flag" (list "dhcpv6-confirm-within" $w.dhcpv6ConfirmWithin) }}
 {{- include "renumber.flag" (list "staleness-check" $w.stalenessCheck) }}
 {{- include "renumber.flag" (list "budget-object-burst" $w.budget.objectBurst) }}
 {{- include "renumber.flag" (list "budget-object-per-minute" $w.budget.objectPerMinute) }}

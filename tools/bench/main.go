@@ -503,7 +503,7 @@ func binaries() (agent, writer string, err error) {
 func notes(r *results) []string {
 	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the window fitted to how the router answers solicitations: one answering unicast has answered by 0.5 s after the solicitation, one answering all nodes by 3.5 s after its last multicast RA; each plus a 250 ms margin, in which nobody on the router's address may contradict the change) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the window fitted to how the router answers solicitations: one answering unicast has answered by 0.5 s after the solicitation, one answering all nodes by 3.5 s after its last multicast RA; each plus the margin, --corroboration, in which nobody on the router's address may contradict the change) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest). radvd answering to all nodes holds a rate-limited answer min(16 s, MaxRtrAdvInterval) after the solicitation during its first three RAs after a reload (reschedule_iface), past RFC 4861's 3.5 s: that row measures radvd's delay.",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
 		"Binaries are built as the Dockerfiles build them (static, no cgo).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
@@ -747,7 +747,7 @@ func write(r *results, dir string) error {
 		b.WriteString(table(s.WritesByWho))
 	}
 	if r.StartupMS > 0 {
-		fmt.Fprintf(&b, "## Launch to pools, and the change benchmark's settings\n\nFrom starting the agents and writers in the fresh world to every pool holding the router's prefix: %.0f ms. Agents' --corroboration: %s; radvd's Min/MaxRtrAdvInterval: %s s.\n\n", r.StartupMS, cmp.Or(r.Corroboration, "their default"), r.RAIntervals)
+		fmt.Fprintf(&b, "\n## Launch to pools, and the change benchmark's settings\n\nFrom starting the agents and writers in the fresh world to every pool holding the router's prefix: %.0f ms. Agents' --corroboration: %s; radvd's Min/MaxRtrAdvInterval: %s s.\n", r.StartupMS, cmp.Or(r.Corroboration, "their default"), r.RAIntervals)
 	}
 	if c := r.Change; c != nil {
 		writeChange(&b, "radvd answers solicitations unicast, its default", c)

@@ -17,6 +17,30 @@
 // remove the router's. Anything else (unknown, evicted, both) waits the
 // multicast bound: the last multicast RA heard from the address (or, not
 // knowing, the first solicitation since the link was listened to) plus 3.5 s.
+//
+// Nothing else can teach it: a unicast RA, or any number of them, an
+// attacker sends as well; only a multicast RA's absence is the router's
+// word. So a periodic multicast RA of a router that unicasts its answers,
+// falling in a probe's window, hides what the probe would teach: it may be
+// a multicasting router's answer. A probe's window is shortest - 0.5 s plus
+// the margin - when the solicitation goes out 3 s or more after the
+// address's last multicast RA (before that a multicasting router may hold
+// its answer until then). A probe that drew a unicast answer and a
+// multicast RA is therefore tried again (reprobeAt) at that moment, up to
+// maxReprobes times in a row: a router that advertises every 200-600 s
+// (radvd's default) almost never spoils one; one that advertises every 3-4 s
+// (RFC 4861's least, the test world's) spoils most, and with a margin of
+// 0.5 s or more every one, whatever the rule - its periodic RAs and a
+// multicasting router's held-back answers fall alike.
+//
+// The first word after the agent starts waits the multicast bound from its
+// first solicitation whatever the router: the router's last multicast RA
+// before the agent listened is unknown, so nothing sooner is sound.
+//
+// radvd 2.19 multicasting its answers is not conforming after a start or
+// reload: during its first three RAs it holds a rate-limited answer
+// min(16 s, MaxRtrAdvInterval) after the solicitation (reschedule_iface),
+// past the bound above (docs/security.md).
 
 package observe
 

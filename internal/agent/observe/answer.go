@@ -27,11 +27,12 @@
 // address's last multicast RA (before that a multicasting router may hold
 // its answer until then). A probe that drew a unicast answer and a
 // multicast RA is therefore tried again (reprobeAt) at that moment, up to
-// maxReprobes times in a row: a router that advertises every 200-600 s
-// (radvd's default) almost never spoils one; one that advertises every 3-4 s
-// (RFC 4861's least, the test world's) spoils most, and with a margin of
-// 0.5 s or more every one, whatever the rule - its periodic RAs and a
-// multicasting router's held-back answers fall alike.
+// maxReprobes times in a row, and so is one that drew nothing (its answer
+// lost, or read before the send was reported): a router that advertises
+// every 200-600 s (radvd's default) almost never spoils one; one that
+// advertises every 3-4 s (RFC 4861's least, the test world's) spoils most,
+// and with a margin of 0.5 s or more every one, whatever the rule - its
+// periodic RAs and a multicasting router's held-back answers fall alike.
 //
 // The first word after the agent starts waits the multicast bound from its
 // first solicitation whatever the router: the router's last multicast RA
@@ -75,7 +76,7 @@ type voice struct {
 	mode  string
 	probe probe
 	// ambiguous: probes in a row that drew both a unicast answer and a
-	// multicast RA (reprobeAt).
+	// multicast RA, or nothing (reprobeAt).
 	ambiguous int
 }
 
@@ -159,7 +160,9 @@ func (v *voice) learnt(now time.Time) (mode string, ambiguous int, open bool) {
 	case pr.uni:
 		return AnswersUnicast, 0, false
 	}
-	return v.mode, v.ambiguous, false
+	// Nothing came: the answer was lost, or not counted (read before the
+	// send was reported). It teaches nothing; try again.
+	return v.mode, v.ambiguous + 1, false
 }
 
 // maxReprobes bounds the solicitations in a row sent only to learn how an
@@ -169,8 +172,8 @@ const maxReprobes = 3
 
 // reprobeAt returns when l should solicit again only to learn how an
 // address answers (zero: no address needs it): a probe of it drew a unicast
-// answer and a multicast RA, and a solicitation sent 3 s after its last
-// multicast RA has the shortest window.
+// answer and a multicast RA, or nothing, and a solicitation sent 3 s after
+// its last multicast RA has the shortest window.
 func (l *link) reprobeAt(now time.Time) time.Time {
 	var at time.Time
 	for _, v := range l.voices {

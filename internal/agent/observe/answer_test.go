@@ -149,3 +149,28 @@ func TestAnAttackerWhoSpoilsEveryProbeCostsAFewSolicitations(t *testing.T) {
 		t.Errorf("solicitations %v", sent)
 	}
 }
+
+// A probe that drew nothing - the router's answer lost, or read before the
+// send was reported and so not counted - teaches nothing, and is tried
+// again like one a periodic RA hid.
+func TestAProbeNothingAnsweredIsTriedAgain(t *testing.T) {
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.Solicited("eth0", t0)                       // the listener opens
+	s.Heard("eth0", routerA, t0, offer(pA), true) // a periodic RA
+	at := t0.Add(time.Minute)
+	s.Heard("eth0", routerA, at.Add(-time.Millisecond), offer(pA), false) // the answer, read first
+	s.Solicited("eth0", at)
+	end := at.Add(MaxRADelay + testMargin)
+	if diff := cmp.Diff([]int{0, 1, 0}, answers(s, end)); diff != "" {
+		t.Errorf("after the probe, as the first taught (-want +got):\n%s", diff)
+	}
+	if due, next := s.Solicit(end); len(due) != 0 || !next.Equal(at.Add(SolicitSpacing)) {
+		t.Fatalf("Solicit = %v, next at %v; want the probe again a spacing later", due, next)
+	}
+	solicit(t, s, at.Add(SolicitSpacing))
+	s.Heard("eth0", routerA, at.Add(SolicitSpacing+time.Millisecond), offer(pA), false)
+	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, end.Add(SolicitSpacing))); diff != "" {
+		t.Errorf("after the second probe (-want +got):\n%s", diff)
+	}
+}

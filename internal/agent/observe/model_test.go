@@ -222,9 +222,10 @@ func (m *model) solicit() time.Time {
 		m.s.Solicited("eth0", m.now)
 		m.solicited()
 		if m.echo {
+			m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
 			m.tracef("adversary answers at once")
 			m.lastAdversary = m.now
-			m.s.Heard("eth0", routerA, m.now.Add(time.Nanosecond), m.r.stating().prefixes, false)
+			m.s.Heard("eth0", routerA, m.now, m.r.stating().prefixes, false)
 		}
 	}
 	return next

@@ -282,6 +282,6 @@ clean: world-down ## Remove built binaries (keeps Go's caches)
 	rm -rf $(OUT)
 
 .PHONY: bench
-bench: deps tools build ## Measure writes, change latency, memory, sizes, a rotation soak, an RA flood and the DNS source into bench/results.md (BENCH=steady|change|scale|size|soak|burst|flood|scrape|idle|dns; writes, memory, latency are aliases, STEADY=10m, CHANGES=20, ROUTER_ANSWERS=unicast|multicast|both, SCALE=1000,5000, RUNS=3, SOAK=200, FLOOD=1m, DNS=2m, IDLE=5000)
-	$(GO) run ./tools/bench -only "$(BENCH)" -steady $${STEADY:-10m} -changes $${CHANGES:-20} -router-answers $${ROUTER_ANSWERS:-both} -scale $${SCALE:-1000,5000} -runs $${RUNS:-3} -soak $${SOAK:-200} -flood $${FLOOD:-1m} -dns $${DNS:-2m} -idle $${IDLE:-5000} -out bench
+bench: deps tools build ## Measure writes, change latency, memory, sizes, a rotation soak, an RA flood and the DNS source into bench/results.md (BENCH=steady|change|scale|size|soak|burst|flood|scrape|idle|dns; writes, memory, latency are aliases, STEADY=10m, CHANGES=20, ROUTER_ANSWERS=unicast|multicast|both, CORROBORATION=250ms (the agents' margin), RA_INTERVALS=3-4 (radvd's, s; its default 198-600), SCALE=1000,5000, RUNS=3, SOAK=200, FLOOD=1m, DNS=2m, IDLE=5000)
+	$(GO) run ./tools/bench -only "$(BENCH)" -steady $${STEADY:-10m} -changes $${CHANGES:-20} -router-answers $${ROUTER_ANSWERS:-both} -corroboration "$${CORROBORATION:-}" -ra-intervals $${RA_INTERVALS:-3-4} -scale $${SCALE:-1000,5000} -runs $${RUNS:-3} -soak $${SOAK:-200} -flood $${FLOOD:-1m} -dns $${DNS:-2m} -idle $${IDLE:-5000} -out bench
 	$(GO) test -run XXX -bench . -benchmem ./internal/agent/ra ./internal/agent/observe ./internal/digest | tee bench/microbench.txt

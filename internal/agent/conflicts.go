@@ -33,6 +33,9 @@ func (a *Agent) journalConflicts(now time.Time) {
 		}
 		metricConflict.With(link).Set(float64(len(routers)))
 		metricRAEntries.With(link).Set(float64(a.state.RAEntries(link)))
+		for mode, n := range a.state.RouterAnswers(link, now) {
+			metricAnswerMode.With(link, mode).Set(float64(n))
+		}
 	}
 	for link := range a.conflicts {
 		if !slices.Contains(a.state.Links(), link) {

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -22,6 +23,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,13 @@ type results struct {
 
 	// ChangeMulticast is Change with radvd answering solicitations to all nodes.
 	ChangeMulticast *change `json:"changeMulticast,omitempty"`
+	// StartupMS: from starting the agents and writers in the fresh world to
+	// every pool holding the router's prefix (the change benchmark's world).
+	StartupMS float64 `json:"launchToPoolsMillis,omitempty"`
+	// Corroboration is the agents' --corroboration ("" their default);
+	// RAIntervals radvd's Min/MaxRtrAdvInterval in seconds.
+	Corroboration string `json:"corroboration,omitempty"`
+	RAIntervals   string `json:"raIntervals,omitempty"`
 }
 
 type steady struct {
@@ -100,6 +109,8 @@ func main() {
 	scaleSizes := flag.String("scale", "1000,5000", "simulated cluster sizes for the scale benchmark")
 	steadyFor := flag.Duration("steady", 10*time.Minute, "steady-state window")
 	changes := flag.Int("changes", 20, "prefix changes to measure")
+	corroboration := flag.String("corroboration", "", "the agents' --corroboration margin (default: theirs)")
+	raIntervals := flag.String("ra-intervals", "3-4", "radvd's MinRtrAdvInterval-MaxRtrAdvInterval in seconds (3-4: RFC 4861's least, the tests'; 198-600: radvd's default)")
 	answers := flag.String("router-answers", "both", "how radvd answers a Router Solicitation in the change benchmark: unicast (radvd's default), multicast (AdvRASolicitedUnicast off) or both, each measured in its own section")
 	runs := flag.Int("runs", 3, "runs of each scale size (memory is reported as min/median/max)")
 	out := flag.String("out", "bench", "directory for results.md and results.json")
@@ -133,6 +144,7 @@ func main() {
 		}
 		sizes = append(sizes, n)
 	}
+	r.Corroboration, r.RAIntervals = *corroboration, *raIntervals
 	if err := run(ctx, r, *only, *steadyFor, *changes, *answers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -249,6 +261,12 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		return err
 	}
 	defer w.Close()
+	if r.Corroboration != "" {
+		w.AgentArgs = []string{"--corroboration", r.Corroboration}
+	}
+	if w.Net.Router.Intervals, err = parseIntervals(r.RAIntervals); err != nil {
+		return err
+	}
 	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: fresh(0), Valid: 30 * time.Minute, Preferred: 20 * time.Minute}); err != nil {
 		return err
 	}
@@ -258,6 +276,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	// A change every ~8 s is far beyond the default write budget (burst 5, then
 	// 2/min per object), which would throttle the later changes: the bench
 	// measures one change's cost, so its writers get a budget that admits its pace.
+	launched := time.Now()
 	procs, err := w.StartAll(ctx, agentBin, writerBin, []string{"--budget-object-burst", "100", "--budget-object-per-minute", "60",
 		"--budget-total-burst", "2000", "--budget-total-per-minute", "1200"}, "writer-a", "writer-b")
 	if err != nil {
@@ -266,7 +285,8 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 	if err := waitAllPools(ctx, w, fresh(0)); err != nil {
 		return err
 	}
-	progress("converged on %s", fresh(0))
+	r.StartupMS = ms(time.Since(launched))
+	progress("converged on %s %s after launch", fresh(0), time.Since(launched).Round(time.Millisecond))
 	time.Sleep(settleWindow)
 
 	if only == "" || only == "steady" {
@@ -334,6 +354,17 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 		}
 	}
 	return nil
+}
+
+// parseIntervals reads -ra-intervals: "min-max" in seconds.
+func parseIntervals(s string) ([2]time.Duration, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	a, err1 := strconv.ParseFloat(lo, 64)
+	b, err2 := strconv.ParseFloat(hi, 64)
+	if !ok || err1 != nil || err2 != nil || a < 3 || b < a {
+		return [2]time.Duration{}, fmt.Errorf("bench: -ra-intervals %q: want min-max in seconds, 3 <= min <= max", s)
+	}
+	return [2]time.Duration{time.Duration(a * float64(time.Second)), time.Duration(b * float64(time.Second))}, nil
 }
 
 // The ways a router answers a Router Solicitation (-router-answers): radvd's
@@ -472,7 +503,7 @@ func binaries() (agent, writer string, err error) {
 func notes(r *results) []string {
 	out := []string{
 		fmt.Sprintf("%d Services (a third LoadBalancer); %d of them follow DynamicPrefix home in HA mode (lbipam.cilium.io/ips and external-dns target).", services, haServices),
-		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the window fitted to how the router answers solicitations: one answering unicast has answered by 0.5 s after the solicitation, one answering all nodes by 3.5 s after its last multicast RA; each plus a 250 ms margin, in which nobody on the router's address may contradict the change) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest).",
+		"Latency: from just before radvd's SIGHUP to the first watch event of pool home-0 whose current entry is the new prefix's range. Every change moves to a prefix the nodes never saw. It includes radvd sending its first RA after the reload, the agents' corroboration (a Router Solicitation, radvd's answer, then the window fitted to how the router answers solicitations: one answering unicast has answered by 0.5 s after the solicitation, one answering all nodes by 3.5 s after its last multicast RA; each plus the margin, --corroboration, in which nobody on the router's address may contradict the change) and both debounces (100 ms each); not DAD: the agent publishes on the RA (a SLAAC address forming ~2 s later does not change the digest). radvd answering to all nodes holds a rate-limited answer min(16 s, MaxRtrAdvInterval) after the solicitation during its first three RAs after a reload (reschedule_iface), past RFC 4861's 3.5 s: that row measures radvd's delay.",
 		"Older prefixes stay valid on the nodes (30 min) but leave the pools after maxPrefixHistory (2) newer ones.",
 		"Binaries are built as the Dockerfiles build them (static, no cgo).",
 		"The writers run with a write budget raised for the bench's pace (per object burst 100, 60/min; total burst 2000, 1200/min): with the defaults (per object 5 + 2/min, total 200 + 60/min) a change every ~8 s is throttled after a few changes, by design.",
@@ -708,12 +739,15 @@ func write(r *results, dir string) error {
 	}
 	slices.Sort(vs)
 	fmt.Fprintf(&b, "%s.\n\n", strings.Join(vs, ", "))
-	fmt.Fprintf(&b, "Workload: 3 nodes (agents in namespaces, SLAAC from radvd, RAs every 3-4 s), %d DynamicPrefixes (HA mode), %d Cilium pools (%d per prefix), %d Services of which %d follow a prefix, 2 writers (lease 60 s / renew 40 s / retry 5 s).\n\n", dps, dps*poolsPerDP, poolsPerDP, services, haServices)
+	fmt.Fprintf(&b, "Workload: 3 nodes (agents in namespaces, SLAAC from radvd, RAs every %s s), %d DynamicPrefixes (HA mode), %d Cilium pools (%d per prefix), %d Services of which %d follow a prefix, 2 writers (lease 60 s / renew 40 s / retry 5 s).\n\n", cmp.Or(r.RAIntervals, "3-4"), dps, dps*poolsPerDP, poolsPerDP, services, haServices)
 	if s := r.Steady; s != nil {
 		fmt.Fprintf(&b, "## Steady state (%.0f s, measured %s)\n\n| goal | measured |\n|---|---|\n", s.Seconds, s.At)
 		fmt.Fprintf(&b, "| 0.000 writes/s besides the Lease | %.3f writes/s |\n", s.OtherPerSec)
 		fmt.Fprintf(&b, "| one Lease renewal per retry period (%.0f s): %.3f/s | %d renewals, %.3f/s |\n\n", s.RetryPeriod, 1/s.RetryPeriod, s.LeaseRenews, s.LeasesPerSec)
 		b.WriteString(table(s.WritesByWho))
+	}
+	if r.StartupMS > 0 {
+		fmt.Fprintf(&b, "\n## Launch to pools, and the change benchmark's settings\n\nFrom starting the agents and writers in the fresh world to every pool holding the router's prefix: %.0f ms. Agents' --corroboration: %s; radvd's Min/MaxRtrAdvInterval: %s s.\n", r.StartupMS, cmp.Or(r.Corroboration, "their default"), r.RAIntervals)
 	}
 	if c := r.Change; c != nil {
 		writeChange(&b, "radvd answers solicitations unicast, its default", c)

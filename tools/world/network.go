@@ -63,10 +63,14 @@ type Router struct {
 	// (AdvRASolicitedUnicast off: RFC 4861 6.2.6's held-back answer, no
 	// sooner than 3 s after its last multicast RA); set before Advertise.
 	MulticastAnswers bool
-	mu               sync.Mutex
-	adverts          []Advert
-	radvd            *exec.Cmd
-	dhcpd            *exec.Cmd // DelegatePrefixes
+	// Intervals: radvd's MinRtrAdvInterval and MaxRtrAdvInterval (zero: 3 s
+	// and 4 s, RFC 4861's least, so tests need not wait for a periodic RA;
+	// radvd's defaults are 198 s and 600 s); set before Advertise.
+	Intervals [2]time.Duration
+	mu        sync.Mutex
+	adverts   []Advert
+	radvd     *exec.Cmd
+	dhcpd     *exec.Cmd // DelegatePrefixes
 }
 
 func newNetwork(ctx context.Context, w *World, nodes int) (*Network, error) {
@@ -208,7 +212,7 @@ func (r *Router) Advertise(ctx context.Context, ads ...Advert) error {
 	defer r.mu.Unlock()
 	r.adverts = append([]Advert(nil), ads...)
 	conf := filepath.Join(r.net.w.Dir, "radvd-"+r.name+".conf")
-	if err := os.WriteFile(conf, []byte(radvdConf(ads, r.clients, r.MulticastAnswers)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(radvdConf(ads, r.clients, r.MulticastAnswers, r.Intervals)), 0o644); err != nil {
 		return err
 	}
 	if err := run(ctx, "radvd", "-c", "-C", conf); err != nil {
@@ -327,11 +331,17 @@ func (r *Router) LinkLocal(ctx context.Context) (netip.Addr, error) {
 
 // RadvdConf renders radvd's configuration for eth0 advertising ads (unicast to
 // clients only, when given): the same for the local world and the kind router.
-func RadvdConf(ads []Advert, clients []netip.Addr) string { return radvdConf(ads, clients, false) }
+func RadvdConf(ads []Advert, clients []netip.Addr) string {
+	return radvdConf(ads, clients, false, [2]time.Duration{})
+}
 
-func radvdConf(ads []Advert, clients []netip.Addr, multicastAnswers bool) string {
+func radvdConf(ads []Advert, clients []netip.Addr, multicastAnswers bool, intervals [2]time.Duration) string {
+	if intervals[0] == 0 {
+		intervals = [2]time.Duration{3 * time.Second, 4 * time.Second}
+	}
 	var b strings.Builder
-	b.WriteString("interface eth0 {\n\tAdvSendAdvert on;\n\tMinRtrAdvInterval 3;\n\tMaxRtrAdvInterval 4;\n")
+	fmt.Fprintf(&b, "interface eth0 {\n\tAdvSendAdvert on;\n\tMinRtrAdvInterval %g;\n\tMaxRtrAdvInterval %g;\n",
+		intervals[0].Seconds(), intervals[1].Seconds())
 	if multicastAnswers {
 		b.WriteString("\tAdvRASolicitedUnicast off;\n")
 	}

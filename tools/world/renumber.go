@@ -33,7 +33,7 @@ func (w *World) StartAgentAs(ctx context.Context, sa, bin, node string, extra ..
 		return nil, err
 	}
 	argv := append([]string{bin, "--node-name", node, "--interface", "eth0", "--kubeconfig", id.Kubeconfig,
-		"--metrics-addr", "[::1]:9470"}, extra...)
+		"--metrics-addr", "[::1]:9470"}, append(append([]string(nil), w.AgentArgs...), extra...)...)
 	return w.Spawn(node, "agent-"+node+".log", argv...)
 }
 

@@ -56,6 +56,9 @@ type World struct {
 	// WriterEnv is added to the environment of every writer the world starts
 	// (the benchmarks set the shipped Deployment's, ShippedWriterEnv).
 	WriterEnv []string
+	// AgentArgs are added to the arguments of every agent the world starts
+	// (the benchmarks set --corroboration).
+	AgentArgs []string
 
 	kubelets  bool
 	apiServer string // Options.APIServer

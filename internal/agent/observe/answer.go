@@ -17,6 +17,31 @@
 // remove the router's. Anything else (unknown, evicted, both) waits the
 // multicast bound: the last multicast RA heard from the address (or, not
 // knowing, the first solicitation since the link was listened to) plus 3.5 s.
+//
+// Nothing else can teach it: a unicast RA, or any number of them, an
+// attacker sends as well; only a multicast RA's absence is the router's
+// word. So a periodic multicast RA of a router that unicasts its answers,
+// falling in a probe's window, hides what the probe would teach: it may be
+// a multicasting router's answer. A probe's window is shortest - 0.5 s plus
+// the margin - when the solicitation goes out 3 s or more after the
+// address's last multicast RA (before that a multicasting router may hold
+// its answer until then). A probe that drew a unicast answer and a
+// multicast RA is therefore tried again (reprobeAt) at that moment, up to
+// maxReprobes times in a row, and so is one that drew nothing (its answer
+// lost, or read before the send was reported): a router that advertises
+// every 200-600 s (radvd's default) almost never spoils one; one that
+// advertises every 3-4 s (RFC 4861's least, the test world's) spoils most,
+// and with a margin of 0.5 s or more every one, whatever the rule - its
+// periodic RAs and a multicasting router's held-back answers fall alike.
+//
+// The first word after the agent starts waits the multicast bound from its
+// first solicitation whatever the router: the router's last multicast RA
+// before the agent listened is unknown, so nothing sooner is sound.
+//
+// radvd 2.19 multicasting its answers is not conforming after a start or
+// reload: during its first three RAs it holds a rate-limited answer
+// min(16 s, MaxRtrAdvInterval) after the solicitation (reschedule_iface),
+// past the bound above (docs/security.md).
 
 package observe
 
@@ -31,13 +56,32 @@ const (
 	MinDelayBetweenRAs = 3 * time.Second        // MIN_DELAY_BETWEEN_RAS
 )
 
+// Answer modes: how an address was last seen to answer a solicitation.
+const (
+	// AnswersUnknown: no probe has concluded yet.
+	AnswersUnknown = "unknown"
+	// AnswersUnicast: a solicitation drew a unicast RA and no multicast came
+	// until a multicasting router's answer would have (the short window).
+	AnswersUnicast = "unicast"
+	// AnswersMulticast: a multicast RA came from the address within the
+	// bound after the last probe's solicitation - its answer, or another
+	// speaker's or a periodic RA that hid whether it was (the long window).
+	AnswersMulticast = "multicast"
+)
+
 // voice is what a link remembers of how one address speaks.
 type voice struct {
 	last, lastUnicast, lastMcast time.Time
-	// unicast: it answers solicitations unicast (learned, see above).
-	unicast bool
-	probe   probe
+	// mode: how it answers solicitations (learned, see above).
+	mode  string
+	probe probe
+	// ambiguous: probes in a row that drew both a unicast answer and a
+	// multicast RA, or nothing (reprobeAt).
+	ambiguous int
 }
+
+// unicast reports whether v was learned to answer solicitations unicast.
+func (v *voice) unicast() bool { return v.mode == AnswersUnicast }
 
 // probe gathers how an address answered one solicitation.
 type probe struct {
@@ -63,7 +107,7 @@ func (l *link) voiceOf(r netip.Addr, margin time.Duration) *voice {
 		l.voiceFloor = later(l.voiceFloor, later(v.last, v.lastMcast))
 		delete(l.voices, victim)
 	}
-	v := &voice{last: l.voiceFloor, lastMcast: l.voiceFloor}
+	v := &voice{last: l.voiceFloor, lastMcast: l.voiceFloor, mode: AnswersUnknown}
 	if !l.asked.IsZero() {
 		v.probe = probe{asked: l.asked, end: l.multicastBy(v, l.asked, margin)}
 	}
@@ -93,17 +137,56 @@ func (l *link) heard(r netip.Addr, at time.Time, multicast bool, margin time.Dur
 
 // conclude learns from the probe whose window ended by now.
 func (v *voice) conclude(now time.Time) {
+	var open bool
+	if v.mode, v.ambiguous, open = v.learnt(now); !open {
+		v.probe = probe{}
+	}
+}
+
+// learnt is what v knows of how its address answers once the probe whose
+// window ended by now is concluded, and whether a probe is still open;
+// it keeps nothing (a word heard before now may be handled yet).
+func (v *voice) learnt(now time.Time) (mode string, ambiguous int, open bool) {
 	pr := v.probe
-	if pr.asked.IsZero() || now.Before(pr.end) {
-		return
-	}
 	switch {
+	case pr.asked.IsZero():
+		return v.mode, v.ambiguous, false
+	case now.Before(pr.end):
+		return v.mode, v.ambiguous, true
+	case pr.multi && pr.uni:
+		return AnswersMulticast, v.ambiguous + 1, false
 	case pr.multi:
-		v.unicast = false
+		return AnswersMulticast, v.ambiguous, false
 	case pr.uni:
-		v.unicast = true
+		return AnswersUnicast, 0, false
 	}
-	v.probe = probe{}
+	// Nothing came: the answer was lost, or not counted (read before the
+	// send was reported). It teaches nothing; try again.
+	return v.mode, v.ambiguous + 1, false
+}
+
+// maxReprobes bounds the solicitations in a row sent only to learn how an
+// address answers: an attacker who spoils every probe costs that many, and
+// the address waits the multicast bound.
+const maxReprobes = 3
+
+// reprobeAt returns when l should solicit again only to learn how an
+// address answers (zero: no address needs it): a probe of it drew a unicast
+// answer and a multicast RA, or nothing, and a solicitation sent 3 s after
+// its last multicast RA has the shortest window.
+func (l *link) reprobeAt(now time.Time) time.Time {
+	var at time.Time
+	for _, v := range l.voices {
+		mode, ambiguous, open := v.learnt(now)
+		if open || mode == AnswersUnicast || ambiguous == 0 || ambiguous > maxReprobes {
+			continue
+		}
+		t := later(l.asked.Add(SolicitSpacing), v.lastMcast.Add(MinDelayBetweenRAs))
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // probeAll starts, on every address l remembers, a probe of the
@@ -140,7 +223,7 @@ func (l *link) answerBy(r netip.Addr, at time.Time, margin time.Duration) time.T
 	v := l.voices[r]
 	if v != nil {
 		v.conclude(at)
-		if v.unicast {
+		if v.unicast() {
 			return at.Add(MaxRADelay + margin)
 		}
 		if v.probe.asked.Equal(at) {
@@ -148,4 +231,32 @@ func (l *link) answerBy(r netip.Addr, at time.Time, margin time.Duration) time.T
 		}
 	}
 	return l.multicastBy(v, at, margin)
+}
+
+// RouterAnswers returns, for the link, how many router addresses it
+// remembers answer solicitations each way (AnswersUnicast, AnswersMulticast,
+// AnswersUnknown), counting what every probe whose window passed by now
+// teaches (without concluding it: a word heard before now may be handled
+// yet).
+func (s *State) RouterAnswers(name string, now time.Time) map[string]int {
+	out := map[string]int{AnswersUnicast: 0, AnswersMulticast: 0, AnswersUnknown: 0}
+	if l := s.links[name]; l != nil {
+		for _, v := range l.voices {
+			mode, _, _ := v.learnt(now)
+			out[mode]++
+		}
+	}
+	return out
+}
+
+// answerDeadlines passes consider the end of every open probe: what it
+// teaches is reported then (RouterAnswers), not at the next word.
+func (s *State) answerDeadlines(consider func(deadline)) {
+	for _, l := range s.links {
+		for _, v := range l.voices {
+			if !v.probe.asked.IsZero() {
+				consider(deadline(v.probe.end))
+			}
+		}
+	}
 }

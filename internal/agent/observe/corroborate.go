@@ -302,7 +302,8 @@ func (s *State) Corroborating() bool {
 }
 
 // Solicit returns the links that should send a Router Solicitation at now (a
-// proposal was heard there since the last one), and when the next one falls
+// proposal was heard there since the last one, or a probe of how a router
+// answers is to be tried again: answer.go), and when the next one falls
 // due (zero: none). Solicitations on a link are at least SolicitSpacing
 // apart; a link returned here is not returned again until Solicited reports
 // the send, or a spacing later (the send failed).
@@ -318,10 +319,14 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 				break
 			}
 		}
-		if !waiting {
+		reprobe := l.reprobeAt(now) // answer.go
+		if !waiting && reprobe.IsZero() {
 			continue
 		}
 		at := l.asked.Add(SolicitSpacing)
+		if !waiting {
+			at = reprobe
+		}
 		if !l.requested.IsZero() {
 			at = later(at, l.requested.Add(SolicitSpacing))
 		}

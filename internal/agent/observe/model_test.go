@@ -24,10 +24,14 @@ import (
 //
 // The adversary may send, at any time the fuzzer chooses, any RA from the
 // router's address (multicast or unicast, any prefixes, states, lifetimes,
-// one prefix listed twice), replay any RA the router sent, or solicit the
-// router itself. It cannot silence the router.
+// one prefix listed twice), replay any RA the router sent, answer every
+// solicitation of the agent's at once with a unicast copy of the router's
+// offer (so a multicasting router seems to unicast its answers), or solicit
+// the router itself. It cannot silence the router.
 //
-// After every step: safety - everything believed of the router's address is
+// After every step: safety - a router that multicasts its answers is never
+// taken for one that unicasts them (its window would end before its
+// answer), and everything believed of the router's address is
 // something the router stated, its lifetimes ending no later than the
 // router's own statements of it (LifetimeSlack); liveness - a renumbering
 // no adversary word follows is believed within the router's answer delay
@@ -81,6 +85,8 @@ type model struct {
 	jitter int
 	// lastAdversary: when the adversary last spoke.
 	lastAdversary time.Time
+	// echo: the adversary answers the agent's solicitations at once, unicast.
+	echo bool
 	// land: a renumbering to check at land (zero: none).
 	land time.Time
 	// conflictBy: a contradiction of the router's offer to be reported by then.
@@ -215,6 +221,12 @@ func (m *model) solicit() time.Time {
 		m.tracef("agent solicits")
 		m.s.Solicited("eth0", m.now)
 		m.solicited()
+		if m.echo {
+			m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
+			m.tracef("adversary answers at once")
+			m.lastAdversary = m.now
+			m.s.Heard("eth0", routerA, m.now, m.r.stating().prefixes, false)
+		}
 	}
 	return next
 }
@@ -229,6 +241,9 @@ func (m *model) agent() {
 // check asserts safety and liveness at now.
 func (m *model) check() {
 	m.steps++
+	if n := m.s.RouterAnswers("eth0", m.now)[AnswersUnicast]; n > 0 && !m.r.unicast {
+		m.fail("takes the router, which multicasts its answers, for one that unicasts them")
+	}
 	l := m.s.links["eth0"]
 	for k, e := range l.ra {
 		if k.router != routerA {
@@ -329,8 +344,12 @@ func (m *model) adversary() {
 		if len(m.r.sent) > 0 {
 			m.speak(m.r.sent[int(m.next())%len(m.r.sent)], op&0x10 == 0)
 		}
-	case 5: // the adversary solicits the router
-		m.solicited()
+	case 5:
+		if op&0x20 != 0 { // the adversary starts or stops answering the agent's solicitations
+			m.echo = !m.echo
+			break
+		}
+		m.solicited() // the adversary solicits the router
 	case 6: // the router renumbers
 		m.renumber(op&0x10 != 0)
 	case 7: // the adversary is quiet for a while
@@ -416,6 +435,9 @@ func FuzzCorroboration(f *testing.F) {
 	f.Add([]byte{0, 0, 10, 6, 5, 0, 0, 1, 0xc8, 5, 3, 2, 6, 7, 20})
 	f.Add([]byte("replay the router's old word after it renumbers"))
 	f.Add([]byte("a deprecated prefix with an infinite lifetime, twice"))
+	// A multicasting router advertising every 34.75 s, the adversary
+	// answering every solicitation unicast; the router renumbers.
+	f.Add([]byte{0xfe, 10, 0, 0x25, 200, 6, 250, 7, 60, 0, 6, 200, 7, 90})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

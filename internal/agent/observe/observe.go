@@ -701,6 +701,7 @@ func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
 		consider(d)
 	}
 	s.corroborationDeadlines(consider)
+	s.answerDeadlines(consider)
 	for _, l := range s.links {
 		for _, e := range l.ra {
 			consider(e.valid)

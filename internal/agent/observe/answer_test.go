@@ -1,0 +1,176 @@
+package observe
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/renumber/renumber/internal/agent/policy"
+)
+
+// heardAt is one RA from routerA offering A, at t0 plus at.
+type heardAt struct {
+	at        time.Duration
+	multicast bool
+}
+
+// answers is the link's RouterAnswers as unicast, multicast, unknown.
+func answers(s *State, at time.Time) []int {
+	m := s.RouterAnswers("eth0", at)
+	return []int{m[AnswersUnicast], m[AnswersMulticast], m[AnswersUnknown]}
+}
+
+// An address is learnt to unicast its answers only when a solicitation drew
+// a unicast RA from it and no multicast RA came from it until a router that
+// multicasts its answers would have answered; the probe teaches nothing
+// before its window ends.
+func TestTheAnswerModeIsLearntOnlyFromAMulticastRAsAbsence(t *testing.T) {
+	end := fullWindow // the listener's first solicitation: the router may have multicast just before
+	for _, tc := range []struct {
+		name  string
+		heard []heardAt
+		want  []int // unicast, multicast, unknown at the probe's end
+	}{
+		{"a unicast answer, nothing multicast until the bound", []heardAt{{100 * time.Millisecond, false}}, []int{1, 0, 0}},
+		{"a multicast answer", []heardAt{{100 * time.Millisecond, true}}, []int{0, 1, 0}},
+		{"a spoofer's unicast at once, the router's multicast answer at the latest", []heardAt{{time.Millisecond, false}, {MinDelayBetweenRAs + MaxRADelay, true}}, []int{0, 1, 0}},
+		{"a multicast RA at the very time of the solicitation", []heardAt{{0, true}, {100 * time.Millisecond, false}}, []int{0, 1, 0}},
+		{"a unicast RA after the router's bound only", []heardAt{{MaxRADelay + testMargin + time.Millisecond, false}}, []int{0, 0, 1}},
+		{"a multicast RA just after the probe's end teaches nothing", []heardAt{{100 * time.Millisecond, false}, {end + time.Millisecond, true}}, []int{1, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newState()
+			s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+			s.Solicited("eth0", t0) // the listener opens
+			after := slices.IndexFunc(tc.heard, func(h heardAt) bool { return h.at >= end })
+			if after < 0 {
+				after = len(tc.heard)
+			}
+			for _, h := range tc.heard[:after] {
+				s.Heard("eth0", routerA, t0.Add(h.at), offer(pA), h.multicast)
+			}
+			if got := answers(s, t0.Add(end-time.Nanosecond)); got[0] != 0 {
+				t.Errorf("learnt unicast before the probe's end: %v", got)
+			}
+			for _, h := range tc.heard[after:] {
+				s.Heard("eth0", routerA, t0.Add(h.at), offer(pA), h.multicast)
+			}
+			if diff := cmp.Diff(tc.want, answers(s, t0.Add(end+time.Millisecond))); diff != "" {
+				t.Errorf("unicast, multicast, unknown (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// At start-up the listener solicits; radvd answers unicast, and its first
+// RAs (16 s apart after a start, 3-4 s apart in the test world) may fall in
+// the first probe's window. The first word is believed when a multicasting
+// router would have answered (nothing sooner is sound: the router's last
+// multicast RA before the agent listened is unknown); the agent solicits
+// again 3 s after the multicast RA that hid the mode, when the window is
+// shortest, learns it, and the next renumbering waits 0.5 s plus the margin.
+func TestTheStartUpSolicitationsTeachTheMode(t *testing.T) {
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.Solicited("eth0", t0)
+	s.Heard("eth0", routerA, t0.Add(100*time.Millisecond), offer(pA), false) // its answer: the first word
+	s.Heard("eth0", routerA, t0.Add(time.Second), offer(pA), true)           // a periodic RA
+	if next, ok := s.NextDeadline(t0.Add(time.Second)); !ok || !next.Equal(t0.Add(fullWindow)) {
+		t.Errorf("the first word's window ends at +%s, want +%s", next.Sub(t0), fullWindow)
+	}
+	if got := encode(t, s, t0.Add(fullWindow)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Fatalf("the first word at its window's end: %s", got)
+	}
+	if diff := cmp.Diff([]int{0, 1, 0}, answers(s, t0.Add(fullWindow))); diff != "" {
+		t.Errorf("after the first probe (-want +got):\n%s", diff)
+	}
+	reprobe := t0.Add(time.Second + MinDelayBetweenRAs)
+	if due, next := s.Solicit(t0.Add(fullWindow)); len(due) != 0 || !next.Equal(reprobe) {
+		t.Errorf("Solicit = %v, next at +%s; want the next probe at +%s", due, next.Sub(t0), reprobe.Sub(t0))
+	}
+	solicit(t, s, reprobe)
+	s.Heard("eth0", routerA, reprobe.Add(200*time.Millisecond), offer(pA), false)
+	learnt := reprobe.Add(MaxRADelay + testMargin)
+	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, learnt)); diff != "" {
+		t.Errorf("after the second probe (-want +got):\n%s", diff)
+	}
+	if due, next := s.Solicit(learnt); len(due) != 0 || !next.IsZero() {
+		t.Errorf("Solicit = %v, next at %v; want none: the mode is learnt", due, next)
+	}
+	// The router renumbers.
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB))
+	solicit(t, s, at.Add(time.Millisecond))
+	s.Heard("eth0", routerA, at.Add(2*time.Millisecond), offer(pB), false)
+	landsAt(t, s, at.Add(time.Millisecond+MaxRADelay+testMargin))
+}
+
+// landsAt checks that B is believed preferred at end, not before.
+func landsAt(t *testing.T, s *State, end time.Time) {
+	t.Helper()
+	if got := encode(t, s, end.Add(-time.Nanosecond)); strings.Contains(got, "2001:db8:b::/64 p") {
+		t.Errorf("before the window's end: %s", got)
+	}
+	if got := encode(t, s, end); !strings.Contains(got, "2001:db8:b::/64 p ra") {
+		t.Errorf("at the window's end: %s", got)
+	}
+}
+
+// An attacker on the router's address who multicasts into every probe's
+// window keeps the mode unknown - the multicast bound, the safe side - and
+// costs maxReprobes solicitations in a row, no more.
+func TestAnAttackerWhoSpoilsEveryProbeCostsAFewSolicitations(t *testing.T) {
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.Solicited("eth0", t0)
+	now := t0
+	var sent []time.Duration
+	for range 10 {
+		s.Heard("eth0", routerA, now.Add(100*time.Millisecond), offer(pA), false) // the router's answer
+		s.Heard("eth0", routerA, now.Add(200*time.Millisecond), offer(pA), true)  // the attacker's
+		now = now.Add(time.Minute)
+		if got := answers(s, now); got[0] != 0 {
+			t.Fatalf("learnt unicast: %v", got)
+		}
+		due, _ := s.Solicit(now)
+		if len(due) == 0 {
+			break
+		}
+		s.Solicited("eth0", now)
+		sent = append(sent, now.Sub(t0))
+	}
+	if len(sent) != maxReprobes {
+		t.Errorf("solicited again at %v, want %d times", sent, maxReprobes)
+	}
+	if !slices.IsSorted(sent) {
+		t.Errorf("solicitations %v", sent)
+	}
+}
+
+// A probe that drew nothing - the router's answer lost, or read before the
+// send was reported and so not counted - teaches nothing, and is tried
+// again like one a periodic RA hid.
+func TestAProbeNothingAnsweredIsTriedAgain(t *testing.T) {
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.Solicited("eth0", t0)                       // the listener opens
+	s.Heard("eth0", routerA, t0, offer(pA), true) // a periodic RA
+	at := t0.Add(time.Minute)
+	s.Heard("eth0", routerA, at.Add(-time.Millisecond), offer(pA), false) // the answer, read first
+	s.Solicited("eth0", at)
+	end := at.Add(MaxRADelay + testMargin)
+	if diff := cmp.Diff([]int{0, 1, 0}, answers(s, end)); diff != "" {
+		t.Errorf("after the probe, as the first taught (-want +got):\n%s", diff)
+	}
+	if due, next := s.Solicit(end); len(due) != 0 || !next.Equal(at.Add(SolicitSpacing)) {
+		t.Fatalf("Solicit = %v, next at %v; want the probe again a spacing later", due, next)
+	}
+	solicit(t, s, at.Add(SolicitSpacing))
+	s.Heard("eth0", routerA, at.Add(SolicitSpacing+time.Millisecond), offer(pA), false)
+	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, end.Add(SolicitSpacing))); diff != "" {
+		t.Errorf("after the second probe (-want +got):\n%s", diff)
+	}
+}

@@ -198,6 +198,7 @@ func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
 func (s *State) corroborate(name string, router netip.Addr, w word, multicast bool) {
 	l := s.links[name]
 	now := w.at
+	l.known = s.readTo(l, now)
 	if sp := l.speakers[router]; sp != nil {
 		// Its proposal whose window passed is believed before this word counts.
 		s.settle(name, l, router, sp, now)
@@ -272,7 +273,7 @@ func (s *State) Settle(now time.Time) {
 func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time.Time) {
 	if p := sp.pending; p != nil {
 		switch {
-		case p.answered && !now.Before(p.end):
+		case p.answered && !s.readTo(l, now).Before(p.end):
 			s.believe(name, r, p.word, p.ends)
 			sp.pending = nil
 		case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
@@ -345,6 +346,7 @@ func (s *State) Solicited(name string, at time.Time) {
 		return
 	}
 	l.asked, l.requested = at, time.Time{}
+	l.known = s.readTo(l, at)
 	l.probeAll(at, s.Corroboration)
 	for r, sp := range l.speakers {
 		if p := sp.pending; p != nil && p.asked.IsZero() && !at.Before(p.heard) {

@@ -11,10 +11,11 @@ var (
 	metricCrowded        = metrics.NewCounterVec("renumber_agent_router_crowded_total", "Router Advertisements not considered because the link already remembers as many routers as it may, by link.", "link")
 	metricConflict       = metrics.NewGaugeVec("renumber_agent_router_conflict", "Router addresses in conflict on the link now (RAs from one address that disagree about the prefixes); the last agreed prefixes hold.", "link")
 	metricRAEntries      = metrics.NewGaugeVec("renumber_agent_ra_entries", "(prefix, router) lifetimes the link remembers from Router Advertisements it believed; capped, whatever the routers (a trusted router's address is as easy to take as any).", "link")
+	metricReadLag        = metrics.NewGaugeVec("renumber_agent_ra_read_lag_seconds", "How long the oldest corroboration window that passed has waited for the RA listener to read up to its end (0: none waits); while it waits no change is believed.", "link")
 	metricPDConflict     = metrics.NewGaugeVec("renumber_agent_dhcpv6_conflict", "1 while the link's DHCPv6 client hears answers under one server DUID that contradict each other (another host answers as the server); the delegation holds as it was.", "link")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricPDConflict}
+	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricReadLag, metricPDConflict}
 }

@@ -241,7 +241,8 @@ func (l *Listener) session(ctx context.Context) error {
 			continue
 		}
 		metricReceived.With(l.Link).Inc()
-		l.Log.Debug("router advertisement", "link", l.Link, "router", p.from, "prefixes", len(prefixes))
+		l.Log.Debug("router advertisement", "link", l.Link, "router", p.from, "prefixes", len(prefixes),
+			"multicast", p.multicast, "waited", l.Clock.Since(at))
 		for _, e := range bad {
 			metricInvalid.With(l.Link).Inc()
 			l.badOption(p.from.WithZone(""), e)
@@ -254,12 +255,20 @@ func (l *Listener) session(ctx context.Context) error {
 // instead of at its next periodic RA, and reports when it went out. Failure
 // (link down) is not fatal: periodic RAs still come.
 func (l *Listener) sendSolicitation(c *conn) {
+	// Stamped before it goes: the router's answer then comes after the
+	// stamp however late this goroutine runs on after the write. Stamped
+	// after, a prompt answer was read before the send was reported, and
+	// the spoofer's word that followed counted as the first since the
+	// solicitation - the router's answer still to come - and was believed
+	// (TestARouterImpostorMovesNothing, under load, at a 250 ms margin).
+	at := l.Clock.Now()
 	if err := c.solicit(); err != nil {
 		l.Log.Debug("router solicitation failed", "link", l.Link, "err", err)
 		return
 	}
 	metricSolicitations.With(l.Link).Inc()
+	l.Log.Debug("router solicitation sent", "link", l.Link)
 	if l.Reports.Solicited != nil {
-		l.Reports.Solicited(l.Link, l.Clock.Now())
+		l.Reports.Solicited(l.Link, at)
 	}
 }

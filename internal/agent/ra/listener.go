@@ -58,6 +58,11 @@ type Listener struct {
 	sync   atomic.Bool
 	connMu sync.Mutex
 	conn   *conn
+	// sent: a solicitation sent and not yet reported (at the next Read).
+	sent struct {
+		sync.Mutex
+		at time.Time
+	}
 	// badSeen: the ignored options already logged (router and reason).
 	badSeen map[string]bool
 }
@@ -268,7 +273,26 @@ func (l *Listener) sendSolicitation(c *conn) {
 	}
 	metricSolicitations.With(l.Link).Inc()
 	l.Log.Debug("router solicitation sent", "link", l.Link)
-	if l.Reports.Solicited != nil {
-		l.Reports.Solicited(l.Link, at)
+	// Reported once everything that arrived before it is handed over
+	// (reader.empty): the window then reckons from the router's last
+	// multicast RA, known, rather than from the solicitation.
+	l.sent.Lock()
+	if l.sent.at.IsZero() {
+		l.sent.at = at
 	}
+	l.sent.Unlock()
+	l.Sync()
+}
+
+// takeSent returns the solicitation sent by read and not yet reported, if
+// any (one sent later waits for a later Read).
+func (l *Listener) takeSent(read time.Time) (time.Time, bool) {
+	l.sent.Lock()
+	defer l.sent.Unlock()
+	at := l.sent.at
+	if at.IsZero() || at.After(read) {
+		return time.Time{}, false
+	}
+	l.sent.at = time.Time{}
+	return at, true
 }

@@ -126,19 +126,29 @@ func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan repor
 	t.Helper()
 	ras := make(chan heard)
 	reports := make(chan report, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Nothing blocks once the test is over.
+	send := func(r report) {
+		select {
+		case reports <- r:
+		case <-ctx.Done():
+		}
+	}
 	l := NewListener("rx", Reports{
 		Heard: func(_ string, _ netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool) {
 			h := heard{at: at, multicast: multicast}
 			if len(p) > 0 {
 				h.prefix = p[0].Prefix
 			}
-			ras <- h
+			select {
+			case ras <- h:
+			case <-ctx.Done():
+			}
 		},
-		Solicited: func(string, time.Time) {},
-		Read:      func(_ string, at time.Time) { reports <- report{"read", at} },
-		Lost:      func(_ string, at time.Time) { reports <- report{"lost", at} },
+		Solicited: func(_ string, at time.Time) { send(report{"solicited", at}) },
+		Read:      func(_ string, at time.Time) { send(report{"read", at}) },
+		Lost:      func(_ string, at time.Time) { send(report{"lost", at}) },
 	}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	v.in(t, func() { l.Run(ctx); close(done) })
 	t.Cleanup(func() { cancel(); <-done })
@@ -184,6 +194,7 @@ func TestListenerStampsArrivalAndReportsWhenCaughtUp(t *testing.T) {
 			drained = true
 		}
 	}
+	solicitedAfterRead(t, reports)
 
 	// The agent is slow: RAs 1..5 arrive while it handles none.
 	sentBefore := make([]time.Time, 6)
@@ -215,9 +226,10 @@ func TestListenerStampsArrivalAndReportsWhenCaughtUp(t *testing.T) {
 		if h.prefix != prefixOf(i+1) || !h.multicast {
 			t.Fatalf("RA %d: got %v multicast=%v, want %v to all nodes", i+1, h.prefix, h.multicast, prefixOf(i+1))
 		}
-		// Stamped when it arrived: after it was sent, before the agent
-		// was even ready to take it.
-		if h.at.Before(sentBefore[i+1]) || !h.at.Before(released) {
+		// Stamped when it arrived: after it was sent (within the two
+		// clock readings of the conversion, which err early), before the
+		// agent was even ready to take it.
+		if h.at.Before(sentBefore[i+1].Add(-time.Millisecond)) || !h.at.Before(released) {
 			t.Errorf("RA %d stamped %s, sent after %s, handed over only after %s",
 				i+1, h.at.Format(time.StampNano), sentBefore[i+1].Format(time.StampNano), released.Format(time.StampNano))
 		}
@@ -255,6 +267,7 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 	v := newVethLink(t)
 	tx := v.router(t)
 	l, ras, reports := startListener(t, v)
+	solicitedAfterRead(t, reports)
 	// One RA in the handler, blocked; then far more than the queue holds.
 	for {
 		if err := tx.WriteTo(ra(0), nil, allNodes); err != nil {
@@ -271,6 +284,7 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 	for i := range flood {
 		_ = tx.WriteTo(ra(i%4096+1), nil, allNodes)
 	}
+	synced := time.Now()
 	l.Sync()
 	handed, lost := 0, false
 	for {
@@ -281,6 +295,8 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 		case r := <-reports:
 			if r.kind == "lost" {
 				lost = true
+			}
+			if r.kind != "read" || r.at.Before(synced) {
 				continue
 			}
 		}
@@ -313,4 +329,24 @@ func interfaceAddr(t *testing.T, v *vethLink, name string) netip.Addr {
 		t.Fatal(r.err)
 	}
 	return r.addr
+}
+
+// solicitedAfterRead waits for the report of the solicitation the listener
+// sent as it opened: it comes after a Read at or after it, so the window
+// reckons from everything heard before it.
+func solicitedAfterRead(t *testing.T, reports chan report) {
+	t.Helper()
+	var read time.Time
+	for {
+		r := <-reports
+		switch r.kind {
+		case "read":
+			read = r.at
+		case "solicited":
+			if read.Before(r.at) {
+				t.Fatalf("solicitation at %s reported after a Read at %s only", r.at.Format(time.StampNano), read.Format(time.StampNano))
+			}
+			return
+		}
+	}
 }

@@ -36,6 +36,11 @@ func (r *reader) empty(t time.Time, drops uint32) {
 	if r.l.Reports.Read != nil {
 		r.l.Reports.Read(r.l.Link, t)
 	}
+	// A solicitation sent by t: everything that arrived before it was
+	// handed over, so its window may reckon from what was heard.
+	if at, ok := r.l.takeSent(t); ok && r.l.Reports.Solicited != nil {
+		r.l.Reports.Solicited(r.l.Link, at)
+	}
 }
 
 // dropped reports drops the kernel counted beyond those reported, as RAs
@@ -67,6 +72,9 @@ func (r *reader) dropped(drops uint32, at time.Time) {
 // kernel stamps), and stamps never go back, so words stay in the order they
 // arrived. Without a kernel stamp, the message is stamped when read.
 func (r *reader) stamp(p packet) time.Time {
+	// The agent's clock first: the age, read after it, errs long, and the
+	// stamp early - a contradiction counts before a window's end rather
+	// than after.
 	at := r.l.Clock.Now()
 	if !p.stamp.IsZero() {
 		if age := time.Now().Round(0).Sub(p.stamp); age > 0 {

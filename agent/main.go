@@ -62,7 +62,7 @@ func main() {
 	flag.Float64Var(&pub.PerMinute, "publish-per-minute", 12, "write budget: sustained digest writes a minute (0: no budget)")
 	flag.DurationVar(&cfg.StartupGrace, "startup-grace", 10*time.Second, "how long to wait for the first (corroborated) RA on every link before the first publication (once more while a first RA heard late is being corroborated)")
 	flag.BoolVar(&cfg.KeepOmitted, "keep-omitted-prefixes", false, "do not deprecate a prefix its router stops mentioning (for routers that split their prefixes over several RAs)")
-	flag.DurationVar(&cfg.Corroboration, "corroboration", observe.DefaultCorroboration, "a change a router's RA makes is believed once the router, solicited, said it again and nothing from its address contradicted it until the latest the router may answer (RFC 4861 6.2.6: 0.5 s for a router seen to unicast its answers, else 3.5 s after its last multicast RA) plus this margin (0: believe every RA at once, as a host does)")
+	flag.DurationVar(&cfg.Corroboration, "corroboration", observe.DefaultCorroboration, "a change a router's RA makes is believed once the router, solicited, said it again and nothing from its address contradicted it until the latest the router may answer (RFC 4861 6.2.6: 0.5 s for a router seen to unicast its answers, else 3.5 s after its last multicast RA) plus this margin, for a late router and the trip over the link; RAs count by when the kernel received them, and a window ends only once the agent has read everything that arrived in it, however loaded the node (0: believe every RA at once, as a host does)")
 	flag.DurationVar(&cfg.ConflictBound, "conflict-bound", 0, "once RAs from a router's address contradict each other, its prefixes stay preferred at most this long unless a word of it is corroborated again (0: until the lifetimes the router stated before run out; a bound on how long a replay can hold a renumbering back, and on how soon an attacker who keeps contradicting the router ends its prefix's preferred state)")
 	flag.DurationVar(&cfg.ConflictHold, "conflict-hold", observe.DefaultConflictHold, "how long a router whose address contradicted itself is reported in conflict after the last contradiction")
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
@@ -131,8 +131,8 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),
 		DialDHCPv6:   dhcp6.Dial,
-		NewListener: func(link string, h func(string, netip.Addr, time.Time, []observe.RAPrefix, bool), solicited func(string, time.Time)) agent.Listener {
-			return ra.NewListener(link, h, solicited, clk, log)
+		NewListener: func(link string, r agent.Reports) agent.Listener {
+			return ra.NewListener(link, ra.Reports(r), clk, log)
 		},
 		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),
 			delegated func(netip.Prefix, time.Duration, bool, time.Time)) {

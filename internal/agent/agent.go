@@ -30,11 +30,25 @@ type Listener interface {
 	// Solicit sends a Router Solicitation soon, and reports it sent through
 	// the solicited handler.
 	Solicit()
+	// Sync asks for a Read report: the next time the listener has handed
+	// over everything that arrived, it says so (observe/reads.go).
+	Sync()
 }
 
-// NewListener makes the RA listener for one link: h takes its RAs,
-// solicited the times its Router Solicitations went out.
-type NewListener func(link string, h func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool), solicited func(link string, at time.Time)) Listener
+// Reports are the agent's handlers a listener reports to (ra.Reports).
+type Reports struct {
+	// Heard takes each RA, stamped when it arrived.
+	Heard func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool)
+	// Solicited takes the times Router Solicitations went out.
+	Solicited func(link string, at time.Time)
+	// Read: every RA that arrived before at was handed to Heard.
+	Read func(link string, at time.Time)
+	// Lost: the kernel dropped RAs that arrived before at.
+	Lost func(link string, at time.Time)
+}
+
+// NewListener makes the RA listener for one link.
+type NewListener func(link string, r Reports) Listener
 
 // Config holds the agent's tunables.
 type Config struct {
@@ -79,6 +93,8 @@ type Agent struct {
 	quiet     rejectLines
 	junior    map[string]bool         // link + " " + prefix: it appeared from a router other than the senior one
 	conflicts map[string][]netip.Addr // link -> the routers in conflict at the last evaluation
+	// lagging: links whose listener was reported reading behind.
+	lagging map[string]bool
 	// pdConflicts: link -> when its DHCPv6 client last heard answers under
 	// one DUID contradict each other; pdConflicted: reported so far.
 	pdConflicts  map[string]time.Time
@@ -111,6 +127,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		ignored:   map[string]*ignoring{},
 		junior:    map[string]bool{},
 		conflicts: map[string][]netip.Addr{},
+		lagging:   map[string]bool{},
 
 		pdConflicts:  map[string]time.Time{},
 		pdConflicted: map[string]bool{},
@@ -122,6 +139,9 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		a.state.ConflictHold = cfg.ConflictHold
 	}
 	a.state.ConflictBound = cfg.ConflictBound
+	// The listener stamps RAs when they arrived and reports what it has
+	// read: a window is settled by what arrived in it, however late read.
+	a.state.AwaitReads = true
 	return a
 }
 
@@ -258,7 +278,7 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		l := a.newListener(link, a.Heard, a.Solicited)
+		l := a.newListener(link, Reports{Heard: a.Heard, Solicited: a.Solicited, Read: a.Read, Lost: a.Lost})
 		a.listeners[link] = listenerRun{l: l, cancel: cancel}
 		go l.Run(ctx)
 	}
@@ -275,6 +295,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	// Changes heard are put to the routers at once, publication or not.
 	solicitAt := a.solicit(now)
 	a.state.Settle(now)
+	waiting := a.syncReads(now)
 	// Until every link has had its first RA and a delegation the Node
 	// carried is back (or the grace ran out), the state is half-observed:
 	// publishing or journaling it would be noise. (No Snapshot before then:
@@ -284,6 +305,12 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	// rather than a second one following.
 	grace := a.started.Add(a.cfg.StartupGrace)
 	if a.state.Corroborating() {
+		grace = grace.Add(a.cfg.StartupGrace)
+	}
+	if waiting && !now.Before(grace) {
+		// A window passed and waits only for the listener to report it
+		// read up to its end, which it does at once unless a flood holds
+		// it: one more grace at most.
 		grace = grace.Add(a.cfg.StartupGrace)
 	}
 	if (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {

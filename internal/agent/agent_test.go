@@ -46,22 +46,26 @@ type idleListener struct{}
 func (idleListener) Run(ctx context.Context) { <-ctx.Done() }
 func (idleListener) Restart()                {}
 func (idleListener) Solicit()                {}
+func (idleListener) Sync()                   {}
 
 // solicitingListener records each solicitation asked for, and reports it
-// sent at once, at the fake clock's time.
+// sent at once, at the fake clock's time. The tests hand the agent RAs
+// themselves, as they arrive: a Sync finds everything read.
 type solicitingListener struct {
 	idleListener
-	link      string
-	clk       *clocktesting.FakeClock
-	solicited func(string, time.Time)
-	asked     chan time.Time
+	link  string
+	clk   *clocktesting.FakeClock
+	r     Reports
+	asked chan time.Time
 }
 
 func (l solicitingListener) Solicit() {
 	now := l.clk.Now()
-	l.solicited(l.link, now)
+	l.r.Solicited(l.link, now)
 	l.asked <- now
 }
+
+func (l solicitingListener) Sync() { l.r.Read(l.link, l.clk.Now()) }
 
 var (
 	t0     = time.Unix(1000, 0)
@@ -92,8 +96,8 @@ func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *
 	asked := make(chan time.Time, 16)
 	a := New(cfg, clk,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), rec,
-		func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix, bool), solicited func(string, time.Time)) Listener {
-			return solicitingListener{link: link, clk: clk, solicited: solicited, asked: asked}
+		func(link string, r Reports) Listener {
+			return solicitingListener{link: link, clk: clk, r: r, asked: asked}
 		}, pub)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

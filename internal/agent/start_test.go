@@ -45,7 +45,7 @@ func startParts(clk *clocktesting.FakeClock, pub *startPublisher, node, links ch
 			return synced
 		},
 		DefaultLinks: map[string]policy.Policy{"eth0": {GlobalOnly: true}},
-		NewListener: func(link string, _ func(string, netip.Addr, time.Time, []observe.RAPrefix, bool), _ func(string, time.Time)) Listener {
+		NewListener: func(link string, _ Reports) Listener {
 			listened <- link
 			return idleListener{}
 		},

@@ -192,12 +192,14 @@ func (l *link) reprobeAt(now time.Time) time.Time {
 // probeAll starts, on every address l remembers, a probe of the
 // solicitation sent at at (an earlier one still open is dropped: a
 // multicasting router's answer to it falls in the new one's window too).
+// An earlier probe concludes only if the link was read to its end (known,
+// reads.go): an answer still unread would be missed.
 func (l *link) probeAll(at time.Time, margin time.Duration) {
 	if l.firstAsked.IsZero() {
 		l.firstAsked = at
 	}
 	for _, v := range l.voices {
-		v.conclude(at)
+		v.conclude(l.known)
 		v.probe = probe{asked: at, end: l.multicastBy(v, at, margin),
 			// Words handled before the report of the send: the times say.
 			uni: v.lastUnicast.After(at), multi: !v.lastMcast.Before(at)}
@@ -208,8 +210,10 @@ func (l *link) probeAll(at time.Time, margin time.Duration) {
 // has answered a solicitation sent at at, plus margin.
 func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration) time.Time {
 	m := later(l.firstAsked, l.voiceFloor)
-	if m.IsZero() || m.After(at) {
-		m = at // never solicited before: it may have multicast just now
+	if m.IsZero() || m.After(at) || l.known.Before(at) {
+		// Never solicited before, or RAs that arrived before at may be
+		// still unread (reads.go): it may have multicast just now.
+		m = at
 	}
 	if v != nil {
 		m = later(m, v.lastMcast)

@@ -22,6 +22,11 @@ import (
 // the old prefix deprecated or omitting it. The fuzzer chooses every delay
 // within those bounds.
 //
+// The agent reads what arrives in arrival order, each word stamped when it
+// arrived, but late: the fuzzer chooses each word's reading delay, up to
+// maxReadDelay (a flood queued ahead of it, a starved CPU). The listener
+// reports the link read up to now whenever nothing arrived is left unread.
+//
 // The adversary may send, at any time the fuzzer chooses, any RA from the
 // router's address (multicast or unicast, any prefixes, states, lifetimes,
 // one prefix listed twice), replay any RA the router sent, answer every
@@ -33,10 +38,11 @@ import (
 // taken for one that unicasts them (its window would end before its
 // answer), and everything believed of the router's address is
 // something the router stated, its lifetimes ending no later than the
-// router's own statements of it (LifetimeSlack); liveness - a renumbering
-// no adversary word follows is believed within the router's answer delay
-// plus the window, and an adversary word contradicting the router's offer
-// is reported as a conflict within the same time.
+// router's own statements of it (LifetimeSlack), whatever the reading delays;
+// liveness - a renumbering no adversary word follows is believed within the
+// router's answer delay plus the window (plus the reading delays, landing),
+// and an adversary word contradicting the router's offer is reported as a
+// conflict within the same time.
 
 var modelPrefixes = []netip.Prefix{pA, pB, netip.MustParsePrefix("2001:db8:c::/64"), netip.MustParsePrefix("2001:db8:d::/64"), pX, netip.MustParsePrefix("2001:db8:bad:1::/64")}
 
@@ -71,10 +77,21 @@ func (r *modelRouter) stating() *routerOffer {
 	return r.offers[0]
 }
 
+// maxReadDelay bounds how late the model's agent reads a word.
+const maxReadDelay = 4 * time.Second
+
 // landing is the latest a renumbering first sent at sent lands, no adversary
-// speaking: a solicitation within SolicitSpacing, the router's answer, the
-// window's margin.
-const landing = SolicitSpacing + MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration + time.Millisecond
+// speaking: its word read, a solicitation within SolicitSpacing, the
+// router's answer, the window's margin, and the link read up to the window's
+// end (the last word before it read, or one after it).
+const landing = SolicitSpacing + MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+
+// arrival is a word the agent has yet to read.
+type arrival struct {
+	at, readAt time.Time
+	prefixes   []RAPrefix
+	multicast  bool
+}
 
 type model struct {
 	t      testing.TB
@@ -83,6 +100,8 @@ type model struct {
 	r      *modelRouter
 	input  []byte
 	jitter int
+	// unread: the words arrived and not yet read, in arrival order.
+	unread []arrival
 	// lastAdversary: when the adversary last spoke.
 	lastAdversary time.Time
 	// echo: the adversary answers the agent's solicitations at once, unicast.
@@ -115,6 +134,35 @@ func (m *model) delay() time.Duration {
 	return time.Millisecond + (MaxRADelay-time.Millisecond)*time.Duration(b)/255
 }
 
+// arrive queues a word arriving at now; the agent reads it after a delay in
+// [0, maxReadDelay] the fuzzer chooses, and after every word before it.
+func (m *model) arrive(prefixes []RAPrefix, multicast bool) {
+	m.jitter++
+	var b byte
+	if len(m.input) > 0 {
+		b = m.input[(m.jitter*7)%len(m.input)]
+	}
+	readAt := m.now.Add(maxReadDelay * time.Duration(b) / 255)
+	if n := len(m.unread); n > 0 {
+		readAt = later(readAt, m.unread[n-1].readAt)
+	}
+	m.unread = append(m.unread, arrival{at: m.now, readAt: readAt, prefixes: prefixes, multicast: multicast})
+}
+
+// read hands the agent every word whose reading time came, stamped when it
+// arrived; with nothing left unread, the link is read up to now.
+func (m *model) read() {
+	for len(m.unread) > 0 && !m.unread[0].readAt.After(m.now) {
+		a := m.unread[0]
+		m.unread = m.unread[1:]
+		m.tracef("agent reads the word of +%s %v multicast=%v", a.at.Sub(t0), a.prefixes, a.multicast)
+		m.s.Heard("eth0", routerA, a.at, a.prefixes, a.multicast)
+	}
+	if len(m.unread) == 0 {
+		m.s.Read("eth0", m.now)
+	}
+}
+
 // trace logs the model's events (MODEL_TRACE=1, to read a failure).
 var trace = os.Getenv("MODEL_TRACE") != ""
 
@@ -143,7 +191,7 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 			r.answerAt = time.Time{} // this one answers
 		}
 	}
-	m.s.Heard("eth0", routerA, m.now, prefixes, multicast)
+	m.arrive(prefixes, multicast)
 }
 
 // solicited: the router hears a solicitation at now.
@@ -184,7 +232,11 @@ func (m *model) runUntil(t time.Time) {
 			at = r.answerAt
 		}
 		solicitAt := m.solicit()
-		for _, c := range []time.Time{solicitAt, m.land, m.conflictBy} {
+		var readAt time.Time
+		if len(m.unread) > 0 {
+			readAt = m.unread[0].readAt
+		}
+		for _, c := range []time.Time{solicitAt, m.land, m.conflictBy, readAt} {
 			if !c.IsZero() && c.After(m.now) && c.Before(at) {
 				at = c
 			}
@@ -233,6 +285,7 @@ func (m *model) solicit() time.Time {
 
 // agent does what the agent's loop does at now, then checks.
 func (m *model) agent() {
+	m.read()
 	m.solicit()
 	m.s.Snapshot(m.now)
 	m.check()
@@ -374,7 +427,7 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	if contradicts && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() {
 		m.conflictBy = m.now.Add(landing)
 	}
-	m.s.Heard("eth0", routerA, m.now, ps, multicast)
+	m.arrive(ps, multicast)
 	m.agent()
 }
 
@@ -404,8 +457,13 @@ func (m *model) renumber(omit bool) {
 	}
 }
 
+// awaitReads: the model's agent settles windows by what it has read
+// (reads.go); off, by its clock, as before kernel receive times.
+var awaitReads = os.Getenv("MODEL_SETTLE_BY_CLOCK") == ""
+
 func runModel(t testing.TB, input []byte) int {
 	m := &model{t: t, s: New("eth0"), now: t0, input: input}
+	m.s.AwaitReads = awaitReads
 	m.s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	cfg := m.next()
 	m.r = &modelRouter{

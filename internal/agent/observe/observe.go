@@ -125,6 +125,10 @@ type link struct {
 	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
 	crowded        uint64
+	// read: every RA that arrived before it has been handled (reads.go);
+	// known: what was read as of the last word or solicitation handled
+	// (answer.go trusts the last multicast RA heard only that far).
+	read, known time.Time
 
 	// standIn: the deprecated prefix reported as preferred (standin.go).
 	standIn netip.Prefix
@@ -169,6 +173,11 @@ type State struct {
 	// ConflictHold: how long a router whose address contradicted itself is
 	// reported in conflict after the last contradiction.
 	ConflictHold time.Duration
+	// AwaitReads: a window is settled only once the link's RAs are read up
+	// to its end (reads.go), not when the clock passes it. The agent, whose
+	// listener stamps RAs with the kernel's receive time and reports Read,
+	// sets it; tests of the rules alone may leave it off.
+	AwaitReads bool
 }
 
 // DefaultLinkGrace covers an RA interval plus DAD.
@@ -244,6 +253,9 @@ func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []
 	if l == nil {
 		return true
 	}
+	// A word stamped at now was read: so was everything that arrived
+	// before it (reads.go), believed or not.
+	l.read = later(l.read, now)
 	if !s.policies[name].Trusts(router) {
 		return false
 	}

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/mdlayher/ndp"
-	"golang.org/x/net/ipv6"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/backoff"
@@ -26,19 +26,43 @@ var allRouters = netip.MustParseAddr("ff02::2")
 // all nodes (multicast) or to this one (a router unicasting its answer).
 type Handler func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix, multicast bool)
 
+// Reports are where a listener's news go. Each RA is stamped with the
+// kernel's receive time; Read and Lost keep the agent's windows honest about
+// what it has read (observe/reads.go).
+type Reports struct {
+	Heard func(link string, router netip.Addr, at time.Time, prefixes []observe.RAPrefix, multicast bool)
+	// Solicited is told when each Router Solicitation went out.
+	Solicited func(link string, at time.Time)
+	// Read is told, after a Sync, that every RA that arrived before at was
+	// handed to Heard.
+	Read func(link string, at time.Time)
+	// Lost is told that the kernel dropped RAs that arrived before at (the
+	// socket's queue was full).
+	Lost func(link string, at time.Time)
+}
+
 // Listener reads RAs on one link until its context ends.
 type Listener struct {
-	Link   string
-	Handle Handler
-	// Solicited is told when each Router Solicitation went out (nil: nobody).
-	Solicited func(link string, at time.Time)
-	Clock     clock.Clock
-	Log       *slog.Logger
+	Link    string
+	Handle  Handler
+	Reports Reports
+	Clock   clock.Clock
+	Log     *slog.Logger
 	// Retry is the wait between failed attempts (250 ms doubling to 30 s).
 	Retry *backoff.Backoff
 
 	restart chan struct{}
 	solicit chan struct{}
+	// sync: a Read report is wanted (Sync); conn: the socket open, whose
+	// blocked read Sync interrupts.
+	sync   atomic.Bool
+	connMu sync.Mutex
+	conn   *conn
+	// sent: a solicitation sent and not yet reported (at the next Read).
+	sent struct {
+		sync.Mutex
+		at time.Time
+	}
 	// badSeen: the ignored options already logged (router and reason).
 	badSeen map[string]bool
 }
@@ -64,9 +88,9 @@ func (l *Listener) badOption(router netip.Addr, err error) {
 }
 
 // NewListener returns a listener for link.
-func NewListener(link string, h Handler, solicited func(string, time.Time), clk clock.Clock, log *slog.Logger) *Listener {
+func NewListener(link string, r Reports, clk clock.Clock, log *slog.Logger) *Listener {
 	return &Listener{
-		Link: link, Handle: h, Solicited: solicited, Clock: clk, Log: log,
+		Link: link, Handle: r.Heard, Reports: r, Clock: clk, Log: log,
 		Retry:   backoff.New(250*time.Millisecond, 30*time.Second),
 		restart: make(chan struct{}, 1),
 		solicit: make(chan struct{}, 1),
@@ -80,6 +104,23 @@ func (l *Listener) Solicit() {
 	select {
 	case l.solicit <- struct{}{}:
 	default:
+	}
+}
+
+// Sync asks for a Read report: the listener reports, the next time it finds
+// its socket empty, that everything before then was handed over. A read
+// blocked on an empty socket is interrupted for it; a flood is read through
+// first (its RAs, stamped later, say as much). Safe from any goroutine; costs
+// nothing until asked.
+func (l *Listener) Sync() {
+	if l.sync.Swap(true) {
+		return // asked already; the reader will see it
+	}
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.conn != nil {
+		// A deadline passed wakes the read at once (read handles it).
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
@@ -131,26 +172,21 @@ func (l *Listener) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ra: %w", err)
 	}
-	// Fails until the link-local address has finished DAD: the caller retries.
-	conn, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	c, err := listen(ifi)
 	if err != nil {
 		return fmt.Errorf("ra: listening on %s: %w", l.Link, err)
 	}
 	var closeOnce sync.Once
-	closeConn := func() { closeOnce.Do(func() { conn.Close() }) }
+	closeConn := func() { closeOnce.Do(func() { c.Close() }) }
 	defer closeConn()
-
-	var f ipv6.ICMPFilter
-	f.SetAll(true)
-	f.Accept(ipv6.ICMPTypeRouterAdvertisement)
-	if err := conn.SetICMPFilter(&f); err != nil {
-		return fmt.Errorf("ra: ICMP filter: %w", err)
-	}
-	// The destination tells a router that unicasts its answers from one
-	// that multicasts them (observe's window, answer.go).
-	if err := conn.SetControlMessage(ipv6.FlagHopLimit|ipv6.FlagDst, true); err != nil {
-		return fmt.Errorf("ra: control messages: %w", err)
-	}
+	l.connMu.Lock()
+	l.conn = c
+	l.connMu.Unlock()
+	defer func() {
+		l.connMu.Lock()
+		l.conn = nil
+		l.connMu.Unlock()
+	}()
 
 	done := make(chan struct{})
 	defer close(done)
@@ -167,66 +203,96 @@ func (l *Listener) session(ctx context.Context) error {
 				restarted = true
 				mu.Unlock()
 			case <-l.solicit:
-				l.sendSolicitation(conn, ifi)
+				l.sendSolicitation(c)
 				continue
 			case <-done:
 				return
 			}
-			closeConn() // unblocks ReadFrom
+			closeConn() // unblocks the read
 			return
 		}
 	}()
 
 	l.Log.Debug("listening for router advertisements", "link", l.Link, "index", ifi.Index)
-	l.sendSolicitation(conn, ifi)
+	l.sendSolicitation(c)
+	r := reader{l: l}
 	buf := make([]byte, max(ifi.MTU, 1280))
 	for {
-		n, cm, from, err := conn.ReadRaw(buf)
+		p, err := c.read(buf, r.now, r.empty)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Sync's interruption: read again, which finds the socket
+			// empty (and reports) or reads on.
+			if err := c.SetReadDeadline(time.Time{}); err != nil {
+				return fmt.Errorf("ra: reading on %s: %w", l.Link, err)
+			}
+			continue
+		}
 		if err != nil {
 			mu.Lock()
-			r := restarted
+			rs := restarted
 			mu.Unlock()
-			if r {
+			if rs {
 				l.Log.Debug("RA listener restarting", "link", l.Link)
 				return errRestart
 			}
 			return fmt.Errorf("ra: reading on %s: %w", l.Link, err)
 		}
-		hop, multicast := 0, true
-		if cm != nil {
-			hop = cm.HopLimit
-			multicast = cm.Dst == nil || cm.Dst.IsMulticast()
-		}
-		prefixes, bad, err := ParseRaw(buf[:n], from, hop)
+		at := r.stamp(p)
+		r.dropped(p.drops, at)
+		prefixes, bad, err := ParseRaw(buf[:p.n], p.from, p.hopLimit)
 		if err != nil {
 			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring message", "link", l.Link, "err", err)
 			continue
 		}
 		metricReceived.With(l.Link).Inc()
-		l.Log.Debug("router advertisement", "link", l.Link, "router", from, "prefixes", len(prefixes))
+		l.Log.Debug("router advertisement", "link", l.Link, "router", p.from, "prefixes", len(prefixes),
+			"multicast", p.multicast, "waited", l.Clock.Since(at))
 		for _, e := range bad {
 			metricInvalid.With(l.Link).Inc()
-			l.badOption(from.WithZone(""), e)
+			l.badOption(p.from.WithZone(""), e)
 		}
-		l.Handle(l.Link, from.WithZone(""), l.Clock.Now(), prefixes, multicast)
+		l.Handle(l.Link, p.from.WithZone(""), at, prefixes, p.multicast)
 	}
 }
 
 // sendSolicitation sends one Router Solicitation so a router answers at once
 // instead of at its next periodic RA, and reports when it went out. Failure
 // (link down) is not fatal: periodic RAs still come.
-func (l *Listener) sendSolicitation(conn *ndp.Conn, ifi *net.Interface) {
-	rs := &ndp.RouterSolicitation{}
-	if len(ifi.HardwareAddr) > 0 {
-		rs.Options = []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr}}
-	}
-	if err := conn.WriteTo(rs, nil, allRouters); err != nil {
+func (l *Listener) sendSolicitation(c *conn) {
+	// Stamped before it goes: the router's answer then comes after the
+	// stamp however late this goroutine runs on after the write. Stamped
+	// after, a prompt answer was read before the send was reported, and
+	// the spoofer's word that followed counted as the first since the
+	// solicitation - the router's answer still to come - and was believed
+	// (TestARouterImpostorMovesNothing, under load, at a 250 ms margin).
+	at := l.Clock.Now()
+	if err := c.solicit(); err != nil {
 		l.Log.Debug("router solicitation failed", "link", l.Link, "err", err)
 		return
 	}
 	metricSolicitations.With(l.Link).Inc()
-	if l.Solicited != nil {
-		l.Solicited(l.Link, l.Clock.Now())
+	l.Log.Debug("router solicitation sent", "link", l.Link)
+	// Reported once everything that arrived before it is handed over
+	// (reader.empty): the window then reckons from the router's last
+	// multicast RA, known, rather than from the solicitation.
+	l.sent.Lock()
+	if l.sent.at.IsZero() {
+		l.sent.at = at
 	}
+	l.sent.Unlock()
+	l.Sync()
+}
+
+// takeSent returns the solicitation sent by read and not yet reported, if
+// any (one sent later waits for a later Read).
+func (l *Listener) takeSent(read time.Time) (time.Time, bool) {
+	l.sent.Lock()
+	defer l.sent.Unlock()
+	at := l.sent.at
+	if at.IsZero() || at.After(read) {
+		return time.Time{}, false
+	}
+	l.sent.at = time.Time{}
+	return at, true
 }

@@ -1,0 +1,352 @@
+package ra
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/ndp"
+	"github.com/vishvananda/netns"
+	"golang.org/x/net/ipv6"
+	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+)
+
+// vethLink is a veth pair in a network namespace the test made: the listener
+// reads on "rx", the test speaks as a router on "tx". No packet leaves it.
+type vethLink struct {
+	ns netns.NsHandle
+}
+
+func newVethLink(t *testing.T) *vethLink {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a network namespace)")
+	}
+	name := fmt.Sprintf("rxtime-%d", os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	// No DAD: the link-local addresses are usable at once.
+	run("ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.default.accept_ra=0")
+	run("ip", "-n", name, "link", "add", "rx", "type", "veth", "peer", "name", "tx")
+	run("ip", "-n", name, "link", "set", "dev", "rx", "up")
+	run("ip", "-n", name, "link", "set", "dev", "tx", "up")
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return &vethLink{ns: ns}
+}
+
+// in runs f on a thread in the namespace (sockets stay in the namespace
+// they were made in); the thread dies with the goroutine.
+func (v *vethLink) in(t *testing.T, f func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(v.ns); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		f()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// router opens the speaking end on tx (retrying while the link-local
+// address is not there yet).
+func (v *vethLink) router(t *testing.T) *ndp.Conn {
+	t.Helper()
+	type res struct {
+		c   *ndp.Conn
+		err error
+	}
+	got := make(chan res, 1)
+	v.in(t, func() {
+		ifi, err := net.InterfaceByName("tx")
+		if err != nil {
+			got <- res{err: err}
+			return
+		}
+		for range 100 {
+			var c *ndp.Conn
+			if c, _, err = ndp.Listen(ifi, ndp.LinkLocal); err == nil {
+				got <- res{c: c}
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the kernel adds the address
+		}
+		got <- res{err: err}
+	})
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { r.c.Close() })
+	return r.c
+}
+
+var allNodes = netip.MustParseAddr("ff02::1")
+
+// heard is one RA the listener handed over, and when it was handed.
+type heard struct {
+	at, handed time.Time
+	prefix     netip.Prefix
+	multicast  bool
+}
+
+type report struct {
+	kind string // "read" or "lost"
+	at   time.Time
+}
+
+// startListener runs a listener on rx; each RA blocks in Heard until the
+// test takes it from the channel (an agent slow to read).
+func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan report) {
+	t.Helper()
+	ras := make(chan heard)
+	reports := make(chan report, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Nothing blocks once the test is over.
+	send := func(r report) {
+		select {
+		case reports <- r:
+		case <-ctx.Done():
+		}
+	}
+	l := NewListener("rx", Reports{
+		Heard: func(_ string, _ netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool) {
+			h := heard{at: at, multicast: multicast}
+			if len(p) > 0 {
+				h.prefix = p[0].Prefix
+			}
+			select {
+			case ras <- h:
+			case <-ctx.Done():
+			}
+		},
+		Solicited: func(_ string, at time.Time) { send(report{"solicited", at}) },
+		Read:      func(_ string, at time.Time) { send(report{"read", at}) },
+		Lost:      func(_ string, at time.Time) { send(report{"lost", at}) },
+	}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan struct{})
+	v.in(t, func() { l.Run(ctx); close(done) })
+	t.Cleanup(func() { cancel(); <-done })
+	return l, ras, reports
+}
+
+func ra(i int) *ndp.RouterAdvertisement {
+	return &ndp.RouterAdvertisement{RouterLifetime: time.Minute,
+		Options: []ndp.Option{pio(fmt.Sprintf("2001:db8:%x::/64", i), time.Hour, time.Hour)}}
+}
+
+func prefixOf(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/64", i)) }
+
+// An RA read late is stamped when it arrived; a Sync is answered once
+// everything that arrived was handed over, at a time after the Sync; an RA
+// off the link (hop limit below 255) is not handed over, and one sent to
+// the node alone is told apart from one sent to all nodes.
+func TestListenerStampsArrivalAndReportsWhenCaughtUp(t *testing.T) {
+	v := newVethLink(t)
+	tx := v.router(t)
+	l, ras, reports := startListener(t, v)
+	clk := clock.RealClock{}
+
+	// The first RA: sent until the listener is up (it opens asynchronously).
+	for i := 0; ; i++ {
+		if err := tx.WriteTo(ra(0), nil, allNodes); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ras:
+		case <-time.After(50 * time.Millisecond):
+			if i > 200 {
+				t.Fatal("the listener never handed over an RA")
+			}
+			continue
+		}
+		break
+	}
+	for drained := false; !drained; { // the copies sent before it was up
+		select {
+		case <-ras:
+		case <-time.After(100 * time.Millisecond):
+			drained = true
+		}
+	}
+	solicitedAfterRead(t, reports)
+
+	// The agent is slow: RAs 1..5 arrive while it handles none.
+	sentBefore := make([]time.Time, 6)
+	for i := 1; i <= 5; i++ {
+		sentBefore[i] = clk.Now()
+		if err := tx.WriteTo(ra(i), nil, allNodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Off the link: hop limit 64.
+	if err := tx.WriteTo(ra(6), &ipv6.ControlMessage{HopLimit: 64}, allNodes); err != nil {
+		t.Fatal(err)
+	}
+	// To this node alone (its link-local address).
+	rxaddr := interfaceAddr(t, v, "rx")
+	if err := tx.WriteTo(ra(7), nil, rxaddr); err != nil {
+		t.Fatal(err)
+	}
+	synced := clk.Now()
+	l.Sync()
+	released := clk.Now()
+	var got []heard
+	for range 6 {
+		h := <-ras
+		h.handed = clk.Now()
+		got = append(got, h)
+	}
+	for i, h := range got[:5] {
+		if h.prefix != prefixOf(i+1) || !h.multicast {
+			t.Fatalf("RA %d: got %v multicast=%v, want %v to all nodes", i+1, h.prefix, h.multicast, prefixOf(i+1))
+		}
+		// Stamped when it arrived: after it was sent (within the two
+		// clock readings of the conversion, which err early), before the
+		// agent was even ready to take it.
+		if h.at.Before(sentBefore[i+1].Add(-time.Millisecond)) || !h.at.Before(released) {
+			t.Errorf("RA %d stamped %s, sent after %s, handed over only after %s",
+				i+1, h.at.Format(time.StampNano), sentBefore[i+1].Format(time.StampNano), released.Format(time.StampNano))
+		}
+		if i > 0 && h.at.Before(got[i-1].at) {
+			t.Errorf("RA %d stamped before RA %d", i+1, i)
+		}
+	}
+	if last := got[5]; last.prefix != prefixOf(7) || last.multicast {
+		t.Errorf("the last RA handed over: %v multicast=%v, want %v to this node alone (the one off the link dropped)", last.prefix, last.multicast, prefixOf(7))
+	}
+	r := <-reports
+	if r.kind != "read" || r.at.Before(synced) {
+		t.Fatalf("report %s at %s, want read at or after the Sync (%s)", r.kind, r.at.Format(time.StampNano), synced.Format(time.StampNano))
+	}
+	select {
+	case h := <-ras:
+		t.Fatalf("an RA handed over after the Read report: %v", h.prefix)
+	default:
+	}
+
+	// Idle, a Sync interrupts the blocked read and is answered.
+	for range 3 {
+		before := clk.Now()
+		l.Sync()
+		if r := <-reports; r.kind != "read" || r.at.Before(before) {
+			t.Fatalf("report %s at %s, want read after %s", r.kind, r.at.Format(time.StampNano), before.Format(time.StampNano))
+		}
+	}
+}
+
+// A flood that overflows the socket's queue while the agent reads nothing is
+// reported as lost before anything read after the gap, and before the link
+// is reported read.
+func TestListenerReportsTheKernelsDrops(t *testing.T) {
+	v := newVethLink(t)
+	tx := v.router(t)
+	l, ras, reports := startListener(t, v)
+	solicitedAfterRead(t, reports)
+	// One RA in the handler, blocked; then far more than the queue holds.
+	for {
+		if err := tx.WriteTo(ra(0), nil, allNodes); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ras:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	const flood = 5000
+	for i := range flood {
+		_ = tx.WriteTo(ra(i%4096+1), nil, allNodes)
+	}
+	synced := time.Now()
+	l.Sync()
+	handed, lost := 0, false
+	for {
+		select {
+		case <-ras:
+			handed++
+			continue
+		case r := <-reports:
+			if r.kind == "lost" {
+				lost = true
+			}
+			if r.kind != "read" || r.at.Before(synced) {
+				continue
+			}
+		}
+		break
+	}
+	if !lost || handed >= flood {
+		t.Fatalf("handed over %d of %d RAs, lost reported: %v; want fewer handed and the loss reported", handed, flood, lost)
+	}
+}
+
+// interfaceAddr is the link-local address of the interface name.
+func interfaceAddr(t *testing.T, v *vethLink, name string) netip.Addr {
+	t.Helper()
+	type res struct {
+		addr netip.Addr
+		err  error
+	}
+	got := make(chan res, 1)
+	v.in(t, func() {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			got <- res{err: err}
+			return
+		}
+		a, err := linkLocal(ifi)
+		got <- res{a, err}
+	})
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.addr
+}
+
+// solicitedAfterRead waits for the report of the solicitation the listener
+// sent as it opened: it comes after a Read at or after it, so the window
+// reckons from everything heard before it.
+func solicitedAfterRead(t *testing.T, reports chan report) {
+	t.Helper()
+	var read time.Time
+	for {
+		r := <-reports
+		switch r.kind {
+		case "read":
+			read = r.at
+		case "solicited":
+			if read.Before(r.at) {
+				t.Fatalf("solicitation at %s reported after a Read at %s only", r.at.Format(time.StampNano), read.Format(time.StampNano))
+			}
+			return
+		}
+	}
+}

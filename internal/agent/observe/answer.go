@@ -241,12 +241,13 @@ func (l *link) answerBy(r netip.Addr, at time.Time, margin time.Duration) time.T
 // remembers answer solicitations each way (AnswersUnicast, AnswersMulticast,
 // AnswersUnknown), counting what every probe whose window passed by now
 // teaches (without concluding it: a word heard before now may be handled
-// yet).
+// yet), as far as the link was read (reads.go): a multicast RA that arrived
+// within a probe's window, still unread, would teach otherwise.
 func (s *State) RouterAnswers(name string, now time.Time) map[string]int {
 	out := map[string]int{AnswersUnicast: 0, AnswersMulticast: 0, AnswersUnknown: 0}
 	if l := s.links[name]; l != nil {
 		for _, v := range l.voices {
-			mode, _, _ := v.learnt(now)
+			mode, _, _ := v.learnt(s.readTo(l, now))
 			out[mode]++
 		}
 	}

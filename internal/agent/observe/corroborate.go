@@ -320,7 +320,7 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 				break
 			}
 		}
-		reprobe := l.reprobeAt(now) // answer.go
+		reprobe := l.reprobeAt(s.readTo(l, now)) // answer.go
 		if !waiting && reprobe.IsZero() {
 			continue
 		}

@@ -45,10 +45,15 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	kube.add(fs)
 	keys := fs.String("target-keys", strings.Join(render.DefaultTargetKeys, ","),
 		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+render.AnnotationTargetAlpha+" alone before")
-	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
+	dryRun := fs.String("dry-run", "none", "server: the API server checks every change and makes none, and each is printed (kubectl's spelling; --dry-run alone is server, none changes)")
+	fs.Lookup("dry-run").NoOptDefVal = "server"
 	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
 		return err
 	} else if err != nil {
+		return usageError{err}
+	}
+	dry, err := handoverDryRun(*dryRun)
+	if err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() > 0 {
@@ -67,7 +72,7 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		return err
 	}
 	opts := metav1.PatchOptions{FieldManager: "renumber-handover"}
-	if *dry {
+	if dry {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	dps, err := dyn.Resource(api.GVR).List(ctx, metav1.ListOptions{})
@@ -92,10 +97,10 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		}
 		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))
 	}
-	if err := handBackSiblings(ctx, out, dyn, core.Discovery(), *dry); err != nil {
+	if err := handBackSiblings(ctx, out, dyn, core.Discovery(), dry); err != nil {
 		return err
 	}
-	if err := handBackAdvertisements(ctx, out, dyn, core.Discovery(), dps.Items, *dry); err != nil {
+	if err := handBackAdvertisements(ctx, out, dyn, core.Discovery(), dps.Items, dry); err != nil {
 		return err
 	}
 	svcs, err := core.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -196,4 +201,19 @@ func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Inte
 		fmt.Fprintf(out, "ciliumbgpadvertisement/%s: replaced by ciliumbgpadvertisement/%s, as that operator names and labels it\n", ours.GetName(), back.GetName())
 	}
 	return nil
+}
+
+// handoverDryRun reads --dry-run as kubectl spells it. Every change handover
+// makes depends on what the cluster holds, so a dry run is the API server's
+// (server); client, which would send nothing, could check nothing.
+func handoverDryRun(v string) (bool, error) {
+	switch v {
+	case "none", "false":
+		return false, nil
+	case "server", "true":
+		return true, nil
+	case "client":
+		return false, errors.New("--dry-run=client is not offered: the API server checks each change (--dry-run=server)")
+	}
+	return false, fmt.Errorf("--dry-run=%q: want none or server", v)
 }

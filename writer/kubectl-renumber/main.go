@@ -69,8 +69,8 @@ Usage:
                                       the leader
   kubectl renumber handover [flags]   hand what renumber wrote back to the existing
                                       operator (dynamic-prefix.io), before switching back
-  kubectl renumber version            this plugin's version (as the agent's and the
-                                      writer's --version print theirs)
+  kubectl renumber version            this plugin's version (also --version, as the
+                                      agent's and the writer's print theirs)
 
 Run "kubectl renumber <command> --help" for a command's flags. Both take
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --as, ...).
@@ -129,7 +129,7 @@ func main() {
 		}
 		return
 	}
-	if len(args) > 0 && args[0] == "version" {
+	if len(args) > 0 && (args[0] == "version" || args[0] == "--version") { // the agent's and the writer's spelling too
 		fmt.Println("kubectl-renumber " + version.Get().String())
 		return
 	}

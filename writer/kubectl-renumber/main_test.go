@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -135,7 +136,7 @@ func TestStatusHelpListsTheWriterFlagsApart(t *testing.T) {
 // A handover command line it cannot take is a usage error (exit status 2),
 // before it reads anything.
 func TestHandoverUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"--bogus"}, {"extra"}} {
+	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--dry-run=client"}, {"--dry-run=all"}} {
 		var u usageError
 		if err := runHandover(t.Context(), io.Discard, args); !errors.As(err, &u) {
 			t.Errorf("handover %q: %v, want a usage error", args, err)
@@ -143,5 +144,22 @@ func TestHandoverUsageErrors(t *testing.T) {
 	}
 	if err := runHandover(t.Context(), io.Discard, []string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
 		t.Errorf("handover --help: %v, want help (exit 0)", err)
+	}
+}
+
+// kubectl's spellings of a dry run are taken: --dry-run alone and
+// --dry-run=server ask the API server, none (the default) changes.
+func TestHandoverTakesKubectlsDryRun(t *testing.T) {
+	for _, args := range [][]string{{"--dry-run"}, {"--dry-run=server"}, {"--dry-run=none"}} {
+		var u usageError
+		err := runHandover(t.Context(), io.Discard, append(args, "--kubeconfig", filepath.Join(t.TempDir(), "none")))
+		if err == nil || errors.As(err, &u) {
+			t.Errorf("handover %q: %v, want it past its flags, failing to read the cluster", args, err)
+		}
+	}
+	for v, want := range map[string]bool{"none": false, "server": true, "false": false, "true": true} {
+		if dry, err := handoverDryRun(v); err != nil || dry != want {
+			t.Errorf("--dry-run=%s: dry run %v (%v), want %v", v, dry, err, want)
+		}
 	}
 }

@@ -331,6 +331,12 @@ func (s *State) Link(name string, up bool, now time.Time) {
 	if l == nil {
 		return
 	}
+	if up == l.down {
+		// Whatever the router said while the link was down went unheard,
+		// and an empty socket would read as a window passed with nothing
+		// contradicting it.
+		s.Lost(name, now)
+	}
 	if up && l.down {
 		l.upAt = now
 		// What was sent meanwhile went unheard: the next solicitation starts

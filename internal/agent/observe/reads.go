@@ -35,10 +35,19 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 }
 
 // Lost records that the kernel dropped RAs on the link before at (its
-// socket's queue overflowed): what they said is unknown - a contradiction of
-// any proposal, a multicast answer that tells how a router answers - so every
-// proposal waiting is dropped (a router that means it says it again), and no
-// probe of how an address answers concludes on what was left.
+// socket's queue overflowed), or that the link heard nothing for a while (it
+// went down or came up: the router spoke unheard): what they said is unknown.
+//   - A contradiction of any proposal may be among them, so every proposal
+//     waiting is dropped (a router that means it says it again), and its
+//     router is reported in conflict for ConflictHold: whoever keeps the
+//     queue overflowing holds every change back, and that is not silent.
+//   - A multicast RA of any router may be among them, so every address is
+//     taken to have multicast at at: a router that multicasts its answers may
+//     hold one until 3.5 s after it (multicastBy), however long ago the last
+//     multicast RA the agent read.
+//   - An answer to a probe may be among them, so no probe of how an address
+//     answers concludes on what was left; a probe lost counts as one spoiled
+//     (reprobeAt: at most maxReprobes in a row).
 func (s *State) Lost(name string, at time.Time) {
 	l := s.links[name]
 	if l == nil {
@@ -46,13 +55,19 @@ func (s *State) Lost(name string, at time.Time) {
 	}
 	for r, sp := range l.speakers {
 		if p := sp.pending; p != nil && !p.heard.After(at) {
+			sp.conflictUntil = later(sp.conflictUntil, at.Add(s.ConflictHold))
 			sp.pending = nil
 		}
 		if sp.pending == nil && !at.Before(sp.conflictUntil) {
 			delete(l.speakers, r)
 		}
 	}
+	l.voiceFloor = later(l.voiceFloor, at)
 	for _, v := range l.voices {
+		v.lastMcast = later(v.lastMcast, at)
+		if !v.probe.asked.IsZero() {
+			v.ambiguous++
+		}
 		v.probe = probe{}
 	}
 }

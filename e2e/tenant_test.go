@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,10 +191,12 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 		}
 	}
 	// follows: every policy's first rule holds exactly want, its other rules
-	// are the tenant's still, and the writer is alive.
+	// are the tenant's still, and the writer is alive. Each 700 KiB patch
+	// took 5-10 s under make test's load (eight in a row outlast eventually's
+	// 45 s): this test is about memory, so the wait is the load's.
 	follows := func(want ...string) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("every policy follows %v", want), func() (bool, string) {
+		eventuallyWithin(t, 3*time.Minute, fmt.Sprintf("every policy follows %v", want), func() (bool, string) {
 			living()
 			for _, name := range names {
 				u := getIn(t, w, networkPolicyGVR, tn.ns, name)

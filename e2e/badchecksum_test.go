@@ -32,43 +32,7 @@ func TestBadChecksumsDoNotStallARenumbering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A raw ICMPv6 socket in the rogue's namespace whose checksum the kernel
-	// leaves as given (IPV6_CHECKSUM -1 at SOL_RAW).
-	type res struct {
-		pc  *ipv6.PacketConn
-		idx int
-		err error
-	}
-	got := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread() // the thread dies in the namespace with the goroutine
-		ns, err := netns.GetFromName(rogue.NS)
-		if err == nil {
-			err = netns.Set(ns)
-		}
-		if err != nil {
-			got <- res{err: err}
-			return
-		}
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			got <- res{err: err}
-			return
-		}
-		ic, err := net.ListenIP("ip6:ipv6-icmp", &net.IPAddr{IP: net.IPv6unspecified})
-		if err != nil {
-			got <- res{err: err}
-			return
-		}
-		pc := ipv6.NewPacketConn(ic)
-		err = pc.SetChecksum(false, -1)
-		got <- res{pc, ifi.Index, err}
-	}()
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	defer r.pc.Close()
+	pc, idx := uncheckedSocket(t, rogue.NS)
 	b, err := ndp.MarshalMessage(&ndp.RouterAdvertisement{RouterLifetime: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +47,8 @@ func TestBadChecksumsDoNotStallARenumbering(t *testing.T) {
 				return
 			case <-time.After(300 * time.Millisecond):
 			}
-			_, _ = r.pc.WriteTo(b, &ipv6.ControlMessage{HopLimit: 255, IfIndex: r.idx},
-				&net.IPAddr{IP: net.ParseIP("ff02::1"), Zone: strconv.Itoa(r.idx)})
+			_, _ = pc.WriteTo(b, &ipv6.ControlMessage{HopLimit: 255, IfIndex: idx},
+				&net.IPAddr{IP: net.ParseIP("ff02::1"), Zone: strconv.Itoa(idx)})
 		}
 	}()
 	time.Sleep(2 * time.Second)
@@ -97,4 +61,48 @@ func TestBadChecksumsDoNotStallARenumbering(t *testing.T) {
 	if n := agentMetric(t, w, "node1", invalid); n == 0 {
 		t.Errorf("no invalid message counted (%s); want the bad checksums", invalid)
 	}
+}
+
+// uncheckedSocket opens a raw ICMPv6 socket on eth0 in the namespace ns whose
+// checksum the kernel leaves as written (IPV6_CHECKSUM -1 at SOL_RAW), and
+// returns it with eth0's index. The thread goes back to its namespace before
+// it is released: a thread that dies would take with it the world's
+// processes it started (Pdeathsig), the API server among them.
+func uncheckedSocket(t *testing.T, ns string) (*ipv6.PacketConn, int) {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(ns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	ifi, err := net.InterfaceByName("eth0")
+	var ic *net.IPConn
+	if err == nil {
+		ic, err = net.ListenIP("ip6:ipv6-icmp", &net.IPAddr{IP: net.IPv6unspecified})
+	}
+	if netns.Set(orig) != nil {
+		panic("e2e: cannot leave namespace " + ns) // the thread stays locked, out of use
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ic.Close() })
+	pc := ipv6.NewPacketConn(ic)
+	if err := pc.SetChecksum(false, -1); err != nil {
+		t.Fatal(err)
+	}
+	return pc, ifi.Index
 }

@@ -34,6 +34,8 @@ type packet struct {
 	from      netip.Addr
 	hopLimit  int
 	multicast bool
+	// dst: where it was sent (pktinfo; invalid: the kernel did not say).
+	dst netip.Addr
 	// stamp: when the kernel received it (wall clock; zero: not stamped).
 	stamp time.Time
 	// drops: the socket's drops when it was queued (the kernel's count).
@@ -77,23 +79,30 @@ func (c *conn) setup() error {
 	if err := c.pc.SetMulticastHopLimit(ndp.HopLimit); err != nil {
 		return fmt.Errorf("hop limit: %w", err)
 	}
-	if err := c.pc.SetChecksum(true, 2); err != nil {
-		return fmt.Errorf("checksum: %w", err)
-	}
 	raw, err := c.ic.SyscallConn()
 	if err != nil {
 		return err
 	}
 	c.raw = raw
-	var serr error
+	var serr, cerr error
 	if err := raw.Control(func(fd uintptr) {
 		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
 			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1))
+		// The kernel's checksum off, both ways: verifying, it would count
+		// a bad checksum in the socket's drops, and one bad RA from any
+		// host would pass for a flood (checksum.go). The listener
+		// verifies each message itself, and marshals its solicitations
+		// with their checksum (solicit). SOL_RAW: Linux refuses the
+		// option at IPPROTO_IPV6 on an ICMPv6 socket (RFC 3542 3.1).
+		cerr = unix.SetsockoptInt(int(fd), unix.SOL_RAW, unix.IPV6_CHECKSUM, -1)
 	}); err != nil {
 		return err
 	}
 	if serr != nil {
 		return fmt.Errorf("receive timestamps: %w", serr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("checksum: %w", cerr)
 	}
 	return nil
 }
@@ -124,7 +133,8 @@ func (c *conn) solicit() error {
 	if len(c.ifi.HardwareAddr) > 0 {
 		rs.Options = []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: c.ifi.HardwareAddr}}
 	}
-	b, err := ndp.MarshalMessage(rs)
+	// The checksum is the listener's to compute: the kernel's is off.
+	b, err := ndp.MarshalMessageChecksum(rs, c.src.WithZone(""), allRouters)
 	if err != nil {
 		return err
 	}
@@ -166,6 +176,9 @@ func (c *conn) read(buf []byte, now func() time.Time, empty func(time.Time, uint
 	if cm.Parse(c.oob[:oobn]) == nil {
 		p.hopLimit = cm.HopLimit
 		p.multicast = cm.Dst == nil || cm.Dst.IsMulticast()
+		if d, ok := netip.AddrFromSlice(cm.Dst); ok {
+			p.dst = d
+		}
 	}
 	msgs, _ := unix.ParseSocketControlMessage(c.oob[:oobn])
 	for _, m := range msgs {

@@ -239,7 +239,13 @@ func (l *Listener) session(ctx context.Context) error {
 		}
 		at := r.stamp(p)
 		r.dropped(p.drops, at)
-		prefixes, bad, err := ParseRaw(buf[:p.n], p.from, p.hopLimit)
+		// A bad checksum is an invalid message, never a drop (checksum.go).
+		var prefixes []observe.RAPrefix
+		var bad []error
+		err = verifyChecksum(buf[:p.n], p.from, p.dst)
+		if err == nil {
+			prefixes, bad, err = ParseRaw(buf[:p.n], p.from, p.hopLimit)
+		}
 		if err != nil {
 			metricInvalid.With(l.Link).Inc()
 			l.Log.Debug("ignoring message", "link", l.Link, "err", err)

@@ -269,17 +269,7 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 	l, ras, reports := startListener(t, v)
 	solicitedAfterRead(t, reports)
 	// One RA in the handler, blocked; then far more than the queue holds.
-	for {
-		if err := tx.WriteTo(ra(0), nil, allNodes); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ras:
-		case <-time.After(50 * time.Millisecond):
-			continue
-		}
-		break
-	}
+	firstHandedOver(t, tx, ras)
 	const flood = 5000
 	for i := range flood {
 		_ = tx.WriteTo(ra(i%4096+1), nil, allNodes)
@@ -348,5 +338,22 @@ func solicitedAfterRead(t *testing.T, reports chan report) {
 			}
 			return
 		}
+	}
+}
+
+// firstHandedOver sends RA 0 until the listener hands one over (it opens
+// asynchronously) and the test takes it: the next RA blocks in the handler.
+func firstHandedOver(t *testing.T, tx *ndp.Conn, ras chan heard) {
+	t.Helper()
+	for {
+		if err := tx.WriteTo(ra(0), nil, allNodes); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ras:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
 	}
 }

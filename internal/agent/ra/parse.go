@@ -25,8 +25,8 @@ var ErrNotRA = errors.New("ra: not a valid router advertisement")
 const MaxDelegation = 64
 
 // ParseRaw validates one ICMPv6 message as a Router Advertisement, by every
-// rule of RFC 4861 6.1.2 that the kernel has not already applied (it drops a
-// bad checksum): source link-local, hop limit 255, ICMP code 0, 16 octets or
+// rule of RFC 4861 6.1.2 but the checksum (the listener verifies it,
+// verifyChecksum, the kernel's verification being off): source link-local, hop limit 255, ICMP code 0, 16 octets or
 // more, every option's length above 0 and within the message. It returns the
 // RA's usable prefixes, and an error for each Prefix Information option it
 // ignores.

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +9,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -24,7 +28,9 @@ import (
 // may be first by name, so it becomes the client by being first Ready, or by
 // handover), and lets time pass (past ConfirmWithin: the roles rotate).
 //
-// After every pass:
+// After every pass (the status fed back through the writer's real status
+// patch, merged as the API server merges it):
+//   - the status stored is the status written;
 //   - safety: the current prefix is one the server delegated at some time -
 //     nothing the liar writes, in any role, is adopted;
 //   - liveness: when the client and the confirmer named are honest and Ready
@@ -176,6 +182,27 @@ func pdStatus(d Decision) api.Status {
 	return st
 }
 
+// stored is live after the writer's status patch for st is merged into it as
+// the API server merges it (RFC 7386): what the next pass reads.
+func stored(t *testing.T, live, st api.Status) api.Status {
+	t.Helper()
+	patch, err := api.StatusPatch(live, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, _ := json.Marshal(live)
+	p, _ := json.Marshal(patch)
+	merged, err := jsonpatch.MergePatch(from, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got api.Status
+	if err := json.Unmarshal(merged, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func (w *pdWorld) run(t *testing.T, s *[]byte) {
 	for len(*s) > 0 {
 		switch op := next(s) % 6; op {
@@ -242,7 +269,11 @@ func (w *pdWorld) step(t *testing.T) {
 	t.Helper()
 	reports, _ := w.ballot.Reports(w.now)
 	d := For(w.m, w.st, reports, w.now)
-	w.st = pdStatus(d)
+	want := pdStatus(d)
+	w.st = stored(t, w.st, want)
+	if diff := cmp.Diff(want, w.st); diff != "" {
+		t.Fatalf("at %v the status stored differs from the status written (-written +stored):\n%s", w.now.Sub(t0), diff)
+	}
 	w.settle()
 	if d.Current.IsValid() && !w.gave[d.Current] {
 		t.Fatalf("at %v current is %v, which the server never delegated (server gave %v)\nliar %s: %q\nreports: %+v\nstatus: %+v",

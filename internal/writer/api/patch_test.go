@@ -1,4 +1,4 @@
-package apply
+package api
 
 import (
 	"encoding/json"
@@ -8,7 +8,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 )
 
 // A merge patch leaves alone what it does not mention: a status field the
@@ -16,10 +15,10 @@ import (
 // mode, an emptied history) must be cleared with null, or the live status
 // never equals the rendered one and every pass would write it again.
 func TestAStatusPatchClearsWhatTheStatusNoLongerHas(t *testing.T) {
-	live := api.Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node1"},
-		History: []api.HistoryEntry{{Prefix: "2001:db8:a00::/56", State: api.StateActive}}}
-	st := api.Status{CurrentPrefix: "2001:db8:a00::/56"}
-	patch, err := statusPatch(live, st)
+	live := Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node1"},
+		History: []HistoryEntry{{Prefix: "2001:db8:a00::/56", State: StateActive}}}
+	st := Status{CurrentPrefix: "2001:db8:a00::/56"}
+	patch, err := StatusPatch(live, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,18 +34,18 @@ func TestAStatusPatchClearsWhatTheStatusNoLongerHas(t *testing.T) {
 // since left behind would let the next disagreement skip its bound. The
 // patch is applied as the API server applies a merge patch (RFC 7386).
 func TestAStatusPatchClearsWhatANestedObjectNoLongerHas(t *testing.T) {
-	live := api.Status{CurrentPrefix: "2001:db8:a00::/56",
+	live := Status{CurrentPrefix: "2001:db8:a00::/56",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node2", ConfirmerNode: "node3", Unconfirmed: "2001:db8:bad::/56", Since: "2026-11-28T13:10:43Z"}}
-	want := api.Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node2"}}
+	want := Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node2"}}
 	if diff := cmp.Diff(want, mergeStatus(t, live, want)); diff != "" {
 		t.Errorf("stored status (-want +got):\n%s", diff)
 	}
 }
 
-// mergeStatus is live after the API server applies statusPatch(live, st).
-func mergeStatus(t *testing.T, live, st api.Status) api.Status {
+// mergeStatus is live after the API server applies StatusPatch(live, st).
+func mergeStatus(t *testing.T, live, st Status) Status {
 	t.Helper()
-	patch, err := statusPatch(live, st)
+	patch, err := StatusPatch(live, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +55,7 @@ func mergeStatus(t *testing.T, live, st api.Status) api.Status {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got api.Status
+	var got Status
 	if err := json.Unmarshal(merged, &got); err != nil {
 		t.Fatal(err)
 	}

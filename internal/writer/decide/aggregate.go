@@ -354,8 +354,15 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, left, now, fallback)
 	if !d.Confirm.Since.IsZero() {
-		// The roles rotate then.
-		if at := d.Confirm.Since.Add(ConfirmWithin); d.Wake.IsZero() || at.Before(d.Wake) {
+		// The roles rotate then. Past the bound with nobody new to name
+		// (two eligible nodes), the pair and since stay: look again a bound
+		// later, never at or before now (the writer would pass again at
+		// once, for as long as they disagree).
+		at := d.Confirm.Since.Add(ConfirmWithin)
+		if !at.After(now) {
+			at = at.Add((now.Sub(at)/ConfirmWithin + 1) * ConfirmWithin)
+		}
+		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
 		}
 	}

@@ -31,6 +31,7 @@ import (
 // After every pass (the status fed back through the writer's real status
 // patch, merged as the API server merges it):
 //   - the status stored is the status written;
+//   - the decision never asks to be woken at or before now;
 //   - safety: the current prefix is one the server delegated at some time -
 //     nothing the liar writes, in any role, is adopted;
 //   - liveness: when the client and the confirmer named are honest and Ready
@@ -269,6 +270,10 @@ func (w *pdWorld) step(t *testing.T) {
 	t.Helper()
 	reports, _ := w.ballot.Reports(w.now)
 	d := For(w.m, w.st, reports, w.now)
+	if !d.Wake.IsZero() && !d.Wake.After(w.now) {
+		t.Fatalf("at %v the decision asks to be woken at %v, not after now: the writer would pass again at once (status %+v)",
+			w.now.Sub(t0), d.Wake.Sub(t0), w.st.DHCPv6PD)
+	}
 	want := pdStatus(d)
 	w.st = stored(t, w.st, want)
 	if diff := cmp.Diff(want, w.st); diff != "" {

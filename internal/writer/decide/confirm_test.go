@@ -111,3 +111,32 @@ func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 		t.Errorf("%s unreported=%v source %s disagrees=%v", d, d.Unreported, d.Source, d.Confirm.Disagrees())
 	}
 }
+
+// Two eligible nodes that disagree past the bound: the rotation has nobody
+// new to name, the pair and since stay, and the decision asks to be woken a
+// bound later - never at or before now, which would make the writer pass
+// again at once, for as long as they disagree.
+func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	st := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	for _, c := range []struct {
+		name    string
+		digests []string
+	}{
+		{"the confirmer is silent", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan="}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := reports(t, c.digests...)
+			first := pdStatus(For(m, st, r, t0))
+			now := t0.Add(5*ConfirmWithin + time.Second)
+			d := For(m, first, r, now)
+			if got := pdStatus(d).DHCPv6PD.Since; got != first.DHCPv6PD.Since {
+				t.Errorf("since %s, want %s kept", got, first.DHCPv6PD.Since)
+			}
+			if want := t0.Add(6 * ConfirmWithin); !d.Wake.Equal(want) {
+				t.Errorf("wake %v, want %v (now %v)", d.Wake, want, now)
+			}
+		})
+	}
+}

@@ -140,6 +140,10 @@ type DHCPv6PDStatus struct {
 	// set, when the disagreement began (RFC 3339); past the bound the
 	// roles rotate.
 	Since string `json:"since,omitempty"`
+	// Backing: what the confirmer the last rotation replaced was offered,
+	// while the disagreement lasts; a confirmer offered it alike (a second
+	// node) takes the client over.
+	Backing string `json:"backing,omitempty"`
 }
 
 type PrefixFilter struct {

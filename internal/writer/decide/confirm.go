@@ -68,6 +68,9 @@ type Confirmation struct {
 	Since time.Time
 	// kept is the client the status keeps naming while no node is eligible.
 	kept string
+	// backing is what the confirmer replaced at the last rotation of this
+	// disagreement was offered (status.dhcpv6pd.backing).
+	backing string
 }
 
 // Disagrees says the client holds a delegation and the confirmer is offered
@@ -88,6 +91,7 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 		st.Unconfirmed = joinPrefixes(c.Held)
 		st.Since = c.Since.UTC().Format(time.RFC3339)
 	}
+	st.Backing = c.backing
 	return st
 }
 
@@ -130,25 +134,53 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 		}
 	}
 	c.judge(m, reports, client)
-	if !c.Agree && client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" && !now.Before(since.Add(ConfirmWithin)) {
-		// Past the bound: rotate.
-		// The confirmer is offered something the client does not hold
-		// (or the client holds nothing): it takes the client over.
-		if len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) {
-			client, c.Confirmer = c.Confirmer, was.ClientNode
-			if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
-				c.Confirmer = n
-			}
-		} else if n := after(client, c.Confirmer, ready); n != "" {
+	samePair := client == was.ClientNode && c.Confirmer == was.ConfirmerNode
+	if samePair && (!c.Agree || len(c.Held) == 0) {
+		// Kept until the pair agrees on a delegation (a confirmer just
+		// named, which has not solicited yet, agrees with a silent
+		// client on nothing).
+		c.backing = was.Backing
+	}
+	switch {
+	case !samePair || c.Agree:
+	case len(c.Offered) > 0 && joinPrefixes(c.Offered) == was.Backing && slices.Contains(ready, c.Confirmer):
+		// Two nodes besides the client, one after the other, were
+		// offered the same delegation the client does not hold: the
+		// confirmer takes the client over (it requests, and the server
+		// answers whoever asks with the identity), and the next node
+		// confirms. One node's offer alone never moves the client role:
+		// a liar named confirmer would take it by offering anything,
+		// and then, as client, hold the current prefix and never renew.
+		client, c.Confirmer = c.Confirmer, was.ClientNode
+		if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
 			c.Confirmer = n
 		}
+		c.backing = ""
 		c.judge(m, reports, client)
+	case was.Since != "" && !now.Before(since.Add(ConfirmWithin)):
+		// Past the bound: the next node confirms, and what this
+		// confirmer was offered waits for a second node to back it
+		// (with two eligible nodes there is none: the pair stays,
+		// reported).
+		if n := after(client, c.Confirmer, ready); n != "" && n != c.Confirmer {
+			c.backing = joinPrefixes(c.Offered)
+			c.Confirmer = n
+			c.judge(m, reports, client)
+			if !c.Agree && len(c.Offered) > 0 && joinPrefixes(c.Offered) == c.backing {
+				// Already offered alike (its last probe): it takes
+				// the client over on the next pass.
+				c.Since = since
+				return client, c
+			}
+		}
 	}
 	if !c.Agree {
 		c.Since = now.Truncate(time.Second)
 		if client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" {
 			c.Since = since // the same two still disagree: a new claim does not restart the bound
 		}
+	} else if len(c.Held) > 0 {
+		c.backing = ""
 	}
 	return client, c
 }

@@ -24,6 +24,10 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		}
 		return st
 	}
+	backed := func(st *dynamicprefix.DHCPv6PDStatus, offer string) *dynamicprefix.DHCPv6PDStatus {
+		st.Backing = offer
+		return st
+	}
 	const (
 		real      = "v1;wan=2001:db8:a00::/56 p pd"
 		forged    = "v1;wan=2001:db8:bad::/56 p pd"
@@ -56,8 +60,14 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 			[]string{real, offeredB, nothing}, 0, current, roles("a", "b", current, t0)},
 		{"the bound keeps the disagreement's start", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", "2001:db8:bad::/56", t0)},
-		{"past the bound a disagreeing confirmer takes the client over", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, nothing}, later, current, roles("b", "c", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{real, offeredB, nothing}, later, current, backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56")},
+		{"a second node offered alike takes the client over", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+			[]string{real, nothing, offeredB}, 0, current, roles("c", "a", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"a second node offered another does not", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+			[]string{real, nothing, offeredB}, 0, current, backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+		{"a second node already offered alike takes the client over on the next pass", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{real, offeredB, offeredB}, later, current, backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
 		{"past the bound a silent confirmer is replaced", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
 		{"the rotation wraps by name", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
@@ -113,7 +123,8 @@ func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 }
 
 // Two eligible nodes that disagree past the bound: the rotation has nobody
-// new to name, the pair and since stay, and the decision asks to be woken a
+// new to name (and no second node backs the confirmer's offer: the client
+// role stays), the pair and since stay, and the decision asks to be woken a
 // bound later - never at or before now, which would make the writer pass
 // again at once, for as long as they disagree.
 func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
@@ -125,6 +136,7 @@ func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
 		digests []string
 	}{
 		{"the confirmer is silent", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan="}},
+		{"the confirmer is offered another", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := reports(t, c.digests...)
@@ -138,5 +150,35 @@ func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
 				t.Errorf("wake %v, want %v (now %v)", d.Wake, want, now)
 			}
 		})
+	}
+}
+
+// A liar named confirmer offers a forged delegation for a bound: it is
+// replaced, and the client role stays with the node that holds the binding -
+// it is never handed to a node on its own offer (as client, the liar would
+// claim the current prefix and never renew it). Nodes a, b (the liar), c.
+func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	const cur = "2001:db8:a00::/56"
+	st := api.Status{CurrentPrefix: cur, PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	held, offered, forged, none := "v1;wan="+cur+" p pd", "v1;wan="+cur+" p offer", "v1;wan=2001:db8:bad::/56 p offer", "v1;wan="
+	for _, step := range []struct {
+		at      time.Duration
+		digests []string
+	}{
+		{0, []string{held, forged, none}},
+		{3 * time.Minute, []string{held, forged, none}},
+		{3*time.Minute + 10*time.Second, []string{held, forged, offered}},
+		{10 * time.Minute, []string{held, forged, offered}},
+	} {
+		d := For(m, st, reports(t, step.digests...), t0.Add(step.at))
+		st = pdStatus(d)
+		if d.PDClient != "a" {
+			t.Fatalf("t+%v: the client is %s, want a (status %+v)", step.at, d.PDClient, *st.DHCPv6PD)
+		}
+	}
+	if want := (dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "c"}); *st.DHCPv6PD != want {
+		t.Errorf("status.dhcpv6pd %+v, want %+v", *st.DHCPv6PD, want)
 	}
 }

@@ -20,9 +20,9 @@
 //     reaches it; with three eligible nodes or more the rotation reaches two
 //     honest ones, who agree. With two, a liar stalls the delegation (the
 //     current prefix holds), reported, and nothing it says is adopted.
-//   - No confirmer: spec.dhcpv6pd.nodeNames names one node (the admin
-//     trusts it), or one node is eligible and none ever confirmed, and no
-//     agent is awaited (nobody to confirm). The client's word counts alone,
+//   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
+//     admin trusts it), or nodeNames is empty, one node is eligible and
+//     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
 //     and the condition says so. Once a confirmer was named, the others
 //     going NotReady or away stalls changes (reported) instead: an outage
 //     must not leave a liar's word alone; naming the remaining node in
@@ -114,11 +114,13 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 	case len(m.PDNodes) == 1:
 		c.Solo = "spec.acquisition.dhcpv6pd.nodeNames names " + client + " alone: its delegation counts unconfirmed"
 		return client, c
-	case len(all) < 2 && was.ConfirmerNode == "" && !slices.ContainsFunc(reports, func(r Report) bool { return r.Pending }):
+	case len(m.PDNodes) == 0 && len(all) < 2 && was.ConfirmerNode == "" && !slices.ContainsFunc(reports, func(r Report) bool { return r.Pending }):
 		// One node, and never a second: nobody to ask. A cluster that
 		// had a confirmer does not fall back to one node's word when the
 		// others stop voting (that is when a liar would be alone), and
-		// neither does one still awaiting agents.
+		// neither does one still awaiting agents, nor one whose
+		// nodeNames names others that do not vote (absent, or not yet
+		// joined: the admin named more than one).
 		c.Solo = "only " + client + " is eligible to run the DHCPv6 client: nobody confirms its delegation"
 		return client, c
 	}

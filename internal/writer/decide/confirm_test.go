@@ -74,6 +74,8 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
 		{"nodeNames naming one node trusts it", pd("a"), api.Status{},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
+		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), api.Status{},
+			[]string{forged, nothing, nothing}, 0, "", roles("a", "", "2001:db8:bad::/56", t0)},
 		{"one eligible node, never a second: nobody to confirm", pd(), api.Status{},
 			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
 		{"once confirmed, one node left does not decide alone", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},

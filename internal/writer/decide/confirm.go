@@ -9,9 +9,11 @@
 //
 //   - Agreement: the client's preferred delegations on the PD interface are
 //     the confirmer's preferred offers there. While they differ nothing the
-//     client says counts; the status names what the client claims
-//     (dhcpv6pd.unconfirmed: the confirmer solicits again when it changes)
-//     and since when they differ (dhcpv6pd.since).
+//     client says counts; the status names what the client claimed when
+//     they began to differ (dhcpv6pd.unconfirmed: the confirmer solicits
+//     again when it is set) and since when (dhcpv6pd.since), once per
+//     episode: a claim changing within it writes nothing (the claims go to
+//     the log).
 //   - A disagreement is bounded (ConfirmWithin): past it, a confirmer that
 //     offers nothing is replaced by the next eligible node; one that offers
 //     another delegation takes over the client (it requests, and the server
@@ -68,6 +70,9 @@ type Confirmation struct {
 	Since time.Time
 	// kept is the client the status keeps naming while no node is eligible.
 	kept string
+	// unconfirmed is what the client claimed when the disagreement began
+	// (status.dhcpv6pd.unconfirmed: the confirmer solicits when it is set).
+	unconfirmed string
 	// backing is what the confirmer replaced at the last rotation of this
 	// disagreement was offered (status.dhcpv6pd.backing).
 	backing string
@@ -88,7 +93,7 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 	}
 	st := &dynamicprefix.DHCPv6PDStatus{ClientNode: client, ConfirmerNode: c.Confirmer}
 	if !c.Since.IsZero() {
-		st.Unconfirmed = joinPrefixes(c.Held)
+		st.Unconfirmed = c.unconfirmed
 		st.Since = c.Since.UTC().Format(time.RFC3339)
 	}
 	st.Backing = c.backing
@@ -171,15 +176,19 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 			if !c.Agree && len(c.Offered) > 0 && joinPrefixes(c.Offered) == c.backing {
 				// Already offered alike (its last probe): it takes
 				// the client over on the next pass.
-				c.Since = since
+				c.Since, c.unconfirmed = since, cmp.Or(was.Unconfirmed, joinPrefixes(c.Held))
 				return client, c
 			}
 		}
 	}
 	if !c.Agree {
-		c.Since = now.Truncate(time.Second)
+		c.Since, c.unconfirmed = now.Truncate(time.Second), joinPrefixes(c.Held)
 		if client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" {
-			c.Since = since // the same two still disagree: a new claim does not restart the bound
+			// The same two still disagree: a new claim restarts neither
+			// the bound nor the confirmer's probe, and writes nothing (a
+			// node flapping its digest would write the status, and poke
+			// the confirmer, once per flap).
+			c.Since, c.unconfirmed = since, cmp.Or(was.Unconfirmed, c.unconfirmed)
 		}
 	} else if len(c.Held) > 0 {
 		c.backing = ""

@@ -184,3 +184,21 @@ func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
 		t.Errorf("status.dhcpv6pd %+v, want %+v", *st.DHCPv6PD, want)
 	}
 }
+
+// A confirmed renumbering: the replaced delegation, which the client reports
+// deprecated with an hour left, drains - it stays pooled on the pass that
+// adopts the new one and on the next (nothing can confirm it: the server
+// offers the confirmer only the binding it has now).
+func TestAReplacedDelegationDrains(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	r := reports(t, "v1;wan=2001:db8:a00::/56 d3600 pd,2001:db8:b00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer", "v1;wan=")
+	d1 := For(m, prev, r, t0)
+	if d1.Current.String() != "2001:db8:b00::/56" || len(d1.Pooled) != 2 {
+		t.Fatalf("adopting: current %s pooled %v", d1.Current, d1.Pooled)
+	}
+	if d2 := For(m, pdStatus(d1), r, t0.Add(time.Minute)); len(d2.Pooled) != 2 {
+		t.Errorf("a minute into its hour the replaced delegation left the pools: pooled %v", d2.Pooled)
+	}
+}

@@ -158,8 +158,13 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 		// confirms. One node's offer alone never moves the client role:
 		// a liar named confirmer would take it by offering anything,
 		// and then, as client, hold the current prefix and never renew.
+		// The next confirmer is not the client replaced (two nodes
+		// contradicted it), unless nobody else is eligible.
+		others := func(ns []string) []string {
+			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == was.ClientNode })
+		}
 		client, c.Confirmer = c.Confirmer, was.ClientNode
-		if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
+		if n := confirmerNode(m, client, was.ConfirmerNode, others(ready), others(all)); n != "" {
 			c.Confirmer = n
 		}
 		c.backing = ""

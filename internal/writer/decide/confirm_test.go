@@ -62,8 +62,8 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", current, t0)},
 		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{real, offeredB, nothing}, later, current, backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56")},
-		{"a second node offered alike takes the client over", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
-			[]string{real, nothing, offeredB}, 0, current, roles("c", "a", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"a second node offered alike takes the client over, and the third confirms", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+			[]string{real, nothing, offeredB}, 0, current, roles("c", "b", "", time.Time{})}, // neither holds nor is offered anything yet
 		{"a second node offered another does not", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
 			[]string{real, nothing, offeredB}, 0, current, backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
 		{"a second node already offered alike takes the client over on the next pass", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},

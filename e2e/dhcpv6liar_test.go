@@ -27,13 +27,9 @@ import (
 // on the link (an unarmed copier) counts the client messages that keep the
 // binding.
 func TestDHCPv6PDALiarConfirmerNeverTakesTheClient(t *testing.T) {
-	w := newWorld(t, 3)
-	ctx := t.Context()
-	advertise(t, w, prefixA)
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
-	if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
-		t.Fatal(err)
-	}
+	w, agents, _ := pdClientWorld(t, 3, first, "--node-not-ready-grace", "10s", "--dhcpv6-confirm-within", "30s")
+	ctx := t.Context()
 	rogue, err := w.Net.RogueRouter(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -47,27 +43,7 @@ func TestDHCPv6PDALiarConfirmerNeverTakesTheClient(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go ear.run(cctx)
-
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
-	createPool(t, w)
-	agents := map[string]interface{ Kill() error }{}
-	for _, n := range []string{"node1", "node2", "node3"} {
-		agents[n] = startAgent(t, w, n).Process
-	}
-	startWriter(t, w, "writer-a", "--node-not-ready-grace", "10s", "--dhcpv6-confirm-within", "30s")
-
-	var p1 netip.Prefix
-	var client, confirmer string
-	eventuallyWithin(t, 2*time.Minute, "a confirmed delegation", func() (bool, string) {
-		st := dpStatus(t, w, "home")
-		c := meta.FindStatusCondition(st.Conditions, "DelegationConfirmed")
-		cur, err := netip.ParsePrefix(st.CurrentPrefix)
-		if err != nil || st.DHCPv6PD == nil || c == nil || c.Reason != "Confirmed" || st.DHCPv6PD.ConfirmerNode == "" {
-			return false, fmt.Sprintf("%s %+v %+v", st.CurrentPrefix, st.DHCPv6PD, c)
-		}
-		p1, client, confirmer = cur, st.DHCPv6PD.ClientNode, st.DHCPv6PD.ConfirmerNode
-		return true, ""
-	})
+	p1, client, confirmer := delegationConfirmed(t, w)
 	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
 
 	liar := confirmer

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -38,30 +37,10 @@ func cpuTicks(t *testing.T, pid int) int {
 // as long as they disagree (it did: 1.2 cores). Measured: the writer's CPU
 // ticks over 20 s at rest and 20 s into the stall.
 func TestDHCPv6PDASilentConfirmerOfTwoLeavesTheWriterIdle(t *testing.T) {
-	w := newWorld(t, 2)
-	ctx := t.Context()
-	advertise(t, w, prefixA)
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 600 * time.Second, Preferred: 300 * time.Second}
-	if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{"dhcpv6pd": map[string]any{"interface": "eth0"}}})
-	createPool(t, w)
-	agents := map[string]interface{ Kill() error }{}
-	for _, n := range []string{"node1", "node2"} {
-		agents[n] = startAgent(t, w, n).Process
-	}
-	writer := startWriter(t, w, "writer-a", "--dhcpv6-confirm-within", "30s")
-	var confirmer string
-	eventuallyWithin(t, 2*time.Minute, "a confirmed delegation", func() (bool, string) {
-		st := dpStatus(t, w, "home")
-		c := meta.FindStatusCondition(st.Conditions, "DelegationConfirmed")
-		if st.DHCPv6PD == nil || c == nil || c.Reason != "Confirmed" || st.CurrentPrefix == "" {
-			return false, fmt.Sprintf("%s %+v %+v", st.CurrentPrefix, st.DHCPv6PD, c)
-		}
-		confirmer = st.DHCPv6PD.ConfirmerNode
-		return true, ""
-	})
+	w, agents, writer := pdClientWorld(t, 2, first, "--dhcpv6-confirm-within", "30s")
+	ctx := t.Context()
+	_, _, confirmer := delegationConfirmed(t, w)
 	pid := writer.Process.Pid
 	t0 := cpuTicks(t, pid)
 	time.Sleep(20 * time.Second)

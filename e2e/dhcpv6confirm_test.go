@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +24,7 @@ import (
 // that claims another delegation while its Node stays Ready (so it stays the
 // client): the pool never holds the forged prefix, DelegationConfirmed turns
 // False with a DelegationDisagrees event, and past --dhcpv6-confirm-within
-// the confirmer takes the client over. A real renumbering by dhcpd then
+// the third node confirms and, offered alike, takes the client over. A real renumbering by dhcpd then
 // lands, confirmed.
 func TestDHCPv6PDOneNodeForgesNoDelegation(t *testing.T) {
 	w := newWorld(t, 3)
@@ -91,10 +90,12 @@ func TestDHCPv6PDOneNodeForgesNoDelegation(t *testing.T) {
 	if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, client, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyWithin(t, time.Minute, "DelegationConfirmed False, naming the forged delegation", func() (bool, string) {
+	eventuallyWithin(t, time.Minute, "DelegationConfirmed False, status.dhcpv6pd naming the forged delegation", func() (bool, string) {
 		noForged()
-		c := meta.FindStatusCondition(dpStatus(t, w, "home").Conditions, "DelegationConfirmed")
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "DelegationDisagrees" && strings.Contains(c.Message, forged.String()), fmt.Sprintf("%+v", c)
+		st := dpStatus(t, w, "home")
+		c := meta.FindStatusCondition(st.Conditions, "DelegationConfirmed")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "DelegationDisagrees" && st.DHCPv6PD != nil && st.DHCPv6PD.Unconfirmed == forged.String(),
+			fmt.Sprintf("%+v %+v", c, st.DHCPv6PD)
 	})
 	waitEvent(t, w, "DelegationDisagrees", "home")
 	st := dpStatus(t, w, "home")
@@ -105,8 +106,24 @@ func TestDHCPv6PDOneNodeForgesNoDelegation(t *testing.T) {
 		t.Errorf("PrefixAcquired %+v: the server still offers %s to the confirmer", c, p1)
 	}
 
-	// Past the bound the confirmer takes the client over (and the forger,
-	// if next, is rotated out as a silent confirmer): confirmed again.
+	// Past the bound another node confirms; offered what the confirmer
+	// before it was, it takes the client over (and the forger, if next, is
+	// rotated out as a silent confirmer): confirmed again.
+	eventuallyWithin(t, 3*time.Minute, "another node holds the delegation as the client", func() (bool, string) {
+		noForged()
+		st := dpStatus(t, w, "home")
+		if st.DHCPv6PD == nil || st.DHCPv6PD.ClientNode == client {
+			return false, fmt.Sprintf("%+v", st.DHCPv6PD)
+		}
+		nd, err := w.API.Client.CoreV1().Nodes().Get(ctx, st.DHCPv6PD.ClientNode, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		n, err := digest.Decode(nd.Annotations[digest.Annotation])
+		return err == nil && slices.ContainsFunc(n.Links, func(l digest.Link) bool {
+			return slices.ContainsFunc(l.Prefixes, func(e digest.Prefix) bool { return e.Prefix == p1 && e.Sources&digest.SourcePD != 0 })
+		}), fmt.Sprintf("%+v %v", st.DHCPv6PD, n)
+	})
 	p, now, _ := confirmed("the roles rotated, confirmed again", first.Pool, 3*time.Minute)
 	if p != p1 || now == client {
 		t.Errorf("after the rotation: %s on %s, want %s off the forger %s", p, now, p1, client)

@@ -132,14 +132,18 @@ type DHCPv6PDStatus struct {
 	// the delegation offered; a delegation counts when the two agree.
 	// Empty with a single eligible node (or nodeNames naming one).
 	ConfirmerNode string `json:"confirmerNode,omitempty"`
-	// Unconfirmed: a delegation a voting client reports that the
-	// confirmer does not offer alike (a confirmation is wanted: the
-	// confirmer solicits again when it changes).
+	// Unconfirmed: what a voting client reported holding when it and the
+	// confirmer began to disagree, kept while they do (a confirmation is
+	// wanted: the confirmer solicits again when it is set).
 	Unconfirmed string `json:"unconfirmed,omitempty"`
 	// Since: when the confirmer was last named or, while Unconfirmed is
 	// set, when the disagreement began (RFC 3339); past the bound the
 	// roles rotate.
 	Since string `json:"since,omitempty"`
+	// Backing: what the confirmer the last rotation replaced was offered,
+	// while the disagreement lasts; a confirmer offered it alike (a second
+	// node) takes the client over.
+	Backing string `json:"backing,omitempty"`
 }
 
 type PrefixFilter struct {

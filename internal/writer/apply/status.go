@@ -46,7 +46,7 @@ func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, wr
 	if err := w.Permit(self, u, u.GetName()); err != nil {
 		return live, write.Final(err) // requeued for when a permit is back
 	}
-	patch, err := statusPatch(live.Status, st)
+	patch, err := api.StatusPatch(live.Status, st)
 	if err != nil {
 		return live, write.Final(err)
 	}
@@ -76,25 +76,4 @@ func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, wr
 		next.SetResourceVersion(got.GetResourceVersion())
 	}
 	return Live{Object: next, Status: st}, write.Outcome{}
-}
-
-// statusPatch is st as a merge patch over live: a field live has and st
-// leaves out (empty) is cleared with null, which a merge patch needs.
-func statusPatch(live, st api.Status) (map[string]any, error) {
-	var from, to map[string]any
-	for v, into := range map[*api.Status]*map[string]any{&live: &from, &st: &to} {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(raw, into); err != nil {
-			return nil, err
-		}
-	}
-	for k := range from {
-		if _, ok := to[k]; !ok {
-			to[k] = nil
-		}
-	}
-	return to, nil
 }

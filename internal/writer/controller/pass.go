@@ -241,6 +241,8 @@ func (c *Controller) announceDelegation(u *unstructured.Unstructured, name strin
 	case d.Confirm.Disagrees():
 		if was == nil || was.Reason != render.ReasonDisagree {
 			c.log.Warn(name+": "+render.DisagreeMessage(d), "client", d.PDClient, "confirmer", d.Confirm.Confirmer)
+		} else {
+			c.log.Debug(name+": "+render.DisagreeMessage(d), "client", d.PDClient, "confirmer", d.Confirm.Confirmer)
 		}
 		c.events.Announce("dp/"+name+"/delegation", u, true, render.ReasonDisagree, fmt.Sprintf(
 			"DHCPv6 client %s and confirmer %s disagree about the delegation since %s (status.dhcpv6pd, condition %s): it holds as it was",

@@ -193,6 +193,20 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
+	// A delegation the status holds draining: the client's word that it is
+	// deprecated counts unconfirmed (the server offers the confirmer only
+	// the binding it has now, so nothing confirms a replaced one), as it
+	// did before the renumbering - it only keeps a prefix that was current
+	// in the pools, never adds one, and never past the drain's deadline,
+	// frozen at the transition (a drain without one, from a lifetime
+	// stated infinite, is not exempt: the client's word alone would keep
+	// it for ever).
+	draining := map[netip.Prefix]bool{}
+	for _, h := range prev.History {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == api.StateDraining && h.ExpiresAt != nil {
+			draining[p.Masked()] = true
+		}
+	}
 	for _, r := range reports {
 		if r.Resolver != (m.DNS != nil) {
 			continue // a digest where a name is followed, or an answer where none is
@@ -212,7 +226,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 			conflict = conflict || l.Conflict
 			for _, p := range l.Prefixes {
 				p.Sources &^= digest.SourceOffer // a confirmer's word, never a vote
-				if d.PDClient != "" && p.Prefix != prevCurrent && !d.Confirm.confirms(p.Prefix) {
+				if d.PDClient != "" && p.Prefix != prevCurrent && !d.Confirm.confirms(p.Prefix) && !(p.Deprecated && draining[p.Prefix]) {
 					// The client's word alone: a change needs the
 					// confirmer's offer alike (confirm.go).
 					p.Sources &^= digest.SourcePD
@@ -354,8 +368,15 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, left, now, fallback)
 	if !d.Confirm.Since.IsZero() {
-		// The roles rotate then.
-		if at := d.Confirm.Since.Add(ConfirmWithin); d.Wake.IsZero() || at.Before(d.Wake) {
+		// The roles rotate then. Past the bound with nobody new to name
+		// (two eligible nodes), the pair and since stay: look again a bound
+		// later, never at or before now (the writer would pass again at
+		// once, for as long as they disagree).
+		at := d.Confirm.Since.Add(ConfirmWithin)
+		if !at.After(now) {
+			at = at.Add((now.Sub(at)/ConfirmWithin + 1) * ConfirmWithin)
+		}
+		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
 		}
 	}

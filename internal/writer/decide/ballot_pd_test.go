@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +9,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -18,30 +22,39 @@ import (
 // top bit set): the agents' own client (mode client) on the link wan, a
 // modelled server holding one binding for the DynamicPrefix's identity,
 // honest agents that act on the role the last status gives them (the client
-// requests and reports what it holds; the confirmer solicits and reports what
+// requests or renews and reports what it holds - a binding nobody renews
+// within pdValid lapses; the confirmer solicits and reports what
 // is offered), and one liar whose digest the fuzzer writes at every step. The
 // fuzzer also renumbers the server, turns any node NotReady and back (the liar
 // may be first by name, so it becomes the client by being first Ready, or by
 // handover), and lets time pass (past ConfirmWithin: the roles rotate).
 //
-// After every pass:
+// After every pass (the status fed back through the writer's real status
+// patch, merged as the API server merges it):
+//   - the status stored is the status written;
+//   - the decision never asks to be woken at or before now;
 //   - safety: the current prefix is one the server delegated at some time -
 //     nothing the liar writes, in any role, is adopted;
+//   - a binding nobody renewed (the liar as client) lapses, and once an
+//     honest confirmer is offered the next, the lapse is reported (the
+//     status names a disagreement) while the lapsed prefix is current;
 //   - liveness: when the client and the confirmer named are honest and Ready
 //     and both hold and are offered the server's binding, the next pass
 //     follows it; and at the end of the script, with two honest nodes
 //     Ready acting at every pass, the binding is followed within a bound
 //     that grows with the nodes (ConfirmWithin each: the rotation).
 type pdWorld struct {
-	now    time.Time
-	bind   netip.Prefix          // the server's binding now
-	gave   map[netip.Prefix]bool // every binding the server made
-	serial int
-	honest []*pdAgent
-	liar   *pdAgent
-	ballot *Ballot
-	m      api.Model
-	st     api.Status
+	now     time.Time
+	bind    netip.Prefix          // the server's binding now (invalid: it lapsed)
+	renewed time.Time             // when a client last requested or renewed it
+	lapsed  netip.Prefix          // the last binding nobody renewed within pdValid
+	gave    map[netip.Prefix]bool // every binding the server made
+	serial  int
+	honest  []*pdAgent
+	liar    *pdAgent
+	ballot  *Ballot
+	m       api.Model
+	st      api.Status
 }
 
 type pdAgent struct {
@@ -52,12 +65,32 @@ type pdAgent struct {
 	reported, honest bool
 }
 
+// pdValid is the model server's valid lifetime: a binding no client requests
+// or renews within it lapses, and the next Solicit or Request gets a new one
+// (a server that offers the same prefix again is the case no confirmation
+// sees: docs/security.md).
+const pdValid = 10 * time.Minute
+
+// server is the binding the server holds now: the one it had, unless it
+// lapsed; then a new one (for whoever asks next).
+func (w *pdWorld) server() netip.Prefix {
+	if w.bind.IsValid() && w.now.Sub(w.renewed) >= pdValid {
+		w.lapsed, w.bind = w.bind, netip.Prefix{}
+	}
+	if !w.bind.IsValid() {
+		w.serial++
+		w.bind, w.renewed = serverPrefix(w.serial), w.now
+		w.gave[w.bind] = true
+	}
+	return w.bind
+}
+
 func serverPrefix(i int) netip.Prefix {
 	return netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x00::/56", 0x10+i%0xe0)) // 256 renumberings wrap
 }
 
 func newPDWorld(n int, liarFirst bool) *pdWorld {
-	w := &pdWorld{now: t0, gave: map[netip.Prefix]bool{}}
+	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}}
 	w.m = model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	w.bind = serverPrefix(0)
 	w.gave[w.bind] = true
@@ -87,10 +120,10 @@ func (w *pdWorld) act(i int) {
 	h := w.honest[i]
 	client, confirmer := w.roles()
 	if h.name == client {
-		h.held = w.bind
+		h.held, w.renewed = w.server(), w.now
 	}
 	if h.name == confirmer {
-		h.offered = w.bind
+		h.offered = w.server()
 	}
 }
 
@@ -176,6 +209,27 @@ func pdStatus(d Decision) api.Status {
 	return st
 }
 
+// stored is live after the writer's status patch for st is merged into it as
+// the API server merges it (RFC 7386): what the next pass reads.
+func stored(t *testing.T, live, st api.Status) api.Status {
+	t.Helper()
+	patch, err := api.StatusPatch(live, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, _ := json.Marshal(live)
+	p, _ := json.Marshal(patch)
+	merged, err := jsonpatch.MergePatch(from, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got api.Status
+	if err := json.Unmarshal(merged, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func (w *pdWorld) run(t *testing.T, s *[]byte) {
 	for len(*s) > 0 {
 		switch op := next(s) % 6; op {
@@ -183,7 +237,7 @@ func (w *pdWorld) run(t *testing.T, s *[]byte) {
 			w.now = w.now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
 		case 1: // the server renumbers: the binding moves
 			w.serial++
-			w.bind = serverPrefix(w.serial)
+			w.bind, w.renewed = serverPrefix(w.serial), w.now
 			w.gave[w.bind] = true
 		case 2: // an honest agent acts on its role
 			w.act(int(next(s)) % len(w.honest))
@@ -223,13 +277,13 @@ func (w *pdWorld) converge(t *testing.T) {
 	}
 	const pass = 30 * time.Second
 	start := w.now
-	bound := time.Duration(len(w.honest)+3)*ConfirmWithin + 4*pass
+	bound := pdValid + time.Duration(len(w.honest)+3)*ConfirmWithin + 4*pass
 	for w.now.Sub(start) < bound {
 		for i := range w.honest {
 			w.act(i)
 		}
 		w.step(t)
-		if w.st.CurrentPrefix == w.bind.String() {
+		if w.st.CurrentPrefix == w.server().String() {
 			return
 		}
 		w.now = w.now.Add(pass)
@@ -242,7 +296,15 @@ func (w *pdWorld) step(t *testing.T) {
 	t.Helper()
 	reports, _ := w.ballot.Reports(w.now)
 	d := For(w.m, w.st, reports, w.now)
-	w.st = pdStatus(d)
+	if !d.Wake.IsZero() && !d.Wake.After(w.now) {
+		t.Fatalf("at %v the decision asks to be woken at %v, not after now: the writer would pass again at once (status %+v)",
+			w.now.Sub(t0), d.Wake.Sub(t0), w.st.DHCPv6PD)
+	}
+	want := pdStatus(d)
+	w.st = stored(t, w.st, want)
+	if diff := cmp.Diff(want, w.st); diff != "" {
+		t.Fatalf("at %v the status stored differs from the status written (-written +stored):\n%s", w.now.Sub(t0), diff)
+	}
 	w.settle()
 	if d.Current.IsValid() && !w.gave[d.Current] {
 		t.Fatalf("at %v current is %v, which the server never delegated (server gave %v)\nliar %s: %q\nreports: %+v\nstatus: %+v",
@@ -257,6 +319,11 @@ func (w *pdWorld) step(t *testing.T) {
 		if h.name == confirmer {
 			k = h
 		}
+	}
+	if pd := w.st.DHCPv6PD; k != nil && k.notReadySince.IsZero() && w.lapsed.IsValid() && w.st.CurrentPrefix == w.lapsed.String() &&
+		k.offered == w.bind && w.bind != w.lapsed && pd.Since == "" {
+		t.Fatalf("at %v the server let %v lapse (nobody renewed it) and honest %s is offered %v, yet the status reports no disagreement: %+v",
+			w.now.Sub(t0), w.lapsed, confirmer, w.bind, *pd)
 	}
 	if c != nil && k != nil && c.notReadySince.IsZero() && k.notReadySince.IsZero() && c.held == w.bind && k.offered == w.bind {
 		reports, _ := w.ballot.Reports(w.now)

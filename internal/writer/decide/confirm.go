@@ -9,9 +9,11 @@
 //
 //   - Agreement: the client's preferred delegations on the PD interface are
 //     the confirmer's preferred offers there. While they differ nothing the
-//     client says counts; the status names what the client claims
-//     (dhcpv6pd.unconfirmed: the confirmer solicits again when it changes)
-//     and since when they differ (dhcpv6pd.since).
+//     client says counts; the status names what the client claimed when
+//     they began to differ (dhcpv6pd.unconfirmed: the confirmer solicits
+//     again when it is set) and since when (dhcpv6pd.since), once per
+//     episode: a claim changing within it writes nothing (the claims go to
+//     the log).
 //   - A disagreement is bounded (ConfirmWithin): past it, a confirmer that
 //     offers nothing is replaced by the next eligible node; one that offers
 //     another delegation takes over the client (it requests, and the server
@@ -20,9 +22,9 @@
 //     reaches it; with three eligible nodes or more the rotation reaches two
 //     honest ones, who agree. With two, a liar stalls the delegation (the
 //     current prefix holds), reported, and nothing it says is adopted.
-//   - No confirmer: spec.dhcpv6pd.nodeNames names one node (the admin
-//     trusts it), or one node is eligible and none ever confirmed, and no
-//     agent is awaited (nobody to confirm). The client's word counts alone,
+//   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
+//     admin trusts it), or nodeNames is empty, one node is eligible and
+//     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
 //     and the condition says so. Once a confirmer was named, the others
 //     going NotReady or away stalls changes (reported) instead: an outage
 //     must not leave a liar's word alone; naming the remaining node in
@@ -68,6 +70,12 @@ type Confirmation struct {
 	Since time.Time
 	// kept is the client the status keeps naming while no node is eligible.
 	kept string
+	// unconfirmed is what the client claimed when the disagreement began
+	// (status.dhcpv6pd.unconfirmed: the confirmer solicits when it is set).
+	unconfirmed string
+	// backing is what the confirmer replaced at the last rotation of this
+	// disagreement was offered (status.dhcpv6pd.backing).
+	backing string
 }
 
 // Disagrees says the client holds a delegation and the confirmer is offered
@@ -85,9 +93,10 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 	}
 	st := &dynamicprefix.DHCPv6PDStatus{ClientNode: client, ConfirmerNode: c.Confirmer}
 	if !c.Since.IsZero() {
-		st.Unconfirmed = joinPrefixes(c.Held)
+		st.Unconfirmed = c.unconfirmed
 		st.Since = c.Since.UTC().Format(time.RFC3339)
 	}
+	st.Backing = c.backing
 	return st
 }
 
@@ -110,11 +119,13 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 	case len(m.PDNodes) == 1:
 		c.Solo = "spec.acquisition.dhcpv6pd.nodeNames names " + client + " alone: its delegation counts unconfirmed"
 		return client, c
-	case len(all) < 2 && was.ConfirmerNode == "" && !slices.ContainsFunc(reports, func(r Report) bool { return r.Pending }):
+	case len(m.PDNodes) == 0 && len(all) < 2 && was.ConfirmerNode == "" && !slices.ContainsFunc(reports, func(r Report) bool { return r.Pending }):
 		// One node, and never a second: nobody to ask. A cluster that
 		// had a confirmer does not fall back to one node's word when the
 		// others stop voting (that is when a liar would be alone), and
-		// neither does one still awaiting agents.
+		// neither does one still awaiting agents, nor one whose
+		// nodeNames names others that do not vote (absent, or not yet
+		// joined: the admin named more than one).
 		c.Solo = "only " + client + " is eligible to run the DHCPv6 client: nobody confirms its delegation"
 		return client, c
 	}
@@ -130,25 +141,62 @@ func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (str
 		}
 	}
 	c.judge(m, reports, client)
-	if !c.Agree && client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" && !now.Before(since.Add(ConfirmWithin)) {
-		// Past the bound: rotate.
-		// The confirmer is offered something the client does not hold
-		// (or the client holds nothing): it takes the client over.
-		if len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) {
-			client, c.Confirmer = c.Confirmer, was.ClientNode
-			if n := confirmerNode(m, client, was.ConfirmerNode, ready, all); n != "" {
-				c.Confirmer = n
-			}
-		} else if n := after(client, c.Confirmer, ready); n != "" {
+	samePair := client == was.ClientNode && c.Confirmer == was.ConfirmerNode
+	if samePair && (!c.Agree || len(c.Held) == 0) {
+		// Kept until the pair agrees on a delegation (a confirmer just
+		// named, which has not solicited yet, agrees with a silent
+		// client on nothing).
+		c.backing = was.Backing
+	}
+	switch {
+	case !samePair || c.Agree:
+	case len(c.Offered) > 0 && joinPrefixes(c.Offered) == was.Backing && slices.Contains(ready, c.Confirmer):
+		// Two nodes besides the client, one after the other, were
+		// offered the same delegation the client does not hold: the
+		// confirmer takes the client over (it requests, and the server
+		// answers whoever asks with the identity), and the next node
+		// confirms. One node's offer alone never moves the client role:
+		// a liar named confirmer would take it by offering anything,
+		// and then, as client, hold the current prefix and never renew.
+		// The next confirmer is not the client replaced (two nodes
+		// contradicted it), unless nobody else is eligible.
+		others := func(ns []string) []string {
+			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == was.ClientNode })
+		}
+		client, c.Confirmer = c.Confirmer, was.ClientNode
+		if n := confirmerNode(m, client, was.ConfirmerNode, others(ready), others(all)); n != "" {
 			c.Confirmer = n
 		}
+		c.backing = ""
 		c.judge(m, reports, client)
+	case was.Since != "" && !now.Before(since.Add(ConfirmWithin)):
+		// Past the bound: the next node confirms, and what this
+		// confirmer was offered waits for a second node to back it
+		// (with two eligible nodes there is none: the pair stays,
+		// reported).
+		if n := after(client, c.Confirmer, ready); n != "" && n != c.Confirmer {
+			c.backing = joinPrefixes(c.Offered)
+			c.Confirmer = n
+			c.judge(m, reports, client)
+			if !c.Agree && len(c.Offered) > 0 && joinPrefixes(c.Offered) == c.backing {
+				// Already offered alike (its last probe): it takes
+				// the client over on the next pass.
+				c.Since, c.unconfirmed = since, cmp.Or(was.Unconfirmed, joinPrefixes(c.Held))
+				return client, c
+			}
+		}
 	}
 	if !c.Agree {
-		c.Since = now.Truncate(time.Second)
+		c.Since, c.unconfirmed = now.Truncate(time.Second), joinPrefixes(c.Held)
 		if client == was.ClientNode && c.Confirmer == was.ConfirmerNode && was.Since != "" {
-			c.Since = since // the same two still disagree: a new claim does not restart the bound
+			// The same two still disagree: a new claim restarts neither
+			// the bound nor the confirmer's probe, and writes nothing (a
+			// node flapping its digest would write the status, and poke
+			// the confirmer, once per flap).
+			c.Since, c.unconfirmed = since, cmp.Or(was.Unconfirmed, c.unconfirmed)
 		}
+	} else if len(c.Held) > 0 {
+		c.backing = ""
 	}
 	return client, c
 }

@@ -24,6 +24,10 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		}
 		return st
 	}
+	backed := func(st *dynamicprefix.DHCPv6PDStatus, offer string) *dynamicprefix.DHCPv6PDStatus {
+		st.Backing = offer
+		return st
+	}
 	const (
 		real      = "v1;wan=2001:db8:a00::/56 p pd"
 		forged    = "v1;wan=2001:db8:bad::/56 p pd"
@@ -54,16 +58,24 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 			[]string{real, nothing, nothing}, 0, current, roles("a", "b", current, t0)},
 		{"a renumbering the client withholds is reported", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
 			[]string{real, offeredB, nothing}, 0, current, roles("a", "b", current, t0)},
-		{"the bound keeps the disagreement's start", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", "2001:db8:bad::/56", t0)},
-		{"past the bound a disagreeing confirmer takes the client over", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, nothing}, later, current, roles("b", "c", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"a new claim keeps the disagreement's start and first claim", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", current, t0)},
+		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{real, offeredB, nothing}, later, current, backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56")},
+		{"a second node offered alike takes the client over, and the third confirms", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+			[]string{real, nothing, offeredB}, 0, current, roles("c", "b", "", time.Time{})}, // neither holds nor is offered anything yet
+		{"a second node offered another does not", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+			[]string{real, nothing, offeredB}, 0, current, backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+		{"a second node already offered alike takes the client over on the next pass", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+			[]string{real, offeredB, offeredB}, later, current, backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
 		{"past the bound a silent confirmer is replaced", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
 		{"the rotation wraps by name", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
 			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
 		{"nodeNames naming one node trusts it", pd("a"), api.Status{},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
+		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), api.Status{},
+			[]string{forged, nothing, nothing}, 0, "", roles("a", "", "2001:db8:bad::/56", t0)},
 		{"one eligible node, never a second: nobody to confirm", pd(), api.Status{},
 			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
 		{"once confirmed, one node left does not decide alone", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
@@ -109,5 +121,84 @@ func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 	d := For(m, prev, reports(t, "v1;wan=2001:db8:bad::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer"), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Unreported || d.Source != "dhcpv6-pd" || !d.Confirm.Disagrees() {
 		t.Errorf("%s unreported=%v source %s disagrees=%v", d, d.Unreported, d.Source, d.Confirm.Disagrees())
+	}
+}
+
+// Two eligible nodes that disagree past the bound: the rotation has nobody
+// new to name (and no second node backs the confirmer's offer: the client
+// role stays), the pair and since stay, and the decision asks to be woken a
+// bound later - never at or before now, which would make the writer pass
+// again at once, for as long as they disagree.
+func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	st := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	for _, c := range []struct {
+		name    string
+		digests []string
+	}{
+		{"the confirmer is silent", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan="}},
+		{"the confirmer is offered another", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := reports(t, c.digests...)
+			first := pdStatus(For(m, st, r, t0))
+			now := t0.Add(5*ConfirmWithin + time.Second)
+			d := For(m, first, r, now)
+			if got := pdStatus(d).DHCPv6PD.Since; got != first.DHCPv6PD.Since {
+				t.Errorf("since %s, want %s kept", got, first.DHCPv6PD.Since)
+			}
+			if want := t0.Add(6 * ConfirmWithin); !d.Wake.Equal(want) {
+				t.Errorf("wake %v, want %v (now %v)", d.Wake, want, now)
+			}
+		})
+	}
+}
+
+// A liar named confirmer offers a forged delegation for a bound: it is
+// replaced, and the client role stays with the node that holds the binding -
+// it is never handed to a node on its own offer (as client, the liar would
+// claim the current prefix and never renew it). Nodes a, b (the liar), c.
+func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	const cur = "2001:db8:a00::/56"
+	st := api.Status{CurrentPrefix: cur, PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	held, offered, forged, none := "v1;wan="+cur+" p pd", "v1;wan="+cur+" p offer", "v1;wan=2001:db8:bad::/56 p offer", "v1;wan="
+	for _, step := range []struct {
+		at      time.Duration
+		digests []string
+	}{
+		{0, []string{held, forged, none}},
+		{3 * time.Minute, []string{held, forged, none}},
+		{3*time.Minute + 10*time.Second, []string{held, forged, offered}},
+		{10 * time.Minute, []string{held, forged, offered}},
+	} {
+		d := For(m, st, reports(t, step.digests...), t0.Add(step.at))
+		st = pdStatus(d)
+		if d.PDClient != "a" {
+			t.Fatalf("t+%v: the client is %s, want a (status %+v)", step.at, d.PDClient, *st.DHCPv6PD)
+		}
+	}
+	if want := (dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "c"}); *st.DHCPv6PD != want {
+		t.Errorf("status.dhcpv6pd %+v, want %+v", *st.DHCPv6PD, want)
+	}
+}
+
+// A confirmed renumbering: the replaced delegation, which the client reports
+// deprecated with an hour left, drains - it stays pooled on the pass that
+// adopts the new one and on the next (nothing can confirm it: the server
+// offers the confirmer only the binding it has now).
+func TestAReplacedDelegationDrains(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	r := reports(t, "v1;wan=2001:db8:a00::/56 d3600 pd,2001:db8:b00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer", "v1;wan=")
+	d1 := For(m, prev, r, t0)
+	if d1.Current.String() != "2001:db8:b00::/56" || len(d1.Pooled) != 2 {
+		t.Fatalf("adopting: current %s pooled %v", d1.Current, d1.Pooled)
+	}
+	if d2 := For(m, pdStatus(d1), r, t0.Add(time.Minute)); len(d2.Pooled) != 2 {
+		t.Errorf("a minute into its hour the replaced delegation left the pools: pooled %v", d2.Pooled)
 	}
 }

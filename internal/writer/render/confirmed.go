@@ -27,12 +27,16 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 	case c.Agree:
 		return true, ReasonConfirmed, "client " + d.PDClient + " holds " + held + ", as the server offers confirmer " + c.Confirmer
 	case c.Disagrees():
-		return false, ReasonDisagree, DisagreeMessage(d)
+		// What each reports goes to the log: in the message, a node
+		// flapping its digest would write the status once per flap.
+		return false, ReasonDisagree, "client " + d.PDClient + " and confirmer " + c.Confirmer +
+			" disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; from " +
+			c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms"
 	case len(c.Held) == 0:
-		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet; the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
-			" (from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " the confirmer takes the client over)"
+		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet, and the server offers confirmer " + c.Confirmer +
+			" a delegation (from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms)"
 	}
-	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds " + held + "; confirmer " + c.Confirmer +
+	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds a delegation; confirmer " + c.Confirmer +
 		" reports no offer yet: a change waits for it (another node confirms from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + ")"
 }
 
@@ -42,7 +46,7 @@ func DisagreeMessage(d decide.Decision) string {
 	c := d.Confirm
 	return "client " + d.PDClient + " holds " + list(c.Held) + " but the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
 		" (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; from " +
-		c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " the confirmer takes the client over"
+		c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms"
 }
 
 func list[T interface{ String() string }](ps []T) string {

@@ -10,6 +10,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/decide"
 )
 
+// DelegationConfirmed says who agrees or disagrees; what a node claims,
+// which it may change at every flap, goes to the log, not the status.
 func TestDelegationConfirmedSaysWhoSaysWhat(t *testing.T) {
 	a, bad := []netip.Prefix{netip.MustParsePrefix("2001:db8:a00::/56")}, []netip.Prefix{netip.MustParsePrefix("2001:db8:bad::/56")}
 	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -25,9 +27,9 @@ func TestDelegationConfirmedSaysWhoSaysWhat(t *testing.T) {
 		{"agree", decide.Confirmation{Confirmer: "b", Held: a, Offered: a, Agree: true},
 			cond{true, ReasonConfirmed, "client a holds 2001:db8:a00::/56, as the server offers confirmer b"}},
 		{"disagree", decide.Confirmation{Confirmer: "b", Held: bad, Offered: a, Since: since},
-			cond{false, ReasonDisagree, "client a holds 2001:db8:bad::/56 but the server offers confirmer b 2001:db8:a00::/56 (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; from 12:02:00 the confirmer takes the client over"}},
+			cond{false, ReasonDisagree, "client a and confirmer b disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; from 12:02:00 another node confirms"}},
 		{"no offer yet", decide.Confirmation{Confirmer: "b", Held: bad, Since: since},
-			cond{false, ReasonUnconfirmed, "client a holds 2001:db8:bad::/56; confirmer b reports no offer yet: a change waits for it (another node confirms from 12:02:00)"}},
+			cond{false, ReasonUnconfirmed, "client a holds a delegation; confirmer b reports no offer yet: a change waits for it (another node confirms from 12:02:00)"}},
 		{"nobody to confirm", decide.Confirmation{Solo: "only a is eligible"}, cond{true, ReasonNoConfirmer, "only a is eligible"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

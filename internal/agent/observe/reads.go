@@ -35,10 +35,11 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 }
 
 // Lost records that the kernel dropped RAs on the link before at (its
-// socket's queue overflowed), or that the link heard nothing for a while (it
-// went down or came up: the router spoke unheard): what they said is unknown.
+// socket's queue overflowed), or (forget) that the link heard nothing for a
+// while (it went down or came up: the router spoke unheard): what they said
+// is unknown.
 //   - A contradiction of any proposal may be among them, so every proposal
-//     waiting is dropped (a router that means it says it again), and its
+//     waiting is dropped (a router that means it says it again); on a drop its
 //     router is reported in conflict for ConflictHold: whoever keeps the
 //     queue overflowing holds every change back, and that is not silent.
 //   - A multicast RA of any router may be among them, so every address is
@@ -48,14 +49,24 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 //   - An answer to a probe may be among them, so no probe of how an address
 //     answers concludes on what was left; a probe lost counts as one spoiled
 //     (reprobeAt: at most maxReprobes in a row).
-func (s *State) Lost(name string, at time.Time) {
+func (s *State) Lost(name string, at time.Time) { s.forget(name, at, true) }
+
+// forget is Lost; report says whether a router's mere refresh it forgets
+// (its offer re-sent, lifetimes moved on) puts the router in conflict too:
+// on a kernel drop yes (whoever overflows the queue holds refreshes back as
+// well), on the link going down or up no (radvd re-sends every few seconds,
+// and a link flap would write a conflict for a minute). A change forgotten
+// always does.
+func (s *State) forget(name string, at time.Time, report bool) {
 	l := s.links[name]
 	if l == nil {
 		return
 	}
 	for r, sp := range l.speakers {
 		if p := sp.pending; p != nil && !p.heard.After(at) {
-			sp.conflictUntil = later(sp.conflictUntil, at.Add(s.ConflictHold))
+			if report || !p.resend {
+				sp.conflictUntil = later(sp.conflictUntil, at.Add(s.ConflictHold))
+			}
 			sp.pending = nil
 		}
 		if sp.pending == nil && !at.Before(sp.conflictUntil) {

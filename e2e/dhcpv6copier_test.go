@@ -143,15 +143,7 @@ func TestDHCPv6PDCopierOfTheServersDUIDMovesNothing(t *testing.T) {
 	if err := w.Net.Router.DelegatePrefixes(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	rogue, err := w.Net.RogueRouter(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	speaker, err := rogue.DHCPv6Speaker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer speaker.Close()
+	speaker := rogueSpeaker(t, w)
 	duid, err := hex.DecodeString(strings.ReplaceAll(first.ServerDUID(), ":", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -278,4 +270,20 @@ func TestDHCPv6PDCopierOfTheServersDUIDMovesNothing(t *testing.T) {
 	if ok, why := noBad(); !ok {
 		t.Errorf("after the copier stopped: %s", why)
 	}
+}
+
+// rogueSpeaker is a host on the world's link that speaks DHCPv6 as it likes
+// (closed when the test ends).
+func rogueSpeaker(t *testing.T, w *world.World) *world.DHCPv6Speaker {
+	t.Helper()
+	rogue, err := w.Net.RogueRouter(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	speaker, err := rogue.DHCPv6Speaker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { speaker.Close() })
+	return speaker
 }

@@ -30,15 +30,7 @@ func TestDHCPv6PDALiarConfirmerNeverTakesTheClient(t *testing.T) {
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
 	w, agents, _ := pdClientWorld(t, 3, first, "--node-not-ready-grace", "10s", "--dhcpv6-confirm-within", "30s")
 	ctx := t.Context()
-	rogue, err := w.Net.RogueRouter(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	speaker, err := rogue.DHCPv6Speaker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer speaker.Close()
+	speaker := rogueSpeaker(t, w)
 	ear := &copier{s: speaker, answered: map[dhcpv6.MessageType]int{}} // never armed: it listens
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -121,41 +121,52 @@ func TestARouterImpostorMovesNothing(t *testing.T) {
 // ("" if nowhere).
 func watchForPrefix(t *testing.T, w *world.World, p netip.Prefix) func() string {
 	t.Helper()
+	needle := strings.TrimSuffix(p.Addr().String(), "::")
+	return firstSeen(t, 100*time.Millisecond, func(ctx context.Context) string {
+		var where string
+		if u, err := w.API.Dynamic.Resource(poolGVR).Get(ctx, "lb", metav1.GetOptions{}); err == nil {
+			if b := world.Blocks(u); slices.ContainsFunc(b, func(s string) bool { return strings.Contains(s, needle) }) {
+				where = fmt.Sprintf("pool blocks %v", b)
+			}
+		}
+		if svc, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			for k, v := range svc.Annotations {
+				if strings.Contains(v, needle) {
+					where = fmt.Sprintf("Service annotation %s=%s", k, v)
+				}
+			}
+		}
+		if u, err := w.API.Dynamic.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{}); err == nil {
+			if cur, _, _ := unstructured.NestedString(u.Object, "status", "currentPrefix"); strings.Contains(cur, needle) {
+				where = "status.currentPrefix " + cur
+			}
+		}
+		return where
+	})
+}
+
+// firstSeen runs look every period until the test ends; the function it
+// returns gives look's first non-empty answer ("" if none yet). look runs on
+// another goroutine: it must not call t.Fatal, and skips a failed read.
+func firstSeen(t *testing.T, period time.Duration, look func(ctx context.Context) string) func() string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var mu sync.Mutex
 	found := ""
 	done := make(chan struct{})
-	needle := strings.TrimSuffix(p.Addr().String(), "::")
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			// No t.Fatal here (another goroutine): a failed read is skipped.
-			var where string
-			if u, err := w.API.Dynamic.Resource(poolGVR).Get(ctx, "lb", metav1.GetOptions{}); err == nil {
-				if b := world.Blocks(u); slices.ContainsFunc(b, func(s string) bool { return strings.Contains(s, needle) }) {
-					where = fmt.Sprintf("pool blocks %v", b)
+			if v := look(ctx); v != "" {
+				mu.Lock()
+				if found == "" {
+					found = v
 				}
+				mu.Unlock()
 			}
-			if svc, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); err == nil {
-				for k, v := range svc.Annotations {
-					if strings.Contains(v, needle) {
-						where = fmt.Sprintf("Service annotation %s=%s", k, v)
-					}
-				}
-			}
-			if u, err := w.API.Dynamic.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{}); err == nil {
-				if cur, _, _ := unstructured.NestedString(u.Object, "status", "currentPrefix"); strings.Contains(cur, needle) {
-					where = "status.currentPrefix " + cur
-				}
-			}
-			mu.Lock()
-			if found == "" {
-				found = where
-			}
-			mu.Unlock()
 			select {
 			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(period):
 			}
 		}
 	}()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,33 +156,12 @@ func throttle(t *testing.T, pid int, quota time.Duration) func() {
 // function it returns gives the first digest bad said was bad ("" if none).
 func watchAnnotation(t *testing.T, w *world.World, node string, bad func(string) bool) func() string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	var mu sync.Mutex
-	found := ""
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			// No t.Fatal here (another goroutine): a failed read is skipped.
-			if n, err := w.API.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
-				if v := n.Annotations[digest.Annotation]; bad(v) {
-					mu.Lock()
-					if found == "" {
-						found = v
-					}
-					mu.Unlock()
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
+	return firstSeen(t, 50*time.Millisecond, func(ctx context.Context) string {
+		if n, err := w.API.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+			if v := n.Annotations[digest.Annotation]; bad(v) {
+				return v
 			}
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return found
-	}
+		return ""
+	})
 }

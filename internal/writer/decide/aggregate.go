@@ -372,7 +372,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		// (two eligible nodes), the pair and since stay: look again a bound
 		// later, never at or before now (the writer would pass again at
 		// once, for as long as they disagree).
-		at := d.Confirm.Since.Add(ConfirmWithin)
+		at := d.Confirm.Rotates()
 		if !at.After(now) {
 			at = at.Add((now.Sub(at)/ConfirmWithin + 1) * ConfirmWithin)
 		}

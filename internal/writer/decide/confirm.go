@@ -78,6 +78,10 @@ type Confirmation struct {
 	backing string
 }
 
+// Rotates is when the disagreement that began at Since outlives
+// ConfirmWithin and another node confirms (meaningless while they agree).
+func (c Confirmation) Rotates() time.Time { return c.Since.Add(ConfirmWithin) }
+
 // Disagrees says the client holds a delegation and the confirmer is offered
 // another: one of the two is wrong (a forged digest, or a renumbering one of
 // them has not seen yet), as opposed to one of them having nothing yet.

@@ -31,13 +31,13 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 		// flapping its digest would write the status once per flap.
 		return false, ReasonDisagree, "client " + d.PDClient + " and confirmer " + c.Confirmer +
 			" disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; from " +
-			c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms"
+			c.Rotates().UTC().Format("15:04:05") + " another node confirms"
 	case len(c.Held) == 0:
 		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet, and the server offers confirmer " + c.Confirmer +
-			" a delegation (from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms)"
+			" a delegation (from " + c.Rotates().UTC().Format("15:04:05") + " another node confirms)"
 	}
 	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds a delegation; confirmer " + c.Confirmer +
-		" reports no offer yet: a change waits for it (another node confirms from " + c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + ")"
+		" reports no offer yet: a change waits for it (another node confirms from " + c.Rotates().UTC().Format("15:04:05") + ")"
 }
 
 // DisagreeMessage says what the client and the confirmer report when they
@@ -46,7 +46,7 @@ func DisagreeMessage(d decide.Decision) string {
 	c := d.Confirm
 	return "client " + d.PDClient + " holds " + list(c.Held) + " but the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
 		" (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; from " +
-		c.Since.Add(decide.ConfirmWithin).UTC().Format("15:04:05") + " another node confirms"
+		c.Rotates().UTC().Format("15:04:05") + " another node confirms"
 }
 
 func list[T interface{ String() string }](ps []T) string {

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -109,9 +110,30 @@ func startWorld(t *testing.T, opts world.Options) *world.World {
 		if t.Failed() {
 			dumpLogs(t, w)
 		}
+		keepLogs(t, w)
 		w.Close()
 	})
 	return w
+}
+
+// keepLogs copies the world's logs to $E2E_LOGS/<test> when E2E_LOGS is set:
+// a passing run's journal, to compare with a failing one's.
+func keepLogs(t *testing.T, w *world.World) {
+	dir := os.Getenv("E2E_LOGS")
+	if dir == "" {
+		return
+	}
+	dst := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Log(err)
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(w.Dir, "*.log"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o644)
+		}
+	}
 }
 
 // skipWithoutWorld skips a real-world test with -short or where no world can run.
@@ -132,10 +154,24 @@ func dumpLogs(t *testing.T, w *world.World) {
 			continue
 		}
 		b, _ := os.ReadFile(f)
+		// The journal first (what is logged above debug, in full up to a
+		// cap), then the tail: the debug lines of a long test push a
+		// warning from its start out of any tail.
+		var journal []byte
+		for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+			if bytes.Contains(line, []byte(" DBG")) {
+				continue
+			}
+			if len(journal)+len(line) > 8000 {
+				journal = append(journal, "[journal cut at 8000 bytes]\n"...)
+				break
+			}
+			journal = append(journal, line...)
+		}
 		if len(b) > 6000 {
 			b = b[len(b)-6000:]
 		}
-		t.Logf("==== %s\n%s", filepath.Base(f), b)
+		t.Logf("==== %s (journal)\n%s==== %s (tail)\n%s", filepath.Base(f), journal, filepath.Base(f), b)
 	}
 }
 

@@ -6,6 +6,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
@@ -148,6 +150,7 @@ func skipWithoutWorld(t *testing.T) {
 }
 
 func dumpLogs(t *testing.T, w *world.World) {
+	dumpState(t, w)
 	files, _ := filepath.Glob(filepath.Join(w.Dir, "*.log"))
 	for _, f := range files {
 		if strings.Contains(f, "kube-apiserver") || strings.Contains(f, "etcd") || strings.HasSuffix(f, "audit.log") {
@@ -351,4 +354,24 @@ func on(t *testing.T, p netip.Prefix, suffix string) string {
 		t.Fatal(err)
 	}
 	return a.String()
+}
+
+// dumpState logs what the cluster held when the test failed: each Node's
+// digest and each DynamicPrefix's status - whether the agents or the writer
+// fell short.
+func dumpState(t *testing.T, w *world.World) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if nodes, err := w.API.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			t.Logf("==== node %s digest: %q", n.Name, n.Annotations[digest.Annotation])
+		}
+	}
+	if dps, err := w.API.Dynamic.Resource(api.GVR).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, dp := range dps.Items {
+			st, _, _ := unstructured.NestedMap(dp.Object, "status")
+			b, _ := json.Marshal(st)
+			t.Logf("==== DynamicPrefix %s status: %s", dp.GetName(), b)
+		}
+	}
 }

@@ -1,7 +1,6 @@
-// The writer's stages, as docs/architecture.md draws them: each imports only
-// the stages before it, and which DynamicPrefix an object follows is read in
-// one place (backends/follow.go; a Service's annotations with the rest of
-// what it asks for in render/service.go).
+// Which DynamicPrefix an object follows is read in one place
+// (backends/follow.go; a Service's annotations with the rest of what it asks
+// for in render/service.go). The stages' order is internal/layers_test.go's.
 
 package writer_test
 
@@ -12,29 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
-
-const module = "github.com/renumber/renumber/"
-
-// stages lists each stage of internal/writer and the stages it may import.
-var stages = map[string][]string{
-	"api":        {},
-	"decide":     {"api"},
-	"render":     {"api", "decide"},
-	"write":      {"api"},
-	"backends":   {"api", "render"},
-	"caches":     {"api", "backends", "decide", "render"},
-	"apply":      {"api", "backends", "decide", "render", "write"},
-	"handover":   {"api", "backends", "decide", "render"},
-	"election":   {},
-	"review":     {},
-	"resolve":    {"api", "decide"},
-	"controller": {"api", "apply", "backends", "caches", "decide", "render", "resolve", "write"},
-	"inspect":    {"api", "backends", "controller", "decide", "render", "write"},
-}
 
 // sources parses the non-test Go files under dir.
 func sources(t *testing.T, dir string) map[string]*ast.File {
@@ -56,34 +35,6 @@ func sources(t *testing.T, dir string) map[string]*ast.File {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func TestEachStageImportsOnlyTheStagesBeforeIt(t *testing.T) {
-	seen := map[string]bool{}
-	for path, f := range sources(t, ".") {
-		stage, _, _ := strings.Cut(path, "/")
-		allowed, known := stages[stage]
-		if !known {
-			t.Errorf("%s: stage %q is not in this test's list: say what it may import", path, stage)
-			continue
-		}
-		seen[stage] = true
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			other, ok := strings.CutPrefix(p, module+"internal/writer/")
-			if !ok {
-				continue
-			}
-			if !slices.Contains(allowed, other) {
-				t.Errorf("%s imports %s: %s may import only %v", path, other, stage, allowed)
-			}
-		}
-	}
-	for stage := range stages {
-		if !seen[stage] {
-			t.Errorf("stage %s has no source here: drop it from the list", stage)
-		}
-	}
 }
 
 // Which DynamicPrefix an object follows is read in one place.

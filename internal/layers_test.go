@@ -1,0 +1,243 @@
+// The module's layering, as an order: every package has a rank and imports
+// only packages of lower rank; the agent's side and the writer's side never
+// import each other; and some packages may not import some libraries at all
+// (the pure cores import none of Kubernetes, only the writer's backends
+// import Cilium). A new package fails here until it is given a rank, so
+// adding one is a decision, not a silence.
+
+package internal_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/renumber/renumber/"
+
+// ranks lists the module's packages (paths under the module), lowest rank
+// first. A package imports only packages of a lower rank: so no cycles, and
+// an import that runs back up the stack is refused where it is written.
+var ranks = [][]string{
+	// Shared leaves: formats and plumbing both sides use.
+	{"internal/version", "internal/backoff", "internal/digest", "internal/dynamicprefix", "internal/logs"},
+	{"internal/metrics"},
+	{"internal/requests"},
+
+	// The agent's side: what it reads (policy, observe), how it reads
+	// (dhcp6, ra, kernel, uplink), how it talks to the API (kubeconfig,
+	// kubehttp, node, publish), and the agent that ties them.
+	{"internal/agent/policy", "internal/agent/kubeconfig", "internal/agent/dhcp6", "internal/agent/publish"},
+	{"internal/agent/observe", "internal/agent/kubehttp"},
+	{"internal/agent/ra", "internal/agent/kernel", "internal/agent/node", "internal/agent/uplink"},
+	{"internal/agent"},
+	{"agent"},
+
+	// The writer's side, in the stages of docs/architecture.md.
+	{"internal/writer/api", "internal/writer/election", "internal/writer/review"},
+	{"internal/writer/decide", "internal/writer/write"},
+	{"internal/writer/render", "internal/writer/resolve"},
+	{"internal/writer/backends"},
+	{"internal/writer/caches", "internal/writer/apply", "internal/writer/handover"},
+	{"internal/writer/controller"},
+	{"internal/writer/inspect"},
+	{"writer", "writer/kubectl-renumber"},
+
+	// Tools: the test world and what drives it; they may use the formats
+	// above, never the agent's or the writer's internals (sides below).
+	{"tools/world", "tools/loadgen", "tools/chartdoc", "tools/chartfiles", "tools/kindnet", "tools/krew"},
+	{"tools/demo", "tools/worldctl", "tools/bench"},
+}
+
+// sides: packages under one never import packages under another.
+var sides = map[string][]string{
+	"agent":  {"internal/agent", "agent"},
+	"writer": {"internal/writer", "writer"},
+	"tools":  {"tools"},
+}
+
+// mayCross: imports across sides that are allowed, and why.
+var mayCross = map[[2]string]string{
+	// The load generator and the bench write DynamicPrefixes as users do,
+	// through the served API's types.
+	{"tools/bench", "internal/writer/api"}: "the bench creates DynamicPrefixes",
+}
+
+// forbidden: import path prefixes a package (and the packages under it) may
+// not import.
+var forbidden = map[string][]string{
+	// The agent talks to the API server through its own small client
+	// (kubehttp): client-go's machinery and Kubernetes' types would
+	// multiply its memory on every node.
+	"internal/agent": {"k8s.io/api/", "k8s.io/apimachinery/", "k8s.io/client-go/", "github.com/cilium/"},
+	"agent":          {"k8s.io/api/", "k8s.io/apimachinery/", "k8s.io/client-go/", "github.com/cilium/"},
+	// Pure cores: formats and decisions, no Kubernetes at all.
+	"internal/digest":         {"k8s.io/", "sigs.k8s.io/"},
+	"internal/agent/policy":   {"k8s.io/", "sigs.k8s.io/"},
+	"internal/agent/observe":  {"k8s.io/", "sigs.k8s.io/"},
+	"internal/writer/decide":  {"k8s.io/", "sigs.k8s.io/"},
+	"internal/writer/api":     {"k8s.io/client-go/", "github.com/cilium/"},
+	"internal/writer/render":  {"k8s.io/client-go/", "github.com/cilium/"},
+	"internal/writer/resolve": {"k8s.io/api/", "k8s.io/apimachinery/", "k8s.io/client-go/", "github.com/cilium/"},
+	// Cilium's Go types cost memory and build time (../shared/notes/cilium.md):
+	// only the backends speak Cilium.
+	"internal/writer/controller": {"github.com/cilium/"},
+	"internal/writer/apply":      {"github.com/cilium/"},
+	"internal/writer/caches":     {"github.com/cilium/"},
+	"internal/writer/inspect":    {"github.com/cilium/"},
+	"writer":                     {"github.com/cilium/"},
+}
+
+// debt: forbidden imports still made, each to go (issue 43: decide becomes a
+// pure function of the model, the votes and the clock). The list may only
+// shrink: an entry no longer imported fails too, so it is taken out.
+var debt = map[string][]string{
+	"internal/writer/decide": {
+		"k8s.io/apimachinery/pkg/api/meta",
+		"k8s.io/apimachinery/pkg/apis/meta/v1",
+		"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured",
+		"k8s.io/apimachinery/pkg/types",
+	},
+}
+
+// imports returns, per package directory under root (slash-separated,
+// relative), the imports of its non-test Go files.
+func imports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module (tools/kind, tools/images)
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		pkg := filepath.ToSlash(rel)
+		out[pkg] = append(out[pkg], "") // the package exists, imports or not
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			out[pkg] = append(out[pkg], p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// under reports whether pkg is dir or a package below it.
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+func sideOf(pkg string) string {
+	best, side := "", ""
+	for s, dirs := range sides {
+		for _, d := range dirs {
+			if under(pkg, d) && len(d) > len(best) {
+				best, side = d, s
+			}
+		}
+	}
+	return side
+}
+
+func TestEachPackageImportsOnlyLowerRanks(t *testing.T) {
+	rank := map[string]int{}
+	for r, pkgs := range ranks {
+		for _, p := range pkgs {
+			if _, dup := rank[p]; dup {
+				t.Errorf("%s is ranked twice", p)
+			}
+			rank[p] = r
+		}
+	}
+	pkgs := imports(t, "..")
+	if len(pkgs) < 40 {
+		t.Fatalf("found %d packages: is this the module's internal directory?", len(pkgs))
+	}
+	for pkg, imps := range pkgs {
+		if under(pkg, "e2e") || pkg == "manifests" || pkg == "internal/writer" && len(slices.DeleteFunc(slices.Clone(imps), func(s string) bool { return s == "" })) == 0 {
+			continue // tests only, embedded files, or the writer's directory's tests
+		}
+		r, ok := rank[pkg]
+		if !ok {
+			t.Errorf("%s has no rank in this test: say where it stands (ranks)", pkg)
+			continue
+		}
+		for _, imp := range imps {
+			other, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			ro, ok := rank[other]
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which has no rank", pkg, other)
+			case ro >= r:
+				t.Errorf("%s (rank %d) imports %s (rank %d): import only lower ranks", pkg, r, other, ro)
+			}
+			if a, b := sideOf(pkg), sideOf(other); a != "" && b != "" && a != b && mayCross[[2]string{pkg, other}] == "" {
+				t.Errorf("%s (the %s's side) imports %s (the %s's side)", pkg, a, other, b)
+			}
+		}
+	}
+	for p := range rank {
+		if _, ok := pkgs[p]; !ok {
+			t.Errorf("%s is ranked but has no source: drop it from ranks", p)
+		}
+	}
+}
+
+func TestForbiddenImportsStayOut(t *testing.T) {
+	pkgs := imports(t, "..")
+	owed := map[string]bool{}
+	for pkg, imps := range pkgs {
+		for dir, prefixes := range forbidden {
+			if !under(pkg, dir) {
+				continue
+			}
+			for _, imp := range imps {
+				for _, pre := range prefixes {
+					if !strings.HasPrefix(imp, pre) {
+						continue
+					}
+					if slices.Contains(debt[pkg], imp) {
+						owed[pkg+" "+imp] = true
+						continue
+					}
+					t.Errorf("%s imports %s: nothing under %s may import %s", pkg, imp, dir, pre)
+				}
+			}
+		}
+	}
+	for pkg, imps := range debt {
+		for _, imp := range imps {
+			if !owed[pkg+" "+imp] {
+				t.Errorf("%s no longer imports %s: take it out of debt", pkg, imp)
+			}
+		}
+	}
+}

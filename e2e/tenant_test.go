@@ -215,7 +215,9 @@ func TestATenantsHugePoliciesDoNotExhaustTheWriter(t *testing.T) {
 		})
 	}
 	follows(prefixA.String())
-	eventually(t, "the policies carry the record", func() (bool, string) {
+	// The policies were created holding A: the record is what the writer
+	// writes, one 700 KiB patch after another (the same wait as follows).
+	eventuallyWithin(t, 3*time.Minute, "the policies carry the record", func() (bool, string) {
 		living()
 		for _, name := range names {
 			if r := getIn(t, w, networkPolicyGVR, tn.ns, name).GetAnnotations()[dynamicprefix.AnnotationManagedCIDRs]; r != prefixA.String() {

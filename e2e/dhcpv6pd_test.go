@@ -16,6 +16,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -393,11 +394,13 @@ func TestTheSchemaServesTheDHCPv6PDFields(t *testing.T) {
 
 // TestDHCPv6PDFollowsThePinnedServer: a second ISC dhcpd on the link (the
 // rogue router's namespace) with the best Preference, 255. Without an
-// allow-list the built-in client takes the most preferred offer, as RFC 8415
-// asks (before, whichever Advertise came first won). With
-// dhcpv6pd.trustedServers naming the router's DUID, the client listens to the
-// router's server alone and the pool follows its delegation, whatever the
-// other offers.
+// allow-list the two servers are two speakers the agents cannot tell apart:
+// nothing is delegated, the DynamicPrefix says RouterConflict, and no prefix
+// of the second server's is ever current (before issue 42's rogue-server
+// fix, the built-in client took the most preferred offer, as RFC 8415 asks,
+// and the pool followed the rogue). With dhcpv6pd.trustedServers naming the
+// router's DUID, the client listens to the router's server alone and the
+// pool follows its delegation, whatever the other offers.
 func TestDHCPv6PDFollowsThePinnedServer(t *testing.T) {
 	w := newWorld(t, 2)
 	ctx := t.Context()
@@ -434,7 +437,21 @@ func TestDHCPv6PDFollowsThePinnedServer(t *testing.T) {
 			return slices.Contains(b, p.String()), fmt.Sprint(b)
 		})
 	}
-	delegatedFrom("the most preferred server's delegation", rogue.Pool)
+	eventuallyWithin(t, 2*time.Minute, "RouterConflict, and nothing current", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		if st.CurrentPrefix != "" {
+			t.Fatalf("current %s while two servers disagree", st.CurrentPrefix)
+		}
+		c := condition(st, render.RouterConflict)
+		return c == "True RouterConflict", c
+	})
+	var metric []float64
+	for _, n := range []string{"node1", "node2"} {
+		metric = append(metric, agentMetric(t, w, n, `renumber_agent_dhcpv6_conflict{link="eth0"}`))
+	}
+	if !slices.Contains(metric, 1) {
+		t.Errorf("renumber_agent_dhcpv6_conflict on node1, node2 = %v, want 1 on one", metric)
+	}
 
 	patch := fmt.Sprintf(`{"spec":{"acquisition":{"dhcpv6pd":{"trustedServers":[%q]}}}}`, real.ServerDUID())
 	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

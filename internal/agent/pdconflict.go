@@ -8,7 +8,9 @@ import (
 
 // DelegationConflict is the handler for the DHCPv6 client on link hearing
 // answers under one server's DUID contradict each other (another host
-// answers as the server; the client believed neither). The link is reported
+// answers as the server), or servers under different DUIDs offer
+// delegations (two speakers it cannot tell apart); it believed neither. The
+// client's log names the DUIDs. The link is reported
 // in conflict, as for RAs from one router address that disagree, until
 // ConflictHold passes without another. Safe from any goroutine.
 func (a *Agent) DelegationConflict(link string, at time.Time) {
@@ -24,7 +26,7 @@ func (a *Agent) markDelegationConflicts(node *digest.Node, now time.Time) time.T
 		until := at.Add(a.state.ConflictHold)
 		if !now.Before(until) {
 			delete(a.pdConflicts, link)
-			a.log.Info(link + ": DHCPv6 answers under the server's DUID agree again")
+			a.log.Info(link + ": DHCPv6 answers agree again")
 			metricPDConflict.With(link).Set(0)
 			continue
 		}
@@ -32,7 +34,7 @@ func (a *Agent) markDelegationConflicts(node *digest.Node, now time.Time) time.T
 			next = until
 		}
 		if !a.pdConflicted[link] {
-			a.log.Warn(link + ": DHCPv6 answers under the server's DUID contradict each other: another host answers as the server; holding the delegation as it was")
+			a.log.Warn(link + ": DHCPv6 answers disagree (under one server's DUID, or from two servers: see the client's log for the DUIDs); holding the delegation as it was")
 		}
 		a.pdConflicted[link] = true
 		metricPDConflict.With(link).Set(1)

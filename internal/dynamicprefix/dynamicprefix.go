@@ -113,7 +113,7 @@ type DHCPv6PD struct {
 	NodeNames []string `json:"nodeNames,omitempty"`
 	// TrustedServers (renumber addition): the DUIDs, in hex (colons
 	// allowed), of the only servers the built-in client listens to (empty:
-	// any server).
+	// any server, and two offering delegations are a conflict).
 	TrustedServers []string `json:"trustedServers,omitempty"`
 }
 

@@ -2,6 +2,7 @@ package dhcp6
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -126,4 +127,26 @@ func (t *tally) believed() []answer {
 		}
 	}
 	return out
+}
+
+// offerers are the servers that offered a delegation to the transmission,
+// or whose answers contradicted each other (the real server may be among
+// them). Two of them are two speakers the client cannot tell apart: any
+// host can answer under a DUID of its own, with Preference 255, and
+// whichever the client took, the other may be the real server. Even
+// offering the same prefix they disagree on who binds it: the Request goes
+// to one DUID alone, whose Reply may delegate anything.
+func (t *tally) offerers() []dhcpv6.DUID {
+	var out []dhcpv6.DUID
+	for _, h := range t.heard {
+		if h.lease != nil || h.contradicted {
+			out = append(out, h.server)
+		}
+	}
+	return out
+}
+
+// answered reports whether anything was heard under server's DUID.
+func (t *tally) answered(server dhcpv6.DUID) bool {
+	return slices.ContainsFunc(t.heard, func(h *heard) bool { return h.server.Equal(server) })
 }

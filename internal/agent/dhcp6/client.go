@@ -273,13 +273,26 @@ func (c *Client) bound(s *session, l *Lease) {
 
 // contradicted: answers under one server's DUID disagreed; none was taken.
 func (c *Client) contradicted(servers []dhcpv6.DUID) {
+	c.conflict("DHCPv6 answers from one server contradict each other: another host answers as the server; believing neither", servers)
+}
+
+// disagree: servers under different DUIDs offered delegations to one
+// transmission; none was taken. The log names them, so that the admin can
+// pin the real one (trustedServers).
+func (c *Client) disagree(servers []dhcpv6.DUID) {
+	c.conflict("DHCPv6 servers under different DUIDs offer delegations: two speakers the client cannot tell apart; believing neither (pin the real one in trustedServers)", servers)
+}
+
+// conflict logs why nothing was believed, once until answers agree again,
+// and reports it each time.
+func (c *Client) conflict(why string, servers []dhcpv6.DUID) {
 	if !c.conflicted {
 		c.conflicted = true
 		ids := make([]string, len(servers))
 		for i, s := range servers {
 			ids[i] = fmt.Sprintf("%x", s.ToBytes())
 		}
-		c.Log.Warn("DHCPv6 answers from one server contradict each other: another host answers as the server; believing neither", "link", c.Link, "servers", ids)
+		c.Log.Warn(why, "link", c.Link, "servers", ids)
 	}
 	if c.Conflict != nil {
 		c.Conflict(c.Clock.Now())
@@ -330,6 +343,10 @@ func (c *Client) solicit(ctx context.Context, x *exchanger, until time.Time) (*L
 	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
 	var offered *Lease
 	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, time.Time{}, c.hear(nil), func(t *tally) bool {
+		if s := t.offerers(); len(s) > 1 {
+			c.disagree(s)
+			return false
+		}
 		offered = best(t.believed())
 		return offered != nil
 	})
@@ -361,10 +378,21 @@ func (c *Client) extend(ctx context.Context, x *exchanger, l *Lease) (*Lease, er
 	}
 	var next *Lease
 	var refused error
-	// A delegation beats a refusal, and the lease's server another.
+	// The lease's server's answer beats another's; among others, a
+	// delegation beats a refusal, and two servers' delegations disagree.
 	judge := func(t *tally) bool {
 		next, refused = nil, nil
-		for _, a := range t.believed() {
+		answers := t.believed()
+		if t.answered(l.Server) {
+			// The lease's server answered a Rebind (or a host under its
+			// DUID did): another's delegation would be a second speaker's
+			// word against it.
+			answers = slices.DeleteFunc(answers, func(a answer) bool { return !a.server.Equal(l.Server) })
+		} else if s := t.offerers(); len(s) > 1 {
+			c.disagree(s)
+			return false
+		}
+		for _, a := range answers {
 			switch {
 			case a.lease != nil && (next == nil || a.server.Equal(l.Server)):
 				next = a.lease

@@ -17,8 +17,14 @@ import (
 // copier answers, as the server's DUID and 1 ms after the question (long
 // before the server), the messages for which say returns an answer.
 func copier(say func(m *dhcpv6.Message, duid dhcpv6.DUID) *dhcpv6.Message) func(*simLink, *dhcpv6.Message) {
+	return answersFirst(func(l *simLink) dhcpv6.DUID { return l.server.duid }, say)
+}
+
+// answersFirst answers, as the DUID as names and 1 ms after the question,
+// the messages for which say returns an answer.
+func answersFirst(as func(*simLink) dhcpv6.DUID, say func(m *dhcpv6.Message, duid dhcpv6.DUID) *dhcpv6.Message) func(*simLink, *dhcpv6.Message) {
 	return func(l *simLink, m *dhcpv6.Message) {
-		if a := say(m, l.server.duid); a != nil {
+		if a := say(m, as(l)); a != nil {
 			l.forge(time.Millisecond, a)
 		}
 	}

@@ -11,8 +11,10 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 )
 
-// FuzzDHCPv6Client plays the LAN adversary against the client pinned to a
-// conforming server on a simulated link. The fuzzer chooses the server's
+// FuzzDHCPv6Client plays the LAN adversary against the client on a
+// simulated link with a conforming server, pinned to it (trustedServers) or
+// trusting any server (the adversary's own DUID is then a second server the
+// client cannot tell from the real one). The fuzzer chooses the server's
 // lifetimes, its delay for each answer (within 900 ms, under collectWindow),
 // when it renumbers and how (the new prefix in the Reply, or NoBinding), and
 // every message of the adversary: its type, DUID (the server's included),
@@ -25,7 +27,8 @@ import (
 // server said; nothing is held past the valid lifetime reported; a prefix the
 // server still binds is withdrawn before the lifetime the server stated only
 // after a conflict was reported; a conflict is reported only when a message
-// under the server's DUID came from elsewhere, or the server renumbered
+// under the server's DUID (unpinned: any DUID) came from elsewhere, or the
+// server renumbered
 // between two transmissions of one exchange.
 // Liveness: once the adversary is silent, the client holds the server's
 // prefix within the longest retransmission time (REN_MAX_RT, with jitter)
@@ -34,7 +37,7 @@ import (
 // and the window.
 func FuzzDHCPv6Client(f *testing.F) {
 	// A script: one byte for the server (its valid lifetime, Preference,
-	// how it renumbers), then for each message the client sends, one byte
+	// how it renumbers, whether it is pinned), then for each message the client sends, one byte
 	// (the server's delay, a renumbering, how many forgeries) and four for
 	// each forgery (see forge).
 	const (
@@ -42,12 +45,27 @@ func FuzzDHCPv6Client(f *testing.F) {
 		shortening = "\x22" + "\x00\x01\x09\x11" // and the server's DUID, 1 ms after the question: the prefix asked for, lifetimes and timers 1 s
 		bad255     = "\x22" + "\x80\x11\x36\x66" // and the server's DUID: 2001:db8:bad::/56 for an hour, Preference 255
 		renumbers  = "\x0a"                      // the server renumbers, answering in 100 ms
+		// A rogue server under its own DUID, 1 ms after the question,
+		// Preference 255, for an hour: 2001:db8:bad::/56, or the
+		// server's own prefix (its Reply to the Request it wins then
+		// delegates the first).
+		rogue255  = "\x22" + "\x84\x11\x36\x66"
+		rogueSame = "\x22" + "\x84\x01\x36\x66"
+		unpinned  = "\x21" // no trustedServers, leases of 10 minutes
 	)
 	f.Add([]byte{0})
 	f.Add([]byte("\x01" + clean + clean + strings.Repeat(shortening, 10)))
 	f.Add([]byte("\x01" + clean + clean + shortening + strings.Repeat(bad255, 3) + strings.Repeat(shortening+bad255, 5)))
 	f.Add([]byte("\x11" + clean + clean + renumbers + strings.Repeat(shortening, 4)))
 	f.Add([]byte("\x03" + clean + clean + clean + renumbers + bad255 + bad255 + clean))
+	f.Add([]byte(unpinned + strings.Repeat(rogue255, 6)))
+	f.Add([]byte(unpinned + strings.Repeat(rogueSame+rogue255, 4)))
+	// The server's DUID copied and contradicted, and a rogue's own offer
+	// standing alone beside it.
+	f.Add([]byte(unpinned + strings.Repeat("\x42"+bad255[1:]+rogue255[1:], 4)))
+	// Renews contradicted until T2, then a rogue's delegation to the
+	// Rebind beside the server's answer.
+	f.Add([]byte(unpinned + clean + clean + strings.Repeat(shortening, 12) + strings.Repeat("\x4a"+shortening[1:]+rogue255[1:], 4)))
 	f.Fuzz(func(t *testing.T, script []byte) {
 		m := newModel(t, script)
 		m.run.run(t)
@@ -111,6 +129,11 @@ func newModel(t *testing.T, script []byte) *model {
 		}
 	}
 	m.run = newSimRun(t, m.l)
+	if cfg&0x20 != 0 {
+		// No trustedServers: a forger under its own DUID is a second
+		// server, which the client cannot tell from the real one.
+		m.run.c.Servers, m.l.anyServer = nil, true
+	}
 	m.checks()
 	return m
 }

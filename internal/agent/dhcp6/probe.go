@@ -59,6 +59,7 @@ func (p *Prober) Run(ctx context.Context) netip.Prefix {
 			p.Log.Debug("DHCPv6 confirmation probe heard nothing to believe", "link", p.Link, "err", err)
 		default:
 			failures.Reset()
+			c.conflicted = false
 			if offered.IsValid() && offered != l.Prefix {
 				p.Report(offered, 0, true, l.At)
 			}

@@ -27,7 +27,12 @@ import (
 // is offered), and one liar whose digest the fuzzer writes at every step. The
 // fuzzer also renumbers the server, turns any node NotReady and back (the liar
 // may be first by name, so it becomes the client by being first Ready, or by
-// handover), and lets time pass (past ConfirmWithin: the roles rotate).
+// handover), lets time pass (past ConfirmWithin: the roles rotate), and
+// starts or stops a second server on the link (a rogue under its own DUID,
+// no trustedServers): a Solicit it hears answered by two servers, an honest
+// agent takes nothing (dhcp6's two-server rule), so the confirmer is offered
+// nothing and a client without a delegation gets none; a Renew names the
+// server, and the rogue's answer to it is not heard.
 //
 // After every pass (the status fed back through the writer's real status
 // patch, merged as the API server merges it):
@@ -40,9 +45,10 @@ import (
 //     status names a disagreement) while the lapsed prefix is current;
 //   - liveness: when the client and the confirmer named are honest and Ready
 //     and both hold and are offered the server's binding, the next pass
-//     follows it; and at the end of the script, with two honest nodes
-//     Ready acting at every pass, the binding is followed within a bound
-//     that grows with the nodes (ConfirmWithin each: the rotation).
+//     follows it; and at the end of the script, the rogue silent and two
+//     honest nodes Ready acting at every pass, the binding is followed
+//     within a bound that grows with the nodes (ConfirmWithin each: the
+//     rotation).
 type pdWorld struct {
 	now     time.Time
 	bind    netip.Prefix          // the server's binding now (invalid: it lapsed)
@@ -55,6 +61,7 @@ type pdWorld struct {
 	ballot  *Ballot
 	m       api.Model
 	st      api.Status
+	rogue   bool // a second server answers Solicits
 }
 
 type pdAgent struct {
@@ -120,10 +127,21 @@ func (w *pdWorld) act(i int) {
 	h := w.honest[i]
 	client, confirmer := w.roles()
 	if h.name == client {
-		h.held, w.renewed = w.server(), w.now
+		if w.rogue && !h.held.IsValid() {
+			// It solicits, and two servers answer: nothing is taken.
+			h.held = netip.Prefix{}
+		} else {
+			// It renews what it holds (the Renew names the server; the
+			// Reply gives the binding the server has now), or solicits
+			// and requests.
+			h.held, w.renewed = w.server(), w.now
+		}
 	}
 	if h.name == confirmer {
 		h.offered = w.server()
+		if w.rogue {
+			h.offered = netip.Prefix{}
+		}
 	}
 }
 
@@ -239,8 +257,12 @@ func (w *pdWorld) run(t *testing.T, s *[]byte) {
 			w.serial++
 			w.bind, w.renewed = serverPrefix(w.serial), w.now
 			w.gave[w.bind] = true
-		case 2: // an honest agent acts on its role
-			w.act(int(next(s)) % len(w.honest))
+		case 2: // an honest agent acts on its role, or (top bit) a rogue server starts or stops
+			if i := next(s); i&0x80 != 0 {
+				w.rogue = !w.rogue
+			} else {
+				w.act(int(i) % len(w.honest))
+			}
 		case 3: // every honest agent does
 			for i := range w.honest {
 				w.act(i)
@@ -275,6 +297,7 @@ func (w *pdWorld) converge(t *testing.T) {
 	if ready < 2 {
 		return
 	}
+	w.rogue = false
 	const pass = 30 * time.Second
 	start := w.now
 	bound := pdValid + time.Duration(len(w.honest)+3)*ConfirmWithin + 4*pass

@@ -193,7 +193,7 @@ func ConflictMessage(nodes []string) string {
 	if len(nodes) > show {
 		list += fmt.Sprintf(" and %d more", len(nodes)-show)
 	}
-	return "node(s) " + list + " hear their router or DHCPv6 server contradict itself (router advertisements from one router address, or DHCPv6 answers under one server DUID, that disagree: another host on the link speaks as it?); the last agreed prefix holds until they agree again"
+	return "node(s) " + list + " hear their router or DHCPv6 server contradict itself (router advertisements from one router address, or DHCPv6 answers under one server DUID, that disagree: another host on the link speaks as it?), or two DHCPv6 servers offer delegations (without trustedServers; the agents' log names both DUIDs: pin the real one); the last agreed prefix holds until they agree again"
 }
 
 // InConflict reports whether st has RouterConflict True.

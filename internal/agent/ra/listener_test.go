@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ type heard struct {
 }
 
 type report struct {
-	kind string // "read" or "lost"
+	kind string // "read", "lost", "solicited" or "reopened"
 	at   time.Time
 }
 
@@ -148,6 +149,7 @@ func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan repor
 		Solicited: func(_ string, at time.Time) { send(report{"solicited", at}) },
 		Read:      func(_ string, at time.Time) { send(report{"read", at}) },
 		Lost:      func(_ string, at time.Time) { send(report{"lost", at}) },
+		Reopened:  func(_ string, at time.Time) { send(report{"reopened", at}) },
 	}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	done := make(chan struct{})
 	v.in(t, func() { l.Run(ctx); close(done) })
@@ -294,6 +296,47 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 	}
 	if !lost || handed >= flood {
 		t.Fatalf("handed over %d of %d RAs, lost reported: %v; want fewer handed and the loss reported", handed, flood, lost)
+	}
+}
+
+// A socket reopened (a restart asked, as when the link comes up) reports the
+// gap since the last one closed - nothing queued what arrived in it, and a
+// router's contradiction may have been there - and then its own
+// solicitation, not one the last socket sent (its answer may have come in
+// the gap). The first socket reports no gap: there was no socket before.
+func TestAReopenedSocketReportsTheGap(t *testing.T) {
+	v := newVethLink(t)
+	l, _, reports := startListener(t, v)
+	var got []string
+	for r := range reports {
+		got = append(got, r.kind)
+		if r.kind == "solicited" {
+			break
+		}
+	}
+	if slices.Contains(got, "reopened") {
+		t.Fatalf("the first socket reported %v", got)
+	}
+	restarted := time.Now()
+	l.Restart()
+	never := time.After(time.Minute) // the listener reopens at once
+	var reopened time.Time
+	for {
+		select {
+		case r := <-reports:
+			switch {
+			case r.kind == "reopened" && r.at.Before(restarted):
+				t.Fatalf("reopened at %s, before the restart at %s", r.at.Format(time.StampNano), restarted.Format(time.StampNano))
+			case r.kind == "reopened":
+				reopened = r.at
+			case r.kind == "solicited" && r.at.Before(reopened):
+				t.Fatalf("solicited at %s reported after the reopen at %s", r.at.Format(time.StampNano), reopened.Format(time.StampNano))
+			case r.kind == "solicited" && !reopened.IsZero():
+				return
+			}
+		case <-never:
+			t.Fatalf("no reopen and solicitation reported after the restart (reopened at %s)", reopened.Format(time.StampNano))
+		}
 	}
 }
 

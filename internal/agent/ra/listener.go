@@ -61,6 +61,9 @@ type Listener struct {
 	sync   atomic.Bool
 	connMu sync.Mutex
 	conn   *conn
+	// openedAt: when the session of conn began (before it looked the
+	// link up).
+	openedAt time.Time
 	// sent: a solicitation sent and not yet reported (at the next Read).
 	sent struct {
 		sync.Mutex
@@ -129,9 +132,19 @@ func (l *Listener) Sync() {
 	}
 }
 
-// Restart makes the listener reopen its socket and solicit at once: the link came
-// back up, or was re-created with a new index.
-func (l *Listener) Restart() {
+// Restart makes the listener reopen its socket and solicit at once: the link
+// came up at since, or was re-created. A socket opened at or after since is on
+// the link as it is then, and solicited as it opened: it is kept. The kernel's
+// first listing reports every link up as the agent starts, a moment after the
+// first socket opened; reopening that socket forgot what it had read
+// (observe.State.Reopened), the router's answer to its solicitation too.
+func (l *Listener) Restart(since time.Time) {
+	l.connMu.Lock()
+	current := l.conn != nil && !l.openedAt.Before(since)
+	l.connMu.Unlock()
+	if current {
+		return
+	}
 	select {
 	case l.restart <- struct{}{}:
 	default:
@@ -173,6 +186,7 @@ func (l *Listener) Run(ctx context.Context) {
 var errRestart = errors.New("ra: restart requested")
 
 func (l *Listener) session(ctx context.Context) error {
+	began := l.Clock.Now()
 	ifi, err := net.InterfaceByName(l.Link)
 	if err != nil {
 		return fmt.Errorf("ra: %w", err)
@@ -189,7 +203,7 @@ func (l *Listener) session(ctx context.Context) error {
 	closeConn := func() { closeOnce.Do(func() { c.Close() }) }
 	defer closeConn()
 	l.connMu.Lock()
-	l.conn = c
+	l.conn, l.openedAt = c, began
 	l.connMu.Unlock()
 	defer func() {
 		l.connMu.Lock()

@@ -26,9 +26,7 @@ type Publisher interface{ Want(string) }
 // Listener is what the agent needs of an RA listener.
 type Listener interface {
 	Run(ctx context.Context)
-	// Restart reopens the listener's socket unless it was opened at or
-	// after since (the link came up, or was re-created, then).
-	Restart(since time.Time)
+	Restart()
 	// Solicit sends a Router Solicitation soon, and reports it sent through
 	// the solicited handler.
 	Solicit()
@@ -193,13 +191,12 @@ func (a *Agent) Delegated(p netip.Prefix, valid time.Duration, removed bool, at 
 }
 
 // Link records a link going down or up; on up it restarts the link's RA
-// listener so it solicits at once (a socket opened since is kept). Safe from
-// any goroutine.
+// listener so it solicits at once. Safe from any goroutine.
 func (a *Agent) Link(link string, up bool, at time.Time) {
 	a.events <- func() {
 		a.state.Link(link, up, at)
 		if r, ok := a.listeners[link]; ok && up {
-			r.l.Restart(at)
+			r.l.Restart()
 		}
 	}
 }

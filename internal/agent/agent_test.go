@@ -44,7 +44,7 @@ func (r *recorder) values() []string {
 type idleListener struct{}
 
 func (idleListener) Run(ctx context.Context) { <-ctx.Done() }
-func (idleListener) Restart(time.Time)       {}
+func (idleListener) Restart()                {}
 func (idleListener) Solicit()                {}
 func (idleListener) Sync()                   {}
 

@@ -61,9 +61,6 @@ type Listener struct {
 	sync   atomic.Bool
 	connMu sync.Mutex
 	conn   *conn
-	// openedAt: when the session of conn began (before it looked the
-	// link up).
-	openedAt time.Time
 	// sent: a solicitation sent and not yet reported (at the next Read).
 	sent struct {
 		sync.Mutex
@@ -132,19 +129,9 @@ func (l *Listener) Sync() {
 	}
 }
 
-// Restart makes the listener reopen its socket and solicit at once: the link
-// came up at since, or was re-created. A socket opened at or after since is on
-// the link as it is then, and solicited as it opened: it is kept. The kernel's
-// first listing reports every link up as the agent starts, a moment after the
-// first socket opened; reopening that socket forgot what it had read
-// (observe.State.Reopened), the router's answer to its solicitation too.
-func (l *Listener) Restart(since time.Time) {
-	l.connMu.Lock()
-	current := l.conn != nil && !l.openedAt.Before(since)
-	l.connMu.Unlock()
-	if current {
-		return
-	}
+// Restart makes the listener reopen its socket and solicit at once: the link came
+// back up, or was re-created with a new index.
+func (l *Listener) Restart() {
 	select {
 	case l.restart <- struct{}{}:
 	default:
@@ -186,7 +173,6 @@ func (l *Listener) Run(ctx context.Context) {
 var errRestart = errors.New("ra: restart requested")
 
 func (l *Listener) session(ctx context.Context) error {
-	began := l.Clock.Now()
 	ifi, err := net.InterfaceByName(l.Link)
 	if err != nil {
 		return fmt.Errorf("ra: %w", err)
@@ -203,7 +189,7 @@ func (l *Listener) session(ctx context.Context) error {
 	closeConn := func() { closeOnce.Do(func() { c.Close() }) }
 	defer closeConn()
 	l.connMu.Lock()
-	l.conn, l.openedAt = c, began
+	l.conn = c
 	l.connMu.Unlock()
 	defer func() {
 		l.connMu.Lock()

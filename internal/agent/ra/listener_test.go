@@ -318,7 +318,7 @@ func TestAReopenedSocketReportsTheGap(t *testing.T) {
 		t.Fatalf("the first socket reported %v", got)
 	}
 	restarted := time.Now()
-	l.Restart(restarted)
+	l.Restart()
 	never := time.After(time.Minute) // the listener reopens at once
 	var reopened time.Time
 	for {
@@ -398,36 +398,5 @@ func firstHandedOver(t *testing.T, tx *ndp.Conn, ras chan heard) {
 			continue
 		}
 		break
-	}
-}
-
-// Restart reopens a socket opened before the link came up (or was
-// re-created), and cuts short the wait for one when none is open; a socket
-// opened since is kept - reopened, it would forget what it read (the kernel's
-// first listing reports the link up just after the first socket opened).
-func TestRestartKeepsASocketOpenedSince(t *testing.T) {
-	up := time.Unix(1000, 0)
-	tests := []struct {
-		name     string
-		open     bool
-		openedAt time.Time
-		want     bool // reopened
-	}{
-		{"no socket open", false, time.Time{}, true},
-		{"opened before the link came up", true, up.Add(-time.Millisecond), true},
-		{"opened as it came up", true, up, false},
-		{"opened after", true, up.Add(time.Millisecond), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l := NewListener("rx", Reports{}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if tt.open {
-				l.conn, l.openedAt = &conn{}, tt.openedAt
-			}
-			l.Restart(up)
-			if got := len(l.restart) == 1; got != tt.want {
-				t.Errorf("reopened: %v, want %v", got, tt.want)
-			}
-		})
 	}
 }

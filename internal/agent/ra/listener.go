@@ -185,6 +185,11 @@ func (l *Listener) session(ctx context.Context) error {
 		l.reopened()
 	}
 	l.opened = true
+	// The solicitor below is waited for once the socket is closed: a
+	// solicitation it recorded after the next socket opened would pass for
+	// one the next socket sent (reopened).
+	var solicitor sync.WaitGroup
+	defer solicitor.Wait()
 	var closeOnce sync.Once
 	closeConn := func() { closeOnce.Do(func() { c.Close() }) }
 	defer closeConn()
@@ -203,7 +208,9 @@ func (l *Listener) session(ctx context.Context) error {
 	var mu sync.Mutex
 	// Solicitations go out from here, beside the reads (the socket is safe
 	// for a reader and a writer at once).
+	solicitor.Add(1)
 	go func() {
+		defer solicitor.Done()
 		for {
 			select {
 			case <-ctx.Done():

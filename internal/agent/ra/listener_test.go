@@ -25,7 +25,8 @@ import (
 // vethLink is a veth pair in a network namespace the test made: the listener
 // reads on "rx", the test speaks as a router on "tx". No packet leaves it.
 type vethLink struct {
-	ns netns.NsHandle
+	ns   netns.NsHandle
+	name string
 }
 
 func newVethLink(t *testing.T) *vethLink {
@@ -52,7 +53,23 @@ func newVethLink(t *testing.T) *vethLink {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	return &vethLink{ns: ns}
+	return &vethLink{ns: ns, name: name}
+}
+
+// recreate deletes the veth pair and makes it again under the same names
+// (new indexes), as when an uplink is re-created.
+func (v *vethLink) recreate(t *testing.T) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"link", "del", "rx"},
+		{"link", "add", "rx", "type", "veth", "peer", "name", "tx"},
+		{"link", "set", "dev", "rx", "up"},
+		{"link", "set", "dev", "tx", "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", v.name}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
 }
 
 // in runs f on a thread in the namespace (sockets stay in the namespace
@@ -336,6 +353,34 @@ func TestAReopenedSocketReportsTheGap(t *testing.T) {
 			}
 		case <-never:
 			t.Fatalf("no reopen and solicitation reported after the restart (reopened at %s)", reopened.Format(time.StampNano))
+		}
+	}
+}
+
+// A link re-created under its name (a new index) is listened on at the first
+// attempt after the restart: the socket's zone was the link's name, whose
+// index Go caches for up to a minute, and every attempt failed with ENODEV
+// until the cache ran out (the agent deaf for 60-70 s in the world).
+func TestARecreatedLinkIsListenedOnAtOnce(t *testing.T) {
+	v := newVethLink(t)
+	l, _, reports := startListener(t, v)
+	solicitedAfterRead(t, reports)
+	v.recreate(t)
+	failures := metricErrors.With("rx").Value()
+	l.Restart()
+	never := time.After(time.Minute)
+	for {
+		select {
+		case r := <-reports:
+			if r.kind != "reopened" {
+				continue
+			}
+			if n := metricErrors.With("rx").Value() - failures; n != 0 {
+				t.Errorf("%d attempts failed before the listener opened on the re-created link", n)
+			}
+			return
+		case <-never:
+			t.Fatalf("never reopened; %d attempts failed", metricErrors.With("rx").Value()-failures)
 		}
 	}
 }

@@ -45,6 +45,8 @@ type Reports struct {
 	Read func(link string, at time.Time)
 	// Lost: the kernel dropped RAs that arrived before at.
 	Lost func(link string, at time.Time)
+	// Reopened: a socket opened at at after another closed.
+	Reopened func(link string, at time.Time)
 }
 
 // NewListener makes the RA listener for one link.
@@ -278,7 +280,7 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		l := a.newListener(link, Reports{Heard: a.Heard, Solicited: a.Solicited, Read: a.Read, Lost: a.Lost})
+		l := a.newListener(link, Reports{Heard: a.Heard, Solicited: a.Solicited, Read: a.Read, Lost: a.Lost, Reopened: a.Reopened})
 		a.listeners[link] = listenerRun{l: l, cancel: cancel}
 		go l.Run(ctx)
 	}

@@ -115,3 +115,40 @@ func TestALateFirstRAIsWaitedForNotPublishedTwice(t *testing.T) {
 		t.Errorf("published %q, want one publication", got)
 	}
 }
+
+// An agent restarted on an unchanged network reopens its listener's socket
+// at once (the kernel's first listing reports the link up): the change the
+// router's answer to the first socket's solicitation made is forgotten, and
+// the router answers the second. The reopen is the agent's own doing, no
+// second speaker: the digest the Node carries is published unchanged, no
+// conflict in it (as Lost, the e2e restart wrote a conflict).
+func TestARestartedAgentsReopenWritesNoConflict(t *testing.T) {
+	const published = "v1;eth0=2001:db8:a::/64 p ra"
+	a, rec, clk, asked := startWith(t, Config{StartupGrace: 5 * time.Second, Corroboration: observe.DefaultCorroboration}, published)
+	sync_(a)
+	ra := []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}}
+	// The first socket: the router's multicast RA, the agent's
+	// solicitation, its answer.
+	a.RA("eth0", router, clk.Now(), ra)
+	sync_(a)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	a.Heard("eth0", router, clk.Now(), ra, false)
+	sync_(a)
+	// The second socket, open: it solicits, and the router answers.
+	clk.Step(time.Millisecond)
+	a.Reopened("eth0", clk.Now())
+	clk.Step(time.Millisecond)
+	a.Solicited("eth0", clk.Now())
+	clk.Step(time.Millisecond)
+	a.Heard("eth0", router, clk.Now(), ra, false)
+	sync_(a)
+	for range 4 {
+		clk.Step(fullWindow)
+		sync_(a)
+	}
+	waitPublished(t, rec, clk, published)
+	if got := rec.values(); !slices.Equal(got, []string{published}) {
+		t.Errorf("published %q, want the unchanged %q alone", got, published)
+	}
+}

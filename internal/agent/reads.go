@@ -16,6 +16,13 @@ func (a *Agent) Lost(link string, at time.Time) {
 	a.events <- func() { a.state.Lost(link, at) }
 }
 
+// Reopened is the handler for a listener's report that it opened a socket on
+// link at at after another closed: RAs that arrived in between went unread.
+// Safe from any goroutine.
+func (a *Agent) Reopened(link string, at time.Time) {
+	a.events <- func() { a.state.Reopened(link, at) }
+}
+
 // lagReport is how long a window may wait for the listener to read up to its
 // end before the lag is logged: longer than a burst the socket drains at once,
 // short enough that a flood that holds changes back is seen.

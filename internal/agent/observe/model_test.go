@@ -34,6 +34,16 @@ import (
 // offer (so a multicasting router seems to unicast its answers), or solicit
 // the router itself. It cannot silence the router.
 //
+// Not the adversary's doing, the fuzzer may also close the listener's socket
+// and open another after a gap (a session failed and retried, a restart):
+// what the old socket queued unread is lost with it, what arrives in the gap
+// is queued nowhere, the new socket reports the gap (Reopened) and solicits.
+// A renumbering then lands within landing of the reopen. A contradiction is
+// not owed as a conflict if the gap may have forgotten it, nor if spoken
+// within landing of the reopen: the agent, having forgotten what was
+// pending, may hold nothing the word contradicts until the router speaks
+// again (a withdrawal of a prefix not yet believed changes nothing).
+//
 // After every step: safety - a router that multicasts its answers is never
 // taken for one that unicasts them (its window would end before its
 // answer), and everything believed of the router's address is
@@ -110,7 +120,10 @@ type model struct {
 	land time.Time
 	// conflictBy: a contradiction of the router's offer to be reported by then.
 	conflictBy time.Time
-	steps      int
+	// gap: no socket is open until then (zero: one is); reopened: when one
+	// last opened after a gap.
+	gap, reopened time.Time
+	steps         int
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -137,6 +150,10 @@ func (m *model) delay() time.Duration {
 // arrive queues a word arriving at now; the agent reads it after a delay in
 // [0, maxReadDelay] the fuzzer chooses, and after every word before it.
 func (m *model) arrive(prefixes []RAPrefix, multicast bool) {
+	if m.now.Before(m.gap) {
+		m.tracef("no socket: the word is queued nowhere")
+		return
+	}
 	m.jitter++
 	var b byte
 	if len(m.input) > 0 {
@@ -152,6 +169,9 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) {
 // read hands the agent every word whose reading time came, stamped when it
 // arrived; with nothing left unread, the link is read up to now.
 func (m *model) read() {
+	if m.now.Before(m.gap) {
+		return // no socket: nothing is read, nor reported read
+	}
 	for len(m.unread) > 0 && !m.unread[0].readAt.After(m.now) {
 		a := m.unread[0]
 		m.unread = m.unread[1:]
@@ -236,7 +256,7 @@ func (m *model) runUntil(t time.Time) {
 		if len(m.unread) > 0 {
 			readAt = m.unread[0].readAt
 		}
-		for _, c := range []time.Time{solicitAt, m.land, m.conflictBy, readAt} {
+		for _, c := range []time.Time{solicitAt, m.land, m.conflictBy, readAt, m.gap} {
 			if !c.IsZero() && c.After(m.now) && c.Before(at) {
 				at = c
 			}
@@ -251,6 +271,7 @@ func (m *model) runUntil(t time.Time) {
 			stuck = 0
 		}
 		m.now = later(m.now, at)
+		m.reopenDue()
 		switch {
 		case !r.answerAt.IsZero() && !r.answerAt.After(m.now):
 			mc := r.answerMcast
@@ -268,23 +289,61 @@ func (m *model) runUntil(t time.Time) {
 // solicit sends the solicitation due at now, if any, and returns when the
 // next one is.
 func (m *model) solicit() time.Time {
+	if m.now.Before(m.gap) {
+		return time.Time{} // no socket: the next one solicits as it opens
+	}
 	due, next := m.s.Solicit(m.now)
 	if len(due) > 0 {
 		m.tracef("agent solicits")
-		m.s.Solicited("eth0", m.now)
-		m.solicited()
-		if m.echo {
-			m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
-			m.tracef("adversary answers at once")
-			m.lastAdversary = m.now
-			m.s.Heard("eth0", routerA, m.now, m.r.stating().prefixes, false)
-		}
+		m.sendSolicitation()
 	}
 	return next
 }
 
+// sendSolicitation: the listener's solicitation goes out at now, and is
+// reported; the router hears it, and the adversary answers it if it does.
+func (m *model) sendSolicitation() {
+	m.s.Solicited("eth0", m.now)
+	m.solicited()
+	if m.echo {
+		m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
+		m.tracef("adversary answers at once")
+		m.lastAdversary = m.now
+		m.s.Heard("eth0", routerA, m.now, m.r.stating().prefixes, false)
+	}
+}
+
+// closeSocket: the listener's socket closes for gap; what it queued unread
+// is lost with it.
+func (m *model) closeSocket(gap time.Duration) {
+	m.tracef("listener closes its socket for %s, %d words unread", gap, len(m.unread))
+	m.unread = nil
+	m.gap = m.now.Add(gap)
+	m.conflictBy = time.Time{}
+}
+
+// reopenDue opens the socket whose gap ended by now.
+func (m *model) reopenDue() {
+	if !m.gap.IsZero() && !m.now.Before(m.gap) {
+		m.reopen()
+	}
+}
+
+// reopen: at the gap's end a socket opens, reports the gap and solicits.
+func (m *model) reopen() {
+	m.gap, m.reopened = time.Time{}, m.now
+	m.tracef("listener reopens its socket")
+	m.s.Reopened("eth0", m.now)
+	m.now = m.now.Add(time.Nanosecond) // the solicitation goes out after the socket opened
+	m.sendSolicitation()
+	if !m.land.IsZero() {
+		m.land = later(m.land, m.now.Add(landing))
+	}
+}
+
 // agent does what the agent's loop does at now, then checks.
 func (m *model) agent() {
+	m.reopenDue()
 	m.read()
 	m.solicit()
 	m.s.Snapshot(m.now)
@@ -402,6 +461,10 @@ func (m *model) adversary() {
 			m.echo = !m.echo
 			break
 		}
+		if op&0x40 != 0 && m.gap.IsZero() { // not the adversary: the listener reopens its socket
+			m.closeSocket(time.Duration(m.next()+1) * 20 * time.Millisecond)
+			break
+		}
 		m.solicited() // the adversary solicits the router
 	case 6: // the router renumbers
 		m.renumber(op&0x10 != 0)
@@ -414,8 +477,13 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	if len(ps) == 0 {
 		return
 	}
+	m.reopenDue()
 	m.lastAdversary = m.now
 	m.tracef("adversary says %v multicast=%v", ps, multicast)
+	if m.now.Before(m.gap) {
+		m.arrive(ps, multicast) // queued nowhere
+		return
+	}
 	w := newWord(m.now, ps, true)
 	// A word that contradicts the router's offer and would change what
 	// believing that offer left (omitting a deprecated prefix does not).
@@ -424,7 +492,8 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	router.RA("eth0", routerA, m.now, m.r.stating().prefixes)
 	router.Corroboration = DefaultCorroboration
 	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, true), w)
-	if contradicts && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() {
+	owed := m.reopened.IsZero() || !m.now.Before(m.reopened.Add(landing))
+	if contradicts && owed && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() {
 		m.conflictBy = m.now.Add(landing)
 	}
 	m.arrive(ps, multicast)

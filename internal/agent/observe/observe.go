@@ -335,7 +335,7 @@ func (s *State) Link(name string, up bool, now time.Time) {
 		// Whatever the router said while the link was down went unheard,
 		// and an empty socket would read as a window passed with nothing
 		// contradicting it.
-		s.forget(name, now, false)
+		s.forget(name, now, reportChanges)
 	}
 	if up && l.down {
 		l.upAt = now

@@ -36,8 +36,8 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 
 // Lost records that the kernel dropped RAs on the link before at (its
 // socket's queue overflowed), or (forget) that the link heard nothing for a
-// while (it went down or came up: the router spoke unheard): what they said
-// is unknown.
+// while (it went down or came up, or its listener reopened its socket: the
+// router spoke unheard): what they said is unknown.
 //   - A contradiction of any proposal may be among them, so every proposal
 //     waiting is dropped (a router that means it says it again); on a drop its
 //     router is reported in conflict for ConflictHold: whoever keeps the
@@ -46,25 +46,54 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 //     taken to have multicast at at: a router that multicasts its answers may
 //     hold one until 3.5 s after it (multicastBy), however long ago the last
 //     multicast RA the agent read.
+//   - The answer to a solicitation sent before at may be among them, so every
+//     address is taken to have spoken at at: a word after it is no answer to
+//     that solicitation (a spoofer's would be put to the router by one whose
+//     answer went unheard), only to one sent later.
 //   - An answer to a probe may be among them, so no probe of how an address
 //     answers concludes on what was left; a probe lost counts as one spoiled
 //     (reprobeAt: at most maxReprobes in a row).
-func (s *State) Lost(name string, at time.Time) { s.forget(name, at, true) }
+func (s *State) Lost(name string, at time.Time) { s.forget(name, at, reportAll) }
 
-// forget is Lost; report says whether a router's mere refresh it forgets
-// (its offer re-sent, lifetimes moved on) puts the router in conflict too:
-// on a kernel drop yes (whoever overflows the queue holds refreshes back as
-// well), on the link going down or up no (radvd re-sends every few seconds,
-// and a link flap would write a conflict for a minute). A change forgotten
-// always does.
-func (s *State) forget(name string, at time.Time, report bool) {
+// Reopened records that the link's listener opened a socket at at after
+// another closed: RAs that arrived in between were queued nowhere. It forgets
+// as Lost does, but reports no router in conflict, not even for a change it
+// forgets. A reopen is the agent's own doing (a session it retried, a restart
+// it asked for when the link came up or was re-created), no sign of a second
+// speaker, and nothing on the link can force one (a message from the link
+// ends no session: a bad one is ignored, a flood is dropped and counted); what
+// it forgets the router says again at once, since every socket opened
+// solicits. Reported, every agent start would have written a conflict: the
+// kernel's first listing reports the link up, which restarted the listener
+// within a millisecond of its first socket, and the proposal made of the
+// router's answer to that socket's solicitation was forgotten in conflict.
+func (s *State) Reopened(name string, at time.Time) { s.forget(name, at, reportNone) }
+
+// reporting says which routers forget puts in conflict for a proposal it
+// drops.
+type reporting int
+
+const (
+	// reportAll: every one (a kernel drop: whoever overflows the queue
+	// holds a router's mere refresh back as well).
+	reportAll reporting = iota
+	// reportChanges: a router's change, not its mere refresh (its offer
+	// re-sent, lifetimes moved on): the link going down or up (radvd
+	// re-sends every few seconds, and a link flap would write a conflict
+	// for a minute).
+	reportChanges
+	// reportNone: none (a reopened socket, Reopened).
+	reportNone
+)
+
+func (s *State) forget(name string, at time.Time, rep reporting) {
 	l := s.links[name]
 	if l == nil {
 		return
 	}
 	for r, sp := range l.speakers {
 		if p := sp.pending; p != nil && !p.heard.After(at) {
-			if report || !p.resend {
+			if rep == reportAll || rep == reportChanges && !p.resend {
 				sp.conflictUntil = later(sp.conflictUntil, at.Add(s.ConflictHold))
 			}
 			sp.pending = nil
@@ -75,6 +104,7 @@ func (s *State) forget(name string, at time.Time, report bool) {
 	}
 	l.voiceFloor = later(l.voiceFloor, at)
 	for _, v := range l.voices {
+		v.last = later(v.last, at)
 		v.lastMcast = later(v.lastMcast, at)
 		if !v.probe.asked.IsZero() {
 			v.ambiguous++

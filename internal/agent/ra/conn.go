@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -49,7 +50,11 @@ func listen(ifi *net.Interface) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, err := net.ListenIP("ip6:ipv6-icmp", &net.IPAddr{IP: src.AsSlice(), Zone: ifi.Name})
+	// The zone by index, not by name: Go caches names' indexes for up to a
+	// minute, and a link re-created under its name was ENODEV to the
+	// listener until the cache ran out (every reopen after a re-creation
+	// failed for 60-70 s in TestAgentFollowsTheRouter).
+	ic, err := net.ListenIP("ip6:ipv6-icmp", &net.IPAddr{IP: src.AsSlice(), Zone: zone(ifi)})
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +112,9 @@ func (c *conn) setup() error {
 	return nil
 }
 
+// zone is ifi's index as a zone (listen).
+func zone(ifi *net.Interface) string { return strconv.Itoa(ifi.Index) }
+
 func linkLocal(ifi *net.Interface) (netip.Addr, error) {
 	addrs, err := ifi.Addrs()
 	if err != nil {
@@ -139,7 +147,7 @@ func (c *conn) solicit() error {
 		return err
 	}
 	cm := &ipv6.ControlMessage{HopLimit: ndp.HopLimit, Src: c.src.AsSlice(), IfIndex: c.ifi.Index}
-	_, err = c.pc.WriteTo(b, cm, &net.IPAddr{IP: allRouters.AsSlice(), Zone: c.ifi.Name})
+	_, err = c.pc.WriteTo(b, cm, &net.IPAddr{IP: allRouters.AsSlice(), Zone: zone(c.ifi)})
 	return err
 }
 

@@ -39,6 +39,9 @@ type Reports struct {
 	// Lost is told that the kernel dropped RAs that arrived before at (the
 	// socket's queue was full).
 	Lost func(link string, at time.Time)
+	// Reopened is told that a socket opened at at after another closed:
+	// RAs that arrived in between were queued nowhere.
+	Reopened func(link string, at time.Time)
 }
 
 // Listener reads RAs on one link until its context ends.
@@ -65,6 +68,8 @@ type Listener struct {
 	}
 	// badSeen: the ignored options already logged (router and reason).
 	badSeen map[string]bool
+	// opened: a socket was open before (the next one reports Reopened).
+	opened bool
 }
 
 // maxBadSeen bounds badSeen: sources are whatever a host on the link puts in
@@ -176,6 +181,15 @@ func (l *Listener) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ra: listening on %s: %w", l.Link, err)
 	}
+	if l.opened {
+		l.reopened()
+	}
+	l.opened = true
+	// The solicitor below is waited for once the socket is closed: a
+	// solicitation it recorded after the next socket opened would pass for
+	// one the next socket sent (reopened).
+	var solicitor sync.WaitGroup
+	defer solicitor.Wait()
 	var closeOnce sync.Once
 	closeConn := func() { closeOnce.Do(func() { c.Close() }) }
 	defer closeConn()
@@ -194,7 +208,9 @@ func (l *Listener) session(ctx context.Context) error {
 	var mu sync.Mutex
 	// Solicitations go out from here, beside the reads (the socket is safe
 	// for a reader and a writer at once).
+	solicitor.Add(1)
 	go func() {
+		defer solicitor.Done()
 		for {
 			select {
 			case <-ctx.Done():
@@ -259,6 +275,20 @@ func (l *Listener) session(ctx context.Context) error {
 			l.badOption(p.from.WithZone(""), e)
 		}
 		l.Handle(l.Link, p.from.WithZone(""), at, prefixes, p.multicast)
+	}
+}
+
+// reopened reports, once a socket is open after another, that RAs that
+// arrived before now may have gone unread (the new socket queues from its
+// opening on). A solicitation the last socket sent and did not report is
+// dropped: its answer may have come in between, and a word read now is no
+// answer to it (the new socket solicits at once).
+func (l *Listener) reopened() {
+	l.sent.Lock()
+	l.sent.at = time.Time{}
+	l.sent.Unlock()
+	if l.Reports.Reopened != nil {
+		l.Reports.Reopened(l.Link, l.Clock.Now())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // vethLink is a veth pair in a network namespace the test made: the listener
 // reads on "rx", the test speaks as a router on "tx". No packet leaves it.
 type vethLink struct {
-	ns netns.NsHandle
+	ns   netns.NsHandle
+	name string
 }
 
 func newVethLink(t *testing.T) *vethLink {
@@ -51,7 +53,23 @@ func newVethLink(t *testing.T) *vethLink {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	return &vethLink{ns: ns}
+	return &vethLink{ns: ns, name: name}
+}
+
+// recreate deletes the veth pair and makes it again under the same names
+// (new indexes), as when an uplink is re-created.
+func (v *vethLink) recreate(t *testing.T) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"link", "del", "rx"},
+		{"link", "add", "rx", "type", "veth", "peer", "name", "tx"},
+		{"link", "set", "dev", "rx", "up"},
+		{"link", "set", "dev", "tx", "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", v.name}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
 }
 
 // in runs f on a thread in the namespace (sockets stay in the namespace
@@ -116,7 +134,7 @@ type heard struct {
 }
 
 type report struct {
-	kind string // "read" or "lost"
+	kind string // "read", "lost", "solicited" or "reopened"
 	at   time.Time
 }
 
@@ -148,6 +166,7 @@ func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan repor
 		Solicited: func(_ string, at time.Time) { send(report{"solicited", at}) },
 		Read:      func(_ string, at time.Time) { send(report{"read", at}) },
 		Lost:      func(_ string, at time.Time) { send(report{"lost", at}) },
+		Reopened:  func(_ string, at time.Time) { send(report{"reopened", at}) },
 	}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	done := make(chan struct{})
 	v.in(t, func() { l.Run(ctx); close(done) })
@@ -294,6 +313,75 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 	}
 	if !lost || handed >= flood {
 		t.Fatalf("handed over %d of %d RAs, lost reported: %v; want fewer handed and the loss reported", handed, flood, lost)
+	}
+}
+
+// A socket reopened (a restart asked, as when the link comes up) reports the
+// gap since the last one closed - nothing queued what arrived in it, and a
+// router's contradiction may have been there - and then its own
+// solicitation, not one the last socket sent (its answer may have come in
+// the gap). The first socket reports no gap: there was no socket before.
+func TestAReopenedSocketReportsTheGap(t *testing.T) {
+	v := newVethLink(t)
+	l, _, reports := startListener(t, v)
+	var got []string
+	for r := range reports {
+		got = append(got, r.kind)
+		if r.kind == "solicited" {
+			break
+		}
+	}
+	if slices.Contains(got, "reopened") {
+		t.Fatalf("the first socket reported %v", got)
+	}
+	restarted := time.Now()
+	l.Restart()
+	never := time.After(time.Minute) // the listener reopens at once
+	var reopened time.Time
+	for {
+		select {
+		case r := <-reports:
+			switch {
+			case r.kind == "reopened" && r.at.Before(restarted):
+				t.Fatalf("reopened at %s, before the restart at %s", r.at.Format(time.StampNano), restarted.Format(time.StampNano))
+			case r.kind == "reopened":
+				reopened = r.at
+			case r.kind == "solicited" && r.at.Before(reopened):
+				t.Fatalf("solicited at %s reported after the reopen at %s", r.at.Format(time.StampNano), reopened.Format(time.StampNano))
+			case r.kind == "solicited" && !reopened.IsZero():
+				return
+			}
+		case <-never:
+			t.Fatalf("no reopen and solicitation reported after the restart (reopened at %s)", reopened.Format(time.StampNano))
+		}
+	}
+}
+
+// A link re-created under its name (a new index) is listened on at the first
+// attempt after the restart: the socket's zone was the link's name, whose
+// index Go caches for up to a minute, and every attempt failed with ENODEV
+// until the cache ran out (the agent deaf for 60-70 s in the world).
+func TestARecreatedLinkIsListenedOnAtOnce(t *testing.T) {
+	v := newVethLink(t)
+	l, _, reports := startListener(t, v)
+	solicitedAfterRead(t, reports)
+	v.recreate(t)
+	failures := metricErrors.With("rx").Value()
+	l.Restart()
+	never := time.After(time.Minute)
+	for {
+		select {
+		case r := <-reports:
+			if r.kind != "reopened" {
+				continue
+			}
+			if n := metricErrors.With("rx").Value() - failures; n != 0 {
+				t.Errorf("%d attempts failed before the listener opened on the re-created link", n)
+			}
+			return
+		case <-never:
+			t.Fatalf("never reopened; %d attempts failed", metricErrors.With("rx").Value()-failures)
+		}
 	}
 }
 

@@ -86,11 +86,10 @@ var examples = map[string]example{
 		wantBlocks := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
 		ann := annotationsOf(t, w, "default", "web")
 		addr := func(p netip.Prefix) string { return on(t, p, "::ffff:0:0:1") }
-		ips, target := strings.Split(ann["lbipam.cilium.io/ips"], ","), ann["external-dns.kubernetes.io/target"]
-		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) &&
-			target == addr(cur) && ann["external-dns.alpha.kubernetes.io/target"] == addr(cur) &&
-			ann["external-dns.alpha.kubernetes.io/hostname"] == "web.example.org"
-		return ok, fmt.Sprintf("blocks %q ips %q target %q", blocks(t, w, "lb"), ips, target)
+		ips := strings.Split(ann["lbipam.cilium.io/ips"], ",")
+		dns, read := publishes(ann, map[string]string{"hostname": "web.example.org", "target": addr(cur)})
+		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) && dns
+		return ok, fmt.Sprintf("blocks %q ips %q external-dns reads %s", blocks(t, w, "lb"), ips, read)
 	}},
 	"metallb.yaml": {
 		setup: func(t *testing.T, w *world.World) {
@@ -182,9 +181,8 @@ var examples = map[string]example{
 				t.Fatal(err)
 			}
 			ann := annotationsOf(t, w, "default", "web")
-			ok := ann["external-dns.kubernetes.io/target"] == "192.0.2.10,"+target.String() &&
-				ann["external-dns.alpha.kubernetes.io/target"] == target.String() && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234"
-			return ok, fmt.Sprintf("annotations %v", ann)
+			dns, _ := publishes(ann, map[string]string{"hostname": "web.example.org", "target": "192.0.2.10," + target.String()})
+			return dns && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234", fmt.Sprintf("annotations %v", ann)
 		},
 	},
 	"dhcpv6-pd.yaml": {
@@ -230,14 +228,7 @@ var examples = map[string]example{
 // renumbering (the replaced prefix draining where the example keeps it).
 func TestEveryExampleRenumbers(t *testing.T) {
 	t.Parallel() // its subtests start worlds: among the other world tests, not before them
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(repo, "manifests", "examples", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples: %v", err)
-	}
+	files := exampleFiles(t)
 	for _, file := range files {
 		name := filepath.Base(file)
 		ex, ok := examples[name]
@@ -281,6 +272,20 @@ func TestEveryExampleRenumbers(t *testing.T) {
 			eventually(t, "the objects follow B, A draining", func() (bool, string) { return ex.holds(t, w, prefixB, prefixA) })
 		})
 	}
+}
+
+// exampleFiles are the files of manifests/examples.
+func exampleFiles(t *testing.T) []string {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(repo, "manifests", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return files
 }
 
 // delegatedCurrent waits for the DynamicPrefix home to follow a delegation

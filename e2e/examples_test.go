@@ -306,8 +306,9 @@ func delegatedCurrent(t *testing.T, w *world.World, pool netip.Prefix) netip.Pre
 }
 
 // TestTheShadowExampleInstallsBesideTheOperator: manifests/examples/shadow's
-// values, installed with `helm install` as they are, run no writer and a
-// shadow under the read-only identity. With the agent and the shadow running
+// values, installed with `helm install` as they are beside the existing
+// operator's release (which installed the CRD), run no writer and a shadow
+// under the read-only identity, and leave the CRD to that release. With the agent and the shadow running
 // as the release binds them, next to a DynamicPrefix and a pool as the
 // existing operator's users have them, the shadow plans the pool's entries
 // for the advertised prefix and nothing of renumber's writes a thing but the
@@ -319,6 +320,11 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := helmIn(t, w, "install", "dpo", filepath.Join(repo, "e2e", "testdata", "dynamic-prefix-operator"),
+		"-n", "dpo-system", "--create-namespace"); err != nil {
+		t.Fatalf("installing the existing operator's chart: %v\n%s", err, out)
+	}
+	crdBefore := get(t, w, crdGVR, crdName)
 	if out, err := installRenumber(t, w, filepath.Join(repo, "charts", "renumber"), "-f", filepath.Join(repo, "manifests", "examples", "shadow", "values.yaml")); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
@@ -327,6 +333,12 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := objects(t, []byte(manifest))
+	if _, ok := objs["CustomResourceDefinition /"+crdName]; ok {
+		t.Errorf("the shadow's release renders the CRD: the existing operator's is taken")
+	}
+	if crd := get(t, w, crdGVR, crdName); crd.GetGeneration() != crdBefore.GetGeneration() || crd.GetAnnotations()["meta.helm.sh/release-name"] == "renumber" {
+		t.Errorf("the shadow's install took the existing operator's CRD: generation %d -> %d, annotations %v", crdBefore.GetGeneration(), crd.GetGeneration(), crd.GetAnnotations())
+	}
 	if r, _, _ := unstructured.NestedInt64(objs["Deployment "+world.Namespace+"/renumber-writer"], "spec", "replicas"); r != 0 {
 		t.Errorf("the writer runs %d replicas, want none", r)
 	}

@@ -177,21 +177,7 @@ func TestChartRendersTheManifests(t *testing.T) {
 		}
 		delete(got, k)
 	}
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		g, ok := got[k]
-		if !ok {
-			t.Errorf("the chart lacks %s", k)
-			continue
-		}
-		if d := differences("", g, want[k]); len(d) > 0 {
-			t.Errorf("%s differs from manifests/ (chart vs manifests):\n%s", k, strings.Join(d, "\n"))
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("the chart renders %s, which manifests/ does not have", k)
-		}
-	}
+	sameObjects(t, got, want)
 
 	for name, values := range map[string]string{"defaults": "", "everything on": everything} {
 		f := filepath.Join(t.TempDir(), "values.yaml")
@@ -209,6 +195,27 @@ func TestChartRendersTheManifests(t *testing.T) {
 	} {
 		if _, err := helmTemplate(t, helm, repo, values); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want refused by values.schema.json", name, err)
+		}
+	}
+}
+
+// sameObjects reports each object of want (manifests/) the chart's got
+// lacks or renders otherwise, and each it renders that want has not.
+func sameObjects(t *testing.T, got, want map[string]map[string]any) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		if d := differences("", g, want[k]); len(d) > 0 {
+			t.Errorf("%s differs from manifests/ (chart vs manifests):\n%s", k, strings.Join(d, "\n"))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, which manifests/ does not have", k)
 		}
 	}
 }

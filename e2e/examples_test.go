@@ -86,11 +86,10 @@ var examples = map[string]example{
 		wantBlocks := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
 		ann := annotationsOf(t, w, "default", "web")
 		addr := func(p netip.Prefix) string { return on(t, p, "::ffff:0:0:1") }
-		ips, target := strings.Split(ann["lbipam.cilium.io/ips"], ","), ann["external-dns.kubernetes.io/target"]
-		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) &&
-			target == addr(cur) && ann["external-dns.alpha.kubernetes.io/target"] == addr(cur) &&
-			ann["external-dns.alpha.kubernetes.io/hostname"] == "web.example.org"
-		return ok, fmt.Sprintf("blocks %q ips %q target %q", blocks(t, w, "lb"), ips, target)
+		ips := strings.Split(ann["lbipam.cilium.io/ips"], ",")
+		dns, read := publishes(ann, map[string]string{"hostname": "web.example.org", "target": addr(cur)})
+		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) && dns
+		return ok, fmt.Sprintf("blocks %q ips %q external-dns reads %s", blocks(t, w, "lb"), ips, read)
 	}},
 	"metallb.yaml": {
 		setup: func(t *testing.T, w *world.World) {
@@ -182,9 +181,8 @@ var examples = map[string]example{
 				t.Fatal(err)
 			}
 			ann := annotationsOf(t, w, "default", "web")
-			ok := ann["external-dns.kubernetes.io/target"] == "192.0.2.10,"+target.String() &&
-				ann["external-dns.alpha.kubernetes.io/target"] == target.String() && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234"
-			return ok, fmt.Sprintf("annotations %v", ann)
+			dns, _ := publishes(ann, map[string]string{"hostname": "web.example.org", "target": "192.0.2.10," + target.String()})
+			return dns && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234", fmt.Sprintf("annotations %v", ann)
 		},
 	},
 	"dhcpv6-pd.yaml": {
@@ -230,14 +228,7 @@ var examples = map[string]example{
 // renumbering (the replaced prefix draining where the example keeps it).
 func TestEveryExampleRenumbers(t *testing.T) {
 	t.Parallel() // its subtests start worlds: among the other world tests, not before them
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(repo, "manifests", "examples", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples: %v", err)
-	}
+	files := exampleFiles(t)
 	for _, file := range files {
 		name := filepath.Base(file)
 		ex, ok := examples[name]
@@ -283,6 +274,20 @@ func TestEveryExampleRenumbers(t *testing.T) {
 	}
 }
 
+// exampleFiles are the files of manifests/examples.
+func exampleFiles(t *testing.T) []string {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(repo, "manifests", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return files
+}
+
 // delegatedCurrent waits for the DynamicPrefix home to follow a delegation
 // from pool, and returns it.
 func delegatedCurrent(t *testing.T, w *world.World, pool netip.Prefix) netip.Prefix {
@@ -301,8 +306,9 @@ func delegatedCurrent(t *testing.T, w *world.World, pool netip.Prefix) netip.Pre
 }
 
 // TestTheShadowExampleInstallsBesideTheOperator: manifests/examples/shadow's
-// values, installed with `helm install` as they are, run no writer and a
-// shadow under the read-only identity. With the agent and the shadow running
+// values, installed with `helm install` as they are beside the existing
+// operator's release (which installed the CRD), run no writer and a shadow
+// under the read-only identity, and leave the CRD to that release. With the agent and the shadow running
 // as the release binds them, next to a DynamicPrefix and a pool as the
 // existing operator's users have them, the shadow plans the pool's entries
 // for the advertised prefix and nothing of renumber's writes a thing but the
@@ -314,6 +320,11 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 	if err := w.API.InstallCiliumCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := helmIn(t, w, "install", "dpo", filepath.Join(repo, "e2e", "testdata", "dynamic-prefix-operator"),
+		"-n", "dpo-system", "--create-namespace"); err != nil {
+		t.Fatalf("installing the existing operator's chart: %v\n%s", err, out)
+	}
+	crdBefore := get(t, w, crdGVR, crdName)
 	if out, err := installRenumber(t, w, filepath.Join(repo, "charts", "renumber"), "-f", filepath.Join(repo, "manifests", "examples", "shadow", "values.yaml")); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
@@ -322,6 +333,12 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := objects(t, []byte(manifest))
+	if _, ok := objs["CustomResourceDefinition /"+crdName]; ok {
+		t.Errorf("the shadow's release renders the CRD: the existing operator's is taken")
+	}
+	if crd := get(t, w, crdGVR, crdName); crd.GetGeneration() != crdBefore.GetGeneration() || crd.GetAnnotations()["meta.helm.sh/release-name"] == "renumber" {
+		t.Errorf("the shadow's install took the existing operator's CRD: generation %d -> %d, annotations %v", crdBefore.GetGeneration(), crd.GetGeneration(), crd.GetAnnotations())
+	}
 	if r, _, _ := unstructured.NestedInt64(objs["Deployment "+world.Namespace+"/renumber-writer"], "spec", "replicas"); r != 0 {
 		t.Errorf("the writer runs %d replicas, want none", r)
 	}

@@ -19,7 +19,7 @@ audience), so renumber.flag, which skips it, does not serve. */}}
 Cilium's (where the writer reads the Cilium DaemonSet: kube-system in the
 files) as writer.ciliumNamespace says, and the chart's labels on every object. */}}
 {{- define "renumber.file" -}}
-{{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" .root.Release.Namespace) | replace ":renumber-system:" (printf ":%s:" .root.Release.Namespace) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
+{{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" (include "renumber.namespace" .root)) | replace ":renumber-system:" (printf ":%s:" (include "renumber.namespace" .root)) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
 {{- $text = include "renumber.rename" (dict "root" .root "text" $text) -}}
 {{- $labels := include "renumber.labels" .root | fromYaml -}}
 {{- $root := .root }}
@@ -182,4 +182,10 @@ volumeMounts:
 volumes:
   - name: metrics-ca
     secret: {secretName: {{ include "renumber.metricsCAName" . }}, optional: true}
+{{- end -}}
+
+{{/* The namespace every namespaced object goes to: namespaceOverride (an
+umbrella chart installing renumber beside others), else the release's. */}}
+{{- define "renumber.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
 {{- end -}}

@@ -344,14 +344,17 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	return nil
 }
 
-// Admitted waits, until the deadline, for the API server to admit the first
-// pool write d asks for: a dry run of it (dryRun=All: nothing is stored,
-// nothing counted) that the admission policy refuses means the policy has
-// not seen yet the status naming the new prefix - its parameters lag the
-// writer's own cache under load - and is asked again shortly. Called after
-// such a status write, so that the real writes are not refused (each refusal
-// would be a PoolError in the status, and two more status writes).
-func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision, until time.Time) {
+// Admitted asks the API server whether it admits the first pool write d
+// asks for, with a dry run of it (dryRun=All: nothing is stored). Called after
+// a status naming a new prefix was written and seen by the writer's cache:
+// the admission policy judges pool writes by the status it reads from a cache
+// of its own, which lags the writer's under load, and a refused pool write
+// would be a PoolError in the status and two more status writes. false: the
+// dry run was refused by the admission policy (Forbidden); the caller looks
+// again later, it never waits here. Nothing to write, a dry run the breaker
+// refuses (Permits.DryRun), or any other answer: true, the writes go ahead
+// and report what they meet.
+func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
 	for f := range poolsFollowing(pools, m.Name) {
 		if f.err != nil {
 			continue
@@ -360,12 +363,11 @@ func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Mo
 		if err != nil || pl.holds {
 			continue
 		}
-		for {
-			err := patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
-			if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !w.DryRun(pl.self, m.Name) {
+			return true
 		}
+		err = patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+		return !apierrors.IsForbidden(err)
 	}
+	return true
 }

@@ -23,6 +23,15 @@ func (w *Writer) LiveStatus(u *unstructured.Unstructured, cached api.Status) api
 	return cached
 }
 
+// StatusBehind reports whether the cache's u has not yet seen the writer's
+// own last status write to it (write.Memo.Behind): a pass over it then
+// writes nothing and looks again once the cache shows it. Under load the
+// watch lags the writes: a status written from such a cache is made against
+// a version that is gone, and refused with a conflict.
+func (w *Writer) StatusBehind(u *unstructured.Unstructured) bool {
+	return w.statuses.Behind(write.Object{Resource: "dynamicprefixes", Name: u.GetName()}, u.GetResourceVersion())
+}
+
 // Live is a DynamicPrefix as the writer knows it: the object a status write
 // is made against, and its status.
 type Live struct {
@@ -62,7 +71,11 @@ func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, wr
 	if err != nil {
 		return live, write.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
 	}
-	w.statuses.Put(self, u.GetResourceVersion(), st)
+	made := ""
+	if got != nil {
+		made = got.GetResourceVersion()
+	}
+	w.statuses.PutMade(self, u.GetResourceVersion(), made, st)
 	write.Counted("dynamicprefixes/status")
 	var fields []string
 	for _, c := range statusChanges(self, live.Status, st) {
@@ -72,8 +85,8 @@ func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, wr
 	// A later write in the same pass is made against the version this one
 	// made (the cached object, u, is never changed).
 	next := u.DeepCopy()
-	if got != nil && got.GetResourceVersion() != "" {
-		next.SetResourceVersion(got.GetResourceVersion())
+	if made != "" {
+		next.SetResourceVersion(made)
 	}
 	return Live{Object: next, Status: st}, write.Outcome{}
 }

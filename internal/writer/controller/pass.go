@@ -52,6 +52,8 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	defer func() {
 		switch {
 		case !pending:
+		case out.After > 0:
+			c.changes.seen(name, seen) // not done: the writes to come count from the change
 		case write.Written() > before:
 			metricLatency.Observe(c.clock.Since(seen).Seconds())
 		case out.Retry:
@@ -66,6 +68,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		delete(c.problems, name)
+		delete(c.admitting, name)
 		c.stopResolving(name)
 		return c.release(ctx, name).Retry()
 	}
@@ -78,6 +81,12 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			return out.Retry()
 		}
 		return append(out, c.write.ReleaseFinalizer(ctx, u)).Retry()
+	}
+	if c.write.StatusBehind(u) {
+		// The cache has not shown our own last status write yet: whatever
+		// this pass would write from it is made against a version that is
+		// gone. Its watch brings the next pass; lookAgain is the fallback.
+		return write.Later(lookAgain)
 	}
 	dp, err := api.FromUnstructured(u)
 	if err != nil {
@@ -122,15 +131,19 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 			expect := c.problems[name]
 			expect.Spec = nil
 			var o write.Outcome
-			before := u.GetResourceVersion()
 			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
 			dp.Status = live.Status
-			c.seen(ctx, name, before)
 			if c.cfg.StatusSeen > 0 && c.cfg.Plan == nil {
-				c.write.Admitted(ctx, c.caches.Pools(), m, d, time.Now().Add(c.cfg.StatusSeen))
+				// The objects get the prefix in a pass that sees this
+				// status in the cache, once admission admits it too.
+				c.admitting[name] = admission{until: now.Add(c.cfg.StatusSeen)}
+				return write.Later(lookAgain)
 			}
+		}
+		if o, admitted := c.admission(ctx, name, m, d, now); !admitted {
+			return o
 		}
 		pools := c.caches.Pools()
 		cluster, namespaced, others := backends.SplitAllowLists(pools)
@@ -289,26 +302,42 @@ func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
 	return append(out, c.ippools.Release(ctx, ippools, gvr, name)...)
 }
 
-// seen waits, up to Config.StatusSeen, until the cache shows a newer version
-// of the DynamicPrefix name than before: the status just written. The API
-// server's admission policy judges the writes that follow by the status it
-// reads from a cache of its own (policy-values.yaml); a pool write sent before
-// that cache has the new prefix is refused (measured: a NetworkSet write 10 ms
-// after the status). The writer's own cache is fed by the same watch, but
-// under load the API server's may lag it: apply.Writer.Admitted then waits
-// for a dry run of the first pool write to be admitted (a refused pool write
-// measured in TestRealNodes beside four other worlds).
-func (c *Controller) seen(ctx context.Context, name, before string) {
-	if c.cfg.StatusSeen <= 0 {
-		return
+// lookAgain is when a pass waiting for the cache to show the writer's own
+// status write looks again: the watch that shows it queues the pass sooner.
+const lookAgain = time.Second
+
+// firstDryRun is the wait before the first dry run is asked again; each
+// further one waits twice as long, until Config.StatusSeen is spent (with the
+// default 2 s, at most six dry runs: the breaker's default burst and the
+// decision's free one).
+const firstDryRun = 50 * time.Millisecond
+
+// admission is a DynamicPrefix's status naming a new prefix, written: until
+// when its first pool write waits for the API server's admission to admit it,
+// and how many dry runs it asked already.
+type admission struct {
+	until time.Time
+	tries int
+}
+
+// admission reports whether the objects of the DynamicPrefix name may be
+// written in this pass: no status naming a new prefix waits, or the API
+// server admits a dry run of the first pool write (apply.Writer.Admitted), or
+// the wait is spent. The API server's admission policy reads the status from
+// a cache of its own, which lags the writer's under load (a refused pool
+// write measured in TestRealNodes beside four other worlds). Not admitted:
+// the outcome looks again later; the pass never waits in place.
+func (c *Controller) admission(ctx context.Context, name string, m api.Model, d decide.Decision, now time.Time) (write.Outcome, bool) {
+	a, ok := c.admitting[name]
+	if !ok {
+		return write.Outcome{}, true
 	}
-	deadline := time.Now().Add(c.cfg.StatusSeen)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if o, ok, _ := c.caches.DynamicPrefixes().GetByKey(name); ok {
-			if m, err := meta.Accessor(o); err == nil && m.GetResourceVersion() != before {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !now.Before(a.until) || c.write.Admitted(ctx, c.caches.Pools(), m, d) {
+		delete(c.admitting, name)
+		return write.Outcome{}, true
 	}
+	wait := min(firstDryRun<<a.tries, a.until.Sub(now))
+	a.tries++
+	c.admitting[name] = a
+	return write.Later(wait), false
 }

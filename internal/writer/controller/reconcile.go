@@ -74,7 +74,10 @@ type Config struct {
 	// never.
 	L2Nudge func() bool
 	// StatusSeen bounds the wait, after a status names a new prefix, for the
-	// cache to show it before objects get the prefix (0: no wait).
+	// API server's admission to admit the first object write in it (0: the
+	// objects are written in the pass that wrote the status). The pass that
+	// wrote the status ends there; the objects are written by a pass that
+	// sees the status in the cache, and is looked again at, never waited in.
 	StatusSeen time.Duration
 	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns);
 	// nil: such a DynamicPrefix gets no reports.
@@ -134,6 +137,9 @@ type Controller struct {
 	// problems are the last pass's, per DynamicPrefix (a status written
 	// before the pools expects them again).
 	problems map[string]render.Problems
+	// admitting: DynamicPrefixes whose status names a new prefix that the
+	// API server's admission may not see yet (admission).
+	admitting map[string]admission
 }
 
 // NewController returns a controller reading caches and voters and writing with client
@@ -141,9 +147,9 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		problems: map[string]render.Problems{},
-		events:   &write.Events{Recorder: rec},
-		breaker:  write.NewBreaker(cfg.Budget),
+		problems: map[string]render.Problems{}, admitting: map[string]admission{},
+		events:  &write.Events{Recorder: rec},
+		breaker: write.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
@@ -245,6 +251,7 @@ func (c *Controller) enqueueAll(after time.Duration) {
 func (c *Controller) Lead(ctx context.Context) {
 	c.write.Forget() // a new term trusts only what the caches show
 	c.ippools.Forget()
+	clear(c.admitting)
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {
@@ -275,6 +282,9 @@ func (c *Controller) Lead(ctx context.Context) {
 		o := c.Sync(ctx, key)
 		c.queue.Done(key)
 		switch {
+		case o.After > 0 && o.Err == nil: // waits for something outside the writer
+			c.queue.Forget(key)
+			c.queue.AddAfter(key, o.After)
 		case !o.Retry:
 			c.queue.Forget(key)
 		case ctx.Err() != nil:

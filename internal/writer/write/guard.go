@@ -7,6 +7,7 @@
 package write
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type Memo[T any] struct {
 
 type memoEntry[T any] struct {
 	base    string // resourceVersion the write was computed from
+	made    string // resourceVersion the write returned ("" unknown)
 	written T
 }
 
@@ -41,13 +43,37 @@ func (m *Memo[T]) Get(key Object, base string) (T, bool) {
 }
 
 // Put records a write to key computed from base.
-func (m *Memo[T]) Put(key Object, base string, written T) {
+func (m *Memo[T]) Put(key Object, base string, written T) { m.PutMade(key, base, "", written) }
+
+// PutMade records a write to key computed from base that made the version
+// made.
+func (m *Memo[T]) PutMade(key Object, base, made string, written T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = map[Object]memoEntry[T]{}
 	}
-	m.m[key] = memoEntry[T]{base: base, written: written}
+	m.m[key] = memoEntry[T]{base: base, made: made, written: written}
+}
+
+// Behind reports whether a cache showing key at version cached has not seen
+// the last write recorded for it: it still shows the version the write was
+// computed from, or (both read as numbers, which the API server's are) one
+// older than the write made. A write computed from such a cache would be
+// made against a version that is gone (a conflict), or undo our own.
+func (m *Memo[T]) Behind(key Object, cached string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	if !ok {
+		return false
+	}
+	if cached == e.base {
+		return true
+	}
+	c, err1 := strconv.ParseUint(cached, 10, 64)
+	w, err2 := strconv.ParseUint(e.made, 10, 64)
+	return err1 == nil && err2 == nil && c < w
 }
 
 // Reset forgets everything (a new leader term trusts only the caches).

@@ -24,16 +24,16 @@ var stages = map[string][]string{
 	"api":        {},
 	"decide":     {"api"},
 	"render":     {"api", "decide"},
-	"write":      {"api"},
+	"permit":     {"api"},
 	"backends":   {"api", "render"},
 	"caches":     {"api", "backends", "decide", "render"},
-	"apply":      {"api", "backends", "decide", "render", "write"},
+	"apply":      {"api", "backends", "decide", "render", "permit"},
 	"handover":   {"api", "backends", "decide", "render"},
 	"election":   {},
 	"review":     {},
 	"resolve":    {"api", "decide"},
-	"controller": {"api", "apply", "backends", "caches", "decide", "render", "resolve", "write"},
-	"inspect":    {"api", "backends", "controller", "decide", "render", "write"},
+	"controller": {"api", "apply", "backends", "caches", "decide", "render", "resolve", "permit"},
+	"inspect":    {"api", "backends", "controller", "decide", "render", "permit"},
 }
 
 // sources parses the non-test Go files under dir.

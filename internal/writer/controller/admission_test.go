@@ -15,14 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // admitting makes f's controller wait up to seen for admission after a
 // status names a new prefix, and the API server refuse the first refusals
 // dry runs of a pool write (-1: every one). It returns the dry runs asked.
-func (f *fixture) admitting(limits write.Limits, seen time.Duration, refusals int32) *atomic.Int32 {
+func (f *fixture) admitting(limits permit.Limits, seen time.Duration, refusals int32) *atomic.Int32 {
 	f.ctl = NewController(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys, StatusSeen: seen},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	var dryRuns atomic.Int32
@@ -41,7 +41,7 @@ func (f *fixture) admitting(limits write.Limits, seen time.Duration, refusals in
 }
 
 // pass runs one pass over home and returns its writes and outcome.
-func (f *fixture) pass() ([]string, write.Outcome) {
+func (f *fixture) pass() ([]string, permit.Outcome) {
 	f.t.Helper()
 	f.writes = nil
 	o := f.ctl.Sync(f.t.Context(), passHome)
@@ -62,7 +62,7 @@ func (f *fixture) pass() ([]string, write.Outcome) {
 func TestTheFirstPoolWriteWaitsUntilAdmissionSeesTheStatus(t *testing.T) {
 	f := converged(t, generous)
 	dryRuns := f.admitting(generous, 10*time.Second, 2)
-	counted := write.DryRuns()
+	counted := permit.DryRuns()
 	f.report(3, prefixB, prefixA)
 	type step struct {
 		writes  []string
@@ -91,7 +91,7 @@ func TestTheFirstPoolWriteWaitsUntilAdmissionSeesTheStatus(t *testing.T) {
 	if len(all) != 3 {
 		t.Errorf("the renumbering wrote %q, want three writes, one per object", all)
 	}
-	if n := write.DryRuns() - counted; n != 3 {
+	if n := permit.DryRuns() - counted; n != 3 {
 		t.Errorf("the permit counted %d dry runs, want the 3 sent", n)
 	}
 	if c := f.condition(render.PoolsSynced); c.Status != metav1.ConditionTrue {

@@ -8,11 +8,11 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 // A pass never sleeps: waiting for the cache to show the writer's own write,
-// or for the API server to admit a dry run, is an outcome (write.Later) that
+// or for the API server to admit a dry run, is an outcome (permit.Later) that
 // the queue turns into a requeue on the controller's clock.
 
 // A pass whose cache has not shown the writer's own last status write makes
@@ -69,10 +69,10 @@ func TestAPassNeverWaitsForAdmission(t *testing.T) {
 // from a bucket of its own. Past its budget the pass stops asking and
 // writes; the write's own permit was never spent on asking.
 func TestADryRunTakesAPermit(t *testing.T) {
-	tight := write.Limits{ObjectBurst: 2, ObjectPerMinute: 0.001, TotalBurst: 100, TotalPerMinute: 100}
+	tight := permit.Limits{ObjectBurst: 2, ObjectPerMinute: 0.001, TotalBurst: 100, TotalPerMinute: 100}
 	f := converged(t, tight)
 	dryRuns := f.admitting(tight, time.Hour, -1)
-	counted := write.DryRuns()
+	counted := permit.DryRuns()
 	f.report(3, prefixB, prefixA)
 	if got, _ := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) {
 		t.Fatalf("the pass naming B wrote %q", got)
@@ -88,7 +88,7 @@ func TestADryRunTakesAPermit(t *testing.T) {
 	if got, o := f.pass(); !slices.Equal(got, want) || o.After != 0 {
 		t.Errorf("the dry runs' budget spent: wrote %q, looks again after %s; want %q", got, o.After, want)
 	}
-	if dryRuns.Load() != 2 || write.DryRuns()-counted != 2 {
-		t.Errorf("%d dry runs sent, %d counted; want the bucket's 2", dryRuns.Load(), write.DryRuns()-counted)
+	if dryRuns.Load() != 2 || permit.DryRuns()-counted != 2 {
+		t.Errorf("%d dry runs sent, %d counted; want the bucket's 2", dryRuns.Load(), permit.DryRuns()-counted)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // reports are what votes for the DynamicPrefix name: its servers' answers
@@ -46,15 +46,15 @@ func (c *Controller) stopResolving(name string) {
 // records what the pools already carry) - but a prefix no object holds yet is
 // named in the status before any pool gets it. A pass that writes after a change
 // of the nodes' digests counts the time since that change.
-func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out write.Outcome) {
+func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out permit.Outcome) {
 	seen, pending := c.changes.take(name)
-	before := write.Written()
+	before := permit.Written()
 	defer func() {
 		switch {
 		case !pending:
 		case out.After > 0:
 			c.changes.seen(name, seen) // not done: the writes to come count from the change
-		case write.Written() > before:
+		case permit.Written() > before:
 			metricLatency.Observe(c.clock.Since(seen).Seconds())
 		case out.Retry:
 			c.changes.seen(name, seen) // the retry's writes count from the change
@@ -62,7 +62,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	}()
 	obj, exists, err := c.caches.DynamicPrefixes().GetByKey(name)
 	if err != nil {
-		return write.Transient(err)
+		return permit.Transient(err)
 	}
 	if !exists {
 		// Deleted: what was written for it goes (the user's entries stay).
@@ -86,12 +86,12 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// The cache has not shown our own last status write yet: whatever
 		// this pass would write from it is made against a version that is
 		// gone. Its watch brings the next pass; lookAgain is the fallback.
-		return write.Later(lookAgain)
+		return permit.Later(lookAgain)
 	}
 	dp, err := api.FromUnstructured(u)
 	if err != nil {
 		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
-		return write.Final(err) // a fix of the object brings a new event
+		return permit.Final(err) // a fix of the object brings a new event
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
@@ -99,11 +99,11 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	now := c.clock.Now()
 	reports, lapse, ready := c.reports(ctx, name, m, now)
 	if !ready {
-		return write.Outcome{} // the servers' first answers queue the pass again
+		return permit.Outcome{} // the servers' first answers queue the pass again
 	}
 	d := decide.For(m, dp.Status, reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
-	// change, which the write breaker lets through (write.Budget).
+	// change, which the write breaker lets through (permit.Budget).
 	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))
 	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
 		d.Wake = lapse
@@ -118,7 +118,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	if d.Current.IsValid() {
 		problems.Spec = m.Check(d.Current)
 	}
-	var steps, bgp write.Outcomes
+	var steps, bgp permit.Outcomes
 	live := apply.Live{Object: u, Status: dp.Status}
 	if d.Current.IsValid() && problems.Spec == nil {
 		// A prefix no object holds yet is named in the status first: the
@@ -130,7 +130,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		if render.NamesNewPrefix(dp.Status, m, d) {
 			expect := c.problems[name]
 			expect.Spec = nil
-			var o write.Outcome
+			var o permit.Outcome
 			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
@@ -139,7 +139,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 				// The objects get the prefix in a pass that sees this
 				// status in the cache, once admission admits it too.
 				c.admitting[name] = admission{until: now.Add(c.cfg.StatusSeen)}
-				return write.Later(lookAgain)
+				return permit.Later(lookAgain)
 			}
 		}
 		if o, admitted := c.admission(ctx, name, m, d, now); !admitted {
@@ -152,13 +152,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// them. A namespaced one's failure holds back only itself.
 		steps = c.write.Pools(ctx, cluster, m, d)
 		if ctx.Err() != nil {
-			return write.Transient(ctx.Err())
+			return permit.Transient(ctx.Err())
 		}
 		if steps.Retry().Err == nil {
 			steps = append(steps, c.write.Pools(ctx, namespaced, m, d)...)
 			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
 			if ctx.Err() != nil {
-				return write.Transient(ctx.Err())
+				return permit.Transient(ctx.Err())
 			}
 			ippools, gvr := c.caches.CalicoPools()
 			steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
@@ -295,7 +295,7 @@ func (n *nodeChanges) take(name string) (time.Time, bool) {
 }
 
 // release releases everything written for the DynamicPrefix name.
-func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
+func (c *Controller) release(ctx context.Context, name string) permit.Outcomes {
 	adverts, gvr := c.caches.Advertisements()
 	out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
 	ippools, gvr := c.caches.CalicoPools()
@@ -327,17 +327,17 @@ type admission struct {
 // a cache of its own, which lags the writer's under load (a refused pool
 // write measured in TestRealNodes beside four other worlds). Not admitted:
 // the outcome looks again later; the pass never waits in place.
-func (c *Controller) admission(ctx context.Context, name string, m api.Model, d decide.Decision, now time.Time) (write.Outcome, bool) {
+func (c *Controller) admission(ctx context.Context, name string, m api.Model, d decide.Decision, now time.Time) (permit.Outcome, bool) {
 	a, ok := c.admitting[name]
 	if !ok {
-		return write.Outcome{}, true
+		return permit.Outcome{}, true
 	}
 	if !now.Before(a.until) || c.write.Admitted(ctx, c.caches.Pools(), m, d) {
 		delete(c.admitting, name)
-		return write.Outcome{}, true
+		return permit.Outcome{}, true
 	}
 	wait := min(firstDryRun<<a.tries, a.until.Sub(now))
 	a.tries++
 	c.admitting[name] = a
-	return write.Later(wait), false
+	return permit.Later(wait), false
 }

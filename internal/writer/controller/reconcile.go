@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Caches are what a pass reads. Each method returns the cache as it is now: a
@@ -59,7 +59,7 @@ type Resolvers interface {
 }
 
 // Recorder emits Kubernetes events (only at transitions).
-type Recorder = write.Recorder
+type Recorder = permit.Recorder
 
 // Config of the controller.
 type Config struct {
@@ -67,7 +67,7 @@ type Config struct {
 	// the same RA within milliseconds) into one pass.
 	Debounce time.Duration
 	// Budget limits our own object writes (the write-storm breaker).
-	Budget write.Limits
+	Budget permit.Limits
 	// TargetKeys are the annotations HA Services get their DNS target under.
 	TargetKeys []string
 	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
@@ -85,7 +85,7 @@ type Config struct {
 	// Plan, when set, makes the controller a shadow (writer --dry-run): each
 	// pass records the writes it would make there and sends none; it is run
 	// with Lead without ever leading.
-	Plan *write.Plan
+	Plan *permit.Plan
 }
 
 // Action is what a queue key asks for.
@@ -128,8 +128,8 @@ type Controller struct {
 	voters  Voters
 	clock   clock.Clock
 	log     *slog.Logger
-	events  *write.Events
-	breaker *write.Breaker
+	events  *permit.Events
+	breaker *permit.Breaker
 	write   *apply.Writer
 	ippools *apply.IPPools
 	queue   workqueue.TypedRateLimitingInterface[Key]
@@ -148,15 +148,15 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
 		problems: map[string]render.Problems{}, admitting: map[string]admission{},
-		events:  &write.Events{Recorder: rec},
-		breaker: write.NewBreaker(cfg.Budget),
+		events:  &permit.Events{Recorder: rec},
+		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	permits := &write.Permits{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
-	c.write = &apply.Writer{Permits: permits, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
-	c.ippools = &apply.IPPools{Permits: permits, Client: client}
+	gate := &permit.Gate{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
+	c.write = &apply.Writer{Gate: gate, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
+	c.ippools = &apply.IPPools{Gate: gate, Client: client}
 	return c
 }
 
@@ -298,7 +298,7 @@ func (c *Controller) Lead(ctx context.Context) {
 }
 
 // Sync does the work key asks for, once.
-func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
+func (c *Controller) Sync(ctx context.Context, key Key) permit.Outcome {
 	if p := c.cfg.Plan; p != nil {
 		p.Begin(key.String())
 		defer p.Commit()
@@ -319,5 +319,5 @@ func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
 	case ReleaseService:
 		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
 	}
-	return write.Outcome{}
+	return permit.Outcome{}
 }

@@ -4,7 +4,7 @@
 // emits an event only when its text for a subject changes, so a steady problem
 // costs one event, not one per pass.
 
-package write
+package permit
 
 import (
 	"strconv"
@@ -140,8 +140,8 @@ func NewBreaker(l Limits) *Breaker {
 	return &Breaker{budget: NewBudget(l), on: map[string]bool{}}
 }
 
-// Permit is the breaker's answer to a write.
-type Permit struct {
+// Grant is the breaker's answer to a write.
+type Grant struct {
 	OK bool // write now
 	// Started: this refusal starts an episode (log it once).
 	Started bool
@@ -158,7 +158,7 @@ func (b *Breaker) Decide(scope, decision string, now time.Time) (admitted, refus
 
 // Take asks for a permit to write key at now on behalf of scope (the first
 // write under scope's new decision is free: Budget.TakeFor).
-func (b *Breaker) Take(key, scope string, now time.Time) Permit {
+func (b *Breaker) Take(key, scope string, now time.Time) Grant {
 	ok, wait, _ := b.budget.TakeFor(key, scope, now)
 	b.mu.Lock()
 	was := b.on[key]
@@ -167,9 +167,9 @@ func (b *Breaker) Take(key, scope string, now time.Time) Permit {
 	}
 	b.mu.Unlock()
 	if !ok {
-		return Permit{Started: !was, Again: wait}
+		return Grant{Started: !was, Again: wait}
 	}
-	p := Permit{OK: true}
+	p := Grant{OK: true}
 	if was {
 		_, p.Again = b.budget.Calm(key, now)
 	}

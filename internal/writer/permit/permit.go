@@ -1,4 +1,4 @@
-package write
+package permit
 
 import (
 	"encoding/json"
@@ -46,8 +46,8 @@ type Object struct{ Resource, Namespace, Name string }
 // String is "resource/name" or "resource/namespace/name".
 func (o Object) String() string { return o.Resource + "/" + api.Key(o.Namespace, o.Name) }
 
-// Permits is what every write passes: the permit for each write.
-type Permits struct {
+// Gate is what every write passes: the permit for each write.
+type Gate struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
 	Events *Events
@@ -64,7 +64,7 @@ type Permits struct {
 // Permit takes a write permit for o on behalf of the DynamicPrefix dp. A
 // refusal starts (or continues) a throttling episode: one log line per
 // episode, one event, the metric, and dp requeued for when a permit is back.
-func (g *Permits) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
+func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
 	p := g.Breaker.Take(o.String(), dp, g.Clock.Now())
 	if p.Again > 0 {
 		g.Requeue(dp, p.Again)
@@ -84,7 +84,7 @@ func (g *Permits) Permit(o Object, regarding *unstructured.Unstructured, dp stri
 // PermitQuietly is Permit for a write no pass will repeat (a release): no
 // episode, no event; a refusal is counted and says how long until a permit is
 // back.
-func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
+func (g *Gate) PermitQuietly(o Object) (bool, time.Duration) {
 	ok, wait := g.Breaker.TakeQuietly(o.String(), g.Clock.Now())
 	if !ok {
 		metricRefused.With(o.Resource).Inc()
@@ -97,7 +97,7 @@ func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
 // it passes the breaker; it has a bucket of its own (o's, marked as a dry
 // run), so asking never spends the permit of the write it asks about. A
 // refusal is quiet and counted: the caller writes without asking.
-func (g *Permits) DryRun(o Object, dp string) bool {
+func (g *Gate) DryRun(o Object, dp string) bool {
 	p := g.Breaker.budget
 	if ok, _, _ := p.TakeFor(o.String()+" (dry run)", dp, g.Clock.Now()); !ok {
 		metricRefused.With(o.Resource).Inc()
@@ -112,7 +112,7 @@ func (g *Permits) DryRun(o Object, dp string) bool {
 // first write to each object the breaker lets through (budget.go). A new
 // decision beyond the decision budget is logged: its writes count against
 // the budget like any other.
-func (g *Permits) Decide(dp, decision string) {
+func (g *Gate) Decide(dp, decision string) {
 	if _, refused := g.Breaker.Decide(dp, decision, g.Clock.Now()); refused {
 		g.Log.Warn(dp + ": real changes come faster than the decision budget; their writes count against the write budget")
 	}
@@ -120,7 +120,7 @@ func (g *Permits) Decide(dp, decision string) {
 
 // Calm is called when a pass finds nothing to write to o: it ends o's
 // throttling episode once its bucket is full again.
-func (g *Permits) Calm(o Object, dp string) {
+func (g *Gate) Calm(o Object, dp string) {
 	ended, again := g.Breaker.Calm(o.String(), g.Clock.Now())
 	if again > 0 {
 		g.Requeue(dp, again)
@@ -135,7 +135,7 @@ func (g *Permits) Calm(o Object, dp string) {
 // changes of the write the caller was about to make are recorded in the plan
 // instead, and the caller returns as if the write was made, without touching
 // memo or budget.
-func (g *Permits) Shadow(cs ...Change) bool {
+func (g *Gate) Shadow(cs ...Change) bool {
 	if g.Plan == nil {
 		return false
 	}

@@ -62,7 +62,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			live = last
 		}
 		ingress := render.Ingress(m)
-		want, err := render.RenderService(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
+		want, err := render.Service(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())

@@ -22,8 +22,8 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -224,7 +224,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if got := plannedWrites(planned); !slices.Equal(got, switched) {
 		t.Errorf("the shadow planned %q, the switch wrote %q", got, switched)
 	}
-	if !slices.ContainsFunc(planned, func(c write.Change) bool {
+	if !slices.ContainsFunc(planned, func(c permit.Change) bool {
 		return c.Object == "services/default/web" && c.Field == "metadata.annotations."+render.AnnotationTarget &&
 			c.From == "" && c.To == operatorAddr(prefixB.String())
 	}) {
@@ -393,10 +393,10 @@ func backendsHold(t *testing.T, w *world.World, what string, metallb []string, i
 
 // settledPlan waits until the shadow at addr has planned something and its
 // plan holds still for a few seconds, and returns it.
-func settledPlan(t *testing.T, addr string) []write.Change {
+func settledPlan(t *testing.T, addr string) []permit.Change {
 	t.Helper()
 	var last string
-	var out []write.Change
+	var out []permit.Change
 	eventually(t, "the shadow's plan settles", func() (bool, string) {
 		cs, err := planOf(addr)
 		if err != nil {
@@ -413,7 +413,7 @@ func settledPlan(t *testing.T, addr string) []write.Change {
 
 // plannedWrites are the API writes a plan stands for, as objectWrites
 // lists them: one per object (a status field is the status subresource).
-func plannedWrites(cs []write.Change) []string {
+func plannedWrites(cs []permit.Change) []string {
 	var out []string
 	for _, c := range cs {
 		res, key, _ := strings.Cut(c.Object, "/")

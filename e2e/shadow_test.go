@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -30,21 +30,21 @@ func startShadow(t *testing.T, w *world.World, name string, extra ...string) str
 }
 
 // planOf reads a shadow's /debug/plan.
-func planOf(addr string) ([]write.Change, error) {
+func planOf(addr string) ([]permit.Change, error) {
 	resp, err := http.Get("http://" + addr + "/debug/plan")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var doc write.Document
+	var doc permit.Document
 	return doc.Changes, json.NewDecoder(resp.Body).Decode(&doc)
 }
 
 // planIs waits until the shadow at addr plans exactly want ("object field"),
 // its metric agreeing, and returns the plan.
-func planIs(t *testing.T, addr, what string, want ...string) []write.Change {
+func planIs(t *testing.T, addr, what string, want ...string) []permit.Change {
 	t.Helper()
-	var got []write.Change
+	var got []permit.Change
 	eventually(t, what, func() (bool, string) {
 		cs, err := planOf(addr)
 		if err != nil {

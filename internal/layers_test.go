@@ -40,7 +40,7 @@ var ranks = [][]string{
 
 	// The writer's side, in the stages of docs/architecture.md.
 	{"internal/writer/api", "internal/writer/election", "internal/writer/review"},
-	{"internal/writer/decide", "internal/writer/write"},
+	{"internal/writer/decide", "internal/writer/permit"},
 	{"internal/writer/render", "internal/writer/resolve"},
 	{"internal/writer/backends"},
 	{"internal/writer/caches", "internal/writer/apply", "internal/writer/handover"},

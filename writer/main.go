@@ -28,8 +28,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/election"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/review"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 type options struct {
@@ -102,7 +102,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &apply.EventRecorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log,
-		Budget: write.NewEventBudget(o.pipeline.Reconcile.Budget)}
+		Budget: permit.NewEventBudget(o.pipeline.Reconcile.Budget)}
 	p := controller.NewPipeline(o.pipeline, cl, rec, clk, log)
 	c, ctl := p.Caches, p.Controller
 	collectors := append(p.Collectors(), counter)

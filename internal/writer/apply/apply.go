@@ -5,13 +5,13 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Writer makes the writes.
 type Writer struct {
-	*write.Permits
+	*permit.Gate
 	Client dynamic.Interface  // pools, status, advertisements; writes pass the leader gate
 	Meta   metadata.Interface // Services
 	// TargetKeys are the annotations HA Services get the DNS target under, in
@@ -22,13 +22,13 @@ type Writer struct {
 	L2Nudge func() bool
 
 	// What was written last, per object, until the caches show it.
-	statuses write.Memo[api.Status]
-	pools    write.Memo[poolWrite]
-	services write.Memo[render.Annotations]
-	adverts  write.Memo[string]
-	deleted  write.Memo[struct{}] // advertisements deleted, until the cache shows it
+	statuses permit.Memo[api.Status]
+	pools    permit.Memo[poolWrite]
+	services permit.Memo[render.Annotations]
+	adverts  permit.Memo[string]
+	deleted  permit.Memo[struct{}] // advertisements deleted, until the cache shows it
 	// finalized: DynamicPrefixes whose finalizer was removed, likewise.
-	finalized write.Memo[struct{}]
+	finalized permit.Memo[struct{}]
 }
 
 // Forget drops every memo: a new leader term trusts only what the caches show.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 // Advertisements makes one CiliumBGPAdvertisement per advertised subnet that a pool
@@ -23,30 +23,30 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, write.Outcomes) {
+func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, permit.Outcomes) {
 	if bgp == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
-				return nil, write.Outcomes{write.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", api.ErrInvalid, s.Name))}
+				return nil, permit.Outcomes{permit.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", api.ErrInvalid, s.Name))}
 			}
 		}
 		return nil, nil
 	}
 	names := map[string]string{}
 	want := map[string]bool{}
-	var out write.Outcomes
+	var out permit.Outcomes
 	for _, s := range m.Subnets {
 		if !s.Advertise {
 			continue
 		}
 		selector, found := poolSelector(pools, m.Name, s.Name)
 		if !found {
-			out = append(out, write.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", api.ErrInvalid, s.Name)))
+			out = append(out, permit.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", api.ErrInvalid, s.Name)))
 			continue
 		}
 		a, err := backends.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
-			out = append(out, write.Final(fmt.Errorf("%w: %w", api.ErrInvalid, err)))
+			out = append(out, permit.Final(fmt.Errorf("%w: %w", api.ErrInvalid, err)))
 			continue
 		}
 		var live *unstructured.Unstructured
@@ -59,7 +59,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 		}
 		want[a.Name] = true
 		names[s.Name] = a.Name
-		self := write.Object{Resource: "ciliumbgpadvertisements", Name: a.Name}
+		self := permit.Object{Resource: "ciliumbgpadvertisements", Name: a.Name}
 		if _, ok := w.adverts.Get(self, ""); ok && live == nil {
 			continue // created; the cache has not shown it yet
 		}
@@ -72,18 +72,18 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 				continue
 			}
 		}
-		if live == nil && w.Shadow(write.Created(self, a.Spec)) {
+		if live == nil && w.Shadow(permit.Created(self, a.Spec)) {
 			continue
 		}
-		if live != nil && w.Shadow(write.Updated(self, live.Object["spec"], a.Spec)) {
+		if live != nil && w.Shadow(permit.Updated(self, live.Object["spec"], a.Spec)) {
 			continue
 		}
 		if err := w.Permit(self, u, m.Name); err != nil {
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		if err := applyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
-			out = append(out, write.Transient(err))
+			out = append(out, permit.Transient(err))
 			continue
 		}
 		base := ""
@@ -91,7 +91,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			base = live.GetResourceVersion()
 		}
 		w.adverts.Put(self, base, a.Name)
-		write.Counted("ciliumbgpadvertisements")
+		permit.Counted("ciliumbgpadvertisements")
 		w.Log.Info("CiliumBGPAdvertisement "+a.Name+" applied", "subnet", s.Name)
 	}
 	return names, append(out, w.deleteAdvertisements(ctx, bgp, gvr, m.Name, want)...)
@@ -99,8 +99,8 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 
 // deleteAdvertisements deletes the CiliumBGPAdvertisements we (or the
 // existing operator) made for dp that keep does not name.
-func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
-	var out write.Outcomes
+func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
+	var out permit.Outcomes
 	for _, o := range bgp.List() {
 		live := o.(*unstructured.Unstructured)
 		l := live.GetLabels()
@@ -108,20 +108,20 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 		if made, _ := backends.AdvertisementFollows(live); !ours || made != dp || keep[live.GetName()] {
 			continue
 		}
-		self := write.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}
+		self := permit.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}
 		if _, ok := w.deleted.Get(self, live.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
 		}
-		if w.Shadow(write.Removed(self)) {
+		if w.Shadow(permit.Removed(self)) {
 			continue
 		}
 		if err := w.Client.Resource(gvr).Delete(ctx, live.GetName(), metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: ptr(live.GetResourceVersion())}}); err != nil {
-			out = append(out, write.Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
+			out = append(out, permit.Transient(fmt.Errorf("deleting orphaned CiliumBGPAdvertisement %q: %w", live.GetName(), err)))
 			continue
 		}
 		w.deleted.Put(self, live.GetResourceVersion(), struct{}{})
-		write.Counted("ciliumbgpadvertisements")
+		permit.Counted("ciliumbgpadvertisements")
 		w.Log.Info("CiliumBGPAdvertisement " + live.GetName() + " deleted (no subnet advertises it)")
 		w.Events.Event(live, "AdvertisementDeleted", "no subnet of DynamicPrefix "+dp+" advertises it any more")
 	}

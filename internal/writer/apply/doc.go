@@ -6,7 +6,7 @@
 // canonical form with what is live (or with what it wrote last, until the
 // cache shows it), and patches only a difference, only the fields we own,
 // conditional on the version it read, through the write permit (package
-// write). Each step returns a write.Outcome saying whether retrying can help.
+// write). Each step returns a permit.Outcome saying whether retrying can help.
 //
 // It is the one package that writes to the API server for the writer (events
 // included; the leader election's Lease aside): the shadow's plan and the

@@ -16,7 +16,7 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 // EventRecorder creates events as Component/Instance.
@@ -27,7 +27,7 @@ type EventRecorder struct {
 	Clock     clock.Clock
 	Log       *slog.Logger
 	// Budget bounds the events recorded (nil: no bound).
-	Budget *write.EventBudget
+	Budget *permit.EventBudget
 }
 
 // Event records one event about regarding. Failures are logged, never fatal.

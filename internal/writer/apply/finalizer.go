@@ -12,7 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 // ReleaseFinalizer removes the existing operator's finalizer from u, a
@@ -22,31 +22,31 @@ import (
 // version read, so another controller's finalizer added meanwhile is a
 // conflict to retry, never dropped). renumber adds no finalizer of its own:
 // a deleted DynamicPrefix is released from the informer's delete event.
-func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructured) write.Outcome {
+func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructured) permit.Outcome {
 	if !slices.Contains(u.GetFinalizers(), dynamicprefix.Finalizer) {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
-	self := write.Object{Resource: "dynamicprefixes", Name: u.GetName()}
+	self := permit.Object{Resource: "dynamicprefixes", Name: u.GetName()}
 	if _, ok := w.finalized.Get(self, u.GetResourceVersion()); ok {
-		return write.Outcome{} // removed; the cache has not caught up
+		return permit.Outcome{} // removed; the cache has not caught up
 	}
 	rest := slices.DeleteFunc(slices.Clone(u.GetFinalizers()), func(f string) bool { return f == dynamicprefix.Finalizer })
-	if w.Shadow(write.Change{Object: self.String(), Field: "metadata.finalizers", From: fmt.Sprint(u.GetFinalizers()), To: fmt.Sprint(rest)}) {
-		return write.Outcome{}
+	if w.Shadow(permit.Change{Object: self.String(), Field: "metadata.finalizers", From: fmt.Sprint(u.GetFinalizers()), To: fmt.Sprint(rest)}) {
+		return permit.Outcome{}
 	}
 	if err := w.Permit(self, u, u.GetName()); err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(), "finalizers": rest}})
 	if err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
-		return write.Transient(fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err))
+		metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		return permit.Transient(fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err))
 	}
 	w.finalized.Put(self, u.GetResourceVersion(), struct{}{})
-	write.Counted("dynamicprefixes")
+	permit.Counted("dynamicprefixes")
 	w.Log.Info(fmt.Sprintf("DynamicPrefix %s released; finalizer %s removed", u.GetName(), dynamicprefix.Finalizer))
-	return write.Outcome{}
+	return permit.Outcome{}
 }

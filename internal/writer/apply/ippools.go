@@ -23,16 +23,16 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // IPPools writes IPPools.
 type IPPools struct {
-	*write.Permits
+	*permit.Gate
 	Client dynamic.Interface
 
-	memo write.Memo[string] // what was written last, until the cache shows it
+	memo permit.Memo[string] // what was written last, until the cache shows it
 }
 
 // Forget drops the memo: a new leader term trusts only what the cache shows.
@@ -43,11 +43,11 @@ func (w *IPPools) Forget() { w.memo.Reset() }
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) write.Outcomes {
+func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) permit.Outcomes {
 	if pools == nil {
 		return nil
 	}
-	var out write.Outcomes
+	var out permit.Outcomes
 	type planned struct {
 		parent *unstructured.Unstructured
 		plan   backends.CalicoPlan
@@ -69,7 +69,7 @@ func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupV
 		if err != nil {
 			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
 			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		p := backends.RenderCalico(u, m.Name, entries)
@@ -104,8 +104,8 @@ func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupV
 
 // parent makes the annotated pool hold cidr, and our record say so
 // ("" removes the record and leaves the CIDR: a pool must have one).
-func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) write.Outcome {
-	self := write.Object{Resource: backends.CalicoResource, Name: u.GetName()}
+func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) permit.Outcome {
+	self := permit.Object{Resource: backends.CalicoResource, Name: u.GetName()}
 	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	record, _ := backends.CalicoRecord(u)
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
@@ -113,14 +113,14 @@ func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u
 	}
 	if record == cidr && (cidr == "" || render.Canonical(live) == cidr) {
 		w.Calm(self, dp)
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
-	if w.Shadow(write.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
-		write.Change{Object: self.String(), Field: "metadata.annotations." + backends.CalicoRecordKey, From: record, To: cidr}) {
-		return write.Outcome{}
+	if w.Shadow(permit.Change{Object: self.String(), Field: "spec.cidr", From: live, To: cmp.Or(cidr, live)},
+		permit.Change{Object: self.String(), Field: "metadata.annotations." + backends.CalicoRecordKey, From: record, To: cidr}) {
+		return permit.Outcome{}
 	}
 	if err := w.Permit(self, u, dp); err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	var rec any
 	patch := map[string]any{}
@@ -131,47 +131,47 @@ func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u
 		"annotations": map[string]any{backends.CalicoRecordKey: rec, backends.CalicoLegacyRecordKey: nil}}
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
-	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
-		return write.Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
+	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		return permit.Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
 	}
 	w.memo.Put(self, u.GetResourceVersion(), cidr)
-	write.Counted(backends.CalicoResource)
+	permit.Counted(backends.CalicoResource)
 	if cidr == "" {
 		w.Log.Info("IPPool " + u.GetName() + " released")
 		w.Events.Event(u, "PoolReleased", "record removed, spec.cidr left as it was (a pool must have one)")
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	w.Log.Info("IPPool "+u.GetName()+" updated", "cidr", cidr, "was", live)
 	w.Events.Event(u, "PoolUpdated", fmt.Sprintf("spec.cidr now %s (was %s)", cidr, live))
-	return write.Outcome{}
+	return permit.Outcome{}
 }
 
 // sibling creates the sibling s of parent, or updates it to s.
-func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) write.Outcome {
-	self := write.Object{Resource: backends.CalicoResource, Name: s.Name}
+func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) permit.Outcome {
+	self := permit.Object{Resource: backends.CalicoResource, Name: s.Name}
 	var live *unstructured.Unstructured
 	if o, ok, _ := pools.GetByKey(s.Name); ok {
 		live = o.(*unstructured.Unstructured)
 	}
 	if _, ok := w.memo.Get(self, ""); ok && live == nil {
-		return write.Outcome{} // created; the cache has not shown it yet
+		return permit.Outcome{} // created; the cache has not shown it yet
 	}
 	if live != nil {
 		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || backends.SameCalico(live, s) {
 			w.Calm(self, dp)
-			return write.Outcome{}
+			return permit.Outcome{}
 		}
 	}
-	if live == nil && w.Shadow(write.Created(self, s.Spec)) {
-		return write.Outcome{}
+	if live == nil && w.Shadow(permit.Created(self, s.Spec)) {
+		return permit.Outcome{}
 	}
-	if live != nil && w.Shadow(write.Updated(self, live.Object["spec"], s.Spec)) {
-		return write.Outcome{}
+	if live != nil && w.Shadow(permit.Updated(self, live.Object["spec"], s.Spec)) {
+		return permit.Outcome{}
 	}
 	if err := w.Permit(self, parent, dp); err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	res := w.Client.Resource(gvr)
 	if live == nil {
@@ -183,54 +183,54 @@ func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.Gro
 		// Deleting the user's pool deletes its siblings.
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
 			Name: parent.GetName(), UID: parent.GetUID()}})
-		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: write.FieldManager}); err != nil {
-			return write.Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: permit.FieldManager}); err != nil {
+			return permit.Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
 		}
 		w.memo.Put(self, "", s.Name)
-		write.Counted(backends.CalicoResource)
+		permit.Counted(backends.CalicoResource)
 		w.Log.Info("IPPool "+s.Name+" created", "cidr", s.Spec["cidr"], "draining", true)
 		w.Events.Event(parent, "PoolCreated", fmt.Sprintf("IPPool %s holds draining %v, disabled", s.Name, s.Spec["cidr"]))
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": s.Labels},
 		"spec":     s.Spec,
 	})
 	if err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
-	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
-		return write.Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
+	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		return permit.Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
 	}
 	w.memo.Put(self, live.GetResourceVersion(), s.Name)
-	write.Counted(backends.CalicoResource)
+	permit.Counted(backends.CalicoResource)
 	w.Log.Info("IPPool "+s.Name+" updated (follows "+parent.GetName()+")", "cidr", s.Spec["cidr"])
-	return write.Outcome{}
+	return permit.Outcome{}
 }
 
 // deleteSiblings deletes the siblings of dp that keep does not name.
-func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) write.Outcomes {
-	var out write.Outcomes
+func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
+	var out permit.Outcomes
 	for _, o := range pools.List() {
 		u := o.(*unstructured.Unstructured)
 		if !backends.CalicoSibling(u) || keep[u.GetName()] || siblingOf(pools, u) != dp {
 			continue
 		}
-		self := write.Object{Resource: backends.CalicoResource, Name: u.GetName()}
+		self := permit.Object{Resource: backends.CalicoResource, Name: u.GetName()}
 		if _, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 			continue // deleted; the cache has not caught up
 		}
-		if w.Shadow(write.Removed(self)) {
+		if w.Shadow(permit.Removed(self)) {
 			continue
 		}
 		rv := u.GetResourceVersion()
 		if err := w.Client.Resource(gvr).Delete(ctx, u.GetName(), metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
-			out = append(out, write.Transient(fmt.Errorf("deleting IPPool %q: %w", u.GetName(), err)))
+			out = append(out, permit.Transient(fmt.Errorf("deleting IPPool %q: %w", u.GetName(), err)))
 			continue
 		}
 		w.memo.Put(self, u.GetResourceVersion(), "")
-		write.Counted(backends.CalicoResource)
+		permit.Counted(backends.CalicoResource)
 		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", cidr)
 		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", cidr, dp))
@@ -240,7 +240,7 @@ func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr sch
 
 // Release deletes dp's siblings and removes our record from the pools naming
 // dp, which was deleted; their spec.cidr stays (a pool must have one).
-func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
+func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
 	if pools == nil {
 		return nil
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 var gvr = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
@@ -49,7 +49,7 @@ type world struct {
 	rv   int
 }
 
-func newWorld(t *testing.T, limits write.Limits) *world {
+func newWorld(t *testing.T, limits permit.Limits) *world {
 	parent := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
 		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{dynamicprefix.AnnotationName: "home"}},
@@ -61,8 +61,8 @@ func newWorld(t *testing.T, limits write.Limits) *world {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, client: client, clock: clk, store: cache.NewStore(cache.MetaNamespaceKeyFunc), seen: map[string]string{}, rvs: map[string]string{}}
-	w.w = &IPPools{Permits: &write.Permits{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Events: &write.Events{Recorder: events{}}, Breaker: write.NewBreaker(limits), Requeue: func(string, time.Duration) {}}, Client: client}
+	w.w = &IPPools{Gate: &permit.Gate{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Events: &permit.Events{Recorder: events{}}, Breaker: permit.NewBreaker(limits), Requeue: func(string, time.Duration) {}}, Client: client}
 	// Before every write: no two pools hold one CIDR (what the write before
 	// left), then perhaps the failure asked for.
 	client.PrependReactor("*", "ippools", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -190,7 +190,7 @@ func holds(pooled []string) map[string]string {
 // stops there, no two pools ever hold one CIDR, and the next passes finish
 // the step.
 func TestEveryWriteOfAStepFailingInTurnNeverLeavesTwoPoolsWithOneCIDR(t *testing.T) {
-	open := write.Limits{ObjectBurst: 1000, ObjectPerMinute: 1000, TotalBurst: 1000, TotalPerMinute: 1000}
+	open := permit.Limits{ObjectBurst: 1000, ObjectPerMinute: 1000, TotalBurst: 1000, TotalPerMinute: 1000}
 	for step := 1; step < len(flap); step++ {
 		// How many writes the step takes when nothing fails.
 		clean := newWorld(t, open)
@@ -224,7 +224,7 @@ func TestEveryWriteOfAStepFailingInTurnNeverLeavesTwoPoolsWithOneCIDR(t *testing
 // (then one a minute), the breaker refuses the annotated pool mid-flap; the
 // siblings wait for it.
 func TestARefusedPermitStopsTheSequence(t *testing.T) {
-	w := newWorld(t, write.Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1000, TotalPerMinute: 1000})
+	w := newWorld(t, permit.Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1000, TotalPerMinute: 1000})
 	refused := 0
 	for _, s := range flap {
 		for range 10 {
@@ -251,7 +251,7 @@ func TestARefusedPermitStopsTheSequence(t *testing.T) {
 // cost no write at the switch; A coming back deletes its sibling before the
 // pool takes A.
 func TestTheExistingOperatorsSiblingIsAdopted(t *testing.T) {
-	w := newWorld(t, write.Limits{ObjectBurst: 1000, ObjectPerMinute: 1000, TotalBurst: 1000, TotalPerMinute: 1000})
+	w := newWorld(t, permit.Limits{ObjectBurst: 1000, ObjectPerMinute: 1000, TotalBurst: 1000, TotalPerMinute: 1000})
 	ctx := context.Background()
 	parent, err := w.client.Resource(gvr).Get(ctx, "home-v6", metav1.GetOptions{})
 	if err != nil {

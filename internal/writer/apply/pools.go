@@ -22,23 +22,23 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // poolWrite is what was written to a pool: its entries and our record.
 type poolWrite struct{ entries, record []string }
 
 // Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) write.Outcomes {
-	var out write.Outcomes
+func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) permit.Outcomes {
+	var out permit.Outcomes
 	for f := range poolsFollowing(pools, m.Name) {
 		if f.err != nil {
 			// The pool's entries cannot be read: the user's to fix. It is
 			// never written (its user entries could not be kept).
 			err := fmt.Errorf("%s %q: %w", f.kind.Name, api.Key(f.u.GetNamespace(), f.u.GetName()), f.err)
 			w.Events.Announce("pool/"+f.kind.Resource+"/"+api.Key(f.u.GetNamespace(), f.u.GetName()), f.u, true, "InvalidPool", err.Error())
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		out = append(out, w.pool(ctx, f.kind, f.u, f.po, m, d))
@@ -79,7 +79,7 @@ func poolsFollowing(pools []backends.Cached, name string) iter.Seq[followingPool
 
 // poolPlan is what one pool should hold for a decision.
 type poolPlan struct {
-	self                   write.Object
+	self                   permit.Object
 	po                     backends.Object // as last written, when that is newer than the cache
 	entries, owned, record []string
 	holds                  bool // it holds them already
@@ -88,7 +88,7 @@ type poolPlan struct {
 // plan renders what the pool should hold; an error is the pool's reference
 // to a range or subnet that the spec cannot resolve.
 func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decide.Decision) (poolPlan, error) {
-	pl := poolPlan{self: write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
+	pl := poolPlan{self: permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
 	if last, ok := w.pools.Get(pl.self, po.ResourceVersion); ok {
 		po.Entries, po.Record = last.entries, render.Record{Entries: last.record, Present: last.record != nil}
 		po.RecordValue, po.RecordFrom = render.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
@@ -116,24 +116,24 @@ func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decid
 	return pl, nil
 }
 
-func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) write.Outcome {
+func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) permit.Outcome {
 	pl, err := w.plan(k, po, m, d)
 	self, entries, owned, record := pl.self, pl.entries, pl.owned, pl.record
 	po = pl.po
 	if err != nil {
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	if pl.holds {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	if w.Shadow(poolChanges(self, k, po, entries, record)...) {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	if err := w.Permit(self, u, m.Name); err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	if len(po.Record.Unreadable) > 0 {
 		w.Events.Announce("record/"+self.String(), u, true, "RecordNotUnderstood", fmt.Sprintf(
@@ -144,12 +144,12 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 		if errors.Is(err, api.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
-			return write.Final(err)
+			return permit.Final(err)
 		}
-		return write.Transient(err)
+		return permit.Transient(err)
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
-	write.Counted(k.Resource)
+	permit.Counted(k.Resource)
 	added, removed := changed(po.Entries, entries)
 	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
 	if len(removed) > 0 {
@@ -158,43 +158,43 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "added", added, "removed", removed)
 	w.Events.Event(u, "PoolUpdated", note)
 	w.Events.Forget("pool/" + self.String())
-	return write.Outcome{}
+	return permit.Outcome{}
 }
 
 // ReleasePool removes our entries and record from the pool key ("name" or
 // "namespace/name") when it names dp: "" once its dynamic-prefix.io/name
 // annotation was removed, or a DynamicPrefix that was deleted. Nothing else is
 // touched. A refused permit returns how long to wait.
-func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp string) (write.Outcome, time.Duration) {
+func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp string) (permit.Outcome, time.Duration) {
 	k := p.Kind
 	obj, exists, err := p.Store.GetByKey(key)
 	if err != nil || !exists {
-		return write.Transient(err), 0
+		return permit.Transient(err), 0
 	}
 	u := obj.(*unstructured.Unstructured)
 	po, ours, err := k.Decode(u)
 	if err != nil {
-		return write.Final(err), 0
+		return permit.Final(err), 0
 	}
 	if !ours || po.Follow.DynamicPrefix != dp || !po.Record.Present {
-		return write.Outcome{}, 0
+		return permit.Outcome{}, 0
 	}
-	self := write.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
+	self := permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
 	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
-		return write.Outcome{}, 0 // already released; the cache has not caught up
+		return permit.Outcome{}, 0 // already released; the cache has not caught up
 	}
 	entries, _ := render.Merge(po.Entries, po.Record.Entries, nil)
 	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
-		return write.Outcome{}, 0
+		return permit.Outcome{}, 0
 	}
 	if ok, wait := w.PermitQuietly(self); !ok {
-		return write.Outcome{}, wait
+		return permit.Outcome{}, wait
 	}
 	if err := patchPool(ctx, w.Client, k, po, entries, po.Record.Entries, nil, true, nil); err != nil {
-		return write.Transient(err), 0
+		return permit.Transient(err), 0
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
-	write.Counted(k.Resource)
+	permit.Counted(k.Resource)
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
@@ -202,15 +202,15 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	_, removed := changed(po.Entries, entries)
 	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", removed, "why", why)
 	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
-	return write.Outcome{}, 0
+	return permit.Outcome{}, 0
 }
 
 // ReleaseAll releases everything written for the DynamicPrefix dp, which was
 // deleted: our entries in every pool naming it, our annotations on every
 // Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
 // served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) write.Outcomes {
-	var out write.Outcomes
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
+	var out permit.Outcomes
 	var wait time.Duration
 	for _, p := range pools {
 		for _, o := range p.Store.List() {
@@ -234,7 +234,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	if wait > 0 {
 		w.Requeue(dp, wait)
 		// Not released yet: what waits on the release (a finalizer) waits too.
-		out = append(out, write.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, api.ErrBudgetExceeded, wait.Round(time.Second))))
+		out = append(out, permit.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, api.ErrBudgetExceeded, wait.Round(time.Second))))
 	}
 	return out
 }
@@ -260,21 +260,21 @@ func changed(from, to []string) (added, removed []string) {
 // poolChanges are the entries and record a pool write changes, each from what
 // is live (whoever wrote it) to what would be written; a record it cannot
 // read says so.
-func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, record []string) []write.Change {
+func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, entries, record []string) []permit.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"
 	}
-	var cs []write.Change
+	var cs []permit.Change
 	if !render.Holds(po.Entries, entries, record) {
-		cs = append(cs, write.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
+		cs = append(cs, permit.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
 	}
 	to := ""
 	if record != nil {
 		to = render.WriteRecord(record, k.RecordSpelling)
 	}
 	if po.RecordFrom != k.RecordKey && po.Record.Present {
-		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
+		cs = append(cs, permit.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
 		po.RecordValue = ""
 	}
 	from := po.RecordValue
@@ -282,7 +282,7 @@ func poolChanges(o write.Object, k *backends.Kind, po backends.Object, entries, 
 		from += " (not understood: " + strings.Join(po.Record.Unreadable, ", ") + ")"
 	}
 	if from != to {
-		cs = append(cs, write.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
+		cs = append(cs, permit.Change{Object: o.String(), Field: "metadata.annotations." + k.RecordKey, From: from, To: to})
 	}
 	return cs
 }
@@ -344,14 +344,17 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	return nil
 }
 
-// Admitted waits, until the deadline, for the API server to admit the first
-// pool write d asks for: a dry run of it (dryRun=All: nothing is stored,
-// nothing counted) that the admission policy refuses means the policy has
-// not seen yet the status naming the new prefix - its parameters lag the
-// writer's own cache under load - and is asked again shortly. Called after
-// such a status write, so that the real writes are not refused (each refusal
-// would be a PoolError in the status, and two more status writes).
-func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision, until time.Time) {
+// Admitted asks the API server whether it admits the first pool write d
+// asks for, with a dry run of it (dryRun=All: nothing is stored). Called after
+// a status naming a new prefix was written and seen by the writer's cache:
+// the admission policy judges pool writes by the status it reads from a cache
+// of its own, which lags the writer's under load, and a refused pool write
+// would be a PoolError in the status and two more status writes. false: the
+// dry run was refused by the admission policy (Forbidden); the caller looks
+// again later, it never waits here. Nothing to write, a dry run the breaker
+// refuses (Gate.DryRun), or any other answer: true, the writes go ahead
+// and report what they meet.
+func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
 	for f := range poolsFollowing(pools, m.Name) {
 		if f.err != nil {
 			continue
@@ -360,12 +363,11 @@ func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Mo
 		if err != nil || pl.holds {
 			continue
 		}
-		for {
-			err := patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
-			if !apierrors.IsForbidden(err) || ctx.Err() != nil || !time.Now().Before(until) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !w.DryRun(pl.self, m.Name) {
+			return true
 		}
+		err = patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+		return !apierrors.IsForbidden(err)
 	}
+	return true
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Services writes the Services (from the Service cache) that follow model's
@@ -27,8 +27,8 @@ import (
 // that holds it keeps it (else the one created first), the other is
 // released, and the conflicts are
 // returned for the DynamicPrefix's status.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) (write.Outcomes, []render.Conflict) {
-	var out write.Outcomes
+func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
+	var out permit.Outcomes
 	var conflicts []render.Conflict
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	var followers []*corev1.Service
@@ -40,7 +40,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 	slices.SortFunc(followers, render.ByAge)
 	var asks []ask
 	for _, m := range followers {
-		self := write.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
+		self := permit.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if !model.LetsFollow(m.Namespace) {
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m), true, "NamespaceNotAllowed",
 				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, m.Namespace))
@@ -54,7 +54,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			continue
 		}
 		if err := w.tooLarge(self, m); err != nil {
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		live := render.Live(m.Annotations, w.TargetKeys)
@@ -62,11 +62,11 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			live = last
 		}
 		ingress := render.Ingress(m)
-		want, err := render.RenderService(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
+		want, err := render.Service(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		asks = append(asks, ask{m, self, live, want})
@@ -104,21 +104,21 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 			continue
 		}
 		if err := w.Permit(self, serviceRef(m), model.Name); err != nil {
-			out = append(out, write.Final(err))
+			out = append(out, permit.Final(err))
 			continue
 		}
 		if err := w.patchService(ctx, m, live, want); err != nil {
 			if refusedForItsSize(err) { // the Service's own doing: left as it is
 				err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 				w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
-				out = append(out, write.Final(err))
+				out = append(out, permit.Final(err))
 				continue
 			}
-			out = append(out, write.Transient(err))
+			out = append(out, permit.Transient(err))
 			continue
 		}
 		w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
-		write.Counted("services")
+		permit.Counted("services")
 		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
 	}
 	render.SortConflicts(conflicts)
@@ -128,7 +128,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 // ask is what one Service following a DynamicPrefix asks for.
 type ask struct {
 	m          *corev1.Service
-	self       write.Object
+	self       permit.Object
 	live, want render.Annotations
 }
 
@@ -144,7 +144,7 @@ func (x ask) holds() bool {
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
 // or a DynamicPrefix that was deleted or went back to transition mode simple.
 // The user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) write.Outcome {
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) permit.Outcome {
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
@@ -153,38 +153,38 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 }
 
 // releaseService is ReleaseService, saying why in its log and event.
-func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, name, dp, why string) write.Outcome {
+func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, name, dp, why string) permit.Outcome {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
-		return write.Transient(err)
+		return permit.Transient(err)
 	}
 	m := o.(*corev1.Service)
-	self := write.Object{Resource: "services", Namespace: ns, Name: name}
+	self := permit.Object{Resource: "services", Namespace: ns, Name: name}
 	if following(m) != dp {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	if err := w.tooLarge(self, m); err != nil {
-		return write.Final(err)
+		return permit.Final(err)
 	}
 	live := render.Live(m.Annotations, w.TargetKeys)
 	if !live.Owned() {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	want := render.ReleaseService(live)
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
-		return write.Outcome{}
+		return permit.Outcome{}
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return write.Transient(err)
+		return permit.Transient(err)
 	}
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
-	write.Counted("services")
+	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
-	return write.Outcome{}
+	return permit.Outcome{}
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep
@@ -192,7 +192,7 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, n
 // more entries in an annotation than the writer may write
 // (render.TooManyEntries). The Service is left as it is and the refusal is
 // its event.
-func (w *Writer) tooLarge(self write.Object, m *corev1.Service) error {
+func (w *Writer) tooLarge(self permit.Object, m *corev1.Service) error {
 	n, over := render.Oversized(m)
 	k, many := render.TooManyEntries(m.Annotations)
 	var err error
@@ -226,7 +226,7 @@ func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a re
 		return err
 	}
 	if _, err := w.Meta.Resource(render.ServiceGVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: write.FieldManager}); err != nil {
+		metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
 		return fmt.Errorf("patching Service %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	return nil

@@ -5,19 +5,19 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // annotationChanges are the changes a merge patch of annotations (nil
 // removes a key) makes to live.
-func annotationChanges(o write.Object, live map[string]string, patch map[string]any) []write.Change {
-	return write.Fields(o.String(), "metadata.annotations.", live, render.Applied(live, patch))
+func annotationChanges(o permit.Object, live map[string]string, patch map[string]any) []permit.Change {
+	return permit.Fields(o.String(), "metadata.annotations.", live, render.Applied(live, patch))
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.
-func statusChanges(o write.Object, live, want api.Status) []write.Change {
-	return write.Fields(o.String(), "status.", fieldsJSON(live), fieldsJSON(want))
+func statusChanges(o permit.Object, live, want api.Status) []permit.Change {
+	return permit.Fields(o.String(), "status.", fieldsJSON(live), fieldsJSON(want))
 }
 
 // fieldsJSON is each top-level field of v as JSON (absent when empty).

@@ -32,8 +32,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Fixture tests in the manner of kubernetes/sample-controller: the caches are
@@ -110,7 +110,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // CiliumLoadBalancerIPPool "lb" following its range next to the user's IPv4
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
-func newFixture(t *testing.T, limits write.Limits) *fixture {
+func newFixture(t *testing.T, limits permit.Limits) *fixture {
 	kinds, _, err := backends.DiscoverCilium(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
@@ -163,7 +163,7 @@ func newFixture(t *testing.T, limits write.Limits) *fixture {
 	return f
 }
 
-var generous = write.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100}
+var generous = permit.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100}
 
 // report makes every one of n nodes report prefix preferred on eth0 (and the
 // previous one, if any, deprecated).
@@ -340,7 +340,7 @@ func rangeOn(p string) string {
 }
 
 // converged: home follows prefix A and everything holds what it should.
-func converged(t *testing.T, limits write.Limits) *fixture {
+func converged(t *testing.T, limits permit.Limits) *fixture {
 	f := newFixture(t, limits)
 	f.report(3, prefixA)
 	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
@@ -734,7 +734,7 @@ func (f *fixture) fight(rv string) {
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	f := converged(t, generous)
 	// The same world under a controller whose breaker allows one write per object.
-	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.fight("2")
 	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
@@ -762,7 +762,7 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 // reverting the pool under an unchanged decision is throttled as before.
 func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 	f := converged(t, generous)
-	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: write.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
+	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
 		TotalBurst: 100, TotalPerMinute: 100, DecisionBurst: 20, DecisionsPerMinute: 10}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.sync(passHome) // the new controller's first decision: nothing to write

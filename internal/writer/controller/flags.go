@@ -18,7 +18,7 @@ import (
 func (o *Options) Flags(fs *flag.FlagSet) {
 	r := &o.Reconcile
 	fs.DurationVar(&r.Debounce, "debounce", 100*time.Millisecond, "how long to gather node digest changes into one pass")
-	fs.DurationVar(&r.StatusSeen, "status-seen-wait", 2*time.Second, "after a status names a new prefix, wait up to this long for the writer's cache to show it before writing objects in the prefix (the API server's admission policy reads the status from a cache too)")
+	fs.DurationVar(&r.StatusSeen, "status-seen-wait", 2*time.Second, "after a status names a new prefix, wait up to this long for the API server to admit a dry run of the first pool write in it before writing objects in the prefix (its admission policy reads the status from a cache); the pass is queued again, never waits in place")
 	fs.DurationVar(&o.NodeGrace, "node-not-ready-grace", 5*time.Minute, "a Node not Ready for longer stops voting for prefixes (0: Nodes always vote, and only their metadata is watched)")
 	fs.DurationVar(&o.NodeStartupWait, "node-startup-wait", decide.StartupWait, "how long a Node without a digest is awaited, from when the writer first sees it, by the first adoption of a prefix (a majority of the Nodes reporting and awaited decides it; 0: only those reporting)")
 	fs.DurationVar(&decide.ConfirmWithin, "dhcpv6-confirm-within", decide.ConfirmWithin, "how long the agents' DHCPv6 client and the node confirming its delegation may disagree before the roles rotate (status.dhcpv6pd): longer than a confirmer takes to solicit, and than the lease's T1 where it can")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/renumber/renumber/internal/metrics"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 var (
@@ -18,7 +18,7 @@ var (
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return append(write.Collectors(), metricErrors, metricLatency)
+	return append(permit.Collectors(), metricErrors, metricLatency)
 }
 
 // stateCollector reports what the caches hold at scrape time, on every replica:

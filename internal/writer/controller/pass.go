@@ -14,8 +14,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // reports are what votes for the DynamicPrefix name: its servers' answers
@@ -46,13 +46,15 @@ func (c *Controller) stopResolving(name string) {
 // records what the pools already carry) - but a prefix no object holds yet is
 // named in the status before any pool gets it. A pass that writes after a change
 // of the nodes' digests counts the time since that change.
-func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out write.Outcome) {
+func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out permit.Outcome) {
 	seen, pending := c.changes.take(name)
-	before := write.Written()
+	before := permit.Written()
 	defer func() {
 		switch {
 		case !pending:
-		case write.Written() > before:
+		case out.After > 0:
+			c.changes.seen(name, seen) // not done: the writes to come count from the change
+		case permit.Written() > before:
 			metricLatency.Observe(c.clock.Since(seen).Seconds())
 		case out.Retry:
 			c.changes.seen(name, seen) // the retry's writes count from the change
@@ -60,12 +62,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	}()
 	obj, exists, err := c.caches.DynamicPrefixes().GetByKey(name)
 	if err != nil {
-		return write.Transient(err)
+		return permit.Transient(err)
 	}
 	if !exists {
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		delete(c.problems, name)
+		delete(c.admitting, name)
 		c.stopResolving(name)
 		return c.release(ctx, name).Retry()
 	}
@@ -79,10 +82,16 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		}
 		return append(out, c.write.ReleaseFinalizer(ctx, u)).Retry()
 	}
+	if c.write.StatusBehind(u) {
+		// The cache has not shown our own last status write yet: whatever
+		// this pass would write from it is made against a version that is
+		// gone. Its watch brings the next pass; lookAgain is the fallback.
+		return permit.Later(lookAgain)
+	}
 	dp, err := api.FromUnstructured(u)
 	if err != nil {
 		c.events.Announce("dp/"+name, u, true, "InvalidObject", err.Error())
-		return write.Final(err) // a fix of the object brings a new event
+		return permit.Final(err) // a fix of the object brings a new event
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
@@ -90,11 +99,11 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	now := c.clock.Now()
 	reports, lapse, ready := c.reports(ctx, name, m, now)
 	if !ready {
-		return write.Outcome{} // the servers' first answers queue the pass again
+		return permit.Outcome{} // the servers' first answers queue the pass again
 	}
 	d := decide.For(m, dp.Status, reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
-	// change, which the write breaker lets through (write.Budget).
+	// change, which the write breaker lets through (permit.Budget).
 	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))
 	if !lapse.IsZero() && (d.Wake.IsZero() || lapse.Before(d.Wake)) {
 		d.Wake = lapse
@@ -109,7 +118,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 	if d.Current.IsValid() {
 		problems.Spec = m.Check(d.Current)
 	}
-	var steps, bgp write.Outcomes
+	var steps, bgp permit.Outcomes
 	live := apply.Live{Object: u, Status: dp.Status}
 	if d.Current.IsValid() && problems.Spec == nil {
 		// A prefix no object holds yet is named in the status first: the
@@ -121,16 +130,20 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		if render.NamesNewPrefix(dp.Status, m, d) {
 			expect := c.problems[name]
 			expect.Spec = nil
-			var o write.Outcome
-			before := u.GetResourceVersion()
+			var o permit.Outcome
 			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
 			dp.Status = live.Status
-			c.seen(ctx, name, before)
 			if c.cfg.StatusSeen > 0 && c.cfg.Plan == nil {
-				c.write.Admitted(ctx, c.caches.Pools(), m, d, time.Now().Add(c.cfg.StatusSeen))
+				// The objects get the prefix in a pass that sees this
+				// status in the cache, once admission admits it too.
+				c.admitting[name] = admission{until: now.Add(c.cfg.StatusSeen)}
+				return permit.Later(lookAgain)
 			}
+		}
+		if o, admitted := c.admission(ctx, name, m, d, now); !admitted {
+			return o
 		}
 		pools := c.caches.Pools()
 		cluster, namespaced, others := backends.SplitAllowLists(pools)
@@ -139,13 +152,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out wr
 		// them. A namespaced one's failure holds back only itself.
 		steps = c.write.Pools(ctx, cluster, m, d)
 		if ctx.Err() != nil {
-			return write.Transient(ctx.Err())
+			return permit.Transient(ctx.Err())
 		}
 		if steps.Retry().Err == nil {
 			steps = append(steps, c.write.Pools(ctx, namespaced, m, d)...)
 			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
 			if ctx.Err() != nil {
-				return write.Transient(ctx.Err())
+				return permit.Transient(ctx.Err())
 			}
 			ippools, gvr := c.caches.CalicoPools()
 			steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
@@ -282,33 +295,49 @@ func (n *nodeChanges) take(name string) (time.Time, bool) {
 }
 
 // release releases everything written for the DynamicPrefix name.
-func (c *Controller) release(ctx context.Context, name string) write.Outcomes {
+func (c *Controller) release(ctx context.Context, name string) permit.Outcomes {
 	adverts, gvr := c.caches.Advertisements()
 	out := c.write.ReleaseAll(ctx, c.caches.Pools(), c.caches.Services(), adverts, gvr, name)
 	ippools, gvr := c.caches.CalicoPools()
 	return append(out, c.ippools.Release(ctx, ippools, gvr, name)...)
 }
 
-// seen waits, up to Config.StatusSeen, until the cache shows a newer version
-// of the DynamicPrefix name than before: the status just written. The API
-// server's admission policy judges the writes that follow by the status it
-// reads from a cache of its own (policy-values.yaml); a pool write sent before
-// that cache has the new prefix is refused (measured: a NetworkSet write 10 ms
-// after the status). The writer's own cache is fed by the same watch, but
-// under load the API server's may lag it: apply.Writer.Admitted then waits
-// for a dry run of the first pool write to be admitted (a refused pool write
-// measured in TestRealNodes beside four other worlds).
-func (c *Controller) seen(ctx context.Context, name, before string) {
-	if c.cfg.StatusSeen <= 0 {
-		return
+// lookAgain is when a pass waiting for the cache to show the writer's own
+// status write looks again: the watch that shows it queues the pass sooner.
+const lookAgain = time.Second
+
+// firstDryRun is the wait before the first dry run is asked again; each
+// further one waits twice as long, until Config.StatusSeen is spent (with the
+// default 2 s, at most six dry runs: the breaker's default burst and the
+// decision's free one).
+const firstDryRun = 50 * time.Millisecond
+
+// admission is a DynamicPrefix's status naming a new prefix, written: until
+// when its first pool write waits for the API server's admission to admit it,
+// and how many dry runs it asked already.
+type admission struct {
+	until time.Time
+	tries int
+}
+
+// admission reports whether the objects of the DynamicPrefix name may be
+// written in this pass: no status naming a new prefix waits, or the API
+// server admits a dry run of the first pool write (apply.Writer.Admitted), or
+// the wait is spent. The API server's admission policy reads the status from
+// a cache of its own, which lags the writer's under load (a refused pool
+// write measured in TestRealNodes beside four other worlds). Not admitted:
+// the outcome looks again later; the pass never waits in place.
+func (c *Controller) admission(ctx context.Context, name string, m api.Model, d decide.Decision, now time.Time) (permit.Outcome, bool) {
+	a, ok := c.admitting[name]
+	if !ok {
+		return permit.Outcome{}, true
 	}
-	deadline := time.Now().Add(c.cfg.StatusSeen)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if o, ok, _ := c.caches.DynamicPrefixes().GetByKey(name); ok {
-			if m, err := meta.Accessor(o); err == nil && m.GetResourceVersion() != before {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !now.Before(a.until) || c.write.Admitted(ctx, c.caches.Pools(), m, d) {
+		delete(c.admitting, name)
+		return permit.Outcome{}, true
 	}
+	wait := min(firstDryRun<<a.tries, a.until.Sub(now))
+	a.tries++
+	c.admitting[name] = a
+	return permit.Later(wait), false
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/resolve"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Options of a pipeline, from the writer's flags.
@@ -51,7 +51,7 @@ type Pipeline struct {
 	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns).
 	Resolvers *resolve.Sources
 	// Plan is the shadow's plan (nil unless DryRun).
-	Plan *write.Plan
+	Plan *permit.Plan
 }
 
 // DNSTimeout bounds one question to a DNS server (a round asks a silent
@@ -77,7 +77,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 	p := &Pipeline{}
 	if o.DryRun {
 		rec.Client = nil
-		p.Plan = write.NewPlan(log)
+		p.Plan = permit.NewPlan(log)
 		o.Reconcile.Plan = p.Plan
 	}
 	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},

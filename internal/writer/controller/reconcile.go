@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Caches are what a pass reads. Each method returns the cache as it is now: a
@@ -59,7 +59,7 @@ type Resolvers interface {
 }
 
 // Recorder emits Kubernetes events (only at transitions).
-type Recorder = write.Recorder
+type Recorder = permit.Recorder
 
 // Config of the controller.
 type Config struct {
@@ -67,14 +67,17 @@ type Config struct {
 	// the same RA within milliseconds) into one pass.
 	Debounce time.Duration
 	// Budget limits our own object writes (the write-storm breaker).
-	Budget write.Limits
+	Budget permit.Limits
 	// TargetKeys are the annotations HA Services get their DNS target under.
 	TargetKeys []string
 	// L2Nudge reports whether HA Services need the L2 announcer nudge; nil:
 	// never.
 	L2Nudge func() bool
 	// StatusSeen bounds the wait, after a status names a new prefix, for the
-	// cache to show it before objects get the prefix (0: no wait).
+	// API server's admission to admit the first object write in it (0: the
+	// objects are written in the pass that wrote the status). The pass that
+	// wrote the status ends there; the objects are written by a pass that
+	// sees the status in the cache, and is looked again at, never waited in.
 	StatusSeen time.Duration
 	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns);
 	// nil: such a DynamicPrefix gets no reports.
@@ -82,7 +85,7 @@ type Config struct {
 	// Plan, when set, makes the controller a shadow (writer --dry-run): each
 	// pass records the writes it would make there and sends none; it is run
 	// with Lead without ever leading.
-	Plan *write.Plan
+	Plan *permit.Plan
 }
 
 // Action is what a queue key asks for.
@@ -125,8 +128,8 @@ type Controller struct {
 	voters  Voters
 	clock   clock.Clock
 	log     *slog.Logger
-	events  *write.Events
-	breaker *write.Breaker
+	events  *permit.Events
+	breaker *permit.Breaker
 	write   *apply.Writer
 	ippools *apply.IPPools
 	queue   workqueue.TypedRateLimitingInterface[Key]
@@ -134,6 +137,9 @@ type Controller struct {
 	// problems are the last pass's, per DynamicPrefix (a status written
 	// before the pools expects them again).
 	problems map[string]render.Problems
+	// admitting: DynamicPrefixes whose status names a new prefix that the
+	// API server's admission may not see yet (admission).
+	admitting map[string]admission
 }
 
 // NewController returns a controller reading caches and voters and writing with client
@@ -141,16 +147,16 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		problems: map[string]render.Problems{},
-		events:   &write.Events{Recorder: rec},
-		breaker:  write.NewBreaker(cfg.Budget),
+		problems: map[string]render.Problems{}, admitting: map[string]admission{},
+		events:  &permit.Events{Recorder: rec},
+		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "dynamicprefixes", Clock: clk}),
 	}
-	permits := &write.Permits{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
-	c.write = &apply.Writer{Permits: permits, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
-	c.ippools = &apply.IPPools{Permits: permits, Client: client}
+	gate := &permit.Gate{Clock: clk, Log: log, Events: c.events, Breaker: c.breaker, Requeue: c.enqueue, Plan: cfg.Plan}
+	c.write = &apply.Writer{Gate: gate, Client: client, Meta: meta, TargetKeys: cfg.TargetKeys, L2Nudge: cfg.L2Nudge}
+	c.ippools = &apply.IPPools{Gate: gate, Client: client}
 	return c
 }
 
@@ -245,6 +251,7 @@ func (c *Controller) enqueueAll(after time.Duration) {
 func (c *Controller) Lead(ctx context.Context) {
 	c.write.Forget() // a new term trusts only what the caches show
 	c.ippools.Forget()
+	clear(c.admitting)
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {
@@ -275,6 +282,9 @@ func (c *Controller) Lead(ctx context.Context) {
 		o := c.Sync(ctx, key)
 		c.queue.Done(key)
 		switch {
+		case o.After > 0 && o.Err == nil: // waits for something outside the writer
+			c.queue.Forget(key)
+			c.queue.AddAfter(key, o.After)
 		case !o.Retry:
 			c.queue.Forget(key)
 		case ctx.Err() != nil:
@@ -288,7 +298,7 @@ func (c *Controller) Lead(ctx context.Context) {
 }
 
 // Sync does the work key asks for, once.
-func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
+func (c *Controller) Sync(ctx context.Context, key Key) permit.Outcome {
 	if p := c.cfg.Plan; p != nil {
 		p.Begin(key.String())
 		defer p.Commit()
@@ -309,5 +319,5 @@ func (c *Controller) Sync(ctx context.Context, key Key) write.Outcome {
 	case ReleaseService:
 		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
 	}
-	return write.Outcome{}
+	return permit.Outcome{}
 }

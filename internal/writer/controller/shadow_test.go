@@ -12,14 +12,14 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // shadow is a dry-run controller over the fixture's caches and clients, next
 // to its leader f.ctl.
-func (f *fixture) shadow(targetKeys []string) (*Controller, *write.Plan) {
-	p := write.NewPlan(slog.New(slog.NewTextHandler(io.Discard, nil)))
+func (f *fixture) shadow(targetKeys []string) (*Controller, *permit.Plan) {
+	p := permit.NewPlan(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c := NewController(Config{Budget: generous, TargetKeys: targetKeys, Plan: p}, f, f.votes, f.dyn, f.meta, f.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), &recorder{})
 	return c, p
@@ -34,7 +34,7 @@ func (f *fixture) shadowSync(c *Controller, key Key) []string {
 	return f.sync(key)
 }
 
-func fields(cs []write.Change) []string {
+func fields(cs []permit.Change) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Object+" "+c.Field)

@@ -17,15 +17,15 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
-	"github.com/renumber/renumber/internal/writer/write"
 )
 
 // Gather runs one shadow pass over each DynamicPrefix of p named (every one
 // when none is; built with DryRun, its caches synced) and returns what Build
 // needs.
 func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.Time, names ...string) Input {
-	in := Input{Now: now, Lease: lease, Plan: map[string][]write.Change{}, Answers: map[string][]decide.Report{}}
+	in := Input{Now: now, Lease: lease, Plan: map[string][]permit.Change{}, Answers: map[string][]decide.Report{}}
 	c := p.Caches
 	for _, o := range c.DynamicPrefixes().List() {
 		u := o.(*unstructured.Unstructured)

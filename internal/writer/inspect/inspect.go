@@ -20,7 +20,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 // Input is what a report is built from, as values.
@@ -37,7 +37,7 @@ type Input struct {
 	Followers []Follower
 	// Plan is what a shadow pass over each DynamicPrefix would write now, by
 	// its name.
-	Plan  map[string][]write.Change
+	Plan  map[string][]permit.Change
 	Lease *Lease
 }
 
@@ -125,8 +125,8 @@ type Condition struct {
 // Object is a follower and whether it holds what the writer would write now.
 type Object struct {
 	Follower
-	InSync  bool           `json:"inSync"`
-	Pending []write.Change `json:"pending,omitempty"`
+	InSync  bool            `json:"inSync"`
+	Pending []permit.Change `json:"pending,omitempty"`
 }
 
 // Build explains every DynamicPrefix in in.
@@ -204,7 +204,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		out.Conditions = append(out.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message})
 	}
 
-	pending := map[string][]write.Change{}
+	pending := map[string][]permit.Change{}
 	for _, c := range in.Plan[out.Name] {
 		pending[c.Object] = append(pending[c.Object], c)
 	}

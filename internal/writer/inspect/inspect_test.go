@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/write"
+	"github.com/renumber/renumber/internal/writer/permit"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -68,7 +68,7 @@ func TestBuildExplainsVotesDrainingAndObjects(t *testing.T) {
 			{DynamicPrefix: "home", Kind: "Service", Object: "services/default/web"},
 			{DynamicPrefix: "other", Kind: "Service", Object: "services/default/x"},
 		},
-		Plan: map[string][]write.Change{"home": {
+		Plan: map[string][]permit.Change{"home": {
 			{Object: "services/default/web", Field: "metadata.annotations.lbipam.cilium.io/ips", From: "a", To: "b"},
 			{Object: "ciliumbgpadvertisements/home-public", Field: "(object)", To: "{}"},
 		}},

@@ -73,7 +73,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 		}
 		o := ServiceOptions{TargetKeys: DefaultTargetKeys, Managed: []netip.Prefix{cur, prefixOld}, L2Nudge: true}
 		live := Live(ann, o.TargetKeys)
-		got, err := RenderService(model, follow, []netip.Prefix{cur, prefixOld}, live, Split(ingress), o)
+		got, err := Service(model, follow, []netip.Prefix{cur, prefixOld}, live, Split(ingress), o)
 		if err != nil {
 			t.Fatalf("rendering: %v", err)
 		}
@@ -99,7 +99,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 				t.Errorf("the patch leaves %s empty", k)
 			}
 		}
-		again, err := RenderService(model, follow, []netip.Prefix{cur, prefixOld}, Live(written, o.TargetKeys), Split(ingress), o)
+		again, err := Service(model, follow, []netip.Prefix{cur, prefixOld}, Live(written, o.TargetKeys), Split(ingress), o)
 		if err != nil || !again.Equal(got) {
 			t.Errorf("rendering what was written changes it:\n%+v\n%+v (%v)", got, again, err)
 		}

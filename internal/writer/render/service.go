@@ -1,4 +1,4 @@
-// RenderService renders the addresses of Services that follow a DynamicPrefix
+// service.go renders the addresses of Services that follow a DynamicPrefix
 // in transition mode "ha": `lbipam.cilium.io/ips` gets the current and retained
 // addresses (so connections on the old prefix keep working while it drains) and
 // the external-dns target keys only the current one, once the load balancer
@@ -476,11 +476,11 @@ type ServiceOptions struct {
 	L2Nudge bool
 }
 
-// RenderService merges the managed addresses for the pooled prefixes (current first)
+// Service merges the managed addresses for the pooled prefixes (current first)
 // with what the Service carries now. ingress is what the Service's
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
-func RenderService(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Annotations, ingress []string, o ServiceOptions) (Annotations, error) {
+func Service(m api.Model, f ServiceFollow, pooled []netip.Prefix, live Annotations, ingress []string, o ServiceOptions) (Annotations, error) {
 	if f.Mapping != "" {
 		return renderMapped(m, f, pooled, live, ingress, o)
 	}
@@ -566,7 +566,7 @@ func (f ServiceFollow) mappingPrefix() (netip.Prefix, error) {
 	return inside.Masked(), nil
 }
 
-// renderMapped is RenderService for a Service whose address stays (a ULA
+// renderMapped is Service for one whose address stays (a ULA
 // its router maps onto the followed prefix): the DNS target is each address
 // the load balancer publishes inside the mapping prefix, mapped onto the
 // current prefix - or onto its delegation, when that is the mapping

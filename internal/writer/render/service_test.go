@@ -57,7 +57,7 @@ func TestRenderHA(t *testing.T) {
 		AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
 		AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
 	}, DefaultTargetKeys)
-	got, err := RenderService(model, f, []netip.Prefix{cur, prefixOld}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	got, err := Service(model, f, []netip.Prefix{cur, prefixOld}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +73,13 @@ func TestRenderHA(t *testing.T) {
 	if !slices.Equal(got.TargetKeys, DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
 		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
 	}
-	again, _ := RenderService(model, f, []netip.Prefix{cur, prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	again, _ := Service(model, f, []netip.Prefix{cur, prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !again.Equal(got) {
 		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = RenderService(model, skip, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	got, _ = Service(model, skip, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[AnnotationTarget]) != 0 ||
 		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
 		t.Errorf("skip-external-dns-update: %+v", got)
@@ -90,7 +90,7 @@ func TestRenderHA(t *testing.T) {
 // a key added gets the target; the record follows the list.
 func TestTargetKeysFollowTheList(t *testing.T) {
 	f := ServiceFollow{Suffix: "::ffff:0:1"}
-	both, _ := RenderService(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	both, _ := Service(model, f, []netip.Prefix{cur}, Live(map[string]string{AnnotationTargetAlpha: "lb.example.org"}, DefaultTargetKeys), nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	ann := map[string]string{}
 	for k, v := range both.Patch(Annotations{}) {
 		if v != nil {
@@ -102,7 +102,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 	if !slices.Equal(live.Targets[AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
 		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
 	}
-	got, _ := RenderService(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: newOnly})
+	got, _ := Service(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: newOnly})
 	if !slices.Equal(got.Targets[AnnotationTargetAlpha], []string{"lb.example.org"}) {
 		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[AnnotationTargetAlpha])
 	}
@@ -114,7 +114,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 		t.Errorf("patch %v", patch)
 	}
 	// No key at all: every target of ours goes, the records too.
-	none, _ := RenderService(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, ServiceOptions{})
+	none, _ := Service(model, f, []netip.Prefix{cur}, Live(ann, nil), nil, ServiceOptions{})
 	if len(none.Targets[AnnotationTarget]) != 0 || none.Targets[AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
 		t.Errorf("no keys: %+v", none)
 	}
@@ -125,11 +125,11 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
 	f := ServiceFollow{Suffix: "::ffff:0:1"}
 	live := Live(map[string]string{AnnotationTarget: "2001:db8:b::ffff:0:1"}, DefaultTargetKeys)
-	got, _ := RenderService(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	got, _ := Service(model, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if len(got.ManagedTargets) != 0 {
 		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
 	}
-	later, _ := RenderService(model, f, []netip.Prefix{prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	later, _ := Service(model, f, []netip.Prefix{prefixOld}, got, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if !slices.Contains(later.Targets[AnnotationTarget], "2001:db8:b::ffff:0:1") {
 		t.Errorf("the user's entry was removed: %q", later.Targets[AnnotationTarget])
 	}
@@ -148,7 +148,7 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 	}, []string{AnnotationTarget})
 	render := func(pooled []netip.Prefix, ingress ...string) Annotations {
 		t.Helper()
-		got, err := RenderService(model, f, pooled, live, ingress, ServiceOptions{TargetKeys: []string{AnnotationTarget}})
+		got, err := Service(model, f, pooled, live, ingress, ServiceOptions{TargetKeys: []string{AnnotationTarget}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestTheL2Nudge(t *testing.T) {
 	render := func(f ServiceFollow, o ServiceOptions, live Annotations, pooled []netip.Prefix, ingress ...string) Annotations {
 		t.Helper()
 		f.Suffix = "::ffff:0:1"
-		got, err := RenderService(model, f, pooled, live, ingress, o)
+		got, err := Service(model, f, pooled, live, ingress, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +270,7 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	}, nil)
 	opt := ServiceOptions{L2Nudge: true}
 	kv := ServiceFollow{Suffix: "::ffff:0:1", Provider: "kube-vip"}
-	got, err := RenderService(model, kv, []netip.Prefix{cur}, live, []string{now}, opt)
+	got, err := Service(model, kv, []netip.Prefix{cur}, live, []string{now}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +285,12 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	if patch[AnnotationIPs] != "192.0.2.7" || patch[AnnotationKubeVIPIPs] != "192.0.2.8,"+now || patch[AnnotationManagedIPsKey] != AnnotationKubeVIPIPs {
 		t.Errorf("patch %v", patch)
 	}
-	back, _ := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, ServiceOptions{})
+	back, _ := Service(model, ServiceFollow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, ServiceOptions{})
 	if !slices.Equal(back.IPs[AnnotationIPs], []string{"192.0.2.7", now}) || !slices.Equal(back.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) ||
 		back.IPsKey != "" || back.Patch(got)[AnnotationManagedIPsKey] != nil {
 		t.Errorf("back to cilium: %+v", back)
 	}
-	if _, err := RenderService(model, ServiceFollow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, api.ErrInvalid) {
+	if _, err := Service(model, ServiceFollow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
 	if r := ReleaseService(got); !slices.Equal(r.IPs[AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {
@@ -366,7 +366,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 	}
 	alpha := []string{AnnotationTargetAlpha}
 	live := Live(ann, alpha)
-	want, err := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: alpha})
+	want, err := Service(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: alpha})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 		t.Errorf("under the alpha key alone: a write, patch %v", want.Patch(live))
 	}
 	live = Live(ann, DefaultTargetKeys)
-	want, _ = RenderService(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	want, _ = Service(model, ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if want.Equal(live) || want.Patch(live)[AnnotationTarget] != "2001:db8:b::ffff:0:1" {
 		t.Errorf("under both keys: want one write adding %s, patch %v", AnnotationTarget, want.Patch(live))
 	}
@@ -386,7 +386,7 @@ func TestAnAddressThatBecomesCurrentAgainMovesToTheFront(t *testing.T) {
 		AnnotationIPs:        "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1",
 		AnnotationManagedIPs: "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", AnnotationSkipDNS: "true",
 	}, DefaultTargetKeys)
-	want, err := RenderService(model, ServiceFollow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	want, err := Service(model, ServiceFollow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,12 +448,12 @@ func TestAMappedTargetFollowsThePrefixNotTheAddress(t *testing.T) {
 	live := Live(map[string]string{AnnotationIPs: ula, AnnotationTarget: "192.0.2.10", AnnotationTargetAlpha: "192.0.2.10"}, DefaultTargetKeys)
 
 	// Nothing published yet: no target of ours.
-	got, err := RenderService(m, f, []netip.Prefix{a}, live, nil, opt)
+	got, err := Service(m, f, []netip.Prefix{a}, live, nil, opt)
 	if err != nil || len(got.ManagedTargets) != 0 || !got.Equal(live) {
 		t.Fatalf("before the load balancer publishes: %+v, %v", got, err)
 	}
 	// Published: RFC 6296's example, on the /48 the advertised /64 is part of.
-	got, err = RenderService(m, f, []netip.Prefix{a}, live, []string{ula, "192.0.2.99"}, opt)
+	got, err = Service(m, f, []netip.Prefix{a}, live, []string{ula, "192.0.2.99"}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,14 +469,14 @@ func TestAMappedTargetFollowsThePrefixNotTheAddress(t *testing.T) {
 	// The ISP renumbers: the target moves to B's mapping; A's is gone at once
 	// (the router maps only the current prefix).
 	live = got
-	got, _ = RenderService(m, f, []netip.Prefix{b, a}, live, []string{ula}, opt)
+	got, _ = Service(m, f, []netip.Prefix{b, a}, live, []string{ula}, opt)
 	if want := []string{"192.0.2.10", "2001:db8:2:d54f::1234"}; !slices.Equal(got.Targets[AnnotationTarget], want) {
 		t.Errorf("after renumbering: %q, want %q", got.Targets[AnnotationTarget], want)
 	}
 	// The load balancer restarts and publishes nothing for a while: the
 	// target stays.
 	live = got
-	if again, _ := RenderService(m, f, []netip.Prefix{b, a}, live, nil, opt); !again.Equal(live) {
+	if again, _ := Service(m, f, []netip.Prefix{b, a}, live, nil, opt); !again.Equal(live) {
 		t.Errorf("with nothing published the target moved: %v", again.Targets)
 	}
 }
@@ -489,7 +489,7 @@ func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
 		{AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "10.0.0.0/8"},
 		{AnnotationMapping: api.MappingNPTv6, AnnotationMappingPrefix: "fd01::/48"}, // the followed prefix is a /64, no delegation
 	} {
-		if _, err := RenderService(model, ServiceFollowOf(ann), a, Annotations{}, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys}); !errors.Is(err, api.ErrInvalid) {
+		if _, err := Service(model, ServiceFollowOf(ann), a, Annotations{}, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys}); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("%v: %v, want ErrInvalid", ann, err)
 		}
 	}
@@ -500,7 +500,7 @@ func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
 func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 	live := Live(map[string]string{AnnotationIPs: "2001:db8:1:100::1,fd01::1", AnnotationManagedIPs: "2001:db8:1:100::1"}, DefaultTargetKeys)
 	f := ServiceFollowOf(map[string]string{AnnotationMapping: api.MappingNetmap, AnnotationMappingPrefix: "fd01::/64"})
-	got, err := RenderService(model, f, []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}, live, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys})
+	got, err := Service(model, f, []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}, live, []string{"fd01::1"}, ServiceOptions{TargetKeys: DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

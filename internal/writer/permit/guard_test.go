@@ -1,4 +1,4 @@
-package write
+package permit
 
 import (
 	"testing"
@@ -76,5 +76,37 @@ func TestBreakerEpisode(t *testing.T) {
 	}
 	if ended, again := b.Calm("svc/web", now); ended || again != 0 {
 		t.Errorf("calm without an episode: %v %v", ended, again)
+	}
+}
+
+// A cache has seen the writer's own last write once it shows a version other
+// than the one the write was computed from and, where versions read as
+// numbers (the API server's do), not older than the one the write made.
+func TestMemoKnowsACacheBehindItsOwnWrite(t *testing.T) {
+	lb := Object{Resource: "dynamicprefixes", Name: "home"}
+	for _, c := range []struct {
+		name       string
+		base, made string
+		cached     string
+		remembered bool
+		behind     bool
+	}{
+		{name: "nothing written", cached: "7"},
+		{name: "still the base", remembered: true, base: "7", made: "9", cached: "7", behind: true},
+		{name: "older than the base", remembered: true, base: "7", made: "9", cached: "5", behind: true},
+		{name: "the version made", remembered: true, base: "7", made: "9", cached: "9"},
+		{name: "newer still", remembered: true, base: "7", made: "9", cached: "12"},
+		{name: "made unknown, moved on", remembered: true, base: "7", cached: "8"},
+		{name: "versions not numbers", remembered: true, base: "a", made: "c", cached: "b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var m Memo[string]
+			if c.remembered {
+				m.PutMade(lb, c.base, c.made, "written")
+			}
+			if got := m.Behind(lb, c.cached); got != c.behind {
+				t.Errorf("Behind(%q) after a write from %q that made %q = %v, want %v", c.cached, c.base, c.made, got, c.behind)
+			}
+		})
 	}
 }

@@ -17,7 +17,7 @@
 // ObjectBurst + ObjectPerMinute per object, TotalBurst + TotalPerMinute in
 // all.
 
-package write
+package permit
 
 import (
 	"flag"

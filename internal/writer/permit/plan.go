@@ -5,7 +5,7 @@
 // work left, so the plan is what would be written now; empty when the shadow
 // agrees with what is live.
 
-package write
+package permit
 
 import (
 	"cmp"

@@ -4,9 +4,10 @@
 // emits an event only when its text for a subject changes, so a steady problem
 // costs one event, not one per pass.
 
-package write
+package permit
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type Memo[T any] struct {
 
 type memoEntry[T any] struct {
 	base    string // resourceVersion the write was computed from
+	made    string // resourceVersion the write returned ("" unknown)
 	written T
 }
 
@@ -41,13 +43,37 @@ func (m *Memo[T]) Get(key Object, base string) (T, bool) {
 }
 
 // Put records a write to key computed from base.
-func (m *Memo[T]) Put(key Object, base string, written T) {
+func (m *Memo[T]) Put(key Object, base string, written T) { m.PutMade(key, base, "", written) }
+
+// PutMade records a write to key computed from base that made the version
+// made.
+func (m *Memo[T]) PutMade(key Object, base, made string, written T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = map[Object]memoEntry[T]{}
 	}
-	m.m[key] = memoEntry[T]{base: base, written: written}
+	m.m[key] = memoEntry[T]{base: base, made: made, written: written}
+}
+
+// Behind reports whether a cache showing key at version cached has not seen
+// the last write recorded for it: it still shows the version the write was
+// computed from, or (both read as numbers, which the API server's are) one
+// older than the write made. A write computed from such a cache would be
+// made against a version that is gone (a conflict), or undo our own.
+func (m *Memo[T]) Behind(key Object, cached string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	if !ok {
+		return false
+	}
+	if cached == e.base {
+		return true
+	}
+	c, err1 := strconv.ParseUint(cached, 10, 64)
+	w, err2 := strconv.ParseUint(e.made, 10, 64)
+	return err1 == nil && err2 == nil && c < w
 }
 
 // Reset forgets everything (a new leader term trusts only the caches).
@@ -114,8 +140,8 @@ func NewBreaker(l Limits) *Breaker {
 	return &Breaker{budget: NewBudget(l), on: map[string]bool{}}
 }
 
-// Permit is the breaker's answer to a write.
-type Permit struct {
+// Grant is the breaker's answer to a write.
+type Grant struct {
 	OK bool // write now
 	// Started: this refusal starts an episode (log it once).
 	Started bool
@@ -132,7 +158,7 @@ func (b *Breaker) Decide(scope, decision string, now time.Time) (admitted, refus
 
 // Take asks for a permit to write key at now on behalf of scope (the first
 // write under scope's new decision is free: Budget.TakeFor).
-func (b *Breaker) Take(key, scope string, now time.Time) Permit {
+func (b *Breaker) Take(key, scope string, now time.Time) Grant {
 	ok, wait, _ := b.budget.TakeFor(key, scope, now)
 	b.mu.Lock()
 	was := b.on[key]
@@ -141,9 +167,9 @@ func (b *Breaker) Take(key, scope string, now time.Time) Permit {
 	}
 	b.mu.Unlock()
 	if !ok {
-		return Permit{Started: !was, Again: wait}
+		return Grant{Started: !was, Again: wait}
 	}
-	p := Permit{OK: true}
+	p := Grant{OK: true}
 	if was {
 		_, p.Again = b.budget.Calm(key, now)
 	}

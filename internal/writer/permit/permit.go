@@ -1,4 +1,4 @@
-package write
+package permit
 
 import (
 	"encoding/json"
@@ -22,11 +22,12 @@ var (
 	metricWrites  = metrics.NewCounterVec("renumber_writer_object_writes_total", "Objects written because their rendered content changed, by resource.", "resource")
 	metricRefused = metrics.NewCounterVec("renumber_writer_writes_refused_total", "Object writes the write-storm breaker refused, by resource.", "resource")
 	metricEvents  = metrics.NewCounterVec("renumber_writer_events_total", "Events the writer recorded, or dropped over the event budget, by outcome.", "outcome")
+	metricDryRuns = metrics.NewCounterVec("renumber_writer_dry_runs_total", "Dry runs of object writes sent to ask the API server's admission, by resource.", "resource")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricWrites, metricRefused, metricEvents}
+	return []metrics.Collector{metricWrites, metricRefused, metricEvents, metricDryRuns}
 }
 
 // Counted counts one write to an object of resource.
@@ -35,14 +36,18 @@ func Counted(resource string) { metricWrites.With(resource).Inc() }
 // Written is the number of objects written so far (every resource).
 func Written() uint64 { return metricWrites.Sum() }
 
+// DryRuns is the number of dry runs sent so far (every resource): they are
+// requests like any write, counted apart so that a dry run is no write.
+func DryRuns() uint64 { return metricDryRuns.Sum() }
+
 // Object names one object we write: the key of memos and of the write budget.
 type Object struct{ Resource, Namespace, Name string }
 
 // String is "resource/name" or "resource/namespace/name".
 func (o Object) String() string { return o.Resource + "/" + api.Key(o.Namespace, o.Name) }
 
-// Permits is what every write passes: the permit for each write.
-type Permits struct {
+// Gate is what every write passes: the permit for each write.
+type Gate struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
 	Events *Events
@@ -59,7 +64,7 @@ type Permits struct {
 // Permit takes a write permit for o on behalf of the DynamicPrefix dp. A
 // refusal starts (or continues) a throttling episode: one log line per
 // episode, one event, the metric, and dp requeued for when a permit is back.
-func (g *Permits) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
+func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
 	p := g.Breaker.Take(o.String(), dp, g.Clock.Now())
 	if p.Again > 0 {
 		g.Requeue(dp, p.Again)
@@ -79,7 +84,7 @@ func (g *Permits) Permit(o Object, regarding *unstructured.Unstructured, dp stri
 // PermitQuietly is Permit for a write no pass will repeat (a release): no
 // episode, no event; a refusal is counted and says how long until a permit is
 // back.
-func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
+func (g *Gate) PermitQuietly(o Object) (bool, time.Duration) {
 	ok, wait := g.Breaker.TakeQuietly(o.String(), g.Clock.Now())
 	if !ok {
 		metricRefused.With(o.Resource).Inc()
@@ -87,12 +92,27 @@ func (g *Permits) PermitQuietly(o Object) (bool, time.Duration) {
 	return ok, wait
 }
 
+// DryRun takes a permit for a dry run of a write to o on behalf of the
+// DynamicPrefix dp, and counts it. A dry run is a request like any write, so
+// it passes the breaker; it has a bucket of its own (o's, marked as a dry
+// run), so asking never spends the permit of the write it asks about. A
+// refusal is quiet and counted: the caller writes without asking.
+func (g *Gate) DryRun(o Object, dp string) bool {
+	p := g.Breaker.budget
+	if ok, _, _ := p.TakeFor(o.String()+" (dry run)", dp, g.Clock.Now()); !ok {
+		metricRefused.With(o.Resource).Inc()
+		return false
+	}
+	metricDryRuns.With(o.Resource).Inc()
+	return true
+}
+
 // Decide names the decision of this pass over the DynamicPrefix dp (its
 // spec's generation and pooled prefixes): a new one is a real change, whose
 // first write to each object the breaker lets through (budget.go). A new
 // decision beyond the decision budget is logged: its writes count against
 // the budget like any other.
-func (g *Permits) Decide(dp, decision string) {
+func (g *Gate) Decide(dp, decision string) {
 	if _, refused := g.Breaker.Decide(dp, decision, g.Clock.Now()); refused {
 		g.Log.Warn(dp + ": real changes come faster than the decision budget; their writes count against the write budget")
 	}
@@ -100,7 +120,7 @@ func (g *Permits) Decide(dp, decision string) {
 
 // Calm is called when a pass finds nothing to write to o: it ends o's
 // throttling episode once its bucket is full again.
-func (g *Permits) Calm(o Object, dp string) {
+func (g *Gate) Calm(o Object, dp string) {
 	ended, again := g.Breaker.Calm(o.String(), g.Clock.Now())
 	if again > 0 {
 		g.Requeue(dp, again)
@@ -115,7 +135,7 @@ func (g *Permits) Calm(o Object, dp string) {
 // changes of the write the caller was about to make are recorded in the plan
 // instead, and the caller returns as if the write was made, without touching
 // memo or budget.
-func (g *Permits) Shadow(cs ...Change) bool {
+func (g *Gate) Shadow(cs ...Change) bool {
 	if g.Plan == nil {
 		return false
 	}
@@ -149,11 +169,19 @@ func compact(v any) string {
 // Outcome of a step. Err is what went wrong (the step reported it already:
 // condition, event or log); Retry says whether trying again with backoff can
 // help. An API error can; a spec the user must fix cannot, and a write the
-// breaker refused is already requeued for when a permit is back.
+// breaker refused is already requeued for when a permit is back. After, with
+// no error, is a step that waits for something outside the writer (its cache
+// to show its own last write, the API server's admission to see a status):
+// the work is looked at again after that long, on the queue's clock, with no
+// backoff; a pass never waits in place.
 type Outcome struct {
 	Err   error
 	Retry bool
+	After time.Duration
 }
+
+// Later is the outcome of a step that waits: look again after d.
+func Later(d time.Duration) Outcome { return Outcome{After: d} }
 
 // Transient is an outcome worth retrying (none when err is nil).
 func Transient(err error) Outcome { return Outcome{Err: err, Retry: err != nil} }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +173,91 @@ func TestAProbeNothingAnsweredIsTriedAgain(t *testing.T) {
 	s.Heard("eth0", routerA, at.Add(SolicitSpacing+time.Millisecond), offer(pA), false)
 	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, end.Add(SolicitSpacing))); diff != "" {
 		t.Errorf("after the second probe (-want +got):\n%s", diff)
+	}
+}
+
+// The window per answer mode: an address learnt to unicast its answers waits
+// MaxRADelay; any other waits the RFC 4861 bound from its last multicast RA,
+// and - asked within MinDelayBetweenRAs of it, but for the link's first
+// solicitation - for a router in its initial phase after a reload (radvd
+// holds a rate-limited answer MaxInitialRtrAdvertInterval from the last
+// solicitation that came in those 3 s).
+func TestTheWindowPerAnswerMode(t *testing.T) {
+	last := t0.Add(time.Minute) // the address's last multicast RA
+	for _, tc := range []struct {
+		name  string
+		mode  string
+		first bool          // the link's first solicitation
+		asked time.Duration // after last
+		want  time.Duration // the window's end, after last
+	}{
+		{"unicast, asked just after a multicast RA", AnswersUnicast, false, time.Second, time.Second + MaxRADelay + testMargin},
+		{"multicast, asked just after a multicast RA: the initial phase", AnswersMulticast, false, time.Second, initialWindow},
+		{"multicast, asked 3 s or more after it: answered at once", AnswersMulticast, false, MinDelayBetweenRAs, MinDelayBetweenRAs + MaxRADelay + testMargin},
+		{"unknown, asked just after a multicast RA: the initial phase", AnswersUnknown, false, time.Second, initialWindow},
+		{"unknown, the link's first solicitation: RFC 4861's bound", AnswersUnknown, true, time.Second, time.Second + fullWindow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := last.Add(tc.asked)
+			l := &link{voices: map[netip.Addr]*voice{routerA: {last: last, lastMcast: last, mode: tc.mode}}, known: at, firstAsked: t0}
+			if tc.first {
+				l.firstAsked = at
+			}
+			if got := l.answerBy(routerA, at, testMargin).Sub(last); got != tc.want {
+				t.Errorf("the window ends at +%s after the last multicast RA, want +%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A proposal asked within MinDelayBetweenRAs of its address's last multicast
+// RA waits the initial phase's window; it is asked again 3 s after that RA,
+// when any router answers at once, and the router's answer then ends the
+// wait: a renumbering a multicasting router makes lands 3.75 s after its RA
+// (a spoofer's word is contradicted by then - the next test).
+func TestAProposalTheRouterMayHoldIsAskedAgain(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB)) // its reload RA: it renumbered
+	solicit(t, s, at.Add(time.Millisecond))
+	if end, ok := s.NextDeadline(at.Add(time.Millisecond)); !ok || !end.Equal(at.Add(initialWindow)) {
+		t.Fatalf("the first window ends at +%s, want +%s", end.Sub(at), initialWindow)
+	}
+	again := at.Add(MinDelayBetweenRAs)
+	if due, next := s.Solicit(at.Add(2 * time.Millisecond)); len(due) != 0 || !next.Equal(again) {
+		t.Fatalf("Solicit = %v, next at +%s; want +%s", due, next.Sub(at), again.Sub(at))
+	}
+	solicit(t, s, again)
+	s.RA("eth0", routerA, again.Add(time.Millisecond), offer(pB)) // its answer, at once
+	landsAt(t, s, at.Add(fullWindow))
+	if due, next := s.Solicit(at.Add(fullWindow)); len(due) != 0 || !next.IsZero() {
+		t.Errorf("Solicit after = %v, next %v: want nothing more", due, next)
+	}
+}
+
+// A spoofer on the router's address offers its prefix just after the
+// router's reload RA and answers every solicitation at once; the router, in
+// its initial phase, holds its answer to the first solicitation 16 s. Asked
+// again 3 s after the reload RA, it answers at once and contradicts the
+// spoofer within the window: nothing moves, the conflict is reported.
+func TestASpooferJustAfterAReloadIsContradictedWhenAskedAgain(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pA))                                     // the router's reload RA
+	s.RA("eth0", routerA, at.Add(200*time.Millisecond), offer(pX))           // the spoofer
+	solicit(t, s, at.Add(201*time.Millisecond))                              // held by the router until +16.2 s
+	s.Heard("eth0", routerA, at.Add(202*time.Millisecond), offer(pX), false) // the spoofer's answer
+	again := at.Add(200*time.Millisecond + MinDelayBetweenRAs)
+	if due, next := s.Solicit(at.Add(time.Second)); len(due) != 0 || !next.Equal(again) {
+		t.Fatalf("Solicit = %v, next at +%s; want +%s", due, next.Sub(at), again.Sub(at))
+	}
+	solicit(t, s, again)
+	s.Heard("eth0", routerA, again.Add(time.Millisecond), offer(pX), false) // the spoofer, first
+	s.RA("eth0", routerA, again.Add(300*time.Millisecond), offer(pA))       // the router, at once
+	if got := encode(t, s, at.Add(initialWindow+time.Second)); strings.Contains(got, "2001:db8:bad") || !strings.Contains(got, "2001:db8:a::/64 p") {
+		t.Errorf("the spoofer moved something: %s", got)
+	}
+	if c := s.Conflicts("eth0", again.Add(time.Second)); len(c) != 1 {
+		t.Errorf("conflicts = %v, want the router's address", c)
 	}
 }

@@ -18,8 +18,10 @@ import (
 // link-local address offers its own prefix just after the reload RA and
 // again once the agent has solicited (its answer, at once), then is quiet:
 // with a window of 3.5 s from its last multicast RA the agent believed it
-// before radvd answered; the window now waits for the initial phase, radvd's
-// answer contradicts the spoofer, and the conflict is reported.
+// before radvd answered. Now that solicitation's window waits for the
+// initial phase, and the agent asks again 3 s after the last multicast RA,
+// which radvd answers at once: its answer contradicts the spoofer, and the
+// conflict is reported.
 func TestASpooferInRadvdsInitialPhaseIsNotBelieved(t *testing.T) {
 	w := newWorld(t, 1)
 	w.Net.Router.MulticastAnswers = true

@@ -69,3 +69,25 @@ func TestAWindowIsSettledByWhatWasRead(t *testing.T) {
 		})
 	}
 }
+
+// A proposal is asked again for the short window only once the link was
+// read past the last solicitation: with RAs before it unread the window
+// would be the long one again, and a reader lagging behind would solicit
+// every spacing for nothing.
+func TestALaggingReaderAsksNothingAgain(t *testing.T) {
+	s := agreed(t)
+	s.AwaitReads = true
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB))
+	s.Read("eth0", at)
+	solicit(t, s, at.Add(time.Millisecond))
+	// Nothing read after it: the link is read up to at only.
+	again := at.Add(MinDelayBetweenRAs)
+	if due, next := s.Solicit(again); len(due) != 0 || !next.IsZero() {
+		t.Errorf("read up to the RA before the solicitation: Solicit = %v, next %v; want nothing", due, next)
+	}
+	s.Read("eth0", again)
+	if due, _ := s.Solicit(again); len(due) != 1 {
+		t.Errorf("read past the solicitation: Solicit = %v, want eth0 due", due)
+	}
+}

@@ -34,9 +34,11 @@
 // and with a margin of 0.5 s or more every one, whatever the rule - its
 // periodic RAs and a multicasting router's held-back answers fall alike.
 //
-// The first word after the agent starts waits the multicast bound from its
-// first solicitation whatever the router: the router's last multicast RA
-// before the agent listened is unknown, so nothing sooner is sound.
+// The first word after the agent starts is put to the router as if it had
+// multicast just before the agent's first solicitation, whatever the
+// router: its last multicast RA before the agent listened is unknown, so
+// nothing sooner is sound (below: the initial phase's window, and asked
+// again 3 s after that solicitation).
 //
 // radvd 2.19 multicasting its answers goes past that bound after a start or
 // reload (a renumbering is one): during its first three RAs (RFC 4861
@@ -239,7 +241,7 @@ func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration) time.Ti
 		m = later(m, v.lastMcast)
 	}
 	by := later(at.Add(MaxRADelay), m.Add(MinDelayBetweenRAs+MaxRADelay))
-	if at.Before(m.Add(MinDelayBetweenRAs)) && (v == nil || !v.unicast()) && !at.Equal(l.firstAsked) {
+	if at.Before(m.Add(MinDelayBetweenRAs)) && (v == nil || !v.unicast()) {
 		// It may be rate-limiting its answer, and in its initial phase
 		// (radvd) hold it MaxInitialRtrAdvertInterval from the last
 		// solicitation that came within MinDelayBetweenRAs of its last

@@ -65,6 +65,8 @@ type modelRouter struct {
 	interval time.Duration
 	offers   []*routerOffer
 	sent     [][]RAPrefix // every RA it sent, for replays
+	// unheard: how many of sent went out before the agent listened.
+	unheard int
 	// lastMcast, nextPeriodic, answerAt: its RFC 4861 timers.
 	lastMcast, nextPeriodic, answerAt time.Time
 	answerMcast                       bool
@@ -454,7 +456,7 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	router.RA("eth0", routerA, m.now, m.r.stating().prefixes)
 	router.Corroboration = DefaultCorroboration
 	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, true), w)
-	if contradicts && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() {
+	if contradicts && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
 		m.conflictBy = m.now.Add(landing)
 	}
 	m.arrive(ps, multicast)
@@ -502,7 +504,18 @@ func runModel(t testing.TB, input []byte) int {
 		interval: MinDelayBetweenRAs + time.Duration(cfg>>1)*time.Second/4,
 		offers:   []*routerOffer{{prefixes: []RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}}},
 	}
-	m.r.nextPeriodic = t0.Add(time.Duration(m.next()) * 10 * time.Millisecond)
+	if b := m.next(); b < 0x80 {
+		m.r.nextPeriodic = t0.Add(time.Duration(b) * 10 * time.Millisecond)
+	} else {
+		// The router started just before the agent (a power cut): its
+		// first RA unheard, it is in its initial phase.
+		r := m.r
+		r.lastMcast = t0.Add(-time.Duration(b-0x80) * 20 * time.Millisecond)
+		r.offers[0].first = r.lastMcast
+		r.sent, r.unheard = append(r.sent, r.offers[0].prefixes), 1
+		r.initial = maxInitialRAs - 1
+		r.nextPeriodic = r.lastMcast.Add(min(r.interval, MaxInitialRtrAdvertInterval))
+	}
 	// The agent starts: its listener solicits.
 	m.s.Solicited("eth0", m.now)
 	m.solicited()
@@ -531,6 +544,10 @@ func FuzzCorroboration(f *testing.F) {
 	// its initial phase); the adversary answers every solicitation unicast
 	// and offers its own prefix just after the reload RA.
 	f.Add([]byte{0xfe, 10, 0, 0x25, 200, 6, 0, 0, 1, 0x61, 4, 0, 7, 60})
+	// A multicasting router that started 1 s before the agent (its first RA
+	// unheard, its initial phase, holding its answer to the listener's
+	// first solicitation 16 s); the adversary offers its prefix at once.
+	f.Add([]byte{0xfe, 0xb2, 5, 0, 1, 0x19, 4, 0, 7, 60})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

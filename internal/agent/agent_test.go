@@ -61,6 +61,9 @@ type solicitingListener struct {
 
 func (l solicitingListener) Solicit() {
 	now := l.clk.Now()
+	// As ra's reader does: the socket read up to the send first, so the
+	// window reckons from what was heard.
+	l.r.Read(l.link, now)
 	l.r.Solicited(l.link, now)
 	l.asked <- now
 }

@@ -60,7 +60,17 @@ func TestTheAgentSolicitsAndBelievesWhatTheRouterConfirms(t *testing.T) {
 	if got := rec.values(); len(got) != 0 {
 		t.Fatalf("published %q before the router had time to contradict", got)
 	}
-	clk.Step(fullWindow)
+	// Its last multicast RA before the agent listened is unknown, so it
+	// may hold its answer (radvd's initial phase): the agent asks again 3 s
+	// after the last multicast RA, when any router answers at once.
+	clk.Step(observe.MinDelayBetweenRAs)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	ra(pA) // its answer
+	if got := rec.values(); len(got) != 0 {
+		t.Fatalf("published %q before the router had time to contradict", got)
+	}
+	clk.Step(observe.MaxRADelay + observe.DefaultCorroboration)
 	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
 
 	// A spoofer on the router's address offers B alone; the router's answer says A.
@@ -109,7 +119,15 @@ func TestALateFirstRAIsWaitedForNotPublishedTwice(t *testing.T) {
 	if got := rec.values(); len(got) != 0 {
 		t.Fatalf("published %q while the first RA was being corroborated", got)
 	}
-	clk.Step(fullWindow)
+	// Asked again 3 s after the router's answer (its last multicast RA), it
+	// answers at once (the first solicitation's window is radvd's initial
+	// phase's: its last multicast RA before the agent listened is unknown).
+	clk.Step(time.Second)
+	waitAsked(t, asked)
+	clk.Step(time.Millisecond)
+	a.RA("eth0", router, clk.Now(), ra)
+	sync_(a)
+	clk.Step(observe.MaxRADelay + observe.DefaultCorroboration)
 	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
 	if got := rec.values(); len(got) != 1 {
 		t.Errorf("published %q, want one publication", got)
@@ -143,9 +161,19 @@ func TestARestartedAgentsReopenWritesNoConflict(t *testing.T) {
 	clk.Step(time.Millisecond)
 	a.Heard("eth0", router, clk.Now(), ra, false)
 	sync_(a)
-	for range 4 {
-		clk.Step(fullWindow)
+	// The reopen counts as the router's multicast RA (it may have sent one
+	// unheard), so the agent asks again 3 s on (radvd's initial phase,
+	// observe/answer.go): the router answers that one too.
+	for range 20 {
+		clk.Step(time.Second)
 		sync_(a)
+		select {
+		case <-asked:
+			clk.Step(time.Millisecond)
+			a.Heard("eth0", router, clk.Now(), ra, false)
+			sync_(a)
+		default:
+		}
 	}
 	waitPublished(t, rec, clk, published)
 	if got := rec.values(); !slices.Equal(got, []string{published}) {

@@ -34,14 +34,32 @@
 // and with a margin of 0.5 s or more every one, whatever the rule - its
 // periodic RAs and a multicasting router's held-back answers fall alike.
 //
-// The first word after the agent starts waits the multicast bound from its
-// first solicitation whatever the router: the router's last multicast RA
-// before the agent listened is unknown, so nothing sooner is sound.
+// The first word after the agent starts is put to the router as if it had
+// multicast just before the agent's first solicitation, whatever the
+// router: its last multicast RA before the agent listened is unknown, so
+// nothing sooner is sound (below: the initial phase's window, and asked
+// again 3 s after that solicitation).
 //
-// radvd 2.19 multicasting its answers is not conforming after a start or
-// reload: during its first three RAs it holds a rate-limited answer
-// min(16 s, MaxRtrAdvInterval) after the solicitation (reschedule_iface),
-// past the bound above (docs/security.md).
+// radvd 2.19 multicasting its answers goes past that bound after a start or
+// reload (a renumbering is one): during its first three RAs (RFC 4861
+// 6.2.4's initial phase) it holds a rate-limited answer min(16 s,
+// MaxRtrAdvInterval) from the solicitation (reschedule_iface), and a later
+// one within those 3 s - an attacker's - pushes it again. Whether a router
+// is in its initial phase cannot be told (an attacker adds RAs at will, and
+// a router reloads without renumbering), so a solicitation sent within
+// MinDelayBetweenRAs of the address's last multicast RA (or of the link's
+// first solicitation: the router's last before the agent listened is
+// unknown), to any address not learnt to unicast, waits for it: that RA
+// plus 3 s + MaxInitialRtrAdvertInterval + 0.5 s. Sent later, the router
+// answers at once (radvd's rate limit looks at its own last multicast RA,
+// which the agent heard no sooner than it was sent; RFC 4861 likewise), and
+// the window is the short one. So a proposal asked with the long window is
+// asked again then (askAgainAt), and believed at the end of whichever
+// window, answered, ends first: each alone has the router's answer in it.
+// A renumbering still lands 3.75 s after the RA that brought it; only
+// multicast RAs from the address every 3 s or less (another speaker's, or
+// the router's own at RFC 4861's least interval racing the solicitation)
+// keep it on the long window.
 
 package observe
 
@@ -54,6 +72,10 @@ import (
 const (
 	MaxRADelay         = 500 * time.Millisecond // MAX_RA_DELAY_TIME
 	MinDelayBetweenRAs = 3 * time.Second        // MIN_DELAY_BETWEEN_RAS
+	// MAX_INITIAL_RTR_ADVERT_INTERVAL (6.2.4): radvd 2.19 holds a
+	// rate-limited answer this long from the solicitation during its first
+	// three RAs after a start or reload (header).
+	MaxInitialRtrAdvertInterval = 16 * time.Second
 )
 
 // Answer modes: how an address was last seen to answer a solicitation.
@@ -218,7 +240,35 @@ func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration) time.Ti
 	if v != nil {
 		m = later(m, v.lastMcast)
 	}
-	return later(at.Add(MaxRADelay), m.Add(MinDelayBetweenRAs+MaxRADelay)).Add(margin)
+	by := later(at.Add(MaxRADelay), m.Add(MinDelayBetweenRAs+MaxRADelay))
+	if at.Before(m.Add(MinDelayBetweenRAs)) && (v == nil || !v.unicast()) {
+		// It may be rate-limiting its answer, and in its initial phase
+		// (radvd) hold it MaxInitialRtrAdvertInterval from the last
+		// solicitation that came within MinDelayBetweenRAs of its last
+		// multicast RA - an attacker's included.
+		by = later(by, m.Add(MinDelayBetweenRAs+MaxInitialRtrAdvertInterval+MaxRADelay))
+	}
+	return by.Add(margin)
+}
+
+// askAgainAt is when a solicitation would put p, a proposal from r already
+// asked, to the router with a window ending before p's (zero: none would):
+// MinDelayBetweenRAs after the address's last multicast RA (multicastBy),
+// when any router answers at once - a spacing after the last solicitation
+// at the earliest, and only once the link was read past it (known): RAs
+// still unread make the window the long one again (multicastBy), and a
+// lagging reader would solicit every spacing for nothing.
+func (l *link) askAgainAt(r netip.Addr, p *proposal, known time.Time, margin time.Duration) time.Time {
+	v := l.voices[r]
+	if v == nil || p.asked.IsZero() || known.Before(l.asked) {
+		return time.Time{}
+	}
+	m := later(later(l.firstAsked, l.voiceFloor), v.lastMcast)
+	at := later(l.asked.Add(SolicitSpacing), m.Add(MinDelayBetweenRAs))
+	if !at.Add(MaxRADelay + margin).Before(p.soonest()) {
+		return time.Time{}
+	}
+	return at
 }
 
 // answerBy is when the router at r has answered a solicitation sent at at,

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,9 @@ func answers(s *State, at time.Time) []int {
 // multicasts its answers would have answered; the probe teaches nothing
 // before its window ends.
 func TestTheAnswerModeIsLearntOnlyFromAMulticastRAsAbsence(t *testing.T) {
-	end := fullWindow // the listener's first solicitation: the router may have multicast just before
+	// The listener's first solicitation: the router may have multicast
+	// just before, and be in its initial phase (a reload).
+	end := initialWindow
 	for _, tc := range []struct {
 		name  string
 		heard []heardAt
@@ -36,7 +39,7 @@ func TestTheAnswerModeIsLearntOnlyFromAMulticastRAsAbsence(t *testing.T) {
 	}{
 		{"a unicast answer, nothing multicast until the bound", []heardAt{{100 * time.Millisecond, false}}, []int{1, 0, 0}},
 		{"a multicast answer", []heardAt{{100 * time.Millisecond, true}}, []int{0, 1, 0}},
-		{"a spoofer's unicast at once, the router's multicast answer at the latest", []heardAt{{time.Millisecond, false}, {MinDelayBetweenRAs + MaxRADelay, true}}, []int{0, 1, 0}},
+		{"a spoofer's unicast at once, the router's multicast answer at the latest", []heardAt{{time.Millisecond, false}, {MinDelayBetweenRAs + MaxInitialRtrAdvertInterval + MaxRADelay, true}}, []int{0, 1, 0}},
 		{"a multicast RA at the very time of the solicitation", []heardAt{{0, true}, {100 * time.Millisecond, false}}, []int{0, 1, 0}},
 		{"a unicast RA after the router's bound only", []heardAt{{MaxRADelay + testMargin + time.Millisecond, false}}, []int{0, 0, 1}},
 		{"a multicast RA just after the probe's end teaches nothing", []heardAt{{100 * time.Millisecond, false}, {end + time.Millisecond, true}}, []int{1, 0, 0}},
@@ -67,33 +70,34 @@ func TestTheAnswerModeIsLearntOnlyFromAMulticastRAsAbsence(t *testing.T) {
 
 // At start-up the listener solicits; radvd answers unicast, and its first
 // RAs (16 s apart after a start, 3-4 s apart in the test world) may fall in
-// the first probe's window. The first word is believed when a multicasting
-// router would have answered (nothing sooner is sound: the router's last
-// multicast RA before the agent listened is unknown); the agent solicits
-// again 3 s after the multicast RA that hid the mode, when the window is
-// shortest, learns it, and the next renumbering waits 0.5 s plus the margin.
+// the first probe's window. The router's last multicast RA before the agent
+// listened is unknown, so it may be in its initial phase and hold its
+// answer: the first word's window is that phase's. The agent asks again 3 s
+// after the last multicast RA (the periodic one), when any router answers at
+// once: the first word is believed, and the mode learnt, 0.5 s plus the
+// margin later, and the next renumbering waits that long too.
 func TestTheStartUpSolicitationsTeachTheMode(t *testing.T) {
 	s := newState()
 	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	s.Solicited("eth0", t0)
 	s.Heard("eth0", routerA, t0.Add(100*time.Millisecond), offer(pA), false) // its answer: the first word
 	s.Heard("eth0", routerA, t0.Add(time.Second), offer(pA), true)           // a periodic RA
-	if next, ok := s.NextDeadline(t0.Add(time.Second)); !ok || !next.Equal(t0.Add(fullWindow)) {
-		t.Errorf("the first word's window ends at +%s, want +%s", next.Sub(t0), fullWindow)
+	if next, ok := s.NextDeadline(t0.Add(time.Second)); !ok || !next.Equal(t0.Add(initialWindow)) {
+		t.Errorf("the first word's window ends at +%s, want +%s", next.Sub(t0), initialWindow)
 	}
-	if got := encode(t, s, t0.Add(fullWindow)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+	again := t0.Add(time.Second + MinDelayBetweenRAs)
+	if due, next := s.Solicit(t0.Add(time.Second)); len(due) != 0 || !next.Equal(again) {
+		t.Errorf("Solicit = %v, next at +%s; want it asked again at +%s", due, next.Sub(t0), again.Sub(t0))
+	}
+	solicit(t, s, again)
+	s.Heard("eth0", routerA, again.Add(200*time.Millisecond), offer(pA), false)
+	learnt := again.Add(MaxRADelay + testMargin)
+	if got := encode(t, s, learnt.Add(-time.Nanosecond)); got != "v1;eth0=" {
+		t.Fatalf("the first word before its window's end: %s", got)
+	}
+	if got := encode(t, s, learnt); got != "v1;eth0=2001:db8:a::/64 p ra" {
 		t.Fatalf("the first word at its window's end: %s", got)
 	}
-	if diff := cmp.Diff([]int{0, 1, 0}, answers(s, t0.Add(fullWindow))); diff != "" {
-		t.Errorf("after the first probe (-want +got):\n%s", diff)
-	}
-	reprobe := t0.Add(time.Second + MinDelayBetweenRAs)
-	if due, next := s.Solicit(t0.Add(fullWindow)); len(due) != 0 || !next.Equal(reprobe) {
-		t.Errorf("Solicit = %v, next at +%s; want the next probe at +%s", due, next.Sub(t0), reprobe.Sub(t0))
-	}
-	solicit(t, s, reprobe)
-	s.Heard("eth0", routerA, reprobe.Add(200*time.Millisecond), offer(pA), false)
-	learnt := reprobe.Add(MaxRADelay + testMargin)
 	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, learnt)); diff != "" {
 		t.Errorf("after the second probe (-want +got):\n%s", diff)
 	}
@@ -172,5 +176,91 @@ func TestAProbeNothingAnsweredIsTriedAgain(t *testing.T) {
 	s.Heard("eth0", routerA, at.Add(SolicitSpacing+time.Millisecond), offer(pA), false)
 	if diff := cmp.Diff([]int{1, 0, 0}, answers(s, end.Add(SolicitSpacing))); diff != "" {
 		t.Errorf("after the second probe (-want +got):\n%s", diff)
+	}
+}
+
+// The window per answer mode: an address learnt to unicast its answers waits
+// MaxRADelay; any other waits the RFC 4861 bound from its last multicast RA,
+// and - asked within MinDelayBetweenRAs of it, or as the link's first
+// solicitation - for a router in its initial phase after a reload (radvd
+// holds a rate-limited answer MaxInitialRtrAdvertInterval from the last
+// solicitation that came in those 3 s).
+func TestTheWindowPerAnswerMode(t *testing.T) {
+	last := t0.Add(time.Minute) // the address's last multicast RA
+	for _, tc := range []struct {
+		name  string
+		mode  string
+		first bool          // the link's first solicitation
+		asked time.Duration // after last
+		want  time.Duration // the window's end, after last
+	}{
+		{"unicast, asked just after a multicast RA", AnswersUnicast, false, time.Second, time.Second + MaxRADelay + testMargin},
+		{"multicast, asked just after a multicast RA: the initial phase", AnswersMulticast, false, time.Second, initialWindow},
+		{"multicast, asked 3 s or more after it: answered at once", AnswersMulticast, false, MinDelayBetweenRAs, MinDelayBetweenRAs + MaxRADelay + testMargin},
+		{"unknown, asked just after a multicast RA: the initial phase", AnswersUnknown, false, time.Second, initialWindow},
+		{"unknown, the link's first solicitation: the initial phase (its last multicast RA before is unknown)", AnswersUnknown, true, time.Second, time.Second + initialWindow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := last.Add(tc.asked)
+			l := &link{voices: map[netip.Addr]*voice{routerA: {last: last, lastMcast: last, mode: tc.mode}}, known: at, firstAsked: t0}
+			if tc.first {
+				l.firstAsked = at
+			}
+			if got := l.answerBy(routerA, at, testMargin).Sub(last); got != tc.want {
+				t.Errorf("the window ends at +%s after the last multicast RA, want +%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A proposal asked within MinDelayBetweenRAs of its address's last multicast
+// RA waits the initial phase's window; it is asked again 3 s after that RA,
+// when any router answers at once, and the router's answer then ends the
+// wait: a renumbering a multicasting router makes lands 3.75 s after its RA
+// (a spoofer's word is contradicted by then - the next test).
+func TestAProposalTheRouterMayHoldIsAskedAgain(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB)) // its reload RA: it renumbered
+	solicit(t, s, at.Add(time.Millisecond))
+	if end, ok := s.NextDeadline(at.Add(time.Millisecond)); !ok || !end.Equal(at.Add(initialWindow)) {
+		t.Fatalf("the first window ends at +%s, want +%s", end.Sub(at), initialWindow)
+	}
+	again := at.Add(MinDelayBetweenRAs)
+	if due, next := s.Solicit(at.Add(2 * time.Millisecond)); len(due) != 0 || !next.Equal(again) {
+		t.Fatalf("Solicit = %v, next at +%s; want +%s", due, next.Sub(at), again.Sub(at))
+	}
+	solicit(t, s, again)
+	s.RA("eth0", routerA, again.Add(time.Millisecond), offer(pB)) // its answer, at once
+	landsAt(t, s, at.Add(fullWindow))
+	if due, next := s.Solicit(at.Add(fullWindow)); len(due) != 0 || !next.IsZero() {
+		t.Errorf("Solicit after = %v, next %v: want nothing more", due, next)
+	}
+}
+
+// A spoofer on the router's address offers its prefix just after the
+// router's reload RA and answers every solicitation at once; the router, in
+// its initial phase, holds its answer to the first solicitation 16 s. Asked
+// again 3 s after the reload RA, it answers at once and contradicts the
+// spoofer within the window: nothing moves, the conflict is reported.
+func TestASpooferJustAfterAReloadIsContradictedWhenAskedAgain(t *testing.T) {
+	s := agreed(t)
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pA))                                     // the router's reload RA
+	s.RA("eth0", routerA, at.Add(200*time.Millisecond), offer(pX))           // the spoofer
+	solicit(t, s, at.Add(201*time.Millisecond))                              // held by the router until +16.2 s
+	s.Heard("eth0", routerA, at.Add(202*time.Millisecond), offer(pX), false) // the spoofer's answer
+	again := at.Add(200*time.Millisecond + MinDelayBetweenRAs)
+	if due, next := s.Solicit(at.Add(time.Second)); len(due) != 0 || !next.Equal(again) {
+		t.Fatalf("Solicit = %v, next at +%s; want +%s", due, next.Sub(at), again.Sub(at))
+	}
+	solicit(t, s, again)
+	s.Heard("eth0", routerA, again.Add(time.Millisecond), offer(pX), false) // the spoofer, first
+	s.RA("eth0", routerA, again.Add(300*time.Millisecond), offer(pA))       // the router, at once
+	if got := encode(t, s, at.Add(initialWindow+time.Second)); strings.Contains(got, "2001:db8:bad") || !strings.Contains(got, "2001:db8:a::/64 p") {
+		t.Errorf("the spoofer moved something: %s", got)
+	}
+	if c := s.Conflicts("eth0", again.Add(time.Second)); len(c) != 1 {
+		t.Errorf("conflicts = %v, want the router's address", c)
 	}
 }

@@ -93,6 +93,10 @@ type proposal struct {
 	end   time.Time // when the router has answered it for sure (answerBy)
 	// answered: a word carrying it arrived after asked.
 	answered bool
+	// again, againEnd: a later solicitation whose window ends sooner
+	// (answer.go's askAgainAt), and its end; once a word carrying the
+	// proposal arrives after it, it is the one the proposal waits for.
+	again, againEnd time.Time
 	// resend: it re-sends the believed offer alike, later (resends).
 	resend bool
 }
@@ -113,6 +117,27 @@ func (p *proposal) take(w word) {
 			nl.stated, nl.at = old.stated, old.at
 		}
 		p.ends[pfx] = nl
+	}
+}
+
+// soonest is the end of the soonest window p was put to the router with.
+func (p *proposal) soonest() time.Time {
+	if !p.again.IsZero() && p.againEnd.Before(p.end) {
+		return p.againEnd
+	}
+	return p.end
+}
+
+// answer counts a word carrying p at at: the router's answer to each
+// solicitation sent before it. The later solicitation's window, ending
+// sooner, is then the one p waits for: the router answered it within it
+// too, so a contradiction would have come by its end.
+func (p *proposal) answer(at time.Time) {
+	if !p.asked.IsZero() && at.After(p.asked) {
+		p.answered = true
+	}
+	if !p.again.IsZero() && at.After(p.again) {
+		p.asked, p.end, p.answered, p.again = p.again, p.againEnd, true, time.Time{}
 	}
 }
 
@@ -231,9 +256,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			l.doubt(router, now, s.ConflictBound)
 		case carries:
 			p.take(w)
-			if !p.asked.IsZero() && now.After(p.asked) {
-				p.answered = true
-			}
+			p.answer(now)
 			return
 		default:
 			// Another change that contradicts nothing (a router splitting its
@@ -313,20 +336,21 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 	var next time.Time
 	for _, name := range s.Links() {
 		l := s.links[name]
-		waiting := false
-		for _, sp := range l.speakers {
-			if sp.pending != nil && sp.pending.asked.IsZero() {
-				waiting = true
-				break
+		// A proposal not yet asked, a probe of how a router answers tried
+		// again, a proposal asked again for a shorter window (answer.go).
+		known := s.readTo(l, now)
+		at := l.reprobeAt(known)
+		for r, sp := range l.speakers {
+			switch p := sp.pending; {
+			case p == nil:
+			case p.asked.IsZero():
+				at = soonest(at, l.asked.Add(SolicitSpacing))
+			default:
+				at = soonest(at, l.askAgainAt(r, p, known, s.Corroboration))
 			}
 		}
-		reprobe := l.reprobeAt(s.readTo(l, now)) // answer.go
-		if !waiting && reprobe.IsZero() {
+		if at.IsZero() {
 			continue
-		}
-		at := l.asked.Add(SolicitSpacing)
-		if !waiting {
-			at = reprobe
 		}
 		if !l.requested.IsZero() {
 			at = later(at, l.requested.Add(SolicitSpacing))
@@ -354,12 +378,22 @@ func (s *State) Solicited(name string, at time.Time) {
 	l.known = s.readTo(l, at)
 	l.probeAll(at, s.Corroboration)
 	for r, sp := range l.speakers {
-		if p := sp.pending; p != nil && p.asked.IsZero() && !at.Before(p.heard) {
-			p.asked, p.end = at, l.answerBy(r, at, s.Corroboration)
-			// The answer can be handled before the report of the send: the
-			// times say which came first.
-			p.answered = p.at.After(at)
+		p := sp.pending
+		if p == nil || at.Before(p.heard) {
+			continue
 		}
+		end := l.answerBy(r, at, s.Corroboration)
+		switch {
+		case p.asked.IsZero():
+			p.asked, p.end = at, end
+		case end.Before(p.soonest()):
+			p.again, p.againEnd = at, end
+		default:
+			continue
+		}
+		// The answer can be handled before the report of the send: the
+		// times say which came first.
+		p.answer(p.at)
 	}
 }
 
@@ -407,6 +441,14 @@ func (s *State) corroborationDeadlines(consider func(deadline)) {
 			consider(deadline(sp.conflictUntil))
 		}
 	}
+}
+
+// soonest is the earlier of two times, zero meaning none.
+func soonest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 func later(a, b time.Time) time.Time {

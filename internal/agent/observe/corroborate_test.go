@@ -25,9 +25,15 @@ func offer(ps ...netip.Prefix) []RAPrefix {
 // may set: the default is for loaded machines and late routers).
 const testMargin = 250 * time.Millisecond
 
-// fullWindow is the longest a solicitation's window lasts: a router that
-// multicasts its answers and did so just before it was asked.
+// fullWindow is the RFC 4861 bound's window: a router that multicasts its
+// answers and did so just before it was asked.
 const fullWindow = MinDelayBetweenRAs + MaxRADelay + testMargin
+
+// initialWindow is the longest a solicitation's window lasts: an address
+// not learnt to unicast its answers, asked (not first) within
+// MinDelayBetweenRAs of its last multicast RA, may be a router in its
+// initial phase holding its answer (answer.go).
+const initialWindow = MinDelayBetweenRAs + MaxInitialRtrAdvertInterval + MaxRADelay + testMargin
 
 // newState is New on eth0 with the tests' margin.
 func newState() *State {
@@ -44,7 +50,13 @@ func agreed(t *testing.T) *State {
 	s.RA("eth0", routerA, t0, offer(pA))
 	solicit(t, s, t0.Add(time.Millisecond))
 	s.RA("eth0", routerA, t0.Add(2*time.Millisecond), offer(pA))
-	if got := encode(t, s, t0.Add(fullWindow+time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+	// The router's last multicast RA before the link was listened to is
+	// unknown: it may be in its initial phase, holding its answer. Asked
+	// again 3 s after its last multicast RA, it answers at once.
+	again := t0.Add(2*time.Millisecond + MinDelayBetweenRAs)
+	solicit(t, s, again)
+	s.RA("eth0", routerA, again.Add(time.Millisecond), offer(pA))
+	if got := encode(t, s, again.Add(MaxRADelay+testMargin)); got != "v1;eth0=2001:db8:a::/64 p ra" {
 		t.Fatalf("the router's first offer, answered: %s", got)
 	}
 	return s
@@ -70,15 +82,15 @@ func TestARealRenumberingIsBelievedOnceTheRouterConfirmsIt(t *testing.T) {
 	}
 	solicit(t, s, at.Add(time.Millisecond))
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // its answer
-	if got := encode(t, s, at.Add(fullWindow-time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
-		t.Errorf("believed before the router's multicast answer was due: %s", got)
+	if got := encode(t, s, at.Add(initialWindow-time.Millisecond)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+		t.Errorf("believed before the router's multicast answer was due (it may be in its initial phase: a reboot): %s", got)
 	}
 	next, ok := s.NextDeadline(at.Add(time.Second))
-	if want := at.Add(fullWindow); !ok || !next.Equal(want) {
+	if want := at.Add(initialWindow); !ok || !next.Equal(want) {
 		t.Errorf("NextDeadline = %s, want the window's end %s", next.Sub(t0), want.Sub(t0))
 	}
-	// A's first word was at t0: 3536 s of its hour were left when B was believed.
-	if got, want := encode(t, s, at.Add(fullWindow)), "v1;eth0=2001:db8:a::/64 d3536 ra,2001:db8:b::/64 p ra"; got != want {
+	// A's first word was at t0: 3520 s of its hour were left when B was believed.
+	if got, want := encode(t, s, at.Add(initialWindow)), "v1;eth0=2001:db8:a::/64 d3520 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the window:\n got %s\nwant %s", got, want)
 	}
 	if c := s.Conflicts("eth0", at.Add(time.Second)); len(c) != 0 {
@@ -176,11 +188,11 @@ func TestAConflictHoldsTheLineAndClearsWhenTheRouterAgreesAgain(t *testing.T) {
 	s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pB))
 	// The router's words refreshed nothing during the conflict: A is frozen
 	// at what its word before the conflict left when B was believed.
-	if got, want := encode(t, s, now.Add(fullWindow+time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3504 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, now.Add(initialWindow+time.Second)), "v1;eth0 conflict=2001:db8:a::/64 d3488 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("a real renumbering during the conflict report:\n got %s\nwant %s", got, want)
 	}
 	// ConflictHold after the last contradiction, the report clears.
-	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3504 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, last.Add(DefaultConflictHold+time.Second)), "v1;eth0=2001:db8:a::/64 d3488 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("after the hold:\n got %s\nwant %s", got, want)
 	}
 }
@@ -194,6 +206,11 @@ func TestRefreshesAreBelievedAtOnceAndSolicitNothing(t *testing.T) {
 	s.RA("eth0", routerA, at, offer(pA))
 	solicit(t, s, at.Add(time.Millisecond))
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pA))
+	// Asked within 3 s of its last multicast RA, the router may hold its
+	// answer (its initial phase): asked again 3 s after it, it answers at once.
+	again := at.Add(2*time.Millisecond + MinDelayBetweenRAs)
+	solicit(t, s, again)
+	s.RA("eth0", routerA, again.Add(time.Millisecond), offer(pA))
 	s.Settle(at.Add(fullWindow + time.Second))
 	for i := 5; i <= 15; i++ {
 		now := t0.Add(time.Duration(i) * 3 * time.Second)
@@ -242,7 +259,7 @@ func TestARouterSplittingItsPrefixesIsNoConflict(t *testing.T) {
 	s := newState()
 	s.OmitDeprecates = false
 	pC := netip.MustParsePrefix("2001:db8:c::/64")
-	for i := range 6 {
+	for i := range 30 { // long enough for each proposal's window in turn
 		now := t0.Add(time.Duration(i) * 2 * time.Second)
 		p := pA
 		if i%2 == 1 {
@@ -254,7 +271,7 @@ func TestARouterSplittingItsPrefixesIsNoConflict(t *testing.T) {
 			s.RA("eth0", routerA, now.Add(time.Millisecond), offer(p))
 		}
 	}
-	if got, want := encode(t, s, t0.Add(time.Minute)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:c::/64 p ra"; got != want {
+	if got, want := encode(t, s, t0.Add(2*time.Minute)), "v1;eth0=2001:db8:a::/64 p ra,2001:db8:c::/64 p ra"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
@@ -341,7 +358,7 @@ func TestAnAnswerHandledBeforeTheSendReportCounts(t *testing.T) {
 	}
 	s.RA("eth0", routerA, at.Add(2*time.Millisecond), offer(pB)) // the answer, first
 	s.Solicited("eth0", at.Add(time.Millisecond))                // the send, reported late
-	if got, want := encode(t, s, at.Add(fullWindow+time.Second)), "v1;eth0=2001:db8:a::/64 d3535 ra,2001:db8:b::/64 p ra"; got != want {
+	if got, want := encode(t, s, at.Add(initialWindow+time.Second)), "v1;eth0=2001:db8:a::/64 d3519 ra,2001:db8:b::/64 p ra"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -217,18 +217,26 @@ func TestTheWindowFitsHowTheRouterAnswers(t *testing.T) {
 		window time.Duration
 	}{
 		{"unicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), false) }, MaxRADelay + testMargin},
-		{"multicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), true) }, MinDelayBetweenRAs + MaxRADelay + testMargin},
+		{"multicast", func(s *State, at time.Time, p netip.Prefix) { s.Heard("eth0", routerA, at, offer(p), true) }, initialWindow},
 		{"a spoofer's unicast beside the router's multicast", func(s *State, at time.Time, p netip.Prefix) {
 			s.Heard("eth0", routerA, at, offer(p), false)
-			s.Heard("eth0", routerA, at.Add(2*time.Second), offer(p), true)
-		}, MinDelayBetweenRAs + MaxRADelay + testMargin},
+			// The router's multicast answer: within MaxRADelay, as it
+			// is to a solicitation 3 s after its last multicast RA.
+			s.Heard("eth0", routerA, at.Add(400*time.Millisecond), offer(p), true)
+		}, initialWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newState()
 			s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 			s.Solicited("eth0", t0) // the listener opens
 			tc.answer(s, t0.Add(time.Millisecond), pA)
-			if got := encode(t, s, t0.Add(fullWindow)); got != "v1;eth0=2001:db8:a::/64 p ra" {
+			// The first word's window is the initial phase's (the
+			// router's last multicast RA before is unknown): asked again
+			// 3 s after the last multicast RA.
+			_, again := s.Solicit(t0.Add(time.Second))
+			solicit(t, s, again)
+			tc.answer(s, again.Add(time.Millisecond), pA)
+			if got := encode(t, s, again.Add(initialWindow)); got != "v1;eth0=2001:db8:a::/64 p ra" {
 				t.Fatalf("the first offer, after the full window: %s", got)
 			}
 			// The router renumbers; its periodic RA (multicast) says so

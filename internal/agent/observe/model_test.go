@@ -20,7 +20,12 @@ import (
 // sooner than MinDelayBetweenRAs after its last multicast RA; it multicasts
 // its offer every interval; it renumbers when the fuzzer says, advertising
 // the old prefix deprecated or omitting it. The fuzzer chooses every delay
-// within those bounds.
+// within those bounds. A renumbering is a reload, and a multicasting router
+// then does what radvd 2.19 does in its initial phase (its first
+// maxInitialRAs RAs): its RAs come at most MaxInitialRtrAdvertInterval
+// apart, and a rate-limited answer (a solicitation, the agent's or the
+// adversary's, within MinDelayBetweenRAs of its last multicast RA) is held
+// min(MaxInitialRtrAdvertInterval, interval) from that solicitation.
 //
 // The agent reads what arrives in arrival order, each word stamped when it
 // arrived, but late: the fuzzer chooses each word's reading delay, up to
@@ -70,10 +75,17 @@ type modelRouter struct {
 	interval time.Duration
 	offers   []*routerOffer
 	sent     [][]RAPrefix // every RA it sent, for replays
+	// unheard: how many of sent went out before the agent listened.
+	unheard int
 	// lastMcast, nextPeriodic, answerAt: its RFC 4861 timers.
 	lastMcast, nextPeriodic, answerAt time.Time
 	answerMcast                       bool
+	// initial: the RAs left of its initial phase (after a reload).
+	initial int
 }
+
+// maxInitialRAs is RFC 4861's MAX_INITIAL_RTR_ADVERTISEMENTS.
+const maxInitialRAs = 3
 
 func (r *modelRouter) current() *routerOffer { return r.offers[len(r.offers)-1] }
 
@@ -94,7 +106,10 @@ const maxReadDelay = 4 * time.Second
 // speaking: its word read, a solicitation within SolicitSpacing, the
 // router's answer, the window's margin, and the link read up to the window's
 // end (the last word before it read, or one after it).
-const landing = SolicitSpacing + MinDelayBetweenRAs + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+// The router's answer and the window may be the initial phase's (answer.go:
+// any address not learnt to unicast its answers waits for it, and a
+// unicasting router's probes may be spoiled by its periodic RAs).
+const landing = SolicitSpacing + MinDelayBetweenRAs + MaxInitialRtrAdvertInterval + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
 
 // arrival is a word the agent has yet to read.
 type arrival struct {
@@ -207,6 +222,12 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 	if multicast {
 		r.lastMcast = m.now
 		r.nextPeriodic = m.now.Add(r.interval)
+		if r.initial > 0 {
+			r.initial--
+		}
+		if r.initial > 0 {
+			r.nextPeriodic = m.now.Add(min(r.interval, MaxInitialRtrAdvertInterval))
+		}
 		if r.answerMcast {
 			r.answerAt = time.Time{} // this one answers
 		}
@@ -225,11 +246,22 @@ func (m *model) solicited() {
 		m.tracef("router will answer at +%s", r.answerAt.Sub(t0))
 		return
 	}
-	if !r.answerAt.IsZero() {
-		return // one multicast answer serves every solicitation before it
+	limited := !r.lastMcast.IsZero() && m.now.Sub(r.lastMcast) < MinDelayBetweenRAs
+	if limited && r.initial > 0 {
+		// radvd's reschedule_iface: its one timer, set from now.
+		r.answerAt, r.answerMcast = m.now.Add(min(r.interval, MaxInitialRtrAdvertInterval)), true
+		r.nextPeriodic = r.answerAt
+		m.tracef("router (initial phase) will answer at +%s", r.answerAt.Sub(t0))
+		return
+	}
+	if !r.answerAt.IsZero() && (limited || !r.answerAt.After(m.now.Add(d))) {
+		// One multicast answer serves every solicitation before it; not
+		// rate-limited, radvd answers at once even if an initial phase's
+		// answer is held.
+		return
 	}
 	at := m.now.Add(d)
-	if !r.lastMcast.IsZero() && m.now.Sub(r.lastMcast) < MinDelayBetweenRAs {
+	if limited {
 		at = r.lastMcast.Add(MinDelayBetweenRAs + d)
 	}
 	if r.nextPeriodic.Before(at) {
@@ -493,7 +525,7 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	router.Corroboration = DefaultCorroboration
 	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, true), w)
 	owed := m.reopened.IsZero() || !m.now.Before(m.reopened.Add(landing))
-	if contradicts && owed && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() {
+	if contradicts && owed && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
 		m.conflictBy = m.now.Add(landing)
 	}
 	m.arrive(ps, multicast)
@@ -514,6 +546,7 @@ func (m *model) renumber(omit bool) {
 		ps = append(ps, RAPrefix{Prefix: cur.prefixes[0].Prefix, Valid: time.Hour, Autonomous: true})
 	}
 	r.offers = append(r.offers, &routerOffer{prefixes: ps})
+	r.initial = maxInitialRAs // a reload
 	m.tracef("router renumbers to %v", ps)
 	m.conflictBy = time.Time{} // the adversary's last word may be the new offer
 	// It says so at once, as radvd does on a new configuration.
@@ -540,7 +573,18 @@ func runModel(t testing.TB, input []byte) int {
 		interval: MinDelayBetweenRAs + time.Duration(cfg>>1)*time.Second/4,
 		offers:   []*routerOffer{{prefixes: []RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}}},
 	}
-	m.r.nextPeriodic = t0.Add(time.Duration(m.next()) * 10 * time.Millisecond)
+	if b := m.next(); b < 0x80 {
+		m.r.nextPeriodic = t0.Add(time.Duration(b) * 10 * time.Millisecond)
+	} else {
+		// The router started just before the agent (a power cut): its
+		// first RA unheard, it is in its initial phase.
+		r := m.r
+		r.lastMcast = t0.Add(-time.Duration(b-0x80) * 20 * time.Millisecond)
+		r.offers[0].first = r.lastMcast
+		r.sent, r.unheard = append(r.sent, r.offers[0].prefixes), 1
+		r.initial = maxInitialRAs - 1
+		r.nextPeriodic = r.lastMcast.Add(min(r.interval, MaxInitialRtrAdvertInterval))
+	}
 	// The agent starts: its listener solicits.
 	m.s.Solicited("eth0", m.now)
 	m.solicited()
@@ -565,6 +609,14 @@ func FuzzCorroboration(f *testing.F) {
 	// A multicasting router advertising every 34.75 s, the adversary
 	// answering every solicitation unicast; the router renumbers.
 	f.Add([]byte{0xfe, 10, 0, 0x25, 200, 6, 250, 7, 60, 0, 6, 200, 7, 90})
+	// A multicasting router advertising every 66.75 s renumbers (a reload:
+	// its initial phase); the adversary answers every solicitation unicast
+	// and offers its own prefix just after the reload RA.
+	f.Add([]byte{0xfe, 10, 0, 0x25, 200, 6, 0, 0, 1, 0x61, 4, 0, 7, 60})
+	// A multicasting router that started 1 s before the agent (its first RA
+	// unheard, its initial phase, holding its answer to the listener's
+	// first solicitation 16 s); the adversary offers its prefix at once.
+	f.Add([]byte{0xfe, 0xb2, 5, 0, 1, 0x19, 4, 0, 7, 60})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

@@ -12,7 +12,7 @@ import (
 func TestAWindowIsSettledByWhatWasRead(t *testing.T) {
 	const (
 		onA = "v1;eth0=2001:db8:a::/64 p ra"
-		onB = "v1;eth0=2001:db8:a::/64 d3531 ra,2001:db8:b::/64 p ra"
+		onB = "v1;eth0=2001:db8:a::/64 d3515 ra,2001:db8:b::/64 p ra"
 	)
 	at := t0.Add(time.Minute)
 	tests := []struct {
@@ -50,8 +50,9 @@ func TestAWindowIsSettledByWhatWasRead(t *testing.T) {
 			end, ok := s.NextDeadline(at.Add(2 * time.Millisecond))
 			// Read up to the solicitation, the window reckons from the
 			// router's last multicast RA (B's, at), not from the
-			// solicitation as when RAs before it might be unread.
-			if want := at.Add(fullWindow); !ok || !end.Equal(want) {
+			// solicitation as when RAs before it might be unread; the
+			// router may be in its initial phase (a reload).
+			if want := at.Add(initialWindow); !ok || !end.Equal(want) {
 				t.Fatalf("the window ends at +%s, want +%s", end.Sub(at), want.Sub(at))
 			}
 			late := end.Add(5 * time.Second) // when the agent gets round to it
@@ -66,5 +67,27 @@ func TestAWindowIsSettledByWhatWasRead(t *testing.T) {
 				t.Errorf("Behind: %v, want %v", got, tc.behind)
 			}
 		})
+	}
+}
+
+// A proposal is asked again for the short window only once the link was
+// read past the last solicitation: with RAs before it unread the window
+// would be the long one again, and a reader lagging behind would solicit
+// every spacing for nothing.
+func TestALaggingReaderAsksNothingAgain(t *testing.T) {
+	s := agreed(t)
+	s.AwaitReads = true
+	at := t0.Add(time.Minute)
+	s.RA("eth0", routerA, at, offer(pB))
+	s.Read("eth0", at)
+	solicit(t, s, at.Add(time.Millisecond))
+	// Nothing read after it: the link is read up to at only.
+	again := at.Add(MinDelayBetweenRAs)
+	if due, next := s.Solicit(again); len(due) != 0 || !next.IsZero() {
+		t.Errorf("read up to the RA before the solicitation: Solicit = %v, next %v; want nothing", due, next)
+	}
+	s.Read("eth0", again)
+	if due, _ := s.Solicit(again); len(due) != 1 {
+		t.Errorf("read past the solicitation: Solicit = %v, want eth0 due", due)
 	}
 }

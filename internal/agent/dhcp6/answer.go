@@ -83,6 +83,9 @@ type heard struct {
 // tally gathers the answers to one transmission, by server.
 type tally struct {
 	heard []*heard // in the order first heard
+	// crowded: more servers answered than the tally keeps. The one left
+	// out may be the real server: nothing heard can be believed.
+	crowded bool
 }
 
 // maxServers bounds the servers one tally keeps: any host can answer with a
@@ -104,7 +107,9 @@ func (t *tally) add(a answer) {
 	}
 	if len(t.heard) < maxServers {
 		t.heard = append(t.heard, &heard{answer: a})
+		return
 	}
+	t.crowded = true
 }
 
 // contradicted are the servers whose answers disagreed.
@@ -139,7 +144,7 @@ func (t *tally) believed() []answer {
 func (t *tally) offerers() []dhcpv6.DUID {
 	var out []dhcpv6.DUID
 	for _, h := range t.heard {
-		if h.lease != nil || h.contradicted {
+		if h.lease != nil || h.contradicted || errors.Is(h.refusal, errNoPrefixAvail) {
 			out = append(out, h.server)
 		}
 	}

@@ -149,6 +149,10 @@ type Client struct {
 // errNoBinding: the server no longer knows the lease; solicit anew.
 var errNoBinding = errors.New("dhcp6: server has no binding")
 
+// errNoPrefixAvail: the server has nothing to delegate. It still speaks: a
+// rogue offering beside it is one of two speakers (tally.offerers).
+var errNoPrefixAvail = errors.New("dhcp6: server has no prefix available")
+
 // errUntrusted: a message from a server not in Servers.
 var errUntrusted = errors.New("dhcp6: not a trusted server")
 
@@ -424,8 +428,12 @@ func (c *Client) iapd(p netip.Prefix) dhcpv6.Option {
 }
 
 // offer reads the delegation a server's Advertise or Reply offers: the
-// first prefix of our IA_PD with a valid lifetime left.
+// first prefix of our IA_PD still preferred, else the first with a valid
+// lifetime left.
 func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
+	if s := m.Options.Status(); s != nil && s.StatusCode == iana.StatusNoPrefixAvail {
+		return nil, fmt.Errorf("%w: %s", errNoPrefixAvail, s.StatusMessage)
+	}
 	if s := m.Options.Status(); s != nil && s.StatusCode != iana.StatusSuccess {
 		return nil, fmt.Errorf("dhcp6: server says %s: %s", s.StatusCode, s.StatusMessage)
 	}
@@ -444,8 +452,15 @@ func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
 			if s.StatusCode == iana.StatusNoBinding {
 				return nil, errNoBinding
 			}
+			if s.StatusCode == iana.StatusNoPrefixAvail {
+				return nil, fmt.Errorf("%w: %s", errNoPrefixAvail, s.StatusMessage)
+			}
 			return nil, fmt.Errorf("dhcp6: IA_PD: %s: %s", s.StatusCode, s.StatusMessage)
 		}
+		// A preferred prefix first: a server renumbering gracefully (RFC
+		// 8415 18.3.4) may list the old one deprecated before the new one,
+		// and taking the first valid one kept the old for its valid lifetime.
+		var deprecated *Lease
 		for _, o := range ia.Options.Prefixes() {
 			p, ok := prefixOf(o.Prefix)
 			if !ok || o.ValidLifetime <= 0 || o.PreferredLifetime > o.ValidLifetime {
@@ -453,7 +468,15 @@ func (c *Client) offer(m *dhcpv6.Message, at time.Time) (*Lease, error) {
 			}
 			l := &Lease{Prefix: p, Preferred: o.PreferredLifetime, Valid: o.ValidLifetime, T1: ia.T1, T2: ia.T2, Server: server, At: at}
 			l.times()
-			return l, nil
+			if o.PreferredLifetime > 0 {
+				return l, nil
+			}
+			if deprecated == nil {
+				deprecated = l
+			}
+		}
+		if deprecated != nil {
+			return deprecated, nil
 		}
 	}
 	return nil, errors.New("dhcp6: no prefix delegated")

@@ -90,10 +90,12 @@ func (x *exchanger) ask(ctx context.Context, m *dhcpv6.Message, want dhcpv6.Mess
 			if _, err := x.listen(ctx, m, want, until, hear, &t, false); err != nil {
 				return err
 			}
-			if c := t.contradicted(); len(c) > 0 && x.contradicted != nil {
+			if c := t.contradicted(); (len(c) > 0 || t.crowded) && x.contradicted != nil {
 				x.contradicted(c)
 			}
 			switch {
+			case t.crowded:
+				last = fmt.Errorf("%w: more than %d servers answered", errNoAnswer, maxServers)
 			case cut:
 				last = fmt.Errorf("%w: the delegation ended within %s of the answer", errNoAnswer, collectWindow)
 			case judge(&t):

@@ -7,7 +7,6 @@ package dhcp6
 // stall nobody reported.
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"testing"
@@ -51,11 +50,7 @@ func TestARefusalFloodIsAReportedStall(t *testing.T) {
 func TestARefusalFloodLeavesTheProbeOfferedNothingReported(t *testing.T) {
 	l, r := unpinned(t, homeServer())
 	l.adversary = refusalFlood
-	p := &Prober{Client: *r.c}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	l.end = cancel
-	lease, err := p.probe(ctx, &p.Client, time.Time{})
+	lease, err := probeOnce(t, l, r)
 	if lease == nil && len(r.conflicts) == 0 {
 		t.Errorf("offered nothing (err %v) and no conflict reported", err)
 	}
@@ -105,15 +100,10 @@ func TestACrowdedTallyBindsNothing(t *testing.T) {
 func TestACrowdedTallyOffersTheProbeNothing(t *testing.T) {
 	l, r := unpinned(t, homeServer())
 	l.adversary = crowdThenOffer
-	p := &Prober{Client: *r.c}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	l.end = cancel
-	lease, err := p.probe(ctx, &p.Client, time.Time{})
+	lease, err := probeOnce(t, l, r)
 	if lease != nil && lease.Prefix == pdX {
-		t.Errorf("the probe was offered the rogue's %s (conflicts reported: %d)", pdX, len(r.conflicts))
+		t.Errorf("the probe was offered the rogue's %s (err %v, conflicts reported: %d)", pdX, err, len(r.conflicts))
 	}
-	_ = err
 }
 
 // Pinned (trustedServers): the crowd's DUIDs never reach the tally.
@@ -231,11 +221,7 @@ func TestAProbeBesideARefusingServerIsOfferedNothing(t *testing.T) {
 			return forgedAnswer(m, duid, pdX, iana.StatusSuccess, time.Hour, 2*time.Hour, 30*time.Minute, 48*time.Minute, 0)
 		})(l, m)
 	}
-	p := &Prober{Client: *r.c}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	l.end = cancel
-	lease, _ := p.probe(ctx, &p.Client, time.Time{})
+	lease, _ := probeOnce(t, l, r)
 	if lease != nil && lease.Prefix == pdX {
 		t.Errorf("the probe was offered the rogue's %s beside the real server's NoPrefixAvail (conflicts reported: %d)", pdX, len(r.conflicts))
 	}

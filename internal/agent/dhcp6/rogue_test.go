@@ -131,15 +131,22 @@ func TestARebindTheServerRefusesIsNotTheRoguesDelegation(t *testing.T) {
 func TestAConfirmerOfferedByTwoServersOffersNothing(t *testing.T) {
 	l, r := unpinned(t, homeServer())
 	l.adversary = rogue(preferred255)
-	p := &Prober{Client: *r.c}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	l.end = cancel
-	lease, err := p.probe(ctx, &p.Client, time.Time{})
+	lease, err := probeOnce(t, l, r)
 	if lease != nil || err == nil {
 		t.Errorf("offered %v (err %v), want nothing", lease, err)
 	}
 	if len(r.conflicts) == 0 {
 		t.Error("no conflict reported")
 	}
+}
+
+// probeOnce runs one confirmer's probe with r's client on l until the link's
+// script ends.
+func probeOnce(t *testing.T, l *simLink, r *simRun) (*Lease, error) {
+	t.Helper()
+	p := &Prober{Client: *r.c}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	l.end = cancel
+	return p.probe(ctx, &p.Client, time.Time{})
 }

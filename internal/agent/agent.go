@@ -324,6 +324,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		}
 		return grace, true
 	}
+	a.state.Reserve = a.liveOffers(now) // markOffers adds them after
 	node, rejected := a.state.Snapshot(now)
 	a.journal(node, rejected)
 	a.journalConflicts(now)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -13,9 +14,15 @@ import (
 // published (the loop's timers fire on a step).
 func waitPublished(t *testing.T, rec *recorder, clk interface{ Step(time.Duration) }, want string) {
 	t.Helper()
+	waitPublishedWith(t, rec, clk, fmt.Sprintf("%q last", want), func(v string) bool { return v == want })
+}
+
+// waitPublishedWith waits until the last digest published satisfies ok.
+func waitPublishedWith(t *testing.T, rec *recorder, clk interface{ Step(time.Duration) }, what string, ok func(string) bool) {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		if got := rec.values(); len(got) > 0 && got[len(got)-1] == want {
+		if got := rec.values(); len(got) > 0 && ok(got[len(got)-1]) {
 			return
 		}
 		select {
@@ -23,7 +30,7 @@ func waitPublished(t *testing.T, rec *recorder, clk interface{ Step(time.Duratio
 		case <-time.After(10 * time.Millisecond):
 			clk.Step(0)
 		case <-deadline:
-			t.Fatalf("published %q, want %q last", rec.values(), want)
+			t.Fatalf("published %q, want %s", rec.values(), what)
 		}
 	}
 }

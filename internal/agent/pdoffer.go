@@ -30,11 +30,24 @@ func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, remove
 	}
 }
 
+// liveOffers counts the offers not lapsed by now: the digest slots
+// Snapshot leaves them (observe.State.Reserve).
+func (a *Agent) liveOffers(now time.Time) int {
+	n := 0
+	for _, o := range a.offers {
+		if now.Before(o.until) {
+			n++
+		}
+	}
+	return n
+}
+
 // markOffers adds to node, with source offer, the delegations offered on its
 // links and not yet lapsed, and returns when the earliest lapses (zero:
 // none). An offer is never a delegation held: the writer counts it only as
-// the confirmer's word. Where the digest is full it is left out (the
-// confirmation then waits; the digest's bounds hold).
+// the confirmer's word. Snapshot left each a slot (Reserve), so a link
+// crowded with RA prefixes does not push it out; only a link the digest
+// does not carry leaves it out.
 func (a *Agent) markOffers(node *digest.Node, now time.Time) time.Time {
 	var next time.Time
 	total := 0

@@ -177,6 +177,10 @@ type State struct {
 	// listener stamps RAs with the kernel's receive time and reports Read,
 	// sets it; tests of the rules alone may leave it off.
 	AwaitReads bool
+	// Reserve: digest slots Snapshot leaves free for what the agent adds
+	// after it (a confirmer's DHCPv6 offers): a router advertising enough
+	// prefixes filled the digest, and the offer was left out unsaid.
+	Reserve int
 }
 
 // DefaultLinkGrace covers an RA interval plus DAD.

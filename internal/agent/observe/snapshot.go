@@ -57,8 +57,8 @@ func (e *seen) remaining() time.Duration {
 }
 
 // Snapshot expires what ran out by now and returns the digest of what is left,
-// with the prefixes the links' policies refused. Prefixes beyond digest.MaxPrefixes are
-// dropped, deprecated ones first, and listed in Rejected.
+// with the prefixes the links' policies refused. Prefixes beyond digest.MaxPrefixes
+// (less the Reserve) are dropped, deprecated ones first, and listed in Rejected.
 func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 	var out digest.Node
 	var rejected []Rejected
@@ -178,10 +178,10 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 			all = append(all, &out.Links[i].Prefixes[j])
 		}
 	}
-	if len(all) > digest.MaxPrefixes {
+	if limit := max(digest.MaxPrefixes-s.Reserve, 0); len(all) > limit {
 		s.evictionOrder(out, all, now)
 		drop := map[*digest.Prefix]bool{}
-		for _, p := range all[digest.MaxPrefixes:] {
+		for _, p := range all[limit:] {
 			drop[p] = true
 		}
 		for i := range out.Links {

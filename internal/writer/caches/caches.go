@@ -36,6 +36,9 @@ type Handler interface {
 	// DynamicPrefixChanged: added, its spec changed (not our status writes,
 	// unless Config.StatusChanges), or deleted.
 	DynamicPrefixChanged(name string)
+	// DynamicPrefixStatusChanged: only its status changed (a write of ours):
+	// a pass waiting for the cache to show that write looks again.
+	DynamicPrefixStatusChanged(name string)
 	// NodesChanged: a digest or a Node's readiness changed, or a Node came or went.
 	NodesChanged()
 	// ServiceChanged: a Service's annotations of ours or its published
@@ -262,9 +265,12 @@ func (c *Caches) watchDynamicPrefixes() *Watched {
 				// Our own status writes change nothing we act on: only spec
 				// changes, and a deletion held by a finalizer.
 				o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured)
-				if o.GetGeneration() != n.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
-					(c.cfg.StatusChanges && o.GetResourceVersion() != n.GetResourceVersion()) {
+				switch {
+				case o.GetGeneration() != n.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+					(c.cfg.StatusChanges && o.GetResourceVersion() != n.GetResourceVersion()):
 					c.h.DynamicPrefixChanged(n.GetName())
+				case o.GetResourceVersion() != n.GetResourceVersion():
+					c.h.DynamicPrefixStatusChanged(n.GetName())
 				}
 			},
 			DeleteFunc: func(o any) { c.h.DynamicPrefixChanged(Name(o)) },

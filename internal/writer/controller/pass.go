@@ -86,7 +86,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		// The cache has not shown our own last status write yet: whatever
 		// this pass would write from it is made against a version that is
 		// gone. Its watch brings the next pass; lookAgain is the fallback.
-		return permit.Later(lookAgain)
+		return c.awaitStatus(name)
 	}
 	dp, err := api.FromUnstructured(u)
 	if err != nil {
@@ -139,7 +139,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 				// The objects get the prefix in a pass that sees this
 				// status in the cache, once admission admits it too.
 				c.admitting[name] = admission{until: now.Add(c.cfg.StatusSeen)}
-				return permit.Later(lookAgain)
+				return c.awaitStatus(name)
 			}
 		}
 		if o, admitted := c.admission(ctx, name, m, d, now); !admitted {

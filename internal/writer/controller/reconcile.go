@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -140,6 +141,14 @@ type Controller struct {
 	// admitting: DynamicPrefixes whose status names a new prefix that the
 	// API server's admission may not see yet (admission).
 	admitting map[string]admission
+	// seeing: DynamicPrefixes whose pass waits for the cache to show the
+	// writer's own status write; the watch event that shows it queues the
+	// next pass (DynamicPrefixStatusChanged). Set by passes, read by the
+	// cache's handler.
+	seeing struct {
+		sync.Mutex
+		names map[string]bool
+	}
 }
 
 // NewController returns a controller reading caches and voters and writing with client
@@ -164,6 +173,31 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 
 // DynamicPrefixChanged queues a pass over name.
 func (c *Controller) DynamicPrefixChanged(name string) { c.enqueue(name, 0) }
+
+// DynamicPrefixStatusChanged queues a pass over name if one waits for the
+// cache to show the writer's own status write (lookAgain is the fallback);
+// otherwise a status write of ours changes nothing a pass acts on.
+func (c *Controller) DynamicPrefixStatusChanged(name string) {
+	c.seeing.Lock()
+	waiting := c.seeing.names[name]
+	delete(c.seeing.names, name)
+	c.seeing.Unlock()
+	if waiting {
+		c.enqueue(name, 0)
+	}
+}
+
+// awaitStatus marks name's pass as waiting for the cache to show the
+// writer's own status write, and returns the outcome that looks again.
+func (c *Controller) awaitStatus(name string) permit.Outcome {
+	c.seeing.Lock()
+	if c.seeing.names == nil {
+		c.seeing.names = map[string]bool{}
+	}
+	c.seeing.names[name] = true
+	c.seeing.Unlock()
+	return permit.Later(lookAgain)
+}
 
 // NodesChanged queues a pass over every DynamicPrefix, after the debounce.
 func (c *Controller) NodesChanged() {

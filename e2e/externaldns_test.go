@@ -15,10 +15,12 @@ import (
 )
 
 // externalDNSVersions are the external-dns releases make external-dns builds
-// (the Makefile's EXTERNAL_DNS), each with the hostname key it reads: v0.21
-// is the last that reads external-dns.alpha.kubernetes.io/.
+// (the Makefile's EXTERNAL_DNS), each with the hostname key it reads: v0.22
+// moved every annotation to external-dns.kubernetes.io/, v0.21 is the last
+// that reads external-dns.alpha.kubernetes.io/.
 var externalDNSVersions = []struct{ version, hostnameKey string }{
 	{"v0.21.0", "external-dns.alpha.kubernetes.io/hostname"},
+	{"v0.22.0", "external-dns.kubernetes.io/hostname"},
 }
 
 // TestDigAnswersTheRenumberedService: what a user looks at is `dig

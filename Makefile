@@ -244,7 +244,7 @@ test: deps tools node-tools build images node-images ## Unit tests, fuzz seeds, 
 	SMOKE=1 e2e/kind/run.sh
 
 .PHONY: e2e
-e2e: deps tools node-tools build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall, real nodes after helm install; ~40 min)
+e2e: deps tools node-tools $(EXTERNAL_DNS) build images node-images ## Every e2e scenario in the local world, the long ones too (5 quiet minutes, a 90 s stall, real nodes after helm install, the DNS world with both external-dns releases; ~40 min, and ~22 min CPU once to build external-dns)
 	E2E_FULL=1 $(GO) test -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 80m ./e2e/
 
 # kind (e2e/kind/run.sh): Docker if one answers, else a private dockerd from

@@ -193,6 +193,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
+	var handover handover
 	// A delegation the status holds draining: the client's word that it is
 	// deprecated counts unconfirmed (the server offers the confirmer only
 	// the binding it has now, so nothing confirms a replaced one), as it
@@ -221,6 +222,9 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		for _, l := range r.Digest.Links {
 			if !r.Resolver && !m.Follows(l.Name) {
 				continue
+			}
+			if d.PDClient != "" {
+				handover.note(r.Node == d.PDClient, l.Prefixes, prevCurrent)
 			}
 			reported = true
 			conflict = conflict || l.Conflict
@@ -331,7 +335,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 		slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 	}
 	d.Changed = d.Current != prevCurrent
-	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil
+	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil && !(d.Current == prevCurrent && handover.holds())
 	switch t := seen[d.Current]; {
 	case !d.Current.IsValid():
 	case t != nil && t.ra:
@@ -454,6 +458,34 @@ func clientNode(m api.Model, prev api.Status, reports []Report) string {
 // pdClient reports whether node's delegated prefixes count: always in host
 // mode (every node's own client); with the agents' client, only the client
 // node's, and the previous client's during a handover.
+// handover: while the DHCPv6 client moves to another node, that node holds
+// no delegation yet (it solicits), and the status already names it, so the
+// previous client's word no longer counts (pdClient): the current prefix would
+// read as unreported for the second the new client takes to get it back.
+// It is not, while the new client reports no delegation at all and another
+// voting node still reports the current prefix delegated. Only the warning
+// is spared: nothing counts as a vote here.
+type handover struct {
+	clientHolds bool // the client node reports a delegation
+	othersHold  bool // another node reports the current prefix delegated
+}
+
+func (h *handover) note(client bool, ps []digest.Prefix, current netip.Prefix) {
+	for _, p := range ps {
+		if p.Sources&digest.SourcePD == 0 {
+			continue
+		}
+		if client {
+			h.clientHolds = true
+		} else if p.Prefix == current && !p.Deprecated {
+			h.othersHold = true
+		}
+	}
+}
+
+// holds reports whether the current prefix is reported through a handover.
+func (h handover) holds() bool { return !h.clientHolds && h.othersHold }
+
 func pdClient(m api.Model, prev api.Status, client, node string) bool {
 	if !m.PDClient {
 		return true

@@ -202,3 +202,32 @@ func TestAReplacedDelegationDrains(t *testing.T) {
 		t.Errorf("a minute into its hour the replaced delegation left the pools: pooled %v", d2.Pooled)
 	}
 }
+
+// The client moves (its node went NotReady): the status already names the
+// new client, which holds nothing yet (it solicits), so the old client's word
+// no longer counts - yet it still reports the current prefix delegated, and
+// the prefix is not reported missing for that second (make test saw the
+// warning once in TestDHCPv6PDBuiltInClient). With nobody reporting it, or
+// once the new client holds a delegation, the usual rules apply.
+func TestAHandoverDoesNotReportTheCurrentPrefixMissing(t *testing.T) {
+	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	moved := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "b", ConfirmerNode: "c"}}
+	for _, c := range []struct {
+		name       string
+		digests    []string
+		unreported bool
+	}{
+		{"the old client still reports it", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan=", "v1;wan="}, false},
+		{"nobody reports it", []string{"v1;wan=", "v1;wan=", "v1;wan="}, true},
+		{"the new client holds another", []string{"v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:b00::/56 p pd", "v1;wan="}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := For(m, moved, reports(t, c.digests...), t0)
+			if d.PDClient != "b" || d.Current.String() != "2001:db8:a00::/56" || d.Unreported != c.unreported {
+				t.Errorf("client %s, current %s, unreported %v; want client b, 2001:db8:a00::/56 kept, unreported %v",
+					d.PDClient, d.Current, d.Unreported, c.unreported)
+			}
+		})
+	}
+}

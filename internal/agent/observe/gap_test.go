@@ -15,22 +15,17 @@ import (
 // radvd renumbered, the agent at 5% CPU, 960,000 RAs, the old prefix still
 // preferred 130 s on). Each test failed before.
 
-func TestAFloodAndReplaysOfTheOldRADoNotKeepItPreferred(t *testing.T) {
-	s := agreed(t) // A believed: valid 1 h, preferred 30 min
-	s.AwaitReads = true
-	resent(t, s, t0.Add(30*time.Second)) // A re-sent alike: a refresh from now on
-	start := t0.Add(time.Minute)         // the router renumbers: B alone
-	var silent, reported int
-	for now := start; now.Before(start.Add(2 * time.Hour)); now = now.Add(time.Second) {
-		k := now.Sub(start)
-		if k%(5*time.Minute) == 0 {
-			// radvd's periodic RA (default 200-600 s) gets into the queue.
-			s.RA("eth0", routerA, now, offer(pB))
+// floodAndReplay plays, each second from start for span, a kernel drop and
+// then a replay of the router's old RA (A) read after it, while the router
+// renumbered to B at start and says so every 5 min (radvd's default 200-600
+// s); it returns how many seconds a conflict was reported, and how many not.
+func floodAndReplay(s *State, start time.Time, span time.Duration) (reported, silent int) {
+	for now := start; now.Before(start.Add(span)); now = now.Add(time.Second) {
+		if now.Sub(start)%(5*time.Minute) == 0 {
+			s.RA("eth0", routerA, now, offer(pB)) // the router's periodic RA gets into the queue
 		}
-		// The flood: the next packet read carries a higher drop count.
-		s.Lost("eth0", now.Add(time.Millisecond))
-		// A replay of the router's old RA, one of many, gets in.
-		s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pA))
+		s.Lost("eth0", now.Add(time.Millisecond))                     // the next packet read carries a higher drop count
+		s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pA)) // a replay, one of many, gets in
 		s.Read("eth0", now.Add(3*time.Millisecond))
 		if due, _ := s.Solicit(now.Add(3 * time.Millisecond)); len(due) > 0 {
 			s.Solicited("eth0", now.Add(3*time.Millisecond))
@@ -42,8 +37,16 @@ func TestAFloodAndReplaysOfTheOldRADoNotKeepItPreferred(t *testing.T) {
 			silent++
 		}
 	}
-	end := start.Add(2 * time.Hour)
-	got := encode(t, s, end)
+	return reported, silent
+}
+
+func TestAFloodAndReplaysOfTheOldRADoNotKeepItPreferred(t *testing.T) {
+	s := agreed(t) // A believed: valid 1 h, preferred 30 min
+	s.AwaitReads = true
+	resent(t, s, t0.Add(30*time.Second)) // A re-sent alike: a refresh from now on
+	start := t0.Add(time.Minute)         // the router renumbers: B alone
+	reported, silent := floodAndReplay(s, start, 2*time.Hour)
+	got := encode(t, s, start.Add(2*time.Hour))
 	t.Logf("at +2h: %s; seconds reported in conflict %d, silent %d", got, reported, silent)
 	if strings.Contains(got, "2001:db8:a::/64 p") {
 		t.Errorf("A is still preferred 2 h after the router renumbered (it stated A preferred 30 min at most): %s", got)
@@ -58,18 +61,7 @@ func TestAFloodAndReplaysEndWithinTheConflictBound(t *testing.T) {
 	s.ConflictBound = 2 * time.Minute
 	resent(t, s, t0.Add(30*time.Second))
 	start := t0.Add(time.Minute)
-	for now := start; now.Before(start.Add(time.Hour)); now = now.Add(time.Second) {
-		if now.Sub(start)%(5*time.Minute) == 0 {
-			s.RA("eth0", routerA, now, offer(pB))
-		}
-		s.Lost("eth0", now.Add(time.Millisecond))
-		s.RA("eth0", routerA, now.Add(2*time.Millisecond), offer(pA))
-		s.Read("eth0", now.Add(3*time.Millisecond))
-		if due, _ := s.Solicit(now.Add(3 * time.Millisecond)); len(due) > 0 {
-			s.Solicited("eth0", now.Add(3*time.Millisecond))
-		}
-		s.Settle(now.Add(4 * time.Millisecond))
-	}
+	floodAndReplay(s, start, time.Hour)
 	if got := encode(t, s, start.Add(time.Hour)); strings.Contains(got, "2001:db8:a::/64 p") {
 		t.Errorf("A still preferred 1 h after the renumbering, ConflictBound %s: %s", s.ConflictBound, got)
 	}

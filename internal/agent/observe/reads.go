@@ -50,6 +50,8 @@ func (s *State) readTo(l *link, now time.Time) time.Time {
 //     address is taken to have spoken at at: a word after it is no answer to
 //     that solicitation (a spoofer's would be put to the router by one whose
 //     answer went unheard), only to one sent later.
+//   - A change of the router's offer may be among them, so a restatement of
+//     its believed offer read after them is put to it again (not alike).
 //   - An answer to a probe may be among them, so no probe of how an address
 //     answers concludes on what was left; a probe lost counts as one spoiled
 //     (reprobeAt: at most maxReprobes in a row).
@@ -100,6 +102,18 @@ func (s *State) forget(name string, at time.Time, rep reporting) {
 		}
 		if sp.pending == nil && !at.Before(sp.conflictUntil) {
 			delete(l.speakers, r)
+		}
+	}
+	// A router's word after the gap may follow a change it made in the gap
+	// (a renumbering forgotten above): a restatement of what it was
+	// believed to offer is put to it again, never a plain refresh. Kept
+	// alike, a replay of the router's old RA read after each drop of a
+	// flood moved the old offer's ends on for as long as the flood lasted,
+	// past the lifetimes the router stated and any conflict bound.
+	for k, e := range l.ra {
+		if e.alike {
+			e.alike = false
+			l.ra[k] = e
 		}
 	}
 	l.voiceFloor = later(l.voiceFloor, at)

@@ -404,7 +404,10 @@ func (a *Agent) journal(node digest.Node, rejected []observe.Rejected) {
 		}
 		a.log.Info(c.String(), attrs...)
 	}
-	a.last = node
+	// A copy: evaluate goes on to add the offers and the delegation
+	// conflicts to node's links in place, which the next snapshot does not
+	// have - kept shared, every evaluation logged the offer gone.
+	a.last = node.Canonical()
 	now := map[string]bool{}
 	for _, r := range rejected {
 		key := r.Link + " " + r.Prefix.String()

@@ -58,3 +58,25 @@ func TestAFullDigestStillCarriesTheConfirmersOffer(t *testing.T) {
 	sync_(a)
 	waitPublishedWith(t, rec, clk, "the offer", func(v string) bool { return strings.Contains(v, offered.String()+" p offer") })
 }
+
+// An offer is no change of the link: the journal, which compares each
+// snapshot with the last, logs none while it stands (markOffers added it to
+// the snapshot the journal kept, so every later evaluation logged it gone:
+// dozens of "gone (offer)" lines a minute on every confirmer).
+func TestAnOfferStandingLogsNothing(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+	gone := metricPrefixEvents.With("gone").Value()
+	offered := netip.MustParsePrefix("2001:db8:a00::/56")
+	a.Offered("eth0", offered, time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p offer")
+	for range 5 { // evaluations while it stands
+		a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
+		sync_(a)
+	}
+	if n := metricPrefixEvents.With("gone").Value() - gone; n != 0 {
+		t.Errorf("the journal logged %d prefixes gone while the offer stood, want none", n)
+	}
+}

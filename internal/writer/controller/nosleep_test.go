@@ -120,3 +120,20 @@ func TestTheWatchEventOfItsOwnStatusWriteQueuesTheWaitingPass(t *testing.T) {
 		t.Errorf("a second status event queued %d keys: only the awaited one queues", n)
 	}
 }
+
+// The watch event of the write can come before the pass marks itself
+// waiting: the cache then shows the write already, and the next pass is
+// queued at once rather than by the fallback.
+func TestAPassWhoseCacheShowsItsWriteAlreadyIsQueuedAtOnce(t *testing.T) {
+	f := converged(t, generous)
+	f.admitting(generous, 10*time.Minute, 0)
+	f.report(3, prefixB, prefixA)
+	if got, o := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) || o.After == 0 {
+		t.Fatalf("the pass naming B wrote %q and looks again after %s; want the status alone, and a look again", got, o.After)
+	}
+	f.catchUp() // the event came and went before the pass marked itself
+	f.ctl.awaitStatus("home")
+	if n := f.ctl.queue.Len(); n != 1 {
+		t.Errorf("queued %d keys, want the next pass at once", n)
+	}
+}

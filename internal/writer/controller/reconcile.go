@@ -188,7 +188,9 @@ func (c *Controller) DynamicPrefixStatusChanged(name string) {
 }
 
 // awaitStatus marks name's pass as waiting for the cache to show the
-// writer's own status write, and returns the outcome that looks again.
+// writer's own status write, and returns the outcome that looks again. The
+// watch event may have come before the mark: if the cache shows the write
+// already, the next pass is queued at once.
 func (c *Controller) awaitStatus(name string) permit.Outcome {
 	c.seeing.Lock()
 	if c.seeing.names == nil {
@@ -196,6 +198,11 @@ func (c *Controller) awaitStatus(name string) permit.Outcome {
 	}
 	c.seeing.names[name] = true
 	c.seeing.Unlock()
+	if o, ok, _ := c.caches.DynamicPrefixes().GetByKey(name); ok {
+		if u, ok := o.(*unstructured.Unstructured); ok && !c.write.StatusBehind(u) {
+			c.DynamicPrefixStatusChanged(name)
+		}
+	}
 	return permit.Later(lookAgain)
 }
 

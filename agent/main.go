@@ -132,7 +132,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		DefaultLinks: uplink.Links(ifaces, nil),
 		DialDHCPv6:   dhcp6.Dial,
 		NewListener: func(link string, r agent.Reports) agent.Listener {
-			return ra.NewListener(link, ra.Reports(r), clk, log)
+			return ra.NewListener(link, r, clk, log)
 		},
 		WatchKernel: func(ctx context.Context, addr func(string, observe.Address, bool, time.Time), link func(string, bool, time.Time),
 			delegated func(netip.Prefix, time.Duration, bool, time.Time)) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/agent/ra"
 	"github.com/renumber/renumber/internal/digest"
 )
 
@@ -35,19 +36,9 @@ type Listener interface {
 	Sync()
 }
 
-// Reports are the agent's handlers a listener reports to (ra.Reports).
-type Reports struct {
-	// Heard takes each RA, stamped when it arrived.
-	Heard func(link string, router netip.Addr, at time.Time, p []observe.RAPrefix, multicast bool)
-	// Solicited takes the times Router Solicitations went out.
-	Solicited func(link string, at time.Time)
-	// Read: every RA that arrived before at was handed to Heard.
-	Read func(link string, at time.Time)
-	// Lost: the kernel dropped RAs that arrived before at.
-	Lost func(link string, at time.Time)
-	// Reopened: a socket opened at at after another closed.
-	Reopened func(link string, at time.Time)
-}
+// Reports are the agent's handlers a listener reports to: ra's, so the two
+// cannot drift apart.
+type Reports = ra.Reports
 
 // NewListener makes the RA listener for one link.
 type NewListener func(link string, r Reports) Listener

@@ -14,15 +14,6 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// externalDNSVersions are the external-dns releases make external-dns builds
-// (the Makefile's EXTERNAL_DNS), each with the hostname key it reads: v0.22
-// moved every annotation to external-dns.kubernetes.io/, v0.21 is the last
-// that reads external-dns.alpha.kubernetes.io/.
-var externalDNSVersions = []struct{ version, hostnameKey string }{
-	{"v0.21.0", "external-dns.alpha.kubernetes.io/hostname"},
-	{"v0.22.0", "external-dns.kubernetes.io/hostname"},
-}
-
 // TestDigAnswersTheRenumberedService: what a user looks at is `dig
 // web.example.test AAAA`. A real external-dns of each supported release
 // (source service, provider rfc2136, policy sync, TXT registry) keeps a
@@ -38,13 +29,13 @@ func TestDigAnswersTheRenumberedService(t *testing.T) {
 	if _, err := exec.LookPath("named"); err != nil {
 		t.Skip("BIND 9 not installed (make deps)")
 	}
-	for _, v := range externalDNSVersions {
-		t.Run(v.version, func(t *testing.T) {
-			bin := "external-dns-" + v.version
+	for _, r := range externalDNSReads { // each range's release, its hostname key
+		t.Run(r.built, func(t *testing.T) {
+			bin := "external-dns-" + r.built
 			if _, err := world.Bin(bin); err != nil {
 				t.Skipf("%s not built (make external-dns)", bin)
 			}
-			digFollows(t, bin, v.hostnameKey)
+			digFollows(t, bin, r.prefix+"hostname")
 		})
 	}
 }

@@ -21,9 +21,11 @@ import (
 // "external-dns.alpha.kubernetes.io/", --annotation-prefix to change it),
 // v0.22.0 and main of 2026 (DefaultAnnotationPrefix
 // "external-dns.kubernetes.io/"). Neither reads the other's keys.
-var externalDNSReads = []struct{ versions, prefix string }{
-	{"external-dns up to v0.21", "external-dns.alpha.kubernetes.io/"},
-	{"external-dns v0.22 and later", "external-dns.kubernetes.io/"},
+// built is the release of each range that make external-dns builds for the
+// DNS world (dig_test.go; the Makefile's EXTERNAL_DNS).
+var externalDNSReads = []struct{ versions, prefix, built string }{
+	{"external-dns up to v0.21", "external-dns.alpha.kubernetes.io/", "v0.21.0"},
+	{"external-dns v0.22 and later", "external-dns.kubernetes.io/", "v0.22.0"},
 }
 
 // publishes reports whether every claimed external-dns reads want (key

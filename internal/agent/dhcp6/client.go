@@ -140,6 +140,9 @@ type Client struct {
 	// DUID to one transmission disagreed: another host answers as the
 	// server. Nothing they said was believed.
 	Conflict func(at time.Time)
+	// Watch, when set, is told the client's transactions and the prefix it
+	// holds, to judge the client messages heard on the link (overhear.go).
+	Watch *Watch
 
 	trace      func(Lease)    // tests: every lease taken
 	jitter     func() float64 // tests: the retransmissions' jitter (nil: random)
@@ -174,7 +177,7 @@ func (c *Client) Run(ctx context.Context) netip.Prefix {
 		}
 		failing = ""
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock, contradicted: c.contradicted, jitter: c.jitter}, &s)
+		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock, contradicted: c.contradicted, jitter: c.jitter, sending: c.Watch.sending}, &s)
 		stop()
 		conn.Close()
 		if ctx.Err() == nil {
@@ -232,6 +235,7 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 			c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
 			c.Report(s.lease.Prefix, 0, true, c.Clock.Now())
 			s.lease, s.held = nil, netip.Prefix{}
+			c.Watch.holding(s.held)
 		default:
 			c.bound(s, l)
 		}
@@ -253,6 +257,7 @@ func (c *Client) expire(s *session) {
 		c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.held)
 		c.Report(s.held, 0, true, c.Clock.Now())
 		s.held = netip.Prefix{}
+		c.Watch.holding(s.held)
 	}
 }
 
@@ -273,6 +278,7 @@ func (c *Client) bound(s *session, l *Lease) {
 	}
 	c.Report(l.Prefix, l.Valid, false, l.At)
 	s.lease, s.held, s.heldUntil = l, l.Prefix, l.At.Add(l.Valid)
+	c.Watch.holding(s.held)
 }
 
 // contradicted: answers under one server's DUID disagreed; none was taken.

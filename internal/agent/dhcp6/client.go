@@ -323,7 +323,11 @@ func (c *Client) hear(named dhcpv6.DUID) func(*dhcpv6.Message) (answer, bool) {
 }
 
 // acquire solicits and requests a delegation, giving up at until (zero:
-// never) for the prefix held then to end.
+// never) for the prefix held then to end. Answers are heard out no later
+// than until either: a window running past it kept the prefix reported
+// beyond the valid lifetime the server stated (by up to collectWindow).
+// until is also the deadline of the Prober's probe (probeFor, or its
+// offer's end), where the same holds.
 func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
 	offered, err := c.solicit(ctx, x, until)
 	if err != nil {
@@ -332,7 +336,7 @@ func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*L
 	var got *Lease
 	var refused error
 	req := x.message(dhcpv6.MessageTypeRequest, offered.Server, c.iapd(offered.Prefix))
-	err = x.ask(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, until, time.Time{}, c.hear(offered.Server), func(t *tally) bool {
+	err = x.ask(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, until, until, c.hear(offered.Server), func(t *tally) bool {
 		for _, a := range t.believed() {
 			got, refused = a.lease, a.refusal
 			return true
@@ -352,7 +356,7 @@ func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*L
 func (c *Client) solicit(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
 	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
 	var offered *Lease
-	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, time.Time{}, c.hear(nil), func(t *tally) bool {
+	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, until, c.hear(nil), func(t *tally) bool {
 		if s := t.offerers(); len(s) > 1 {
 			c.disagree(s)
 			return false

@@ -131,6 +131,7 @@ func run(ctx context.Context, log *slog.Logger, nodeName, kubeconfigPath string,
 		},
 		DefaultLinks: uplink.Links(ifaces, nil),
 		DialDHCPv6:   dhcp6.Dial,
+		ListenDHCPv6: dhcp6.ListenServers,
 		NewListener: func(link string, r agent.Reports) agent.Listener {
 			return ra.NewListener(link, r, clk, log)
 		},

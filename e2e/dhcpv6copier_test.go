@@ -43,32 +43,38 @@ type copier struct {
 	answered map[dhcpv6.MessageType]int
 }
 
-func (c *copier) run(ctx context.Context) {
+// hearClients calls heard with each client message carrying an IA_PD that
+// s hears, until ctx ends or the socket fails.
+func hearClients(ctx context.Context, s *world.DHCPv6Speaker, heard func(m *dhcpv6.Message, from net.Addr)) {
 	for ctx.Err() == nil {
-		b, from, err := c.s.Read(time.Now().Add(200 * time.Millisecond))
+		b, from, err := s.Read(time.Now().Add(200 * time.Millisecond))
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		if err != nil {
 			return
 		}
-		m, err := dhcpv6.MessageFromBytes(b)
-		if err != nil || m.Options.OneIAPD() == nil {
-			continue
+		if m, err := dhcpv6.MessageFromBytes(b); err == nil && m.Options.OneIAPD() != nil {
+			heard(m, from)
 		}
+	}
+}
+
+func (c *copier) run(ctx context.Context) {
+	hearClients(ctx, c.s, func(m *dhcpv6.Message, from net.Addr) {
 		c.mu.Lock()
 		c.heard = append(c.heard, heardMessage{time.Now(), m})
 		armed := c.armed
 		c.mu.Unlock()
 		if !armed {
-			continue
+			return
 		}
 		if a := c.answer(m); a != nil && c.s.Answer(a.ToBytes(), from) == nil {
 			c.mu.Lock()
 			c.answered[m.MessageType]++
 			c.mu.Unlock()
 		}
-	}
+	})
 }
 
 func (c *copier) answer(m *dhcpv6.Message) *dhcpv6.Message {

@@ -7,16 +7,17 @@ var (
 	metricRejected     = metrics.NewCounter("renumber_agent_prefixes_rejected_total", "Prefixes seen but not reported (filtered, or over the digest's bound).")
 	metricIgnored      = metrics.NewCounterVec("renumber_agent_ras_ignored_total", "Router Advertisements not believed, by link and reason (untrusted: from a router no DynamicPrefix of the link trusts).", "link", "reason")
 
-	metricContradictions = metrics.NewCounterVec("renumber_agent_router_contradictions_total", "Router Advertisements that contradicted an earlier one from the same router address (a second speaker on the router's address), by link.", "link")
-	metricCrowded        = metrics.NewCounterVec("renumber_agent_router_crowded_total", "Router Advertisements not considered because the link already remembers as many routers as it may, by link.", "link")
-	metricConflict       = metrics.NewGaugeVec("renumber_agent_router_conflict", "Router addresses in conflict on the link now (RAs from one address that disagree about the prefixes); the last agreed prefixes hold.", "link")
-	metricRAEntries      = metrics.NewGaugeVec("renumber_agent_ra_entries", "(prefix, router) lifetimes the link remembers from Router Advertisements it believed; capped, whatever the routers (a trusted router's address is as easy to take as any).", "link")
-	metricAnswerMode     = metrics.NewGaugeVec("renumber_agent_router_answer_mode", "Router addresses on the link by how they answer a Router Solicitation, as the agent learnt it (unicast: corroborated within 0.5 s plus the margin; multicast or unknown: within 3.5 s of the router's last multicast RA plus the margin).", "link", "mode")
-	metricReadLag        = metrics.NewGaugeVec("renumber_agent_ra_read_lag_seconds", "How long the oldest corroboration window that passed has waited for the RA listener to read up to its end (0: none waits); while it waits no change is believed.", "link")
-	metricPDConflict     = metrics.NewGaugeVec("renumber_agent_dhcpv6_conflict", "1 while the link's DHCPv6 client hears answers under one server DUID that contradict each other (another host answers as the server); the delegation holds as it was.", "link")
+	metricContradictions   = metrics.NewCounterVec("renumber_agent_router_contradictions_total", "Router Advertisements that contradicted an earlier one from the same router address (a second speaker on the router's address), by link.", "link")
+	metricCrowded          = metrics.NewCounterVec("renumber_agent_router_crowded_total", "Router Advertisements not considered because the link already remembers as many routers as it may, by link.", "link")
+	metricConflict         = metrics.NewGaugeVec("renumber_agent_router_conflict", "Router addresses in conflict on the link now (RAs from one address that disagree about the prefixes); the last agreed prefixes hold.", "link")
+	metricRAEntries        = metrics.NewGaugeVec("renumber_agent_ra_entries", "(prefix, router) lifetimes the link remembers from Router Advertisements it believed; capped, whatever the routers (a trusted router's address is as easy to take as any).", "link")
+	metricAnswerMode       = metrics.NewGaugeVec("renumber_agent_router_answer_mode", "Router addresses on the link by how they answer a Router Solicitation, as the agent learnt it (unicast: corroborated within 0.5 s plus the margin; multicast or unknown: within 3.5 s of the router's last multicast RA plus the margin).", "link", "mode")
+	metricReadLag          = metrics.NewGaugeVec("renumber_agent_ra_read_lag_seconds", "How long the oldest corroboration window that passed has waited for the RA listener to read up to its end (0: none waits); while it waits no change is believed.", "link")
+	metricPDConflict       = metrics.NewGaugeVec("renumber_agent_dhcpv6_conflict", "1 while the link's DHCPv6 client hears answers under one server DUID that contradict each other (another host answers as the server), or a host speaking to the server as the client; the delegation holds as it was.", "link")
+	metricPDImpersonations = metrics.NewCounterVec("renumber_agent_dhcpv6_impersonations_total", "Client messages heard on the link under the DHCPv6 client's DUID that the client did not send and that may move the server's binding (a Release, a Request for another prefix): another host speaks to the server as the client.", "link")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricAnswerMode, metricReadLag, metricPDConflict}
+	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricAnswerMode, metricReadLag, metricPDConflict, metricPDImpersonations}
 }

@@ -17,6 +17,16 @@ func (a *Agent) DelegationConflict(link string, at time.Time) {
 	a.events <- func() { a.pdConflicts[link] = at }
 }
 
+// DelegationImpersonated is the handler for the DHCPv6 client's node hearing
+// a client message under the client's DUID that the client did not send (a
+// Release, a Request for another prefix: dhcp6.Watch): another host speaks
+// to the server as the client. Counted, and reported as a conflict on the
+// link like contradicting answers. Safe from any goroutine.
+func (a *Agent) DelegationImpersonated(link string, at time.Time) {
+	metricPDImpersonations.With(link).Inc()
+	a.DelegationConflict(link, at)
+}
+
 // markDelegationConflicts sets Conflict on the links whose DHCPv6 client
 // heard a contradiction within ConflictHold of now, journals the changes,
 // keeps the metric, and returns when the earliest mark lapses (zero: none).
@@ -34,7 +44,7 @@ func (a *Agent) markDelegationConflicts(node *digest.Node, now time.Time) time.T
 			next = until
 		}
 		if !a.pdConflicted[link] {
-			a.log.Warn(link + ": DHCPv6 answers disagree (under one server's DUID, or from two servers: see the client's log for the DUIDs); holding the delegation as it was")
+			a.log.Warn(link + ": DHCPv6 conflict (answers under one server's DUID, or from two servers, disagree; or a host speaks to the server as the client: see the client's log); holding the delegation as it was")
 		}
 		a.pdConflicted[link] = true
 		metricPDConflict.With(link).Set(1)

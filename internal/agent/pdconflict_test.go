@@ -44,3 +44,18 @@ func TestADHCPv6ConflictMarksTheLinkUntilTheHoldPasses(t *testing.T) {
 		t.Errorf("published %q", got)
 	}
 }
+
+// A host speaking to the DHCPv6 server as the client (dhcp6.Watch) is
+// counted and marks the link in conflict, as contradicting answers do.
+func TestADHCPv6ImpersonationIsCountedAndMarksTheLink(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	before := metricPDImpersonations.With("eth1").Value()
+	a.DelegationImpersonated("eth1", clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1 conflict=2001:db8:a00::/56 p pd")
+	if got := metricPDImpersonations.With("eth1").Value() - before; got != 1 {
+		t.Errorf("renumber_agent_dhcpv6_impersonations_total grew by %v, want 1", got)
+	}
+}

@@ -38,6 +38,10 @@ type Parts struct {
 	WatchLinks func(ctx context.Context, links func(map[string]policy.Policy), clients func([]dhcp6.Want)) (synced <-chan struct{})
 	// DialDHCPv6 opens a DHCPv6 client's socket on a link (dhcp6.Dial).
 	DialDHCPv6 func(link string) (dhcp6.Conn, net.Addr, error)
+	// ListenDHCPv6 opens the servers' port on a link, where a client's node
+	// hears the messages sent under its client's DUID (dhcp6.ListenServers;
+	// nil: not heard).
+	ListenDHCPv6 func(link string) (dhcp6.Conn, error)
 	// DefaultLinks are the --interface links, followed alone while the
 	// DynamicPrefixes cannot be listed.
 	DefaultLinks map[string]policy.Policy
@@ -92,7 +96,8 @@ func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run fu
 			return
 		}
 		a := New(cfg, p.Clock, p.Log, p.Publisher, p.NewListener, published)
-		clients := &dhcp6.Supervisor{Clock: p.Clock, Log: p.Log, Dial: p.DialDHCPv6, Report: a.Delegated, Conflict: a.DelegationConflict, Offered: a.Offered}
+		clients := &dhcp6.Supervisor{Clock: p.Clock, Log: p.Log, Dial: p.DialDHCPv6, Report: a.Delegated, Conflict: a.DelegationConflict, Offered: a.Offered,
+			Listen: p.ListenDHCPv6, Impersonated: a.DelegationImpersonated}
 		linksSynced := p.WatchLinks(ctx, a.SetLinks, func(w []dhcp6.Want) { clients.Set(ctx, w) })
 		select {
 		case <-linksSynced:

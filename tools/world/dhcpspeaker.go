@@ -63,3 +63,10 @@ func (s *DHCPv6Speaker) Answer(b []byte, from net.Addr) error {
 
 // Close closes the socket.
 func (s *DHCPv6Speaker) Close() error { return s.conn.Close() }
+
+// SpeakToServers sends b to the link's servers (ff02::1:2, port 547), as a
+// client sends its messages: what any host can do in a client's name.
+func (s *DHCPv6Speaker) SpeakToServers(b []byte) error {
+	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: net.ParseIP("ff02::1:2"), Port: 547, Zone: strconv.Itoa(s.ifi.Index)})
+	return err
+}

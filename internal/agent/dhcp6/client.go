@@ -140,6 +140,9 @@ type Client struct {
 	// DUID to one transmission disagreed: another host answers as the
 	// server. Nothing they said was believed.
 	Conflict func(at time.Time)
+	// Watch, when set, is told the client's transactions and the prefix it
+	// holds, to judge the client messages heard on the link (overhear.go).
+	Watch *Watch
 
 	trace      func(Lease)    // tests: every lease taken
 	jitter     func() float64 // tests: the retransmissions' jitter (nil: random)
@@ -174,7 +177,7 @@ func (c *Client) Run(ctx context.Context) netip.Prefix {
 		}
 		failing = ""
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock, contradicted: c.contradicted, jitter: c.jitter}, &s)
+		err = c.keep(ctx, &exchanger{conn: conn, server: server, id: c.ID, clock: c.Clock, contradicted: c.contradicted, jitter: c.jitter, sending: c.Watch.sending}, &s)
 		stop()
 		conn.Close()
 		if ctx.Err() == nil {
@@ -232,6 +235,7 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 			c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.lease.Prefix, "err", err)
 			c.Report(s.lease.Prefix, 0, true, c.Clock.Now())
 			s.lease, s.held = nil, netip.Prefix{}
+			c.Watch.holding(s.held)
 		default:
 			c.bound(s, l)
 		}
@@ -253,6 +257,7 @@ func (c *Client) expire(s *session) {
 		c.Log.Warn("DHCPv6 delegation expired", "link", c.Link, "prefix", s.held)
 		c.Report(s.held, 0, true, c.Clock.Now())
 		s.held = netip.Prefix{}
+		c.Watch.holding(s.held)
 	}
 }
 
@@ -273,6 +278,7 @@ func (c *Client) bound(s *session, l *Lease) {
 	}
 	c.Report(l.Prefix, l.Valid, false, l.At)
 	s.lease, s.held, s.heldUntil = l, l.Prefix, l.At.Add(l.Valid)
+	c.Watch.holding(s.held)
 }
 
 // contradicted: answers under one server's DUID disagreed; none was taken.
@@ -317,7 +323,11 @@ func (c *Client) hear(named dhcpv6.DUID) func(*dhcpv6.Message) (answer, bool) {
 }
 
 // acquire solicits and requests a delegation, giving up at until (zero:
-// never) for the prefix held then to end.
+// never) for the prefix held then to end. Answers are heard out no later
+// than until either: a window running past it kept the prefix reported
+// beyond the valid lifetime the server stated (by up to collectWindow).
+// until is also the deadline of the Prober's probe (probeFor, or its
+// offer's end), where the same holds.
 func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
 	offered, err := c.solicit(ctx, x, until)
 	if err != nil {
@@ -326,7 +336,7 @@ func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*L
 	var got *Lease
 	var refused error
 	req := x.message(dhcpv6.MessageTypeRequest, offered.Server, c.iapd(offered.Prefix))
-	err = x.ask(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, until, time.Time{}, c.hear(offered.Server), func(t *tally) bool {
+	err = x.ask(ctx, req, dhcpv6.MessageTypeReply, requestRT, requestMaxRC, until, until, c.hear(offered.Server), func(t *tally) bool {
 		for _, a := range t.believed() {
 			got, refused = a.lease, a.refusal
 			return true
@@ -346,7 +356,7 @@ func (c *Client) acquire(ctx context.Context, x *exchanger, until time.Time) (*L
 func (c *Client) solicit(ctx context.Context, x *exchanger, until time.Time) (*Lease, error) {
 	sol := x.message(dhcpv6.MessageTypeSolicit, nil, c.iapd(netip.PrefixFrom(netip.IPv6Unspecified(), c.Length)))
 	var offered *Lease
-	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, time.Time{}, c.hear(nil), func(t *tally) bool {
+	err := x.ask(ctx, sol, dhcpv6.MessageTypeAdvertise, solicitRT, 0, until, until, c.hear(nil), func(t *tally) bool {
 		if s := t.offerers(); len(s) > 1 {
 			c.disagree(s)
 			return false

@@ -34,7 +34,10 @@ type exchanger struct {
 	// disagreed.
 	contradicted func([]dhcpv6.DUID)
 	jitter       func() float64 // nil: random
-	buf          [1500]byte
+	// sending, when set, is told each transaction before it is sent
+	// (Watch.sending).
+	sending func(dhcpv6.TransactionID)
+	buf     [1500]byte
 }
 
 // message builds a message of type t from this client, to server (nil: any
@@ -67,6 +70,9 @@ func (x *exchanger) ask(ctx context.Context, m *dhcpv6.Message, want dhcpv6.Mess
 	start := x.clock.Now()
 	timeouts := backoff.NewWith(rt[0], rt[1], x.jitter)
 	last := errNoAnswer
+	if x.sending != nil {
+		x.sending(m.TransactionID)
+	}
 	for sent := 0; maxRC == 0 || sent < maxRC; sent++ {
 		// Elapsed time, in hundredths of a second, saturating (RFC 8415 21.9).
 		m.UpdateOption(dhcpv6.OptElapsedTime(min(x.clock.Since(start), 655350*time.Millisecond)))

@@ -19,8 +19,18 @@ import (
 // when it renumbers and how (the new prefix in the Reply, or NoBinding), and
 // every message of the adversary: its type, DUID (the server's included),
 // transaction ID (the current one, the one before, another), client ID,
-// prefix, status, lifetimes, timers, Preference and arrival time. Then the
-// adversary falls silent, and the server renumbers once more.
+// prefix, status, lifetimes, timers, Preference and arrival time. The DUIDs
+// come from a wider alphabet: the server's, a rogue's, a second rogue's, one
+// differing from the server's in a byte, none, or a fresh one each time. With
+// one more byte (widen) it also chooses a crowd of fresh DUIDs answering
+// first (past the tally's cap), a server that refuses (NoPrefixAvail, and
+// NoBinding for the binding it had) and later delegates anew, a graceful
+// renumbering (the old prefix listed deprecated first), a client message in
+// the client's name to the server, which acts on it as a real one would (a
+// Release or Decline frees the binding, a Request for another prefix moves
+// it), and replays of anything the link carried, the client's own messages
+// included. Then the adversary falls silent, and the server renumbers once
+// more.
 //
 // Safety, after every step: every lease the client takes is a prefix the
 // server delegated, with lifetimes and timers ending no later than the
@@ -28,10 +38,13 @@ import (
 // server still binds is withdrawn before the lifetime the server stated only
 // after a conflict was reported; a conflict is reported only when a message
 // under the server's DUID (unpinned: any DUID) came from elsewhere, or the
-// server renumbered
-// between two transmissions of one exchange.
-// Liveness: once the adversary is silent, the client holds the server's
-// prefix within the longest retransmission time (REN_MAX_RT, with jitter)
+// server renumbered between two transmissions of one exchange; the
+// client's node reports every Release or Decline in the client's name, and
+// every Request naming another prefix than the one held, and never the
+// client's own messages (serverHears).
+// Liveness: while the server binds a prefix the client does not hold, a
+// conflict is reported within a bound (stalled); once the adversary is
+// silent, the client holds the server's prefix within the longest retransmission time (REN_MAX_RT, with jitter)
 // and two exchanges; the last renumbering lands by T1 plus three exchanges
 // (Renew, and after NoBinding Solicit and Request), each the server's delay
 // and the window.
@@ -66,6 +79,38 @@ func FuzzDHCPv6Client(f *testing.F) {
 	// Renews contradicted until T2, then a rogue's delegation to the
 	// Rebind beside the server's answer.
 	f.Add([]byte(unpinned + clean + clean + strings.Repeat(shortening, 12) + strings.Repeat("\x4a"+shortening[1:]+rogue255[1:], 4)))
+	// The wider model (widen): a crowd of fresh DUIDs of each kind, pinned
+	// and not; the server refusing for a while, then delegating anew; a
+	// graceful renumbering; each client message in the client's name;
+	// replays of what the link carried.
+	const (
+		widen      = "\x12" // the server answers in 100 ms, and one more byte
+		crowdOffer = widen + "\x01"
+		crowdFull  = widen + "\x02"
+		crowdRogue = widen + "\x03"
+		refuse     = widen + "\x04"
+		delegate   = widen + "\x08"
+		graceful   = widen + "\x0c"
+		release    = widen + "\x10"
+		decline    = widen + "\x20"
+		requestX   = widen + "\x30"
+		renewHeld  = widen + "\x40"
+		replayOwn  = widen + "\x50"
+		replayOld  = widen + "\x60"
+		solicit    = widen + "\x70"
+		replayLast = widen + "\x80\x00"
+		replayBack = widen + "\x80\x43"
+	)
+	for _, cfg := range []string{"\x01", unpinned} {
+		f.Add([]byte(cfg + strings.Repeat(crowdOffer, 4) + strings.Repeat(crowdFull, 4) + strings.Repeat(crowdRogue, 4)))
+		f.Add([]byte(cfg + clean + clean + refuse + clean + clean + clean + delegate + clean + clean))
+		f.Add([]byte(cfg + clean + clean + refuse + strings.Repeat(rogue255, 3) + clean))
+		f.Add([]byte(cfg + clean + clean + graceful + clean + clean + replayLast + clean))
+		f.Add([]byte(cfg + clean + clean + release + clean + clean + decline + clean + requestX + clean + renewHeld + clean))
+		f.Add([]byte(cfg + clean + clean + replayOwn + replayOld + solicit + replayBack + replayBack + clean))
+		f.Add([]byte(cfg + clean + clean + release + strings.Repeat(bad255, 3) + requestX + strings.Repeat(rogueSame, 3)))
+	}
+	f.Add([]byte("\x09" + clean + clean + renumbers + clean + graceful + clean))
 	f.Fuzz(func(t *testing.T, script []byte) {
 		m := newModel(t, script)
 		m.run.run(t)
@@ -94,22 +139,26 @@ type model struct {
 	run    *simRun
 	next   int // the server's prefixes so far
 
-	quietAt    time.Time // the adversary fell silent (zero: not yet)
-	renumberAt time.Time // the last renumbering is due (zero: not yet)
-	landBy     time.Time
-	landed     bool
-	lastBound  time.Time
-	renumbered time.Time // the server's last renumbering
+	made         int                      // fresh DUIDs made so far
+	forgedClient map[*dhcpv6.Message]bool // the client messages the adversary made up (not replays)
+	agreedAt     time.Time                // the client last held the server's prefix
+	quietAt      time.Time                // the adversary fell silent (zero: not yet)
+	renumberAt   time.Time                // the last renumbering is due (zero: not yet)
+	landBy       time.Time
+	landed       bool
+	lastBound    time.Time
+	renumbered   time.Time // the server's last renumbering
 }
 
 func newModel(t *testing.T, script []byte) *model {
-	m := &model{t: t, script: script}
+	m := &model{t: t, script: script, forgedClient: map[*dhcpv6.Message]bool{}}
 	cfg := m.byte()
 	s := homeServer()
 	s.valid = []time.Duration{2 * time.Minute, 10 * time.Minute, time.Hour, 4 * time.Minute}[cfg%4]
 	s.preferred, s.t1, s.t2 = s.valid/2, s.valid/4, s.valid*2/5
 	s.preference = []uint8{0, 255}[cfg>>2&1]
 	s.noBinding = cfg&0x10 != 0
+	s.graceful = cfg&8 != 0
 	delay := delays[2]
 	s.delay = func() time.Duration { return delay }
 	m.s, m.next = s, 1
@@ -124,10 +173,14 @@ func newModel(t *testing.T, script []byte) *model {
 		if op&8 != 0 {
 			m.renumber(op&0x80 != 0)
 		}
+		if op&0x10 != 0 {
+			m.widen(sent, m.byte())
+		}
 		for range op >> 5 & 3 {
 			m.forge(sent)
 		}
 	}
+	m.l.serverHears = m.serverHears
 	m.run = newSimRun(t, m.l)
 	if cfg&0x20 != 0 {
 		// No trustedServers: a forger under its own DUID is a second
@@ -168,6 +221,14 @@ func (m *model) silent() {
 	}
 	m.quietAt = m.l.clk.Now().Add(arrivals[6])
 	m.renumberAt = m.quietAt.Add(quietBound)
+	if !m.s.prefix.IsValid() {
+		m.renumber(true) // the refusal ends
+	}
+	if m.run.held != m.s.prefix {
+		// The server moved the binding under a lease the client holds:
+		// the client learns it at T1.
+		m.renumberAt = m.renumberAt.Add(m.s.t1)
+	}
 	m.l.horizon = m.renumberAt.Add(m.s.t1 + 3*exchangeTime + time.Second)
 }
 
@@ -180,6 +241,18 @@ func (m *model) forge(sent *dhcpv6.Message) {
 		duid = m.s.duid
 	case 2:
 		duid = forger
+	case 3:
+		// The wider alphabet: none, a fresh DUID each time (a crowd
+		// across messages), one differing from the server's in its last
+		// byte, a second rogue.
+		switch b3 & 0x88 {
+		case 0x08:
+			duid = m.fresh()
+		case 0x80:
+			duid = lookalike(m.s.duid)
+		case 0x88:
+			duid = forger2
+		}
 	}
 	p := []netip.Prefix{m.s.prefix, prefix(max(m.next-2, 0)), pdX, pdA, pdB, pdC, {}, {}}[b1>>3&7]
 	status := []iana.StatusCode{iana.StatusSuccess, iana.StatusSuccess, iana.StatusNoBinding, iana.StatusNoPrefixAvail}[b1>>6]
@@ -252,6 +325,7 @@ func (m *model) checks() {
 		if r.held.IsValid() && now.After(r.heldUntil) {
 			t.Fatalf("at %s: %s still held, valid until %s", now.Format(time.TimeOnly), r.held, r.heldUntil.Format(time.TimeOnly))
 		}
+		m.stalled(now)
 		switch {
 		case m.quietAt.IsZero():
 		case m.landBy.IsZero() && !now.Before(m.renumberAt):
@@ -285,6 +359,39 @@ func (m *model) finish() {
 	if !m.landed && m.run.held != m.s.prefix {
 		m.t.Errorf("the last renumbering (to %s) never landed; the client holds %q", m.s.prefix, m.run.held)
 	}
+}
+
+// stalled fails the run when the server has bound a prefix the client does
+// not hold for longer than a conforming exchange can take - the server's
+// T1, the longest Solicit and Renew retransmission times, the exchanges -
+// and nothing was reported in that time: a stall must be a reported one.
+func (m *model) stalled(now time.Time) {
+	if !m.s.prefix.IsValid() {
+		return
+	}
+	if m.run.held == m.s.prefix {
+		m.agreedAt = now
+		return
+	}
+	since := m.agreedAt
+	if m.renumbered.After(since) {
+		since = m.renumbered
+	}
+	if since.IsZero() {
+		since = time.Unix(1e9, 0) // the run's start
+	}
+	bound := m.s.t1 + solicitRT[1]*6/5 + renewRT[1]*6/5 + 4*exchangeTime
+	if now.Sub(since) <= bound {
+		return
+	}
+	from := now.Add(-bound)
+	for _, ats := range [][]time.Time{m.run.conflicts, m.run.forged} {
+		if len(ats) > 0 && !ats[len(ats)-1].Before(from) {
+			return
+		}
+	}
+	m.t.Fatalf("at %s the server binds %s since %s, the client holds %q, and nothing was reported since %s: a silent stall",
+		now.Format(time.TimeOnly), m.s.prefix, since.Format(time.TimeOnly), m.run.held, from.Format(time.TimeOnly))
 }
 
 func TestTheModelsPrefixesAreNew(t *testing.T) {

@@ -24,12 +24,16 @@ import (
 
 // realServer is the conforming server.
 type realServer struct {
-	duid                dhcpv6.DUID
-	prefix              netip.Prefix // the delegation it binds now
-	preferred, valid    time.Duration
-	t1, t2              time.Duration
-	preference          uint8
-	noBinding           bool // after a renumbering: NoBinding for the old prefix (else: the new one, the old at lifetime 0)
+	duid             dhcpv6.DUID
+	prefix           netip.Prefix // the delegation it binds now (invalid: it refuses, NoPrefixAvail)
+	preferred, valid time.Duration
+	t1, t2           time.Duration
+	preference       uint8
+	noBinding        bool // after a renumbering: NoBinding for the old prefix (else: the new one, the old at lifetime 0)
+	// graceful: after a renumbering without noBinding, the old prefix is
+	// listed first, deprecated, its valid lifetime left at half the
+	// lease's (RFC 8415 18.3.4), then the new one.
+	graceful            bool
 	delay               func() time.Duration
 	answered, solicited int
 }
@@ -58,14 +62,24 @@ func (s *realServer) answer(m *dhcpv6.Message) *dhcpv6.Message {
 		a.AddOption(dhcpv6.OptPreference(s.preference))
 		s.solicited++
 	case dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind:
-		if asked != s.prefix && s.noBinding {
+		if asked != s.prefix && (s.noBinding || !s.prefix.IsValid()) {
 			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoBinding})
 			a.AddOption(out)
 			return a
 		}
 		if asked != s.prefix && asked.IsValid() {
-			out.Options.Add(iaPrefix(asked, 0, 0))
+			if s.graceful {
+				out.Options.Add(iaPrefix(asked, 0, s.valid/2))
+			} else {
+				out.Options.Add(iaPrefix(asked, 0, 0))
+			}
 		}
+	}
+	if !s.prefix.IsValid() {
+		// Refusing: nothing to delegate (RFC 8415 18.3.9).
+		out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoPrefixAvail})
+		a.AddOption(out)
+		return a
 	}
 	out.Options.Add(iaPrefix(s.prefix, s.preferred, s.valid))
 	a.AddOption(out)
@@ -92,6 +106,10 @@ type delivery struct {
 	seq  int
 	msg  *dhcpv6.Message
 	real bool
+	// toServer: the adversary's client message, to the server: the server
+	// acts on it (serverHears), and the client's node hears it
+	// (overhear), but the client's socket does not.
+	toServer bool
 }
 
 // simLink is the client's socket on the simulated link.
@@ -111,6 +129,14 @@ type simLink struct {
 	adversary func(l *simLink, m *dhcpv6.Message)
 	// step runs before each socket call: the properties are checked there.
 	step func()
+	// overhear is the client's node hearing a client message on the
+	// servers' port (its client's own, looped back, included); serverHears
+	// is the server acting on the adversary's client message.
+	overhear    func(m *dhcpv6.Message) bool
+	serverHears func(m *dhcpv6.Message, impersonation bool)
+	// heard are the messages the link carried to the client, the last
+	// maxHeard: what the adversary may replay.
+	heard []*dhcpv6.Message
 
 	stated map[netip.Prefix]stated
 	// lastForged is when the last message carrying the server's DUID from
@@ -143,6 +169,18 @@ func (l *simLink) forge(delay time.Duration, m *dhcpv6.Message) {
 	l.schedule(l.clk.Now().Add(delay), m, false)
 }
 
+// speakAsClient schedules an adversary's client message to the server.
+func (l *simLink) speakAsClient(delay time.Duration, m *dhcpv6.Message) {
+	l.schedule(l.clk.Now().Add(delay), m, false)
+	for i := range l.queue {
+		if l.queue[i].seq == l.seq {
+			l.queue[i].toServer = true
+		}
+	}
+}
+
+const maxHeard = 64
+
 func (l *simLink) WriteTo(b []byte, _ net.Addr) (int, error) {
 	l.check()
 	m, err := dhcpv6.MessageFromBytes(b)
@@ -150,6 +188,9 @@ func (l *simLink) WriteTo(b []byte, _ net.Addr) (int, error) {
 		l.t.Fatalf("the client sent garbage: %v", err)
 	}
 	l.sent, l.sentAt = append(l.sent, m), append(l.sentAt, l.clk.Now())
+	if l.overhear != nil && l.overhear(m) {
+		l.t.Fatalf("the client's own %s (transaction %x) reported as an impersonation", m.MessageType, m.TransactionID)
+	}
 	if a := l.server.answer(m); a != nil {
 		l.schedule(l.clk.Now().Add(l.server.delay()), a, true)
 	}
@@ -163,10 +204,20 @@ func (l *simLink) SetReadDeadline(t time.Time) error { l.deadline = t; return ni
 func (l *simLink) Close() error                      { return nil }
 
 func (l *simLink) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, err, again := l.readOne(b)
+		if !again {
+			return n, nil, err
+		}
+	}
+}
+
+// readOne delivers the next message (again: it went to the server, read on).
+func (l *simLink) readOne(b []byte) (int, error, bool) {
 	l.check()
 	if !l.clk.Now().Before(l.horizon) {
 		l.end()
-		return 0, nil, net.ErrClosed
+		return 0, net.ErrClosed, false
 	}
 	if len(l.queue) == 0 || l.queue[0].at.After(l.deadline) {
 		to := l.deadline
@@ -178,9 +229,9 @@ func (l *simLink) ReadFrom(b []byte) (int, net.Addr, error) {
 		}
 		if to.Equal(l.horizon) {
 			l.end()
-			return 0, nil, net.ErrClosed
+			return 0, net.ErrClosed, false
 		}
-		return 0, nil, os.ErrDeadlineExceeded
+		return 0, os.ErrDeadlineExceeded, false
 	}
 	d := l.queue[0]
 	l.queue = l.queue[1:]
@@ -188,6 +239,17 @@ func (l *simLink) ReadFrom(b []byte) (int, net.Addr, error) {
 		l.clk.SetTime(d.at)
 	}
 	now := l.clk.Now()
+	if d.toServer {
+		heard := l.overhear != nil && l.overhear(d.msg)
+		if l.serverHears != nil {
+			l.serverHears(d.msg, heard)
+		}
+		return 0, nil, true
+	}
+	if len(l.heard) == maxHeard {
+		l.heard = slices.Delete(l.heard, 0, 1)
+	}
+	l.heard = append(l.heard, d.msg)
 	if sid := d.msg.Options.ServerID(); !d.real && sid != nil && (l.anyServer || sid.Equal(l.server.duid)) {
 		l.lastForged = now
 	}
@@ -212,7 +274,7 @@ func (l *simLink) ReadFrom(b []byte) (int, net.Addr, error) {
 			}
 		}
 	}
-	return copy(b, d.msg.ToBytes()), nil, nil
+	return copy(b, d.msg.ToBytes()), nil, false
 }
 
 func (l *simLink) check() {
@@ -246,7 +308,8 @@ type simRun struct {
 	heldUntil time.Time
 	reports   []simReport
 	conflicts []time.Time
-	leases    []Lease // every lease the client took
+	leases    []Lease     // every lease the client took
+	forged    []time.Time // the client's node heard another host speak as the client (Watch)
 }
 
 type simReport struct {
@@ -278,6 +341,8 @@ func newSimRun(t testing.TB, l *simLink) *simRun {
 		Conflict: func(at time.Time) { r.conflicts = append(r.conflicts, at) },
 	}
 	r.c.trace = func(l Lease) { r.leases = append(r.leases, l) }
+	r.c.Watch = &Watch{ID: id, Link: "eth0", Log: r.c.Log, Impersonated: func(at time.Time) { r.forged = append(r.forged, at) }}
+	l.overhear = func(m *dhcpv6.Message) bool { return r.c.Watch.Heard(m.ToBytes(), l.clk.Now()) }
 	// Jitter from a fixed sequence: a run is repeatable.
 	seq := 0
 	r.c.jitter = func() float64 { seq++; return float64(seq*7919%1000) / 1000 }

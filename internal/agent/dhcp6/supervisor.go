@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/renumber/renumber/internal/backoff"
 )
 
 // Want is a client this agent must run: the writer named its node for the
@@ -64,6 +66,11 @@ type Supervisor struct {
 	// Offered is told what a prober is offered on link (Prober.Report);
 	// nil: this agent does not confirm (wants to confirm are refused).
 	Offered func(link string, p netip.Prefix, valid time.Duration, removed bool, at time.Time)
+	// Listen, when set, opens the servers' port on a link (ListenServers):
+	// a client's node hears the client messages sent under its DUID, and
+	// tells Impersonated of those it did not send (Watch).
+	Listen       func(link string) (Conn, error)
+	Impersonated func(link string, at time.Time)
 
 	mu      sync.Mutex
 	running map[string]*running // by link
@@ -176,8 +183,38 @@ func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) er
 		return nil
 	}
 	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length, "trustedServers", len(c.Servers))
+	if s.Listen != nil {
+		c.Watch = &Watch{ID: id, Link: w.Link, Log: c.Log, Impersonated: func(at time.Time) {
+			if s.Impersonated != nil {
+				s.Impersonated(w.Link, at)
+			}
+		}}
+		go s.watch(cctx, c.Watch)
+	}
 	go func() { r.done <- c.Run(cctx) }()
 	return nil
+}
+
+// watch runs w on the servers' port of its link until ctx ends, opening
+// the socket again after a failure.
+func (s *Supervisor) watch(ctx context.Context, w *Watch) {
+	retry := backoff.New(time.Second, time.Minute)
+	var failing string // the error logged last: one line per new reason
+	for ctx.Err() == nil {
+		conn, err := s.Listen(w.Link)
+		if err == nil {
+			err = w.Run(ctx, conn, s.Clock)
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err.Error() != failing {
+			failing = err.Error()
+			w.Log.Warn("DHCPv6 client cannot hear the link's client messages (a host speaking to the server as this client goes unreported); retrying", "link", w.Link, "err", err)
+		}
+		backoff.Sleep(ctx, s.Clock, retry.Next())
+	}
 }
 
 func (w Want) role() string {

@@ -182,3 +182,49 @@ func TestAConfirmerTakingOverKeepsItsOfferUntilTheClientReports(t *testing.T) {
 		t.Errorf("offers %v: want the offer withdrawn once the client reported", offered.all)
 	}
 }
+
+// A client's node listens on the servers' port of the client's link (a
+// socket here on loopback stands for ff02::1:2): a Release in the client's
+// name sent there is reported on that link. A confirmer does not listen.
+func TestAClientsNodeHearsAReleaseInItsName(t *testing.T) {
+	s := newServer(t, always(pdA))
+	r := &reports{ch: make(chan report, 64)}
+	sup := supervisor(s, r)
+	listening := make(chan *net.UDPConn, 2)
+	sup.Listen = func(link string) (Conn, error) {
+		conn, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback})
+		if err == nil {
+			listening <- conn
+		}
+		return conn, err
+	}
+	impersonated := make(chan string, 8)
+	sup.Impersonated = func(link string, _ time.Time) { impersonated <- link }
+	sup.Offered = func(string, netip.Prefix, time.Duration, bool, time.Time) {}
+	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth1", Length: 56, Confirm: true}})
+	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth1", Length: 56}})
+	conn := <-listening
+	id, err := IdentityFor(testUID, "home")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := net.DialUDP("udp6", nil, conn.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	if _, err := forger.Write(clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 0x42, pdA).ToBytes()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case link := <-impersonated:
+		if link != "eth1" {
+			t.Errorf("reported on %q, want eth1", link)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Release was not reported")
+	}
+	if n := len(listening); n != 0 {
+		t.Errorf("%d more sockets opened on the servers' port: the confirmer listened too", n)
+	}
+}

@@ -30,6 +30,10 @@ type example struct {
 	// holds reports whether the objects the file promises hold cur (and
 	// draining, the replaced prefix, when not invalid).
 	holds func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string)
+	// answers is what DNS answers for the names the file publishes while the
+	// router advertises cur: "name TYPE" -> the records' data
+	// (TestEveryExampleNameAnswersOnEveryClaimedExternalDNS).
+	answers func(t *testing.T, cur netip.Prefix) map[string][]string
 }
 
 // lbRange is the examples' address range lb (::f000:0:0:0 to the end) on p.
@@ -76,6 +80,17 @@ func annotationsOf(t *testing.T, w *world.World, ns, name string) map[string]str
 	return s.Annotations
 }
 
+// nptv6Target is nptv6.yaml's ULA mapped onto the /48 the advertised /64
+// cur is part of.
+func nptv6Target(t *testing.T, cur netip.Prefix) string {
+	target, err := api.Map(api.MappingNPTv6, netip.MustParseAddr("fd01:203:405:1::1234"),
+		netip.MustParsePrefix("fd01:203:405::/48"), netip.PrefixFrom(cur.Addr(), 48).Masked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target.String()
+}
+
 var examples = map[string]example{
 	"home.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
 		want := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
@@ -90,6 +105,8 @@ var examples = map[string]example{
 		dns, read := publishes(ann, map[string]string{"hostname": "web.example.org", "target": addr(cur)})
 		ok := slices.Equal(blocks(t, w, "lb"), wantBlocks) && slices.Equal(ips, both(cur, draining, addr)) && dns
 		return ok, fmt.Sprintf("blocks %q ips %q external-dns reads %s", blocks(t, w, "lb"), ips, read)
+	}, answers: func(t *testing.T, cur netip.Prefix) map[string][]string {
+		return map[string][]string{"web.example.org AAAA": {on(t, cur, "::ffff:0:0:1")}}
 	}},
 	"metallb.yaml": {
 		setup: func(t *testing.T, w *world.World) {
@@ -174,15 +191,12 @@ var examples = map[string]example{
 			}
 		},
 		holds: func(t *testing.T, w *world.World, cur, _ netip.Prefix) (bool, string) {
-			// The ULA mapped onto the /48 the advertised /64 is part of.
-			target, err := api.Map(api.MappingNPTv6, netip.MustParseAddr("fd01:203:405:1::1234"),
-				netip.MustParsePrefix("fd01:203:405::/48"), netip.PrefixFrom(cur.Addr(), 48).Masked())
-			if err != nil {
-				t.Fatal(err)
-			}
 			ann := annotationsOf(t, w, "default", "web")
-			dns, _ := publishes(ann, map[string]string{"hostname": "web.example.org", "target": "192.0.2.10," + target.String()})
+			dns, _ := publishes(ann, map[string]string{"hostname": "web.example.org", "target": "192.0.2.10," + nptv6Target(t, cur)})
 			return dns && ann["lbipam.cilium.io/ips"] == "fd01:203:405:1::1234", fmt.Sprintf("annotations %v", ann)
+		},
+		answers: func(t *testing.T, cur netip.Prefix) map[string][]string {
+			return map[string][]string{"web.example.org AAAA": {nptv6Target(t, cur)}, "web.example.org A": {"192.0.2.10"}}
 		},
 	},
 	"dhcpv6-pd.yaml": {
@@ -367,8 +381,18 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 		}
 		return false, fmt.Sprint(cs)
 	})
+	onlyTheAgentWrote(t, w, m)
+	if got := blocks(t, w, "lb"); !slices.Equal(got, []string{"192.0.2.0/24"}) {
+		t.Errorf("pool lb holds %q: written in shadow mode", got)
+	}
+}
+
+// onlyTheAgentWrote checks, once writes settled, that nothing of renumber's
+// wrote since m but the agent's digest on its Node: shadow mode.
+func onlyTheAgentWrote(t *testing.T, w *world.World, m world.Mark) {
+	t.Helper()
 	settleWrites()
-	ws, err := w.API.WritesSince(ctx, m)
+	ws, err := w.API.WritesSince(t.Context(), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,8 +400,5 @@ func TestTheShadowExampleInstallsBesideTheOperator(t *testing.T) {
 		if strings.HasPrefix(wr.User, "system:serviceaccount:"+world.Namespace+":") && !(wr.User == agentUser && wr.Resource == "nodes") {
 			t.Errorf("a write in shadow mode: %s", wr)
 		}
-	}
-	if got := blocks(t, w, "lb"); !slices.Equal(got, []string{"192.0.2.0/24"}) {
-		t.Errorf("pool lb holds %q: written in shadow mode", got)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -129,38 +130,9 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 		t.Run(source.name, func(t *testing.T) {
 			w := newWorld(t, 1)
 			ctx := t.Context()
-			if _, err := w.StartLBIPAM(); err != nil {
-				t.Fatal(err)
-			}
-			inside, ula := netip.MustParsePrefix("fd01:203:405::/48"), netip.MustParseAddr("fd01:203:405:1::1234")
-			tr, err := w.Net.Translator(ctx, api.MappingNPTv6, inside)
-			if err != nil {
-				t.Fatal(err)
-			}
-			node, err := w.Net.Node("node1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Listen(ctx, node, ula, 8080); err != nil { // the node announcing the Service
-				t.Fatal(err)
-			}
+			tr, inside, ula := mappedService(t, w, map[string]string{render.AnnotationTarget: "192.0.2.10"})
 			renumber := source.follow(t, w)
 			if err := tr.Map(ctx, delegationA); err != nil {
-				t.Fatal(err)
-			}
-			apply(t, w, poolGVR, map[string]any{
-				"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-				"metadata": map[string]any{"name": "ula"},
-				"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
-			})
-			svc := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
-					dynamicprefix.AnnotationName: "home", render.AnnotationMapping: api.MappingNPTv6, render.AnnotationMappingPrefix: inside.String(),
-					render.AnnotationIPs: ula.String(), render.AnnotationTarget: "192.0.2.10"}},
-				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080}},
-					IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
-			}
-			if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			startAgent(t, w, "node1")
@@ -208,6 +180,49 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mappedService is the NPTv6 world's Service: LB-IPAM running, the
+// router translating the ULA /48 fd01:203:405::/48 with NPTv6 (Map sets
+// the outside prefix), node1 listening on the ULA fd01:203:405:1::1234 port
+// 8080 (the node announcing the Service), the user's ULA pool, and the
+// Service "web" following DynamicPrefix "home" with that mapping, asking for
+// that ULA, with the annotations ann besides.
+func mappedService(t *testing.T, w *world.World, ann map[string]string) (tr *world.Translator, inside netip.Prefix, ula netip.Addr) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	inside, ula = netip.MustParsePrefix("fd01:203:405::/48"), netip.MustParseAddr("fd01:203:405:1::1234")
+	tr, err := w.Net.Translator(ctx, api.MappingNPTv6, inside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := w.Net.Node("node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Listen(ctx, node, ula, 8080); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "ula"},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
+	})
+	all := map[string]string{dynamicprefix.AnnotationName: "home", render.AnnotationMapping: api.MappingNPTv6,
+		render.AnnotationMappingPrefix: inside.String(), render.AnnotationIPs: ula.String()}
+	maps.Copy(all, ann)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: all},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080}},
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
+	}
+	if _, err := w.API.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return tr, inside, ula
 }
 
 // publicPrefixRenumbered runs two nodes' agents and a writer on a world

@@ -55,6 +55,7 @@ type results struct {
 	Scrape   *scrapeCost       `json:"scrape,omitempty"`
 	Idle     *idleCost         `json:"idle,omitempty"`
 	DNS      *dnsSource        `json:"dns,omitempty"`
+	Answer   *dnsAnswer        `json:"dnsAnswer,omitempty"`
 	Notes    []string          `json:"notes"`
 
 	// ChangeMulticast is Change with radvd answering solicitations to all nodes.
@@ -100,7 +101,7 @@ type proc struct {
 }
 
 func main() {
-	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood, scrape, idle or dns (default all)")
+	only := flag.String("only", os.Getenv("BENCH"), "run one benchmark: steady (writes, memory), change (latency), scale, size, soak, burst, flood, scrape, idle, dns or answer (default all)")
 	floodFor := flag.Duration("flood", time.Minute, "how long the RA flood lasts")
 	scrapeFor := flag.Duration("scrape", 90*time.Second, "how long the guarded and the open agent are scraped")
 	idleConns := flag.Int("idle", 5000, "how many idle TLS connections one host opens to an agent's metrics port")
@@ -117,7 +118,7 @@ func main() {
 	flag.Parse()
 	name, ok := benchmarks[*only]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape, idle, dns\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: no benchmark %q: steady (also: writes, memory), change (also: latency), scale, size, soak, burst, flood, scrape, idle, dns, answer\n", *only)
 		os.Exit(2)
 	}
 	*only = name
@@ -197,6 +198,14 @@ func main() {
 		}
 		r.DNS = d
 	}
+	if *only == "" || *only == "answer" {
+		a, err := runAnswer(ctx, *changes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.Answer = a
+	}
 	if *only == "" || *only == "scale" {
 		rows, err := runScale(ctx, *out, sizes, max(*runs, 1))
 		if err != nil {
@@ -219,6 +228,7 @@ func main() {
 var benchmarks = map[string]string{
 	"": "", "steady": "steady", "writes": "steady", "memory": "steady",
 	"change": "change", "latency": "change", "scale": "scale", "size": "size", "soak": "soak", "burst": "burst", "flood": "flood", "scrape": "scrape", "idle": "idle", "dns": "dns",
+	"answer": "answer",
 }
 
 func progress(format string, args ...any) {
@@ -248,7 +258,7 @@ func run(ctx context.Context, r *results, only string, steadyFor time.Duration, 
 			return nil
 		}
 	}
-	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" || only == "idle" || only == "dns" {
+	if only == "scale" || only == "soak" || only == "burst" || only == "flood" || only == "scrape" || only == "idle" || only == "dns" || only == "answer" {
 		return nil
 	}
 	agentBin, writerBin, err := binaries()
@@ -789,6 +799,9 @@ func write(r *results, dir string) error {
 	}
 	if r.DNS != nil {
 		writeDNS(&b, r.DNS)
+	}
+	if r.Answer != nil {
+		writeAnswer(&b, r.Answer)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Not measured / caveats\n\n")

@@ -8,11 +8,14 @@ package world
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -109,13 +112,25 @@ zone "%[3]s" {
 // Dig asks named for name's records of type qtype, as a user would (dig
 // +short, no recursion), and returns the answers in the order given.
 func (z *Zone) Dig(ctx context.Context, name, qtype string) ([]string, error) {
-	return z.dig(ctx, "+short", "+norecurse", name, qtype)
+	return z.dig(ctx, "", "+short", "+norecurse", name, qtype)
+}
+
+// DigFrom is Dig asked from inside namespace ns (a client beyond the
+// router: named must have a route back to it, RouteTo).
+func (z *Zone) DigFrom(ctx context.Context, ns, name, qtype string) ([]string, error) {
+	return z.dig(ctx, ns, "+short", "+norecurse", name, qtype)
+}
+
+// RouteTo routes named's answers to dst through via (the world's router, for
+// a client on its WAN side): named's namespace knows only the bridge's /64.
+func (z *Zone) RouteTo(ctx context.Context, dst netip.Prefix, via netip.Addr) error {
+	return run(ctx, "ip", "-n", z.NS, "-6", "route", "replace", dst.String(), "via", via.String())
 }
 
 // Transfer returns the whole zone (an AXFR signed with the key), one record
 // a line, without the SOA and the TSIG record.
 func (z *Zone) Transfer(ctx context.Context) ([]string, error) {
-	lines, err := z.dig(ctx, "+noall", "+answer", "+nottlid", "-y", z.KeyAlg+":"+z.KeyName+":"+z.KeySecret, z.Name, "AXFR")
+	lines, err := z.dig(ctx, "", "+noall", "+answer", "+nottlid", "-y", z.KeyAlg+":"+z.KeyName+":"+z.KeySecret, z.Name, "AXFR")
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +143,23 @@ func (z *Zone) Transfer(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (z *Zone) dig(ctx context.Context, args ...string) ([]string, error) {
-	argv := append([]string{"@" + z.Addr.String(), "+time=2", "+tries=1"}, args...)
-	out, err := exec.CommandContext(ctx, "dig", argv...).Output()
+// SOA is the zone's SOA record as named answers it: its serial moves with
+// every dynamic update.
+func (z *Zone) SOA(ctx context.Context) (string, error) {
+	soa, err := z.Dig(ctx, z.Name, "SOA")
+	if err != nil || len(soa) != 1 {
+		return "", fmt.Errorf("world: the SOA of %s: %q, %w", z.Name, soa, err)
+	}
+	return soa[0], nil
+}
+
+// dig runs dig against named, in namespace ns ("" the root namespace).
+func (z *Zone) dig(ctx context.Context, ns string, args ...string) ([]string, error) {
+	argv := append([]string{"dig", "@" + z.Addr.String(), "+time=2", "+tries=1"}, args...)
+	if ns != "" {
+		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	}
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("dig %s: %w", strings.Join(argv, " "), err)
 	}
@@ -146,12 +175,18 @@ func (z *Zone) dig(ctx context.Context, args ...string) ([]string, error) {
 // Stop ends named.
 func (z *Zone) Stop() { z.w.Stop(z.cmd, 5*time.Second) }
 
+// ExternalDNS is one running external-dns.
+type ExternalDNS struct {
+	Cmd     *exec.Cmd
+	Metrics string // its metrics address (host:port, loopback)
+}
+
 // StartExternalDNS runs the external-dns binary named bin in _out/bin (make
 // external-dns) in the root namespace as the cluster's admin, keeping z's
 // records for the world's Services over RFC 2136 (the TXT registry: it
 // removes only what it created), with extra flags after the world's. Its
 // log is <world>/<bin>.log.
-func (w *World) StartExternalDNS(bin string, z *Zone, extra ...string) (*exec.Cmd, error) {
+func (w *World) StartExternalDNS(bin string, z *Zone, extra ...string) (*ExternalDNS, error) {
 	path, err := Bin(bin)
 	if err != nil {
 		return nil, err
@@ -165,5 +200,38 @@ func (w *World) StartExternalDNS(bin string, z *Zone, extra ...string) (*exec.Cm
 		"--domain-filter", z.Name, "--rfc2136-host", z.Addr.String(), "--rfc2136-port=53", "--rfc2136-zone", z.Name,
 		"--rfc2136-tsig-keyname", z.KeyName, "--rfc2136-tsig-secret", z.KeySecret, "--rfc2136-tsig-secret-alg", z.KeyAlg,
 		"--rfc2136-tsig-axfr"}, extra...)
-	return w.spawn("", bin+".log", argv...)
+	cmd, err := w.spawn("", bin+".log", argv...)
+	if err != nil {
+		return nil, err
+	}
+	return &ExternalDNS{Cmd: cmd, Metrics: metrics}, nil
+}
+
+// LastSync is when external-dns last finished a sync with the zone (its
+// external_dns_controller_last_sync_timestamp_seconds; zero before the
+// first).
+func (e *ExternalDNS) LastSync(ctx context.Context) (time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.Metrics+"/metrics", nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("world: external-dns metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for l := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "external_dns_controller_last_sync_timestamp_seconds "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f == 0 {
+				return time.Time{}, err
+			}
+			return time.Unix(0, int64(f*1e9)), nil
+		}
+	}
+	return time.Time{}, nil
 }

@@ -58,6 +58,7 @@ type Router struct {
 	net     *Network
 	name    string
 	NS      string
+	Addr    netip.Addr   // its address on the bridge's /64 (the world's control /64)
 	clients []netip.Addr // unicast-only RAs to these (rogue router)
 	// MulticastAnswers: radvd answers solicitations to all nodes
 	// (AdvRASolicitedUnicast off: RFC 4861 6.2.6's held-back answer, no
@@ -187,6 +188,7 @@ func (n *Network) newRouter(ctx context.Context, name string, clients []netip.Ad
 	if name != "rt" {
 		addr = netip.MustParseAddr("fd72:6e75:" + n.w.ID + "::3")
 	}
+	r.Addr = addr
 	err := n.attach(ctx, r.NS, "p-"+name, addr,
 		"net.ipv6.conf.all.forwarding=1",
 		"net.ipv6.conf.eth0.accept_ra=0",

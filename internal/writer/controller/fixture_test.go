@@ -52,7 +52,7 @@ var (
 )
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dps    cache.Store
 	svcs   cache.Store
 	pools  cache.Store
@@ -110,7 +110,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // CiliumLoadBalancerIPPool "lb" following its range next to the user's IPv4
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
-func newFixture(t *testing.T, limits permit.Limits) *fixture {
+func newFixture(t testing.TB, limits permit.Limits) *fixture {
 	kinds, _, err := backends.DiscoverCilium(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
@@ -340,7 +340,7 @@ func rangeOn(p string) string {
 }
 
 // converged: home follows prefix A and everything holds what it should.
-func converged(t *testing.T, limits permit.Limits) *fixture {
+func converged(t testing.TB, limits permit.Limits) *fixture {
 	f := newFixture(t, limits)
 	f.report(3, prefixA)
 	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}

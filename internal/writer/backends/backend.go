@@ -95,10 +95,11 @@ func (s Scope) Options(o metav1.ListOptions) metav1.ListOptions {
 	return o
 }
 
-// Cached is one pool kind and the cache of its objects.
+// Cached is one pool kind and the cache of its objects, read (Pool) and
+// indexed by the DynamicPrefix each follows (Indexers).
 type Cached struct {
 	Kind  *Kind
-	Store cache.Store
+	Store cache.Indexer
 }
 
 // SplitAllowLists parts pools into the cluster-scoped allow-list kinds, the

@@ -55,8 +55,8 @@ type fixture struct {
 	t      testing.TB
 	dps    cache.Store
 	svcs   cache.Store
-	pools  cache.Store
-	bgp    cache.Store // CiliumBGPAdvertisements; nil: not served
+	pools  cache.Indexer // the kind's Pools (backends.NewCache)
+	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
 	kind   *backends.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
@@ -144,7 +144,7 @@ func newFixture(t testing.TB, limits permit.Limits) *fixture {
 		t: t, kind: kinds[0], votes: &voters{}, events: &recorder{},
 		dps:   cache.NewStore(cache.MetaNamespaceKeyFunc),
 		svcs:  cache.NewStore(cache.MetaNamespaceKeyFunc),
-		pools: cache.NewStore(cache.MetaNamespaceKeyFunc),
+		pools: backends.NewCache(kinds[0]),
 		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 			api.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
 		meta:  metadatafake.NewSimpleMetadataClient(metaScheme, svc.DeepCopy()),
@@ -453,7 +453,7 @@ func withCIDRGroup(t *testing.T, f *fixture) {
 	if _, err := f.dyn.Resource(groupGVR).Create(t.Context(), group, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	store := backends.NewCache(kinds[1])
 	if err := store.Add(group); err != nil {
 		t.Fatal(err)
 	}
@@ -718,8 +718,8 @@ func (f *fixture) edit(gvr schema.GroupVersionResource, name, body string) {
 // poolEvent is the key the pool lb's cache event queues.
 func (f *fixture) poolEvent() Key {
 	f.t.Helper()
-	u, _, _ := f.pools.GetByKey("lb")
-	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
+	p, _, _ := f.pools.GetByKey("lb")
+	f.ctl.PoolChanged(p.(*backends.Pool))
 	key, _ := f.ctl.queue.Get()
 	f.ctl.queue.Done(key)
 	return key

@@ -237,20 +237,19 @@ func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
 
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
 // release when it follows none but carries our record.
-func (c *Controller) PoolChanged(k *backends.Kind, u *unstructured.Unstructured) {
-	obj, ours, err := k.Decode(u)
+func (c *Controller) PoolChanged(p *backends.Pool) {
+	release := Key{Action: ReleasePool, Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
 	switch {
-	case !ours:
-	case err != nil: // garbled entries: the pass over its DynamicPrefix reports them
-		dp, _ := k.Follows(u)
-		c.enqueue(dp, 0)
-	case obj.Follow.DynamicPrefix != "":
-		c.enqueue(obj.Follow.DynamicPrefix, 0)
+	case !p.Ours:
+	case p.Err != nil: // garbled entries: the pass over its DynamicPrefix reports them
+		c.enqueue(p.Follow.DynamicPrefix, 0)
+	case p.Follow.DynamicPrefix != "":
+		c.enqueue(p.Follow.DynamicPrefix, 0)
 		if c.cfg.Plan != nil { // a release it planned before is planned no more
-			c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
+			c.queue.Add(release)
 		}
 	default:
-		c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
+		c.queue.Add(release)
 	}
 }
 
@@ -296,7 +295,9 @@ func (c *Controller) Lead(ctx context.Context) {
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {
-			c.PoolChanged(p.Kind, o.(*unstructured.Unstructured))
+			if read, ok := o.(*backends.Pool); ok {
+				c.PoolChanged(read)
+			}
 		}
 	}
 	for _, o := range c.caches.Services().List() {

@@ -53,9 +53,9 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 	}
 	for _, pool := range c.Pools() {
 		for _, o := range pool.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			dp, _ := pool.Kind.Follows(u)
-			follow(dp, pool.Kind.Name, pool.Kind.Resource, u)
+			if p, ok := o.(*backends.Pool); ok {
+				follow(p.Follow.DynamicPrefix, pool.Kind.Name, pool.Kind.Resource, p.Live)
+			}
 		}
 	}
 	if ippools, _ := c.CalicoPools(); ippools != nil {

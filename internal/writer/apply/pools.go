@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -195,7 +194,7 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 // deleted: our entries in every pool naming it, our annotations on every
 // Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
 // served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services cache.Indexer, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
 	var out permit.Outcomes
 	var wait time.Duration
 	for _, c := range pools {
@@ -204,11 +203,8 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 			out, wait = append(out, r), max(wait, again)
 		}
 	}
-	for _, o := range services.List() {
-		m := o.(*corev1.Service)
-		if following(m) == dp {
-			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
-		}
+	for _, m := range backends.ServicesFollowing(services, dp) {
+		out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
 	}
 	if adverts != nil {
 		out = append(out, w.deleteAdvertisements(ctx, adverts, gvr, dp, nil)...)

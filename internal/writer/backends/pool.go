@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Pool is one cached object of a Kind, as read when it last changed.
@@ -57,13 +59,33 @@ func (k *Kind) Read(o any) (any, error) {
 // Pool follows.
 const ByDynamicPrefix = "dynamicprefix"
 
-// Indexers are a pool cache's indexes.
+// Indexers are the indexes of a pool cache and of the Service cache.
 var Indexers = cache.Indexers{ByDynamicPrefix: func(o any) ([]string, error) {
-	if p, ok := o.(*Pool); ok && p.Follow.DynamicPrefix != "" {
-		return []string{p.Follow.DynamicPrefix}, nil
+	dp := ""
+	switch o := o.(type) {
+	case *Pool:
+		dp = o.Follow.DynamicPrefix
+	case *render.CachedService:
+		dp = o.Follow.DynamicPrefix
 	}
-	return nil, nil
+	if dp == "" {
+		return nil, nil
+	}
+	return []string{dp}, nil
 }}
+
+// ServicesFollowing returns the Services of the Service cache that follow
+// the DynamicPrefix dp.
+func ServicesFollowing(services cache.Indexer, dp string) []*render.CachedService {
+	objs, _ := services.ByIndex(ByDynamicPrefix, dp)
+	out := make([]*render.CachedService, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*render.CachedService); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Following returns the Pools of the cache that follow the DynamicPrefix dp,
 // in the order of their keys.

@@ -54,7 +54,7 @@ var (
 type fixture struct {
 	t      testing.TB
 	dps    cache.Store
-	svcs   cache.Store
+	svcs   cache.Indexer // Services read (render.ReadService)
 	pools  cache.Indexer // the kind's Pools (backends.NewCache)
 	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
 	kind   *backends.Kind
@@ -75,7 +75,7 @@ type fixture struct {
 }
 
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
-func (f *fixture) Services() cache.Store        { return f.svcs }
+func (f *fixture) Services() cache.Indexer      { return f.svcs }
 func (f *fixture) Pools() []backends.Cached {
 	return append([]backends.Cached{{Kind: f.kind, Store: f.pools}}, f.allowLists...)
 }
@@ -143,7 +143,7 @@ func newFixture(t testing.TB, limits permit.Limits) *fixture {
 	f := &fixture{
 		t: t, kind: kinds[0], votes: &voters{}, events: &recorder{},
 		dps:   cache.NewStore(cache.MetaNamespaceKeyFunc),
-		svcs:  cache.NewStore(cache.MetaNamespaceKeyFunc),
+		svcs:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, backends.Indexers),
 		pools: backends.NewCache(kinds[0]),
 		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 			api.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
@@ -222,7 +222,7 @@ func (f *fixture) catchUp() {
 				f.t.Fatal(err)
 			}
 		}
-		objs = append(objs, render.Slim(s, render.DefaultTargetKeys))
+		objs = append(objs, render.ReadService(s, render.DefaultTargetKeys))
 	}
 	if err := f.svcs.Replace(objs, ""); err != nil {
 		f.t.Fatal(err)

@@ -74,3 +74,18 @@ func BenchmarkSteadyPass(b *testing.B) {
 	objects := 2*2*n + 2 // the crowd's pools and Services, and the fixture's
 	b.ReportMetric(float64(reads()-before)/float64(passes*objects), "reads/object/pass")
 }
+func TestAPassReadsNoCachedObjectAgain(t *testing.T) {
+	f := converged(t, generous)
+	f.crowd(50)
+	f.sync(passHome) // what the crowd changed, if anything, settles
+	before := reads()
+	for range 3 {
+		f.clock.Step(time.Minute)
+		if got := f.sync(passHome); len(got) != 0 {
+			t.Fatalf("nothing changed, yet the pass wrote %q", got)
+		}
+	}
+	if n := reads() - before; n != 0 {
+		t.Errorf("3 passes that found nothing to change read %d objects from the caches, want 0 (each is read when it changes)", n)
+	}
+}

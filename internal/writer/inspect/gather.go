@@ -9,7 +9,6 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -73,11 +72,14 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 		}
 	}
 	for _, o := range c.Services().List() {
-		s := o.(*corev1.Service)
-		dp, _ := backends.ServiceFollows(s)
+		s, ok := o.(*render.CachedService)
+		if !ok {
+			continue
+		}
+		dp := s.Follow.DynamicPrefix
 		follow(dp, "Service", "services", s)
-		if f := render.ServiceFollowOf(s.Annotations); f.Mapping != "" && dp != "" {
-			in.Followers[len(in.Followers)-1].Mapping = mappings(c.DynamicPrefixes(), dp, f, render.Ingress(s))
+		if s.Follow.Mapping != "" && dp != "" {
+			in.Followers[len(in.Followers)-1].Mapping = mappings(c.DynamicPrefixes(), dp, s.Follow, s.Ingress)
 		}
 	}
 	return in

@@ -131,7 +131,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 			expect := c.problems[name]
 			expect.Spec = nil
 			var o permit.Outcome
-			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
+			if live, o = c.write.Status(ctx, live, render.Status(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
 			dp.Status = live.Status
@@ -178,7 +178,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	}
 
 	c.problems[name] = problems
-	if _, o := c.write.Status(ctx, live, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
+	if _, o := c.write.Status(ctx, live, render.Status(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
 	switch was := render.QuietStatus(prior); {

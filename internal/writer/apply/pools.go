@@ -115,6 +115,12 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 		w.Calm(self, m.Name)
 		return permit.Outcome{}
 	}
+	if w.pools.Behind(self, po.ResourceVersion) {
+		// The cache has not shown our last write to it yet: a write made
+		// now would be against a version that is gone (a 409). Its watch
+		// event brings the next pass.
+		return permit.Later(CacheBehind)
+	}
 	if w.Shadow(poolChanges(self, k, po, entries, record)...) {
 		return permit.Outcome{}
 	}

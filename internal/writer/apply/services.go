@@ -94,6 +94,11 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, model api
 			w.Calm(self, model.Name)
 			continue
 		}
+		if w.services.Behind(self, m.ResourceVersion) {
+			// Our last write is not in the cache yet (see Writer.pool).
+			out = append(out, permit.Later(CacheBehind))
+			continue
+		}
 		if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
 			continue
 		}

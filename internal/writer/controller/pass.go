@@ -154,7 +154,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		if ctx.Err() != nil {
 			return permit.Transient(ctx.Err())
 		}
-		if steps.Retry().Err == nil {
+		// A step waiting for its cache (apply.CacheBehind) holds the
+		// others back as a failed one does.
+		if o := steps.Retry(); o.Err == nil && o.After == 0 {
 			steps = append(steps, c.write.Pools(ctx, namespaced, m, d)...)
 			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
 			if ctx.Err() != nil {

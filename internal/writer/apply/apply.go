@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"time"
+
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
@@ -30,6 +32,11 @@ type Writer struct {
 	// finalized: DynamicPrefixes whose finalizer was removed, likewise.
 	finalized permit.Memo[struct{}]
 }
+
+// CacheBehind is when a pass that left an object alone because its cache
+// had not shown the writer's own last write to it looks again: the watch
+// event that shows the write queues the pass sooner.
+const CacheBehind = time.Second
 
 // Forget drops every memo: a new leader term trusts only what the caches show.
 func (w *Writer) Forget() {

@@ -130,14 +130,13 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr 
 
 // poolSelector finds the serviceSelector of the pool using dp's subnet.
 func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, bool) {
-	for _, p := range pools {
-		if p.Kind.Resource != backends.PoolResource {
+	for _, c := range pools {
+		if c.Kind.Resource != backends.PoolResource {
 			continue
 		}
-		for _, o := range p.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			if f := backends.PoolFollowOf(u); f.DynamicPrefix == dp && f.Subnet == subnet {
-				return backends.Selector(u), true
+		for _, p := range c.Following(dp) {
+			if p.Follow.Subnet == subnet {
+				return backends.Selector(p.Live), true
 			}
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,16 +31,16 @@ type poolWrite struct{ entries, record []string }
 // Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) permit.Outcomes {
 	var out permit.Outcomes
-	for f := range poolsFollowing(pools, m.Name) {
-		if f.err != nil {
+	for p := range poolsFollowing(pools, m.Name) {
+		if p.Err != nil {
 			// The pool's entries cannot be read: the user's to fix. It is
 			// never written (its user entries could not be kept).
-			err := fmt.Errorf("%s %q: %w", f.kind.Name, api.Key(f.u.GetNamespace(), f.u.GetName()), f.err)
-			w.Events.Announce("pool/"+f.kind.Resource+"/"+api.Key(f.u.GetNamespace(), f.u.GetName()), f.u, true, "InvalidPool", err.Error())
+			err := fmt.Errorf("%s %q: %w", p.Kind.Name, p.Key(), p.Err)
+			w.Events.Announce("pool/"+p.Kind.Resource+"/"+p.Key(), p.Live, true, "InvalidPool", err.Error())
 			out = append(out, permit.Final(err))
 			continue
 		}
-		out = append(out, w.pool(ctx, f.kind, f.u, f.po, m, d))
+		out = append(out, w.pool(ctx, p, m, d))
 		if ctx.Err() != nil {
 			break
 		}
@@ -49,27 +48,13 @@ func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model
 	return out
 }
 
-// followingPool is a pool of ours that follows a DynamicPrefix, decoded
-// (err: it cannot be).
-type followingPool struct {
-	kind *backends.Kind
-	u    *unstructured.Unstructured
-	po   backends.Object
-	err  error
-}
-
 // poolsFollowing yields every pool of the kinds given that follows the
-// DynamicPrefix name.
-func poolsFollowing(pools []backends.Cached, name string) iter.Seq[followingPool] {
-	return func(yield func(followingPool) bool) {
-		for _, p := range pools {
-			for _, o := range p.Store.List() {
-				u := o.(*unstructured.Unstructured)
-				po, ours, err := p.Kind.Decode(u)
-				if dp, _ := p.Kind.Follows(u); !ours || dp != name {
-					continue
-				}
-				if !yield(followingPool{p.Kind, u, po, err}) {
+// DynamicPrefix name, as its cache read it.
+func poolsFollowing(pools []backends.Cached, name string) iter.Seq[*backends.Pool] {
+	return func(yield func(*backends.Pool) bool) {
+		for _, c := range pools {
+			for _, p := range c.Following(name) {
+				if !yield(p) {
 					return
 				}
 			}
@@ -116,10 +101,11 @@ func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decid
 	return pl, nil
 }
 
-func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Unstructured, po backends.Object, m api.Model, d decide.Decision) permit.Outcome {
-	pl, err := w.plan(k, po, m, d)
+func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d decide.Decision) permit.Outcome {
+	k, u := p.Kind, p.Live
+	pl, err := w.plan(k, p.Object, m, d)
 	self, entries, owned, record := pl.self, pl.entries, pl.owned, pl.record
-	po = pl.po
+	po := pl.po
 	if err != nil {
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
 		return permit.Final(err)
@@ -128,6 +114,12 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return permit.Outcome{}
+	}
+	if w.pools.Behind(self, po.ResourceVersion) {
+		// The cache has not shown our last write to it yet: a write made
+		// now would be against a version that is gone (a 409). Its watch
+		// event brings the next pass.
+		return permit.Later(CacheBehind)
 	}
 	if w.Shadow(poolChanges(self, k, po, entries, record)...) {
 		return permit.Outcome{}
@@ -167,16 +159,15 @@ func (w *Writer) pool(ctx context.Context, k *backends.Kind, u *unstructured.Uns
 // touched. A refused permit returns how long to wait.
 func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp string) (permit.Outcome, time.Duration) {
 	k := p.Kind
-	obj, exists, err := p.Store.GetByKey(key)
-	if err != nil || !exists {
-		return permit.Transient(err), 0
+	read, exists := p.Get(key)
+	if !exists {
+		return permit.Transient(nil), 0
 	}
-	u := obj.(*unstructured.Unstructured)
-	po, ours, err := k.Decode(u)
-	if err != nil {
-		return permit.Final(err), 0
+	if read.Err != nil {
+		return permit.Final(read.Err), 0
 	}
-	if !ours || po.Follow.DynamicPrefix != dp || !po.Record.Present {
+	u, po := read.Live, read.Object
+	if !read.Ours || po.Follow.DynamicPrefix != dp || !po.Record.Present {
 		return permit.Outcome{}, 0
 	}
 	self := permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
@@ -209,24 +200,17 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 // deleted: our entries in every pool naming it, our annotations on every
 // Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
 // served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services cache.Indexer, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
 	var out permit.Outcomes
 	var wait time.Duration
-	for _, p := range pools {
-		for _, o := range p.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			if follows, _ := p.Kind.Follows(u); follows != dp {
-				continue
-			}
-			r, again := w.ReleasePool(ctx, p, api.Key(u.GetNamespace(), u.GetName()), dp)
+	for _, c := range pools {
+		for _, p := range c.Following(dp) {
+			r, again := w.ReleasePool(ctx, c, p.Key(), dp)
 			out, wait = append(out, r), max(wait, again)
 		}
 	}
-	for _, o := range services.List() {
-		m := o.(*corev1.Service)
-		if following(m) == dp {
-			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
-		}
+	for _, m := range backends.ServicesFollowing(services, dp) {
+		out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
 	}
 	if adverts != nil {
 		out = append(out, w.deleteAdvertisements(ctx, adverts, gvr, dp, nil)...)
@@ -355,18 +339,18 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 // refuses (Gate.DryRun), or any other answer: true, the writes go ahead
 // and report what they meet.
 func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
-	for f := range poolsFollowing(pools, m.Name) {
-		if f.err != nil {
+	for p := range poolsFollowing(pools, m.Name) {
+		if p.Err != nil {
 			continue
 		}
-		pl, err := w.plan(f.kind, f.po, m, d)
+		pl, err := w.plan(p.Kind, p.Object, m, d)
 		if err != nil || pl.holds {
 			continue
 		}
 		if !w.DryRun(pl.self, m.Name) {
 			return true
 		}
-		err = patchPool(ctx, w.Client, f.kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+		err = patchPool(ctx, w.Client, p.Kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
 		return !apierrors.IsForbidden(err)
 	}
 	return true

@@ -27,49 +27,43 @@ import (
 // that holds it keeps it (else the one created first), the other is
 // released, and the conflicts are
 // returned for the DynamicPrefix's status.
-func (w *Writer) Services(ctx context.Context, services cache.Store, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
+func (w *Writer) Services(ctx context.Context, services cache.Indexer, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
 	var out permit.Outcomes
 	var conflicts []render.Conflict
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
-	var followers []*corev1.Service
-	for _, o := range services.List() {
-		if m, ok := o.(*corev1.Service); ok && following(m) == model.Name {
-			followers = append(followers, m)
-		}
-	}
-	slices.SortFunc(followers, render.ByAge)
+	followers := backends.ServicesFollowing(services, model.Name)
+	slices.SortFunc(followers, func(a, b *render.CachedService) int { return render.ByAge(a.Service, b.Service) })
 	var asks []ask
 	for _, m := range followers {
 		self := permit.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if !model.LetsFollow(m.Namespace) {
-			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m), true, "NamespaceNotAllowed",
+			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
 				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, m.Namespace))
 			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
 				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, model.Name)))
 			continue
 		}
 		w.Events.Forget("svc/" + self.String() + "/namespace")
-		if !model.HA && m.Annotations[render.AnnotationMapping] == "" {
+		if !model.HA && m.Follow.Mapping == "" {
 			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
 			continue
 		}
-		if err := w.tooLarge(self, m); err != nil {
+		if err := w.tooLarge(self, m.Service); err != nil {
 			out = append(out, permit.Final(err))
 			continue
 		}
-		live := render.Live(m.Annotations, w.TargetKeys)
+		live := m.LiveUnder(w.TargetKeys)
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		ingress := render.Ingress(m)
-		want, err := render.Service(model, render.ServiceFollowOf(m.Annotations), d.Pooled, live, ingress, opt)
+		want, err := render.Service(model, m.Follow, d.Pooled, live, m.Ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
-			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "InvalidServiceAnnotations", err.Error())
+			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
 			out = append(out, permit.Final(err))
 			continue
 		}
-		asks = append(asks, ask{m, self, live, want})
+		asks = append(asks, ask{m.Service, self, live, want})
 	}
 	// Who holds an address keeps it: a Service whose record already names an
 	// address it asks for claims before the others, oldest first among them,
@@ -98,6 +92,11 @@ func (w *Writer) Services(ctx context.Context, services cache.Store, model api.M
 		w.Events.Forget("svc/" + self.String() + "/conflict")
 		if want.Equal(live) {
 			w.Calm(self, model.Name)
+			continue
+		}
+		if w.services.Behind(self, m.ResourceVersion) {
+			// Our last write is not in the cache yet (see Writer.pool).
+			out = append(out, permit.Later(CacheBehind))
 			continue
 		}
 		if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
@@ -144,7 +143,7 @@ func (x ask) holds() bool {
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
 // or a DynamicPrefix that was deleted or went back to transition mode simple.
 // The user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, name, dp string) permit.Outcome {
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns, name, dp string) permit.Outcome {
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
@@ -153,20 +152,21 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Store, ns, n
 }
 
 // releaseService is ReleaseService, saying why in its log and event.
-func (w *Writer) releaseService(ctx context.Context, services cache.Store, ns, name, dp, why string) permit.Outcome {
+func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string) permit.Outcome {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
 		return permit.Transient(err)
 	}
-	m := o.(*corev1.Service)
-	self := permit.Object{Resource: "services", Namespace: ns, Name: name}
-	if following(m) != dp {
+	read, ok := o.(*render.CachedService)
+	if !ok || read.Follow.DynamicPrefix != dp {
 		return permit.Outcome{}
 	}
+	m := read.Service
+	self := permit.Object{Resource: "services", Namespace: ns, Name: name}
 	if err := w.tooLarge(self, m); err != nil {
 		return permit.Final(err)
 	}
-	live := render.Live(m.Annotations, w.TargetKeys)
+	live := read.LiveUnder(w.TargetKeys)
 	if !live.Owned() {
 		return permit.Outcome{}
 	}
@@ -240,10 +240,4 @@ func serviceRef(m *corev1.Service) *unstructured.Unstructured {
 	u.SetName(m.Name)
 	u.SetUID(m.UID)
 	return u
-}
-
-// following is the DynamicPrefix the Service follows ("" for none).
-func following(s *corev1.Service) string {
-	dp, _ := backends.ServiceFollows(s)
-	return dp
 }

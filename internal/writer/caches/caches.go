@@ -43,7 +43,7 @@ type Handler interface {
 	NodesChanged()
 	// ServiceChanged: a Service's annotations of ours or its published
 	// ingress changed (or it came).
-	ServiceChanged(s *corev1.Service)
+	ServiceChanged(s *render.CachedService)
 	// Pools, advertisements, Calico IPPools and their kinds (kinds.go).
 	KindsHandler
 	// CiliumChanged: the Cilium DaemonSet's images changed.
@@ -190,8 +190,9 @@ func (c *Caches) Nodes() []decide.Node {
 // DynamicPrefixes is the DynamicPrefix cache.
 func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 
-// Services is the Service cache (render.Slim Services).
-func (c *Caches) Services() cache.Store { return c.services.Store() }
+// Services is the Service cache: each Service read (render.CachedService)
+// and indexed by the DynamicPrefix it follows (backends.Indexers).
+func (c *Caches) Services() cache.Indexer { return c.services.Indexer() }
 
 // CiliumImages returns the container images of the Cilium DaemonSet(s).
 // known is false until the cache has listed them.
@@ -279,9 +280,10 @@ func (c *Caches) watchDynamicPrefixes() *Watched {
 	})
 }
 
-// watchServices caches each Service as render.Slim: clusters with thousands of
-// Services cost a few bytes each (the operator we replace spent its memory
-// here). A change of anything else (ports, selector, labels) costs no pass.
+// watchServices caches each Service as render.Slim keeps it, read once
+// (render.ReadService): clusters with thousands of Services cost a few bytes
+// each (the operator we replace spent its memory here). A change of anything
+// else (ports, selector, labels) costs no pass.
 func (c *Caches) watchServices() *Watched {
 	return NewWatched("services", render.ServiceGVR, func() cache.SharedIndexInformer {
 		services := c.core.Services(metav1.NamespaceAll)
@@ -291,20 +293,22 @@ func (c *Caches) watchServices() *Watched {
 		inf := Plain(list, services.Watch, &corev1.Service{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			if s, ok := o.(*corev1.Service); ok {
-				return render.Slim(s, c.cfg.TargetKeys), nil
+				return render.ReadService(s, c.cfg.TargetKeys), nil
 			}
 			return o, nil
 		})
+		_ = inf.AddIndexers(backends.Indexers)
 		changed := func(o any) {
-			if s, ok := o.(*corev1.Service); ok {
+			if s, ok := o.(*render.CachedService); ok {
 				c.h.ServiceChanged(s)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: changed,
 			UpdateFunc: func(old, new any) {
-				if o, n := old.(*corev1.Service), new.(*corev1.Service); !maps.Equal(o.Annotations, n.Annotations) ||
-					!slices.Equal(render.Ingress(o), render.Ingress(n)) {
+				o, ok := old.(*render.CachedService)
+				n, ok2 := new.(*render.CachedService)
+				if ok && ok2 && (!maps.Equal(o.Annotations, n.Annotations) || !slices.Equal(o.Ingress, n.Ingress)) {
 					changed(n)
 				}
 			},

@@ -48,16 +48,16 @@ func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, scope ba
 		&unstructured.Unstructured{})
 }
 
-// Slimmed is Dynamic with slim as its transform, and its lists made page by
-// page (slimList).
-func Slimmed(client dynamic.Interface, gvr schema.GroupVersionResource, scope backends.Scope, slim cache.TransformFunc) cache.SharedIndexInformer {
+// Slimmed is Dynamic with read as its transform, and its lists made page by
+// page (slimList), each object slimmed before the next page is asked for.
+func Slimmed(client dynamic.Interface, gvr schema.GroupVersionResource, scope backends.Scope, slim, read cache.TransformFunc) cache.SharedIndexInformer {
 	res := client.Resource(gvr).Namespace(scope.Namespace)
 	inf := Plain(slimList(res, scope, slim),
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return res.Watch(ctx, scope.Options(o))
 		},
 		&unstructured.Unstructured{})
-	_ = inf.SetTransform(slim)
+	_ = inf.SetTransform(read)
 	return inf
 }
 
@@ -125,6 +125,9 @@ func (w *Watched) informer() cache.SharedIndexInformer {
 
 // Store is the current informer's store.
 func (w *Watched) Store() cache.Store { return w.informer().GetStore() }
+
+// Indexer is the current informer's store with its indexes.
+func (w *Watched) Indexer() cache.Indexer { return w.informer().GetIndexer() }
 
 // Synced reports whether the current informer has listed.
 func (w *Watched) Synced() bool { return w.informer().HasSynced() }

@@ -31,7 +31,7 @@ import (
 
 // KindsHandler is told of changes to the objects of the kinds followed.
 type KindsHandler interface {
-	PoolChanged(k *backends.Kind, u *unstructured.Unstructured)
+	PoolChanged(p *backends.Pool)
 	AdvertisementChanged(u *unstructured.Unstructured)
 	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
 	// or stopped being.
@@ -123,7 +123,7 @@ func (f *Followed) All() []*Watched {
 func (f *Followed) Pools() []backends.Cached {
 	var out []backends.Cached
 	for _, p := range f.followed() {
-		out = append(out, backends.Cached{Kind: p.kind, Store: p.w.Store()})
+		out = append(out, backends.Cached{Kind: p.kind, Store: p.w.Indexer()})
 	}
 	return out
 }
@@ -184,10 +184,11 @@ func (f *Followed) Kinds() []string {
 
 func (f *Followed) newPooled(k *backends.Kind) *pooled {
 	w := NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-		inf := Slimmed(f.dyn, k.GVR, k.Scope(), k.Slim)
+		inf := Slimmed(f.dyn, k.GVR, k.Scope(), k.Slim, k.Read)
+		_ = inf.AddIndexers(backends.Indexers)
 		changed := func(o any) {
-			if u, ok := o.(*unstructured.Unstructured); ok {
-				f.h.PoolChanged(k, u)
+			if p, ok := o.(*backends.Pool); ok {
+				f.h.PoolChanged(p)
 			}
 		}
 		_, _ = inf.AddEventHandler(onChange(changed, false))
@@ -304,7 +305,9 @@ func (f *Followed) updateKinds(ctx context.Context) (bool, error) {
 		// Its objects were announced while it was listed, before passes could
 		// see the kind: announce them again now that they can.
 		for _, o := range p.w.Store().List() {
-			f.h.PoolChanged(k, o.(*unstructured.Unstructured))
+			if read, ok := o.(*backends.Pool); ok {
+				f.h.PoolChanged(read)
+			}
 		}
 		changed = true
 	}

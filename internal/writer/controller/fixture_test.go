@@ -52,11 +52,11 @@ var (
 )
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dps    cache.Store
-	svcs   cache.Store
-	pools  cache.Store
-	bgp    cache.Store // CiliumBGPAdvertisements; nil: not served
+	svcs   cache.Indexer // Services read (render.ReadService)
+	pools  cache.Indexer // the kind's Pools (backends.NewCache)
+	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
 	kind   *backends.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
@@ -75,7 +75,7 @@ type fixture struct {
 }
 
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
-func (f *fixture) Services() cache.Store        { return f.svcs }
+func (f *fixture) Services() cache.Indexer      { return f.svcs }
 func (f *fixture) Pools() []backends.Cached {
 	return append([]backends.Cached{{Kind: f.kind, Store: f.pools}}, f.allowLists...)
 }
@@ -110,7 +110,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // CiliumLoadBalancerIPPool "lb" following its range next to the user's IPv4
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
-func newFixture(t *testing.T, limits permit.Limits) *fixture {
+func newFixture(t testing.TB, limits permit.Limits) *fixture {
 	kinds, _, err := backends.DiscoverCilium(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
@@ -143,8 +143,8 @@ func newFixture(t *testing.T, limits permit.Limits) *fixture {
 	f := &fixture{
 		t: t, kind: kinds[0], votes: &voters{}, events: &recorder{},
 		dps:   cache.NewStore(cache.MetaNamespaceKeyFunc),
-		svcs:  cache.NewStore(cache.MetaNamespaceKeyFunc),
-		pools: cache.NewStore(cache.MetaNamespaceKeyFunc),
+		svcs:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, backends.Indexers),
+		pools: backends.NewCache(kinds[0]),
 		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 			api.GVR: "DynamicPrefixList", poolGVR: "CiliumLoadBalancerIPPoolList"}),
 		meta:  metadatafake.NewSimpleMetadataClient(metaScheme, svc.DeepCopy()),
@@ -222,7 +222,7 @@ func (f *fixture) catchUp() {
 				f.t.Fatal(err)
 			}
 		}
-		objs = append(objs, render.Slim(s, render.DefaultTargetKeys))
+		objs = append(objs, render.ReadService(s, render.DefaultTargetKeys))
 	}
 	if err := f.svcs.Replace(objs, ""); err != nil {
 		f.t.Fatal(err)
@@ -340,7 +340,7 @@ func rangeOn(p string) string {
 }
 
 // converged: home follows prefix A and everything holds what it should.
-func converged(t *testing.T, limits permit.Limits) *fixture {
+func converged(t testing.TB, limits permit.Limits) *fixture {
 	f := newFixture(t, limits)
 	f.report(3, prefixA)
 	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
@@ -453,7 +453,7 @@ func withCIDRGroup(t *testing.T, f *fixture) {
 	if _, err := f.dyn.Resource(groupGVR).Create(t.Context(), group, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	store := backends.NewCache(kinds[1])
 	if err := store.Add(group); err != nil {
 		t.Fatal(err)
 	}
@@ -718,8 +718,8 @@ func (f *fixture) edit(gvr schema.GroupVersionResource, name, body string) {
 // poolEvent is the key the pool lb's cache event queues.
 func (f *fixture) poolEvent() Key {
 	f.t.Helper()
-	u, _, _ := f.pools.GetByKey("lb")
-	f.ctl.PoolChanged(f.kind, u.(*unstructured.Unstructured))
+	p, _, _ := f.pools.GetByKey("lb")
+	f.ctl.PoolChanged(p.(*backends.Pool))
 	key, _ := f.ctl.queue.Get()
 	f.ctl.queue.Done(key)
 	return key

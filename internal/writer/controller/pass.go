@@ -131,7 +131,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 			expect := c.problems[name]
 			expect.Spec = nil
 			var o permit.Outcome
-			if live, o = c.write.Status(ctx, live, render.RenderStatus(dp, m, d, expect, now)); o.Err != nil {
+			if live, o = c.write.Status(ctx, live, render.Status(dp, m, d, expect, now)); o.Err != nil {
 				return o
 			}
 			dp.Status = live.Status
@@ -154,7 +154,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		if ctx.Err() != nil {
 			return permit.Transient(ctx.Err())
 		}
-		if steps.Retry().Err == nil {
+		// A step waiting for its cache (apply.CacheBehind) holds the
+		// others back as a failed one does.
+		if o := steps.Retry(); o.Err == nil && o.After == 0 {
 			steps = append(steps, c.write.Pools(ctx, namespaced, m, d)...)
 			steps = append(steps, c.write.Pools(ctx, others, m, d)...)
 			if ctx.Err() != nil {
@@ -178,7 +180,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	}
 
 	c.problems[name] = problems
-	if _, o := c.write.Status(ctx, live, render.RenderStatus(dp, m, d, problems, now)); o.Err != nil {
+	if _, o := c.write.Status(ctx, live, render.Status(dp, m, d, problems, now)); o.Err != nil {
 		return o
 	}
 	switch was := render.QuietStatus(prior); {

@@ -20,7 +20,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -37,7 +36,7 @@ import (
 // cache re-listed after a silent watch is a new store, and pool kinds come and go.
 type Caches interface {
 	DynamicPrefixes() cache.Store
-	Services() cache.Store // slim Services (render.Slim)
+	Services() cache.Indexer // Services read (render.CachedService), indexed by DynamicPrefix
 	Pools() []backends.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
@@ -237,33 +236,30 @@ func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
 
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
 // release when it follows none but carries our record.
-func (c *Controller) PoolChanged(k *backends.Kind, u *unstructured.Unstructured) {
-	obj, ours, err := k.Decode(u)
+func (c *Controller) PoolChanged(p *backends.Pool) {
+	release := Key{Action: ReleasePool, Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
 	switch {
-	case !ours:
-	case err != nil: // garbled entries: the pass over its DynamicPrefix reports them
-		dp, _ := k.Follows(u)
-		c.enqueue(dp, 0)
-	case obj.Follow.DynamicPrefix != "":
-		c.enqueue(obj.Follow.DynamicPrefix, 0)
+	case !p.Ours:
+	case p.Err != nil: // garbled entries: the pass over its DynamicPrefix reports them
+		c.enqueue(p.Follow.DynamicPrefix, 0)
+	case p.Follow.DynamicPrefix != "":
+		c.enqueue(p.Follow.DynamicPrefix, 0)
 		if c.cfg.Plan != nil { // a release it planned before is planned no more
-			c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
+			c.queue.Add(release)
 		}
 	default:
-		c.queue.Add(Key{Action: ReleasePool, Resource: k.Resource, Namespace: obj.Namespace, Name: obj.Name})
+		c.queue.Add(release)
 	}
 }
 
 // ServiceChanged queues a pass over the DynamicPrefix the Service follows, or
 // its release when it follows none but carries our records.
-func (c *Controller) ServiceChanged(m *corev1.Service) {
-	name, _ := backends.ServiceFollows(m)
+func (c *Controller) ServiceChanged(m *render.CachedService) {
+	name := m.Follow.DynamicPrefix
 	c.enqueue(name, 0)
-	_, ips := m.Annotations[render.AnnotationManagedIPs]
-	_, targets := m.Annotations[render.AnnotationManagedTarget]
 	// A shadow passes over the release too: one it planned before may be
 	// planned no more.
-	if (ips || targets) && (name == "" || c.cfg.Plan != nil) {
+	if (m.Live.IPsRecorded || m.Live.TargetsRecorded) && (name == "" || c.cfg.Plan != nil) {
 		c.queue.Add(Key{Action: ReleaseService, Namespace: m.Namespace, Name: m.Name})
 	}
 }
@@ -296,11 +292,15 @@ func (c *Controller) Lead(ctx context.Context) {
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {
-			c.PoolChanged(p.Kind, o.(*unstructured.Unstructured))
+			if read, ok := o.(*backends.Pool); ok {
+				c.PoolChanged(read)
+			}
 		}
 	}
 	for _, o := range c.caches.Services().List() {
-		c.ServiceChanged(o.(*corev1.Service))
+		if s, ok := o.(*render.CachedService); ok {
+			c.ServiceChanged(s)
+		}
 	}
 	stop := context.AfterFunc(ctx, func() { c.queue.Add(Key{Action: wake}) })
 	defer stop()

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -127,11 +126,12 @@ func TestAShadowPlansANetworkPolicyAndWritesNothing(t *testing.T) {
 			map[string]any{"ipBlock": map[string]any{"cidr": "192.168.1.0/24"}},
 		}}}},
 	}}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	kind := backends.NetworkPolicyKind()
+	store := backends.NewCache(kind)
 	if err := store.Add(np); err != nil {
 		t.Fatal(err)
 	}
-	f.allowLists = []backends.Cached{{Kind: backends.NetworkPolicyKind(), Store: store}}
+	f.allowLists = []backends.Cached{{Kind: kind, Store: store}}
 	shadow, p := f.shadow(render.DefaultTargetKeys)
 
 	f.report(3, prefixB, prefixA)

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -53,11 +52,12 @@ func TestOneTenantsRefusedNetworkPolicyHoldsNobodyBack(t *testing.T) {
 	if _, err := f.dyn.Resource(npGVR).Namespace("tenant").Create(t.Context(), np, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	kind := backends.NetworkPolicyKind()
+	store := backends.NewCache(kind)
 	if err := store.Add(np); err != nil {
 		t.Fatal(err)
 	}
-	f.allowLists = []backends.Cached{{Kind: backends.NetworkPolicyKind(), Store: store}}
+	f.allowLists = []backends.Cached{{Kind: kind, Store: store}}
 	f.dyn.PrependReactor("patch", backends.NetworkPolicyResource, func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "mine",
 			fmt.Errorf("ValidatingAdmissionPolicy 'renumber-writer-sizes' with binding 'renumber-writer-sizes' denied request: "+
@@ -89,11 +89,12 @@ func TestATenantEditingItsNetworkPolicyHoldsNobodyBack(t *testing.T) {
 	if _, err := f.dyn.Resource(npGVR).Namespace("tenant").Create(t.Context(), np, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	kind := backends.NetworkPolicyKind()
+	store := backends.NewCache(kind)
 	if err := store.Add(np.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	f.allowLists = []backends.Cached{{Kind: backends.NetworkPolicyKind(), Store: store}}
+	f.allowLists = []backends.Cached{{Kind: kind, Store: store}}
 	// The tenant's edits: by the time the writer reads the policy, it is a
 	// version newer than the one its cache shows (the cache catches up
 	// between passes, and the tenant edits again).

@@ -422,7 +422,7 @@ func dissent(reports []Report, current netip.Prefix) []string {
 }
 
 // PrefixAcquired is the condition type whose last transition the existing
-// operator takes as the current prefix's acquiredAt (RenderStatus sets it).
+// operator takes as the current prefix's acquiredAt (render.Status sets it).
 const PrefixAcquired = "PrefixAcquired"
 
 // clientNode picks the node to run the DHCPv6 client among the voting nodes

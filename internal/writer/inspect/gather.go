@@ -9,7 +9,6 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -53,9 +52,9 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 	}
 	for _, pool := range c.Pools() {
 		for _, o := range pool.Store.List() {
-			u := o.(*unstructured.Unstructured)
-			dp, _ := pool.Kind.Follows(u)
-			follow(dp, pool.Kind.Name, pool.Kind.Resource, u)
+			if p, ok := o.(*backends.Pool); ok {
+				follow(p.Follow.DynamicPrefix, pool.Kind.Name, pool.Kind.Resource, p.Live)
+			}
 		}
 	}
 	if ippools, _ := c.CalicoPools(); ippools != nil {
@@ -73,11 +72,14 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 		}
 	}
 	for _, o := range c.Services().List() {
-		s := o.(*corev1.Service)
-		dp, _ := backends.ServiceFollows(s)
+		s, ok := o.(*render.CachedService)
+		if !ok {
+			continue
+		}
+		dp := s.Follow.DynamicPrefix
 		follow(dp, "Service", "services", s)
-		if f := render.ServiceFollowOf(s.Annotations); f.Mapping != "" && dp != "" {
-			in.Followers[len(in.Followers)-1].Mapping = mappings(c.DynamicPrefixes(), dp, f, render.Ingress(s))
+		if s.Follow.Mapping != "" && dp != "" {
+			in.Followers[len(in.Followers)-1].Mapping = mappings(c.DynamicPrefixes(), dp, s.Follow, s.Ingress)
 		}
 	}
 	return in

@@ -201,13 +201,21 @@ func (os Outcomes) Err() error {
 	return errors.Join(errs...)
 }
 
-// Retry joins the errors worth retrying into one outcome.
+// Retry joins the errors worth retrying into one outcome; without any, the
+// shortest wait of a step that waits (Later).
 func (os Outcomes) Retry() Outcome {
 	var errs []error
+	var wait time.Duration
 	for _, o := range os {
 		if o.Retry {
 			errs = append(errs, o.Err)
 		}
+		if o.After > 0 && o.Err == nil && (wait == 0 || o.After < wait) {
+			wait = o.After
+		}
 	}
-	return Transient(errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		return Transient(err)
+	}
+	return Later(wait)
 }

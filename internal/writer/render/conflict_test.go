@@ -57,7 +57,7 @@ func TestAConflictIsAConditionWhileItLasts(t *testing.T) {
 	m := api.Parse(dp.Name, dp.Spec)
 	d := decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0)
 	conflict := []Conflict{{Address: "2001:db8:a::1", Holder: "default/web", Loser: "default/copy"}}
-	st := RenderStatus(dp, m, d, Problems{Conflicts: conflict}, t0)
+	st := Status(dp, m, d, Problems{Conflicts: conflict}, t0)
 	c := meta.FindStatusCondition(st.Conditions, ServiceAddressConflict)
 	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "default/copy gets none") {
 		t.Fatalf("with a conflict: %+v", c)
@@ -66,10 +66,10 @@ func TestAConflictIsAConditionWhileItLasts(t *testing.T) {
 		t.Errorf("Ready with a conflict (the holder is served): %+v", r)
 	}
 	dp.Status = roundTrip(t, st)
-	if c := meta.FindStatusCondition(RenderStatus(dp, m, d, Problems{}, t0).Conditions, ServiceAddressConflict); c != nil {
+	if c := meta.FindStatusCondition(Status(dp, m, d, Problems{}, t0).Conditions, ServiceAddressConflict); c != nil {
 		t.Errorf("once resolved: %+v", c)
 	}
-	if c := meta.FindStatusCondition(RenderStatus(&api.DynamicPrefix{Spec: dp.Spec}, m, d, Problems{}, t0).Conditions, ServiceAddressConflict); c != nil {
+	if c := meta.FindStatusCondition(Status(&api.DynamicPrefix{Spec: dp.Spec}, m, d, Problems{}, t0).Conditions, ServiceAddressConflict); c != nil {
 		t.Errorf("never a conflict: %+v", c)
 	}
 }

@@ -55,7 +55,7 @@ func TestAFlappingNodeWritesTheStatusOncePerEpisode(t *testing.T) {
 					rs = append(rs, decide.Report{Node: string(rune('a' + i)), Digest: dec(s)})
 				}
 				d := decide.For(m, dp.Status, rs, at)
-				st := RenderStatus(dp, m, d, Problems{}, at)
+				st := Status(dp, m, d, Problems{}, at)
 				if StatusEqual(st, dp.Status) {
 					return false
 				}

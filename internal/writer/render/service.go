@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 
@@ -118,6 +119,7 @@ type ServiceFollow struct {
 
 // ServiceFollowOf reads a Service's annotations.
 func ServiceFollowOf(ann map[string]string) ServiceFollow {
+	serviceReads.Add(1)
 	return ServiceFollow{
 		DynamicPrefix: ann[dynamicprefix.AnnotationName],
 		Suffix:        ann[AnnotationSuffix],
@@ -131,6 +133,13 @@ func ServiceFollowOf(ann map[string]string) ServiceFollow {
 		MappingPrefix: ann[AnnotationMappingPrefix],
 	}
 }
+
+// serviceReads counts the Services ServiceFollowOf read.
+var serviceReads atomic.Int64
+
+// ServicesRead is how many Services ServiceFollowOf has read so far: a test
+// and the writer's benchmark count the reads of a pass with it.
+func ServicesRead() int64 { return serviceReads.Load() }
 
 // AddressKeys are the annotations a load balancer reads a Service's addresses
 // from: Cilium's, then kube-vip's.

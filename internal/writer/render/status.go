@@ -1,4 +1,4 @@
-// RenderStatus renders a DynamicPrefix's status from a decision. Rendering an
+// Status renders a DynamicPrefix's status from a decision. Rendering an
 // unchanged situation returns the previous status unchanged, transition times
 // included, so the writer can compare and skip the write.
 
@@ -59,9 +59,9 @@ type Problems struct {
 	Conflicts []Conflict
 }
 
-// RenderStatus returns the status for dp (whose spec parsed to m) given the decision
+// Status returns the status for dp (whose spec parsed to m) given the decision
 // at now.
-func RenderStatus(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
+func Status(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
 	prev := dp.Status
 	st := api.Status{
 		PrefixSource:       d.Source,

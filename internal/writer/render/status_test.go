@@ -46,13 +46,13 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
 	}}
 	dp.Generation = 3
-	st := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	st := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
 	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
 		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
 		t.Fatalf("status = %+v", st)
 	}
 	dp.Status = roundTrip(t, st)
-	again := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	again := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
 	if !StatusEqual(again, dp.Status) {
 		a, _ := json.Marshal(again)
 		b, _ := json.Marshal(dp.Status)
@@ -62,7 +62,7 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 
 func TestProblemsAreConditions(t *testing.T) {
 	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	st := RenderStatus(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	st := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
 	var degraded, synced string
 	for _, c := range st.Conditions {
 		switch c.Type {
@@ -87,13 +87,13 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 		return string(c.Status) + " " + c.Reason
 	}
 	m := api.Parse(dp.Name, dp.Spec)
-	if got := ready(RenderStatus(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
+	if got := ready(Status(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
 		t.Errorf("all well: Ready %s", got)
 	}
-	if got := ready(RenderStatus(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
+	if got := ready(Status(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: conflict")}, t0)); got != "False PoolError" {
 		t.Errorf("a pool in error: Ready %s", got)
 	}
-	if got := ready(RenderStatus(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
+	if got := ready(Status(dp, m, decide.Decision{}, Problems{}, t0)); got != "False NotReady" {
 		t.Errorf("no prefix yet: Ready %s", got)
 	}
 }
@@ -133,7 +133,7 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 	a, b := netip.MustParsePrefix("2001:db8:0:12::/64"), netip.MustParsePrefix("2001:db8:7:12::/64")
 	d := decide.Decision{Current: b, Pooled: []netip.Prefix{b, a}, History: []api.HistoryEntry{
 		{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}
-	st := RenderStatus(&api.DynamicPrefix{}, m, d, Problems{}, t0)
+	st := Status(&api.DynamicPrefix{}, m, d, Problems{}, t0)
 	if st.DelegatedPrefix != "2001:db8:7::/56" {
 		t.Errorf("delegatedPrefix %q", st.DelegatedPrefix)
 	}
@@ -167,7 +167,7 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 	// delegation for it (its admission policy admits only the spec's length).
 	short := decide.Decision{Current: netip.MustParsePrefix("2001:db8:100::/48"), Pooled: []netip.Prefix{netip.MustParsePrefix("2001:db8:100::/48")},
 		History: []api.HistoryEntry{{Prefix: "2001:db8:100::/48", State: api.StateActive}}}
-	if st := RenderStatus(&api.DynamicPrefix{}, m, short, Problems{}, t0); st.DelegatedPrefix != "" || st.History[0].DelegatedPrefix != "" || st.Subnets[0].CIDR != "2001:db8:100:3::/64" {
+	if st := Status(&api.DynamicPrefix{}, m, short, Problems{}, t0); st.DelegatedPrefix != "" || st.History[0].DelegatedPrefix != "" || st.Subnets[0].CIDR != "2001:db8:100:3::/64" {
 		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
 	} else if NamesNewPrefix(st, m, short) {
 		t.Error("a status naming a /48 and no delegation asks to be written first")

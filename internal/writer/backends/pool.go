@@ -1,0 +1,141 @@
+// The follow model at the cache boundary (issue 43): each object of a Kind is
+// read once, when it changes, by its informer's transform (Kind.Read), into a
+// Pool - what it follows, where its entries live, the entries and our record,
+// or why it cannot be read. The caches hold Pools indexed by the DynamicPrefix
+// they follow; a pass looks its followers up and reads no object again.
+
+package backends
+
+import (
+	"cmp"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// Pool is one cached object of a Kind, as read when it last changed.
+type Pool struct {
+	// Object is what it follows, holds and we own; of one not ours, or one
+	// that cannot be read, its identity and what it follows only.
+	Object
+	// Live is the object as the cache keeps it (Kind.Slim): events name it,
+	// and a kind may read more of it (Selector).
+	Live *unstructured.Unstructured
+	// Ours: it follows a DynamicPrefix or carries our record.
+	Ours bool
+	// Err says why it cannot be read (garbled entries, too large): it is
+	// reported on every pass over its DynamicPrefix and never written.
+	Err error
+}
+
+// GetObjectMeta makes a Pool an object the caches can key and version.
+func (p *Pool) GetObjectMeta() metav1.Object { return p.Live }
+
+// Read is the transform of the kind's informer: the object slimmed (Slim)
+// and read (Decode), once per change. Anything else - a tombstone, or a Pool
+// already read - passes unchanged.
+func (k *Kind) Read(o any) (any, error) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o, nil
+	}
+	slim, err := k.Slim(u)
+	if err != nil {
+		return nil, err
+	}
+	u = slim.(*unstructured.Unstructured)
+	obj, ours, err := k.Decode(u)
+	if err != nil || !ours {
+		obj = Object{Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Follow: PoolFollowOf(u)}
+	}
+	return &Pool{Object: obj, Live: u, Ours: ours, Err: err}, nil
+}
+
+// ByDynamicPrefix is the index of a pool cache by the DynamicPrefix each
+// Pool follows.
+const ByDynamicPrefix = "dynamicprefix"
+
+// Indexers are the indexes of a pool cache and of the Service cache.
+var Indexers = cache.Indexers{ByDynamicPrefix: func(o any) ([]string, error) {
+	dp := ""
+	switch o := o.(type) {
+	case *Pool:
+		dp = o.Follow.DynamicPrefix
+	case *render.CachedService:
+		dp = o.Follow.DynamicPrefix
+	}
+	if dp == "" {
+		return nil, nil
+	}
+	return []string{dp}, nil
+}}
+
+// ServicesFollowing returns the Services of the Service cache that follow
+// the DynamicPrefix dp.
+func ServicesFollowing(services cache.Indexer, dp string) []*render.CachedService {
+	objs, _ := services.ByIndex(ByDynamicPrefix, dp)
+	out := make([]*render.CachedService, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*render.CachedService); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Following returns the Pools of the cache that follow the DynamicPrefix dp,
+// in the order of their keys.
+func (c Cached) Following(dp string) []*Pool {
+	objs, _ := c.Store.ByIndex(ByDynamicPrefix, dp)
+	out := make([]*Pool, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*Pool); ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Pool) int { return cmp.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+// Get returns the Pool under key ("name" or "namespace/name").
+func (c Cached) Get(key string) (*Pool, bool) {
+	o, ok, err := c.Store.GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := o.(*Pool)
+	return p, ok
+}
+
+// NewCache is a cache of k's objects as its informer keeps them: each object
+// added is read (Read) and indexed (Indexers). Fixtures fill it by hand.
+func NewCache(k *Kind) cache.Indexer {
+	return reading{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers), read: k.Read}
+}
+
+// reading is an Indexer that reads each object put in.
+type reading struct {
+	cache.Indexer
+	read cache.TransformFunc
+}
+
+func (r reading) Add(o any) error    { return r.Indexer.Add(r.must(o)) }
+func (r reading) Update(o any) error { return r.Indexer.Update(r.must(o)) }
+func (r reading) Replace(list []any, rv string) error {
+	out := make([]any, len(list))
+	for i, o := range list {
+		out[i] = r.must(o)
+	}
+	return r.Indexer.Replace(out, rv)
+}
+
+func (r reading) must(o any) any {
+	if p, err := r.read(o); err == nil {
+		return p
+	}
+	return o
+}

@@ -141,7 +141,7 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 // current address) alone of the record's - or none with skip-external-dns-update.
 func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 	infra, _ := infraAnnotation(u)
-	have := canonicalSet(splitList(infra))
+	have := canonicalSet(render.Split(infra))
 	for _, e := range ips {
 		if !slices.Contains(have, render.Canonical(e)) {
 			return false
@@ -150,7 +150,7 @@ func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 	skip := u.GetAnnotations()[render.AnnotationSkipDNS] == "true"
 	for _, key := range render.DefaultTargetKeys {
 		var ours []string
-		for _, t := range splitList(u.GetAnnotations()[key]) {
+		for _, t := range render.Split(u.GetAnnotations()[key]) {
 			if c := render.Canonical(t); slices.Contains(record, c) {
 				ours = append(ours, c)
 			}
@@ -189,7 +189,7 @@ func placeGateway(live *unstructured.Unstructured, owned, record []string, _ boo
 		}
 	}
 	infra, _ := infraAnnotation(live)
-	kept := withoutOwned(splitList(infra), owns)
+	kept := withoutOwned(render.Split(infra), owns)
 	for _, e := range ips {
 		if !slices.ContainsFunc(kept, func(k string) bool { return render.Canonical(k) == render.Canonical(e) }) {
 			kept = append(kept, e)
@@ -210,7 +210,7 @@ func gatewayTargets(live *unstructured.Unstructured, owned, record []string, rel
 	out := map[string]any{}
 	for _, key := range render.DefaultTargetKeys {
 		v, had := ann[key]
-		kept := withoutOwned(splitList(v), owns)
+		kept := withoutOwned(render.Split(v), owns)
 		if !release && ann[render.AnnotationSkipDNS] != "true" && len(record) > 0 &&
 			!slices.ContainsFunc(kept, func(k string) bool { return render.Canonical(k) == record[0] }) {
 			kept = append(kept, record[0])
@@ -234,17 +234,6 @@ func keptGateway(u *unstructured.Unstructured) any {
 		spec["infrastructure"] = map[string]any{"annotations": map[string]any{render.AnnotationIPs: v}}
 	}
 	return spec
-}
-
-// splitList reads a comma-separated annotation value, trimmed, without empties.
-func splitList(v string) []string {
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // canonicalSet is every entry of v in canonical form.

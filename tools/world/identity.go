@@ -208,6 +208,23 @@ func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
 		filepath.Join(crds, "crd.projectcalico.org_globalnetworksets.yaml"))
 }
 
+// GatewayAPIVersion is the Gateway API release whose standard-channel CRDs
+// the world installs, from the Go module proxy; not added to go.mod.
+const GatewayAPIVersion = "v1.4.1"
+
+// InstallGatewayAPI installs the Gateway API's standard channel: the
+// GatewayClass, Gateway and HTTPRoute CRDs.
+func (cp *ControlPlane) InstallGatewayAPI(ctx context.Context) error {
+	dir, err := moduleDir("sigs.k8s.io/gateway-api@" + GatewayAPIVersion)
+	if err != nil {
+		return err
+	}
+	crds := filepath.Join(dir, "config", "crd", "standard")
+	return cp.Apply(ctx, filepath.Join(crds, "gateway.networking.k8s.io_gatewayclasses.yaml"),
+		filepath.Join(crds, "gateway.networking.k8s.io_gateways.yaml"),
+		filepath.Join(crds, "gateway.networking.k8s.io_httproutes.yaml"))
+}
+
 // moduleDir downloads a module (module cache, then the proxy) and returns its directory.
 func moduleDir(query string) (string, error) {
 	out, err := exec.Command("go", "mod", "download", "-json", query).Output()

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,5 +152,92 @@ spec:
 	}
 	if !alive(writer.Process.Pid) {
 		t.Error("the writer exited")
+	}
+}
+
+// TestCiliumsGatewayControllerFollows: manifests/examples/gateway.yaml with
+// Cilium's own Gateway API controller and LB-IPAM (both built from the
+// cilium module go.mod pins). The Service the controller generates for the
+// Gateway asks LB-IPAM for the addresses renumber wrote on the Gateway, and
+// LB-IPAM assigns them: the current prefix's, then after a renumbering the
+// new one beside the draining one, the user's IPv4 address throughout; the
+// controller reports them in the Gateway's status and keeps it Programmed.
+// The writer never writes that Service (audit log).
+func TestCiliumsGatewayControllerFollows(t *testing.T) {
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "_out", "bin", "ciliumgw")); err != nil {
+		t.Skip("Cilium's Gateway API controller not built (make ciliumgw)")
+	}
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	if err := w.API.InstallGatewayAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.StartCiliumGateway(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, w, schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}, map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": map[string]any{"name": "cilium"},
+		"spec": map[string]any{"controllerName": "io.cilium/gateway-controller"}})
+	advertise(t, w, prefixA)
+	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "examples", "gateway.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	m := mark(t, w)
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a")
+
+	// What the generated Service asks LB-IPAM for and was given, and what
+	// the Gateway's status says, each as a sorted list.
+	generated := func(want []string) {
+		t.Helper()
+		slices.Sort(want)
+		eventually(t, "the generated Service and the Gateway's status hold "+strings.Join(want, ", "), func() (bool, string) {
+			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "cilium-gateway-web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			asked := strings.Split(s.Annotations[render.AnnotationIPs], ",")
+			var given []string
+			for _, in := range s.Status.LoadBalancer.Ingress {
+				given = append(given, in.IP)
+			}
+			u, err := w.API.Dynamic.Resource(gatewayGVR).Namespace("default").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var status []string
+			list, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
+			for _, a := range list {
+				status = append(status, fmt.Sprint(a.(map[string]any)["value"]))
+			}
+			programmed := false
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				c := c.(map[string]any)
+				programmed = programmed || c["type"] == "Programmed" && c["status"] == "True"
+			}
+			for _, l := range [][]string{asked, given, status} {
+				slices.Sort(l)
+			}
+			ok := slices.Equal(asked, want) && slices.Equal(given, want) && slices.Equal(status, want) && programmed
+			return ok, fmt.Sprintf("Service asks %q, is given %q; Gateway status %q, programmed %v", asked, given, status, programmed)
+		})
+	}
+	a, b := on(t, prefixA, "::ffff:0:0:3"), on(t, prefixB, "::ffff:0:0:3")
+	generated([]string{"192.0.2.10", a})
+	advertise(t, w, prefixB, prefixA)
+	generated([]string{"192.0.2.10", b, a})
+	settleWrites()
+	for _, wr := range writesBy(t, w, m, writerUser) {
+		if wr.Resource == "services" && wr.Name == "cilium-gateway-web" {
+			t.Errorf("the writer wrote the Service Cilium generates: %s", wr)
+		}
 	}
 }

@@ -229,6 +229,24 @@ var examples = map[string]example{
 		want := "ingress[0]: 192.168.1.0/24, " + strings.Join(blocks, ", ") + " (1 ports)"
 		return got == want, fmt.Sprintf("%s, want %s", got, want)
 	}},
+	"gateway.yaml": {
+		setup: func(t *testing.T, w *world.World) {
+			if err := w.API.InstallGatewayAPI(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		},
+		holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
+			addr := func(p netip.Prefix) string { return on(t, p, "::ffff:0:0:3") }
+			ours := both(cur, draining, addr)
+			want := map[string]any{"addresses": "IPAddress 192.0.2.10, IPAddress " + strings.Join(ours, ", IPAddress "),
+				"infrastructure": map[string]string{"lbipam.cilium.io/ips": "192.0.2.10," + strings.Join(ours, ",")}, "listeners": 1,
+				"target": addr(cur), "alpha": addr(cur), "record": strings.Join(ours, ",")}
+			got := gatewayHolds(t, w, "default", "web")
+			wantBlocks := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
+			return fmt.Sprint(got) == fmt.Sprint(want) && slices.Equal(blocks(t, w, "lb"), wantBlocks),
+				fmt.Sprintf("Gateway %v, want %v; blocks %q", got, want, blocks(t, w, "lb"))
+		},
+	},
 	"cidr-groups.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
 		got := cidrs(t, w, "home-lan")
 		want := append([]string{"192.168.1.0/24"}, both(cur, draining, netip.Prefix.String)...)

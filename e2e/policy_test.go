@@ -95,7 +95,7 @@ func TestWriterCanTouchOnlyItsOwnFields(t *testing.T) {
 func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	t.Helper()
 	ctx := t.Context()
-	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico} {
+	for _, install := range []func(context.Context) error{w.API.InstallMetalLB, w.API.InstallCalico, w.API.InstallGatewayAPI} {
 		if err := install(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +189,31 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		t.Fatal(err)
 	}
 
+	// A Gateway that follows, beside the user's address and
+	// infrastructure annotation; one that does not, holding entries its
+	// record names.
+	for name, doc := range map[string]map[string]any{
+		"gw": {"annotations": map[string]any{"dynamic-prefix.io/name": "home", "owner": "user"},
+			"addresses": []any{"192.0.2.9"}, "lbipam": nil},
+		"gwfree": {"annotations": map[string]any{"dynamic-prefix.io/managed-ips": "2001:db8:1::9", "external-dns.kubernetes.io/target": "a.example.org,2001:db8:1::9"},
+			"addresses": []any{"192.0.2.9", "2001:db8:1::9"}, "lbipam": "192.0.2.9,2001:db8:1::9"},
+	} {
+		var addresses []any
+		for _, a := range doc["addresses"].([]any) {
+			addresses = append(addresses, map[string]any{"type": "IPAddress", "value": a})
+		}
+		infra := map[string]any{"example.org/team": "web"}
+		if v := doc["lbipam"]; v != nil {
+			infra["lbipam.cilium.io/ips"] = v
+		}
+		apply(t, w, gatewayGVR, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": name, "namespace": "default", "annotations": doc["annotations"]},
+			"spec": map[string]any{"gatewayClassName": "cilium", "addresses": addresses, "infrastructure": map[string]any{"annotations": infra},
+				"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
+		})
+	}
+
 	id, err := w.API.ServiceAccountIn(ctx, ns, sa, "")
 	if err != nil {
 		t.Fatal(err)
@@ -254,6 +279,12 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"an entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`},
 		"a network set's nets and record":             {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64,2001:db8:2::/64"}},"spec":{"nets":["10.0.0.0/8","2001:db8:1::/64","2001:db8:2::/64"]}}`},
 		"a net out of a set that follows nothing":     {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["203.0.113.0/24"]}}`},
+		"a Gateway's addresses, infrastructure annotation, DNS targets and record": {gatewayGVR, "default", "gw",
+			`{"metadata":{"annotations":{"dynamic-prefix.io/managed-ips":"2001:db8:1::1","external-dns.kubernetes.io/target":"2001:db8:1::1","external-dns.alpha.kubernetes.io/target":"2001:db8:1::1"}},` +
+				`"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"},{"type":"IPAddress","value":"2001:db8:1::1"}],"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:1::1"}}}}`},
+		"its entries out of a Gateway that does not follow": {gatewayGVR, "default", "gwfree",
+			`{"metadata":{"annotations":{"dynamic-prefix.io/managed-ips":null,"external-dns.kubernetes.io/target":"a.example.org"}},` +
+				`"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"}],"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9"}}}}`},
 		"a policy's ipBlocks and record": {networkPolicyGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:2::/64,2001:db8:1::/64"}},` +
 			`"spec":{"ingress":[{"from":[{"podSelector":{}},{"ipBlock":{"cidr":"2001:db8:2::/64","except":["2001:db8:2::/120"]}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}],` +
 			`"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:2::/64"}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}]}]}}`},
@@ -274,41 +305,51 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	}
 
 	refused := map[string]write{
-		"a Service's ports":                                   {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
-		"a Service's label":                                   {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a Service's user annotation":                         {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
-		"a Service's name annotation":                         {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
-		"a Service deleted":                                   {svc, "default", "web", "delete"},
-		"an address on a Service that does not follow":        {svc, "default", "other", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}`},
-		"a DNS target on a Service that does not follow":      {svc, "default", "other", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
-		"a pool's selector":                                   {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
-		"a pool disabled":                                     {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
-		"a pool's label":                                      {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
-		"a pool's name annotation":                            {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a MetalLB pool's autoAssign":                         {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
-		"a Calico pool's NAT":                                 {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
-		"a Calico pool taken over":                            {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"a Calico pool deleted":                               {ipPools, "", "user", "delete"},
-		"an unlabelled pool created":                          {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
-		"the user's advertisement":                            {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
-		"the user's advertisement deleted":                    {advertGVR, "", "users", "delete"},
-		"the operator's advertisement relabelled":             {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"the operator's advertisement annotated":              {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
-		"an entry into a pool that follows nothing":           {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
-		"the user's entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[]}}`},
-		"the user's net out of a set that follows nothing":    {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":[]}}`},
-		"a record grown on a pool that follows nothing":       {poolGVR, "", "free", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"cidr=2001:db8:1::/64,cidr=192.0.2.0/24"}}}`},
-		"a net into a set that follows nothing":               {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["2001:db8:1::/64"]}}`},
-		"a network set's label":                               {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
-		"a network set's name annotation":                     {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
-		"a network set deleted":                               {networkSetGVR, "default", "lan", "delete"},
-		"a policy's port":                                     {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"podSelector":{}}],"ports":[{"port":22}]}]}}`},
-		"a policy's selector peer removed":                    {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}]}}`},
-		"a policy rule emptied":                               {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[]}]}}`},
-		"a policy rule added":                                 {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}]},{"ports":[{"port":53}]}]}}`},
-		"a policy's pods":                                     {networkPolicyGVR, "default", "lan", `{"spec":{"podSelector":{"matchLabels":{"app":"none"}}}}`},
-		"an ipBlock into a policy that follows nothing":       {networkPolicyGVR, "default", "free", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"ipBlock":{"cidr":"2001:db8:2::/64"}}]}]}}`},
-		"a sibling without its DynamicPrefix":                 {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"a Service's ports":                                        {svc, "default", "web", `{"spec":{"ports":[{"port":80}]}}`},
+		"a Service's label":                                        {svc, "default", "web", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Service's user annotation":                              {svc, "default", "web", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Service's name annotation":                              {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
+		"a Service deleted":                                        {svc, "default", "web", "delete"},
+		"an address on a Service that does not follow":             {svc, "default", "other", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}`},
+		"a DNS target on a Service that does not follow":           {svc, "default", "other", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+		"a pool's selector":                                        {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
+		"a pool disabled":                                          {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
+		"a pool's label":                                           {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's name annotation":                                 {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a MetalLB pool's autoAssign":                              {addressPools, "default", "mlb", `{"spec":{"autoAssign":false}}`},
+		"a Calico pool's NAT":                                      {ipPools, "", "user", `{"spec":{"natOutgoing":true}}`},
+		"a Calico pool taken over":                                 {ipPools, "", "user", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"a Calico pool deleted":                                    {ipPools, "", "user", "delete"},
+		"an unlabelled pool created":                               {ipPools, "", "x", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"x"},"spec":{"cidr":"2001:db8:9::/64"}}`},
+		"the user's advertisement":                                 {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
+		"the user's advertisement deleted":                         {advertGVR, "", "users", "delete"},
+		"the operator's advertisement relabelled":                  {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"the operator's advertisement annotated":                   {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
+		"an entry into a pool that follows nothing":                {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"the user's entry out of a pool that follows nothing":      {poolGVR, "", "free", `{"spec":{"blocks":[]}}`},
+		"the user's net out of a set that follows nothing":         {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":[]}}`},
+		"a record grown on a pool that follows nothing":            {poolGVR, "", "free", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"cidr=2001:db8:1::/64,cidr=192.0.2.0/24"}}}`},
+		"a net into a set that follows nothing":                    {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["2001:db8:1::/64"]}}`},
+		"a network set's label":                                    {networkSetGVR, "default", "lan", `{"metadata":{"labels":{"role":"everyone"}}}`},
+		"a network set's name annotation":                          {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
+		"a network set deleted":                                    {networkSetGVR, "default", "lan", "delete"},
+		"a policy's port":                                          {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"podSelector":{}}],"ports":[{"port":22}]}]}}`},
+		"a policy's selector peer removed":                         {networkPolicyGVR, "default", "lan", `{"spec":{"ingress":[{"from":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}]}}`},
+		"a policy rule emptied":                                    {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[]}]}}`},
+		"a policy rule added":                                      {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}}]},{"ports":[{"port":53}]}]}}`},
+		"a policy's pods":                                          {networkPolicyGVR, "default", "lan", `{"spec":{"podSelector":{"matchLabels":{"app":"none"}}}}`},
+		"an ipBlock into a policy that follows nothing":            {networkPolicyGVR, "default", "free", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:1::/64"}},{"ipBlock":{"cidr":"2001:db8:2::/64"}}]}]}}`},
+		"a Gateway's listeners":                                    {gatewayGVR, "default", "gw", `{"spec":{"listeners":[{"name":"ssh","port":22,"protocol":"TCP"}]}}`},
+		"a Gateway's class":                                        {gatewayGVR, "default", "gw", `{"spec":{"gatewayClassName":"other"}}`},
+		"a Gateway's own infrastructure annotation":                {gatewayGVR, "default", "gw", `{"spec":{"infrastructure":{"annotations":{"example.org/team":"evil"}}}}`},
+		"a Gateway's infrastructure label":                         {gatewayGVR, "default", "gw", `{"spec":{"infrastructure":{"labels":{"evil":"true"}}}}`},
+		"a Gateway's label":                                        {gatewayGVR, "default", "gw", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a Gateway's user annotation":                              {gatewayGVR, "default", "gw", `{"metadata":{"annotations":{"owner":"writer"}}}`},
+		"a Gateway deleted":                                        {gatewayGVR, "default", "gw", "delete"},
+		"an address on a Gateway that does not follow":             {gatewayGVR, "default", "gwfree", `{"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"},{"type":"IPAddress","value":"2001:db8:1::2"}]}}`},
+		"an LB-IPAM address on a Gateway that does not follow":     {gatewayGVR, "default", "gwfree", `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:1::2"}}}}`},
+		"the user's address out of a Gateway that does not follow": {gatewayGVR, "default", "gwfree", `{"spec":{"addresses":null}}`},
+		"a sibling without its DynamicPrefix":                      {ipPools, "", "user-3", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-3","labels":{"app.kubernetes.io/managed-by":"renumber"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 	}
 	if byValue {
 		for name, x := range map[string]write{
@@ -323,6 +364,9 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			"a sibling outside the prefixes":           {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},
 			"a Service address outside the prefixes":   {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1,2001:db8:bad::1"}}}`},
 			"a DNS target outside the prefixes":        {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+			"a Gateway address outside the prefixes":   {gatewayGVR, "default", "gw", `{"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"},{"type":"IPAddress","value":"2001:db8:bad::1"}]}}`},
+			"a Gateway LB-IPAM address outside":        {gatewayGVR, "default", "gw", `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}}`},
+			"a Gateway DNS target outside":             {gatewayGVR, "default", "gw", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
 		} {
 			refused[name] = x
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -206,6 +207,29 @@ func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
 	return cp.Apply(ctx, filepath.Join(crds, "crd.projectcalico.org_ippools.yaml"),
 		filepath.Join(crds, "crd.projectcalico.org_networksets.yaml"),
 		filepath.Join(crds, "crd.projectcalico.org_globalnetworksets.yaml"))
+}
+
+// GatewayAPIVersion is the Gateway API release whose standard-channel CRDs
+// the world installs (the release Cilium v1.20.1 builds against), from the Go
+// module proxy; the root go.mod has it only as Cilium's dependency.
+const GatewayAPIVersion = "v1.6.1"
+
+// InstallGatewayAPI installs every CRD of the Gateway API's standard channel
+// (not the ValidatingAdmissionPolicy the channel ships beside them).
+func (cp *ControlPlane) InstallGatewayAPI(ctx context.Context) error {
+	dir, err := moduleDir("sigs.k8s.io/gateway-api@" + GatewayAPIVersion)
+	if err != nil {
+		return err
+	}
+	crds, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_*.yaml"))
+	if err != nil {
+		return err
+	}
+	crds = slices.DeleteFunc(crds, func(f string) bool { return strings.Contains(filepath.Base(f), "_vap_") })
+	if len(crds) == 0 {
+		return fmt.Errorf("no CRDs in %s", dir)
+	}
+	return cp.Apply(ctx, crds...)
 }
 
 // moduleDir downloads a module (module cache, then the proxy) and returns its directory.

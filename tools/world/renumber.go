@@ -147,3 +147,22 @@ func (w *World) StartLBIPAM() (*exec.Cmd, error) {
 	}
 	return w.Spawn("", "lbipam.log", bin, "--k8s-kubeconfig-path", w.API.AdminFile)
 }
+
+// StartCiliumGateway installs the CRDs Cilium's Gateway API controller
+// writes and reads besides the Gateway API's (CiliumEnvoyConfig,
+// CiliumGatewayClassConfig) and starts that controller (make ciliumgw).
+func (w *World) StartCiliumGateway(ctx context.Context) (*exec.Cmd, error) {
+	bin := filepath.Join(w.repo, "_out", "bin", "ciliumgw")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("cilium's Gateway API controller is not built (make ciliumgw): %w", err)
+	}
+	dir, err := CiliumCRDDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.API.Apply(ctx, filepath.Join(dir, "ciliumenvoyconfigs.yaml"),
+		filepath.Join(filepath.Dir(dir), "v2alpha1", "ciliumgatewayclassconfigs.yaml")); err != nil {
+		return nil, err
+	}
+	return w.Spawn("", "ciliumgw.log", bin, "--k8s-kubeconfig-path", w.API.AdminFile)
+}

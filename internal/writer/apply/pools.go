@@ -286,7 +286,7 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	if k.Namespaced {
 		res = client.Resource(k.GVR).Namespace(o.Namespace)
 	}
-	var spec map[string]any
+	var spec, others map[string]any
 	var err error
 	if k.Place != nil {
 		var live *unstructured.Unstructured
@@ -297,6 +297,9 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 			return apierrors.NewConflict(k.GVR.GroupResource(), o.Name, fmt.Errorf("version %s, the cache's %s", v, o.ResourceVersion))
 		}
 		spec, err = k.Place(live, owned, record, release)
+		if err == nil && k.Annotate != nil {
+			others = k.Annotate(live, owned, record, release)
+		}
 	} else {
 		spec, err = k.Spec(o.Slot, entries)
 	}
@@ -312,6 +315,9 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 		rec = render.WriteRecord(record, k.RecordSpelling)
 	}
 	annotations := map[string]any{k.RecordKey: rec}
+	for key, v := range others {
+		annotations[key] = v
+	}
 	for _, legacy := range k.LegacyRecordKeys {
 		annotations[legacy] = nil
 	}

@@ -67,6 +67,15 @@ type Kind struct {
 	// nil. A kind whose writes read the live object (Place) needs only its
 	// entries there.
 	Kept func(u *unstructured.Unstructured) any
+	// FollowOf, when set, reads what an object of this kind asks for
+	// (PoolFollowOf when nil: a pool's address-range and subnet); Keys are
+	// the annotations it and Entries read, which the cache keeps (Slim)
+	// beside the follow keys and the record.
+	FollowOf func(u *unstructured.Unstructured) render.PoolFollow
+	Keys     []string
+	// Annotate, when set, renders the annotations beside the record that a
+	// write with Place sets (a Gateway's DNS target): nil values remove.
+	Annotate func(live *unstructured.Unstructured, owned, record []string, release bool) map[string]any
 	// AllowList: the kind's objects admit traffic from their entries (CIDR
 	// groups, network sets, NetworkPolicies) rather than hand addresses out.
 	// A pass writes them before anything else, and writes nothing else while
@@ -185,7 +194,7 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 			rec, hasRecord = ann[legacy]
 		}
 	}
-	follow := PoolFollowOf(u)
+	follow := k.followOf(u)
 	if follow.DynamicPrefix == "" && !hasRecord {
 		return Object{}, false, nil
 	}
@@ -242,7 +251,7 @@ func (k *Kind) Slim(o any) (any, error) {
 	slim := identity(u)
 	ann := u.GetAnnotations()
 	kept := map[string]string{}
-	for _, key := range slices.Concat(followKeys, []string{AnnotationKubeVIPKey, oversized, k.RecordKey}, k.LegacyRecordKeys) {
+	for _, key := range slices.Concat(followKeys, []string{AnnotationKubeVIPKey, oversized, k.RecordKey}, k.LegacyRecordKeys, k.Keys) {
 		if v, ok := ann[key]; ok {
 			kept[key] = v
 		}
@@ -263,6 +272,14 @@ func (k *Kind) Slim(o any) (any, error) {
 		return mark, nil
 	}
 	return slim, nil
+}
+
+// followOf reads what u asks for (Kind.FollowOf).
+func (k *Kind) followOf(u *unstructured.Unstructured) render.PoolFollow {
+	if k.FollowOf != nil {
+		return k.FollowOf(u)
+	}
+	return PoolFollowOf(u)
 }
 
 // ours reports whether u follows a DynamicPrefix or carries our record.

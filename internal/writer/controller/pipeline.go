@@ -72,7 +72,9 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 		sets, err4 := backends.CalicoNetworkSetKinds(cl.Discovery)
 		pools = append(pools, sets...)
 		pools = append(pools, backends.NetworkPolicyKind())
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3, err4)
+		gateways, err5 := backends.GatewayKinds(cl.Discovery)
+		pools = append(pools, gateways...)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3, err4, err5)
 	}
 	p := &Pipeline{}
 	if o.DryRun {
@@ -80,7 +82,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 		p.Plan = permit.NewPlan(log)
 		o.Reconcile.Plan = p.Plan
 	}
-	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org"},
+	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org", backends.GatewayGroup},
 		TargetKeys: o.Reconcile.TargetKeys, StatusChanges: o.DryRun, CiliumWait: o.CiliumWait}
 	if o.L2Nudge == "auto" {
 		cfg.CiliumNamespace = o.CiliumNamespace

@@ -23,6 +23,10 @@ type PoolFollow struct {
 	DynamicPrefix string
 	AddressRange  string // dynamic-prefix.io/address-range
 	Subnet        string // dynamic-prefix.io/subnet
+	// Suffix, when set, makes each entry one address: the suffix on each
+	// pooled prefix, inside AddressRange or Subnet when one is named, as a
+	// Service's address is (ServiceAddress; a Gateway's spec.addresses).
+	Suffix string
 }
 
 // Form is the shape of entries a pool can hold.
@@ -56,6 +60,12 @@ func PoolEntries(m api.Model, f PoolFollow, pooled []netip.Prefix, form Form) ([
 
 func entry(m api.Model, f PoolFollow, p netip.Prefix, form Form) (string, error) {
 	switch {
+	case f.Suffix != "":
+		a, err := ServiceAddress(m, ServiceFollow{Suffix: f.Suffix, Range: f.AddressRange, Subnet: f.Subnet}, p)
+		if err != nil {
+			return "", err
+		}
+		return a.String(), nil
 	case f.AddressRange != "" && f.Subnet != "":
 		return "", fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
 	case f.AddressRange != "":

@@ -20,6 +20,12 @@
 //     router has answered it for sure (answerBy), with no word from the
 //     address contradicting it meanwhile; believed, its lifetimes end where
 //     the earliest word carrying it said.
+//   - Every RA states every prefix its router offers (unless
+//     OmitDeprecates is off): one that offers nothing - no prefix option,
+//     or withdrawals only - contradicts a word offering a prefix it omits.
+//     It deprecates nothing it omits (only an RA offering something is
+//     its router's whole offer), but a prefix it omits is no longer
+//     re-sent alike: restating it is a proposal (lifetimes.omitted).
 //   - Two words from one address that state one prefix differently are a
 //     contradiction: the proposal is dropped, the believed offer holds, and
 //     the router is in conflict until ConflictHold passes without another.
@@ -99,6 +105,9 @@ type proposal struct {
 	again, againEnd time.Time
 	// resend: it re-sends the believed offer alike, later (resends).
 	resend bool
+	// quiet: its address's last multicast RA before its first word
+	// (answerBy: a router may have changed how it answers since).
+	quiet time.Time
 }
 
 func newProposal(w word) *proposal {
@@ -176,7 +185,7 @@ func (l *link) changes(router netip.Addr, w word) bool {
 func (l *link) resends(router netip.Addr, w word) bool {
 	for p, st := range w.states {
 		e, ok := l.ra[raKey{p, router}]
-		if !ok || e.doubted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
+		if !ok || e.doubted || e.omitted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
 			return false
 		}
 	}
@@ -221,14 +230,14 @@ func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
 
 // corroborate takes one RA's word from router under the rules above.
 func (s *State) corroborate(name string, router netip.Addr, w word, multicast bool) {
-	l := s.links[name]
+	l := s.fit(s.links[name])
 	now := w.at
 	l.known = s.readTo(l, now)
 	if sp := l.speakers[router]; sp != nil {
 		// Its proposal whose window passed is believed before this word counts.
 		s.settle(name, l, router, sp, now)
 	}
-	prev := l.heard(router, now, multicast, s.Corroboration)
+	prev, quiet := l.heard(router, now, multicast, s.Corroboration)
 	sp := l.speakerFor(router, now)
 	if sp == nil {
 		l.crowded++
@@ -241,6 +250,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			// the proposal now, put to the router afresh - a word before it
 			// that carried p may have contradicted w.
 			sp.pending = newProposal(w)
+			sp.pending.quiet = quiet
 			return
 		}
 		switch {
@@ -269,13 +279,13 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		return
 	}
 	p := newProposal(w)
-	p.resend = l.resends(router, w)
+	p.resend, p.quiet = l.resends(router, w), quiet
 	sp.pending = p
 	// The first word from the address since the last solicitation: the
 	// router's answer to that solicitation is this word or still to come,
 	// so that solicitation puts the proposal to the router.
 	if a := l.asked; !a.IsZero() && prev.Before(a) && now.After(a) {
-		if end := l.answerBy(router, a, s.Corroboration); now.Before(end) {
+		if end := l.answerBy(router, a, p.quiet, s.Corroboration); now.Before(end) {
 			p.asked, p.end, p.answered = a, end, true
 		}
 	}
@@ -335,7 +345,7 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 	var due []string
 	var next time.Time
 	for _, name := range s.Links() {
-		l := s.links[name]
+		l := s.fit(s.links[name])
 		// A proposal not yet asked, a probe of how a router answers tried
 		// again, a proposal asked again for a shorter window (answer.go).
 		known := s.readTo(l, now)
@@ -374,6 +384,7 @@ func (s *State) Solicited(name string, at time.Time) {
 	if l == nil {
 		return
 	}
+	s.fit(l)
 	l.asked, l.requested = at, time.Time{}
 	l.known = s.readTo(l, at)
 	l.probeAll(at, s.Corroboration)
@@ -382,7 +393,7 @@ func (s *State) Solicited(name string, at time.Time) {
 		if p == nil || at.Before(p.heard) {
 			continue
 		}
-		end := l.answerBy(r, at, s.Corroboration)
+		end := l.answerBy(r, at, p.quiet, s.Corroboration)
 		switch {
 		case p.asked.IsZero():
 			p.asked, p.end = at, end
@@ -395,6 +406,13 @@ func (s *State) Solicited(name string, at time.Time) {
 		// times say which came first.
 		p.answer(p.at)
 	}
+}
+
+// fit gives l the routers' MinDelayBetweenRAs (RouterMinDelay) for
+// answer.go's windows, and returns it.
+func (s *State) fit(l *link) *link {
+	l.minDelay = s.RouterMinDelay
+	return l
 }
 
 // Conflicts returns the routers whose address contradicted itself on the

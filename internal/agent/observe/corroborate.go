@@ -254,10 +254,14 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			return
 		}
 		switch {
-		case contradicts && p.resend:
+		case p.resend && !carries:
 			// It only re-sent the believed offer (its lifetimes alike, later):
 			// dropping it is all safety needs, and a router that renumbers
-			// while one waits is no second speaker.
+			// while one waits is no second speaker. Another change that does
+			// not contradict it (--keep-omitted-prefixes: no RA states what
+			// it omits) takes its place: waiting its turn, a renumbering
+			// was held back until the re-send was forgotten (a minute;
+			// FuzzCorroboration 871952fa71879a4a).
 			sp.pending = nil
 		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)

@@ -272,6 +272,13 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			p.take(w)
 			p.answer(now)
 			return
+		case !p.answered && !p.asked.IsZero() && !now.Before(p.soonest()):
+			// The router was asked and did not say it by the window's end:
+			// another change that contradicts nothing takes its place,
+			// silently (--keep-omitted-prefixes: a withdrawal no router
+			// word states otherwise held a renumbering back a minute,
+			// FuzzCorroboration ca47456b2615a48a).
+			sp.pending = nil
 		default:
 			// Another change that contradicts nothing (a router splitting its
 			// prefixes over several RAs): it waits its turn, and comes again.

@@ -155,6 +155,9 @@ type model struct {
 	// arrived after it, or when the listener finds its socket empty.
 	drop   int
 	lostAt time.Time
+	// rearm: a word was dropped while a renumbering was to land; it lands
+	// within landing of the router's next word queued.
+	rearm bool
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
@@ -192,9 +195,7 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 		m.drop--
 		m.lostAt = m.now
 		m.tracef("the kernel drops the word")
-		if !m.land.IsZero() { // the router says it again
-			m.land = later(m.land, m.now.Add(m.landing()))
-		}
+		m.rearm = !m.land.IsZero() // the router says it again, at its next word
 		return false
 	}
 	m.jitter++
@@ -261,6 +262,11 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 		}
 	}
 	r.sent = append(r.sent, prefixes)
+	defer func() {
+		if m.rearm && !m.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
+			m.land, m.rearm = later(m.land, m.now.Add(m.landing())), false
+		}
+	}()
 	if multicast {
 		r.lastMcast = m.now
 		r.nextPeriodic = m.now.Add(r.interval)
@@ -480,7 +486,7 @@ func (m *model) check() {
 			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
 		}
 	}
-	if !m.land.IsZero() && !m.now.Before(m.land) {
+	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) {
 		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
 			m.landed(l)
 		}

@@ -115,8 +115,16 @@ const maxReadDelay = 4 * time.Second
 // The router's answer and the window may be the initial phase's (answer.go:
 // any address not learnt to unicast its answers waits for it, and a
 // unicasting router's probes may be spoiled by its periodic RAs).
+// With --keep-omitted-prefixes a change that neither carries nor
+// contradicts the one waiting from its address (a router splitting its
+// offer) waits its turn: a renumbering read while the router's previous
+// word waits lands within twice that.
 func (m *model) landing() time.Duration {
-	return SolicitSpacing + m.r.minDelay + MaxInitialRtrAdvertInterval + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+	d := SolicitSpacing + m.r.minDelay + MaxInitialRtrAdvertInterval + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+	if m.keepOmitted {
+		d *= 2
+	}
+	return d
 }
 
 // arrival is a word the agent has yet to read.

@@ -179,6 +179,17 @@ func (l *link) changes(router netip.Addr, w word) bool {
 	return false
 }
 
+// unsettle takes what w, set aside, would change of router's believed offer
+// as no longer re-sent alike.
+func (l *link) unsettle(router netip.Addr, w word) {
+	for p, st := range w.states {
+		if e, ok := l.ra[raKey{p, router}]; ok && e.alike && changes(e, ok, st, w.at) {
+			e.alike = false
+			l.ra[raKey{p, router}] = e
+		}
+	}
+}
+
 // resends reports whether w states nothing but router's believed offer,
 // re-sent with the same lifetimes later: a proposal only because whether the
 // router re-sends its lifetimes alike is not yet known.
@@ -282,6 +293,10 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		default:
 			// Another change that contradicts nothing (a router splitting its
 			// prefixes over several RAs): it waits its turn, and comes again.
+			// Meanwhile what it changes is not re-sent alike: a replay of the
+			// router's old word refreshed a prefix it had withdrawn
+			// (--keep-omitted-prefixes, FuzzCorroboration 3dfc89585e30b2d6).
+			l.unsettle(router, w)
 			return
 		}
 	}

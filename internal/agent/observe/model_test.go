@@ -453,11 +453,12 @@ func (m *model) check() {
 		if k.router != routerA {
 			continue
 		}
-		if m.keepOmitted && !m.r.stating().states(k.prefix) {
+		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.offeredBy(k.prefix, e.at)) {
 			// Open (docs/security.md): with --keep-omitted-prefixes no RA
 			// is its router's whole offer, so a prefix a spoofer adds, or
 			// restates when the router no longer mentions it, is as a
-			// router splitting its offer over several RAs would say it.
+			// router splitting its offer over several RAs would say it
+			// (and stays so until the router's word of it is corroborated).
 			continue
 		}
 		var validBy, prefBy time.Time
@@ -553,6 +554,16 @@ func (o *routerOffer) statement(p netip.Prefix) (statement, bool) {
 		}
 	}
 	return st, ok
+}
+
+// offeredBy reports whether the router offered p in an offer first sent by at.
+func (r *modelRouter) offeredBy(p netip.Prefix, at time.Time) bool {
+	for _, o := range r.offers {
+		if st, ok := o.statement(p); ok && st.offered() && !o.first.IsZero() && !o.first.After(at) {
+			return true
+		}
+	}
+	return false
 }
 
 // offers reports whether o offers any prefix (valid > 0).

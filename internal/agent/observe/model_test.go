@@ -453,12 +453,13 @@ func (m *model) check() {
 		if k.router != routerA {
 			continue
 		}
-		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.offeredBy(k.prefix, e.at)) {
+		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).states(k.prefix)) {
 			// Open (docs/security.md): with --keep-omitted-prefixes no RA
 			// is its router's whole offer, so a prefix a spoofer adds, or
 			// restates when the router no longer mentions it, is as a
 			// router splitting its offer over several RAs would say it
-			// (and stays so until the router's word of it is corroborated).
+			// (and stays so until the router's word of it is corroborated:
+			// set when the router did not state it).
 			continue
 		}
 		var validBy, prefBy time.Time
@@ -556,14 +557,14 @@ func (o *routerOffer) statement(p netip.Prefix) (statement, bool) {
 	return st, ok
 }
 
-// offeredBy reports whether the router offered p in an offer first sent by at.
-func (r *modelRouter) offeredBy(p netip.Prefix, at time.Time) bool {
-	for _, o := range r.offers {
-		if st, ok := o.statement(p); ok && st.offered() && !o.first.IsZero() && !o.first.After(at) {
-			return true
+// statingAt is the offer the router last advertised by at.
+func (r *modelRouter) statingAt(at time.Time) *routerOffer {
+	for i := len(r.offers) - 1; i > 0; i-- {
+		if o := r.offers[i]; !o.first.IsZero() && !o.first.After(at) {
+			return o
 		}
 	}
-	return false
+	return r.offers[0]
 }
 
 // offers reports whether o offers any prefix (valid > 0).

@@ -163,6 +163,8 @@ type model struct {
 	// arrived after it, or when the listener finds its socket empty.
 	drop   int
 	lostAt time.Time
+	// droppedAt: when a word was last dropped.
+	droppedAt time.Time
 	// rearm: a word was dropped while a renumbering was to land; it lands
 	// within landing of the router's next word queued.
 	rearm bool
@@ -201,7 +203,7 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 	}
 	if m.drop > 0 {
 		m.drop--
-		m.lostAt = m.now
+		m.lostAt, m.droppedAt = m.now, m.now
 		m.tracef("the kernel drops the word")
 		m.rearm = !m.land.IsZero() // the router says it again, at its next word
 		return false
@@ -639,7 +641,10 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	rl := router.links["eth0"]
 	w := newWord(m.now, ps, m.s.OmitDeprecates)
 	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, m.s.OmitDeprecates), w)
-	owed := m.reopened.IsZero() || !m.now.Before(m.reopened.Add(m.landing()))
+	// Nor after a drop: the router's change may have been dropped, and the
+	// word then looks to the agent like the router's own before it.
+	owed := (m.reopened.IsZero() || !m.now.Before(m.reopened.Add(m.landing()))) &&
+		(m.droppedAt.IsZero() || !m.now.Before(m.droppedAt.Add(m.landing())))
 	// With --keep-omitted-prefixes a word that neither carries nor
 	// contradicts the change waiting from its address (a router splitting
 	// its offer over several RAs) is set aside, to come again: said once,

@@ -403,7 +403,10 @@ func (m *model) sendSolicitation() {
 		if m.echoOwn {
 			ps = m.said
 		}
-		m.s.Heard("eth0", routerA, m.now, ps, false)
+		// Queued behind what arrived before it: handed over at once, it
+		// was read before words that came earlier, which no listener does.
+		m.arrive(ps, false)
+		m.read()
 	}
 }
 

@@ -147,7 +147,11 @@ func (l *link) voiceOf(r netip.Addr, margin time.Duration) *voice {
 		delete(l.voices, victim)
 	}
 	v := &voice{last: l.voiceFloor, lastMcast: l.voiceFloor, mode: AnswersUnknown}
-	if !l.asked.IsZero() {
+	// A probe of the last solicitation, unless a gap came after it: the
+	// address's multicast answer may be what was lost (FuzzCorroboration
+	// 58aabf9aaa6cc13f: a router's answer dropped, a spoofer's unicast word
+	// then taught "unicast").
+	if !l.asked.IsZero() && !l.voiceFloor.After(l.asked) {
 		v.probe = probe{asked: l.asked, end: l.multicastBy(v, l.asked, margin, true)}
 	}
 	l.voices[r] = v

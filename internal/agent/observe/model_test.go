@@ -458,13 +458,13 @@ func (m *model) check() {
 		if k.router != routerA {
 			continue
 		}
-		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).states(k.prefix)) {
+		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).offersPrefix(k.prefix)) {
 			// Open (docs/security.md): with --keep-omitted-prefixes no RA
 			// is its router's whole offer, so a prefix a spoofer adds, or
 			// restates when the router no longer mentions it, is as a
 			// router splitting its offer over several RAs would say it
 			// (and stays so until the router's word of it is corroborated:
-			// set when the router did not state it).
+			// set when the router did not offer it).
 			continue
 		}
 		var validBy, prefBy time.Time
@@ -570,6 +570,12 @@ func (r *modelRouter) statingAt(at time.Time) *routerOffer {
 		}
 	}
 	return r.offers[0]
+}
+
+// offersPrefix reports whether o offers p (valid > 0).
+func (o *routerOffer) offersPrefix(p netip.Prefix) bool {
+	st, ok := o.statement(p)
+	return ok && st.offered()
 }
 
 // offers reports whether o offers any prefix (valid > 0).

@@ -458,13 +458,13 @@ func (m *model) check() {
 		if k.router != routerA {
 			continue
 		}
-		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).offersPrefix(k.prefix)) {
+		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).offersPrefix(k.prefix) || m.r.omittedSince(k.prefix, e.at)) {
 			// Open (docs/security.md): with --keep-omitted-prefixes no RA
 			// is its router's whole offer, so a prefix a spoofer adds, or
 			// restates when the router no longer mentions it, is as a
 			// router splitting its offer over several RAs would say it
 			// (and stays so until the router's word of it is corroborated:
-			// set when the router did not offer it).
+			// set when the router did not offer it, or stopped since).
 			continue
 		}
 		var validBy, prefBy time.Time
@@ -570,6 +570,16 @@ func (r *modelRouter) statingAt(at time.Time) *routerOffer {
 		}
 	}
 	return r.offers[0]
+}
+
+// omittedSince reports whether an offer first sent after at does not offer p.
+func (r *modelRouter) omittedSince(p netip.Prefix, at time.Time) bool {
+	for _, o := range r.offers {
+		if !o.first.IsZero() && o.first.After(at) && !o.offersPrefix(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // offersPrefix reports whether o offers p (valid > 0).

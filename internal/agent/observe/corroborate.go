@@ -288,7 +288,12 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			// another change that contradicts nothing takes its place,
 			// silently (--keep-omitted-prefixes: a withdrawal no router
 			// word states otherwise held a renumbering back a minute,
-			// FuzzCorroboration ca47456b2615a48a).
+			// FuzzCorroboration ca47456b2615a48a). What it would change is
+			// no longer re-sent alike: it may be the router's own change,
+			// its answer held (a reload to multicast answers), and a replay
+			// of its old word must not refresh what it changed
+			// (fc395c4c26134717).
+			l.unsettle(router, p.word)
 			sp.pending = nil
 		default:
 			// Another change that contradicts nothing (a router splitting its
@@ -336,6 +341,7 @@ func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time
 			s.believe(name, r, p.word, p.ends)
 			sp.pending = nil
 		case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
+			l.unsettle(r, p.word)
 			sp.pending = nil // said once, never again: forgotten
 		}
 	}

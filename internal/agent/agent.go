@@ -65,6 +65,10 @@ type Config struct {
 	// speakers on its address disagree, unless corroborated again (zero:
 	// until the lifetimes the router stated run out).
 	ConflictBound time.Duration
+	// RouterMinDelay: the routers' MinDelayBetweenRAs where it is set above
+	// RFC 4861's 3 s (radvd's option): a router multicasting its answers
+	// holds one that long after its last multicast RA (zero: 3 s).
+	RouterMinDelay time.Duration
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -132,6 +136,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		a.state.ConflictHold = cfg.ConflictHold
 	}
 	a.state.ConflictBound = cfg.ConflictBound
+	a.state.RouterMinDelay = cfg.RouterMinDelay
 	// The listener stamps RAs when they arrived and reports what it has
 	// read: a window is settled by what arrived in it, however late read.
 	a.state.AwaitReads = true

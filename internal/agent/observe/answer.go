@@ -18,6 +18,23 @@
 // multicast bound: the last multicast RA heard from the address (or, not
 // knowing, the first solicitation since the link was listened to) plus 3.5 s.
 //
+// What was learnt holds only for a solicitation sent MinDelayBetweenRAs or
+// more after the address's last multicast RA before the proposal's first
+// word (its quiet): a router changes how it answers only on a reload (radvd
+// reloaded with AdvRASolicitedUnicast off, a failover peer set up
+// otherwise), and a reload multicasts an RA at once. Sent sooner, a router
+// reloaded to multicast its answers may hold one as in its initial phase
+// (below), so the window is that one. A renumbering's own RA is the
+// proposal's first word, not before it: the common case (a router learnt to
+// unicast, its reload RA bringing the change, its last periodic RA minutes
+// before) keeps the short window. A spoofer's word after a multicast RA of
+// the router does not.
+//
+// RFC 4861's MIN_DELAY_BETWEEN_RAS is 3 s; radvd lets it be set higher
+// (MinDelayBetweenRAs). Nothing on the link tells it (an attacker adds RAs),
+// so the user does (State.RouterMinDelay, --router-min-delay), and every
+// bound below uses it in place of 3 s.
+//
 // Nothing else can teach it: a unicast RA, or any number of them, an
 // attacker sends as well; only a multicast RA's absence is the router's
 // word. So a periodic multicast RA of a router that unicasts its answers,
@@ -130,18 +147,23 @@ func (l *link) voiceOf(r netip.Addr, margin time.Duration) *voice {
 		delete(l.voices, victim)
 	}
 	v := &voice{last: l.voiceFloor, lastMcast: l.voiceFloor, mode: AnswersUnknown}
-	if !l.asked.IsZero() {
-		v.probe = probe{asked: l.asked, end: l.multicastBy(v, l.asked, margin)}
+	// A probe of the last solicitation, unless a gap came after it: the
+	// address's multicast answer may be what was lost (FuzzCorroboration
+	// 58aabf9aaa6cc13f: a router's answer dropped, a spoofer's unicast word
+	// then taught "unicast").
+	if !l.asked.IsZero() && !l.voiceFloor.After(l.asked) {
+		v.probe = probe{asked: l.asked, end: l.multicastBy(v, l.asked, margin, true)}
 	}
 	l.voices[r] = v
 	return v
 }
 
-// heard records a word from r at at, and returns when r spoke last before it.
-func (l *link) heard(r netip.Addr, at time.Time, multicast bool, margin time.Duration) time.Time {
+// heard records a word from r at at, and returns when r spoke last before
+// it, and last multicast before it (or may have: voiceFloor).
+func (l *link) heard(r netip.Addr, at time.Time, multicast bool, margin time.Duration) (prev, prevMcast time.Time) {
 	v := l.voiceOf(r, margin)
 	v.conclude(at)
-	prev := v.last
+	prev, prevMcast = v.last, later(v.lastMcast, l.voiceFloor)
 	v.last = later(v.last, at)
 	if multicast {
 		v.lastMcast = later(v.lastMcast, at)
@@ -154,7 +176,7 @@ func (l *link) heard(r netip.Addr, at time.Time, multicast bool, margin time.Dur
 		pr.multi = pr.multi || (multicast && !at.After(pr.end))
 		pr.uni = pr.uni || (!multicast && at.After(pr.asked) && !at.After(pr.asked.Add(MaxRADelay+margin)))
 	}
-	return prev
+	return prev, prevMcast
 }
 
 // conclude learns from the probe whose window ended by now.
@@ -203,7 +225,7 @@ func (l *link) reprobeAt(now time.Time) time.Time {
 		if open || mode == AnswersUnicast || ambiguous == 0 || ambiguous > maxReprobes {
 			continue
 		}
-		t := later(l.asked.Add(SolicitSpacing), v.lastMcast.Add(MinDelayBetweenRAs))
+		t := later(l.asked.Add(SolicitSpacing), v.lastMcast.Add(l.spacing()))
 		if at.IsZero() || t.Before(at) {
 			at = t
 		}
@@ -222,15 +244,16 @@ func (l *link) probeAll(at time.Time, margin time.Duration) {
 	}
 	for _, v := range l.voices {
 		v.conclude(l.known)
-		v.probe = probe{asked: at, end: l.multicastBy(v, at, margin),
+		v.probe = probe{asked: at, end: l.multicastBy(v, at, margin, true),
 			// Words handled before the report of the send: the times say.
 			uni: v.lastUnicast.After(at), multi: !v.lastMcast.Before(at)}
 	}
 }
 
 // multicastBy is when a router at v's address that multicasts its answers
-// has answered a solicitation sent at at, plus margin.
-func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration) time.Time {
+// has answered a solicitation sent at at, plus margin; with learnt, an
+// address learnt to unicast its answers is taken to (no initial phase).
+func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration, learnt bool) time.Time {
 	m := later(l.firstAsked, l.voiceFloor)
 	if m.IsZero() || m.After(at) || l.known.Before(at) {
 		// Never solicited before, or RAs that arrived before at may be
@@ -240,13 +263,13 @@ func (l *link) multicastBy(v *voice, at time.Time, margin time.Duration) time.Ti
 	if v != nil {
 		m = later(m, v.lastMcast)
 	}
-	by := later(at.Add(MaxRADelay), m.Add(MinDelayBetweenRAs+MaxRADelay))
-	if at.Before(m.Add(MinDelayBetweenRAs)) && (v == nil || !v.unicast()) {
+	by := later(at.Add(MaxRADelay), m.Add(l.spacing()+MaxRADelay))
+	if at.Before(m.Add(l.spacing())) && (v == nil || !learnt || !v.unicast()) {
 		// It may be rate-limiting its answer, and in its initial phase
 		// (radvd) hold it MaxInitialRtrAdvertInterval from the last
 		// solicitation that came within MinDelayBetweenRAs of its last
 		// multicast RA - an attacker's included.
-		by = later(by, m.Add(MinDelayBetweenRAs+MaxInitialRtrAdvertInterval+MaxRADelay))
+		by = later(by, m.Add(l.spacing()+MaxInitialRtrAdvertInterval+MaxRADelay))
 	}
 	return by.Add(margin)
 }
@@ -264,7 +287,7 @@ func (l *link) askAgainAt(r netip.Addr, p *proposal, known time.Time, margin tim
 		return time.Time{}
 	}
 	m := later(later(l.firstAsked, l.voiceFloor), v.lastMcast)
-	at := later(l.asked.Add(SolicitSpacing), m.Add(MinDelayBetweenRAs))
+	at := later(l.asked.Add(SolicitSpacing), m.Add(l.spacing()))
 	if !at.Add(MaxRADelay + margin).Before(p.soonest()) {
 		return time.Time{}
 	}
@@ -272,19 +295,25 @@ func (l *link) askAgainAt(r netip.Addr, p *proposal, known time.Time, margin tim
 }
 
 // answerBy is when the router at r has answered a solicitation sent at at,
-// plus margin: the window a proposal asked then waits.
-func (l *link) answerBy(r netip.Addr, at time.Time, margin time.Duration) time.Time {
+// plus margin: the window a proposal asked then waits. quiet is the
+// address's last multicast RA before the proposal's first word: what was
+// learnt of how it answers holds only for a solicitation sent
+// MinDelayBetweenRAs or more after it (header).
+func (l *link) answerBy(r netip.Addr, at, quiet time.Time, margin time.Duration) time.Time {
 	v := l.voices[r]
 	if v != nil {
 		v.conclude(at)
 		if v.unicast() {
-			return at.Add(MaxRADelay + margin)
+			if !at.Before(quiet.Add(l.spacing())) {
+				return at.Add(MaxRADelay + margin)
+			}
+			return l.multicastBy(v, at, margin, false)
 		}
 		if v.probe.asked.Equal(at) {
 			return v.probe.end // reckoned from its last multicast RA before it was asked
 		}
 	}
-	return l.multicastBy(v, at, margin)
+	return l.multicastBy(v, at, margin, false)
 }
 
 // RouterAnswers returns, for the link, how many router addresses it
@@ -303,6 +332,10 @@ func (s *State) RouterAnswers(name string, now time.Time) map[string]int {
 	}
 	return out
 }
+
+// spacing is the routers' MinDelayBetweenRAs on l: RFC 4861's, or the
+// user's above it (State.RouterMinDelay).
+func (l *link) spacing() time.Duration { return max(l.minDelay, MinDelayBetweenRAs) }
 
 // answerDeadlines passes consider the end of every open probe: what it
 // teaches is reported then (RouterAnswers), not at the next word.

@@ -180,33 +180,42 @@ func TestAProbeNothingAnsweredIsTriedAgain(t *testing.T) {
 }
 
 // The window per answer mode: an address learnt to unicast its answers waits
-// MaxRADelay; any other waits the RFC 4861 bound from its last multicast RA,
-// and - asked within MinDelayBetweenRAs of it, or as the link's first
-// solicitation - for a router in its initial phase after a reload (radvd
-// holds a rate-limited answer MaxInitialRtrAdvertInterval from the last
-// solicitation that came in those 3 s).
+// MaxRADelay, if it was quiet (no multicast RA) for MinDelayBetweenRAs
+// before the proposal's first word - a router reloaded since may multicast
+// its answers now; any other waits the RFC 4861 bound from its last
+// multicast RA, and - asked within MinDelayBetweenRAs of it, or as the
+// link's first solicitation - for a router in its initial phase after a
+// reload (radvd holds a rate-limited answer MaxInitialRtrAdvertInterval from
+// the last solicitation that came in those 3 s). A router whose
+// MinDelayBetweenRAs is above 3 s, as the user says, is waited for so long.
 func TestTheWindowPerAnswerMode(t *testing.T) {
 	last := t0.Add(time.Minute) // the address's last multicast RA
 	for _, tc := range []struct {
-		name  string
-		mode  string
-		first bool          // the link's first solicitation
-		asked time.Duration // after last
-		want  time.Duration // the window's end, after last
+		name     string
+		mode     string
+		first    bool          // the link's first solicitation
+		asked    time.Duration // after last
+		quiet    time.Duration // the last multicast RA before the proposal's first word, before last
+		minDelay time.Duration // State.RouterMinDelay
+		want     time.Duration // the window's end, after last
 	}{
-		{"unicast, asked just after a multicast RA", AnswersUnicast, false, time.Second, time.Second + MaxRADelay + testMargin},
-		{"multicast, asked just after a multicast RA: the initial phase", AnswersMulticast, false, time.Second, initialWindow},
-		{"multicast, asked 3 s or more after it: answered at once", AnswersMulticast, false, MinDelayBetweenRAs, MinDelayBetweenRAs + MaxRADelay + testMargin},
-		{"unknown, asked just after a multicast RA: the initial phase", AnswersUnknown, false, time.Second, initialWindow},
-		{"unknown, the link's first solicitation: the initial phase (its last multicast RA before is unknown)", AnswersUnknown, true, time.Second, time.Second + initialWindow},
+		{"unicast, asked just after the multicast RA that brought the change", AnswersUnicast, false, time.Second, time.Minute, 0, time.Second + MaxRADelay + testMargin},
+		{"unicast, asked just after a multicast RA before the change: it may have reloaded to multicast its answers", AnswersUnicast, false, time.Second, 0, 0, initialWindow},
+		{"unicast, asked 3 s or more after that RA: answered at once", AnswersUnicast, false, MinDelayBetweenRAs, 0, 0, MinDelayBetweenRAs + MaxRADelay + testMargin},
+		{"multicast, asked just after a multicast RA: the initial phase", AnswersMulticast, false, time.Second, 0, 0, initialWindow},
+		{"multicast, asked 3 s or more after it: answered at once", AnswersMulticast, false, MinDelayBetweenRAs, 0, 0, MinDelayBetweenRAs + MaxRADelay + testMargin},
+		{"multicast, MinDelayBetweenRAs 6 s, asked 3 s after it: answered 6 s after it", AnswersMulticast, false, MinDelayBetweenRAs, 0, 6 * time.Second, 6*time.Second + MaxInitialRtrAdvertInterval + MaxRADelay + testMargin},
+		{"multicast, MinDelayBetweenRAs 6 s, asked 6 s after it: answered at once", AnswersMulticast, false, 6 * time.Second, 0, 6 * time.Second, 6*time.Second + MaxRADelay + testMargin},
+		{"unknown, asked just after a multicast RA: the initial phase", AnswersUnknown, false, time.Second, 0, 0, initialWindow},
+		{"unknown, the link's first solicitation: the initial phase (its last multicast RA before is unknown)", AnswersUnknown, true, time.Second, 0, 0, time.Second + initialWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			at := last.Add(tc.asked)
-			l := &link{voices: map[netip.Addr]*voice{routerA: {last: last, lastMcast: last, mode: tc.mode}}, known: at, firstAsked: t0}
+			l := &link{voices: map[netip.Addr]*voice{routerA: {last: last, lastMcast: last, mode: tc.mode}}, known: at, firstAsked: t0, minDelay: tc.minDelay}
 			if tc.first {
 				l.firstAsked = at
 			}
-			if got := l.answerBy(routerA, at, testMargin).Sub(last); got != tc.want {
+			if got := l.answerBy(routerA, at, last.Add(-tc.quiet), testMargin).Sub(last); got != tc.want {
 				t.Errorf("the window ends at +%s after the last multicast RA, want +%s", got, tc.want)
 			}
 		})

@@ -20,6 +20,12 @@
 //     router has answered it for sure (answerBy), with no word from the
 //     address contradicting it meanwhile; believed, its lifetimes end where
 //     the earliest word carrying it said.
+//   - Every RA states every prefix its router offers (unless
+//     OmitDeprecates is off): one that offers nothing - no prefix option,
+//     or withdrawals only - contradicts a word offering a prefix it omits.
+//     It deprecates nothing it omits (only an RA offering something is
+//     its router's whole offer), but a prefix it omits is no longer
+//     re-sent alike: restating it is a proposal (lifetimes.omitted).
 //   - Two words from one address that state one prefix differently are a
 //     contradiction: the proposal is dropped, the believed offer holds, and
 //     the router is in conflict until ConflictHold passes without another.
@@ -99,6 +105,9 @@ type proposal struct {
 	again, againEnd time.Time
 	// resend: it re-sends the believed offer alike, later (resends).
 	resend bool
+	// quiet: its address's last multicast RA before its first word
+	// (answerBy: a router may have changed how it answers since).
+	quiet time.Time
 }
 
 func newProposal(w word) *proposal {
@@ -170,13 +179,24 @@ func (l *link) changes(router netip.Addr, w word) bool {
 	return false
 }
 
+// unsettle takes what w, set aside, would change of router's believed offer
+// as no longer re-sent alike.
+func (l *link) unsettle(router netip.Addr, w word) {
+	for p, st := range w.states {
+		if e, ok := l.ra[raKey{p, router}]; ok && e.alike && changes(e, ok, st, w.at) {
+			e.alike = false
+			l.ra[raKey{p, router}] = e
+		}
+	}
+}
+
 // resends reports whether w states nothing but router's believed offer,
 // re-sent with the same lifetimes later: a proposal only because whether the
 // router re-sends its lifetimes alike is not yet known.
 func (l *link) resends(router netip.Addr, w word) bool {
 	for p, st := range w.states {
 		e, ok := l.ra[raKey{p, router}]
-		if !ok || e.doubted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
+		if !ok || e.doubted || e.omitted || st != e.stated || e.statement(w.at).isPreferred() != st.isPreferred() {
 			return false
 		}
 	}
@@ -221,14 +241,14 @@ func (l *link) speakerFor(router netip.Addr, now time.Time) *speaker {
 
 // corroborate takes one RA's word from router under the rules above.
 func (s *State) corroborate(name string, router netip.Addr, w word, multicast bool) {
-	l := s.links[name]
+	l := s.fit(s.links[name])
 	now := w.at
 	l.known = s.readTo(l, now)
 	if sp := l.speakers[router]; sp != nil {
 		// Its proposal whose window passed is believed before this word counts.
 		s.settle(name, l, router, sp, now)
 	}
-	prev := l.heard(router, now, multicast, s.Corroboration)
+	prev, quiet := l.heard(router, now, multicast, s.Corroboration)
 	sp := l.speakerFor(router, now)
 	if sp == nil {
 		l.crowded++
@@ -241,13 +261,18 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			// the proposal now, put to the router afresh - a word before it
 			// that carried p may have contradicted w.
 			sp.pending = newProposal(w)
+			sp.pending.quiet = quiet
 			return
 		}
 		switch {
-		case contradicts && p.resend:
+		case p.resend && !carries:
 			// It only re-sent the believed offer (its lifetimes alike, later):
 			// dropping it is all safety needs, and a router that renumbers
-			// while one waits is no second speaker.
+			// while one waits is no second speaker. Another change that does
+			// not contradict it (--keep-omitted-prefixes: no RA states what
+			// it omits) takes its place: waiting its turn, a renumbering
+			// was held back until the re-send was forgotten (a minute;
+			// FuzzCorroboration 871952fa71879a4a).
 			sp.pending = nil
 		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)
@@ -258,9 +283,25 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 			p.take(w)
 			p.answer(now)
 			return
+		case !p.answered && !p.asked.IsZero() && !now.Before(p.soonest()):
+			// The router was asked and did not say it by the window's end:
+			// another change that contradicts nothing takes its place,
+			// silently (--keep-omitted-prefixes: a withdrawal no router
+			// word states otherwise held a renumbering back a minute,
+			// FuzzCorroboration ca47456b2615a48a). What it would change is
+			// no longer re-sent alike: it may be the router's own change,
+			// its answer held (a reload to multicast answers), and a replay
+			// of its old word must not refresh what it changed
+			// (fc395c4c26134717).
+			l.unsettle(router, p.word)
+			sp.pending = nil
 		default:
 			// Another change that contradicts nothing (a router splitting its
 			// prefixes over several RAs): it waits its turn, and comes again.
+			// Meanwhile what it changes is not re-sent alike: a replay of the
+			// router's old word refreshed a prefix it had withdrawn
+			// (--keep-omitted-prefixes, FuzzCorroboration 3dfc89585e30b2d6).
+			l.unsettle(router, w)
 			return
 		}
 	}
@@ -269,13 +310,13 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		return
 	}
 	p := newProposal(w)
-	p.resend = l.resends(router, w)
+	p.resend, p.quiet = l.resends(router, w), quiet
 	sp.pending = p
 	// The first word from the address since the last solicitation: the
 	// router's answer to that solicitation is this word or still to come,
 	// so that solicitation puts the proposal to the router.
 	if a := l.asked; !a.IsZero() && prev.Before(a) && now.After(a) {
-		if end := l.answerBy(router, a, s.Corroboration); now.Before(end) {
+		if end := l.answerBy(router, a, p.quiet, s.Corroboration); now.Before(end) {
 			p.asked, p.end, p.answered = a, end, true
 		}
 	}
@@ -300,6 +341,7 @@ func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time
 			s.believe(name, r, p.word, p.ends)
 			sp.pending = nil
 		case !p.answered && !now.Before(p.heard.Add(s.ConflictHold)):
+			l.unsettle(r, p.word)
 			sp.pending = nil // said once, never again: forgotten
 		}
 	}
@@ -335,7 +377,7 @@ func (s *State) Solicit(now time.Time) ([]string, time.Time) {
 	var due []string
 	var next time.Time
 	for _, name := range s.Links() {
-		l := s.links[name]
+		l := s.fit(s.links[name])
 		// A proposal not yet asked, a probe of how a router answers tried
 		// again, a proposal asked again for a shorter window (answer.go).
 		known := s.readTo(l, now)
@@ -374,6 +416,7 @@ func (s *State) Solicited(name string, at time.Time) {
 	if l == nil {
 		return
 	}
+	s.fit(l)
 	l.asked, l.requested = at, time.Time{}
 	l.known = s.readTo(l, at)
 	l.probeAll(at, s.Corroboration)
@@ -382,7 +425,7 @@ func (s *State) Solicited(name string, at time.Time) {
 		if p == nil || at.Before(p.heard) {
 			continue
 		}
-		end := l.answerBy(r, at, s.Corroboration)
+		end := l.answerBy(r, at, p.quiet, s.Corroboration)
 		switch {
 		case p.asked.IsZero():
 			p.asked, p.end = at, end
@@ -395,6 +438,13 @@ func (s *State) Solicited(name string, at time.Time) {
 		// times say which came first.
 		p.answer(p.at)
 	}
+}
+
+// fit gives l the routers' MinDelayBetweenRAs (RouterMinDelay) for
+// answer.go's windows, and returns it.
+func (s *State) fit(l *link) *link {
+	l.minDelay = s.RouterMinDelay
+	return l
 }
 
 // Conflicts returns the routers whose address contradicted itself on the

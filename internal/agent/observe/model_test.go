@@ -73,8 +73,14 @@ type routerOffer struct {
 type modelRouter struct {
 	unicast  bool
 	interval time.Duration
-	offers   []*routerOffer
-	sent     [][]RAPrefix // every RA it sent, for replays
+	// minDelay: its MinDelayBetweenRAs (RFC 4861's 3 s, or radvd's option
+	// above it; the agent is told it, as the user would: RouterMinDelay).
+	minDelay time.Duration
+	// wasUnicast: it unicast its answers at some time (a reload may have
+	// changed how it answers).
+	wasUnicast bool
+	offers     []*routerOffer
+	sent       [][]RAPrefix // every RA it sent, for replays
 	// unheard: how many of sent went out before the agent listened.
 	unheard int
 	// lastMcast, nextPeriodic, answerAt: its RFC 4861 timers.
@@ -109,7 +115,17 @@ const maxReadDelay = 4 * time.Second
 // The router's answer and the window may be the initial phase's (answer.go:
 // any address not learnt to unicast its answers waits for it, and a
 // unicasting router's probes may be spoiled by its periodic RAs).
-const landing = SolicitSpacing + MinDelayBetweenRAs + MaxInitialRtrAdvertInterval + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+// With --keep-omitted-prefixes a change that neither carries nor
+// contradicts the one waiting from its address (a router splitting its
+// offer) waits its turn: a renumbering read while the router's previous
+// word waits lands within twice that.
+func (m *model) landing() time.Duration {
+	d := SolicitSpacing + m.r.minDelay + MaxInitialRtrAdvertInterval + MaxRADelay + DefaultCorroboration + 3*maxReadDelay + time.Millisecond
+	if m.keepOmitted {
+		d *= 2
+	}
+	return d
+}
 
 // arrival is a word the agent has yet to read.
 type arrival struct {
@@ -129,8 +145,11 @@ type model struct {
 	unread []arrival
 	// lastAdversary: when the adversary last spoke.
 	lastAdversary time.Time
-	// echo: the adversary answers the agent's solicitations at once, unicast.
-	echo bool
+	// echo: the adversary answers the agent's solicitations at once, unicast,
+	// with a copy of the router's offer or (echoOwn) of its own last word,
+	// said.
+	echo, echoOwn bool
+	said          []RAPrefix
 	// land: a renumbering to check at land (zero: none).
 	land time.Time
 	// conflictBy: a contradiction of the router's offer to be reported by then.
@@ -138,7 +157,20 @@ type model struct {
 	// gap: no socket is open until then (zero: one is); reopened: when one
 	// last opened after a gap.
 	gap, reopened time.Time
-	steps         int
+	// drop: how many of the next words to arrive the kernel drops (its
+	// socket's queue full: a flood); lostAt: the last one dropped and not
+	// yet reported (zero: none) - reported with the first word read that
+	// arrived after it, or when the listener finds its socket empty.
+	drop   int
+	lostAt time.Time
+	// droppedAt: when a word was last dropped.
+	droppedAt time.Time
+	// rearm: a word was dropped while a renumbering was to land; it lands
+	// within landing of the router's next word queued.
+	rearm bool
+	// keepOmitted: the agent runs with --keep-omitted-prefixes.
+	keepOmitted bool
+	steps       int
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -164,10 +196,17 @@ func (m *model) delay() time.Duration {
 
 // arrive queues a word arriving at now; the agent reads it after a delay in
 // [0, maxReadDelay] the fuzzer chooses, and after every word before it.
-func (m *model) arrive(prefixes []RAPrefix, multicast bool) {
+func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 	if m.now.Before(m.gap) {
 		m.tracef("no socket: the word is queued nowhere")
-		return
+		return false
+	}
+	if m.drop > 0 {
+		m.drop--
+		m.lostAt, m.droppedAt = m.now, m.now
+		m.tracef("the kernel drops the word")
+		m.rearm = !m.land.IsZero() // the router says it again, at its next word
+		return false
 	}
 	m.jitter++
 	var b byte
@@ -179,6 +218,14 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) {
 		readAt = later(readAt, m.unread[n-1].readAt)
 	}
 	m.unread = append(m.unread, arrival{at: m.now, readAt: readAt, prefixes: prefixes, multicast: multicast})
+	return true
+}
+
+// lost reports the drops not yet reported, at at.
+func (m *model) lost(at time.Time) {
+	m.tracef("agent learns of drops, at +%s", at.Sub(t0))
+	m.s.Lost("eth0", at)
+	m.lostAt = time.Time{}
 }
 
 // read hands the agent every word whose reading time came, stamped when it
@@ -190,10 +237,16 @@ func (m *model) read() {
 	for len(m.unread) > 0 && !m.unread[0].readAt.After(m.now) {
 		a := m.unread[0]
 		m.unread = m.unread[1:]
+		if !m.lostAt.IsZero() && !a.at.Before(m.lostAt) {
+			m.lost(a.at) // the kernel's count of drops comes with it
+		}
 		m.tracef("agent reads the word of +%s %v multicast=%v", a.at.Sub(t0), a.prefixes, a.multicast)
 		m.s.Heard("eth0", routerA, a.at, a.prefixes, a.multicast)
 	}
 	if len(m.unread) == 0 {
+		if !m.lostAt.IsZero() {
+			m.lost(m.now) // the socket's count of drops, read on a sync
+		}
 		m.s.Read("eth0", m.now)
 	}
 }
@@ -215,10 +268,15 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 		cur.first = m.now
 		if len(r.offers) > 1 {
 			r.offers[len(r.offers)-2].until = m.now
-			m.land = m.now.Add(landing)
+			m.land = m.now.Add(m.landing())
 		}
 	}
 	r.sent = append(r.sent, prefixes)
+	defer func() {
+		if m.rearm && !m.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
+			m.land, m.rearm = later(m.land, m.now.Add(m.landing())), false
+		}
+	}()
 	if multicast {
 		r.lastMcast = m.now
 		r.nextPeriodic = m.now.Add(r.interval)
@@ -246,7 +304,7 @@ func (m *model) solicited() {
 		m.tracef("router will answer at +%s", r.answerAt.Sub(t0))
 		return
 	}
-	limited := !r.lastMcast.IsZero() && m.now.Sub(r.lastMcast) < MinDelayBetweenRAs
+	limited := !r.lastMcast.IsZero() && m.now.Sub(r.lastMcast) < r.minDelay
 	if limited && r.initial > 0 {
 		// radvd's reschedule_iface: its one timer, set from now.
 		r.answerAt, r.answerMcast = m.now.Add(min(r.interval, MaxInitialRtrAdvertInterval)), true
@@ -262,7 +320,7 @@ func (m *model) solicited() {
 	}
 	at := m.now.Add(d)
 	if limited {
-		at = r.lastMcast.Add(MinDelayBetweenRAs + d)
+		at = r.lastMcast.Add(r.minDelay + d)
 	}
 	if r.nextPeriodic.Before(at) {
 		at = r.nextPeriodic
@@ -341,7 +399,14 @@ func (m *model) sendSolicitation() {
 		m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
 		m.tracef("adversary answers at once")
 		m.lastAdversary = m.now
-		m.s.Heard("eth0", routerA, m.now, m.r.stating().prefixes, false)
+		ps := m.r.stating().prefixes
+		if m.echoOwn {
+			ps = m.said
+		}
+		// Queued behind what arrived before it: handed over at once, it
+		// was read before words that came earlier, which no listener does.
+		m.arrive(ps, false)
+		m.read()
 	}
 }
 
@@ -349,7 +414,7 @@ func (m *model) sendSolicitation() {
 // is lost with it.
 func (m *model) closeSocket(gap time.Duration) {
 	m.tracef("listener closes its socket for %s, %d words unread", gap, len(m.unread))
-	m.unread = nil
+	m.unread, m.lostAt, m.drop = nil, time.Time{}, 0
 	m.gap = m.now.Add(gap)
 	m.conflictBy = time.Time{}
 }
@@ -369,7 +434,7 @@ func (m *model) reopen() {
 	m.now = m.now.Add(time.Nanosecond) // the solicitation goes out after the socket opened
 	m.sendSolicitation()
 	if !m.land.IsZero() {
-		m.land = later(m.land, m.now.Add(landing))
+		m.land = later(m.land, m.now.Add(m.landing()))
 	}
 }
 
@@ -385,12 +450,21 @@ func (m *model) agent() {
 // check asserts safety and liveness at now.
 func (m *model) check() {
 	m.steps++
-	if n := m.s.RouterAnswers("eth0", m.now)[AnswersUnicast]; n > 0 && !m.r.unicast {
+	if n := m.s.RouterAnswers("eth0", m.now)[AnswersUnicast]; n > 0 && !m.r.wasUnicast {
 		m.fail("takes the router, which multicasts its answers, for one that unicasts them")
 	}
 	l := m.s.links["eth0"]
 	for k, e := range l.ra {
 		if k.router != routerA {
+			continue
+		}
+		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).offersPrefix(k.prefix) || m.r.omittedSince(k.prefix, e.at)) {
+			// Open (docs/security.md): with --keep-omitted-prefixes no RA
+			// is its router's whole offer, so a prefix a spoofer adds, or
+			// restates when the router no longer mentions it, is as a
+			// router splitting its offer over several RAs would say it
+			// (and stays so until the router's word of it is corroborated:
+			// set when the router did not offer it, or stopped since).
 			continue
 		}
 		var validBy, prefBy time.Time
@@ -427,24 +501,9 @@ func (m *model) check() {
 			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
 		}
 	}
-	if !m.land.IsZero() && !m.now.Before(m.land) {
-		if m.lastAdversary.Before(m.land.Add(-landing)) {
-			var want, got []netip.Prefix
-			for _, p := range m.r.stating().prefixes {
-				if p.Preferred > 0 {
-					want = append(want, p.Prefix)
-				}
-			}
-			for k, e := range l.ra {
-				if k.router == routerA && !e.preferred.passed(m.now) {
-					got = append(got, k.prefix)
-				}
-			}
-			slices.SortFunc(got, netip.Prefix.Compare)
-			slices.SortFunc(want, netip.Prefix.Compare)
-			if !slices.Equal(got, want) {
-				m.fail("a renumbering no adversary word followed: believed preferred %v at +%s, want %v", got, landing, want)
-			}
+	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) {
+		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
+			m.landed(l)
 		}
 		m.land = time.Time{}
 	}
@@ -455,6 +514,83 @@ func (m *model) check() {
 			m.fail("an adversary word contradicting the router was not reported as a conflict")
 		}
 	}
+}
+
+// landed checks a renumbering no adversary word followed: what the router
+// states preferred is believed preferred, what it states deprecated or
+// withdraws is not, and what it omits is not either where its RA is its
+// whole offer (it offers something, and the agent deprecates on omission).
+// An RA that offers nothing says nothing of a prefix it omits.
+func (m *model) landed(l *link) {
+	o := m.r.stating()
+	var want, got []netip.Prefix
+	whole := !m.keepOmitted && o.offers()
+	for k, e := range l.ra {
+		if k.router != routerA || e.preferred.passed(m.now) {
+			continue
+		}
+		st, ok := o.statement(k.prefix)
+		if ok && st.isPreferred() || !ok && !whole {
+			continue
+		}
+		got = append(got, k.prefix)
+	}
+	for _, p := range o.prefixes {
+		if e, ok := l.ra[raKey{p.Prefix, routerA}]; p.Valid > 0 && p.Preferred > 0 && (!ok || e.preferred.passed(m.now)) {
+			want = append(want, p.Prefix)
+		}
+	}
+	if len(got)+len(want) > 0 {
+		m.fail("a renumbering no adversary word followed, at +%s: believed preferred %v, which the router no longer states preferred; not believed preferred %v, which it does (its offer %v)",
+			m.landing(), got, want, o.prefixes)
+	}
+}
+
+// states reports whether o lists p; statement what its last listing says.
+func (o *routerOffer) states(p netip.Prefix) bool {
+	_, ok := o.statement(p)
+	return ok
+}
+
+func (o *routerOffer) statement(p netip.Prefix) (statement, bool) {
+	st, ok := statement{}, false
+	for _, q := range o.prefixes {
+		if q.Prefix == p {
+			st, ok = statement{valid: q.Valid, preferred: min(q.Preferred, q.Valid)}, true
+		}
+	}
+	return st, ok
+}
+
+// statingAt is the offer the router last advertised by at.
+func (r *modelRouter) statingAt(at time.Time) *routerOffer {
+	for i := len(r.offers) - 1; i > 0; i-- {
+		if o := r.offers[i]; !o.first.IsZero() && !o.first.After(at) {
+			return o
+		}
+	}
+	return r.offers[0]
+}
+
+// omittedSince reports whether an offer first sent after at does not offer p.
+func (r *modelRouter) omittedSince(p netip.Prefix, at time.Time) bool {
+	for _, o := range r.offers {
+		if !o.first.IsZero() && o.first.After(at) && !o.offersPrefix(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// offersPrefix reports whether o offers p (valid > 0).
+func (o *routerOffer) offersPrefix(p netip.Prefix) bool {
+	st, ok := o.statement(p)
+	return ok && st.offered()
+}
+
+// offers reports whether o offers any prefix (valid > 0).
+func (o *routerOffer) offers() bool {
+	return slices.ContainsFunc(o.prefixes, func(p RAPrefix) bool { return p.Valid > 0 })
 }
 
 func (m *model) at(d deadline) string {
@@ -473,7 +609,7 @@ func (m *model) fail(format string, args ...any) {
 func (m *model) adversary() {
 	op := m.next()
 	switch op % 8 {
-	case 0, 1, 2: // any RA
+	case 0, 1, 2: // any RA (no prefix option at all, too)
 		n := int(m.next() % 5)
 		var ps []RAPrefix
 		for range n {
@@ -489,70 +625,103 @@ func (m *model) adversary() {
 			m.speak(m.r.sent[int(m.next())%len(m.r.sent)], op&0x10 == 0)
 		}
 	case 5:
-		if op&0x20 != 0 { // the adversary starts or stops answering the agent's solicitations
-			m.echo = !m.echo
-			break
-		}
-		if op&0x40 != 0 && m.gap.IsZero() { // not the adversary: the listener reopens its socket
+		switch {
+		case op&0x20 != 0: // the adversary starts or stops answering the agent's solicitations
+			m.echo, m.echoOwn = !m.echo, op&0x40 != 0
+		case op&0x40 != 0 && m.gap.IsZero(): // not the adversary: the listener reopens its socket
 			m.closeSocket(time.Duration(m.next()+1) * 20 * time.Millisecond)
-			break
+		case op&0x80 != 0: // a flood: the kernel drops the next words to arrive
+			m.drop = 1 + int(m.next()%4)
+		default:
+			m.solicited() // the adversary solicits the router
 		}
-		m.solicited() // the adversary solicits the router
-	case 6: // the router renumbers
-		m.renumber(op&0x10 != 0)
+	case 6: // the router renumbers (a reload)
+		m.renumber(op)
 	case 7: // the adversary is quiet for a while
 		m.runUntil(m.now.Add(time.Duration(m.next()) * time.Second))
 	}
 }
 
 func (m *model) speak(ps []RAPrefix, multicast bool) {
-	if len(ps) == 0 {
-		return
-	}
 	m.reopenDue()
-	m.lastAdversary = m.now
+	m.lastAdversary, m.said = m.now, ps
 	m.tracef("adversary says %v multicast=%v", ps, multicast)
 	if m.now.Before(m.gap) {
 		m.arrive(ps, multicast) // queued nowhere
 		return
 	}
-	w := newWord(m.now, ps, true)
 	// A word that contradicts the router's offer and would change what
 	// believing that offer left (omitting a deprecated prefix does not).
 	router := New("eth0")
+	router.OmitDeprecates = m.s.OmitDeprecates
 	router.Corroboration = 0
 	router.RA("eth0", routerA, m.now, m.r.stating().prefixes)
 	router.Corroboration = DefaultCorroboration
-	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, true), w)
-	owed := m.reopened.IsZero() || !m.now.Before(m.reopened.Add(landing))
-	if contradicts && owed && router.links["eth0"].changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
-		m.conflictBy = m.now.Add(landing)
+	rl := router.links["eth0"]
+	w := newWord(m.now, ps, m.s.OmitDeprecates)
+	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, m.s.OmitDeprecates), w)
+	// Nor after a drop: the router's change may have been dropped, and the
+	// word then looks to the agent like the router's own before it.
+	owed := (m.reopened.IsZero() || !m.now.Before(m.reopened.Add(m.landing()))) &&
+		(m.droppedAt.IsZero() || !m.now.Before(m.droppedAt.Add(m.landing())))
+	// With --keep-omitted-prefixes a word that neither carries nor
+	// contradicts the change waiting from its address (a router splitting
+	// its offer over several RAs) is set aside, to come again: said once,
+	// it moves nothing and owes no conflict.
+	owed = owed && !m.keepOmitted
+	if !m.arrive(ps, multicast) {
+		owed = false // dropped
 	}
-	m.arrive(ps, multicast)
+	if contradicts && owed && rl.changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
+		m.conflictBy = m.now.Add(m.landing())
+	}
 	m.agent()
 }
 
-// renumber: the router moves to the next prefix of the pool, advertising
-// the old one deprecated (RFC 9096) or omitting it.
-func (m *model) renumber(omit bool) {
+// renumber: the router reloads onto a new offer, as op says: the next
+// prefix of the pool, advertising the old one deprecated (RFC 9096) or
+// omitting it (0x10); the same offer (0x08: a SIGHUP that changes nothing);
+// or (0x20) nothing - its prefixes withdrawn (0x40: valid
+// lifetime 0) or no prefix option at all (a home router that lost its ISP
+// prefix). With 0x80 the reload also changes how it answers solicitations
+// (unicast to multicast or back: a new configuration, a failover peer).
+func (m *model) renumber(op byte) {
 	r := m.r
 	cur := r.current()
 	if cur.first.IsZero() {
 		return // the last renumbering was never advertised
 	}
-	next := modelPrefixes[len(r.offers)%4]
-	ps := []RAPrefix{{Prefix: next, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}
-	if !omit {
-		ps = append(ps, RAPrefix{Prefix: cur.prefixes[0].Prefix, Valid: time.Hour, Autonomous: true})
+	var ps []RAPrefix
+	switch {
+	case op&0x08 != 0:
+		ps = cur.prefixes
+	case op&0x20 != 0 && op&0x40 != 0:
+		for _, p := range cur.prefixes {
+			if p.Valid > 0 {
+				ps = append(ps, RAPrefix{Prefix: p.Prefix, Autonomous: true})
+			}
+		}
+	case op&0x20 != 0:
+	default:
+		next := modelPrefixes[len(r.offers)%4]
+		ps = []RAPrefix{{Prefix: next, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}
+		if old := cur.prefixes; op&0x10 == 0 && len(old) > 0 && old[0].Valid > 0 && old[0].Prefix != next {
+			ps = append(ps, RAPrefix{Prefix: old[0].Prefix, Valid: time.Hour, Autonomous: true})
+		}
 	}
 	r.offers = append(r.offers, &routerOffer{prefixes: ps})
 	r.initial = maxInitialRAs // a reload
-	m.tracef("router renumbers to %v", ps)
+	if op&0x80 != 0 {
+		r.unicast = !r.unicast
+		r.wasUnicast = r.wasUnicast || r.unicast
+		r.answerAt = time.Time{} // the old daemon's answer is gone with it
+	}
+	m.tracef("router renumbers to %v, answering unicast %v", ps, r.unicast)
 	m.conflictBy = time.Time{} // the adversary's last word may be the new offer
 	// It says so at once, as radvd does on a new configuration.
 	at := m.now
-	if !r.unicast && !r.lastMcast.IsZero() && at.Sub(r.lastMcast) < MinDelayBetweenRAs {
-		at = r.lastMcast.Add(MinDelayBetweenRAs)
+	if !r.unicast && !r.lastMcast.IsZero() && at.Sub(r.lastMcast) < r.minDelay {
+		at = r.lastMcast.Add(r.minDelay)
 	}
 	if at.Before(r.nextPeriodic) {
 		r.nextPeriodic = at
@@ -572,7 +741,24 @@ func runModel(t testing.TB, input []byte) int {
 		unicast:  cfg&1 == 1,
 		interval: MinDelayBetweenRAs + time.Duration(cfg>>1)*time.Second/4,
 		offers:   []*routerOffer{{prefixes: []RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}}},
+		minDelay: MinDelayBetweenRAs,
 	}
+	m.r.wasUnicast = m.r.unicast
+	// The agent's options: --keep-omitted-prefixes, and the router's
+	// MinDelayBetweenRAs above RFC 4861's 3 s (radvd's option; the user
+	// tells the agent, --router-min-delay).
+	opts := m.next()
+	m.keepOmitted = opts&1 == 1
+	m.s.OmitDeprecates = !m.keepOmitted
+	switch opts >> 1 & 7 {
+	case 5:
+		m.r.minDelay = 4 * time.Second
+	case 6:
+		m.r.minDelay = 6 * time.Second
+	case 7:
+		m.r.minDelay = 10 * time.Second
+	}
+	m.s.RouterMinDelay = m.r.minDelay
 	if b := m.next(); b < 0x80 {
 		m.r.nextPeriodic = t0.Add(time.Duration(b) * 10 * time.Millisecond)
 	} else {
@@ -617,6 +803,20 @@ func FuzzCorroboration(f *testing.F) {
 	// unheard, its initial phase, holding its answer to the listener's
 	// first solicitation 16 s); the adversary offers its prefix at once.
 	f.Add([]byte{0xfe, 0xb2, 5, 0, 1, 0x19, 4, 0, 7, 60})
+	// issue 42's RA holes, as the widened model plays them:
+	// a router offering nothing (no prefix option), a spoofer offering its
+	// prefix and answering every solicitation;
+	f.Add([]byte{0xff, 10, 0, 0, 7, 30, 0, 0x26, 1, 0x65, 50, 0, 1, 31, 4, 0, 7, 60})
+	// a router learnt to unicast its answers reloaded to multicast them
+	// (the same offer), a spoofer offering its prefix just after the
+	// reload RA and answering every solicitation at once;
+	f.Add([]byte{0xff, 10, 0, 0, 7, 60, 0, 0x8e, 1, 0x65, 1, 0, 1, 31, 4, 0, 7, 60})
+	// --keep-omitted-prefixes: the router renumbers, a spoofer offers its
+	// prefix (believed: open), and must not move the router's;
+	f.Add([]byte{0xff, 10, 1, 0, 7, 30, 0, 0x65, 1, 0, 1, 31, 4, 0, 6, 0, 7, 60})
+	// radvd's MinDelayBetweenRAs 6 s, answering to all nodes: a spoofer
+	// speaks 3.2 s after its multicast RA and answers at once.
+	f.Add([]byte{0xfe, 10, 0x0c, 0, 7, 60, 0, 7, 12, 40, 0x65, 0, 0, 1, 31, 4, 0, 7, 60})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

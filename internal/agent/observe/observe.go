@@ -97,6 +97,11 @@ type lifetimes struct {
 	// doubted: a word from the router's address contradicted another since
 	// this was believed; restating it is a proposal too (corroborate.go).
 	doubted bool
+	// omitted: a believed word of its router that offered nothing omitted
+	// it (the router stopped mentioning it, and left it to its lifetimes);
+	// restating it is a proposal too, never a re-send: a replay of the
+	// router's old RA would refresh it for ever.
+	omitted bool
 }
 
 type link struct {
@@ -120,6 +125,7 @@ type link struct {
 	voices         map[netip.Addr]*voice // how each address speaks (answer.go)
 	voiceFloor     time.Time             // the latest an address forgotten spoke
 	firstAsked     time.Time             // the first solicitation since the link was up
+	minDelay       time.Duration         // the routers' MinDelayBetweenRAs (State.fit)
 	asked          time.Time             // the last Router Solicitation sent
 	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
@@ -177,6 +183,11 @@ type State struct {
 	// listener stamps RAs with the kernel's receive time and reports Read,
 	// sets it; tests of the rules alone may leave it off.
 	AwaitReads bool
+	// RouterMinDelay: the routers' MinDelayBetweenRAs where it is above RFC
+	// 4861's 3 s (radvd's option; zero or less: 3 s). A router that
+	// multicasts its answers holds one that long after its last multicast
+	// RA (answer.go), and only the user can say so: an attacker can add RAs.
+	RouterMinDelay time.Duration
 	// Reserve: digest slots Snapshot leaves free for what the agent adds
 	// after it (a confirmer's DHCPv6 offers): a router advertising enough
 	// prefixes filled the digest, and the offer was left out unsaid.
@@ -264,7 +275,7 @@ func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []
 	}
 	w := newWord(now, prefixes, s.OmitDeprecates)
 	switch {
-	case len(prefixes) == 0:
+	case len(prefixes) == 0 && s.Corroboration <= 0:
 		l.sawRA = true
 	case s.Corroboration <= 0:
 		s.believe(name, router, w, nil)
@@ -314,8 +325,15 @@ func (s *State) believe(name string, router netip.Addr, w word, ends map[netip.P
 	}
 	l.capRA(s.policies[name], now)
 	// Only an RA that offers something (valid > 0) is the router's whole offer: one
-	// that merely withdraws a prefix says nothing of the others.
+	// that merely withdraws a prefix, or has none, deprecates nothing else.
+	// Its router no longer mentions what it omits, though (complete).
 	if !w.whole {
+		for k, e := range l.ra {
+			if _, ok := w.states[k.prefix]; w.complete && k.router == router && !ok && !e.omitted {
+				e.omitted, e.alike = true, false
+				l.ra[k] = e
+			}
+		}
 		return
 	}
 	for k, e := range l.ra {

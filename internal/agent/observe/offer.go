@@ -37,10 +37,18 @@ type word struct {
 	// whole: the RA is its router's whole offer, so a prefix it omits is not
 	// offered (OmitDeprecates, and the RA offers something).
 	whole bool
+	// complete: the RA states every prefix its router offers, whatever it
+	// offers (OmitDeprecates: an RA that offers nothing, or only withdraws,
+	// too), so against another word it states a prefix it omits not
+	// offered: a router offering nothing contradicts a spoofer's prefix.
+	// Only a whole word deprecates what it omits, though: an RA that offers
+	// nothing changes nothing its router was believed to offer before (a
+	// home router that lost its ISP prefix leaves it to its lifetimes).
+	complete bool
 }
 
 func newWord(at time.Time, prefixes []RAPrefix, omitDeprecates bool) word {
-	w := word{at: at, states: make(map[netip.Prefix]statement, len(prefixes))}
+	w := word{at: at, states: make(map[netip.Prefix]statement, len(prefixes)), complete: omitDeprecates}
 	for _, p := range prefixes {
 		pref := min(p.Preferred, p.Valid)
 		w.states[p.Prefix.Masked()] = statement{valid: p.Valid, preferred: pref}
@@ -50,10 +58,10 @@ func newWord(at time.Time, prefixes []RAPrefix, omitDeprecates bool) word {
 }
 
 // says returns what w states of p, and whether it states anything of it (a
-// whole word states every prefix it omits not offered).
+// complete word states every prefix it omits not offered).
 func (w word) says(p netip.Prefix) (statement, bool) {
 	st, ok := w.states[p]
-	return st, ok || w.whole
+	return st, ok || w.complete
 }
 
 // sameEnd reports whether lifetime a stated at at and b stated at bt say
@@ -128,8 +136,8 @@ func changes(e lifetimes, ok bool, st statement, now time.Time) bool {
 	if !ok {
 		return st.offered()
 	}
-	if e.doubted && st.offered() {
-		return true // two speakers: only a corroborated word restates it
+	if (e.doubted || e.omitted) && st.offered() {
+		return true // two speakers, or the router stopped mentioning it: only a corroborated word restates it
 	}
 	cur := e.statement(now)
 	if !cur.offered() || !st.offered() {

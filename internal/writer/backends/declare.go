@@ -48,6 +48,11 @@ func (f family) discover(disc Discovery) ([]*Kind, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f.pick(served), nil
+}
+
+// pick returns the family's kinds in served (resource -> version, Served).
+func (f family) pick(served map[string]string) []*Kind {
 	var out []*Kind
 	for _, k := range f.kinds() {
 		if v, ok := served[k.Resource]; ok {
@@ -55,7 +60,7 @@ func (f family) discover(disc Discovery) ([]*Kind, error) {
 			out = append(out, k)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // familyOf is the family of group.

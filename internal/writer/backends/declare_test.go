@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,11 +18,11 @@ import (
 // The shipped manifests, from the repository's root: each as manifests/ has it
 // and as the chart embeds it (tools/chartfiles copies them).
 var (
-	writerRBAC   = []string{"manifests/writer/rbac.yaml", "charts/renumber/files/writer-rbac.yaml"}
-	readerRBAC   = []string{"manifests/reader/rbac.yaml", "charts/renumber/files/reader-rbac.yaml"}
-	kubeVIPRBAC  = []string{"manifests/kube-vip/rbac.yaml"}
-	policies     = []string{"manifests/writer/policy.yaml", "charts/renumber/files/writer-policy.yaml"}
-	valuePolicys = []string{"manifests/writer/policy-values.yaml", "charts/renumber/files/writer-policy-values.yaml"}
+	writerRBAC    = []string{"manifests/writer/rbac.yaml", "charts/renumber/files/writer-rbac.yaml"}
+	readerRBAC    = []string{"manifests/reader/rbac.yaml", "charts/renumber/files/reader-rbac.yaml"}
+	kubeVIPRBAC   = "manifests/kube-vip/rbac.yaml"
+	policies      = []string{"manifests/writer/policy.yaml", "charts/renumber/files/writer-policy.yaml"}
+	valuePolicies = []string{"manifests/writer/policy-values.yaml", "charts/renumber/files/writer-policy-values.yaml"}
 )
 
 // notKinds: what the writer is granted beyond its backends, and why.
@@ -49,7 +50,7 @@ var notKindsRead = map[string][]string{
 // granted to either than the Kinds and the writer's other stages declare.
 func TestRBACGrantsWhatTheKindsDeclare(t *testing.T) {
 	for i := range writerRBAC {
-		checkGrants(t, "writer", writerRBAC[i], grants(t, "writer", writerRBAC[i], kubeVIPRBAC[0]), func(a Access) []string { return a.Writer }, notKinds)
+		checkGrants(t, "writer", writerRBAC[i], grants(t, "writer", writerRBAC[i], kubeVIPRBAC), func(a Access) []string { return a.Writer }, notKinds)
 		checkGrants(t, "reader", readerRBAC[i], grants(t, "reader", readerRBAC[i]), func(a Access) []string { return a.Reader }, notKindsRead)
 	}
 }
@@ -123,31 +124,37 @@ func grants(t *testing.T, who string, files ...string) map[string]grant {
 // write of the objects it owns (create, patch, delete) by a field policy.
 func TestThePoliciesMatchEveryKind(t *testing.T) {
 	for i := range policies {
-		matched := matches(t, policies[i], valuePolicys[i])
-		for _, a := range Declared() {
-			if a.Only != "" {
-				continue // RBAC names its one object
-			}
-			r := a.Group + "/" + a.Resource
-			for _, v := range a.Writer {
-				op := map[string]string{"create": "CREATE", "patch": "UPDATE", "update": "UPDATE", "delete": "DELETE"}[v]
-				if op == "" {
-					continue
-				}
-				field := slices.DeleteFunc(slices.Clone(matched[r+" "+op]), func(p string) bool {
-					return p == "renumber-writer-sizes" || p == "renumber-writer-values"
-				})
-				if len(field) == 0 {
-					t.Errorf("%s: no field policy in %s matches %s of %s", a.Name, policies[i], op, r)
-				}
-			}
-			if !a.Pool {
+		checkPolicies(t, policies[i], valuePolicies[i])
+	}
+}
+
+// checkPolicies checks the policies in files, named by the first.
+func checkPolicies(t *testing.T, files ...string) {
+	t.Helper()
+	matched := matches(t, files...)
+	for _, a := range Declared() {
+		if a.Only != "" {
+			continue // RBAC names its one object
+		}
+		r := a.Group + "/" + a.Resource
+		for _, v := range a.Writer {
+			op := map[string]string{"create": "CREATE", "patch": "UPDATE", "update": "UPDATE", "delete": "DELETE"}[v]
+			if op == "" {
 				continue
 			}
-			for _, p := range []string{"renumber-writer-sizes", "renumber-writer-values"} {
-				if !slices.Contains(matched[r+" UPDATE"], p) {
-					t.Errorf("%s: %s: %s does not match UPDATE of %s (its matchConstraints.resourceRules)", policies[i], a.Name, p, r)
-				}
+			field := slices.DeleteFunc(slices.Clone(matched[r+" "+op]), func(p string) bool {
+				return p == "renumber-writer-sizes" || p == "renumber-writer-values"
+			})
+			if len(field) == 0 {
+				t.Errorf("%s: no field policy in %s matches %s of %s", a.Name, files[0], op, r)
+			}
+		}
+		if !a.Pool {
+			continue
+		}
+		for _, p := range []string{"renumber-writer-sizes", "renumber-writer-values"} {
+			if !slices.Contains(matched[r+" UPDATE"], p) {
+				t.Errorf("%s: %s: %s does not match UPDATE of %s (its matchConstraints.resourceRules)", files[0], a.Name, p, r)
 			}
 		}
 	}
@@ -197,13 +204,18 @@ type doc struct {
 	}
 }
 
+// docs reads the manifests in files (from the repository's root; "helm
+// template" for the chart as Helm renders it, rendered).
 func docs(t *testing.T, files ...string) []doc {
 	t.Helper()
 	var out []doc
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join("..", "..", "..", f))
-		if err != nil {
-			t.Fatal(err)
+		b := renderedChart
+		if f != helmTemplate {
+			var err error
+			if b, err = os.ReadFile(filepath.Join("..", "..", "..", f)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 		for {
@@ -220,6 +232,41 @@ func docs(t *testing.T, files ...string) []doc {
 		t.Fatalf("nothing read from %s", strings.Join(files, ", "))
 	}
 	return out
+}
+
+// helmTemplate names the chart as Helm renders it with kube-vip's ConfigMap
+// named (its Role is a template, not a copy of manifests/): renderedChart, once
+// renderChart has run.
+const helmTemplate = "helm template"
+
+var renderedChart []byte
+
+// renderChart renders the chart with the pinned Helm (make helm), or skips
+// outside CI when it is not built.
+func renderChart(t *testing.T) {
+	t.Helper()
+	root := filepath.Join("..", "..", "..")
+	helm := filepath.Join(root, "_out", "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("helm missing in CI: make test builds it (make helm)")
+		}
+		t.Skip("helm not built (make helm)")
+	}
+	out, err := exec.Command(helm, "template", "renumber", filepath.Join(root, "charts", "renumber"), "-n", "renumber-system",
+		"--kube-version", "1.35.0", "--set", "kubeVIP.configMap="+DefaultKubeVIPConfigMap).Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	renderedChart = out
+}
+
+// The chart as Helm renders it grants and matches what manifests/ does.
+func TestTheRenderedChartGrantsWhatTheKindsDeclare(t *testing.T) {
+	renderChart(t)
+	checkGrants(t, "writer", helmTemplate, grants(t, "writer", helmTemplate), func(a Access) []string { return a.Writer }, notKinds)
+	checkGrants(t, "reader", helmTemplate, grants(t, "reader", helmTemplate), func(a Access) []string { return a.Reader }, notKindsRead)
+	checkPolicies(t, helmTemplate, helmTemplate)
 }
 
 // Discover finds every kind Declared names where the API server serves them

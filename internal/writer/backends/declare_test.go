@@ -58,8 +58,9 @@ func TestRBACGrantsWhatTheKindsDeclare(t *testing.T) {
 // grant is what RBAC grants on one resource: verbs, and the objects they are
 // narrowed to ("namespace/name"; none: every object).
 type grant struct {
-	verbs []string
-	only  []string
+	verbs   []string
+	cluster []string // those of verbs a ClusterRole grants: on every namespace
+	only    []string
 }
 
 func checkGrants(t *testing.T, who, file string, got map[string]grant, need func(Access) []string, others map[string][]string) {
@@ -79,6 +80,9 @@ func checkGrants(t *testing.T, who, file string, got map[string]grant, need func
 			t.Errorf("%s: %s: the %s's RBAC grants %s only on %v; the kind follows every object", file, a.Name, who, r, g.only)
 		}
 		for _, v := range need(a) {
+			if a.Only == "" && slices.Contains(g.verbs, v) && !slices.Contains(g.cluster, v) {
+				t.Errorf("%s: %s: the %s's RBAC grants %q on %s only in a Role; the kind follows every namespace", file, a.Name, who, v, r)
+			}
 			if !slices.Contains(g.verbs, v) {
 				t.Errorf("%s: %s: the %s's RBAC does not grant %q on %s (apiGroups [%q], resources [%q])", file, a.Name, who, v, r, a.Group, a.Resource)
 			}
@@ -107,6 +111,9 @@ func grants(t *testing.T, who string, files ...string) map[string]grant {
 				for _, res := range r.Resources {
 					g := out[group+"/"+res]
 					g.verbs = append(g.verbs, r.Verbs...)
+					if doc.Kind == "ClusterRole" {
+						g.cluster = append(g.cluster, r.Verbs...)
+					}
 					for _, name := range r.ResourceNames {
 						g.only = append(g.only, doc.Metadata.Namespace+"/"+name)
 					}

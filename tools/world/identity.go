@@ -268,25 +268,33 @@ func CiliumCRDDir() (string, error) {
 // own Node and the writer to its own fields - and, on Kubernetes 1.31 or
 // later, to values inside the prefixes its DynamicPrefixes name.
 func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
-	m := filepath.Join(cp.w.repo, "manifests")
-	files := []string{
-		filepath.Join(m, "base", "namespace.yaml"),
-		filepath.Join(m, "base", "metrics.yaml"),
-		filepath.Join(m, "agent", "rbac.yaml"),
-		filepath.Join(m, "agent", "policy.yaml"),
-		filepath.Join(m, "writer", "rbac.yaml"),
-		filepath.Join(m, "writer", "policy.yaml"),
-		filepath.Join(m, "reader", "rbac.yaml"),
-		filepath.Join(m, "shadow", "rbac.yaml"),
-	}
 	v, err := cp.Client.Discovery().ServerVersion()
 	if err != nil {
 		return err
 	}
-	if minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+")); minor >= 31 {
-		files = append(files, filepath.Join(m, "writer", "policy-values.yaml"))
+	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	var files []string
+	for _, f := range rbacFiles(minor) {
+		files = append(files, filepath.Join(cp.w.repo, "manifests", f))
 	}
 	return cp.Apply(ctx, files...)
+}
+
+// rbacFiles are the files of manifests/ InstallRBAC applies to an API server
+// of minor version minor: the world's identities are the shipped ones, which
+// the writer's backends test holds to what each pool kind declares
+// (internal/writer/backends/declare_test.go).
+func rbacFiles(minor int) []string {
+	files := []string{
+		"base/namespace.yaml", "base/metrics.yaml",
+		"agent/rbac.yaml", "agent/policy.yaml",
+		"writer/rbac.yaml", "writer/policy.yaml",
+		"reader/rbac.yaml", "shadow/rbac.yaml",
+	}
+	if minor >= 31 {
+		files = append(files, "writer/policy-values.yaml")
+	}
+	return files
 }
 
 // Identity is a ServiceAccount token with a kubeconfig file and a rest.Config.

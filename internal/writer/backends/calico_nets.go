@@ -9,7 +9,6 @@ package backends
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -25,26 +24,21 @@ const (
 // CalicoNetworkSetKinds returns the NetworkSet and GlobalNetworkSet kinds the
 // API server serves.
 func CalicoNetworkSetKinds(disc Discovery) ([]*Kind, error) {
-	served, err := Served(disc, "crd.projectcalico.org", "v1")
-	if err != nil {
-		return nil, err
-	}
+	return familyOf("crd.projectcalico.org").discover(disc)
+}
+
+func networkSetKinds() []*Kind {
 	var out []*Kind
 	for _, k := range []struct {
 		name, resource string
 		namespaced     bool
 	}{{"NetworkSet", NetworkSetResource, true}, {"GlobalNetworkSet", GlobalNetworkSetResource, false}} {
-		v, ok := served[k.resource]
-		if !ok {
-			continue
-		}
 		out = append(out, &Kind{
 			Name: k.name, Resource: k.resource, Namespaced: k.namespaced, AllowList: true,
-			GVR:       schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: v, Resource: k.resource},
 			RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
 			Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return Strings(u, "spec", "nets") },
 			Spec:    listSpec("nets"),
 		})
 	}
-	return out, nil
+	return out
 }

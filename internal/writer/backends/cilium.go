@@ -17,18 +17,12 @@ import (
 // cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
 // from one discovery request per version.
 func DiscoverCilium(disc Discovery) ([]*Kind, schema.GroupVersionResource, error) {
-	served, err := Served(disc, "cilium.io", "v2alpha1", "v2")
+	f := familyOf("cilium.io")
+	served, err := Served(disc, f.group, f.versions...)
 	if err != nil {
 		return nil, schema.GroupVersionResource{}, err
 	}
-	var out []*Kind
-	for _, k := range []*Kind{poolKind(), groupKind()} {
-		if v, ok := served[k.Resource]; ok {
-			k.GVR = schema.GroupVersionResource{Group: "cilium.io", Version: v, Resource: k.Resource}
-			out = append(out, k)
-		}
-	}
-	return out, bgpResource(served), nil
+	return f.pick(served), bgpResource(served), nil
 }
 
 // PoolResource is the CiliumLoadBalancerIPPool resource.

@@ -23,14 +23,17 @@ const (
 	LabelSubnet          = "dynamic-prefix.io/subnet"
 )
 
+// bgpResourceName is the CiliumBGPAdvertisement resource.
+const bgpResourceName = "ciliumbgpadvertisements"
+
 // bgpResource is the CiliumBGPAdvertisement resource, empty if not served (v2
 // only: v2alpha1 advertisements belong to Cilium's older BGP control plane).
 // served is what Served returned for cilium.io, v2 winning over v2alpha1.
 func bgpResource(served map[string]string) schema.GroupVersionResource {
-	if served["ciliumbgpadvertisements"] != "v2" {
+	if served[bgpResourceName] != "v2" {
 		return schema.GroupVersionResource{}
 	}
-	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+	return schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: bgpResourceName}
 }
 
 // Advertisement is one desired CiliumBGPAdvertisement.

@@ -50,17 +50,7 @@ const gatewayAddressType = "IPAddress"
 
 // GatewayKinds returns the Gateway kind if the API server serves
 // gateway.networking.k8s.io/v1 (the Gateway API's standard channel).
-func GatewayKinds(disc Discovery) ([]*Kind, error) {
-	served, err := Served(disc, GatewayGroup, "v1")
-	if err != nil {
-		return nil, err
-	}
-	v, ok := served[GatewayResource]
-	if !ok {
-		return nil, nil
-	}
-	return []*Kind{GatewayKind(v)}, nil
-}
+func GatewayKinds(disc Discovery) ([]*Kind, error) { return familyOf(GatewayGroup).discover(disc) }
 
 // GatewayKind is the Gateway kind in version v.
 func GatewayKind(v string) *Kind {

@@ -6,7 +6,6 @@ package backends
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
@@ -15,22 +14,15 @@ import (
 const MetalLBResource = "ipaddresspools"
 
 // MetalLBKinds returns the IPAddressPool kind if the API server serves it.
-func MetalLBKinds(disc Discovery) ([]*Kind, error) {
-	served, err := Served(disc, "metallb.io", "v1beta1")
-	if err != nil {
-		return nil, err
-	}
-	v, ok := served[MetalLBResource]
-	if !ok {
-		return nil, nil
-	}
-	return []*Kind{{
+func MetalLBKinds(disc Discovery) ([]*Kind, error) { return familyOf("metallb.io").discover(disc) }
+
+func metallbKind() *Kind {
+	return &Kind{
 		Name: "IPAddressPool", Resource: MetalLBResource, Namespaced: true,
-		GVR:       schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: MetalLBResource},
 		RecordKey: dynamicprefix.AnnotationManagedAddresses,
 		Entries:   func(u *unstructured.Unstructured, _ string) ([]string, error) { return metallbEntries(u) },
 		Spec:      listSpec("addresses"),
-	}}, nil
+	}
 }
 
 // metallbEntries reads spec.addresses verbatim (user entries are written back as the

@@ -62,19 +62,10 @@ const DNSTimeout = 2 * time.Second
 // (its client is dropped for a shadow).
 func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
 	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
-		c, bgp, err1 := backends.DiscoverCilium(cl.Discovery)
-		m, err2 := backends.MetalLBKinds(cl.Discovery)
-		pools := append(c, m...)
-		if o.KubeVIP != "" {
-			pools = append(pools, backends.KubeVIPKind(o.KubeVIP))
-		}
+		pools, err1 := backends.Discover(cl.Discovery, o.KubeVIP)
+		_, bgp, err2 := backends.DiscoverCilium(cl.Discovery)
 		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
-		sets, err4 := backends.CalicoNetworkSetKinds(cl.Discovery)
-		pools = append(pools, sets...)
-		pools = append(pools, backends.NetworkPolicyKind())
-		gateways, err5 := backends.GatewayKinds(cl.Discovery)
-		pools = append(pools, gateways...)
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3, err4, err5)
+		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
 	}
 	p := &Pipeline{}
 	if o.DryRun {
@@ -82,7 +73,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 		p.Plan = permit.NewPlan(log)
 		o.Reconcile.Plan = p.Plan
 	}
-	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: []string{"cilium.io", "metallb.io", "crd.projectcalico.org", backends.GatewayGroup},
+	cfg := caches.Config{NodeGrace: o.NodeGrace, BackendGroups: backends.Groups(),
 		TargetKeys: o.Reconcile.TargetKeys, StatusChanges: o.DryRun, CiliumWait: o.CiliumWait}
 	if o.L2Nudge == "auto" {
 		cfg.CiliumNamespace = o.CiliumNamespace

@@ -194,32 +194,8 @@ func TestDHCPv6PDAForgedReleaseIsReported(t *testing.T) {
 	p1, client, confirmer := delegationConfirmed(t, w)
 	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
 
-	var renew *dhcpv6.Message
-	deadline := time.Now().Add(2 * time.Minute)
-	for renew == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no Renew heard in 2 minutes")
-		}
-		b, _, err := speaker.Read(time.Now().Add(time.Second))
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err := dhcpv6.MessageFromBytes(b); err == nil && m.MessageType == dhcpv6.MessageTypeRenew {
-			renew = m
-		}
-	}
-	release, err := dhcpv6.NewMessage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release.MessageType = dhcpv6.MessageTypeRelease
-	release.AddOption(dhcpv6.OptClientID(renew.Options.ClientID()))
-	release.AddOption(dhcpv6.OptServerID(renew.Options.ServerID()))
-	release.AddOption(dhcpv6.OptElapsedTime(0))
-	release.AddOption(renew.Options.OneIAPD())
+	renew := renewHeard(t, speaker)
+	release := forgedRelease(t, renew)
 	before := agentMetric(t, w, client, `renumber_agent_dhcpv6_impersonations_total{link="eth0"}`)
 	if err := speaker.SpeakToServers(release.ToBytes()); err != nil {
 		t.Fatal(err)
@@ -246,4 +222,40 @@ func TestDHCPv6PDAForgedReleaseIsReported(t *testing.T) {
 	}
 	st := dpStatus(t, w, "home")
 	t.Logf("70 s after the Release: current %s (was %s), dhcpv6pd %+v, %s", st.CurrentPrefix, p1, st.DHCPv6PD, condition(st, render.RouterConflict))
+}
+
+// renewHeard is the first Renew speaker hears on the link (the client's).
+func renewHeard(t *testing.T, speaker *world.DHCPv6Speaker) *dhcpv6.Message {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		b, _, err := speaker.Read(time.Now().Add(time.Second))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := dhcpv6.MessageFromBytes(b); err == nil && m.MessageType == dhcpv6.MessageTypeRenew {
+			return m
+		}
+	}
+	t.Fatal("no Renew heard in 2 minutes")
+	return nil
+}
+
+// forgedRelease is a Release of what renew renews, in its client's name
+// (its DUID, IA_PD and server's DUID copied).
+func forgedRelease(t *testing.T, renew *dhcpv6.Message) *dhcpv6.Message {
+	t.Helper()
+	release, err := dhcpv6.NewMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release.MessageType = dhcpv6.MessageTypeRelease
+	release.AddOption(dhcpv6.OptClientID(renew.Options.ClientID()))
+	release.AddOption(dhcpv6.OptServerID(renew.Options.ServerID()))
+	release.AddOption(dhcpv6.OptElapsedTime(0))
+	release.AddOption(renew.Options.OneIAPD())
+	return release
 }

@@ -27,6 +27,18 @@ func (a *Agent) DelegationImpersonated(link string, at time.Time) {
 	a.DelegationConflict(link, at)
 }
 
+// DelegationDropped is the handler for the DHCPv6 client on link told
+// NoBinding by its server for a delegation it holds with valid lifetime
+// left (dhcp6.Client.Dropped): the client never releases, so a Release in
+// its name the node could not hear (unicast to the server, or relayed) is
+// suspected. Counted, and reported as a conflict on the link like an
+// impersonation heard. The client follows the server all the same: the
+// report holds nothing back. Safe from any goroutine.
+func (a *Agent) DelegationDropped(link string, at time.Time) {
+	metricPDDropped.With(link).Inc()
+	a.DelegationConflict(link, at)
+}
+
 // markDelegationConflicts sets Conflict on the links whose DHCPv6 client
 // heard a contradiction within ConflictHold of now, journals the changes,
 // keeps the metric, and returns when the earliest mark lapses (zero: none).
@@ -44,7 +56,7 @@ func (a *Agent) markDelegationConflicts(node *digest.Node, now time.Time) time.T
 			next = until
 		}
 		if !a.pdConflicted[link] {
-			a.log.Warn(link + ": DHCPv6 conflict (answers under one server's DUID, or from two servers, disagree; or a host speaks to the server as the client: see the client's log); holding the delegation as it was")
+			a.log.Warn(link + ": DHCPv6 conflict (answers under one server's DUID, or from two servers, disagree; or a host speaks to the server as the client, or the server dropped a binding the client holds: see the client's log); holding the delegation as it was")
 		}
 		a.pdConflicted[link] = true
 		metricPDConflict.With(link).Set(1)

@@ -59,3 +59,23 @@ func TestADHCPv6ImpersonationIsCountedAndMarksTheLink(t *testing.T) {
 		t.Errorf("renumber_agent_dhcpv6_impersonations_total grew by %v, want 1", got)
 	}
 }
+
+// The server dropping a binding the client holds (a Release in its name
+// sent where the node cannot hear it) is counted and marks the link like
+// an impersonation heard; the delegation reported stays what the client
+// says (the client follows the server; the report holds nothing back).
+func TestADHCPv6BindingDroppedIsCountedAndMarksTheLink(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	before := metricPDDropped.With("eth1").Value()
+	a.DelegationDropped("eth1", clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1 conflict=2001:db8:a00::/56 p pd")
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), 0, true, clk.Now())
+	a.Delegated(netip.MustParsePrefix("2001:db8:b00::/56"), time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1 conflict=2001:db8:b00::/56 p pd")
+	if got := metricPDDropped.With("eth1").Value() - before; got != 1 {
+		t.Errorf("renumber_agent_dhcpv6_bindings_dropped_total grew by %v, want 1", got)
+	}
+}

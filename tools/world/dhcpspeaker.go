@@ -2,6 +2,7 @@ package world
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -68,5 +69,12 @@ func (s *DHCPv6Speaker) Close() error { return s.conn.Close() }
 // client sends its messages: what any host can do in a client's name.
 func (s *DHCPv6Speaker) SpeakToServers(b []byte) error {
 	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: net.ParseIP("ff02::1:2"), Port: 547, Zone: strconv.Itoa(s.ifi.Index)})
+	return err
+}
+
+// SpeakToServerAt sends b to a server's own address a (port 547), unicast,
+// as a relay sends its Relay-Forward: no listener on ff02::1:2 hears it.
+func (s *DHCPv6Speaker) SpeakToServerAt(b []byte, a netip.Addr) error {
+	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: a.AsSlice(), Port: 547, Zone: strconv.Itoa(s.ifi.Index)})
 	return err
 }

@@ -140,6 +140,9 @@ type Client struct {
 	// DUID to one transmission disagreed: another host answers as the
 	// server. Nothing they said was believed.
 	Conflict func(at time.Time)
+	// Dropped, when set, is called each time the server answered NoBinding
+	// for a delegation the client holds with valid lifetime left (dropped).
+	Dropped func(at time.Time)
 	// Watch, when set, is told the client's transactions and the prefix it
 	// holds, to judge the client messages heard on the link (overhear.go).
 	Watch *Watch
@@ -228,7 +231,7 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 		case errors.Is(err, errSocket):
 			return err
 		case errors.Is(err, errNoBinding):
-			c.Log.Info("DHCPv6 server lost the delegation; soliciting anew", "link", c.Link, "prefix", s.lease.Prefix)
+			c.dropped(s)
 			s.lease = nil
 		case err != nil:
 			// Neither renewed nor rebound before the valid lifetime ended.
@@ -241,6 +244,26 @@ func (c *Client) keep(ctx context.Context, x *exchanger, s *session) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// dropped: the server answered NoBinding for the lease being kept, which
+// the client never released. A server that renumbers says so in a Reply;
+// one that forgets a valid binding was made to (a Release in the client's
+// name, sent where the Watch cannot hear it: unicast to the server, or
+// through a relay) or lost its leases. The client follows the server -
+// it solicits anew, and keeps the prefix only to the end of the valid
+// lifetime the server stated - and reports the suspicion (Dropped).
+func (c *Client) dropped(s *session) {
+	now := c.Clock.Now()
+	if !now.Before(s.heldUntil) {
+		c.Log.Info("DHCPv6 server lost the delegation; soliciting anew", "link", c.Link, "prefix", s.lease.Prefix)
+		return
+	}
+	c.Log.Warn("DHCPv6 server dropped a delegation the client never released, with valid lifetime left: a host may have released it in the client's name (unicast or relayed, unheard on the link), or the server lost its leases; soliciting anew",
+		"link", c.Link, "prefix", s.lease.Prefix, "validLeft", s.heldUntil.Sub(now).Round(time.Second))
+	if c.Dropped != nil {
+		c.Dropped(now)
+	}
 }
 
 // heldEnd is when the prefix held without a lease ends (zero: none held).

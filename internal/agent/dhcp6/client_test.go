@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,7 +263,7 @@ func TestTheIdentityIsTheDynamicPrefixs(t *testing.T) {
 	}
 }
 
-func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
+func TestNoBindingOnRenewIsReportedAndSolicitsAnew(t *testing.T) {
 	// The ISP's server restarted with another pool: it forgot pdA.
 	s := newServer(t, untilRenewed(always(pdA), func(m *dhcpv6.Message) (netip.Prefix, iana.StatusCode) {
 		if m.MessageType == dhcpv6.MessageTypeRenew {
@@ -270,7 +271,11 @@ func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
 		}
 		return pdB, iana.StatusSuccess
 	}))
-	r, _, _ := startClient(t, s)
+	// The client never releases: a binding dropped with valid lifetime
+	// left is reported (a Release in its name it could not hear, or a
+	// server that lost its leases), and the client follows the server.
+	var dropped atomic.Int32
+	r, _, _ := startClientWith(t, s, func(c *Client) { c.Dropped = func(time.Time) { dropped.Add(1) } })
 	if got := r.next(t); got != (report{pdA, false}) {
 		t.Fatalf("got %v, want %s bound", got, pdA)
 	}
@@ -279,6 +284,9 @@ func TestNoBindingOnRenewSolicitsAnew(t *testing.T) {
 	}
 	if got := r.next(t); got != (report{pdB, false}) {
 		t.Fatalf("got %v, want the new prefix", got)
+	}
+	if n := dropped.Load(); n != 1 {
+		t.Errorf("%d drops reported, want 1", n)
 	}
 	types := s.types()
 	i := slices.Index(types, dhcpv6.MessageTypeRenew)

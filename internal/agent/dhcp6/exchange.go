@@ -34,9 +34,9 @@ type exchanger struct {
 	// disagreed.
 	contradicted func([]dhcpv6.DUID)
 	jitter       func() float64 // nil: random
-	// sending, when set, is told each transaction before it is sent
+	// sending, when set, is told each message before it is first sent
 	// (Watch.sending).
-	sending func(dhcpv6.TransactionID)
+	sending func(*dhcpv6.Message)
 	buf     [1500]byte
 }
 
@@ -71,7 +71,7 @@ func (x *exchanger) ask(ctx context.Context, m *dhcpv6.Message, want dhcpv6.Mess
 	timeouts := backoff.NewWith(rt[0], rt[1], x.jitter)
 	last := errNoAnswer
 	if x.sending != nil {
-		x.sending(m.TransactionID)
+		x.sending(m)
 	}
 	for sent := 0; maxRC == 0 || sent < maxRC; sent++ {
 		// Elapsed time, in hundredths of a second, saturating (RFC 8415 21.9).

@@ -1,12 +1,15 @@
 package dhcp6
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,12 +27,20 @@ import (
 // included (multicast loops back), and knows which ones it sent.
 //
 // Only the client's node listens: it alone can tell its own Requests,
-// Renews and Rebinds from a forger's (by transaction ID); a confirmer could
-// judge a Release only, which the client's node hears as well.
+// Renews and Rebinds from a forger's (by their content, not their
+// transaction ID alone: a forger hears that too); a confirmer could judge a
+// Release only, which the client's node hears as well. A Relay-Forward to
+// ff02::1:2 is heard and unwrapped; one sent unicast to a server is not
+// (the Client's NoBinding while the prefix is valid reports its result).
 
-// ownSent is how many of its own transaction IDs a Watch remembers: a
-// replay of one of them asks for nothing the client did not ask for.
+// ownSent is how many of its own messages a Watch remembers: a replay of
+// one of them asks for nothing the client did not ask for.
 const ownSent = 64
+
+// episodes is how many kinds of impersonation a Watch remembers warning
+// of; with all of them within quietFor, another kind is counted and
+// reported but not logged until one lapses.
+const episodes = 16
 
 // Watch judges the client messages heard on the link against what its
 // client sent and holds. Safe from any goroutine.
@@ -42,24 +53,27 @@ type Watch struct {
 	Impersonated func(at time.Time)
 
 	mu     sync.Mutex
-	sent   [ownSent]dhcpv6.TransactionID
-	n      int          // transaction IDs recorded (the ring's next slot is n % ownSent)
-	held   netip.Prefix // the prefix the client holds (invalid: none)
-	warned time.Time    // the last impersonation logged (zero: none)
+	sent   [ownSent][sha256.Size]byte // the client's messages (overheard.Print)
+	n      int                        // messages recorded (the ring's next slot is n % ownSent)
+	held   netip.Prefix               // the prefix the client holds (invalid: none)
+	warned map[string]time.Time       // each kind of impersonation: when its episode's warning was logged
 }
 
-// quietFor: an impersonation heard within this of the last logged one is
-// the same episode, counted and reported but not logged again.
+// quietFor: an impersonation of a kind warned of within this of the
+// episode's warning is counted and reported but not logged again. It runs
+// from the warning, not the last message: steady junk of one kind cannot
+// keep a warning silent, and a new kind (or prefix) warns at once.
 const quietFor = 10 * time.Minute
 
-// sending records a transaction of the client's own.
-func (w *Watch) sending(x dhcpv6.TransactionID) {
+// sending records a message of the client's own.
+func (w *Watch) sending(m *dhcpv6.Message) {
 	if w == nil {
 		return
 	}
+	h, _ := readHeard(m.ToBytes(), w.ID.IAID)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.sent[w.n%ownSent] = x
+	w.sent[w.n%ownSent] = h.Print
 	w.n++
 }
 
@@ -76,27 +90,24 @@ func (w *Watch) holding(p netip.Prefix) {
 // Heard judges one datagram heard on the servers' port; it reports whether
 // it was an impersonation.
 func (w *Watch) Heard(b []byte, at time.Time) bool {
-	m, err := dhcpv6.MessageFromBytes(b)
-	if err != nil {
+	h, ok := readHeard(b, w.ID.IAID)
+	if !ok {
 		return false
 	}
 	w.mu.Lock()
 	ours := false
 	for i := range min(w.n, ownSent) {
-		ours = ours || w.sent[i] == m.TransactionID
+		ours = ours || w.sent[i] == h.Print
 	}
-	why := impersonation(m, w.ID, ours, w.held)
-	log := why != "" && (w.warned.IsZero() || at.Sub(w.warned) >= quietFor)
-	if why != "" {
-		w.warned = at
-	}
+	why := impersonation(h, w.ID, ours, w.held)
+	log := why != "" && w.warn(why, at)
 	w.mu.Unlock()
 	if why == "" {
 		return false
 	}
 	if log {
 		w.Log.Warn("DHCPv6: another host speaks to the server as this client ("+why+"); the server may move the delegation, the agents take nothing from it (DHCPv6-Shield or SAVI on the switch stops it)",
-			"link", w.Link, "type", m.MessageType.String())
+			"link", w.Link, "type", h.Type.String(), "relayed", h.Relayed)
 	}
 	if w.Impersonated != nil {
 		w.Impersonated(at)
@@ -104,42 +115,76 @@ func (w *Watch) Heard(b []byte, at time.Time) bool {
 	return true
 }
 
-// impersonation is why m, heard on the servers' port, is a message under
+// warn reports whether an impersonation of kind why, heard at, opens an
+// episode to log, and notes it. w.mu is held.
+func (w *Watch) warn(why string, at time.Time) bool {
+	if t, ok := w.warned[why]; ok && at.Sub(t) < quietFor {
+		return false
+	}
+	if w.warned == nil {
+		w.warned = map[string]time.Time{}
+	}
+	if len(w.warned) >= episodes {
+		for k, t := range w.warned {
+			if at.Sub(t) >= quietFor {
+				delete(w.warned, k)
+			}
+		}
+	}
+	if _, ok := w.warned[why]; !ok && len(w.warned) >= episodes {
+		return false
+	}
+	w.warned[why] = at
+	return true
+}
+
+// impersonation is why h, heard on the servers' port, is a message under
 // id's DUID its client did not send and that may move the server's binding
-// ("": none). ours: m's transaction is one the client sent. A Solicit
-// commits nothing (and confirmers send them under the same DUID); the
-// client never releases or declines; a Request, Renew or Rebind it did not
-// send matters when it names for id's IA_PD anything but the prefix held -
-// another node's client taking the role over asks for the same.
-func impersonation(m *dhcpv6.Message, id Identity, ours bool, held netip.Prefix) string {
-	if cid := m.Options.ClientID(); cid == nil || !cid.Equal(id.DUID) || ours {
+// ("": none). ours: h is a message the client sent (Elapsed Time aside). A
+// Solicit commits nothing (and confirmers send them under the same DUID)
+// unless it asks for Rapid Commit, which the client never does; the client
+// never releases or declines, whatever the transaction ID; a Request,
+// Renew or Rebind it did not send matters when it names for id's IA_PD
+// anything but the prefix held - another node's client taking the role
+// over asks for the same.
+func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) string {
+	if h.Client == nil || !bytes.Equal(h.Client, id.DUID.ToBytes()) {
 		return ""
 	}
-	switch m.MessageType {
+	in := ""
+	if h.Relayed {
+		in = " in a Relay-Forward"
+	}
+	switch h.Type {
 	case dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline:
-		return "a " + m.MessageType.String() + " the client never sends"
+		return fmt.Sprintf("a %s%s of %s the client never sends", h.Type, in, named(h))
+	case dhcpv6.MessageTypeSolicit:
+		if h.Rapid && !ours {
+			return fmt.Sprintf("a Solicit with Rapid Commit%s for %s the client never sends", in, named(h))
+		}
+		return ""
 	case dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind:
 	default:
 		return ""
 	}
-	if !held.IsValid() {
+	if ours || !held.IsValid() || !h.IAPD {
 		return ""
 	}
-	for _, ia := range m.Options.IAPD() {
-		if ia.IaId != id.IAID {
-			continue
-		}
-		ps := ia.Options.Prefixes()
-		if len(ps) == 0 {
-			return fmt.Sprintf("a %s for any prefix, %s held", m.MessageType, held)
-		}
-		for _, o := range ps {
-			if p, ok := prefixOf(o.Prefix); !ok || p != held {
-				return fmt.Sprintf("a %s for %s, %s held", m.MessageType, o.Prefix, held)
-			}
-		}
+	if h.Any || slices.ContainsFunc(h.Named, func(p netip.Prefix) bool { return p != held }) {
+		return fmt.Sprintf("a %s%s for %s, %s held", h.Type, in, named(h), held)
 	}
 	return ""
+}
+
+// named is what h's IA_PD names, for a log line.
+func named(h overheard) string {
+	switch {
+	case !h.IAPD:
+		return "no IA_PD of the client's"
+	case h.Any:
+		return "any prefix"
+	}
+	return fmt.Sprint(h.Named)
 }
 
 // Run reads conn (ListenServers) until ctx ends or the socket fails.

@@ -58,7 +58,11 @@ func TestTheClientsNodeReportsAHostSpeakingAsTheClient(t *testing.T) {
 		{"another client's Release", clientMessage(dhcpv6.MessageTypeRelease, other, other.IAID, 9, pdA), false, pdA, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := impersonation(c.m, id, c.ours, c.held) != ""; got != c.want {
+			h, ok := readHeard(c.m.ToBytes(), id.IAID)
+			if !ok {
+				t.Fatal("not read")
+			}
+			if got := impersonation(h, id, c.ours, c.held) != ""; got != c.want {
 				t.Errorf("impersonation: %v, want %v", got, c.want)
 			}
 		})
@@ -78,14 +82,14 @@ func TestAWatchReportsEveryImpersonationAndLogsOncePerEpisode(t *testing.T) {
 	at := time.Unix(1e9, 0)
 	w.holding(pdA)
 	for i := range ownSent {
-		w.sending(dhcpv6.TransactionID{byte(i), 2, 3})
+		w.sending(clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, byte(i), pdB))
 	}
 	for i := range ownSent {
 		if w.Heard(clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, byte(i), pdB).ToBytes(), at) {
 			t.Fatalf("our own Request %d reported", i)
 		}
 	}
-	w.sending(dhcpv6.TransactionID{0xff, 2, 3}) // the first falls out of the ring
+	w.sending(clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, 0xff, pdB)) // the first falls out of the ring
 	if !w.Heard(clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, 0, pdB).ToBytes(), at) {
 		t.Error("a replay of a Request past the ring, for another prefix, not reported")
 	}
@@ -97,7 +101,10 @@ func TestAWatchReportsEveryImpersonationAndLogsOncePerEpisode(t *testing.T) {
 	if !w.Heard(clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 0x77, pdA).ToBytes(), at.Add(time.Minute)) {
 		t.Error("a forged Release not reported")
 	}
-	if len(reported) != 2 || !w.warned.Equal(at.Add(time.Minute)) {
+	if !w.Heard(clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 0x78, pdA).ToBytes(), at.Add(2*time.Minute)) {
+		t.Error("a second forged Release not reported")
+	}
+	if len(reported) != 3 || len(w.warned) != 2 {
 		t.Errorf("reported %v, warned %v", reported, w.warned)
 	}
 }

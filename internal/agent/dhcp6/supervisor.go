@@ -71,6 +71,9 @@ type Supervisor struct {
 	// tells Impersonated of those it did not send (Watch).
 	Listen       func(link string) (Conn, error)
 	Impersonated func(link string, at time.Time)
+	// Dropped, when set, is told when a client's server dropped a binding
+	// it holds with valid lifetime left (Client.Dropped).
+	Dropped func(link string, at time.Time)
 
 	mu      sync.Mutex
 	running map[string]*running // by link
@@ -183,6 +186,9 @@ func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) er
 		return nil
 	}
 	s.Log.Info("DHCPv6 client started", "dynamicprefix", w.Name, "link", w.Link, "length", w.Length, "trustedServers", len(c.Servers))
+	if s.Dropped != nil {
+		c.Dropped = func(at time.Time) { s.Dropped(w.Link, at) }
+	}
 	if s.Listen != nil {
 		c.Watch = &Watch{ID: id, Link: w.Link, Log: c.Log, Impersonated: func(at time.Time) {
 			if s.Impersonated != nil {

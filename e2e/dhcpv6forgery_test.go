@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv6"
+
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// The red team's forged Releases (issue 42, second pass), each one ISC
+// dhcpd 4.4.3 acts on, each followed at once by a Request under a DUID of
+// the forger's own for the freed prefix (dhcpd commits a Request with no
+// Solicit first): the forger renumbers the cluster when it likes, which
+// only DHCPv6-Shield or SAVI on the switch stops. What the agents owe is
+// to report it: before, each variant renumbered the cluster with nothing
+// counted and RouterConflict never True.
+
+// TestDHCPv6PDAReleaseUnderTheRenewsTransactionIDIsReported: the Release
+// carries the client's own Renew's transaction ID. The client's node hears
+// it and knows its own Renew by content, not by transaction ID.
+func TestDHCPv6PDAReleaseUnderTheRenewsTransactionIDIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		m := forgedRelease(t, renew)
+		m.TransactionID = renew.TransactionID
+		return m.ToBytes()
+	}, false)
+}
+
+// TestDHCPv6PDAReleaseInARelayForwardIsReported: the Release wrapped in a
+// Relay-Forward to ff02::1:2 (any host may play a relay); the client's
+// node unwraps it.
+func TestDHCPv6PDAReleaseInARelayForwardIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", relayedRelease(t), false)
+}
+
+// TestDHCPv6PDAReleaseWithAMalformedOptionIsReported: one malformed option
+// appended (a one-byte Elapsed Time) makes the Release garbage to
+// insomniacslk/dhcp; the client's node reads it as dhcpd does.
+func TestDHCPv6PDAReleaseWithAMalformedOptionIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		return append(forgedRelease(t, renew).ToBytes(), 0, byte(dhcpv6.OptionElapsedTime), 0, 1, 0)
+	}, false)
+}
+
+// TestDHCPv6PDAUnicastReleaseIsReportedByItsResult: the Relay-Forward sent
+// unicast to the router's link-local address, which no listener on
+// ff02::1:2 hears. Its result is heard: the client's next Renew is told
+// NoBinding for a delegation with valid lifetime left, which it never
+// released - counted in renumber_agent_dhcpv6_bindings_dropped_total and
+// reported as a conflict, while the client follows dhcpd.
+func TestDHCPv6PDAUnicastReleaseIsReportedByItsResult(t *testing.T) {
+	forgedReleaseReported(t, "bindings_dropped", relayedRelease(t), true)
+}
+
+func relayedRelease(t *testing.T) func(*dhcpv6.Message, *world.World) []byte {
+	return func(renew *dhcpv6.Message, w *world.World) []byte {
+		link := w.Net.Control.Addr().Next() // an address of the link's subnet
+		r, err := dhcpv6.EncapsulateRelay(forgedRelease(t, renew), dhcpv6.MessageTypeRelayForward, link.AsSlice(), net.ParseIP("fe80::bad"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ToBytes()
+	}
+}
+
+// forgedReleaseReported sends the forgery forge makes of the client's Renew
+// (unicast to the router, or to ff02::1:2), then the Request stealing the
+// freed prefix, and asserts dhcpd released it and that the client's node
+// counted it in renumber_agent_dhcpv6_<counter>_total with RouterConflict
+// True on the DynamicPrefix.
+func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv6.Message, w *world.World) []byte, unicast bool) {
+	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
+	w, _, _ := pdClientWorld(t, 2, first)
+	speaker := rogueSpeaker(t, w)
+	p1, client, confirmer := delegationConfirmed(t, w)
+	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
+	renew := renewHeard(t, speaker)
+	metric := `renumber_agent_dhcpv6_` + counter + `_total{link="eth0"}`
+	before := agentMetric(t, w, client, metric)
+	releases := countLog(w, "rt-dhcpd.log", "releases prefix")
+	time.Sleep(time.Second) // past the client's own exchange
+	if unicast {
+		ll, err := w.Net.Router.LinkLocal(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := speaker.SpeakToServerAt(forge(renew, w), ll); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
+		t.Fatal(err)
+	}
+	steal, err := dhcpv6.NewMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steal.MessageType = dhcpv6.MessageTypeRequest
+	steal.AddOption(dhcpv6.OptClientID(&dhcpv6.DUIDLL{HWType: 1, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0x5e, 0x1f}}))
+	steal.AddOption(dhcpv6.OptServerID(renew.Options.ServerID()))
+	steal.AddOption(dhcpv6.OptElapsedTime(0))
+	ia := &dhcpv6.OptIAPD{IaId: [4]byte{1, 2, 3, 4}}
+	ia.Options.Add(&dhcpv6.OptIAPrefix{Prefix: &net.IPNet{IP: p1.Addr().AsSlice(), Mask: net.CIDRMask(p1.Bits(), 128)}})
+	steal.AddOption(ia)
+	time.Sleep(50 * time.Millisecond)
+	if err := speaker.SpeakToServers(steal.ToBytes()); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	eventuallyWithin(t, 20*time.Second, "dhcpd releasing the prefix on the forgery", func() (bool, string) {
+		n := countLog(w, "rt-dhcpd.log", "releases prefix")
+		return n > releases, fmt.Sprintf("%d releases logged", n)
+	})
+	eventuallyWithin(t, 90*time.Second, "the forgery counted on the client's node and RouterConflict True", func() (bool, string) {
+		got := agentMetric(t, w, client, metric)
+		status := condition(dpStatus(t, w, "home"), render.RouterConflict)
+		return got > before && status == "True RouterConflict", fmt.Sprintf("%s %v (before %v), %s", counter, got, before, status)
+	})
+	st := dpStatus(t, w, "home")
+	t.Logf("reported %s after the forgery: current %s (was %s)", time.Since(sent).Round(time.Millisecond), st.CurrentPrefix, p1)
+}

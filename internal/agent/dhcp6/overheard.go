@@ -1,0 +1,154 @@
+package dhcp6
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/insomniacslk/dhcp/dhcpv6"
+)
+
+// A server reads a client message more leniently than insomniacslk/dhcp
+// does: that library refuses a whole message for one malformed option
+// (a one-byte Elapsed Time), where ISC dhcpd acts on the Release around it.
+// The Watch judges what a server would act on, so it reads the few fields
+// it judges by itself, walking the options as the wire lays them out and
+// skipping any it does not need, however malformed; and it unwraps a
+// Relay-Forward (any host may play a relay), judging the message inside.
+
+// Bounds on what one datagram can make the walker do.
+const (
+	relayDepth  = 8  // nested Relay-Forwards unwrapped (RFC 8415 HOP_COUNT_LIMIT)
+	maxOptions  = 64 // options read per message or IA_PD; the rest are not walked
+	maxPrefixes = 16 // IA Prefixes kept per message
+)
+
+// overheard is what the Watch judges of one client message.
+type overheard struct {
+	Type    dhcpv6.MessageType
+	XID     dhcpv6.TransactionID
+	Client  []byte         // the first Client Identifier's DUID (nil: none)
+	Rapid   bool           // a Rapid Commit option
+	IAPD    bool           // an IA_PD under the client's IAID
+	Any     bool           // that IA_PD names no prefix, or a malformed one
+	Named   []netip.Prefix // the prefixes it names (at most maxPrefixes)
+	Relayed bool           // read from inside a Relay-Forward
+	// Print identifies the message as sent, Elapsed Time aside: a
+	// retransmission (or a replay) of one of the client's own messages
+	// has the same.
+	Print [sha256.Size]byte
+}
+
+// readHeard reads b, a datagram heard on the servers' port, for the IA_PD
+// of iaid; ok is false when it is no client message (too short, or a
+// server's or relay's message with no client message inside).
+func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
+	for depth := 0; ; depth++ {
+		if len(b) < 4 {
+			return overheard{}, false
+		}
+		if dhcpv6.MessageType(b[0]) != dhcpv6.MessageTypeRelayForward {
+			break
+		}
+		// msg-type, hop-count, link-address, peer-address, options.
+		if depth == relayDepth || len(b) < 34 {
+			return overheard{}, false
+		}
+		inner := []byte(nil)
+		walkOptions(b[34:], func(code uint16, v []byte) bool {
+			if dhcpv6.OptionCode(code) == dhcpv6.OptionRelayMsg {
+				inner = v
+				return false
+			}
+			return true
+		})
+		if inner == nil {
+			return overheard{}, false
+		}
+		b, h.Relayed = inner, true
+	}
+	switch dhcpv6.MessageType(b[0]) {
+	case dhcpv6.MessageTypeSolicit, dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeConfirm, dhcpv6.MessageTypeRenew,
+		dhcpv6.MessageTypeRebind, dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline, dhcpv6.MessageTypeInformationRequest:
+	default:
+		return overheard{}, false
+	}
+	h.Type = dhcpv6.MessageType(b[0])
+	copy(h.XID[:], b[1:4])
+	print := sha256.New()
+	print.Write(b[:4])
+	walkOptions(b[4:], func(code uint16, v []byte) bool {
+		switch dhcpv6.OptionCode(code) {
+		case dhcpv6.OptionElapsedTime:
+			return true // changes with every retransmission
+		case dhcpv6.OptionClientID:
+			if h.Client == nil {
+				h.Client = bytes.Clone(v)
+			}
+		case dhcpv6.OptionRapidCommit:
+			h.Rapid = true
+		case dhcpv6.OptionIAPD:
+			h.readIAPD(v, iaid)
+		}
+		var tl [4]byte
+		binary.BigEndian.PutUint16(tl[:], code)
+		binary.BigEndian.PutUint16(tl[2:], uint16(len(v)))
+		print.Write(tl[:])
+		print.Write(v)
+		return true
+	})
+	print.Sum(h.Print[:0])
+	return h, true
+}
+
+// readIAPD notes the prefixes an IA_PD option's body v names, if it is
+// iaid's: IAID, T1, T2, then options, the IA Prefixes among them.
+func (h *overheard) readIAPD(v []byte, iaid [4]byte) {
+	if len(v) < 12 || [4]byte(v[:4]) != iaid {
+		return
+	}
+	h.IAPD = true
+	named := 0
+	walkOptions(v[12:], func(code uint16, o []byte) bool {
+		if dhcpv6.OptionCode(code) != dhcpv6.OptionIAPrefix {
+			return true
+		}
+		named++
+		// preferred, valid, prefix-length, prefix.
+		if len(o) < 25 || o[8] > 128 {
+			h.Any = true // a server may read it as anything
+			return true
+		}
+		p := netip.PrefixFrom(netip.AddrFrom16([16]byte(o[9:25])), int(o[8])).Masked()
+		if len(h.Named) < maxPrefixes {
+			h.Named = append(h.Named, p)
+		} else {
+			h.Any = true
+		}
+		return true
+	})
+	if named == 0 {
+		h.Any = true
+	}
+}
+
+// walkOptions calls f with each option in b (code, value) until f returns
+// false, maxOptions were read, or the rest is too short for the length an
+// option states (the options before it still count: a server that reads
+// up to the break acts on them).
+func walkOptions(b []byte, f func(code uint16, v []byte) bool) {
+	for range maxOptions {
+		if len(b) < 4 {
+			return
+		}
+		code, n := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if len(b) < 4+n {
+			return
+		}
+		if !f(code, b[4:4+n]) {
+			return
+		}
+		b = b[4+n:]
+	}
+}

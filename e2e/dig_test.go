@@ -58,6 +58,13 @@ var externalDNSFlags = []string{"--policy=sync", "--interval=10s", "--events", "
 // the zone's records before external-dns ran (the user's, with BIND's own).
 func startDNS(t *testing.T, w *world.World, bin, zone string, records ...string) (*world.Zone, *world.ExternalDNS, []string) {
 	t.Helper()
+	return startDNSReading(t, w, bin, zone, nil, records...)
+}
+
+// startDNSReading is startDNS with external-dns reading the sources (such
+// as gateway-httproute) besides service.
+func startDNSReading(t *testing.T, w *world.World, bin, zone string, sources []string, records ...string) (*world.Zone, *world.ExternalDNS, []string) {
+	t.Helper()
 	z, err := w.StartZone(t.Context(), zone, records...)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +73,11 @@ func startDNS(t *testing.T, w *world.World, bin, zone string, records ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ed, err := w.StartExternalDNS(bin, z, externalDNSFlags...)
+	flags := slices.Clone(externalDNSFlags)
+	for _, src := range sources {
+		flags = append(flags, "--source="+src)
+	}
+	ed, err := w.StartExternalDNS(bin, z, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}

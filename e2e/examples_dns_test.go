@@ -60,6 +60,9 @@ func exampleAnswers(t *testing.T, file string, ex example, hosts []string, bin s
 	if ex.setup != nil {
 		ex.setup(t, w)
 	}
+	if ex.dnsSetup != nil {
+		ex.dnsSetup(t, w)
+	}
 	advertise(t, w, prefixA)
 	if err := w.API.Apply(ctx, file); err != nil {
 		t.Fatalf("the API server refuses the example: %v", err)
@@ -70,7 +73,7 @@ func exampleAnswers(t *testing.T, file string, ex example, hosts []string, bin s
 			t.Fatalf("the example's names %q are not all in one zone %s", hosts, zone)
 		}
 	}
-	z, _, users := startDNS(t, w, bin, zone, "www IN AAAA 2001:db8:ffff::80", "mail IN A 192.0.2.25")
+	z, _, users := startDNSReading(t, w, bin, zone, ex.sources, "www IN AAAA 2001:db8:ffff::80", "mail IN A 192.0.2.25")
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a", ex.writer...)
 	for i, cur := range []netip.Prefix{prefixA, prefixB} {
@@ -87,8 +90,14 @@ func exampleAnswers(t *testing.T, file string, ex example, hosts []string, bin s
 	survive(t, z, users)
 }
 
+// gatewayRouteKinds are the Gateway API routes whose spec.hostnames
+// external-dns's gateway-<kind> sources publish (at the targets of the
+// Gateways that accepted the route).
+var gatewayRouteKinds = []any{"HTTPRoute", "GRPCRoute", "TLSRoute"}
+
 // exampleHostnames are the names the objects of file ask any claimed
-// external-dns to publish, sorted.
+// external-dns to publish (under its hostname keys, or as a route's
+// hostnames), sorted.
 func exampleHostnames(t *testing.T, file string) []string {
 	t.Helper()
 	b, err := os.ReadFile(file)
@@ -96,14 +105,25 @@ func exampleHostnames(t *testing.T, file string) []string {
 		t.Fatal(err)
 	}
 	var out []string
+	add := func(h string) {
+		if h = strings.TrimSuffix(strings.TrimSpace(h), "."); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
 	for _, o := range objects(t, b) {
 		ann, _ := o["metadata"].(map[string]any)["annotations"].(map[string]any)
 		for _, r := range externalDNSReads {
 			v, _ := ann[r.prefix+"hostname"].(string)
 			for h := range strings.SplitSeq(v, ",") {
-				if h = strings.TrimSuffix(strings.TrimSpace(h), "."); h != "" && !slices.Contains(out, h) {
-					out = append(out, h)
-				}
+				add(h)
+			}
+		}
+		if slices.Contains(gatewayRouteKinds, o["kind"]) {
+			spec, _ := o["spec"].(map[string]any)
+			hosts, _ := spec["hostnames"].([]any)
+			for _, h := range hosts {
+				s, _ := h.(string)
+				add(s)
 			}
 		}
 	}

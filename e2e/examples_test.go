@@ -34,6 +34,13 @@ type example struct {
 	// router advertises cur: "name TYPE" -> the records' data
 	// (TestEveryExampleNameAnswersOnEveryClaimedExternalDNS).
 	answers func(t *testing.T, cur netip.Prefix) map[string][]string
+	// sources are the external-dns sources besides service that publish
+	// the file's names (gateway-httproute for an HTTPRoute's hostnames).
+	sources []string
+	// dnsSetup starts, after setup, what the file's names need before
+	// external-dns publishes them (a Gateway controller that accepts its
+	// routes); it skips the test when that is not built here.
+	dnsSetup func(t *testing.T, w *world.World)
 }
 
 // lbRange is the examples' address range lb (::f000:0:0:0 to the end) on p.
@@ -246,6 +253,11 @@ var examples = map[string]example{
 			return fmt.Sprint(got) == fmt.Sprint(want) && slices.Equal(blocks(t, w, "lb"), wantBlocks),
 				fmt.Sprintf("Gateway %v, want %v; blocks %q", got, want, blocks(t, w, "lb"))
 		},
+		answers: func(t *testing.T, cur netip.Prefix) map[string][]string {
+			return map[string][]string{"web.example.org AAAA": {on(t, cur, "::ffff:0:0:3")}}
+		},
+		sources:  []string{"gateway-httproute"},
+		dnsSetup: startCiliumGateway,
 	},
 	"cidr-groups.yaml": {holds: func(t *testing.T, w *world.World, cur, draining netip.Prefix) (bool, string) {
 		got := cidrs(t, w, "home-lan")

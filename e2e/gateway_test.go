@@ -168,23 +168,13 @@ func TestCiliumsGatewayControllerFollows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(repo, "_out", "bin", "ciliumgw")); err != nil {
-		t.Skip("Cilium's Gateway API controller not built (make ciliumgw)")
-	}
+	skipWithoutCiliumGateway(t)
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	if err := w.API.InstallGatewayAPI(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.StartLBIPAM(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.StartCiliumGateway(ctx); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, w, schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}, map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": map[string]any{"name": "cilium"},
-		"spec": map[string]any{"controllerName": "io.cilium/gateway-controller"}})
+	startCiliumGateway(t, w)
 	advertise(t, w, prefixA)
 	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "examples", "gateway.yaml")); err != nil {
 		t.Fatal(err)
@@ -240,4 +230,34 @@ func TestCiliumsGatewayControllerFollows(t *testing.T) {
 			t.Errorf("the writer wrote the Service Cilium generates: %s", wr)
 		}
 	}
+}
+
+// skipWithoutCiliumGateway skips t when Cilium's Gateway API controller is
+// not built here.
+func skipWithoutCiliumGateway(t *testing.T) {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "_out", "bin", "ciliumgw")); err != nil {
+		t.Skip("Cilium's Gateway API controller not built (make ciliumgw)")
+	}
+}
+
+// startCiliumGateway starts in w (the Gateway API CRDs installed) Cilium's
+// LB-IPAM and its Gateway API controller, and the GatewayClass cilium that
+// controller owns; it skips t when the controller is not built here.
+func startCiliumGateway(t *testing.T, w *world.World) {
+	t.Helper()
+	skipWithoutCiliumGateway(t)
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.StartCiliumGateway(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, w, schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}, map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": map[string]any{"name": "cilium"},
+		"spec": map[string]any{"controllerName": "io.cilium/gateway-controller"}})
 }

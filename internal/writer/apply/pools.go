@@ -365,10 +365,13 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 // dry run was refused by the admission policy (Forbidden); the caller looks
 // again later, it never waits here. Nothing to write, a dry run the breaker
 // refuses (Gate.DryRun), or any other answer: true, the writes go ahead
-// and report what they meet.
+// and report what they meet. A kind that claims addresses (Gateways) is never
+// the one asked, as Services are not: the policy refuses every address to
+// one in a namespace the DynamicPrefix does not let follow, which is no news
+// of the status.
 func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
 	for p := range poolsFollowing(pools, m.Name) {
-		if p.Err != nil {
+		if p.Err != nil || p.Kind.Claims {
 			continue
 		}
 		pl, err := w.plan(p.Kind, p.Object, m, d)

@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -146,5 +152,46 @@ func TestAServiceTakesNoGatewaysAddress(t *testing.T) {
 	}
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("at rest the pass wrote %q", got)
+	}
+}
+
+// The dry run that asks whether admission sees a new prefix (Writer.Admitted)
+// is of a pool write, never a Gateway's: the value policy refuses every
+// address to a Gateway in a namespace not named, so a tenant's Gateway there
+// would read as "admission has not seen the status" and hold every object
+// of the renumbering back, each time, until the wait's bound. Here home has
+// no pool, one Service and that Gateway: the pass after the status is seen
+// writes the Service.
+func TestATenantsGatewayIsNotTheAdmissionDryRun(t *testing.T) {
+	f := newFixture(t, generous)
+	if err := f.dyn.Resource(poolGVR).Delete(t.Context(), "lb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g := addGateway(t, f, "tenant", "gw", "::ffff:0:0:3", "")
+	allowNamespaces(t, f, "default")
+	g.catchUp()
+	f.report(3, prefixA)
+	f.sync(passHome)
+	g.catchUp()
+
+	f.admitting(generous, 10*time.Second, 0)
+	var gatewayDryRuns int
+	f.dyn.PrependReactor("patch", "gateways", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if !slices.Contains(a.(clienttesting.PatchActionImpl).PatchOptions.DryRun, metav1.DryRunAll) {
+			return false, nil, nil
+		}
+		gatewayDryRuns++
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "gateway.networking.k8s.io", Resource: "gateways"}, "gw",
+			errors.New("DynamicPrefix home does not let Gateways in namespace tenant follow it (spec.serviceNamespaces)"))
+	})
+	f.report(3, prefixB, prefixA)
+	if got, _ := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) {
+		t.Fatalf("the renumbering's first pass wrote %q, want the status", got)
+	}
+	g.catchUp()
+	got, o := f.pass()
+	if !slices.Equal(got, []string{"patch services web"}) || o.After != 0 || gatewayDryRuns != 0 {
+		t.Errorf("the pass after the status was seen wrote %q, looks again after %s, after %d dry runs of the Gateway; want the Service, now, none",
+			got, o.After, gatewayDryRuns)
 	}
 }

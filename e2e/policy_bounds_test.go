@@ -165,12 +165,35 @@ func TestADelegationOutsideTheSpecIsNeverTrusted(t *testing.T) {
 
 // Issue 42 item 11 (the policy's side): a DynamicPrefix whose
 // spec.serviceNamespaces names default lets the writer give addresses only
-// to Services there.
+// to Services and Gateways there. (Gateways: each place refused alone in
+// tenant; before, the Gateway rule did not look at the namespace.)
 func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"serviceNamespaces": []any{"default"}})
+	if err := s.w.API.InstallGatewayAPI(s.ctx); err != nil {
+		t.Fatal(err)
+	}
 	createNamespace(t, s.w, "tenant")
 	for _, ns := range []string{"default", "tenant"} {
 		createServiceIn(t, s.w, ns, "web", map[string]string{"dynamic-prefix.io/name": "home"})
+		apply(t, s.w, gatewayGVR, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": "web", "namespace": ns, "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+			"spec": map[string]any{"gatewayClassName": "cilium",
+				"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
+		})
+	}
+	places := map[string]string{
+		"spec.addresses":             `{"spec":{"addresses":[{"type":"IPAddress","value":"2001:db8:1::1"}]}}`,
+		"the infrastructure address": `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1"}}}}`,
+		"the DNS target":             `{"metadata":{"annotations":{"` + render.AnnotationTarget + `":"2001:db8:1::1"}}}`,
+	}
+	for what, body := range places {
+		if err := s.patch(gatewayGVR, "default", "web", body); err != nil {
+			t.Errorf("%s of a Gateway in default: %v", what, err)
+		}
+		if err := s.patch(gatewayGVR, "tenant", "web", body); !denied(err) {
+			t.Errorf("%s of a Gateway in tenant: got %v, want refused", what, errString(err))
+		}
 	}
 	if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: "2001:db8:1::1", render.AnnotationTarget: "2001:db8:1::1"}); err != nil {
 		t.Errorf("an address for a Service in default: %v", err)

@@ -32,12 +32,11 @@ type poolWrite struct{ entries, record []string }
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) permit.Outcomes {
 	var out permit.Outcomes
 	for p := range poolsFollowing(pools, m.Name) {
+		if p.Kind.Claims {
+			continue // written with the Services (Writer.Services)
+		}
 		if p.Err != nil {
-			// The pool's entries cannot be read: the user's to fix. It is
-			// never written (its user entries could not be kept).
-			err := fmt.Errorf("%s %q: %w", p.Kind.Name, p.Key(), p.Err)
-			w.Events.Announce("pool/"+p.Kind.Resource+"/"+p.Key(), p.Live, true, "InvalidPool", err.Error())
-			out = append(out, permit.Final(err))
+			out = append(out, w.unreadable(p))
 			continue
 		}
 		out = append(out, w.pool(ctx, p, m, d))
@@ -46,6 +45,14 @@ func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model
 		}
 	}
 	return out
+}
+
+// unreadable reports a pool whose entries cannot be read: the user's to fix.
+// It is never written (its user entries could not be kept).
+func (w *Writer) unreadable(p *backends.Pool) permit.Outcome {
+	err := fmt.Errorf("%s %q: %w", p.Kind.Name, p.Key(), p.Err)
+	w.Events.Announce("pool/"+p.Kind.Resource+"/"+p.Key(), p.Live, true, "InvalidPool", err.Error())
+	return permit.Final(err)
 }
 
 // poolsFollowing yields every pool of the kinds given that follows the
@@ -158,11 +165,30 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 // annotation was removed, or a DynamicPrefix that was deleted. Nothing else is
 // touched. A refused permit returns how long to wait.
 func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp string) (permit.Outcome, time.Duration) {
-	k := p.Kind
 	read, exists := p.Get(key)
 	if !exists {
 		return permit.Transient(nil), 0
 	}
+	why := "dynamic-prefix.io/name removed"
+	if dp != "" {
+		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
+	}
+	return w.release(ctx, read, dp, why)
+}
+
+// releasePool is ReleasePool of a pool that still follows dp but may hold
+// none of its addresses (why says so): a refused permit is a pass later.
+func (w *Writer) releasePool(ctx context.Context, read *backends.Pool, dp, why string) permit.Outcome {
+	o, wait := w.release(ctx, read, dp, why)
+	if wait > 0 {
+		return permit.Later(wait)
+	}
+	return o
+}
+
+// release removes our entries and record from the pool read, saying why.
+func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why string) (permit.Outcome, time.Duration) {
+	k := read.Kind
 	if read.Err != nil {
 		return permit.Final(read.Err), 0
 	}
@@ -186,10 +212,6 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	}
 	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
 	permit.Counted(k.Resource)
-	why := "dynamic-prefix.io/name removed"
-	if dp != "" {
-		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
-	}
 	_, removed := changed(po.Entries, entries)
 	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", removed, "why", why)
 	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
@@ -343,10 +365,13 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 // dry run was refused by the admission policy (Forbidden); the caller looks
 // again later, it never waits here. Nothing to write, a dry run the breaker
 // refuses (Gate.DryRun), or any other answer: true, the writes go ahead
-// and report what they meet.
+// and report what they meet. A kind that claims addresses (Gateways) is never
+// the one asked, as Services are not: the policy refuses every address to
+// one in a namespace the DynamicPrefix does not let follow, which is no news
+// of the status.
 func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
 	for p := range poolsFollowing(pools, m.Name) {
-		if p.Err != nil {
+		if p.Err != nil || p.Kind.Claims {
 			continue
 		}
 		pl, err := w.plan(p.Kind, p.Object, m, d)

@@ -23,18 +23,65 @@ import (
 // DynamicPrefix: in transition mode ha every one, in mode simple those whose
 // DNS target is a mapped address (render.AnnotationMapping), releasing the
 // others - and those in a namespace the DynamicPrefix does not let follow
-// (spec.serviceNamespaces). Two Services never get one address: the one
-// that holds it keeps it (else the one created first), the other is
-// released, and the conflicts are
+// (spec.serviceNamespaces). The pools of a kind that claims addresses
+// (backends.Kind.Claims: Gateways) are written here too, under the same two
+// rules. No two of them get one address: the one that holds it keeps it
+// (else the one created first), the other is released, and the conflicts are
 // returned for the DynamicPrefix's status.
-func (w *Writer) Services(ctx context.Context, services cache.Indexer, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
-	var out permit.Outcomes
+func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
+	out, asks := w.serviceAsks(ctx, services, model, d)
+	gwOut, gwAsks := w.claimantAsks(ctx, pools, model, d)
+	out, asks = append(out, gwOut...), append(asks, gwAsks...)
+	// The oldest asks first; who holds an address keeps it: one whose
+	// record already names an address it asks for claims before the
+	// others, so a tenant cannot take an address by copying its suffix onto
+	// an older object of its own.
+	slices.SortFunc(asks, byAge)
+	slices.SortStableFunc(asks, func(a, b ask) int {
+		switch {
+		case a.held == b.held:
+			return 0
+		case a.held:
+			return -1
+		}
+		return 1
+	})
 	var conflicts []render.Conflict
-	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
-	followers := backends.ServicesFollowing(services, model.Name)
-	slices.SortFunc(followers, func(a, b *render.CachedService) int { return render.ByAge(a.Service, b.Service) })
+	claims := render.Claims{}
+	for _, x := range asks {
+		c, ok := claims.Claim(x.who, x.ips)
+		if !ok {
+			conflicts = append(conflicts, c)
+		}
+		switch {
+		case x.pool != nil:
+			out = append(out, w.claimantPool(ctx, x.pool, model, d, c, ok))
+		case ok:
+			w.Events.Forget("svc/" + x.svc.self.String() + "/conflict")
+			out = append(out, w.writeService(ctx, x.svc, model))
+		default:
+			m := x.svc.m
+			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
+				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
+				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	render.SortConflicts(conflicts)
+	return out, conflicts
+}
+
+// serviceAsks is what each Service following model's DynamicPrefix asks for;
+// those that may not follow, or ask for nothing, are released or refused
+// here (the outcomes).
+func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, model api.Model, d decide.Decision) (permit.Outcomes, []ask) {
+	var out permit.Outcomes
 	var asks []ask
-	for _, m := range followers {
+	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
+	for _, m := range backends.ServicesFollowing(services, model.Name) {
 		self := permit.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if !model.LetsFollow(m.Namespace) {
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
@@ -63,69 +110,46 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, model api
 			out = append(out, permit.Final(err))
 			continue
 		}
-		asks = append(asks, ask{m.Service, self, live, want})
+		sa := &serviceAsk{m.Service, self, live, want}
+		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
+			ips: canonical(want.ManagedIPs), held: sa.holds(), svc: sa})
 	}
-	// Who holds an address keeps it: a Service whose record already names an
-	// address it asks for claims before the others, oldest first among them,
-	// so a tenant cannot take a Service's address by copying its suffix onto
-	// an older Service of its own.
-	slices.SortStableFunc(asks, func(a, b ask) int {
-		switch ha, hb := a.holds(), b.holds(); {
-		case ha == hb:
-			return 0
-		case ha:
-			return -1
-		}
-		return 1
-	})
-	claims := render.Claims{}
-	for _, x := range asks {
-		m, self, live, want := x.m, x.self, x.live, x.want
-		if c, ok := claims.Claim(api.Key(m.Namespace, m.Name), want.ManagedIPs); !ok {
-			conflicts = append(conflicts, c)
-			w.Events.Announce("svc/"+self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
-				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
-				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
-			continue
-		}
-		w.Events.Forget("svc/" + self.String() + "/conflict")
-		if want.Equal(live) {
-			w.Calm(self, model.Name)
-			continue
-		}
-		if w.services.Behind(self, m.ResourceVersion) {
-			// Our last write is not in the cache yet (see Writer.pool).
-			out = append(out, permit.Later(CacheBehind))
-			continue
-		}
-		if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
-			continue
-		}
-		if err := w.Permit(self, serviceRef(m), model.Name); err != nil {
-			out = append(out, permit.Final(err))
-			continue
-		}
-		if err := w.patchService(ctx, m, live, want); err != nil {
-			if refusedForItsSize(err) { // the Service's own doing: left as it is
-				err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
-				w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
-				out = append(out, permit.Final(err))
-				continue
-			}
-			out = append(out, permit.Transient(err))
-			continue
-		}
-		w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
-		permit.Counted("services")
-		w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
-	}
-	render.SortConflicts(conflicts)
-	return out, conflicts
+	return out, asks
 }
 
-// ask is what one Service following a DynamicPrefix asks for.
-type ask struct {
+// writeService writes what one Service asks for, unless it holds it.
+func (w *Writer) writeService(ctx context.Context, x *serviceAsk, model api.Model) permit.Outcome {
+	m, self, live, want := x.m, x.self, x.live, x.want
+	if want.Equal(live) {
+		w.Calm(self, model.Name)
+		return permit.Outcome{}
+	}
+	if w.services.Behind(self, m.ResourceVersion) {
+		// Our last write is not in the cache yet (see Writer.pool).
+		return permit.Later(CacheBehind)
+	}
+	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
+		return permit.Outcome{}
+	}
+	if err := w.Permit(self, serviceRef(m), model.Name); err != nil {
+		return permit.Final(err)
+	}
+	if err := w.patchService(ctx, m, live, want); err != nil {
+		if refusedForItsSize(err) { // the Service's own doing: left as it is
+			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
+			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
+			return permit.Final(err)
+		}
+		return permit.Transient(err)
+	}
+	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
+	permit.Counted("services")
+	w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
+	return permit.Outcome{}
+}
+
+// serviceAsk is what one Service following a DynamicPrefix asks for.
+type serviceAsk struct {
 	m          *corev1.Service
 	self       permit.Object
 	live, want render.Annotations
@@ -133,7 +157,7 @@ type ask struct {
 
 // holds reports whether the Service's record already names an address it
 // asks for.
-func (x ask) holds() bool {
+func (x serviceAsk) holds() bool {
 	return slices.ContainsFunc(x.want.ManagedIPs, func(a string) bool {
 		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return render.Canonical(a) == render.Canonical(b) })
 	})

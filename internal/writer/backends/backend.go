@@ -83,6 +83,12 @@ type Kind struct {
 	// before any address in it is; they lose it when its draining ends, in
 	// the pass the pools do.
 	AllowList bool
+	// Claims: its objects ask for addresses as HA Services do (Gateways),
+	// so they share the Services' rules: only the namespaces the
+	// DynamicPrefix lets follow (spec.serviceNamespaces), and one address
+	// to one object of them all, Services too (apply.Writer.Services
+	// writes them, not Pools).
+	Claims bool
 }
 
 // Scope narrows the kind's informer to Only.
@@ -303,6 +309,8 @@ func identity(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out.SetName(u.GetName())
 	out.SetUID(u.GetUID())
 	out.SetResourceVersion(u.GetResourceVersion())
+	// Who asked first keeps an address (Kind.Claims).
+	out.SetCreationTimestamp(u.GetCreationTimestamp())
 	return out
 }
 

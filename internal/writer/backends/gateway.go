@@ -19,6 +19,11 @@
 //     on the Gateway: the current address alone, beside the user's targets
 //     (none with dynamic-prefix.io/skip-external-dns-update).
 //
+// A Gateway is a tenant's object as a Service is, and shares a Service's
+// rules (Kind.Claims): it follows only from a namespace the DynamicPrefix's
+// spec.serviceNamespaces names, and no two Services or Gateways get one
+// address - the one that holds it keeps it, else the one created first.
+//
 // The record is dynamic-prefix.io/managed-ips, as on a Service: the
 // addresses written. An address named there counts as held only where all
 // three places hold it (Entries), so an edit that drops it from one is put
@@ -57,7 +62,7 @@ func GatewayKind(v string) *Kind {
 	return &Kind{
 		Name: "Gateway", Resource: GatewayResource, Namespaced: true,
 		GVR:       schema.GroupVersionResource{Group: GatewayGroup, Version: v, Resource: GatewayResource},
-		RecordKey: render.AnnotationManagedIPs, ClaimExact: true,
+		RecordKey: render.AnnotationManagedIPs, ClaimExact: true, Claims: true,
 		FollowOf: gatewayFollow,
 		Keys: slices.Concat([]string{render.AnnotationSuffix, render.AnnotationRange, render.AnnotationSubnet, render.AnnotationSkipDNS},
 			render.DefaultTargetKeys),

@@ -3,6 +3,7 @@ package controller
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,18 +19,23 @@ import (
 
 var gatewayGVR = schema.GroupVersionResource{Group: backends.GatewayGroup, Version: "v1", Resource: backends.GatewayResource}
 
-// withGateway adds the Gateway web, following home with the HA Service's
-// suffix beside the user's IPv4 address, as the user made it.
+// withGateway adds the Gateway web, following home with a suffix of its own
+// beside the user's IPv4 address, as the user made it.
 func withGateway(t *testing.T, f *fixture) *gatewayFixture {
+	t.Helper()
+	return addGateway(t, f, "default", "web", "::ffff:0:0:2", "")
+}
+
+// addGateway adds the Gateway ns/name following home with suffix beside the
+// user's IPv4 address, created at created (RFC 3339; "" leaves it unset).
+func addGateway(t *testing.T, f *fixture, ns, name, suffix, created string) *gatewayFixture {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
-  name: web
-  namespace: default
   resourceVersion: "1"
-  annotations: {dynamic-prefix.io/name: home, dynamic-prefix.io/suffix: "::ffff:0:0:2"}
+  annotations: {dynamic-prefix.io/name: home}
 spec:
   gatewayClassName: cilium
   listeners: [{name: http, port: 80, protocol: HTTP}]
@@ -37,20 +43,31 @@ spec:
 `), &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.dyn.Resource(gatewayGVR).Namespace("default").Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetAnnotations(map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix})
+	if created != "" {
+		at, err := time.Parse(time.RFC3339, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetCreationTimestamp(metav1.NewTime(at))
+	}
+	if _, err := f.dyn.Resource(gatewayGVR).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	kind := backends.GatewayKind("v1")
-	g := &gatewayFixture{f: f, kind: kind, store: backends.NewCache(kind)}
+	g := &gatewayFixture{f: f, kind: kind, store: backends.NewCache(kind), ns: ns, name: name}
 	f.allowLists = append(f.allowLists, backends.Cached{Kind: g.kind, Store: g.store})
 	g.catchUp()
 	return g
 }
 
 type gatewayFixture struct {
-	f     *fixture
-	kind  *backends.Kind
-	store cache.Indexer
+	f        *fixture
+	kind     *backends.Kind
+	store    cache.Indexer
+	ns, name string
 }
 
 // catchUp is fixture.catchUp for the Gateway: a new resourceVersion when it
@@ -58,12 +75,12 @@ type gatewayFixture struct {
 func (g *gatewayFixture) catchUp() {
 	g.f.t.Helper()
 	g.f.catchUp()
-	res := g.f.dyn.Resource(gatewayGVR).Namespace("default")
-	u, err := res.Get(g.f.t.Context(), "web", metav1.GetOptions{})
+	res := g.f.dyn.Resource(gatewayGVR).Namespace(g.ns)
+	u, err := res.Get(g.f.t.Context(), g.name, metav1.GetOptions{})
 	if err != nil {
 		g.f.t.Fatal(err)
 	}
-	if rv := g.f.bump("gateways/web", u); rv != "" {
+	if rv := g.f.bump("gateways/"+g.ns+"/"+g.name, u); rv != "" {
 		u.SetResourceVersion(rv)
 		if u, err = res.Update(g.f.t.Context(), u, metav1.UpdateOptions{}); err != nil {
 			g.f.t.Fatal(err)
@@ -78,7 +95,7 @@ func (g *gatewayFixture) catchUp() {
 // holds is what the Gateway holds in the places the writer writes.
 func (g *gatewayFixture) holds() map[string]any {
 	g.f.t.Helper()
-	u, err := g.f.dyn.Resource(gatewayGVR).Namespace("default").Get(g.f.t.Context(), "web", metav1.GetOptions{})
+	u, err := g.f.dyn.Resource(gatewayGVR).Namespace(g.ns).Get(g.f.t.Context(), g.name, metav1.GetOptions{})
 	if err != nil {
 		g.f.t.Fatal(err)
 	}

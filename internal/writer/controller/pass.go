@@ -164,7 +164,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 			}
 			ippools, gvr := c.caches.CalicoPools()
 			steps = append(steps, c.ippools.Sync(ctx, ippools, gvr, m, d)...)
-			services, conflicts := c.write.Services(ctx, c.caches.Services(), m, d)
+			services, conflicts := c.write.Services(ctx, c.caches.Services(), pools, m, d)
 			steps, problems.Conflicts = append(steps, services...), conflicts
 			adverts, gvr := c.caches.Advertisements()
 			problems.BGP, bgp = c.write.Advertisements(ctx, adverts, gvr, pools, u, m)

@@ -10,20 +10,21 @@ import (
 )
 
 // ServiceAddressConflict is the condition (and the events' reason) of a
-// DynamicPrefix two of whose Services ask for one address: renumber does not
-// leave it to the load balancer's race after every renumbering.
+// DynamicPrefix two of whose Services or Gateways ask for one address:
+// renumber does not leave it to the load balancer's race after every
+// renumbering.
 const ServiceAddressConflict = "ServiceAddressConflict"
 
-// Conflict is one address two Services following one DynamicPrefix ask for.
-// The Service that holds it (its record names it) keeps it, else the one
+// Conflict is one address two Services (or Gateways: "Gateway
+// namespace/name") following one DynamicPrefix ask for. The one that holds it (its record names it) keeps it, else the one
 // that asked first (created first; then by namespace and name); Loser gets no address of renumber's until the conflict is gone
 // (its user's entries stay).
 type Conflict struct {
 	Address       string
-	Holder, Loser string // namespace/name
+	Holder, Loser string // namespace/name of a Service, "Gateway namespace/name"
 }
 
-// Claims tracks which Service holds which address, in the order Services
+// Claims tracks which Service or Gateway holds which address, in the order Services
 // are offered (ByAge).
 type Claims map[string]string
 
@@ -50,7 +51,8 @@ func ByAge(a, b *corev1.Service) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// ServiceConflictMessage says which Services ask for one address, and who keeps it.
+// ServiceConflictMessage says which Services and Gateways ask for one address,
+// and who keeps it.
 func ServiceConflictMessage(cs []Conflict) string {
 	const show = 5
 	var parts []string
@@ -62,7 +64,7 @@ func ServiceConflictMessage(cs []Conflict) string {
 	if len(cs) > show {
 		msg += fmt.Sprintf("; and %d more", len(cs)-show)
 	}
-	return msg + ": give each Service its own dynamic-prefix.io/suffix"
+	return msg + ": give each Service and Gateway its own dynamic-prefix.io/suffix"
 }
 
 // SortConflicts puts cs in a stable order (a status compares them).

@@ -1,0 +1,100 @@
+package apply
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/permit"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// ask is what one object following a DynamicPrefix - a Service, or a pool
+// of a kind that claims addresses (backends.Kind.Claims) - asks for, as the
+// claims weigh it.
+type ask struct {
+	who                   string // "namespace/name" of a Service, "Kind namespace/name" of a pool
+	created               metav1.Time
+	namespace, name, kind string
+	ips                   []string // canonical
+	held                  bool     // its record already names one of ips
+	svc                   *serviceAsk
+	pool                  *backends.Pool
+}
+
+// byAge orders asks as their claims are honoured: the oldest first, then by
+// namespace, name and kind (one creation second holds several, and a
+// Gateway may share its Service's name).
+func byAge(a, b ask) int {
+	if c := a.created.Compare(b.created.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name), cmp.Compare(a.kind, b.kind))
+}
+
+// claimantAsks is what each pool of a claiming kind following model's
+// DynamicPrefix asks for: its addresses on the pooled prefixes. One that
+// cannot be read, whose reference the spec cannot resolve, or in a namespace
+// the DynamicPrefix does not let follow (spec.serviceNamespaces, as for
+// Services) asks for nothing: it is reported, and released if it holds ours.
+func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, model api.Model, d decide.Decision) (permit.Outcomes, []ask) {
+	var out permit.Outcomes
+	var asks []ask
+	for _, c := range pools {
+		if !c.Kind.Claims {
+			continue
+		}
+		for _, p := range c.Following(model.Name) {
+			self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
+			if p.Err != nil {
+				out = append(out, w.unreadable(p))
+				continue
+			}
+			if !model.LetsFollow(p.Namespace) {
+				w.Events.Announce("pool/"+self.String()+"/namespace", p.Live, true, "NamespaceNotAllowed",
+					fmt.Sprintf("DynamicPrefix %s does not let %ss in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, p.Kind.Name, p.Namespace))
+				out = append(out, w.releasePool(ctx, p, model.Name, fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", p.Namespace, model.Name)))
+				continue
+			}
+			w.Events.Forget("pool/" + self.String() + "/namespace")
+			pl, err := w.plan(p.Kind, p.Object, model, d)
+			if err != nil {
+				out = append(out, w.pool(ctx, p, model, d)) // reports it
+				continue
+			}
+			ips := canonical(pl.record)
+			held := slices.ContainsFunc(ips, func(a string) bool { return slices.Contains(canonical(pl.po.Record.Entries), a) })
+			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
+				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: ips, held: held, pool: p})
+		}
+	}
+	return out, asks
+}
+
+// claimantPool writes a pool of a claiming kind whose claim was won (ok), or
+// releases it with an event saying who holds the address c it asked for.
+func (w *Writer) claimantPool(ctx context.Context, p *backends.Pool, model api.Model, d decide.Decision, c render.Conflict, ok bool) permit.Outcome {
+	self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
+	if ok {
+		w.Events.Forget("pool/" + self.String() + "/conflict")
+		return w.pool(ctx, p, model, d)
+	}
+	w.Events.Announce("pool/"+self.String()+"/conflict", p.Live, true, render.ServiceAddressConflict,
+		fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this %s gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder, p.Kind.Name))
+	return w.releasePool(ctx, p, model.Name, fmt.Sprintf("its address %s is %s's", c.Address, c.Holder))
+}
+
+// canonical is every entry of v in canonical form.
+func canonical(v []string) []string {
+	out := make([]string, len(v))
+	for i, e := range v {
+		out[i] = render.Canonical(e)
+	}
+	return out
+}

@@ -247,14 +247,14 @@ var examples = map[string]example{
 			ours := both(cur, draining, addr)
 			want := map[string]any{"addresses": "IPAddress 192.0.2.10, IPAddress " + strings.Join(ours, ", IPAddress "),
 				"infrastructure": map[string]string{"lbipam.cilium.io/ips": "192.0.2.10," + strings.Join(ours, ",")}, "listeners": 1,
-				"target": addr(cur), "alpha": addr(cur), "record": strings.Join(ours, ",")}
+				"target": "192.0.2.10," + addr(cur), "alpha": "192.0.2.10," + addr(cur), "record": strings.Join(ours, ",")}
 			got := gatewayHolds(t, w, "default", "web")
 			wantBlocks := append([]string{"192.0.2.0/24"}, both(cur, draining, func(p netip.Prefix) string { return lbRange(t, p) })...)
 			return fmt.Sprint(got) == fmt.Sprint(want) && slices.Equal(blocks(t, w, "lb"), wantBlocks),
 				fmt.Sprintf("Gateway %v, want %v; blocks %q", got, want, blocks(t, w, "lb"))
 		},
 		answers: func(t *testing.T, cur netip.Prefix) map[string][]string {
-			return map[string][]string{"web.example.org AAAA": {on(t, cur, "::ffff:0:0:3")}}
+			return map[string][]string{"web.example.org AAAA": {on(t, cur, "::ffff:0:0:3")}, "web.example.org A": {"192.0.2.10"}}
 		},
 		sources:  []string{"gateway-httproute"},
 		dnsSetup: startCiliumGateway,

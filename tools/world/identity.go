@@ -214,10 +214,25 @@ func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
 // module proxy; the root go.mod has it only as Cilium's dependency.
 const GatewayAPIVersion = "v1.6.1"
 
+// GatewayAPIOldest is the oldest Gateway API release the docs claim (v1.2:
+// the first with spec.infrastructure in the standard channel). The world
+// installs it where the API server is older than 1.31: GatewayAPIVersion's
+// CRDs call CEL's isIP, which 1.30 does not know (TestTheOldestKubernetes...).
+const GatewayAPIOldest = "v1.2.1"
+
 // InstallGatewayAPI installs every CRD of the Gateway API's standard channel
-// (not the ValidatingAdmissionPolicy the channel ships beside them).
+// (not the ValidatingAdmissionPolicy the channel ships beside them):
+// GatewayAPIVersion's, or GatewayAPIOldest's on an API server before 1.31.
 func (cp *ControlPlane) InstallGatewayAPI(ctx context.Context) error {
-	dir, err := moduleDir("sigs.k8s.io/gateway-api@" + GatewayAPIVersion)
+	version := GatewayAPIVersion
+	v, err := cp.Client.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	if minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+")); err == nil && v.Major == "1" && minor < 31 {
+		version = GatewayAPIOldest
+	}
+	dir, err := moduleDir("sigs.k8s.io/gateway-api@" + version)
 	if err != nil {
 		return err
 	}

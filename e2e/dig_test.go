@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -119,7 +119,7 @@ func digFollows(t *testing.T, bin, hostnameKey string) {
 	ctx := t.Context()
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
 		hostnameKey: name})
 	z, _, users := startDNS(t, w, bin, zone, userRecords(t)...)
 	startAgent(t, w, "node1")
@@ -135,7 +135,7 @@ func digFollows(t *testing.T, bin, hostnameKey string) {
 	eventuallyWithin(t, 90*time.Second, "dig "+name+" AAAA answers "+b1+" alone", func() (bool, string) {
 		if toTarget == 0 {
 			s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-			if err == nil && s.Annotations[render.AnnotationTarget] == b1 {
+			if err == nil && s.Annotations[holdings.AnnotationTarget] == b1 {
 				toTarget = time.Since(start)
 			}
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -41,11 +41,11 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	for name, ann := range map[string]map[string]string{
 		// As a writer before target keys existed left it: the alpha key, its
 		// record, no keys record; the user's own name under the alpha key.
-		"upgraded": {"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
-			render.AnnotationIPs: a1, render.AnnotationManagedIPs: a1,
-			render.AnnotationTargetAlpha: "legacy.example.org," + a1, render.AnnotationManagedTarget: a1},
-		"fresh": {"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
-			render.AnnotationTarget: "fresh.example.org"},
+		"upgraded": {"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+			holdings.AnnotationIPs: a1, holdings.AnnotationManagedIPs: a1,
+			holdings.AnnotationTargetAlpha: "legacy.example.org," + a1, holdings.AnnotationManagedTarget: a1},
+		"fresh": {"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:2",
+			holdings.AnnotationTarget: "fresh.example.org"},
 	} {
 		createService(t, w, name, ann)
 	}
@@ -71,15 +71,15 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 		})
 	}
 	writes := func(m world.Mark) []string { return serviceWrites(t, w, m) }
-	both := render.AnnotationTarget + "," + render.AnnotationTargetAlpha
+	both := holdings.AnnotationTarget + "," + holdings.AnnotationTargetAlpha
 	oneEach := []string{"patch services fresh 200", "patch services upgraded 200"}
 
 	m := mark(t, w)
 	writer := startWriter(t, w, "writer-a")
-	expect("upgraded", map[string]string{render.AnnotationTarget: a1, render.AnnotationTargetAlpha: "legacy.example.org," + a1,
-		render.AnnotationManagedTarget: a1, render.AnnotationManagedTargetKeys: both})
-	expect("fresh", map[string]string{render.AnnotationTarget: "fresh.example.org," + a2, render.AnnotationTargetAlpha: a2,
-		render.AnnotationManagedTargetKeys: both})
+	expect("upgraded", map[string]string{holdings.AnnotationTarget: a1, holdings.AnnotationTargetAlpha: "legacy.example.org," + a1,
+		holdings.AnnotationManagedTarget: a1, holdings.AnnotationManagedTargetKeys: both})
+	expect("fresh", map[string]string{holdings.AnnotationTarget: "fresh.example.org," + a2, holdings.AnnotationTargetAlpha: a2,
+		holdings.AnnotationManagedTargetKeys: both})
 	if got := writes(m); !slices.Equal(got, oneEach) {
 		t.Errorf("Service writes taking over: %q, want one each %q", got, oneEach)
 	}
@@ -87,16 +87,16 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	// external-dns upgraded to v0.22: the alpha key is dropped from the list.
 	w.Stop(writer, 10*time.Second)
 	m = mark(t, w)
-	startWriter(t, w, "writer-a", "--external-dns-target-annotation-keys", render.AnnotationTarget)
-	expect("upgraded", map[string]string{render.AnnotationTarget: a1, render.AnnotationTargetAlpha: "legacy.example.org",
-		render.AnnotationManagedTarget: a1, render.AnnotationManagedTargetKeys: render.AnnotationTarget})
-	expect("fresh", map[string]string{render.AnnotationTarget: "fresh.example.org," + a2, render.AnnotationTargetAlpha: "",
-		render.AnnotationManagedTargetKeys: render.AnnotationTarget})
+	startWriter(t, w, "writer-a", "--external-dns-target-annotation-keys", holdings.AnnotationTarget)
+	expect("upgraded", map[string]string{holdings.AnnotationTarget: a1, holdings.AnnotationTargetAlpha: "legacy.example.org",
+		holdings.AnnotationManagedTarget: a1, holdings.AnnotationManagedTargetKeys: holdings.AnnotationTarget})
+	expect("fresh", map[string]string{holdings.AnnotationTarget: "fresh.example.org," + a2, holdings.AnnotationTargetAlpha: "",
+		holdings.AnnotationManagedTargetKeys: holdings.AnnotationTarget})
 	if got := writes(m); !slices.Equal(got, oneEach) {
 		t.Errorf("Service writes releasing the alpha key: %q, want one each %q", got, oneEach)
 	}
 
-	for _, bad := range []string{"not a key", render.AnnotationTarget + "," + render.AnnotationTarget, "dynamic-prefix.io/name"} {
+	for _, bad := range []string{"not a key", holdings.AnnotationTarget + "," + holdings.AnnotationTarget, "dynamic-prefix.io/name"} {
 		out, err := exec.Command(filepath.Join(binaries(t), "writer"), "--external-dns-target-annotation-keys", bad).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "target key") {

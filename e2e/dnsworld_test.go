@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // TestAMappedNameAnswersBeyondTheRouter: the Service's address is a ULA
@@ -107,7 +107,7 @@ func shadowKeepsTheZone(t *testing.T, bin, prefix string) {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	a1 := on(t, prefixA, "::ffff:0:1")
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
 		prefix + "hostname": name, prefix + "target": a1}) // as the other operator wrote them
 	z, ed, _ := startDNS(t, w, bin, zone, userRecords(t)...)
 	m := mark(t, w)

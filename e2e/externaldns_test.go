@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // externalDNSReads is, for each external-dns the docs claim
@@ -117,8 +117,8 @@ func TestEveryExamplePublishesOnEveryClaimedExternalDNS(t *testing.T) {
 		t.Error("no example asks external-dns for a record: the test checks nothing")
 	}
 	for _, r := range externalDNSReads {
-		if !slices.Contains(render.DefaultTargetKeys, r.prefix+"target") {
-			t.Errorf("the writer's default target keys %q miss %starget, which %s reads", render.DefaultTargetKeys, r.prefix, r.versions)
+		if !slices.Contains(holdings.DefaultTargetKeys, r.prefix+"target") {
+			t.Errorf("the writer's default target keys %q miss %starget, which %s reads", holdings.DefaultTargetKeys, r.prefix, r.versions)
 		}
 	}
 }

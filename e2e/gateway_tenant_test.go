@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -37,7 +38,7 @@ func TestGatewaysTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	}
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1", render.AnnotationSkipDNS: "true"})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1", holdings.AnnotationSkipDNS: "true"})
 	// One second later at least: creation times are in seconds.
 	eventually(t, "a later creation second", func() (bool, string) {
 		s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
@@ -51,7 +52,7 @@ func TestGatewaysTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 			"metadata": map[string]any{"namespace": ns, "name": name, "annotations": map[string]any{
-				"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix}},
+				"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix}},
 			"spec": map[string]any{"gatewayClassName": "cilium",
 				"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}},
 				"addresses": []any{map[string]any{"type": "IPAddress", "value": "192.0.2.9"}}},
@@ -78,7 +79,7 @@ func TestGatewaysTakeNoAddressTheyAreNotGiven(t *testing.T) {
 					if err != nil {
 						return false, err.Error()
 					}
-					got[k] = s.Annotations[render.AnnotationIPs]
+					got[k] = s.Annotations[holdings.AnnotationIPs]
 					continue
 				}
 				got[k] = fmt.Sprint(gatewayHolds(t, w, ns, name)["addresses"])

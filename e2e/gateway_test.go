@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -39,7 +39,7 @@ func gatewayHolds(t *testing.T, w *world.World, ns, name string) map[string]any 
 	listeners, _, _ := unstructured.NestedSlice(u.Object, "spec", "listeners")
 	ann := u.GetAnnotations()
 	return map[string]any{"addresses": strings.Join(addresses, ", "), "infrastructure": infra, "listeners": len(listeners),
-		"target": ann[render.AnnotationTarget], "alpha": ann[render.AnnotationTargetAlpha], "record": ann[render.AnnotationManagedIPs]}
+		"target": ann[holdings.AnnotationTarget], "alpha": ann[holdings.AnnotationTargetAlpha], "record": ann[holdings.AnnotationManagedIPs]}
 }
 
 // TestGatewaysFollow: a Gateway (the Gateway API's real standard-channel
@@ -97,7 +97,7 @@ spec:
 		})
 	}
 	atA := map[string]any{"addresses": "IPAddress 192.0.2.9, Hostname web.example.org, IPAddress " + a,
-		"infrastructure": map[string]string{"example.org/team": "web", render.AnnotationIPs: "192.0.2.9," + a},
+		"infrastructure": map[string]string{"example.org/team": "web", holdings.AnnotationIPs: "192.0.2.9," + a},
 		"listeners":      1, "target": "192.0.2.9," + a, "alpha": a, "record": a}
 	holding("A", atA)
 
@@ -115,7 +115,7 @@ spec:
 	counted := writerMetric(metrics, `renumber_writer_object_writes_total{resource="gateways"}`)
 	advertise(t, w, prefixB, prefixA)
 	atB := map[string]any{"addresses": "IPAddress 192.0.2.9, Hostname web.example.org, IPAddress " + b + ", IPAddress " + a,
-		"infrastructure": map[string]string{"example.org/team": "web", render.AnnotationIPs: "192.0.2.9," + b + "," + a},
+		"infrastructure": map[string]string{"example.org/team": "web", holdings.AnnotationIPs: "192.0.2.9," + b + "," + a},
 		"listeners":      1, "target": "192.0.2.9," + b, "alpha": b, "record": b + "," + a}
 	holding("B, A draining", atB)
 	settleWrites()
@@ -139,7 +139,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"example.org/team": "web", render.AnnotationIPs: "192.0.2.9"},
+	_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"example.org/team": "web", holdings.AnnotationIPs: "192.0.2.9"},
 		"spec", "infrastructure", "annotations")
 	m = mark(t, w)
 	if _, err := gateways.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
@@ -193,7 +193,7 @@ func TestCiliumsGatewayControllerFollows(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			asked := strings.Split(s.Annotations[render.AnnotationIPs], ",")
+			asked := strings.Split(s.Annotations[holdings.AnnotationIPs], ",")
 			var given []string
 			for _, in := range s.Status.LoadBalancer.Ingress {
 				given = append(given, in.IP)

@@ -22,7 +22,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -331,7 +331,7 @@ func haWorld(t *testing.T, nodes int) *world.World {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	createPool(t, w)
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1"})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"})
 	return w
 }
 

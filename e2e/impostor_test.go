@@ -18,6 +18,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -41,7 +42,7 @@ func TestARouterImpostorMovesNothing(t *testing.T) {
 	advertise(t, w, prefixA)
 	trusted := trustingHome(t, w, map[string]any{"transition": map[string]any{"mode": "ha"}})
 	createPool(t, w)
-	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1"})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"})
 	nodes := []string{"node1", "node2", "node3"}
 	for _, n := range nodes {
 		startAgent(t, w, n, "--conflict-hold", "15s")
@@ -282,7 +283,7 @@ func TestHostileInputsCostBoundedWrites(t *testing.T) {
 	big := strings.Repeat("a.example.org,", 20<<10/len("a.example.org,"))
 	set := func(v any) {
 		t.Helper()
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{render.AnnotationTarget: v}}})
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{holdings.AnnotationTarget: v}}})
 		if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -294,8 +295,8 @@ func TestHostileInputsCostBoundedWrites(t *testing.T) {
 	if ws := serviceWrites(t, w, m); len(ws) > 0 {
 		t.Errorf("an oversized Service was written: %q", ws)
 	}
-	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); s.Annotations[render.AnnotationTarget] != big {
-		t.Errorf("the user's oversized target was changed (%d bytes)", len(s.Annotations[render.AnnotationTarget]))
+	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); s.Annotations[holdings.AnnotationTarget] != big {
+		t.Errorf("the user's oversized target was changed (%d bytes)", len(s.Annotations[holdings.AnnotationTarget]))
 	}
 	eventually(t, "PoolsSynced says why", func() (bool, string) {
 		for _, c := range dpStatus(t, w, "home").Conditions {
@@ -314,7 +315,7 @@ func TestHostileInputsCostBoundedWrites(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		v := render.Split(s.Annotations[render.AnnotationTarget])
+		v := holdings.Split(s.Annotations[holdings.AnnotationTarget])
 		return slices.Equal(v, []string{"lb.example.org", b1}), fmt.Sprint(v)
 	})
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -53,10 +53,10 @@ func TestKubeVIP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createService(t, w, "vip", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
-		render.AnnotationProvider: "kube-vip", render.AnnotationSkipDNS: "true"})
-	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
-		render.AnnotationSkipDNS: "true", render.AnnotationIPs: "192.0.2.7", render.AnnotationKubeVIPIPs: "192.0.2.8"})
+	createService(t, w, "vip", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+		holdings.AnnotationProvider: "kube-vip", holdings.AnnotationSkipDNS: "true"})
+	createService(t, w, "moving", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:2",
+		holdings.AnnotationSkipDNS: "true", holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationKubeVIPIPs: "192.0.2.8"})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 
@@ -85,7 +85,7 @@ func TestKubeVIP(t *testing.T) {
 			return true, ""
 		})
 	}
-	kvKey := map[string]string{render.AnnotationManagedIPsKey: render.AnnotationKubeVIPIPs}
+	kvKey := map[string]string{holdings.AnnotationManagedIPsKey: holdings.AnnotationKubeVIPIPs}
 	with := func(a, b map[string]string) map[string]string {
 		out := map[string]string{}
 		for _, m := range []map[string]string{a, b} {
@@ -97,15 +97,15 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(t, prefixA, "::ffff:0:1"), render.AnnotationIPs: ""}))
-	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7," + on(t, prefixA, "::ffff:0:2"),
-		render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationManagedIPsKey: ""})
+	serviceIs("vip", with(kvKey, map[string]string{holdings.AnnotationKubeVIPIPs: on(t, prefixA, "::ffff:0:1"), holdings.AnnotationIPs: ""}))
+	serviceIs("moving", map[string]string{holdings.AnnotationIPs: "192.0.2.7," + on(t, prefixA, "::ffff:0:2"),
+		holdings.AnnotationKubeVIPIPs: "192.0.2.8", holdings.AnnotationManagedIPsKey: ""})
 	settleWrites()
 
 	m := mark(t, w)
 	advertise(t, w, prefixB, prefixA)
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110," + rangeOf(prefixB.String()) + "," + rangeOf(prefixA.String())})
-	serviceIs("vip", with(kvKey, map[string]string{render.AnnotationKubeVIPIPs: on(t, prefixB, "::ffff:0:1") + "," + on(t, prefixA, "::ffff:0:1")}))
+	serviceIs("vip", with(kvKey, map[string]string{holdings.AnnotationKubeVIPIPs: on(t, prefixB, "::ffff:0:1") + "," + on(t, prefixA, "::ffff:0:1")}))
 	settleWrites()
 	want := []string{"patch configmaps kubevip 200", "patch dynamicprefixes/status home 200", "patch services moving 200", "patch services vip 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {
@@ -113,12 +113,12 @@ func TestKubeVIP(t *testing.T) {
 	}
 
 	m = mark(t, w)
-	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"kube-vip"}}}`, render.AnnotationProvider)
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"kube-vip"}}}`, holdings.AnnotationProvider)
 	if _, err := w.API.Client.CoreV1().Services("default").Patch(ctx, "moving", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	serviceIs("moving", with(kvKey, map[string]string{render.AnnotationIPs: "192.0.2.7",
-		render.AnnotationKubeVIPIPs: "192.0.2.8," + on(t, prefixB, "::ffff:0:2") + "," + on(t, prefixA, "::ffff:0:2")}))
+	serviceIs("moving", with(kvKey, map[string]string{holdings.AnnotationIPs: "192.0.2.7",
+		holdings.AnnotationKubeVIPIPs: "192.0.2.8," + on(t, prefixB, "::ffff:0:2") + "," + on(t, prefixA, "::ffff:0:2")}))
 	if got, want := serviceWrites(t, w, m), []string{"patch services moving 200"}; !slices.Equal(got, want) {
 		t.Errorf("switching provider wrote %q, want %q", got, want)
 	}
@@ -128,8 +128,8 @@ func TestKubeVIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolIs(map[string]string{"cidr-default": "198.51.100.0/28", "range-global": "192.0.2.100-192.0.2.110"})
-	serviceIs("vip", map[string]string{render.AnnotationKubeVIPIPs: "", render.AnnotationManagedIPsKey: "", render.AnnotationManagedIPs: ""})
-	serviceIs("moving", map[string]string{render.AnnotationIPs: "192.0.2.7", render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationManagedIPsKey: ""})
+	serviceIs("vip", map[string]string{holdings.AnnotationKubeVIPIPs: "", holdings.AnnotationManagedIPsKey: "", holdings.AnnotationManagedIPs: ""})
+	serviceIs("moving", map[string]string{holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationKubeVIPIPs: "192.0.2.8", holdings.AnnotationManagedIPsKey: ""})
 	settleWrites()
 	want = []string{"patch configmaps kubevip 200", "patch services moving 200", "patch services vip 200"}
 	if got := objectWrites(writesBy(t, w, m, writerUser)); !slices.Equal(got, want) {

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -54,7 +54,7 @@ func publishManaged(t *testing.T, w *world.World, names ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish(t, w, name, render.Split(s.Annotations[render.AnnotationManagedIPs])...)
+		publish(t, w, name, holdings.Split(s.Annotations[holdings.AnnotationManagedIPs])...)
 	}
 }
 
@@ -70,16 +70,16 @@ func TestL2AnnouncerNudge(t *testing.T) {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	follow := func(host string, extra ...string) map[string]string {
-		ann := map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: host}
+		ann := map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: host}
 		for i := 0; i+1 < len(extra); i += 2 {
 			ann[extra[i]] = extra[i+1]
 		}
 		return ann
 	}
 	createService(t, w, "web", follow("::ffff:0:1"))
-	createService(t, w, "bare", follow("::ffff:0:2", render.AnnotationSkipDNS, "true"))
-	createService(t, w, "opted-out", follow("::ffff:0:3", render.AnnotationSkipDNS, "true", render.AnnotationSkipL2Nudge, "true"))
-	createService(t, w, "forced", follow("::ffff:0:4", render.AnnotationSkipDNS, "true", render.AnnotationForceL2Nudge, "true"))
+	createService(t, w, "bare", follow("::ffff:0:2", holdings.AnnotationSkipDNS, "true"))
+	createService(t, w, "opted-out", follow("::ffff:0:3", holdings.AnnotationSkipDNS, "true", holdings.AnnotationSkipL2Nudge, "true"))
+	createService(t, w, "forced", follow("::ffff:0:4", holdings.AnnotationSkipDNS, "true", holdings.AnnotationForceL2Nudge, "true"))
 	all := []string{"web", "bare", "opted-out", "forced"}
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
@@ -94,13 +94,13 @@ func TestL2AnnouncerNudge(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				managed := s.Annotations[render.AnnotationManagedIPs]
-				got, ok := s.Annotations[render.AnnotationL2Nudged]
+				managed := s.Annotations[holdings.AnnotationManagedIPs]
+				got, ok := s.Annotations[holdings.AnnotationL2Nudged]
 				if want[name] && got != managed || !want[name] && ok {
 					return false, fmt.Sprintf("%s: nudge %q, managed %q", name, got, managed)
 				}
-				if name == "web" && s.Annotations[render.AnnotationTarget] != render.Split(managed)[0] {
-					return false, fmt.Sprintf("web: target %q, managed %q", s.Annotations[render.AnnotationTarget], managed)
+				if name == "web" && s.Annotations[holdings.AnnotationTarget] != holdings.Split(managed)[0] {
+					return false, fmt.Sprintf("web: target %q, managed %q", s.Annotations[holdings.AnnotationTarget], managed)
 				}
 			}
 			return true, ""
@@ -114,7 +114,7 @@ func TestL2AnnouncerNudge(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				if ips := s.Annotations[render.AnnotationManagedIPs]; !strings.HasPrefix(ips, strings.TrimSuffix(p.String(), ":/64")) {
+				if ips := s.Annotations[holdings.AnnotationManagedIPs]; !strings.HasPrefix(ips, strings.TrimSuffix(p.String(), ":/64")) {
 					return false, name + ": " + ips
 				}
 			}
@@ -154,7 +154,7 @@ func TestL2AnnouncerNudge(t *testing.T) {
 	before := map[string]string{}
 	for _, name := range all {
 		s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-		before[name] = s.Annotations[render.AnnotationL2Nudged]
+		before[name] = s.Annotations[holdings.AnnotationL2Nudged]
 	}
 	m = mark(t, w)
 	advertise(t, w, prefixC, prefixB)
@@ -162,8 +162,8 @@ func TestL2AnnouncerNudge(t *testing.T) {
 	publishManaged(t, w, all...)
 	eventually(t, "forced nudged on C", func() (bool, string) {
 		s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "forced", metav1.GetOptions{})
-		got := s.Annotations[render.AnnotationL2Nudged]
-		return got == s.Annotations[render.AnnotationManagedIPs], got
+		got := s.Annotations[holdings.AnnotationL2Nudged]
+		return got == s.Annotations[holdings.AnnotationManagedIPs], got
 	})
 	want = map[string]int{"web": 2, "bare": 1, "opted-out": 1, "forced": 2}
 	if got := perService(m); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -174,7 +174,7 @@ func TestL2AnnouncerNudge(t *testing.T) {
 			continue
 		}
 		s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-		if got := s.Annotations[render.AnnotationL2Nudged]; got != before[name] {
+		if got := s.Annotations[holdings.AnnotationL2Nudged]; got != before[name] {
 			t.Errorf("%s nudged on Cilium v1.20.1: %q -> %q", name, before[name], got)
 		}
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -167,19 +167,19 @@ func operatorObjects(t *testing.T, w *world.World) {
 		}
 	}
 	createService(t, w, "web", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
-		render.AnnotationIPs:         "192.0.2.7," + operatorAddr(b) + "," + operatorAddr(a),
-		render.AnnotationManagedIPs:  operatorAddr(b) + "," + operatorAddr(a),
-		render.AnnotationTargetAlpha: operatorAddr(b), render.AnnotationManagedTarget: operatorAddr(b),
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+		holdings.AnnotationIPs:         "192.0.2.7," + operatorAddr(b) + "," + operatorAddr(a),
+		holdings.AnnotationManagedIPs:  operatorAddr(b) + "," + operatorAddr(a),
+		holdings.AnnotationTargetAlpha: operatorAddr(b), holdings.AnnotationManagedTarget: operatorAddr(b),
 	})
 	// As its v0.0.18 and later write a Service: the target under both keys.
 	api := func(p string) string { return strings.Replace(operatorAddr(p), "ffff:0:1", "ffff:0:2", 1) }
 	createService(t, w, "api", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2",
-		render.AnnotationIPs:         "192.0.2.9," + api(b) + "," + api(a),
-		render.AnnotationManagedIPs:  api(b) + "," + api(a),
-		render.AnnotationTargetAlpha: api(b), "external-dns.kubernetes.io/target": api(b),
-		render.AnnotationManagedTarget: api(b),
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:2",
+		holdings.AnnotationIPs:         "192.0.2.9," + api(b) + "," + api(a),
+		holdings.AnnotationManagedIPs:  api(b) + "," + api(a),
+		holdings.AnnotationTargetAlpha: api(b), "external-dns.kubernetes.io/target": api(b),
+		holdings.AnnotationManagedTarget: api(b),
 	})
 }
 
@@ -225,7 +225,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 		t.Errorf("the shadow planned %q, the switch wrote %q", got, switched)
 	}
 	if !slices.ContainsFunc(planned, func(c permit.Change) bool {
-		return c.Object == "services/default/web" && c.Field == "metadata.annotations."+render.AnnotationTarget &&
+		return c.Object == "services/default/web" && c.Field == "metadata.annotations."+holdings.AnnotationTarget &&
 			c.From == "" && c.To == operatorAddr(prefixB.String())
 	}) {
 		t.Errorf("the plan does not show web's GA target key from nothing to B's address: %+v", planned)
@@ -257,7 +257,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 			return false, err.Error()
 		}
 		want := "192.0.2.7," + operatorAddr(prefixC.String()) + "," + operatorAddr(prefixB.String())
-		return s.Annotations[render.AnnotationIPs] == want, fmt.Sprint(s.Annotations)
+		return s.Annotations[holdings.AnnotationIPs] == want, fmt.Sprint(s.Annotations)
 	})
 	c, b := prefixC.String(), prefixB.String()
 	backendsHold(t, w, "C current, B draining, A's entries gone",
@@ -296,7 +296,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	// existing operator does (current + the first maxPrefixHistory entries).
 	w.Stop(writer, 5*time.Second)
 	cmd := exec.CommandContext(t.Context(), filepath.Join(binaries(t), "kubectl-renumber"), "handover",
-		"--kubeconfig", w.API.AdminFile, "--target-keys", render.AnnotationTargetAlpha)
+		"--kubeconfig", w.API.AdminFile, "--target-keys", holdings.AnnotationTargetAlpha)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("handover: %v\n%s", err, out)
@@ -309,7 +309,7 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Annotations[render.AnnotationTarget]; ok {
+	if _, ok := s.Annotations[holdings.AnnotationTarget]; ok {
 		t.Errorf("the GA target key, which that operator (v0.0.17) never moves, is still there: %v", s.Annotations)
 	}
 	// B's IPPool is now the one that operator finds by its name and labels.
@@ -355,10 +355,10 @@ func TestSwitchingFromTheExistingOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Annotations[render.AnnotationIPs] != "192.0.2.7" {
+	if s.Annotations[holdings.AnnotationIPs] != "192.0.2.7" {
 		t.Errorf("web after delete: %v", s.Annotations)
 	}
-	if s, err := w.API.Client.CoreV1().Services("default").Get(t.Context(), "api", metav1.GetOptions{}); err != nil || s.Annotations[render.AnnotationIPs] != "192.0.2.9" {
+	if s, err := w.API.Client.CoreV1().Services("default").Get(t.Context(), "api", metav1.GetOptions{}); err != nil || s.Annotations[holdings.AnnotationIPs] != "192.0.2.9" {
 		t.Errorf("api after delete: %v %v", s, err)
 	}
 	backendsHold(t, w, "the user's entries alone", []string{"192.0.2.10-192.0.2.20"},

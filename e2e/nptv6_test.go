@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -130,7 +130,7 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 		t.Run(source.name, func(t *testing.T) {
 			w := newWorld(t, 1)
 			ctx := t.Context()
-			tr, inside, ula := mappedService(t, w, map[string]string{render.AnnotationTarget: "192.0.2.10"})
+			tr, inside, ula := mappedService(t, w, map[string]string{holdings.AnnotationTarget: "192.0.2.10"})
 			renumber := source.follow(t, w)
 			if err := tr.Map(ctx, delegationA); err != nil {
 				t.Fatal(err)
@@ -145,9 +145,9 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 					if err != nil {
 						return false, err.Error()
 					}
-					ok := s.Annotations[render.AnnotationIPs] == ula.String() && slices.Equal(render.Ingress(s), []string{ula.String()}) &&
-						s.Annotations[render.AnnotationTarget] == "192.0.2.10,"+target && s.Annotations[render.AnnotationTargetAlpha] == target
-					return ok, fmt.Sprintf("ingress %q, annotations %v", render.Ingress(s), s.Annotations)
+					ok := s.Annotations[holdings.AnnotationIPs] == ula.String() && slices.Equal(holdings.Ingress(s), []string{ula.String()}) &&
+						s.Annotations[holdings.AnnotationTarget] == "192.0.2.10,"+target && s.Annotations[holdings.AnnotationTargetAlpha] == target
+					return ok, fmt.Sprintf("ingress %q, annotations %v", holdings.Ingress(s), s.Annotations)
 				})
 				line, err := tr.Dial(ctx, netip.MustParseAddr(target), 8080)
 				if want := "[" + ula.String() + "]:8080 "; err != nil || !strings.HasPrefix(line, want) {
@@ -211,8 +211,8 @@ func mappedService(t *testing.T, w *world.World, ann map[string]string) (tr *wor
 		"metadata": map[string]any{"name": "ula"},
 		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
 	})
-	all := map[string]string{dynamicprefix.AnnotationName: "home", render.AnnotationMapping: api.MappingNPTv6,
-		render.AnnotationMappingPrefix: inside.String(), render.AnnotationIPs: ula.String()}
+	all := map[string]string{dynamicprefix.AnnotationName: "home", holdings.AnnotationMapping: api.MappingNPTv6,
+		holdings.AnnotationMappingPrefix: inside.String(), holdings.AnnotationIPs: ula.String()}
 	maps.Copy(all, ann)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: all},

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -117,19 +117,19 @@ func TestPaddingCannotPushTheValuePolicyPastItsCost(t *testing.T) {
 	s := stealWriterToken(t, nil)
 	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home"})
 	padded := addresses("2001:db8:1::", 600)
-	s.annotate("default", "web", map[string]any{render.AnnotationIPs: strings.Join(padded, ",")})
-	err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: strings.Join(append(padded, "2001:db8:bad::1"), ",")})
-	if got := s.read(t, serviceGVR, "default", "web").GetAnnotations()[render.AnnotationIPs]; strings.Contains(got, "bad") {
+	s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(padded, ",")})
+	err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(append(padded, "2001:db8:bad::1"), ",")})
+	if got := s.read(t, serviceGVR, "default", "web").GetAnnotations()[holdings.AnnotationIPs]; strings.Contains(got, "bad") {
 		t.Errorf("padded, an outside address was admitted (%v): the Service holds %d entries", errString(err), len(strings.Split(got, ",")))
 	}
 	full := addresses("2001:db8:1::", 64)
-	if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: strings.Join(full, ",")}); err != nil {
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(full, ",")}); err != nil {
 		t.Errorf("64 addresses inside the prefixes (the bound): %v", err)
 	}
-	if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: strings.Join(append(full[:63], "2001:db8:bad::1"), ",")}); !denied(err) {
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(append(full[:63], "2001:db8:bad::1"), ",")}); !denied(err) {
 		t.Errorf("63 addresses and an outside one: got %v, want refused", errString(err))
 	}
-	if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: strings.Join(addresses("2001:db8:1::", 65), ",")}); !denied(err) {
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(addresses("2001:db8:1::", 65), ",")}); !denied(err) {
 		t.Errorf("65 addresses (over the bound): got %v, want refused", errString(err))
 	}
 }
@@ -153,11 +153,11 @@ func TestADelegationOutsideTheSpecIsNeverTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the status read by the value policy", func() (bool, string) {
-		err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: "2001:db8:7::1"})
+		err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:7::1"})
 		return err == nil, errString(err)
 	})
 	for _, a := range []string{"2001:db8:bad::1", "2001:db8:8::1", "192.0.2.1"} {
-		if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: "2001:db8:7::1," + a}); !denied(err) {
+		if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:7::1," + a}); !denied(err) {
 			t.Errorf("%s, with ::/0 as the status's delegation: got %v, want refused", a, errString(err))
 		}
 	}
@@ -185,7 +185,7 @@ func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 	places := map[string]string{
 		"spec.addresses":             `{"spec":{"addresses":[{"type":"IPAddress","value":"2001:db8:1::1"}]}}`,
 		"the infrastructure address": `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1"}}}}`,
-		"the DNS target":             `{"metadata":{"annotations":{"` + render.AnnotationTarget + `":"2001:db8:1::1"}}}`,
+		"the DNS target":             `{"metadata":{"annotations":{"` + holdings.AnnotationTarget + `":"2001:db8:1::1"}}}`,
 	}
 	for what, body := range places {
 		if err := s.patch(gatewayGVR, "default", "web", body); err != nil {
@@ -195,10 +195,10 @@ func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 			t.Errorf("%s of a Gateway in tenant: got %v, want refused", what, errString(err))
 		}
 	}
-	if err := s.annotate("default", "web", map[string]any{render.AnnotationIPs: "2001:db8:1::1", render.AnnotationTarget: "2001:db8:1::1"}); err != nil {
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:1::1", holdings.AnnotationTarget: "2001:db8:1::1"}); err != nil {
 		t.Errorf("an address for a Service in default: %v", err)
 	}
-	for k, v := range map[string]string{render.AnnotationIPs: "2001:db8:1::1", render.AnnotationTarget: "2001:db8:1::1"} {
+	for k, v := range map[string]string{holdings.AnnotationIPs: "2001:db8:1::1", holdings.AnnotationTarget: "2001:db8:1::1"} {
 		if err := s.annotate("tenant", "web", map[string]any{k: v}); !denied(err) {
 			t.Errorf("%s on a Service in tenant: got %v, want refused", k, errString(err))
 		}
@@ -243,25 +243,25 @@ func TestOnObjectsThatFollowNothingTheWriterOnlyTakesItsOwnOut(t *testing.T) {
 	}
 
 	createService(t, s.w, "other", map[string]string{
-		render.AnnotationIPs: "192.0.2.9,2001:db8:1::9", render.AnnotationManagedIPs: "2001:db8:1::9",
-		render.AnnotationTarget: "a.example.org,2001:db8:1::9", render.AnnotationManagedTarget: "2001:db8:1::9"})
+		holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationManagedIPs: "2001:db8:1::9",
+		holdings.AnnotationTarget: "a.example.org,2001:db8:1::9", holdings.AnnotationManagedTarget: "2001:db8:1::9"})
 	for what, ann := range map[string]map[string]any{
-		"the user's address":        {render.AnnotationIPs: "2001:db8:1::9"},
-		"the user's address key":    {render.AnnotationIPs: nil},
-		"the user's DNS target":     {render.AnnotationTarget: "2001:db8:1::9"},
-		"the user's DNS target key": {render.AnnotationTarget: nil},
-		"a record grown":            {render.AnnotationManagedIPs: "2001:db8:1::9,192.0.2.9"},
+		"the user's address":        {holdings.AnnotationIPs: "2001:db8:1::9"},
+		"the user's address key":    {holdings.AnnotationIPs: nil},
+		"the user's DNS target":     {holdings.AnnotationTarget: "2001:db8:1::9"},
+		"the user's DNS target key": {holdings.AnnotationTarget: nil},
+		"a record grown":            {holdings.AnnotationManagedIPs: "2001:db8:1::9,192.0.2.9"},
 	} {
 		if err := s.annotate("default", "other", ann); !denied(err) {
 			t.Errorf("%s taken from a Service that follows nothing: got %v, want refused", what, errString(err))
 		}
 	}
-	if err := s.annotate("default", "other", map[string]any{render.AnnotationIPs: "192.0.2.9", render.AnnotationManagedIPs: nil,
-		render.AnnotationTarget: "a.example.org", render.AnnotationManagedTarget: nil}); err != nil {
+	if err := s.annotate("default", "other", map[string]any{holdings.AnnotationIPs: "192.0.2.9", holdings.AnnotationManagedIPs: nil,
+		holdings.AnnotationTarget: "a.example.org", holdings.AnnotationManagedTarget: nil}); err != nil {
 		t.Errorf("the writer's own entries and records out of a Service that follows nothing: %v", err)
 	}
 	got := s.read(t, serviceGVR, "default", "other").GetAnnotations()
-	if got[render.AnnotationIPs] != "192.0.2.9" || got[render.AnnotationTarget] != "a.example.org" {
+	if got[holdings.AnnotationIPs] != "192.0.2.9" || got[holdings.AnnotationTarget] != "a.example.org" {
 		t.Errorf("the user's entries: %v", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -73,7 +73,7 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	// A Service: 256 annotations, 16 DNS-target keys and both address keys
 	// of 64 entries each, all replaced (bad: the one of key bad, -1 none,
 	// ends outside).
-	keys := []string{render.AnnotationIPs, render.AnnotationKubeVIPIPs}
+	keys := []string{holdings.AnnotationIPs, holdings.AnnotationKubeVIPIPs}
 	for i := range 16 {
 		keys = append(keys, fmt.Sprintf("k%d.example.org/target", i))
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // TestAStolenWriterTokenMovesNoAddress plays a stolen writer token against
@@ -36,12 +36,12 @@ import (
 func TestAStolenWriterTokenMovesNoAddress(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"serviceNamespaces": []any{"default"}})
 	createNamespace(t, s.w, "tenant")
-	follow := map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationIPs: "192.0.2.7", render.AnnotationTarget: "lb.example.org"}
+	follow := map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationTarget: "lb.example.org"}
 	createService(t, s.w, "web", follow)
 	createServiceIn(t, s.w, "tenant", "web", follow)
 	createService(t, s.w, "other", map[string]string{
-		render.AnnotationIPs: "192.0.2.9,2001:db8:1::9", render.AnnotationManagedIPs: "2001:db8:1::9",
-		render.AnnotationTarget: "a.example.org,2001:db8:1::9", render.AnnotationManagedTarget: "2001:db8:1::9"})
+		holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationManagedIPs: "2001:db8:1::9",
+		holdings.AnnotationTarget: "a.example.org,2001:db8:1::9", holdings.AnnotationManagedTarget: "2001:db8:1::9"})
 	for name, ann := range map[string]map[string]any{"lan": {"dynamic-prefix.io/name": "home"}, "free": {"dynamic-prefix.io/managed-cidrs": "2001:db8:1::/64"}} {
 		var egress []any
 		for i, peers := range [][]any{{"0.0.0.0/0", "2001:db8:1::/64"}, {"10.0.0.0/8", "pods"}, {"::/0"}} {
@@ -115,8 +115,8 @@ func lists(gvr schema.GroupVersionResource, u *unstructured.Unstructured) map[st
 	switch gvr {
 	case serviceGVR:
 		for k, v := range u.GetAnnotations() {
-			if slices.Contains(render.AddressKeys, k) || strings.HasSuffix(k, "/target") ||
-				k == render.AnnotationManagedIPs || k == render.AnnotationManagedTarget {
+			if slices.Contains(holdings.AddressKeys, k) || strings.HasSuffix(k, "/target") ||
+				k == holdings.AnnotationManagedIPs || k == holdings.AnnotationManagedTarget {
 				out[k] = strings.Split(v, ",")
 			}
 		}
@@ -148,14 +148,14 @@ const poolRecord = "dynamic-prefix.io/managed-cidrs"
 // ("" for a record itself).
 func recordOf(gvr schema.GroupVersionResource, k string) string {
 	switch {
-	case k == poolRecord || k == render.AnnotationManagedIPs || k == render.AnnotationManagedTarget:
+	case k == poolRecord || k == holdings.AnnotationManagedIPs || k == holdings.AnnotationManagedTarget:
 		return ""
 	case gvr != serviceGVR:
 		return poolRecord
 	case strings.HasSuffix(k, "/target"):
-		return render.AnnotationManagedTarget
+		return holdings.AnnotationManagedTarget
 	}
-	return render.AnnotationManagedIPs
+	return holdings.AnnotationManagedIPs
 }
 
 // violations are what the write that turned before into after broke of the
@@ -327,10 +327,10 @@ func (g gen) write(o obj, u *unstructured.Unstructured) (string, bool) {
 	var fair bool
 	switch o.gvr {
 	case serviceGVR:
-		key := []string{render.AnnotationIPs, render.AnnotationKubeVIPIPs, render.AnnotationTarget, "x.example.org/target",
-			render.AnnotationManagedIPs, render.AnnotationManagedTarget}[g.IntN(6)]
+		key := []string{holdings.AnnotationIPs, holdings.AnnotationKubeVIPIPs, holdings.AnnotationTarget, "x.example.org/target",
+			holdings.AnnotationManagedIPs, holdings.AnnotationManagedTarget}[g.IntN(6)]
 		if m == honest {
-			key = []string{render.AnnotationIPs, render.AnnotationTarget}[g.IntN(2)]
+			key = []string{holdings.AnnotationIPs, holdings.AnnotationTarget}[g.IntN(2)]
 		}
 		l, ok := g.list(was[key], false, m, 64)
 		var v any = strings.Join(l, ",")

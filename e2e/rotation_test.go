@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -72,11 +72,11 @@ func TestRotations(t *testing.T) {
 		}
 	}
 	createService(t, w, "web", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::1:2:3:4",
-		render.AnnotationIPs: "192.0.2.7", render.AnnotationTarget: "web.example.org"})
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::1:2:3:4",
+		holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationTarget: "web.example.org"})
 	createService(t, w, "vip", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::1:2:3:5", render.AnnotationProvider: "kube-vip",
-		render.AnnotationKubeVIPIPs: "192.0.2.8", render.AnnotationSkipDNS: "true"})
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::1:2:3:5", holdings.AnnotationProvider: "kube-vip",
+		holdings.AnnotationKubeVIPIPs: "192.0.2.8", holdings.AnnotationSkipDNS: "true"})
 	// Twenty-five renumberings in about a minute are beyond the agent's write
 	// budget too (10 at once, then 12 a minute).
 	startAgent(t, w, "node1", "--publish-per-minute", "600")
@@ -140,8 +140,8 @@ func TestRotations(t *testing.T) {
 			"metallb":  strings.Join(metallb, ","),
 			"kube-vip": cm.Data["cidr-global"] + " / range-default " + cm.Data["range-default"],
 			"calico":   fmt.Sprint(pools),
-			"web ips":  web[render.AnnotationIPs], "web dns": web[render.AnnotationTarget],
-			"vip ips": vip[render.AnnotationKubeVIPIPs] + " / cilium " + vip[render.AnnotationIPs],
+			"web ips":  web[holdings.AnnotationIPs], "web dns": web[holdings.AnnotationTarget],
+			"vip ips": vip[holdings.AnnotationKubeVIPIPs] + " / cilium " + vip[holdings.AnnotationIPs],
 		}
 	}
 	expect := func(what string, pooled ...int) {

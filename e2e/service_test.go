@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -67,13 +67,13 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	})
 	svc := func(name string, ann map[string]string) { createService(t, w, name, ann) }
 	svc("web", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1",
-		render.AnnotationIPs: "192.0.2.7", render.AnnotationTarget: "lb.example.org",
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+		holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationTarget: "lb.example.org",
 	})
 	svc("internal", map[string]string{
-		"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:2", render.AnnotationSkipDNS: "true",
+		"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:2", holdings.AnnotationSkipDNS: "true",
 	})
-	svc("unrelated", map[string]string{render.AnnotationIPs: "192.0.2.9"})
+	svc("unrelated", map[string]string{holdings.AnnotationIPs: "192.0.2.9"})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 
@@ -92,9 +92,9 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			gotIPs := render.Split(s.Annotations[render.AnnotationIPs])
-			gotT := render.Split(s.Annotations[render.AnnotationTarget])
-			_, hasT := s.Annotations[render.AnnotationTarget]
+			gotIPs := holdings.Split(s.Annotations[holdings.AnnotationIPs])
+			gotT := holdings.Split(s.Annotations[holdings.AnnotationTarget])
+			_, hasT := s.Annotations[holdings.AnnotationTarget]
 			okT := slices.Equal(gotT, targets) && (len(targets) > 0 || !hasT)
 			return slices.Equal(gotIPs, ips) && okT, fmt.Sprintf("ips %q targets %q", gotIPs, gotT)
 		})
@@ -117,7 +117,7 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("writer writes for the change:\n got %q\nwant %q", got, want)
 	}
-	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "unrelated", metav1.GetOptions{}); s.Annotations[render.AnnotationIPs] != "192.0.2.9" {
+	if s, _ := w.API.Client.CoreV1().Services("default").Get(ctx, "unrelated", metav1.GetOptions{}); s.Annotations[holdings.AnnotationIPs] != "192.0.2.9" {
 		t.Errorf("a Service without our annotation was touched: %v", s.Annotations)
 	}
 }
@@ -164,7 +164,7 @@ func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 	})
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{
-			"dynamic-prefix.io/name": "home", render.AnnotationSuffix: "::ffff:0:1"}},
+			"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}},
 			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack)},
 	}
@@ -188,10 +188,10 @@ func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			gotIPs := render.Split(s.Annotations[render.AnnotationIPs])
-			published := render.Ingress(s) // in LB-IPAM's order
+			gotIPs := holdings.Split(s.Annotations[holdings.AnnotationIPs])
+			published := holdings.Ingress(s) // in LB-IPAM's order
 			ok := slices.Equal(gotIPs, ips) && slices.Equal(slices.Sorted(slices.Values(published)), slices.Sorted(slices.Values(ips)))
-			for _, k := range render.DefaultTargetKeys {
+			for _, k := range holdings.DefaultTargetKeys {
 				ok = ok && s.Annotations[k] == target
 			}
 			return ok, fmt.Sprintf("ips %q ingress %q annotations %v", gotIPs, published, s.Annotations)

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -83,8 +83,8 @@ func TestShadowWriter(t *testing.T) {
 
 	// Disagreeing on purpose: external-dns upgraded in the shadow's mind only.
 	svc := "services/default/web metadata.annotations."
-	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", render.AnnotationTarget)
-	got := planIs(t, differ, "the disagreement planned", svc+render.AnnotationManagedTargetKeys, svc+render.AnnotationTargetAlpha)
+	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", holdings.AnnotationTarget)
+	got := planIs(t, differ, "the disagreement planned", svc+holdings.AnnotationManagedTargetKeys, svc+holdings.AnnotationTargetAlpha)
 	addrOn := func(p netip.Prefix) string {
 		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {

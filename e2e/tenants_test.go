@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -33,7 +34,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
 	outsider, team := newTenant(t, w, "tenant"), newTenant(t, w, "team")
 	follow := func(suffix string) map[string]string {
-		return map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix, render.AnnotationSkipDNS: "true"}
+		return map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix, holdings.AnnotationSkipDNS: "true"}
 	}
 	createService(t, w, "web", follow("::ffff:0:1"))
 	// One second later at least: creation times are in seconds.
@@ -45,7 +46,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		return metav1.Now().Unix() > s.CreationTimestamp.Unix(), ""
 	})
 	copied := follow("::ffff:0:1")
-	copied[render.AnnotationIPs] = "192.0.2.7"
+	copied[holdings.AnnotationIPs] = "192.0.2.7"
 	m0 := mark(t, w)
 	createServiceWith(t, team.cs, team.ns, "copy", copied)
 	createServiceWith(t, outsider.cs, outsider.ns, "web", follow("::ffff:0:3"))
@@ -69,7 +70,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return render.Split(s.Annotations[render.AnnotationIPs])
+		return holdings.Split(s.Annotations[holdings.AnnotationIPs])
 	}
 	expect := func(what string, want map[string][]string) {
 		t.Helper()
@@ -121,7 +122,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 		}
 	}
 
-	patch := `{"metadata":{"annotations":{"` + render.AnnotationSuffix + `":"::ffff:0:2"}}}`
+	patch := `{"metadata":{"annotations":{"` + holdings.AnnotationSuffix + `":"::ffff:0:2"}}}`
 	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "copy", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Which DynamicPrefix an object follows is read in one place
 // (backends/follow.go; a Service's annotations with the rest of what it asks
-// for in render/service.go). The stages' order is internal/layers_test.go's.
+// for in holdings/service.go). The stages' order is internal/layers_test.go's.
 
 package writer_test
 
@@ -39,7 +39,7 @@ func sources(t *testing.T, dir string) map[string]*ast.File {
 
 // Which DynamicPrefix an object follows is read in one place.
 func TestTheFollowRelationIsReadInOnePlace(t *testing.T) {
-	home := []string{"internal/writer/backends/follow.go", "internal/writer/render/service.go"}
+	home := []string{"internal/writer/backends/follow.go", "internal/writer/holdings/service.go"}
 	files := map[string]*ast.File{}
 	for _, dir := range []string{".", "../../writer"} {
 		for path, f := range sources(t, dir) {

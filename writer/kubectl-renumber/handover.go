@@ -19,7 +19,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/handover"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // handoverUsage is `kubectl renumber handover --help`.
@@ -43,8 +43,8 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	fs.Usage = func() { fmt.Fprint(out, handoverUsage); fs.PrintDefaults() }
 	kube := newKubeFlags()
 	kube.add(fs)
-	keys := fs.String("target-keys", strings.Join(render.DefaultTargetKeys, ","),
-		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+render.AnnotationTargetAlpha+" alone before")
+	keys := fs.String("target-keys", strings.Join(holdings.DefaultTargetKeys, ","),
+		"the DNS target keys the existing operator writes: both from its v0.0.18 on (the default), "+holdings.AnnotationTargetAlpha+" alone before")
 	dryRun := fs.String("dry-run", "none", "server: the API server checks every change and makes none, and each is printed (kubectl's spelling; --dry-run alone is server, none changes)")
 	fs.Lookup("dry-run").NoOptDefVal = "server"
 	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {

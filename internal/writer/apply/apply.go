@@ -7,8 +7,8 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Writer makes the writes.
@@ -17,7 +17,7 @@ type Writer struct {
 	Client dynamic.Interface  // pools, status, advertisements; writes pass the leader gate
 	Meta   metadata.Interface // Services
 	// TargetKeys are the annotations HA Services get the DNS target under, in
-	// order (render.DefaultTargetKeys; none: no target is written).
+	// order (holdings.DefaultTargetKeys; none: no target is written).
 	TargetKeys []string
 	// L2Nudge reports whether HA Services need the L2 announcer nudge
 	// (render.ServiceOptions); nil: never.
@@ -26,7 +26,7 @@ type Writer struct {
 	// What was written last, per object, until the caches show it.
 	statuses permit.Memo[api.Status]
 	pools    permit.Memo[poolWrite]
-	services permit.Memo[render.Annotations]
+	services permit.Memo[holdings.Annotations]
 	adverts  permit.Memo[string]
 	deleted  permit.Memo[struct{}] // advertisements deleted, until the cache shows it
 	// finalized: DynamicPrefixes whose finalizer was removed, likewise.

@@ -11,6 +11,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -94,7 +95,7 @@ func (w *Writer) claimantPool(ctx context.Context, p *backends.Pool, model api.M
 func canonical(v []string) []string {
 	out := make([]string, len(v))
 	for i, e := range v {
-		out[i] = render.Canonical(e)
+		out[i] = holdings.Canonical(e)
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -65,7 +66,7 @@ func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupV
 			continue
 		}
 		f := backends.PoolFollowOf(u)
-		entries, err := render.PoolEntries(m, f, d.Pooled, render.CIDRs)
+		entries, err := render.PoolEntries(m, f, d.Pooled, holdings.CIDRs)
 		if err != nil {
 			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
 			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
@@ -111,7 +112,7 @@ func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
-	if record == cidr && (cidr == "" || render.Canonical(live) == cidr) {
+	if record == cidr && (cidr == "" || holdings.Canonical(live) == cidr) {
 		w.Calm(self, dp)
 		return permit.Outcome{}
 	}
@@ -276,7 +277,7 @@ func adopt(pools cache.Store, parent string, p *backends.CalicoPlan) {
 		for _, o := range pools.List() {
 			u := o.(*unstructured.Unstructured)
 			cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-			if backends.CalicoAdopted(u) && backends.CalicoParent(u) == parent && render.Canonical(cidr) == s.Spec["cidr"] {
+			if backends.CalicoAdopted(u) && backends.CalicoParent(u) == parent && holdings.Canonical(cidr) == s.Spec["cidr"] {
 				p.Siblings[i].Name = u.GetName()
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -82,8 +83,8 @@ type poolPlan struct {
 func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decide.Decision) (poolPlan, error) {
 	pl := poolPlan{self: permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
 	if last, ok := w.pools.Get(pl.self, po.ResourceVersion); ok {
-		po.Entries, po.Record = last.entries, render.Record{Entries: last.record, Present: last.record != nil}
-		po.RecordValue, po.RecordFrom = render.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
+		po.Entries, po.Record = last.entries, holdings.Record{Entries: last.record, Present: last.record != nil}
+		po.RecordValue, po.RecordFrom = holdings.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
 	}
 	pl.po = po
 	desired, err := render.PoolEntries(m, po.Follow, d.Pooled, po.Form)
@@ -94,17 +95,17 @@ func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decid
 	switch {
 	case po.Record.Present:
 	case k.ClaimExact:
-		pl.owned = render.Common(po.Entries, desired)
+		pl.owned = holdings.Common(po.Entries, desired)
 	default:
 		// Last written before ownership records existed: the existing
 		// operator's own rule decides what it wrote.
-		pl.owned = render.Geometric(po.Entries, d.Managed)
+		pl.owned = holdings.Geometric(po.Entries, d.Managed)
 	}
-	pl.entries, pl.record = render.Merge(po.Entries, pl.owned, desired)
+	pl.entries, pl.record = holdings.Merge(po.Entries, pl.owned, desired)
 	if pl.record == nil {
 		pl.record = []string{} // present and empty: we own nothing here
 	}
-	pl.holds = render.Holds(po.Entries, pl.entries, pl.record) && po.Record.Present && render.SameSet(pl.record, po.Record.Entries)
+	pl.holds = holdings.Holds(po.Entries, pl.entries, pl.record) && po.Record.Present && holdings.SameSet(pl.record, po.Record.Entries)
 	return pl, nil
 }
 
@@ -200,7 +201,7 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		return permit.Outcome{}, 0 // already released; the cache has not caught up
 	}
-	entries, _ := render.Merge(po.Entries, po.Record.Entries, nil)
+	entries, _ := holdings.Merge(po.Entries, po.Record.Entries, nil)
 	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
 		return permit.Outcome{}, 0
 	}
@@ -248,16 +249,16 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 // changed lists the entries added to and removed from a pool, canonical.
 func changed(from, to []string) (added, removed []string) {
 	in := func(e string, list []string) bool {
-		return slices.ContainsFunc(list, func(x string) bool { return render.Canonical(x) == render.Canonical(e) })
+		return slices.ContainsFunc(list, func(x string) bool { return holdings.Canonical(x) == holdings.Canonical(e) })
 	}
 	for _, e := range to {
 		if !in(e, from) {
-			added = append(added, render.Canonical(e))
+			added = append(added, holdings.Canonical(e))
 		}
 	}
 	for _, e := range from {
 		if !in(e, to) {
-			removed = append(removed, render.Canonical(e))
+			removed = append(removed, holdings.Canonical(e))
 		}
 	}
 	return added, removed
@@ -272,12 +273,12 @@ func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, entries,
 		field = "spec"
 	}
 	var cs []permit.Change
-	if !render.Holds(po.Entries, entries, record) {
+	if !holdings.Holds(po.Entries, entries, record) {
 		cs = append(cs, permit.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
 	}
 	to := ""
 	if record != nil {
-		to = render.WriteRecord(record, k.RecordSpelling)
+		to = holdings.WriteRecord(record, k.RecordSpelling)
 	}
 	if po.RecordFrom != k.RecordKey && po.Record.Present {
 		cs = append(cs, permit.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
@@ -334,7 +335,7 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 	}
 	var rec any
 	if record != nil {
-		rec = render.WriteRecord(record, k.RecordSpelling)
+		rec = holdings.WriteRecord(record, k.RecordSpelling)
 	}
 	annotations := map[string]any{k.RecordKey: rec}
 	for key, v := range others {

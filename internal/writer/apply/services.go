@@ -15,13 +15,14 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Services writes the Services (from the Service cache) that follow model's
 // DynamicPrefix: in transition mode ha every one, in mode simple those whose
-// DNS target is a mapped address (render.AnnotationMapping), releasing the
+// DNS target is a mapped address (holdings.AnnotationMapping), releasing the
 // others - and those in a namespace the DynamicPrefix does not let follow
 // (spec.serviceNamespaces). The pools of a kind that claims addresses
 // (backends.Kind.Claims: Gateways) are written here too, under the same two
@@ -152,14 +153,14 @@ func (w *Writer) writeService(ctx context.Context, x *serviceAsk, model api.Mode
 type serviceAsk struct {
 	m          *corev1.Service
 	self       permit.Object
-	live, want render.Annotations
+	live, want holdings.Annotations
 }
 
 // holds reports whether the Service's record already names an address it
 // asks for.
 func (x serviceAsk) holds() bool {
 	return slices.ContainsFunc(x.want.ManagedIPs, func(a string) bool {
-		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return render.Canonical(a) == render.Canonical(b) })
+		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return holdings.Canonical(a) == holdings.Canonical(b) })
 	})
 }
 
@@ -181,7 +182,7 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 	if err != nil || !exists {
 		return permit.Transient(err)
 	}
-	read, ok := o.(*render.CachedService)
+	read, ok := o.(*holdings.CachedService)
 	if !ok || read.Follow.DynamicPrefix != dp {
 		return permit.Outcome{}
 	}
@@ -212,19 +213,19 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep
-// (render.Oversized): writing ours back needs the whole values; or one with
+// (holdings.Oversized): writing ours back needs the whole values; or one with
 // more entries in an annotation than the writer may write
-// (render.TooManyEntries). The Service is left as it is and the refusal is
+// (holdings.TooManyEntries). The Service is left as it is and the refusal is
 // its event.
 func (w *Writer) tooLarge(self permit.Object, m *corev1.Service) error {
-	n, over := render.Oversized(m)
-	k, many := render.TooManyEntries(m.Annotations)
+	n, over := holdings.Oversized(m)
+	k, many := holdings.TooManyEntries(m.Annotations)
 	var err error
 	switch {
 	case over:
-		err = fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, render.MaxKeptBytes)
+		err = fmt.Errorf("service %s/%s: its annotations renumber reads total %d bytes, more than the %d it keeps; it is left as it is", m.Namespace, m.Name, n, holdings.MaxKeptBytes)
 	case many:
-		err = fmt.Errorf("service %s/%s: %s holds more than %d entries, more than the admission policy renumber-writer-sizes lets the writer write; it is left as it is", m.Namespace, m.Name, k, render.MaxEntries)
+		err = fmt.Errorf("service %s/%s: %s holds more than %d entries, more than the admission policy renumber-writer-sizes lets the writer write; it is left as it is", m.Namespace, m.Name, k, holdings.MaxEntries)
 	default:
 		return nil
 	}
@@ -235,13 +236,13 @@ func (w *Writer) tooLarge(self permit.Object, m *corev1.Service) error {
 // readBack is what the Service cache will show of our annotations once the
 // patch making m carry want is in: the memo must read as the cache would, or
 // the next pass renders from a different starting point and writes again.
-func (w *Writer) readBack(m *corev1.Service, live, want render.Annotations) render.Annotations {
-	return render.Live(render.Applied(m.Annotations, want.Patch(live)), w.TargetKeys)
+func (w *Writer) readBack(m *corev1.Service, live, want holdings.Annotations) holdings.Annotations {
+	return holdings.Live(holdings.Applied(m.Annotations, want.Patch(live)), w.TargetKeys)
 }
 
 // patchService writes our annotations (null removes one: an empty value is
 // never written) with a resourceVersion precondition, nothing else.
-func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a render.Annotations) error {
+func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a holdings.Annotations) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": m.ResourceVersion,
 		"annotations":     a.Patch(live),
@@ -249,7 +250,7 @@ func (w *Writer) patchService(ctx context.Context, m *corev1.Service, live, a re
 	if err != nil {
 		return err
 	}
-	if _, err := w.Meta.Resource(render.ServiceGVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
+	if _, err := w.Meta.Resource(holdings.ServiceGVR).Namespace(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
 		return fmt.Errorf("patching Service %s/%s: %w", m.Namespace, m.Name, err)
 	}

@@ -5,14 +5,14 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // annotationChanges are the changes a merge patch of annotations (nil
 // removes a key) makes to live.
 func annotationChanges(o permit.Object, live map[string]string, patch map[string]any) []permit.Change {
-	return permit.Fields(o.String(), "metadata.annotations.", live, render.Applied(live, patch))
+	return permit.Fields(o.String(), "metadata.annotations.", live, holdings.Applied(live, patch))
 }
 
 // statusChanges are the top-level status fields that differ, as JSON.

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Kind is one resource that can follow a DynamicPrefix.
@@ -33,20 +33,20 @@ type Kind struct {
 	// RecordKey is the ownership record's annotation, spelled RecordSpelling
 	// (both as the existing operator writes them).
 	RecordKey      string
-	RecordSpelling render.Spelling
+	RecordSpelling holdings.Spelling
 	// LegacyRecordKeys are read when RecordKey is absent (a key renumber
 	// wrote before it wrote the existing operator's); the next write moves
 	// the record to RecordKey and removes them.
 	LegacyRecordKeys []string
 	// Form of the entries its objects hold (CIDR groups: CIDRs only).
-	Form render.Form
+	Form holdings.Form
 	// Only, when set, is the one object of this kind followed, as
 	// "namespace/name": RBAC allows the writer no other.
 	Only string
 	// Slot, when set, says where in an object the entries live and in which
 	// form (kube-vip: the ConfigMap key its annotation names); nil: one place,
 	// Form.
-	Slot func(*unstructured.Unstructured) (slot string, form render.Form, err error)
+	Slot func(*unstructured.Unstructured) (slot string, form holdings.Form, err error)
 	// Entries reads the pool's entries ("cidr" or "start-stop") at slot.
 	Entries func(u *unstructured.Unstructured, slot string) ([]string, error)
 	// Spec renders entries at slot as the fields of Top to merge-patch.
@@ -71,7 +71,7 @@ type Kind struct {
 	// (PoolFollowOf when nil: a pool's address-range and subnet); Keys are
 	// the annotations it and Entries read, which the cache keeps (Slim)
 	// beside the follow keys and the record.
-	FollowOf func(u *unstructured.Unstructured) render.PoolFollow
+	FollowOf func(u *unstructured.Unstructured) holdings.PoolFollow
 	Keys     []string
 	// Annotate, when set, renders the annotations beside the record that a
 	// write with Place sets (a Gateway's DNS target): nil values remove.
@@ -143,11 +143,11 @@ type Object struct {
 	Kind            *Kind
 	Namespace, Name string
 	ResourceVersion string
-	Follow          render.PoolFollow
-	Slot            string      // where the entries live (Kind.Slot)
-	Form            render.Form // the form they take there
+	Follow          holdings.PoolFollow
+	Slot            string        // where the entries live (Kind.Slot)
+	Form            holdings.Form // the form they take there
 	Entries         []string
-	Record          render.Record
+	Record          holdings.Record
 	// RecordValue is the record annotation as it reads (RecordKey, or the
 	// legacy key it was found under: RecordFrom).
 	RecordValue, RecordFrom string
@@ -223,7 +223,7 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 		Slot: slot, Form: form,
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		Follow:  follow,
-		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),
+		Entries: entries, Record: holdings.ReadRecord(rec, hasRecord, k.RecordSpelling),
 		RecordValue: rec, RecordFrom: from,
 	}, true, nil
 }
@@ -281,7 +281,7 @@ func (k *Kind) Slim(o any) (any, error) {
 }
 
 // followOf reads what u asks for (Kind.FollowOf).
-func (k *Kind) followOf(u *unstructured.Unstructured) render.PoolFollow {
+func (k *Kind) followOf(u *unstructured.Unstructured) holdings.PoolFollow {
 	if k.FollowOf != nil {
 		return k.FollowOf(u)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // The network set resources, in crd.projectcalico.org/v1 as every Calico
@@ -35,7 +35,7 @@ func networkSetKinds() []*Kind {
 	}{{"NetworkSet", NetworkSetResource, true}, {"GlobalNetworkSet", GlobalNetworkSetResource, false}} {
 		out = append(out, &Kind{
 			Name: k.name, Resource: k.resource, Namespaced: k.namespaced, AllowList: true,
-			RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs,
+			RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: holdings.CIDRs,
 			Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return Strings(u, "spec", "nets") },
 			Spec:    listSpec("nets"),
 		})

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // DiscoverCilium returns the Cilium pool kinds the API server serves, preferring
@@ -31,7 +31,7 @@ const PoolResource = "ciliumloadbalancerippools"
 func poolKind() *Kind {
 	return &Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
-		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: render.BlockKeys,
+		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: holdings.BlockKeys,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
@@ -64,7 +64,7 @@ func poolKind() *Kind {
 func groupKind() *Kind {
 	return &Kind{
 		Name: "CiliumCIDRGroup", Resource: "ciliumcidrgroups",
-		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs, AllowList: true,
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: holdings.CIDRs, AllowList: true,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var g ciliumv2.CiliumCIDRGroup
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {

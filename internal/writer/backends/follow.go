@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Role is how an object takes part in following a DynamicPrefix.
@@ -66,10 +66,10 @@ func keepFollowing(ann map[string]string, o metav1.Object) {
 // PoolFollowOf reads what a user's pool-like object (a pool of any Kind, a
 // Calico IPPool) asks for: the DynamicPrefix, and its address range or
 // subnet.
-func PoolFollowOf(o metav1.Object) render.PoolFollow {
+func PoolFollowOf(o metav1.Object) holdings.PoolFollow {
 	dp, _ := follower(o)
 	a := o.GetAnnotations()
-	return render.PoolFollow{DynamicPrefix: dp, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
+	return holdings.PoolFollow{DynamicPrefix: dp, AddressRange: a[dynamicprefix.AnnotationAddressRange], Subnet: a[dynamicprefix.AnnotationSubnet]}
 }
 
 // CalicoFollows says which DynamicPrefix a Calico IPPool follows: a
@@ -86,7 +86,7 @@ func CalicoFollows(u *unstructured.Unstructured) (string, Role) {
 func AdvertisementFollows(o metav1.Object) (string, Role) { return made(o) }
 
 // ServiceFollows says which DynamicPrefix a Service follows (its annotation;
-// render.ServiceFollowOf reads it with the rest of what the Service asks for).
+// holdings.ServiceFollowOf reads it with the rest of what the Service asks for).
 func ServiceFollows(s *corev1.Service) (string, Role) { return follower(s) }
 
 // MadeFor are the labels of an object made for the DynamicPrefix dp, with

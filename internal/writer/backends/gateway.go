@@ -15,7 +15,7 @@
 //     is read before the key Cilium's own Gateway controller fills from
 //     spec.addresses, so an address missing from it would be lost.
 //   - the DNS target annotations (both external-dns spellings,
-//     render.DefaultTargetKeys), which external-dns's gateway sources read
+//     holdings.DefaultTargetKeys), which external-dns's gateway sources read
 //     on the Gateway: the current address alone, beside the user's targets
 //     (none with dynamic-prefix.io/skip-external-dns-update).
 //
@@ -40,7 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // GatewayResource is the Gateway resource.
@@ -62,10 +62,10 @@ func GatewayKind(v string) *Kind {
 	return &Kind{
 		Name: "Gateway", Resource: GatewayResource, Namespaced: true,
 		GVR:       schema.GroupVersionResource{Group: GatewayGroup, Version: v, Resource: GatewayResource},
-		RecordKey: render.AnnotationManagedIPs, ClaimExact: true, Claims: true,
+		RecordKey: holdings.AnnotationManagedIPs, ClaimExact: true, Claims: true,
 		FollowOf: gatewayFollow,
-		Keys: slices.Concat([]string{render.AnnotationSuffix, render.AnnotationRange, render.AnnotationSubnet, render.AnnotationSkipDNS},
-			render.DefaultTargetKeys),
+		Keys: slices.Concat([]string{holdings.AnnotationSuffix, holdings.AnnotationRange, holdings.AnnotationSubnet, holdings.AnnotationSkipDNS},
+			holdings.DefaultTargetKeys),
 		Entries:  func(u *unstructured.Unstructured, _ string) ([]string, error) { return gatewayEntries(u) },
 		Place:    placeGateway,
 		Annotate: gatewayTargets,
@@ -74,9 +74,9 @@ func GatewayKind(v string) *Kind {
 }
 
 // gatewayFollow reads a Gateway's annotations, the keys an HA Service takes.
-func gatewayFollow(u *unstructured.Unstructured) render.PoolFollow {
-	f := render.ServiceFollowOf(u.GetAnnotations())
-	return render.PoolFollow{DynamicPrefix: f.DynamicPrefix, Suffix: f.Suffix, AddressRange: f.Range, Subnet: f.Subnet}
+func gatewayFollow(u *unstructured.Unstructured) holdings.PoolFollow {
+	f := holdings.ServiceFollowOf(u.GetAnnotations())
+	return holdings.PoolFollow{DynamicPrefix: f.DynamicPrefix, Suffix: f.Suffix, AddressRange: f.Range, Subnet: f.Subnet}
 }
 
 // gatewayAddresses is spec.addresses as it is, and its IPAddress values.
@@ -110,7 +110,7 @@ func ipValue(m map[string]any) (string, bool) {
 
 // infraAnnotation is spec.infrastructure.annotations[lbipam.cilium.io/ips].
 func infraAnnotation(u *unstructured.Unstructured) (string, bool) {
-	v, found, _ := unstructured.NestedString(u.Object, "spec", "infrastructure", "annotations", render.AnnotationIPs)
+	v, found, _ := unstructured.NestedString(u.Object, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
 	return v, found
 }
 
@@ -123,12 +123,12 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 		return nil, err
 	}
 	ann := u.GetAnnotations()
-	rec, present := ann[render.AnnotationManagedIPs]
-	record := render.ReadRecord(rec, present, render.Listed).Entries
+	rec, present := ann[holdings.AnnotationManagedIPs]
+	record := holdings.ReadRecord(rec, present, holdings.Listed).Entries
 	if len(record) == 0 || gatewayAgrees(u, ips, record) {
 		return ips, nil
 	}
-	return slices.DeleteFunc(ips, func(e string) bool { return slices.Contains(record, render.Canonical(e)) }), nil
+	return slices.DeleteFunc(ips, func(e string) bool { return slices.Contains(record, holdings.Canonical(e)) }), nil
 }
 
 // gatewayAgrees reports whether the infrastructure annotation holds every
@@ -136,17 +136,17 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 // current address) alone of the record's - or none with skip-external-dns-update.
 func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 	infra, _ := infraAnnotation(u)
-	have := canonicalSet(render.Split(infra))
+	have := canonicalSet(holdings.Split(infra))
 	for _, e := range ips {
-		if !slices.Contains(have, render.Canonical(e)) {
+		if !slices.Contains(have, holdings.Canonical(e)) {
 			return false
 		}
 	}
-	skip := u.GetAnnotations()[render.AnnotationSkipDNS] == "true"
-	for _, key := range render.DefaultTargetKeys {
+	skip := u.GetAnnotations()[holdings.AnnotationSkipDNS] == "true"
+	for _, key := range holdings.DefaultTargetKeys {
 		var ours []string
-		for _, t := range render.Split(u.GetAnnotations()[key]) {
-			if c := render.Canonical(t); slices.Contains(record, c) {
+		for _, t := range holdings.Split(u.GetAnnotations()[key]) {
+			if c := holdings.Canonical(t); slices.Contains(record, c) {
 				ours = append(ours, c)
 			}
 		}
@@ -169,7 +169,7 @@ func placeGateway(live *unstructured.Unstructured, owned, record []string, _ boo
 	var ips []string
 	for _, a := range all {
 		v, ip := ipValue(a.(map[string]any))
-		if ip && slices.Contains(owns, render.Canonical(v)) {
+		if ip && slices.Contains(owns, holdings.Canonical(v)) {
 			continue
 		}
 		addresses = append(addresses, a)
@@ -178,19 +178,19 @@ func placeGateway(live *unstructured.Unstructured, owned, record []string, _ boo
 		}
 	}
 	for _, r := range record {
-		if !slices.ContainsFunc(ips, func(e string) bool { return render.Canonical(e) == r }) {
+		if !slices.ContainsFunc(ips, func(e string) bool { return holdings.Canonical(e) == r }) {
 			addresses = append(addresses, map[string]any{"type": gatewayAddressType, "value": r})
 			ips = append(ips, r)
 		}
 	}
 	infra, _ := infraAnnotation(live)
-	kept := withoutOwned(render.Split(infra), owns)
+	kept := withoutOwned(holdings.Split(infra), owns)
 	for _, e := range ips {
-		if !slices.ContainsFunc(kept, func(k string) bool { return render.Canonical(k) == render.Canonical(e) }) {
+		if !slices.ContainsFunc(kept, func(k string) bool { return holdings.Canonical(k) == holdings.Canonical(e) }) {
 			kept = append(kept, e)
 		}
 	}
-	spec := map[string]any{"addresses": nil, "infrastructure": map[string]any{"annotations": map[string]any{render.AnnotationIPs: joinedOrNil(kept)}}}
+	spec := map[string]any{"addresses": nil, "infrastructure": map[string]any{"annotations": map[string]any{holdings.AnnotationIPs: joinedOrNil(kept)}}}
 	if len(addresses) > 0 {
 		spec["addresses"] = addresses
 	}
@@ -203,11 +203,11 @@ func gatewayTargets(live *unstructured.Unstructured, owned, record []string, rel
 	ann := live.GetAnnotations()
 	owns := canonicalSet(owned)
 	out := map[string]any{}
-	for _, key := range render.DefaultTargetKeys {
+	for _, key := range holdings.DefaultTargetKeys {
 		v, had := ann[key]
-		kept := withoutOwned(render.Split(v), owns)
-		if !release && ann[render.AnnotationSkipDNS] != "true" && len(record) > 0 &&
-			!slices.ContainsFunc(kept, func(k string) bool { return render.Canonical(k) == record[0] }) {
+		kept := withoutOwned(holdings.Split(v), owns)
+		if !release && ann[holdings.AnnotationSkipDNS] != "true" && len(record) > 0 &&
+			!slices.ContainsFunc(kept, func(k string) bool { return holdings.Canonical(k) == record[0] }) {
 			kept = append(kept, record[0])
 		}
 		if had || len(kept) > 0 {
@@ -226,7 +226,7 @@ func keptGateway(u *unstructured.Unstructured) any {
 		spec["addresses"] = a
 	}
 	if v, found := infraAnnotation(u); found {
-		spec["infrastructure"] = map[string]any{"annotations": map[string]any{render.AnnotationIPs: v}}
+		spec["infrastructure"] = map[string]any{"annotations": map[string]any{holdings.AnnotationIPs: v}}
 	}
 	return spec
 }
@@ -235,14 +235,14 @@ func keptGateway(u *unstructured.Unstructured) any {
 func canonicalSet(v []string) []string {
 	out := make([]string, len(v))
 	for i, e := range v {
-		out[i] = render.Canonical(e)
+		out[i] = holdings.Canonical(e)
 	}
 	return out
 }
 
 // withoutOwned is v without the entries owns names.
 func withoutOwned(v, owns []string) []string {
-	return slices.DeleteFunc(slices.Clone(v), func(e string) bool { return slices.Contains(owns, render.Canonical(e)) })
+	return slices.DeleteFunc(slices.Clone(v), func(e string) bool { return slices.Contains(owns, holdings.Canonical(e)) })
 }
 
 // joinedOrNil is v comma-separated, or nil (a merge patch's removal) when empty.

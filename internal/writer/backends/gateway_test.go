@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -51,7 +52,7 @@ func TestAGatewayFollowsLikeAnHAService(t *testing.T) {
 	if err != nil || !ours {
 		t.Fatalf("decode: ours %v, %v", ours, err)
 	}
-	if want := (render.PoolFollow{DynamicPrefix: "home", Suffix: "::ffff:0:0:1"}); po.Follow != want {
+	if want := (holdings.PoolFollow{DynamicPrefix: "home", Suffix: "::ffff:0:0:1"}); po.Follow != want {
 		t.Errorf("follow %+v, want %+v", po.Follow, want)
 	}
 	if want := []string{"192.0.2.7"}; !slices.Equal(po.Entries, want) {
@@ -100,7 +101,7 @@ infrastructure:
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
 	targets := k.Annotate(u, owned, record, false)
-	wantTargets := map[string]any{render.AnnotationTarget: "192.0.2.7,2001:db8:b:0:ffff::1", render.AnnotationTargetAlpha: "2001:db8:b:0:ffff::1"}
+	wantTargets := map[string]any{holdings.AnnotationTarget: "192.0.2.7,2001:db8:b:0:ffff::1", holdings.AnnotationTargetAlpha: "2001:db8:b:0:ffff::1"}
 	if diff := cmp.Diff(wantTargets, targets); diff != "" {
 		t.Errorf("targets (-want +got):\n%s", diff)
 	}
@@ -120,7 +121,7 @@ infrastructure:
 	if diff := cmp.Diff(want, rendered(t, spec)); diff != "" {
 		t.Errorf("released spec (-want +got):\n%s", diff)
 	}
-	wantTargets = map[string]any{render.AnnotationTarget: "192.0.2.7"}
+	wantTargets = map[string]any{holdings.AnnotationTarget: "192.0.2.7"}
 	if diff := cmp.Diff(wantTargets, k.Annotate(u, owned, nil, true)); diff != "" {
 		t.Errorf("released targets (-want +got):\n%s", diff)
 	}
@@ -136,13 +137,13 @@ func written(t *testing.T, record []string) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(u.Object, spec["addresses"], "spec", "addresses")
-	_ = unstructured.SetNestedField(u.Object, spec["infrastructure"].(map[string]any)["annotations"].(map[string]any)[render.AnnotationIPs],
-		"spec", "infrastructure", "annotations", render.AnnotationIPs)
+	_ = unstructured.SetNestedField(u.Object, spec["infrastructure"].(map[string]any)["annotations"].(map[string]any)[holdings.AnnotationIPs],
+		"spec", "infrastructure", "annotations", holdings.AnnotationIPs)
 	ann := u.GetAnnotations()
 	for key, v := range k.Annotate(u, nil, record, false) {
 		ann[key] = v.(string)
 	}
-	ann[render.AnnotationManagedIPs] = render.WriteRecord(record, render.Listed)
+	ann[holdings.AnnotationManagedIPs] = holdings.WriteRecord(record, holdings.Listed)
 	u.SetAnnotations(ann)
 	return u
 }
@@ -162,7 +163,7 @@ func TestAGatewayHoldsItsAddressesOnlyWhereEveryPlaceHoldsThem(t *testing.T) {
 	}{
 		{"as written", func(*unstructured.Unstructured) {}, full},
 		{"infrastructure annotation removed", func(u *unstructured.Unstructured) {
-			unstructured.RemoveNestedField(u.Object, "spec", "infrastructure", "annotations", render.AnnotationIPs)
+			unstructured.RemoveNestedField(u.Object, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
 		}, []string{"192.0.2.7"}},
 		{"a user's address added, not mirrored", func(u *unstructured.Unstructured) {
 			a, _, _ := unstructured.NestedSlice(u.Object, "spec", "addresses")
@@ -170,12 +171,12 @@ func TestAGatewayHoldsItsAddressesOnlyWhereEveryPlaceHoldsThem(t *testing.T) {
 		}, []string{"192.0.2.7", "192.0.2.8"}},
 		{"target moved to the draining address", func(u *unstructured.Unstructured) {
 			ann := u.GetAnnotations()
-			ann[render.AnnotationTargetAlpha] = "2001:db8:a:0:ffff::1"
+			ann[holdings.AnnotationTargetAlpha] = "2001:db8:a:0:ffff::1"
 			u.SetAnnotations(ann)
 		}, []string{"192.0.2.7"}},
 		{"target still there with skip-external-dns-update", func(u *unstructured.Unstructured) {
 			ann := u.GetAnnotations()
-			ann[render.AnnotationSkipDNS] = "true"
+			ann[holdings.AnnotationSkipDNS] = "true"
 			u.SetAnnotations(ann)
 		}, []string{"192.0.2.7"}},
 	} {

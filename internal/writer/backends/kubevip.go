@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 const (
@@ -59,16 +59,16 @@ func KubeVIPKind(ref string) *Kind {
 }
 
 // kubevipSlot reads which key to manage and the form the provider parses there.
-func kubevipSlot(u *unstructured.Unstructured) (string, render.Form, error) {
+func kubevipSlot(u *unstructured.Unstructured) (string, holdings.Form, error) {
 	key := u.GetAnnotations()[AnnotationKubeVIPKey]
-	ns, form := "", render.Any
+	ns, form := "", holdings.Any
 	switch {
 	case strings.HasPrefix(key, "cidr-"):
-		ns, form = strings.TrimPrefix(key, "cidr-"), render.CIDRs
+		ns, form = strings.TrimPrefix(key, "cidr-"), holdings.CIDRs
 	case strings.HasPrefix(key, "range-"):
-		ns, form = strings.TrimPrefix(key, "range-"), render.Ranges
+		ns, form = strings.TrimPrefix(key, "range-"), holdings.Ranges
 	}
-	if form == render.Any || len(validation.IsDNS1123Label(ns)) > 0 {
+	if form == holdings.Any || len(validation.IsDNS1123Label(ns)) > 0 {
 		return "", 0, fmt.Errorf("%s %q: want cidr-<namespace>, cidr-global, range-<namespace> or range-global", AnnotationKubeVIPKey, key)
 	}
 	return key, form, nil
@@ -80,5 +80,5 @@ func kubevipEntries(u *unstructured.Unstructured, key string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return render.Split(v), nil
+	return holdings.Split(v), nil
 }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 func kubevipConfigMap(key string, data map[string]any) *unstructured.Unstructured {
@@ -25,12 +25,12 @@ func TestTheAnnotatedKeyIsThePool(t *testing.T) {
 	k := KubeVIPKind(DefaultKubeVIPConfigMap)
 	data := map[string]any{"cidr-global": "192.0.2.0/28, 2001:db8:9::/120", "range-default": "192.0.2.100-192.0.2.110"}
 	for key, want := range map[string]struct {
-		form    render.Form
+		form    holdings.Form
 		entries []string
 	}{
-		"cidr-global":   {render.CIDRs, []string{"192.0.2.0/28", "2001:db8:9::/120"}},
-		"range-default": {render.Ranges, []string{"192.0.2.100-192.0.2.110"}},
-		"range-web":     {render.Ranges, nil},
+		"cidr-global":   {holdings.CIDRs, []string{"192.0.2.0/28", "2001:db8:9::/120"}},
+		"range-default": {holdings.Ranges, []string{"192.0.2.100-192.0.2.110"}},
+		"range-web":     {holdings.Ranges, nil},
 	} {
 		o, ours, err := k.Decode(kubevipConfigMap(key, data))
 		if err != nil || !ours || o.Slot != key || o.Form != want.form || !slices.Equal(o.Entries, want.entries) {
@@ -84,10 +84,10 @@ func FuzzKubeVIPConfigMap(f *testing.F) {
 		if !strings.HasPrefix(o.Slot, "cidr-") && !strings.HasPrefix(o.Slot, "range-") {
 			t.Fatalf("accepted key %q", o.Slot)
 		}
-		if !slices.Equal(o.Entries, render.Split(value)) {
+		if !slices.Equal(o.Entries, holdings.Split(value)) {
 			t.Errorf("entries %q from %q", o.Entries, value)
 		}
-		entries, _ := render.Merge(o.Entries, nil, render.Split(ours))
+		entries, _ := holdings.Merge(o.Entries, nil, holdings.Split(ours))
 		spec, err := k.Spec(o.Slot, entries)
 		if err != nil {
 			t.Fatal(err)

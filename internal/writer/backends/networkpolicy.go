@@ -33,7 +33,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // NetworkPolicyResource is the NetworkPolicy resource.
@@ -45,7 +45,7 @@ func NetworkPolicyKind() *Kind {
 	return &Kind{
 		Name: "NetworkPolicy", Resource: NetworkPolicyResource, Namespaced: true, AllowList: true,
 		GVR:       schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: NetworkPolicyResource},
-		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: render.CIDRs, ClaimExact: true,
+		RecordKey: dynamicprefix.AnnotationManagedCIDRs, Form: holdings.CIDRs, ClaimExact: true,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) { return policyBlocks(u) },
 		Place:   placeBlocks,
 		Kept:    keptBlocks,
@@ -133,7 +133,7 @@ func block(peer any) (cidr string, except []string, ok bool) {
 			except = append(except, s)
 		}
 	}
-	return render.Canonical(c), except, true
+	return holdings.Canonical(c), except, true
 }
 
 // ErrRuleWouldOpen: a write would leave a following rule without peers, which
@@ -150,11 +150,11 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 	obj := live.DeepCopy().Object
 	ours := map[string]bool{}
 	for _, o := range owned {
-		ours[render.Canonical(o)] = true
+		ours[holdings.Canonical(o)] = true
 	}
 	follow := map[string]bool{}
 	for _, r := range record {
-		follow[render.Canonical(r)] = true
+		follow[holdings.Canonical(r)] = true
 	}
 	var open []string
 	var following int
@@ -172,7 +172,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 			c, ex, ok := block(p)
 			if ok && ours[c] {
 				excepts[c] = ex
-				if template == "" || len(record) > 0 && c == render.Canonical(record[0]) {
+				if template == "" || len(record) > 0 && c == holdings.Canonical(record[0]) {
 					template = c
 				}
 				continue
@@ -180,7 +180,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 			kept = append(kept, p)
 		}
 		for _, r := range record {
-			c := render.Canonical(r)
+			c := holdings.Canonical(r)
 			if slices.ContainsFunc(kept, func(p any) bool { k, _, ok := block(p); return ok && k == c }) {
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Pool is one cached object of a Kind, as read when it last changed.
@@ -65,7 +65,7 @@ var Indexers = cache.Indexers{ByDynamicPrefix: func(o any) ([]string, error) {
 	switch o := o.(type) {
 	case *Pool:
 		dp = o.Follow.DynamicPrefix
-	case *render.CachedService:
+	case *holdings.CachedService:
 		dp = o.Follow.DynamicPrefix
 	}
 	if dp == "" {
@@ -76,11 +76,11 @@ var Indexers = cache.Indexers{ByDynamicPrefix: func(o any) ([]string, error) {
 
 // ServicesFollowing returns the Services of the Service cache that follow
 // the DynamicPrefix dp.
-func ServicesFollowing(services cache.Indexer, dp string) []*render.CachedService {
+func ServicesFollowing(services cache.Indexer, dp string) []*holdings.CachedService {
 	objs, _ := services.ByIndex(ByDynamicPrefix, dp)
-	out := make([]*render.CachedService, 0, len(objs))
+	out := make([]*holdings.CachedService, 0, len(objs))
 	for _, o := range objs {
-		if s, ok := o.(*render.CachedService); ok {
+		if s, ok := o.(*holdings.CachedService); ok {
 			out = append(out, s)
 		}
 	}

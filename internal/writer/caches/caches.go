@@ -28,7 +28,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Handler is told of the changes that can change what the writer writes.
@@ -43,7 +43,7 @@ type Handler interface {
 	NodesChanged()
 	// ServiceChanged: a Service's annotations of ours or its published
 	// ingress changed (or it came).
-	ServiceChanged(s *render.CachedService)
+	ServiceChanged(s *holdings.CachedService)
 	// Pools, advertisements, Calico IPPools and their kinds (kinds.go).
 	KindsHandler
 	// CiliumChanged: the Cilium DaemonSet's images changed.
@@ -59,7 +59,7 @@ type Config struct {
 	// installed or removed makes the writer look for pool kinds again.
 	BackendGroups []string
 	// TargetKeys are the DNS target annotations written on HA Services: the
-	// Service cache keeps them (render.Slim).
+	// Service cache keeps them (holdings.Slim).
 	TargetKeys []string
 	// CiliumNamespace, when set, is where the Cilium DaemonSet
 	// (backends.DaemonSetSelector) is watched for the images it runs.
@@ -190,7 +190,7 @@ func (c *Caches) Nodes() []decide.Node {
 // DynamicPrefixes is the DynamicPrefix cache.
 func (c *Caches) DynamicPrefixes() cache.Store { return c.dps.Store() }
 
-// Services is the Service cache: each Service read (render.CachedService)
+// Services is the Service cache: each Service read (holdings.CachedService)
 // and indexed by the DynamicPrefix it follows (backends.Indexers).
 func (c *Caches) Services() cache.Indexer { return c.services.Indexer() }
 
@@ -280,12 +280,12 @@ func (c *Caches) watchDynamicPrefixes() *Watched {
 	})
 }
 
-// watchServices caches each Service as render.Slim keeps it, read once
-// (render.ReadService): clusters with thousands of Services cost a few bytes
+// watchServices caches each Service as holdings.Slim keeps it, read once
+// (holdings.ReadService): clusters with thousands of Services cost a few bytes
 // each (the operator we replace spent its memory here). A change of anything
 // else (ports, selector, labels) costs no pass.
 func (c *Caches) watchServices() *Watched {
-	return NewWatched("services", render.ServiceGVR, func() cache.SharedIndexInformer {
+	return NewWatched("services", holdings.ServiceGVR, func() cache.SharedIndexInformer {
 		services := c.core.Services(metav1.NamespaceAll)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return slimServices(ctx, services, c.cfg.TargetKeys, o)
@@ -293,21 +293,21 @@ func (c *Caches) watchServices() *Watched {
 		inf := Plain(list, services.Watch, &corev1.Service{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			if s, ok := o.(*corev1.Service); ok {
-				return render.ReadService(s, c.cfg.TargetKeys), nil
+				return holdings.ReadService(s, c.cfg.TargetKeys), nil
 			}
 			return o, nil
 		})
 		_ = inf.AddIndexers(backends.Indexers)
 		changed := func(o any) {
-			if s, ok := o.(*render.CachedService); ok {
+			if s, ok := o.(*holdings.CachedService); ok {
 				c.h.ServiceChanged(s)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: changed,
 			UpdateFunc: func(old, new any) {
-				o, ok := old.(*render.CachedService)
-				n, ok2 := new.(*render.CachedService)
+				o, ok := old.(*holdings.CachedService)
+				n, ok2 := new.(*holdings.CachedService)
 				if ok && ok2 && (!maps.Equal(o.Annotations, n.Annotations) || !slices.Equal(o.Ingress, n.Ingress)) {
 					changed(n)
 				}
@@ -332,14 +332,14 @@ func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.L
 	return out, err
 }
 
-// slimServices lists Services by pages and keeps a render.Slim copy of each.
+// slimServices lists Services by pages and keeps a holdings.Slim copy of each.
 func slimServices(ctx context.Context, services corev1client.ServiceInterface, keys []string, o metav1.ListOptions) (*corev1.ServiceList, error) {
 	out := &corev1.ServiceList{}
 	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
 		p, err := services.List(ctx, o)
 		if err == nil {
 			for i := range p.Items {
-				out.Items = append(out.Items, *render.Slim(&p.Items[i], keys))
+				out.Items = append(out.Items, *holdings.Slim(&p.Items[i], keys))
 			}
 		}
 		return p, err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -23,7 +24,7 @@ import (
 // status names a new prefix, and the API server refuse the first refusals
 // dry runs of a pool write (-1: every one). It returns the dry runs asked.
 func (f *fixture) admitting(limits permit.Limits, seen time.Duration, refusals int32) *atomic.Int32 {
-	f.ctl = NewController(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys, StatusSeen: seen},
+	f.ctl = NewController(Config{Budget: limits, TargetKeys: holdings.DefaultTargetKeys, StatusSeen: seen},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	var dryRuns atomic.Int32
 	f.dyn.PrependReactor("patch", "ciliumloadbalancerippools", func(a clienttesting.Action) (bool, runtime.Object, error) {

@@ -32,6 +32,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -54,7 +55,7 @@ var (
 type fixture struct {
 	t      testing.TB
 	dps    cache.Store
-	svcs   cache.Indexer // Services read (render.ReadService)
+	svcs   cache.Indexer // Services read (holdings.ReadService)
 	pools  cache.Indexer // the kind's Pools (backends.NewCache)
 	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
 	kind   *backends.Kind
@@ -133,7 +134,7 @@ func newFixture(t testing.TB, limits permit.Limits) *fixture {
 	svc := &metav1.PartialObjectMetadata{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "1", Annotations: map[string]string{
-			dynamicprefix.AnnotationName: "home", render.AnnotationSuffix: "::ffff:0:0:1", render.AnnotationIPs: "192.0.2.7"}},
+			dynamicprefix.AnnotationName: "home", holdings.AnnotationSuffix: "::ffff:0:0:1", holdings.AnnotationIPs: "192.0.2.7"}},
 	}
 	scheme := runtime.NewScheme()
 	metaScheme := metadatafake.NewTestScheme()
@@ -158,7 +159,7 @@ func newFixture(t testing.TB, limits permit.Limits) *fixture {
 	}
 	f.dyn.PrependReactor("*", "*", f.record)
 	f.meta.PrependReactor("*", "*", f.record)
-	f.ctl = NewController(Config{Budget: limits, TargetKeys: render.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
+	f.ctl = NewController(Config{Budget: limits, TargetKeys: holdings.DefaultTargetKeys}, f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.catchUp()
 	return f
 }
@@ -205,7 +206,7 @@ func (f *fixture) catchUp() {
 			f.t.Fatal(err)
 		}
 	}
-	list, err := f.meta.Resource(render.ServiceGVR).List(ctx, metav1.ListOptions{})
+	list, err := f.meta.Resource(holdings.ServiceGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -218,11 +219,11 @@ func (f *fixture) catchUp() {
 		if rv := f.bump("services/"+s.Name, s); rv != "" {
 			s.ResourceVersion = rv
 			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q}}`, rv)
-			if _, err := f.meta.Resource(render.ServiceGVR).Namespace(s.Namespace).Patch(ctx, s.Name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(s.Namespace).Patch(ctx, s.Name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 				f.t.Fatal(err)
 			}
 		}
-		objs = append(objs, render.ReadService(s, render.DefaultTargetKeys))
+		objs = append(objs, holdings.ReadService(s, holdings.DefaultTargetKeys))
 	}
 	if err := f.svcs.Replace(objs, ""); err != nil {
 		f.t.Fatal(err)
@@ -384,14 +385,14 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != api.StateDraining {
 		t.Errorf("status = %s, history %+v", st.CurrentPrefix, st.History)
 	}
-	svc, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})
+	svc, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := svc.Annotations[render.AnnotationIPs], "192.0.2.7,2001:db8:b:0:ffff::1,2001:db8:a:0:ffff::1"; got != want {
-		t.Errorf("%s = %q, want %q", render.AnnotationIPs, got, want)
+	if got, want := svc.Annotations[holdings.AnnotationIPs], "192.0.2.7,2001:db8:b:0:ffff::1,2001:db8:a:0:ffff::1"; got != want {
+		t.Errorf("%s = %q, want %q", holdings.AnnotationIPs, got, want)
 	}
-	for _, k := range render.DefaultTargetKeys {
+	for _, k := range holdings.DefaultTargetKeys {
 		if got, want := svc.Annotations[k], "2001:db8:b:0:ffff::1"; got != want {
 			t.Errorf("%s = %q, want the current address %q", k, got, want)
 		}
@@ -641,10 +642,10 @@ func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
 		t.Fatalf("the change wrote %q, want %q", got, want)
 	}
 	ann := f.service()
-	if got, want := ann[render.AnnotationIPs], "192.0.2.7,"+onB+","+onA; got != want {
-		t.Errorf("%s = %q, want the new address asked for at once: %q", render.AnnotationIPs, got, want)
+	if got, want := ann[holdings.AnnotationIPs], "192.0.2.7,"+onB+","+onA; got != want {
+		t.Errorf("%s = %q, want the new address asked for at once: %q", holdings.AnnotationIPs, got, want)
 	}
-	for _, k := range render.DefaultTargetKeys {
+	for _, k := range holdings.DefaultTargetKeys {
 		if ann[k] != onA {
 			t.Errorf("%s = %q before the new address is published, want the old one %s", k, ann[k], onA)
 		}
@@ -657,7 +658,7 @@ func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("the new address published: wrote %q, want %q", got, want)
 	}
-	for _, k := range render.DefaultTargetKeys {
+	for _, k := range holdings.DefaultTargetKeys {
 		if ann := f.service(); ann[k] != onB {
 			t.Errorf("%s = %q once published, want %s", k, ann[k], onB)
 		}
@@ -680,7 +681,7 @@ func TestTheL2NudgeRidesWithTheTargetMove(t *testing.T) {
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("the first address published: wrote %q, want the nudge %q", got, want)
 	}
-	if got := f.service()[render.AnnotationL2Nudged]; got != onA {
+	if got := f.service()[holdings.AnnotationL2Nudged]; got != onA {
 		t.Errorf("nudge = %q, want %q", got, onA)
 	}
 	f.catchUp()
@@ -696,8 +697,8 @@ func TestTheL2NudgeRidesWithTheTargetMove(t *testing.T) {
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("the new address published: wrote %q, want one write %q", got, want)
 	}
-	if ann := f.service(); ann[render.AnnotationL2Nudged] != onB+","+onA || ann[render.AnnotationTarget] != onB {
-		t.Errorf("nudge %q target %q: want both in the one write", ann[render.AnnotationL2Nudged], ann[render.AnnotationTarget])
+	if ann := f.service(); ann[holdings.AnnotationL2Nudged] != onB+","+onA || ann[holdings.AnnotationTarget] != onB {
+		t.Errorf("nudge %q target %q: want both in the one write", ann[holdings.AnnotationL2Nudged], ann[holdings.AnnotationTarget])
 	}
 	f.catchUp()
 	if got := f.sync(passHome); len(got) != 0 {
@@ -734,7 +735,7 @@ func (f *fixture) fight(rv string) {
 func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 	f := converged(t, generous)
 	// The same world under a controller whose breaker allows one write per object.
-	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
+	f.ctl = NewController(Config{TargetKeys: holdings.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01, TotalBurst: 100, TotalPerMinute: 100}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.fight("2")
 	if got, want := f.sync(passHome), []string{"patch ciliumloadbalancerippools lb"}; !slices.Equal(got, want) {
@@ -762,7 +763,7 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 // reverting the pool under an unchanged decision is throttled as before.
 func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 	f := converged(t, generous)
-	f.ctl = NewController(Config{TargetKeys: render.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
+	f.ctl = NewController(Config{TargetKeys: holdings.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
 		TotalBurst: 100, TotalPerMinute: 100, DecisionBurst: 20, DecisionsPerMinute: 10}},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.sync(passHome) // the new controller's first decision: nothing to write
@@ -882,7 +883,7 @@ func TestAGarbledPoolIsReportedNotWritten(t *testing.T) {
 
 func (f *fixture) service() map[string]string {
 	f.t.Helper()
-	svc, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Get(f.t.Context(), "web", metav1.GetOptions{})
+	svc, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Get(f.t.Context(), "web", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -906,8 +907,8 @@ func TestADeletedDynamicPrefixReleasesWhatItWrote(t *testing.T) {
 		t.Errorf("pool after release: %q, record %q; want the user's block alone", blocks, record)
 	}
 	ann := f.service()
-	if ann[render.AnnotationIPs] != "192.0.2.7" || ann[render.AnnotationTarget] != "" || ann[render.AnnotationManagedIPs] != "" ||
-		ann[render.AnnotationManagedTargetKeys] != "" || ann[dynamicprefix.AnnotationName] != "home" {
+	if ann[holdings.AnnotationIPs] != "192.0.2.7" || ann[holdings.AnnotationTarget] != "" || ann[holdings.AnnotationManagedIPs] != "" ||
+		ann[holdings.AnnotationManagedTargetKeys] != "" || ann[dynamicprefix.AnnotationName] != "home" {
 		t.Errorf("Service after release: %v; want the user's address, the user's name annotation, nothing of ours", ann)
 	}
 	slices.Sort(f.events.reasons)
@@ -957,7 +958,7 @@ func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("switching to simple wrote %q, want %q", got, want)
 	}
-	if ann := f.service(); ann[render.AnnotationIPs] != "192.0.2.7" || ann[render.AnnotationManagedIPs] != "" {
+	if ann := f.service(); ann[holdings.AnnotationIPs] != "192.0.2.7" || ann[holdings.AnnotationManagedIPs] != "" {
 		t.Errorf("Service: %v", ann)
 	}
 	if blocks, _ := f.pool(); len(blocks) != 2 {
@@ -975,17 +976,17 @@ func TestSwitchingToSimpleReleasesTheServices(t *testing.T) {
 // cache will).
 func TestADroppedTargetKeyIsReleasedInOnePatch(t *testing.T) {
 	f := converged(t, generous)
-	body := `{"metadata":{"annotations":{"` + render.AnnotationTargetAlpha + `":"legacy.example.org,2001:db8:a:0:ffff::1"}}}`
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+	body := `{"metadata":{"annotations":{"` + holdings.AnnotationTargetAlpha + `":"legacy.example.org,2001:db8:a:0:ffff::1"}}}`
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp()
-	f.ctl = NewController(Config{Budget: generous, TargetKeys: []string{render.AnnotationTarget}}, f, f.votes, f.dyn, f.meta, f.clock,
+	f.ctl = NewController(Config{Budget: generous, TargetKeys: []string{holdings.AnnotationTarget}}, f, f.votes, f.dyn, f.meta, f.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	if got, want := f.sync(passHome), []string{"patch services web"}; !slices.Equal(got, want) {
 		t.Fatalf("releasing the alpha key wrote %q, want %q", got, want)
 	}
-	if got := f.service()[render.AnnotationTargetAlpha]; got != "legacy.example.org" {
+	if got := f.service()[holdings.AnnotationTargetAlpha]; got != "legacy.example.org" {
 		t.Errorf("alpha key after the release = %q, want the user's entry alone", got)
 	}
 	if got := f.sync(passHome); len(got) != 0 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Flags registers the writer's flags that decide what it writes (shared by
@@ -23,9 +23,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.NodeStartupWait, "node-startup-wait", decide.StartupWait, "how long a Node without a digest is awaited, from when the writer first sees it, by the first adoption of a prefix (a majority of the Nodes reporting and awaited decides it; 0: only those reporting)")
 	fs.DurationVar(&decide.ConfirmWithin, "dhcpv6-confirm-within", decide.ConfirmWithin, "how long the agents' DHCPv6 client and the node confirming its delegation may disagree before the roles rotate (status.dhcpv6pd): longer than a confirmer takes to solicit, and than the lease's T1 where it can")
 	r.Budget.Flags(fs)
-	r.TargetKeys = render.DefaultTargetKeys
-	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(render.DefaultTargetKeys, ",")+")",
-		func(v string) error { r.TargetKeys = render.Split(v); return nil })
+	r.TargetKeys = holdings.DefaultTargetKeys
+	fs.Func("external-dns-target-annotation-keys", "comma-separated annotation keys HA Services get their DNS target under, in order; a key dropped from the list is released (default "+strings.Join(holdings.DefaultTargetKeys, ",")+")",
+		func(v string) error { r.TargetKeys = holdings.Split(v); return nil })
 	fs.StringVar(&o.L2Nudge, "l2-nudge", "auto", "touch HA Services once when their load balancer publishes a new address, for Cilium's L2 announcer (before v1.20.1 it misses added addresses): auto (from the Cilium DaemonSet's image), always or never")
 	fs.StringVar(&o.CiliumNamespace, "cilium-namespace", "kube-system", "namespace of the Cilium DaemonSet (labelled "+backends.DaemonSetSelector+"), read with --l2-nudge=auto")
 	fs.StringVar(&o.KubeVIP, "kube-vip-configmap", "", "follow the kube-vip cloud provider's pool ConfigMap, as namespace/name (usually "+backends.DefaultKubeVIPConfigMap+"; needs the Role in manifests/kube-vip); empty: not followed")
@@ -33,7 +33,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 
 // Validate checks the flags Flags registered.
 func (o Options) Validate() error {
-	err := errors.Join(o.Reconcile.Budget.Validate(), render.CheckTargetKeys(o.Reconcile.TargetKeys))
+	err := errors.Join(o.Reconcile.Budget.Validate(), holdings.CheckTargetKeys(o.Reconcile.TargetKeys))
 	if o.KubeVIP != "" {
 		err = errors.Join(err, backends.CheckKubeVIPConfigMap(o.KubeVIP))
 	}

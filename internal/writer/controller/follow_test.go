@@ -10,7 +10,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Each object is read once, when it changes (issue 43): a pass reads the
@@ -39,12 +39,12 @@ func (f *fixture) crowd(n int) {
 		svc := &metav1.PartialObjectMetadata{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("svc-", i), ResourceVersion: "1",
-				Annotations: map[string]string{render.AnnotationSuffix: "::1"}},
+				Annotations: map[string]string{holdings.AnnotationSuffix: "::1"}},
 		}
 		for k, v := range ann {
 			svc.Annotations[k] = v
 		}
-		if err := f.meta.Tracker().Create(render.ServiceGVR, svc, "default"); err != nil {
+		if err := f.meta.Tracker().Create(holdings.ServiceGVR, svc, "default"); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -52,7 +52,7 @@ func (f *fixture) crowd(n int) {
 }
 
 // reads is how many objects have been read so far.
-func reads() int64 { return backends.Decoded() + render.ServicesRead() }
+func reads() int64 { return backends.Decoded() + holdings.ServicesRead() }
 
 // BenchmarkSteadyPass is the writer's pass over one DynamicPrefix in a cluster
 // of 1,000 pools and 1,000 Services that follow others or none: nothing to

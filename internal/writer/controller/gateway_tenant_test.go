@@ -16,6 +16,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -110,7 +111,7 @@ func TestAGatewayTakesNoServicesAddress(t *testing.T) {
 	f.report(3, prefixB, prefixA)
 	f.sync(passHome)
 	g.catchUp()
-	if ips := f.service()[render.AnnotationIPs]; !strings.Contains(ips, "2001:db8:b:0:ffff::1") || !strings.Contains(ips, svcA) {
+	if ips := f.service()[holdings.AnnotationIPs]; !strings.Contains(ips, "2001:db8:b:0:ffff::1") || !strings.Contains(ips, svcA) {
 		t.Errorf("after the renumbering default/web holds %q", ips)
 	}
 	if got := g.holds()["addresses"]; !slices.Equal(got.([]string), []string{"192.0.2.8"}) {
@@ -133,14 +134,14 @@ func TestAServiceTakesNoGatewaysAddress(t *testing.T) {
 	}
 	// The Service web (zero creation time: older than any) copies the
 	// Gateway's suffix.
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json",
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json",
 		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:2"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp()
 	f.sync(passHome)
 	g.catchUp()
-	if ips := f.service()[render.AnnotationIPs]; strings.Contains(ips, gwA) {
+	if ips := f.service()[holdings.AnnotationIPs]; strings.Contains(ips, gwA) {
 		t.Errorf("Service default/web now holds Gateway default/gw's address: %q", ips)
 	}
 	if got := g.holds()["record"]; got != gwA {

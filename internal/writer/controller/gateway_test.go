@@ -14,7 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 var gatewayGVR = schema.GroupVersionResource{Group: backends.GatewayGroup, Version: "v1", Resource: backends.GatewayResource}
@@ -45,7 +45,7 @@ spec:
 	}
 	u.SetNamespace(ns)
 	u.SetName(name)
-	u.SetAnnotations(map[string]string{"dynamic-prefix.io/name": "home", render.AnnotationSuffix: suffix})
+	u.SetAnnotations(map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix})
 	if created != "" {
 		at, err := time.Parse(time.RFC3339, created)
 		if err != nil {
@@ -104,11 +104,11 @@ func (g *gatewayFixture) holds() map[string]any {
 	for _, e := range a {
 		addresses = append(addresses, e.(map[string]any)["value"].(string))
 	}
-	infra, _, _ := unstructured.NestedString(u.Object, "spec", "infrastructure", "annotations", render.AnnotationIPs)
+	infra, _, _ := unstructured.NestedString(u.Object, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
 	ann := u.GetAnnotations()
 	listeners, _, _ := unstructured.NestedSlice(u.Object, "spec", "listeners")
 	return map[string]any{"addresses": addresses, "infrastructure": infra, "listeners": len(listeners),
-		"target": ann[render.AnnotationTarget], "alpha": ann[render.AnnotationTargetAlpha], "record": ann[render.AnnotationManagedIPs]}
+		"target": ann[holdings.AnnotationTarget], "alpha": ann[holdings.AnnotationTargetAlpha], "record": ann[holdings.AnnotationManagedIPs]}
 }
 
 // TestAGatewayFollowsThroughARenumbering: the Gateway gets the current
@@ -157,7 +157,7 @@ func TestAGatewayFollowsThroughARenumbering(t *testing.T) {
 	// The user (or a controller) drops our address from the
 	// infrastructure annotation: the next pass puts it back, once.
 	u, _ := f.dyn.Resource(gatewayGVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})
-	_ = unstructured.SetNestedField(u.Object, "192.0.2.8", "spec", "infrastructure", "annotations", render.AnnotationIPs)
+	_ = unstructured.SetNestedField(u.Object, "192.0.2.8", "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
 	if _, err := f.dyn.Resource(gatewayGVR).Namespace("default").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

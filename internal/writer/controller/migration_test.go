@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Switching from the existing operator: the fixtures hold what that operator
@@ -69,10 +69,10 @@ func operatorWorld(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.annotateWeb(map[string]any{
-		render.AnnotationIPs:           "192.0.2.7," + addrOn(prefixB) + "," + addrOn(prefixA),
-		render.AnnotationManagedIPs:    addrOn(prefixB) + "," + addrOn(prefixA),
-		render.AnnotationTargetAlpha:   addrOn(prefixB),
-		render.AnnotationManagedTarget: addrOn(prefixB),
+		holdings.AnnotationIPs:           "192.0.2.7," + addrOn(prefixB) + "," + addrOn(prefixA),
+		holdings.AnnotationManagedIPs:    addrOn(prefixB) + "," + addrOn(prefixA),
+		holdings.AnnotationTargetAlpha:   addrOn(prefixB),
+		holdings.AnnotationManagedTarget: addrOn(prefixB),
 	})
 	f.report(3, prefixB, prefixA)
 	f.catchUp()
@@ -85,14 +85,14 @@ func (f *fixture) annotateWeb(ann map[string]any) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Patch(f.t.Context(), "web", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(f.t.Context(), "web", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f *fixture) web() map[string]string {
 	f.t.Helper()
-	u, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Get(f.t.Context(), "web", metav1.GetOptions{})
+	u, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Get(f.t.Context(), "web", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -154,11 +154,11 @@ func TestARenumberingAfterTheSwitchReleasesTheOperatorsEntries(t *testing.T) {
 		t.Errorf("record %q, want %q", record, want)
 	}
 	web := f.web()
-	if got, want := web[render.AnnotationIPs], "192.0.2.7,"+addrOn(prefixC)+","+addrOn(prefixB); got != want {
+	if got, want := web[holdings.AnnotationIPs], "192.0.2.7,"+addrOn(prefixC)+","+addrOn(prefixB); got != want {
 		t.Errorf("ips %q, want %q", got, want)
 	}
 	// The next real change is when the newer keys arrive.
-	if web[render.AnnotationManagedTargetKeys] == "" {
+	if web[holdings.AnnotationManagedTargetKeys] == "" {
 		t.Errorf("the renumbering wrote web without the keys record: %v", web)
 	}
 }
@@ -178,7 +178,7 @@ func TestDeletingReleasesThenRemovesTheOperatorsFinalizer(t *testing.T) {
 	if blocks, record := f.pool(); !slices.Equal(blocks, []string{"192.0.2.0/24"}) || record != "" {
 		t.Errorf("pool %q record %q after release", blocks, record)
 	}
-	if got := f.web()[render.AnnotationIPs]; got != "192.0.2.7" {
+	if got := f.web()[holdings.AnnotationIPs]; got != "192.0.2.7" {
 		t.Errorf("web ips %q, want the user's alone", got)
 	}
 	u, err := f.dyn.Resource(api.GVR).Get(t.Context(), "home", metav1.GetOptions{})

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -36,7 +37,7 @@ import (
 // cache re-listed after a silent watch is a new store, and pool kinds come and go.
 type Caches interface {
 	DynamicPrefixes() cache.Store
-	Services() cache.Indexer // Services read (render.CachedService), indexed by DynamicPrefix
+	Services() cache.Indexer // Services read (holdings.CachedService), indexed by DynamicPrefix
 	Pools() []backends.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
 	Advertisements() (cache.Store, schema.GroupVersionResource)
@@ -254,7 +255,7 @@ func (c *Controller) PoolChanged(p *backends.Pool) {
 
 // ServiceChanged queues a pass over the DynamicPrefix the Service follows, or
 // its release when it follows none but carries our records.
-func (c *Controller) ServiceChanged(m *render.CachedService) {
+func (c *Controller) ServiceChanged(m *holdings.CachedService) {
 	name := m.Follow.DynamicPrefix
 	c.enqueue(name, 0)
 	// A shadow passes over the release too: one it planned before may be
@@ -298,7 +299,7 @@ func (c *Controller) Lead(ctx context.Context) {
 		}
 	}
 	for _, o := range c.caches.Services().List() {
-		if s, ok := o.(*render.CachedService); ok {
+		if s, ok := o.(*holdings.CachedService); ok {
 			c.ServiceChanged(s)
 		}
 	}

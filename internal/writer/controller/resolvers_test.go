@@ -14,6 +14,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -48,7 +49,7 @@ func (s *servers) Stop(name string) { s.stopped = append(s.stopped, name) }
 func followingAName(t *testing.T, s *servers) *fixture {
 	f := newFixture(t, generous)
 	f.edit(api.GVR, "home", `{"spec":{"acquisition":{"routerAdvertisement":null,"dns":{"name":"router.example.net","prefixLength":64,"servers":["192.0.2.1","192.0.2.2"]}}}}`)
-	f.ctl = NewController(Config{Budget: generous, TargetKeys: render.DefaultTargetKeys, Resolvers: s},
+	f.ctl = NewController(Config{Budget: generous, TargetKeys: holdings.DefaultTargetKeys, Resolvers: s},
 		f, f.votes, f.dyn, f.meta, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), f.events)
 	f.catchUp()
 	return f

@@ -11,8 +11,8 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
-	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // shadow is a dry-run controller over the fixture's caches and clients, next
@@ -43,7 +43,7 @@ func fields(cs []permit.Change) []string {
 
 func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 	f := converged(t, generous)
-	shadow, p := f.shadow(render.DefaultTargetKeys)
+	shadow, p := f.shadow(holdings.DefaultTargetKeys)
 	if got := f.shadowSync(shadow, passHome); len(got) != 0 || len(p.Changes()) != 0 {
 		t.Fatalf("converged: the shadow wrote %q and plans %v", got, p.Changes())
 	}
@@ -59,11 +59,11 @@ func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 		"dynamicprefixes/home status.conditions",
 		"dynamicprefixes/home status.currentPrefix",
 		"dynamicprefixes/home status.history",
-		"services/default/web metadata.annotations." + render.DefaultTargetKeys[0],
-		"services/default/web metadata.annotations." + render.DefaultTargetKeys[1],
-		"services/default/web metadata.annotations." + render.AnnotationIPs,
-		"services/default/web metadata.annotations." + render.AnnotationManagedIPs,
-		"services/default/web metadata.annotations." + render.AnnotationManagedTarget,
+		"services/default/web metadata.annotations." + holdings.DefaultTargetKeys[0],
+		"services/default/web metadata.annotations." + holdings.DefaultTargetKeys[1],
+		"services/default/web metadata.annotations." + holdings.AnnotationIPs,
+		"services/default/web metadata.annotations." + holdings.AnnotationManagedIPs,
+		"services/default/web metadata.annotations." + holdings.AnnotationManagedTarget,
 	}
 	slices.Sort(want)
 	got := p.Changes()
@@ -95,12 +95,12 @@ func TestAShadowPlansTheLeadersWritesAndMakesNone(t *testing.T) {
 // difference: here, one DNS target key fewer.
 func TestAShadowShowsADisagreementAsExactlyThatDifference(t *testing.T) {
 	f := converged(t, generous)
-	shadow, p := f.shadow(render.DefaultTargetKeys[1:])
+	shadow, p := f.shadow(holdings.DefaultTargetKeys[1:])
 	f.shadowSync(shadow, passHome)
 	got := p.Changes()
 	want := []string{
-		"services/default/web metadata.annotations." + render.DefaultTargetKeys[0],
-		"services/default/web metadata.annotations." + render.AnnotationManagedTargetKeys,
+		"services/default/web metadata.annotations." + holdings.DefaultTargetKeys[0],
+		"services/default/web metadata.annotations." + holdings.AnnotationManagedTargetKeys,
 	}
 	slices.Sort(want)
 	if !slices.Equal(fields(got), want) {
@@ -132,7 +132,7 @@ func TestAShadowPlansANetworkPolicyAndWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.allowLists = []backends.Cached{{Kind: kind, Store: store}}
-	shadow, p := f.shadow(render.DefaultTargetKeys)
+	shadow, p := f.shadow(holdings.DefaultTargetKeys)
 
 	f.report(3, prefixB, prefixA)
 	if got := f.shadowSync(shadow, passHome); len(got) != 0 {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -25,7 +26,7 @@ func TestAServiceThatHoldsItsAddressKeepsIt(t *testing.T) {
 	f := converged(t, generous)
 	ctx := t.Context()
 	// The victim's Service was (re)created on 2026-11-01.
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("default").Patch(ctx, "web", "application/merge-patch+json",
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(ctx, "web", "application/merge-patch+json",
 		[]byte(`{"metadata":{"creationTimestamp":"2026-11-01T00:00:00Z"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +35,9 @@ func TestAServiceThatHoldsItsAddressKeepsIt(t *testing.T) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "old", ResourceVersion: "1",
 			CreationTimestamp: metav1.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
-			Annotations:       map[string]string{dynamicprefix.AnnotationName: "home", render.AnnotationSuffix: "::ffff:0:0:99"}},
+			Annotations:       map[string]string{dynamicprefix.AnnotationName: "home", holdings.AnnotationSuffix: "::ffff:0:0:99"}},
 	}
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").(interface {
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").(interface {
 		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
 	}).CreateFake(old, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -44,33 +45,33 @@ func TestAServiceThatHoldsItsAddressKeepsIt(t *testing.T) {
 	f.catchUp()
 	f.sync(passHome)
 	f.catchUp()
-	victim := f.service()[render.AnnotationIPs]
+	victim := f.service()[holdings.AnnotationIPs]
 	if !strings.Contains(victim, "2001:db8:a:0:ffff::1") {
 		t.Fatalf("before: web has %q", victim)
 	}
 
 	// The tenant edits its own Service's suffix to the victim's.
-	if _, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
 		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp()
 	t.Logf("the pass wrote %q", f.sync(passHome))
 	f.catchUp()
-	tenant, err := f.meta.Resource(render.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	tenant, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("after: default/web %s=%q; tenant/old %s=%q target=%q", render.AnnotationIPs, f.service()[render.AnnotationIPs],
-		render.AnnotationIPs, tenant.Annotations[render.AnnotationIPs], tenant.Annotations[render.AnnotationTarget])
-	if !strings.Contains(f.service()[render.AnnotationIPs], "2001:db8:a:0:ffff::1") {
-		t.Errorf("default/web lost its address: %q", f.service()[render.AnnotationIPs])
+	t.Logf("after: default/web %s=%q; tenant/old %s=%q target=%q", holdings.AnnotationIPs, f.service()[holdings.AnnotationIPs],
+		holdings.AnnotationIPs, tenant.Annotations[holdings.AnnotationIPs], tenant.Annotations[holdings.AnnotationTarget])
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], "2001:db8:a:0:ffff::1") {
+		t.Errorf("default/web lost its address: %q", f.service()[holdings.AnnotationIPs])
 	}
 	if c := f.condition(render.ServiceAddressConflict); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "tenant/old") {
 		t.Errorf("condition %s %s %q, want True naming tenant/old", render.ServiceAddressConflict, c.Status, c.Message)
 	}
-	if strings.Contains(tenant.Annotations[render.AnnotationIPs], "2001:db8:a:0:ffff::1") {
+	if strings.Contains(tenant.Annotations[holdings.AnnotationIPs], "2001:db8:a:0:ffff::1") {
 		t.Errorf("the tenant's Service now holds default/web's address 2001:db8:a:0:ffff::1 (%q), web has %q: one tenant moved another's address to itself",
-			tenant.Annotations[render.AnnotationIPs], f.service()[render.AnnotationIPs])
+			tenant.Annotations[holdings.AnnotationIPs], f.service()[holdings.AnnotationIPs])
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Found by the red team on issue 42 ("one tenant"): a tenant creates, in its own namespace,
@@ -128,7 +128,7 @@ func renumbersDespite(t *testing.T, f *fixture, despite string) {
 	if !slices.ContainsFunc(blocks, func(b string) bool { return strings.HasPrefix(b, "2001:db8:b:") }) {
 		t.Errorf("after 5 passes pool lb holds %q: %s held the renumbering to B back", blocks, despite)
 	}
-	if ips := f.service()[render.AnnotationIPs]; !strings.Contains(ips, "2001:db8:b:") {
+	if ips := f.service()[holdings.AnnotationIPs]; !strings.Contains(ips, "2001:db8:b:") {
 		t.Errorf("after 5 passes Service default/web's addresses are %q: %s held the renumbering to B back", ips, despite)
 	}
 }

@@ -39,7 +39,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // Status returns st as the existing operator reads it.
@@ -80,8 +80,8 @@ func deprecated(h api.HistoryEntry) time.Time {
 // (the user's stay), and renumber's own records that operator does not read
 // go.
 func Service(ann map[string]string, keys []string) map[string]any {
-	live := render.Live(ann, keys)
-	if !live.KeysRecorded && ann[render.AnnotationL2Nudged] == "" {
+	live := holdings.Live(ann, keys)
+	if !live.KeysRecorded && ann[holdings.AnnotationL2Nudged] == "" {
 		return nil
 	}
 	patch := map[string]any{}
@@ -97,10 +97,10 @@ func Service(ann map[string]string, keys []string) map[string]any {
 		}
 	}
 	if live.KeysRecorded {
-		patch[render.AnnotationManagedTargetKeys] = nil
+		patch[holdings.AnnotationManagedTargetKeys] = nil
 	}
-	if _, ok := ann[render.AnnotationL2Nudged]; ok {
-		patch[render.AnnotationL2Nudged] = nil
+	if _, ok := ann[holdings.AnnotationL2Nudged]; ok {
+		patch[holdings.AnnotationL2Nudged] = nil
 	}
 	return patch
 }

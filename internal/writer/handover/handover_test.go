@@ -16,7 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
-	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 // operatorPools is how the existing operator reads a status (its pool sync,
@@ -107,20 +107,20 @@ func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing
 func TestServiceHandsBackTheTargetKeys(t *testing.T) {
 	const cur = "2001:db8:d::ffff:0:1"
 	ann := map[string]string{
-		render.AnnotationIPs: "192.0.2.7," + cur, render.AnnotationManagedIPs: cur,
-		render.AnnotationTarget: "web.example.org," + cur, render.AnnotationTargetAlpha: cur,
-		render.AnnotationManagedTarget: cur, render.AnnotationManagedTargetKeys: render.AnnotationTarget + "," + render.AnnotationTargetAlpha,
-		render.AnnotationL2Nudged: cur,
+		holdings.AnnotationIPs: "192.0.2.7," + cur, holdings.AnnotationManagedIPs: cur,
+		holdings.AnnotationTarget: "web.example.org," + cur, holdings.AnnotationTargetAlpha: cur,
+		holdings.AnnotationManagedTarget: cur, holdings.AnnotationManagedTargetKeys: holdings.AnnotationTarget + "," + holdings.AnnotationTargetAlpha,
+		holdings.AnnotationL2Nudged: cur,
 	}
 	tests := []struct {
 		name string
 		keys []string
 		want map[string]any
 	}{
-		{"to v0.0.17 and older (the alpha key alone)", []string{render.AnnotationTargetAlpha}, map[string]any{
-			render.AnnotationTarget: "web.example.org", render.AnnotationManagedTargetKeys: nil, render.AnnotationL2Nudged: nil}},
-		{"to v0.0.18 and later (both keys)", render.DefaultTargetKeys, map[string]any{
-			render.AnnotationManagedTargetKeys: nil, render.AnnotationL2Nudged: nil}},
+		{"to v0.0.17 and older (the alpha key alone)", []string{holdings.AnnotationTargetAlpha}, map[string]any{
+			holdings.AnnotationTarget: "web.example.org", holdings.AnnotationManagedTargetKeys: nil, holdings.AnnotationL2Nudged: nil}},
+		{"to v0.0.18 and later (both keys)", holdings.DefaultTargetKeys, map[string]any{
+			holdings.AnnotationManagedTargetKeys: nil, holdings.AnnotationL2Nudged: nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,8 +129,8 @@ func TestServiceHandsBackTheTargetKeys(t *testing.T) {
 			}
 		})
 	}
-	if p := Service(map[string]string{render.AnnotationIPs: cur, render.AnnotationManagedIPs: cur,
-		render.AnnotationTargetAlpha: cur, render.AnnotationManagedTarget: cur}, []string{render.AnnotationTargetAlpha}); p != nil {
+	if p := Service(map[string]string{holdings.AnnotationIPs: cur, holdings.AnnotationManagedIPs: cur,
+		holdings.AnnotationTargetAlpha: cur, holdings.AnnotationManagedTarget: cur}, []string{holdings.AnnotationTargetAlpha}); p != nil {
 		t.Errorf("a Service in the operator's own shape needs nothing: %v", p)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -72,7 +73,7 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 		}
 	}
 	for _, o := range c.Services().List() {
-		s, ok := o.(*render.CachedService)
+		s, ok := o.(*holdings.CachedService)
 		if !ok {
 			continue
 		}
@@ -87,7 +88,7 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 
 // mappings says what the router maps a Service's published addresses to
 // under DynamicPrefix dp's current prefix, or why it cannot be said.
-func mappings(dps cache.Store, dp string, f render.ServiceFollow, ingress []string) []string {
+func mappings(dps cache.Store, dp string, f holdings.ServiceFollow, ingress []string) []string {
 	o, ok, _ := dps.GetByKey(dp)
 	if !ok {
 		return nil

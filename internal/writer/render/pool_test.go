@@ -8,6 +8,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 var (
@@ -22,17 +23,17 @@ var (
 func TestDesired(t *testing.T) {
 	tests := []struct {
 		name   string
-		follow PoolFollow
-		form   Form
+		follow holdings.PoolFollow
+		form   holdings.Form
 		want   []string
 	}{
-		{"raw prefixes", PoolFollow{}, Any, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
-		{"address range as start-stop", PoolFollow{AddressRange: "lb"}, Any,
+		{"raw prefixes", holdings.PoolFollow{}, holdings.Any, []string{"2001:db8:b::/64", "2001:db8:a::/64"}},
+		{"address range as start-stop", holdings.PoolFollow{AddressRange: "lb"}, holdings.Any,
 			[]string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
-		{"address range as covering CIDR", PoolFollow{AddressRange: "lb"}, CIDRs, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
-		{"subnet", PoolFollow{Subnet: "svc"}, Any, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
-		{"subnet as a range", PoolFollow{Subnet: "svc"}, Ranges, []string{"2001:db8:b::1:0-2001:db8:b::1:ffff", "2001:db8:a::1:0-2001:db8:a::1:ffff"}},
-		{"raw prefix as a range", PoolFollow{}, Ranges, []string{"2001:db8:b::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
+		{"address range as covering CIDR", holdings.PoolFollow{AddressRange: "lb"}, holdings.CIDRs, []string{"2001:db8:b:0:f000::/68", "2001:db8:a:0:f000::/68"}},
+		{"subnet", holdings.PoolFollow{Subnet: "svc"}, holdings.Any, []string{"2001:db8:b::1:0/112", "2001:db8:a::1:0/112"}},
+		{"subnet as a range", holdings.PoolFollow{Subnet: "svc"}, holdings.Ranges, []string{"2001:db8:b::1:0-2001:db8:b::1:ffff", "2001:db8:a::1:0-2001:db8:a::1:ffff"}},
+		{"raw prefix as a range", holdings.PoolFollow{}, holdings.Ranges, []string{"2001:db8:b::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a::-2001:db8:a:0:ffff:ffff:ffff:ffff"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,29 +43,14 @@ func TestDesired(t *testing.T) {
 			}
 		})
 	}
-	for _, f := range []PoolFollow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := PoolEntries(specR, f, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+	for _, f := range []holdings.PoolFollow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
+		if _, err := PoolEntries(specR, f, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("PoolEntries(%+v) err = %v, want api.ErrInvalid", f, err)
 		}
 	}
 	bad := api.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
-	if _, err := PoolEntries(bad, PoolFollow{Subnet: "x"}, []netip.Prefix{cur}, Any); !errors.Is(err, api.ErrInvalid) {
+	if _, err := PoolEntries(bad, holdings.PoolFollow{Subnet: "x"}, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("offset outside the prefix: err = %v, want api.ErrInvalid", err)
-	}
-}
-
-func TestMergeNeverTouchesUserEntries(t *testing.T) {
-	live := []string{"192.0.2.0/24", "2001:db8:a::/64", "2001:0db8:ffff::/48", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
-	record := []string{"2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
-	desired := []string{"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
-	entries, rec := Merge(live, record, desired)
-	want := []string{"192.0.2.0/24", "2001:db8:a::/64", "2001:0db8:ffff::/48",
-		"2001:db8:b:0:f000::-2001:db8:b:0:ffff:ffff:ffff:ffff", "2001:db8:a:0:f000::-2001:db8:a:0:ffff:ffff:ffff:ffff"}
-	if !slices.Equal(entries, want) {
-		t.Errorf("entries = %q\nwant %q", entries, want)
-	}
-	if !slices.Equal(rec, desired) {
-		t.Errorf("record = %q, want %q", rec, desired)
 	}
 }
 
@@ -78,24 +64,17 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := PoolEntries(api.Parse("home", dynamicprefix.Spec{}), PoolFollow{}, pooled, Any)
+		desired, err := PoolEntries(api.Parse("home", dynamicprefix.Spec{}), holdings.PoolFollow{}, pooled, holdings.Any)
 		if err != nil {
 			t.Fatal(err)
 		}
-		live, record = Merge(live, record, desired)
-		again, rec2 := Merge(live, record, desired)
+		live, record = holdings.Merge(live, record, desired)
+		again, rec2 := holdings.Merge(live, record, desired)
 		if !slices.Equal(again, live) || !slices.Equal(rec2, record) {
 			t.Fatalf("rotation %d: merge is not a fixed point", i)
 		}
 	}
 	if len(live) != 3 || live[0] != "192.0.2.0/24" {
 		t.Errorf("after 20 rotations: %q", live)
-	}
-}
-
-func TestUserEntryEqualToManagedStaysTheUsers(t *testing.T) {
-	entries, rec := Merge([]string{"2001:db8:b::/64"}, nil, []string{"2001:db8:b::/64"})
-	if !slices.Equal(entries, []string{"2001:db8:b::/64"}) || len(rec) != 0 {
-		t.Errorf("entries %q record %q: the user's entry must stay theirs, not duplicated", entries, rec)
 	}
 }

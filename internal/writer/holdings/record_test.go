@@ -1,4 +1,4 @@
-package render
+package holdings
 
 import (
 	"net/netip"
@@ -8,8 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The existing operator's CiliumLoadBalancerIPPool record, exactly as it
-// writes it (compat.md, "Ownership records").
 const operatorBlocks = "range=2001:db8:2:100:f000::-2001:db8:2:100:ffff:ffff:ffff:ffff,cidr=2001:db8:2:100::/112"
 
 func TestReadRecord(t *testing.T) {

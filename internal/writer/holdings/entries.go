@@ -1,4 +1,8 @@
-package render
+// Entries compared and merged: the canonical form of an entry, the user's
+// entries kept beside ours (Merge), and what an object holds of ours without
+// a record (Common, Geometric).
+
+package holdings
 
 import (
 	"net/netip"
@@ -6,104 +10,56 @@ import (
 	"strings"
 )
 
-// Spelling is how a kind's ownership record spells the entries it lists.
-// Records are written in the spelling the existing operator (dynamic-prefix.io,
-// v0.0.10 and later) writes, so each side reads what the other wrote: a user
-// switching to renumber, or back, keeps every record meaningful.
-type Spelling uint8
-
-const (
-	// Listed: the entries themselves, comma-separated (CIDR groups, MetalLB,
-	// kube-vip, Services).
-	Listed Spelling = iota
-	// BlockKeys: CiliumLoadBalancerIPPool blocks as keys, "cidr=<cidr>" for a
-	// {cidr} block, "range=<start>-<stop>" for a {start, stop} block and
-	// "range=<start>" for a block without stop. Entries spelled as plain
-	// entries (what renumber wrote before it wrote keys) are read too.
-	BlockKeys
-)
-
-// Record is an ownership record as read from an object.
-type Record struct {
-	// Entries are the entries it names, canonical.
-	Entries []string
-	// Present: the annotation exists. An absent record is an object written
-	// before records existed (or never written); a present, empty one owns
-	// nothing.
-	Present bool
-	// Unreadable are items that name no entry (neither an address, a prefix,
-	// a range nor a block key): they can own nothing, and the writer says so
-	// before a write drops them.
-	Unreadable []string
-}
-
-// ReadRecord reads the record annotation value v (present: the annotation
-// exists) spelled s.
-func ReadRecord(v string, present bool, s Spelling) Record {
-	r := Record{Present: present}
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item == "" {
-			continue
-		}
-		e, ok := recordEntry(item, s)
-		if !ok {
-			r.Unreadable = append(r.Unreadable, item)
-			continue
-		}
-		if !slices.Contains(r.Entries, e) {
-			r.Entries = append(r.Entries, e)
-		}
-	}
-	return r
-}
-
-// recordEntry is the canonical entry a record item names.
-func recordEntry(item string, s Spelling) (string, bool) {
-	if s == BlockKeys {
-		switch {
-		case strings.HasPrefix(item, "cidr="):
-			p, err := netip.ParsePrefix(strings.TrimPrefix(item, "cidr="))
-			return p.String(), err == nil
-		case strings.HasPrefix(item, "range="):
-			r := strings.TrimPrefix(item, "range=")
-			if !strings.Contains(r, "-") {
-				r += "-" // a block without stop
-			}
-			item = r
-		}
-	}
-	e := Canonical(item)
-	return e, parses(e)
-}
-
-// parses reports whether a canonical entry is an address, a prefix or a range.
-func parses(e string) bool {
+// Canonical returns the comparison form of an entry ("cidr", "first-last", or
+// "first-" for a Cilium block without stop); entries that do not parse
+// compare as themselves.
+func Canonical(e string) string {
+	e = strings.TrimSpace(e)
 	if first, last, ok := strings.Cut(e, "-"); ok {
-		_, err1 := netip.ParseAddr(first)
-		_, err2 := netip.ParseAddr(last)
-		return err1 == nil && (err2 == nil || last == "")
+		a, err1 := netip.ParseAddr(strings.TrimSpace(first))
+		if err1 == nil && strings.TrimSpace(last) == "" {
+			return a.String() + "-"
+		}
+		b, err2 := netip.ParseAddr(strings.TrimSpace(last))
+		if err1 == nil && err2 == nil {
+			return a.String() + "-" + b.String()
+		}
+		return e
 	}
-	if _, err := netip.ParsePrefix(e); err == nil {
-		return true
+	if p, err := netip.ParsePrefix(e); err == nil {
+		return p.String()
 	}
-	_, err := netip.ParseAddr(e)
-	return err == nil
+	if a, err := netip.ParseAddr(e); err == nil {
+		return a.String()
+	}
+	return e
 }
 
-// WriteRecord spells entries (canonical) as a record value.
-func WriteRecord(entries []string, s Spelling) string {
-	if s != BlockKeys {
-		return strings.Join(entries, ",")
+// Merge keeps every live entry the record does not claim (the user's, verbatim
+// and in order) and appends the desired managed entries. The new record lists
+// exactly the managed entries written; one the user also lists is the user's.
+func Merge(live, record, desired []string) (entries, newRecord []string) {
+	owned := map[string]bool{}
+	for _, r := range record {
+		owned[Canonical(r)] = true
 	}
-	keys := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if strings.Contains(e, "-") {
-			keys = append(keys, "range="+strings.TrimSuffix(e, "-"))
-		} else {
-			keys = append(keys, "cidr="+e)
+	present := map[string]bool{}
+	for _, e := range live {
+		if !owned[Canonical(e)] {
+			entries = append(entries, e)
+			present[Canonical(e)] = true
 		}
 	}
-	return strings.Join(keys, ",")
+	for _, d := range desired {
+		c := Canonical(d)
+		if present[c] {
+			continue
+		}
+		present[c] = true
+		entries = append(entries, d)
+		newRecord = append(newRecord, c)
+	}
+	return entries, newRecord
 }
 
 // Geometric is the existing operator's rule for an object that has no record
@@ -212,4 +168,15 @@ func canonicalSet(v []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Split reads a comma-separated annotation value, entries verbatim.
+func Split(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

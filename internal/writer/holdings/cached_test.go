@@ -1,4 +1,4 @@
-package render
+package holdings
 
 import (
 	"testing"

@@ -25,7 +25,7 @@ type Writer struct {
 
 	// What was written last, per object, until the caches show it.
 	statuses permit.Memo[api.Status]
-	pools    permit.Memo[poolWrite]
+	pools    permit.Memo[holdings.Held]
 	services permit.Memo[holdings.Annotations]
 	adverts  permit.Memo[string]
 	deleted  permit.Memo[struct{}] // advertisements deleted, until the cache shows it

@@ -69,7 +69,7 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, mode
 				out = append(out, w.pool(ctx, p, model, d)) // reports it
 				continue
 			}
-			ips := canonical(pl.record)
+			ips := canonical(pl.write.Record)
 			held := slices.ContainsFunc(ips, func(a string) bool { return slices.Contains(canonical(pl.po.Record.Entries), a) })
 			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
 				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: ips, held: held, pool: p})

@@ -26,9 +26,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
-// poolWrite is what was written to a pool: its entries and our record.
-type poolWrite struct{ entries, record []string }
-
 // Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
 func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) permit.Outcomes {
 	var out permit.Outcomes
@@ -70,55 +67,40 @@ func poolsFollowing(pools []backends.Cached, name string) iter.Seq[*backends.Poo
 	}
 }
 
-// poolPlan is what one pool should hold for a decision.
+// poolPlan is one pool's write for a decision.
 type poolPlan struct {
-	self                   permit.Object
-	po                     backends.Object // as last written, when that is newer than the cache
-	entries, owned, record []string
-	holds                  bool // it holds them already
+	self  permit.Object
+	po    backends.Object // as last written, when that is newer than the cache
+	write holdings.Write
 }
 
-// plan renders what the pool should hold; an error is the pool's reference
-// to a range or subnet that the spec cannot resolve.
+// plan is the pool's write for the decision, from what it holds as last
+// written (the cache, or the writer's own newer write): one call to render.
+// An error is the pool's reference to a range or subnet that the spec cannot
+// resolve.
 func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decide.Decision) (poolPlan, error) {
 	pl := poolPlan{self: permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
 	if last, ok := w.pools.Get(pl.self, po.ResourceVersion); ok {
-		po.Entries, po.Record = last.entries, holdings.Record{Entries: last.record, Present: last.record != nil}
-		po.RecordValue, po.RecordFrom = holdings.WriteRecord(last.record, k.RecordSpelling), k.RecordKey
+		po.Held, po.RecordFrom = last, k.RecordKey
 	}
 	pl.po = po
-	desired, err := render.PoolEntries(m, po.Follow, d.Pooled, po.Form)
+	write, err := render.Pool(m, po.Held, d.Pooled, d.Managed, k.ClaimExact)
 	if err != nil {
 		return pl, fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 	}
-	pl.owned = po.Record.Entries
-	switch {
-	case po.Record.Present:
-	case k.ClaimExact:
-		pl.owned = holdings.Common(po.Entries, desired)
-	default:
-		// Last written before ownership records existed: the existing
-		// operator's own rule decides what it wrote.
-		pl.owned = holdings.Geometric(po.Entries, d.Managed)
-	}
-	pl.entries, pl.record = holdings.Merge(po.Entries, pl.owned, desired)
-	if pl.record == nil {
-		pl.record = []string{} // present and empty: we own nothing here
-	}
-	pl.holds = holdings.Holds(po.Entries, pl.entries, pl.record) && po.Record.Present && holdings.SameSet(pl.record, po.Record.Entries)
+	pl.write = write
 	return pl, nil
 }
 
 func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d decide.Decision) permit.Outcome {
 	k, u := p.Kind, p.Live
 	pl, err := w.plan(k, p.Object, m, d)
-	self, entries, owned, record := pl.self, pl.entries, pl.owned, pl.record
-	po := pl.po
+	self, po, write := pl.self, pl.po, pl.write
 	if err != nil {
 		w.Events.Announce("pool/"+self.String(), u, true, "InvalidPoolReference", err.Error())
 		return permit.Final(err)
 	}
-	if pl.holds {
+	if write.Holds {
 		w.Events.Forget("pool/" + self.String())
 		w.Calm(self, m.Name)
 		return permit.Outcome{}
@@ -129,7 +111,7 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 		// event brings the next pass.
 		return permit.Later(CacheBehind)
 	}
-	if w.Shadow(poolChanges(self, k, po, entries, record)...) {
+	if w.Shadow(poolChanges(self, k, po, write)...) {
 		return permit.Outcome{}
 	}
 	if err := w.Permit(self, u, m.Name); err != nil {
@@ -140,7 +122,7 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 			"%s names %s, which is no entry: it owns nothing, so the entries of this pool are kept, and the record is rewritten without it",
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
-	if err := patchPool(ctx, w.Client, k, po, entries, owned, record, false, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, write, false, nil); err != nil {
 		if errors.Is(err, api.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
@@ -148,14 +130,14 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 		}
 		return permit.Transient(err)
 	}
-	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, record})
+	w.pools.Put(self, po.ResourceVersion, po.After(write))
 	permit.Counted(k.Resource)
-	added, removed := changed(po.Entries, entries)
-	note := fmt.Sprintf("managed entries now %s", strings.Join(record, ", "))
+	added, removed := changed(po.Entries, write.Entries)
+	note := fmt.Sprintf("managed entries now %s", strings.Join(write.Record, ", "))
 	if len(removed) > 0 {
 		note += fmt.Sprintf("; removed %s", strings.Join(removed, ", "))
 	}
-	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", record, "added", added, "removed", removed)
+	w.Log.Info(fmt.Sprintf("%s %s updated", k.Name, po.Key()), "managed", write.Record, "added", added, "removed", removed)
 	w.Events.Event(u, "PoolUpdated", note)
 	w.Events.Forget("pool/" + self.String())
 	return permit.Outcome{}
@@ -201,19 +183,19 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 	if _, ok := w.pools.Get(self, po.ResourceVersion); ok {
 		return permit.Outcome{}, 0 // already released; the cache has not caught up
 	}
-	entries, _ := holdings.Merge(po.Entries, po.Record.Entries, nil)
-	if w.Shadow(poolChanges(self, k, po, entries, nil)...) {
+	write := po.Release()
+	if w.Shadow(poolChanges(self, k, po, write)...) {
 		return permit.Outcome{}, 0
 	}
 	if ok, wait := w.PermitQuietly(self); !ok {
 		return permit.Outcome{}, wait
 	}
-	if err := patchPool(ctx, w.Client, k, po, entries, po.Record.Entries, nil, true, nil); err != nil {
+	if err := patchPool(ctx, w.Client, k, po, write, true, nil); err != nil {
 		return permit.Transient(err), 0
 	}
-	w.pools.Put(self, po.ResourceVersion, poolWrite{entries, nil})
+	w.pools.Put(self, po.ResourceVersion, po.After(write))
 	permit.Counted(k.Resource)
-	_, removed := changed(po.Entries, entries)
+	_, removed := changed(po.Entries, write.Entries)
 	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", removed, "why", why)
 	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
 	return permit.Outcome{}, 0
@@ -267,19 +249,16 @@ func changed(from, to []string) (added, removed []string) {
 // poolChanges are the entries and record a pool write changes, each from what
 // is live (whoever wrote it) to what would be written; a record it cannot
 // read says so.
-func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, entries, record []string) []permit.Change {
+func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, write holdings.Write) []permit.Change {
 	field := k.Top
 	if field == "" {
 		field = "spec"
 	}
 	var cs []permit.Change
-	if !holdings.Holds(po.Entries, entries, record) {
-		cs = append(cs, permit.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(entries)})
+	if !write.Kept {
+		cs = append(cs, permit.Change{Object: o.String(), Field: field + " entries", From: joined(po.Entries), To: joined(write.Entries)})
 	}
-	to := ""
-	if record != nil {
-		to = holdings.WriteRecord(record, k.RecordSpelling)
-	}
+	to := write.Value
 	if po.RecordFrom != k.RecordKey && po.Record.Present {
 		cs = append(cs, permit.Change{Object: o.String(), Field: "metadata.annotations." + po.RecordFrom, From: po.RecordValue})
 		po.RecordValue = ""
@@ -294,8 +273,8 @@ func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, entries,
 	return cs
 }
 
-// patchPool writes entries and the ownership record (removed when record is nil;
-// legacy record keys are removed either way) with a merge patch of only those
+// patchPool makes the write: its entries and the ownership record (removed
+// when the write's record is nil; legacy record keys are removed either way) with a merge patch of only those
 // fields, conditional on the resource version the entries were computed from:
 // a concurrent edit by someone else is a conflict to retry, never overwritten.
 //
@@ -304,7 +283,7 @@ func poolChanges(o permit.Object, k *backends.Kind, po backends.Object, entries,
 // only its entries (Kind.Kept), so the object is read from the API server
 // here, at the version the entries were computed from: a write is rare (one
 // per renumbering), a cached copy of every follower whole is not.
-func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, o backends.Object, entries, owned, record []string, release bool, dryRun []string) error {
+func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, o backends.Object, write holdings.Write, release bool, dryRun []string) error {
 	var res dynamic.ResourceInterface = client.Resource(k.GVR)
 	if k.Namespaced {
 		res = client.Resource(k.GVR).Namespace(o.Namespace)
@@ -319,12 +298,12 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 		if v := live.GetResourceVersion(); v != o.ResourceVersion {
 			return apierrors.NewConflict(k.GVR.GroupResource(), o.Name, fmt.Errorf("version %s, the cache's %s", v, o.ResourceVersion))
 		}
-		spec, err = k.Place(live, owned, record, release)
+		spec, err = k.Place(live, write.Owned, write.Record, release)
 		if err == nil && k.Annotate != nil {
-			others = k.Annotate(live, owned, record, release)
+			others = k.Annotate(live, write.Owned, write.Record, release)
 		}
 	} else {
-		spec, err = k.Spec(o.Slot, entries)
+		spec, err = k.Spec(o.Slot, write.Entries)
 	}
 	if err != nil {
 		return err
@@ -334,8 +313,8 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 		top = "spec"
 	}
 	var rec any
-	if record != nil {
-		rec = holdings.WriteRecord(record, k.RecordSpelling)
+	if write.Record != nil {
+		rec = write.Value
 	}
 	annotations := map[string]any{k.RecordKey: rec}
 	for key, v := range others {
@@ -376,13 +355,13 @@ func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Mo
 			continue
 		}
 		pl, err := w.plan(p.Kind, p.Object, m, d)
-		if err != nil || pl.holds {
+		if err != nil || pl.write.Holds {
 			continue
 		}
 		if !w.DryRun(pl.self, m.Name) {
 			return true
 		}
-		err = patchPool(ctx, w.Client, p.Kind, pl.po, pl.entries, pl.owned, pl.record, false, []string{metav1.DryRunAll})
+		err = patchPool(ctx, w.Client, p.Kind, pl.po, pl.write, false, []string{metav1.DryRunAll})
 		return !apierrors.IsForbidden(err)
 	}
 	return true

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
 const livePolicy = `
@@ -58,7 +59,8 @@ func TestAPolicyIsWrittenFromTheLiveObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned, record := []string{"2001:db8:1::/64"}, []string{"2001:db8:2::/64", "2001:db8:1::/64"}
-	if err := patchPool(context.Background(), client, k, po, nil, owned, record, false, nil); err != nil {
+	write := holdings.Write{Owned: owned, Record: record, Value: holdings.WriteRecord(record, k.RecordSpelling)}
+	if err := patchPool(context.Background(), client, k, po, write, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:2::/64,2001:db8:1::/64"},"resourceVersion":"7"},` +
@@ -71,7 +73,7 @@ func TestAPolicyIsWrittenFromTheLiveObject(t *testing.T) {
 	}
 
 	po.ResourceVersion = "6" // the cache is behind
-	if err := patchPool(context.Background(), client, k, po, nil, owned, record, false, nil); !apierrors.IsConflict(err) || len(patches) != 1 {
+	if err := patchPool(context.Background(), client, k, po, write, false, nil); !apierrors.IsConflict(err) || len(patches) != 1 {
 		t.Errorf("written from an older version: %v, %d patches; want a conflict and none", err, len(patches)-1)
 	}
 }

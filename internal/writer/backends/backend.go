@@ -143,14 +143,12 @@ type Object struct {
 	Kind            *Kind
 	Namespace, Name string
 	ResourceVersion string
-	Follow          holdings.PoolFollow
-	Slot            string        // where the entries live (Kind.Slot)
-	Form            holdings.Form // the form they take there
-	Entries         []string
-	Record          holdings.Record
-	// RecordValue is the record annotation as it reads (RecordKey, or the
-	// legacy key it was found under: RecordFrom).
-	RecordValue, RecordFrom string
+	Slot            string // where the entries live (Kind.Slot)
+	// Held is what it follows and holds: its entries, in the form they take
+	// at Slot, and our record, read under RecordFrom (RecordKey, or the
+	// legacy key it was found under).
+	holdings.Held
+	RecordFrom string
 }
 
 // Key is the object's cache key: "name", or "namespace/name" when namespaced.
@@ -220,11 +218,10 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 		return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
 	}
 	return Object{
-		Slot: slot, Form: form,
-		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
-		Follow:  follow,
-		Entries: entries, Record: holdings.ReadRecord(rec, hasRecord, k.RecordSpelling),
-		RecordValue: rec, RecordFrom: from,
+		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Slot: slot,
+		Held: holdings.Held{Follow: follow, Form: form, Entries: entries,
+			Record: holdings.ReadRecord(rec, hasRecord, k.RecordSpelling), RecordValue: rec, Spelling: k.RecordSpelling},
+		RecordFrom: from,
 	}, true, nil
 }
 

@@ -50,7 +50,7 @@ func (k *Kind) Read(o any) (any, error) {
 	u = slim.(*unstructured.Unstructured)
 	obj, ours, err := k.Decode(u)
 	if err != nil || !ours {
-		obj = Object{Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Follow: PoolFollowOf(u)}
+		obj = Object{Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Held: holdings.Held{Follow: PoolFollowOf(u)}}
 	}
 	return &Pool{Object: obj, Live: u, Ours: ours, Err: err}, nil
 }

@@ -1,5 +1,6 @@
-// PoolEntries renders the entries a pool that follows a DynamicPrefix asks
-// for: one per pooled prefix, current first, in the form the pool holds.
+// Pool renders one write of a pool that follows a DynamicPrefix: the entries
+// it asks for (PoolEntries: one per pooled prefix, current first, in the form
+// the pool holds), merged with the user's.
 // Which of a pool's entries are ours, and how the user's stay, is package
 // holdings' (Merge and the ownership record); nothing is guessed from the
 // shape of an address.
@@ -15,6 +16,19 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
+
+// Pool is the one write that makes the pool h hold what the pooled
+// prefixes ask for: the entries its follow asks for (PoolEntries), ours
+// replaced by them and the user's kept (holdings.Held.Claim; exact and
+// managed say what of a pool without a record is ours). An error is the
+// pool's reference to a range or subnet that the spec cannot resolve.
+func Pool(m api.Model, h holdings.Held, pooled, managed []netip.Prefix, exact bool) (holdings.Write, error) {
+	desired, err := PoolEntries(m, h.Follow, pooled, h.Form)
+	if err != nil {
+		return holdings.Write{}, err
+	}
+	return h.Claim(desired, exact, managed), nil
+}
 
 // PoolEntries returns the managed entries, in form, for the pooled prefixes,
 // current first. Errors wrap api.ErrInvalid.

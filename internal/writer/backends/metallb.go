@@ -26,7 +26,7 @@ func metallbKind() *Kind {
 }
 
 // metallbEntries reads spec.addresses verbatim (user entries are written back as the
-// user wrote them; comparisons use render.Canonical, which ignores spaces).
+// user wrote them; comparisons use holdings.Canonical, which ignores spaces).
 func metallbEntries(u *unstructured.Unstructured) ([]string, error) {
 	return Strings(u, "spec", "addresses")
 }

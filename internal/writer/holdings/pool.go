@@ -51,7 +51,9 @@ type Write struct {
 	// nil, when we own nothing (a record present and empty); nil when the
 	// record is removed (Release).
 	Owned, Record []string
-	// Value is Record spelled as the object's record is ("" when nil).
+	// Value is Record spelled as the object's record is, when there is
+	// something to write ("" when Record is nil, or when it Holds: a
+	// steady pass spells nothing).
 	Value string
 	// Kept: the object holds Entries already (in any order, the current
 	// entry first of ours); Holds: and its record names Record, so there
@@ -80,7 +82,9 @@ func (h Held) Claim(desired []string, exact bool, managed []netip.Prefix) Write 
 	}
 	w.Kept = Holds(h.Entries, w.Entries, w.Record)
 	w.Holds = w.Kept && h.Record.Present && SameSet(w.Record, h.Record.Entries)
-	w.Value = WriteRecord(w.Record, h.Spelling)
+	if !w.Holds {
+		w.Value = WriteRecord(w.Record, h.Spelling)
+	}
 	return w
 }
 

@@ -48,7 +48,7 @@ type Follower struct {
 	// Object names it as the plan does: "resource/name" or "resource/namespace/name".
 	Object string `json:"object"`
 	// Mapping: a Service's published addresses and what its router maps
-	// them to (render.AnnotationMapping), "inside -> outside (how)".
+	// them to (holdings.AnnotationMapping), "inside -> outside (how)".
 	Mapping []string `json:"mapping,omitempty"`
 }
 

@@ -60,13 +60,13 @@ func CalicoParent(u *unstructured.Unstructured) string {
 	return u.GetLabels()[LabelParentPool]
 }
 
-// DiscoverCalico returns the IPPool resource, empty when not served.
-func DiscoverCalico(disc Discovery) (schema.GroupVersionResource, error) {
-	served, err := Served(disc, "crd.projectcalico.org", "v1")
-	if err != nil || served[CalicoResource] == "" {
-		return schema.GroupVersionResource{}, err
+// calicoResource is the IPPool resource, empty when not served. served is
+// what Served returned for crd.projectcalico.org (Discover).
+func calicoResource(served map[string]string) schema.GroupVersionResource {
+	if served[CalicoResource] == "" {
+		return schema.GroupVersionResource{}
 	}
-	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[CalicoResource], Resource: CalicoResource}, nil
+	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[CalicoResource], Resource: CalicoResource}
 }
 
 // CalicoSibling is a pool we own: one we created, or one the existing operator

@@ -148,15 +148,8 @@ func (f *Followed) store(o *optional) (cache.Store, schema.GroupVersionResource)
 	return w.Store(), gvr
 }
 
-// Served is what the API server serves of the kinds the writer writes.
-type Served struct {
-	Pools  []*backends.Kind
-	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
-	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
-}
-
-// Discover asks the API server what it serves now.
-type Discover func() (Served, error)
+// Discover asks the API server what it serves now (backends.Discover).
+type Discover func() (backends.Discovered, error)
 
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {

@@ -111,7 +111,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
 func newFixture(t testing.TB, limits permit.Limits) *fixture {
-	kinds, _, err := backends.DiscoverCilium(discovery{})
+	kinds, err := backends.CiliumKinds(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
 	}
@@ -440,7 +440,7 @@ func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
 // following it, an allow-list, beside its pool and Service.
 func withCIDRGroup(t *testing.T, f *fixture) {
 	t.Helper()
-	kinds, _, err := backends.DiscoverCilium(cidrGroups{})
+	kinds, err := backends.CiliumKinds(cidrGroups{})
 	if err != nil || len(kinds) != 2 || !kinds[1].AllowList {
 		t.Fatalf("kinds %v, %v", kinds, err)
 	}

@@ -47,8 +47,9 @@ const (
 )
 
 var (
-	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: backends.PoolResource}
-	bgpGVR  = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+	poolGVR   = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: backends.PoolResource}
+	bgpGVR    = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+	calicoGVR = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: backends.CalicoResource}
 )
 
 type fixture struct {
@@ -56,7 +57,8 @@ type fixture struct {
 	dps    cache.Store
 	svcs   cache.Indexer // Services read (render.ReadService)
 	pools  cache.Indexer // the kind's Pools (backends.NewCache)
-	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
+	bgp    cache.Indexer // CiliumBGPAdvertisements read (backends.NewAdvertisementCache); nil: not served
+	calico cache.Indexer // Calico IPPools read (backends.NewIPPoolCache); nil: not served
 	kind   *backends.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
@@ -79,11 +81,14 @@ func (f *fixture) Services() cache.Indexer      { return f.svcs }
 func (f *fixture) Pools() []backends.Cached {
 	return append([]backends.Cached{{Kind: f.kind, Store: f.pools}}, f.allowLists...)
 }
-func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
-	return f.bgp, bgpGVR
+func (f *fixture) Advertisements() (backends.Advertisements, schema.GroupVersionResource) {
+	return backends.Advertisements{Store: f.bgp}, bgpGVR
 }
-func (f *fixture) CalicoPools() (cache.Store, schema.GroupVersionResource) {
-	return nil, schema.GroupVersionResource{}
+func (f *fixture) CalicoPools() (backends.IPPools, schema.GroupVersionResource) {
+	if f.calico == nil {
+		return backends.IPPools{}, schema.GroupVersionResource{}
+	}
+	return backends.IPPools{Store: f.calico}, calicoGVR
 }
 
 type voters struct{ reports []decide.Report }
@@ -933,7 +938,7 @@ func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
 	if _, err := f.dyn.Resource(bgpGVR).Create(t.Context(), adv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.bgp = cache.NewStore(cache.MetaNamespaceKeyFunc)
+	f.bgp = backends.NewAdvertisementCache()
 	if err := f.bgp.Add(adv); err != nil {
 		t.Fatal(err)
 	}

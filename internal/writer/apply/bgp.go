@@ -138,7 +138,7 @@ func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, b
 		}
 		for _, p := range c.Following(dp) {
 			if p.Follow.Subnet == subnet {
-				return backends.Selector(p.Live), true
+				return p.Selector, true
 			}
 		}
 	}

@@ -73,6 +73,10 @@ type Kind struct {
 	// beside the follow keys and the record.
 	FollowOf func(u *unstructured.Unstructured) render.PoolFollow
 	Keys     []string
+	// Selects, when set, reads which Services the object gives addresses
+	// to (a CiliumLoadBalancerIPPool's spec.serviceSelector), which the
+	// advertisement of the subnet it uses selects too (Object.Selector).
+	Selects func(u *unstructured.Unstructured) map[string]any
 	// Annotate, when set, renders the annotations beside the record that a
 	// write with Place sets (a Gateway's DNS target): nil values remove.
 	Annotate func(live *unstructured.Unstructured, owned, record []string, release bool) map[string]any
@@ -151,6 +155,8 @@ type Object struct {
 	// RecordValue is the record annotation as it reads (RecordKey, or the
 	// legacy key it was found under: RecordFrom).
 	RecordValue, RecordFrom string
+	// Selector is which Services it gives addresses to (Kind.Selects).
+	Selector map[string]any
 }
 
 // Key is the object's cache key: "name", or "namespace/name" when namespaced.
@@ -219,8 +225,12 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if err != nil {
 		return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
 	}
+	var selector map[string]any
+	if k.Selects != nil {
+		selector = k.Selects(u)
+	}
 	return Object{
-		Slot: slot, Form: form,
+		Slot: slot, Form: form, Selector: selector,
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		Follow:  follow,
 		Entries: entries, Record: render.ReadRecord(rec, hasRecord, k.RecordSpelling),

@@ -24,6 +24,7 @@ func poolKind() *Kind {
 	return &Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
 		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: render.BlockKeys,
+		Selects: Selector,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {

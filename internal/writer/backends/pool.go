@@ -22,8 +22,8 @@ type Pool struct {
 	// Object is what it follows, holds and we own; of one not ours, or one
 	// that cannot be read, its identity and what it follows only.
 	Object
-	// Live is the object as the cache keeps it (Kind.Slim): events name it,
-	// and a kind may read more of it (Selector).
+	// Live is the object as the cache keeps it (Kind.Slim): events and
+	// writes name it, and a kind that writes with Place reads it then.
 	Live *unstructured.Unstructured
 	// Ours: it follows a DynamicPrefix or carries our record.
 	Ours bool

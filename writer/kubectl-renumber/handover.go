@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -71,6 +72,12 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	// One discovery, before anything is written: where it fails, an IPPool or
+	// advertisement must not be left behind as if it were not served.
+	served, err := backends.Discover(core.Discovery(), "")
+	if err != nil {
+		return err
+	}
 	opts := metav1.PatchOptions{FieldManager: "renumber-handover"}
 	if dry {
 		opts.DryRun = []string{metav1.DryRunAll}
@@ -97,10 +104,10 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 		}
 		fmt.Fprintf(out, "dynamicprefix/%s: status.history handed back (%d draining)\n", dp.Name, len(back.History))
 	}
-	if err := handBackSiblings(ctx, out, dyn, core.Discovery(), dry); err != nil {
+	if err := handBackSiblings(ctx, out, dyn, served.Calico, dry); err != nil {
 		return err
 	}
-	if err := handBackAdvertisements(ctx, out, dyn, core.Discovery(), dps.Items, dry); err != nil {
+	if err := handBackAdvertisements(ctx, out, dyn, served.BGP, dps.Items, dry); err != nil {
 		return err
 	}
 	svcs, err := core.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -130,11 +137,10 @@ func runHandover(ctx context.Context, out io.Writer, args []string) error {
 // handBackSiblings replaces each Calico IPPool renumber created for a
 // draining prefix by the one the existing operator would have created: the
 // old one is deleted first (never two pools with one CIDR), then the new one
-// created.
-func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backends.Discovery, dry bool) error {
-	gvr, err := backends.DiscoverCalico(disc)
-	if err != nil || gvr.Resource == "" {
-		return err
+// created. gvr is the IPPool resource (empty: not served).
+func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface, gvr schema.GroupVersionResource, dry bool) error {
+	if gvr.Empty() {
+		return nil
 	}
 	var dryRun []string
 	if dry {
@@ -165,11 +171,11 @@ func handBackSiblings(ctx context.Context, out io.Writer, dyn dynamic.Interface,
 
 // handBackAdvertisements replaces each CiliumBGPAdvertisement renumber
 // created by the one the existing operator looks up: the new one is created
-// first, then ours deleted, so the routes stay advertised.
-func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Interface, disc backends.Discovery, dps []unstructured.Unstructured, dry bool) error {
-	_, gvr, err := backends.DiscoverCilium(disc)
-	if err != nil || gvr.Resource == "" {
-		return err
+// first, then ours deleted, so the routes stay advertised. gvr is the
+// CiliumBGPAdvertisement resource (empty: not served).
+func handBackAdvertisements(ctx context.Context, out io.Writer, dyn dynamic.Interface, gvr schema.GroupVersionResource, dps []unstructured.Unstructured, dry bool) error {
+	if gvr.Empty() {
+		return nil
 	}
 	var dryRun []string
 	if dry {

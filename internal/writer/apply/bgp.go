@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -23,8 +22,8 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, permit.Outcomes) {
-	if bgp == nil {
+func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, permit.Outcomes) {
+	if bgp.Store == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
 				return nil, permit.Outcomes{permit.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", api.ErrInvalid, s.Name))}
@@ -50,12 +49,17 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			continue
 		}
 		var live *unstructured.Unstructured
-		if o, ok, _ := bgp.GetByKey(a.Name); ok {
-			live = o.(*unstructured.Unstructured)
-		} else if o, ok, _ := bgp.GetByKey(backends.OperatorAdvertisementName(m.Name, s.Name)); ok && backends.CiliumAdopted(o.(*unstructured.Unstructured), m.Name, s.Name) {
+		cached, found := bgp.Get(a.Name)
+		if !found {
 			// The existing operator's: written in place, no second one.
-			live = o.(*unstructured.Unstructured)
-			a = backends.Adopt(a, live)
+			if cached, found = bgp.Get(backends.OperatorAdvertisementName(m.Name, s.Name)); found && cached.Adopted(m.Name, s.Name) {
+				a = backends.Adopt(a, cached)
+			} else {
+				found = false
+			}
+		}
+		if found {
+			live = cached.Live
 		}
 		want[a.Name] = true
 		names[s.Name] = a.Name
@@ -67,7 +71,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 			if last, ok := w.adverts.Get(self, live.GetResourceVersion()); ok && last == a.Name {
 				continue
 			}
-			if backends.SameAdvertisement(live, a) {
+			if backends.SameAdvertisement(cached, a) {
 				w.Calm(self, m.Name)
 				continue
 			}
@@ -99,13 +103,11 @@ func (w *Writer) Advertisements(ctx context.Context, bgp cache.Store, gvr schema
 
 // deleteAdvertisements deletes the CiliumBGPAdvertisements we (or the
 // existing operator) made for dp that keep does not name.
-func (w *Writer) deleteAdvertisements(ctx context.Context, bgp cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
+func (w *Writer) deleteAdvertisements(ctx context.Context, bgp backends.Advertisements, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
 	var out permit.Outcomes
-	for _, o := range bgp.List() {
-		live := o.(*unstructured.Unstructured)
-		l := live.GetLabels()
-		ours := l[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy || backends.CiliumAdopted(live, dp, l[backends.LabelSubnet])
-		if made, _ := backends.AdvertisementFollows(live); !ours || made != dp || keep[live.GetName()] {
+	for _, a := range bgp.MadeFor(dp) {
+		live := a.Live
+		if !a.Ours() && !a.Adopted(dp, a.Subnet) || keep[live.GetName()] {
 			continue
 		}
 		self := permit.Object{Resource: "ciliumbgpadvertisements", Name: live.GetName()}
@@ -136,7 +138,7 @@ func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, b
 		}
 		for _, p := range c.Following(dp) {
 			if p.Follow.Subnet == subnet {
-				return backends.Selector(p.Live), true
+				return p.Selector, true
 			}
 		}
 	}

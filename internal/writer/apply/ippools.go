@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -44,37 +43,30 @@ func (w *IPPools) Forget() { w.memo.Reset() }
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) permit.Outcomes {
-	if pools == nil {
+func (w *IPPools) Sync(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) permit.Outcomes {
+	if pools.Store == nil {
 		return nil
 	}
 	var out permit.Outcomes
 	type planned struct {
-		parent *unstructured.Unstructured
+		parent *backends.IPPool
 		plan   backends.CalicoPlan
 	}
 	var plans []planned
 	want := map[string]bool{}
-	for _, o := range pools.List() {
-		u := o.(*unstructured.Unstructured)
-		dp, role := backends.CalicoFollows(u)
-		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && role == backends.None {
-			out = append(out, w.parent(ctx, gvr, u, m.Name, "")) // no longer follows anything
-			continue
-		}
-		if role != backends.Follower || dp != m.Name {
-			continue
-		}
-		f := backends.PoolFollowOf(u)
-		entries, err := render.PoolEntries(m, f, d.Pooled, holdings.CIDRs)
+	for _, p := range pools.Released() {
+		out = append(out, w.parent(ctx, gvr, p, m.Name, "")) // no longer follows anything
+	}
+	for _, u := range pools.Following(m.Name) {
+		entries, err := render.PoolEntries(m, u.Follow, d.Pooled, holdings.CIDRs)
 		if err != nil {
-			err = fmt.Errorf("IPPool %q: %w", u.GetName(), err)
-			w.Events.Announce("pool/ippools/"+u.GetName(), u, true, "InvalidPoolReference", err.Error())
+			err = fmt.Errorf("IPPool %q: %w", u.Name(), err)
+			w.Events.Announce("pool/ippools/"+u.Name(), u.Live, true, "InvalidPoolReference", err.Error())
 			out = append(out, permit.Final(err))
 			continue
 		}
 		p := backends.RenderCalico(u, m.Name, entries)
-		adopt(pools, u.GetName(), &p)
+		adopt(pools, u.Name(), &p)
 		plans = append(plans, planned{u, p})
 		for _, s := range p.Siblings {
 			want[s.Name] = true
@@ -105,10 +97,10 @@ func (w *IPPools) Sync(ctx context.Context, pools cache.Store, gvr schema.GroupV
 
 // parent makes the annotated pool hold cidr, and our record say so
 // ("" removes the record and leaves the CIDR: a pool must have one).
-func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, dp, cidr string) permit.Outcome {
+func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, p *backends.IPPool, dp, cidr string) permit.Outcome {
+	u := p.Live
 	self := permit.Object{Resource: backends.CalicoResource, Name: u.GetName()}
-	live, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-	record, _ := backends.CalicoRecord(u)
+	live, record := p.CIDR, p.Record
 	if last, ok := w.memo.Get(self, u.GetResourceVersion()); ok {
 		live, record = last, last
 	}
@@ -150,17 +142,19 @@ func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, u
 }
 
 // sibling creates the sibling s of parent, or updates it to s.
-func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, dp string, s backends.CalicoPool) permit.Outcome {
+func (w *IPPools) sibling(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, p *backends.IPPool, dp string, s backends.CalicoPool) permit.Outcome {
 	self := permit.Object{Resource: backends.CalicoResource, Name: s.Name}
+	parent := p.Live
 	var live *unstructured.Unstructured
-	if o, ok, _ := pools.GetByKey(s.Name); ok {
-		live = o.(*unstructured.Unstructured)
+	cached, found := pools.Get(s.Name)
+	if found {
+		live = cached.Live
 	}
 	if _, ok := w.memo.Get(self, ""); ok && live == nil {
 		return permit.Outcome{} // created; the cache has not shown it yet
 	}
 	if live != nil {
-		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || backends.SameCalico(live, s) {
+		if _, ok := w.memo.Get(self, live.GetResourceVersion()); ok || backends.SameCalico(cached, s) {
 			w.Calm(self, dp)
 			return permit.Outcome{}
 		}
@@ -168,7 +162,7 @@ func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.Gro
 	if live == nil && w.Shadow(permit.Created(self, s.Spec)) {
 		return permit.Outcome{}
 	}
-	if live != nil && w.Shadow(permit.Updated(self, live.Object["spec"], s.Spec)) {
+	if live != nil && w.Shadow(permit.Updated(self, cached.Settings, s.Spec)) {
 		return permit.Outcome{}
 	}
 	if err := w.Permit(self, parent, dp); err != nil {
@@ -210,11 +204,11 @@ func (w *IPPools) sibling(ctx context.Context, pools cache.Store, gvr schema.Gro
 }
 
 // deleteSiblings deletes the siblings of dp that keep does not name.
-func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
+func (w *IPPools) deleteSiblings(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, dp string, keep map[string]bool) permit.Outcomes {
 	var out permit.Outcomes
-	for _, o := range pools.List() {
-		u := o.(*unstructured.Unstructured)
-		if !backends.CalicoSibling(u) || keep[u.GetName()] || siblingOf(pools, u) != dp {
+	for _, s := range pools.Siblings(dp) {
+		u := s.Live
+		if keep[u.GetName()] {
 			continue
 		}
 		self := permit.Object{Resource: backends.CalicoResource, Name: u.GetName()}
@@ -232,53 +226,35 @@ func (w *IPPools) deleteSiblings(ctx context.Context, pools cache.Store, gvr sch
 		}
 		w.memo.Put(self, u.GetResourceVersion(), "")
 		permit.Counted(backends.CalicoResource)
-		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", cidr)
-		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", cidr, dp))
+		w.Log.Info("IPPool "+u.GetName()+" deleted", "cidr", s.CIDR)
+		w.Events.Event(u, "PoolDeleted", fmt.Sprintf("%s no longer drains for DynamicPrefix %s", s.CIDR, dp))
 	}
 	return out
 }
 
 // Release deletes dp's siblings and removes our record from the pools naming
 // dp, which was deleted; their spec.cidr stays (a pool must have one).
-func (w *IPPools) Release(ctx context.Context, pools cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
-	if pools == nil {
+func (w *IPPools) Release(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
+	if pools.Store == nil {
 		return nil
 	}
 	out := w.deleteSiblings(ctx, pools, gvr, dp, nil)
-	for _, o := range pools.List() {
-		u := o.(*unstructured.Unstructured)
-		if _, ours := backends.CalicoRecord(u); ours && !backends.CalicoSibling(u) && backends.PoolFollowOf(u).DynamicPrefix == dp {
-			out = append(out, w.parent(ctx, gvr, u, dp, ""))
+	for _, p := range pools.Following(dp) {
+		if p.Recorded {
+			out = append(out, w.parent(ctx, gvr, p, dp, ""))
 		}
 	}
 	return out
 }
 
-// siblingOf is the DynamicPrefix a sibling drains for: our label, or, on a
-// sibling the existing operator created, its parent pool's annotation.
-func siblingOf(pools cache.Store, u *unstructured.Unstructured) string {
-	if !backends.CalicoAdopted(u) {
-		dp, _ := backends.CalicoFollows(u)
-		return dp
-	}
-	o, ok, _ := pools.GetByKey(backends.CalicoParent(u))
-	if !ok {
-		return ""
-	}
-	return backends.PoolFollowOf(o.(*unstructured.Unstructured)).DynamicPrefix
-}
-
 // adopt points p's siblings at the siblings the existing operator created for
 // the same parent and CIDR, so that a switch neither writes them nor creates
 // a second pool for one CIDR.
-func adopt(pools cache.Store, parent string, p *backends.CalicoPlan) {
+func adopt(pools backends.IPPools, parent string, p *backends.CalicoPlan) {
 	for i, s := range p.Siblings {
-		for _, o := range pools.List() {
-			u := o.(*unstructured.Unstructured)
-			cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
-			if backends.CalicoAdopted(u) && backends.CalicoParent(u) == parent && holdings.Canonical(cidr) == s.Spec["cidr"] {
-				p.Siblings[i].Name = u.GetName()
+		for _, u := range pools.SiblingsOf(parent) {
+			if u.Adopted && holdings.Canonical(u.CIDR) == s.Spec["cidr"] {
+				p.Siblings[i].Name = u.Name()
 			}
 		}
 	}

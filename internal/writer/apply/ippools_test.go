@@ -38,7 +38,7 @@ func (events) Event(*unstructured.Unstructured, bool, string, string) {}
 type world struct {
 	t      *testing.T
 	client *dynamicfake.FakeDynamicClient
-	store  cache.Store
+	store  cache.Indexer // IPPools read (backends.NewIPPoolCache)
 	w      *IPPools
 	clock  *clocktesting.FakeClock
 	writes int
@@ -60,7 +60,7 @@ func newWorld(t *testing.T, limits permit.Limits) *world {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
-	w := &world{t: t, client: client, clock: clk, store: cache.NewStore(cache.MetaNamespaceKeyFunc), seen: map[string]string{}, rvs: map[string]string{}}
+	w := &world{t: t, client: client, clock: clk, store: backends.NewIPPoolCache(), seen: map[string]string{}, rvs: map[string]string{}}
 	w.w = &IPPools{Gate: &permit.Gate{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Events: &permit.Events{Recorder: events{}}, Breaker: permit.NewBreaker(limits), Requeue: func(string, time.Duration) {}}, Client: client}
 	// Before every write: no two pools hold one CIDR (what the write before
@@ -148,7 +148,7 @@ func (w *world) pass(pooled ...string) (int, error) {
 	}
 	d.Current = d.Pooled[0]
 	before := w.writes
-	out := w.w.Sync(context.Background(), w.store, gvr, api.Parse("home", dynamicprefix.Spec{}), d)
+	out := w.w.Sync(context.Background(), backends.IPPools{Store: w.store}, gvr, api.Parse("home", dynamicprefix.Spec{}), d)
 	w.sync()
 	return w.writes - before, out.Err()
 }

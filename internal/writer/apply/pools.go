@@ -203,9 +203,9 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 
 // ReleaseAll releases everything written for the DynamicPrefix dp, which was
 // deleted: our entries in every pool naming it, our annotations on every
-// Service naming it, and its CiliumBGPAdvertisements (adverts nil when not
-// served). The user's entries stay; each released object gets one event.
-func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services cache.Indexer, adverts cache.Store, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
+// Service naming it, and its CiliumBGPAdvertisements (their store nil when
+// not served). The user's entries stay; each released object gets one event.
+func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, services cache.Indexer, adverts backends.Advertisements, gvr schema.GroupVersionResource, dp string) permit.Outcomes {
 	var out permit.Outcomes
 	var wait time.Duration
 	for _, c := range pools {
@@ -217,7 +217,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	for _, m := range backends.ServicesFollowing(services, dp) {
 		out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
 	}
-	if adverts != nil {
+	if adverts.Store != nil {
 		out = append(out, w.deleteAdvertisements(ctx, adverts, gvr, dp, nil)...)
 	}
 	if wait > 0 {

@@ -73,6 +73,10 @@ type Kind struct {
 	// beside the follow keys and the record.
 	FollowOf func(u *unstructured.Unstructured) holdings.PoolFollow
 	Keys     []string
+	// Selects, when set, reads which Services the object gives addresses
+	// to (a CiliumLoadBalancerIPPool's spec.serviceSelector), which the
+	// advertisement of the subnet it uses selects too (Object.Selector).
+	Selects func(u *unstructured.Unstructured) map[string]any
 	// Annotate, when set, renders the annotations beside the record that a
 	// write with Place sets (a Gateway's DNS target): nil values remove.
 	Annotate func(live *unstructured.Unstructured, owned, record []string, release bool) map[string]any
@@ -149,6 +153,8 @@ type Object struct {
 	// legacy key it was found under).
 	holdings.Held
 	RecordFrom string
+	// Selector is which Services it gives addresses to (Kind.Selects).
+	Selector map[string]any
 }
 
 // Key is the object's cache key: "name", or "namespace/name" when namespaced.
@@ -217,8 +223,12 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if err != nil {
 		return Object{}, true, fmt.Errorf("decoding %s %q: %w", k.Name, u.GetName(), err)
 	}
+	var selector map[string]any
+	if k.Selects != nil {
+		selector = k.Selects(u)
+	}
 	return Object{
-		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Slot: slot,
+		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Slot: slot, Selector: selector,
 		Held: holdings.Held{Follow: follow, Form: form, Entries: entries,
 			Record: holdings.ReadRecord(rec, hasRecord, k.RecordSpelling), RecordValue: rec, Spelling: k.RecordSpelling},
 		RecordFrom: from,

@@ -12,6 +12,7 @@ package backends
 
 import (
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -60,13 +61,13 @@ func CalicoParent(u *unstructured.Unstructured) string {
 	return u.GetLabels()[LabelParentPool]
 }
 
-// DiscoverCalico returns the IPPool resource, empty when not served.
-func DiscoverCalico(disc Discovery) (schema.GroupVersionResource, error) {
-	served, err := Served(disc, "crd.projectcalico.org", "v1")
-	if err != nil || served[CalicoResource] == "" {
-		return schema.GroupVersionResource{}, err
+// calicoResource is the IPPool resource, empty when not served. served is
+// what Served returned for crd.projectcalico.org (Discover).
+func calicoResource(served map[string]string) schema.GroupVersionResource {
+	if served[CalicoResource] == "" {
+		return schema.GroupVersionResource{}
 	}
-	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[CalicoResource], Resource: CalicoResource}, nil
+	return schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: served[CalicoResource], Resource: CalicoResource}
 }
 
 // CalicoSibling is a pool we own: one we created, or one the existing operator
@@ -95,11 +96,11 @@ type CalicoPool struct {
 
 // RenderCalico plans the annotated pool parent of the DynamicPrefix dp for entries
 // (CIDRs, current first).
-func RenderCalico(parent *unstructured.Unstructured, dp string, entries []string) CalicoPlan {
+func RenderCalico(parent *IPPool, dp string, entries []string) CalicoPlan {
 	if len(entries) == 0 {
 		return CalicoPlan{}
 	}
-	settings, _, _ := unstructured.NestedMap(parent.Object, "spec")
+	settings := parent.Settings
 	plan := CalicoPlan{CIDR: entries[0]}
 	for _, e := range entries[1:] {
 		spec := map[string]any{}
@@ -108,8 +109,8 @@ func RenderCalico(parent *unstructured.Unstructured, dp string, entries []string
 		}
 		spec["cidr"], spec["disabled"] = e, true
 		plan.Siblings = append(plan.Siblings, CalicoPool{
-			Name:   CalicoSiblingName(parent.GetName(), e),
-			Labels: MadeFor(dp, map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.GetName()}),
+			Name:   CalicoSiblingName(parent.Name(), e),
+			Labels: MadeFor(dp, map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.Name()}),
 			Spec:   spec,
 		})
 	}
@@ -138,16 +139,14 @@ func CalicoSiblingName(parent, cidr string) string {
 // SameCalico reports whether the live sibling already is p. A sibling the existing
 // operator created is when it holds p's CIDR: its other settings are as that
 // operator chose them, and rewriting them is no reason for a write.
-func SameCalico(live *unstructured.Unstructured, p CalicoPool) bool {
-	if CalicoAdopted(live) {
-		cidr, _, _ := unstructured.NestedString(live.Object, "spec", "cidr")
-		return p.Spec["cidr"] == canonical(cidr)
+func SameCalico(live *IPPool, p CalicoPool) bool {
+	if live.Adopted {
+		return p.Spec["cidr"] == canonical(live.CIDR)
 	}
 	for k, v := range p.Labels {
-		if live.GetLabels()[k] != v {
+		if live.Labels[k] != v {
 			return false
 		}
 	}
-	spec, _, _ := unstructured.NestedMap(live.Object, "spec")
-	return SameJSON(spec, p.Spec)
+	return reflect.DeepEqual(live.spec, normalJSON(p.Spec))
 }

@@ -24,7 +24,7 @@ const (
 // CalicoNetworkSetKinds returns the NetworkSet and GlobalNetworkSet kinds the
 // API server serves.
 func CalicoNetworkSetKinds(disc Discovery) ([]*Kind, error) {
-	return familyOf("crd.projectcalico.org").discover(disc)
+	return familyOf("crd.projectcalico.org").discover(disc, nil)
 }
 
 func networkSetKinds() []*Kind {

@@ -104,7 +104,7 @@ func TestOnlyFollowersAreCachedWhole(t *testing.T) {
 // before any pool hands an address out of it.
 func TestAPassWritesAllowListsBeforePools(t *testing.T) {
 	sets, _ := CalicoNetworkSetKinds(servedList{"crd.projectcalico.org/v1": {"networksets", "globalnetworksets"}})
-	cilium, _, _ := DiscoverCilium(servedList{"cilium.io/v2": {PoolResource, "ciliumcidrgroups"}})
+	cilium, _ := CiliumKinds(servedList{"cilium.io/v2": {PoolResource, "ciliumcidrgroups"}})
 	metallb, _ := MetalLBKinds(servedList{"metallb.io/v1beta1": {MetalLBResource}})
 	var pools []Cached
 	for _, k := range slices.Concat(cilium, metallb, sets, []*Kind{NetworkPolicyKind()}) {

@@ -6,13 +6,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-func parent() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+func parent() *IPPool {
+	return read(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
 		"metadata": map[string]any{"name": "home-v6"},
 		"spec": map[string]any{"cidr": "2001:db8:1:100::/64", "natOutgoing": false, "blockSize": int64(122),
 			"nodeSelector": "all()", "vxlanMode": "Never"},
-	}}
+	}})
+}
+
+// read is u as the IPPool cache holds it.
+func read(u *unstructured.Unstructured) *IPPool {
+	p, _ := ReadIPPool(u)
+	return p.(*IPPool)
 }
 
 // The current entry goes into the annotated pool; each draining one into a
@@ -38,7 +44,7 @@ func TestRender(t *testing.T) {
 		"cidr": "2001:db8:1:100::/64", "disabled": true, "natOutgoing": false, "blockSize": float64(122),
 		"nodeSelector": "all()", "vxlanMode": "Never"}}}
 	live.SetLabels(s.Labels)
-	if !SameCalico(live, s) {
+	if !SameCalico(read(live), s) {
 		t.Error("a sibling as rendered is not Same")
 	}
 	if RenderCalico(parent(), "home", nil).CIDR != "" {

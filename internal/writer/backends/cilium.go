@@ -7,23 +7,15 @@ import (
 	policyapi "github.com/cilium/cilium/pkg/policy/api"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
-// DiscoverCilium returns the Cilium pool kinds the API server serves, preferring
-// cilium.io/v2, and the CiliumBGPAdvertisement resource (empty if not served),
-// from one discovery request per version.
-func DiscoverCilium(disc Discovery) ([]*Kind, schema.GroupVersionResource, error) {
-	f := familyOf("cilium.io")
-	served, err := Served(disc, f.group, f.versions...)
-	if err != nil {
-		return nil, schema.GroupVersionResource{}, err
-	}
-	return f.pick(served), bgpResource(served), nil
-}
+// CiliumKinds returns the Cilium pool kinds the API server serves, preferring
+// cilium.io/v2 (Discover finds them with the rest, and the
+// CiliumBGPAdvertisement resource from the same answer).
+func CiliumKinds(disc Discovery) ([]*Kind, error) { return familyOf("cilium.io").discover(disc, nil) }
 
 // PoolResource is the CiliumLoadBalancerIPPool resource.
 const PoolResource = "ciliumloadbalancerippools"
@@ -32,6 +24,7 @@ func poolKind() *Kind {
 	return &Kind{
 		Name: "CiliumLoadBalancerIPPool", Resource: PoolResource,
 		RecordKey: dynamicprefix.AnnotationManagedBlock, RecordSpelling: holdings.BlockKeys,
+		Selects: Selector,
 		Entries: func(u *unstructured.Unstructured, _ string) ([]string, error) {
 			var p ciliumv2.CiliumLoadBalancerIPPool
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 )
 
@@ -92,35 +91,6 @@ func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (
 // advertisement of dp's subnet; it labels it managed-by
 // dynamicprefix.OperatorManagedBy, with the DynamicPrefix and the subnet.
 func OperatorAdvertisementName(dp, subnet string) string { return "dp-" + dp + "-" + subnet }
-
-// CiliumAdopted reports whether live is the advertisement the existing operator
-// created for dp's subnet.
-func CiliumAdopted(live *unstructured.Unstructured, dp, subnet string) bool {
-	l := live.GetLabels()
-	made, _ := AdvertisementFollows(live)
-	return live.GetName() == OperatorAdvertisementName(dp, subnet) && l[CiliumLabelManagedBy] == dynamicprefix.OperatorManagedBy &&
-		made == dp && l[LabelSubnet] == subnet
-}
-
-// Adopt makes a the advertisement live, which the existing operator created
-// (CiliumAdopted): its name, and its labels as they are (the user's
-// CiliumBGPPeerConfig may select them), so that only the spec is ours.
-func Adopt(a Advertisement, live *unstructured.Unstructured) Advertisement {
-	a.Name, a.Labels = live.GetName(), live.GetLabels()
-	return a
-}
-
-// SameAdvertisement reports whether live already is a.
-func SameAdvertisement(live *unstructured.Unstructured, a Advertisement) bool {
-	spec, _, _ := unstructured.NestedMap(live.Object, "spec")
-	labels := live.GetLabels()
-	for k, v := range a.Labels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return SameJSON(spec, a.Spec)
-}
 
 // Selector returns a pool's spec.serviceSelector (nil if none).
 func Selector(u *unstructured.Unstructured) map[string]any {

@@ -22,3 +22,21 @@ func TestRenderAdvertisement(t *testing.T) {
 		t.Errorf("spec:\n got %s\nwant %s", b, want)
 	}
 }
+
+// TestAPoolsServiceSelectorIsReadWithIt: the selector the advertisement of a
+// pool's subnet copies is read when the pool is, not by the pass.
+func TestAPoolsServiceSelectorIsReadWithIt(t *testing.T) {
+	u := pool("lb", map[string]string{"dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "public"})
+	sel := map[string]any{"matchLabels": map[string]any{"pool": "public"}}
+	u.Object["spec"].(map[string]any)["serviceSelector"] = sel
+	o, err := poolKind().Read(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.(*Pool).Selector; !SameJSON(got, sel) {
+		t.Errorf("selector read as %v, want %v", got, sel)
+	}
+	if o, _ := groupKind().Read(u); o.(*Pool).Selector != nil {
+		t.Errorf("a kind without Selects read a selector: %v", o.(*Pool).Selector)
+	}
+}

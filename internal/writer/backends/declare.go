@@ -15,38 +15,46 @@ import (
 
 // A family is the pool kinds of one API group, found in the versions given
 // (later ones preferred); with no versions they are always served, in the
-// version their GVR names.
+// version their GVR names. made, when set, reads from the same answer the
+// resource of the group the writer creates objects of (Discovered).
 type family struct {
 	group    string
 	versions []string
 	kinds    func() []*Kind
+	made     func(served map[string]string, s *Discovered)
 }
 
 // families lists every pool kind, in the order a pass meets them; kubeVIP,
 // the ConfigMap followed ("" none), is the one kind a flag names.
 func families(kubeVIP string) []family {
 	out := []family{
-		{"cilium.io", []string{"v2alpha1", "v2"}, func() []*Kind { return []*Kind{poolKind(), groupKind()} }},
-		{"metallb.io", []string{"v1beta1"}, func() []*Kind { return []*Kind{metallbKind()} }},
+		{group: "cilium.io", versions: []string{"v2alpha1", "v2"}, kinds: func() []*Kind { return []*Kind{poolKind(), groupKind()} },
+			made: func(served map[string]string, s *Discovered) { s.BGP = bgpResource(served) }},
+		{group: "metallb.io", versions: []string{"v1beta1"}, kinds: func() []*Kind { return []*Kind{metallbKind()} }},
 	}
 	if kubeVIP != "" {
-		out = append(out, family{"", nil, func() []*Kind { return []*Kind{KubeVIPKind(kubeVIP)} }})
+		out = append(out, family{kinds: func() []*Kind { return []*Kind{KubeVIPKind(kubeVIP)} }})
 	}
 	return append(out,
-		family{"crd.projectcalico.org", []string{"v1"}, networkSetKinds},
-		family{"networking.k8s.io", nil, func() []*Kind { return []*Kind{NetworkPolicyKind()} }},
-		family{GatewayGroup, []string{"v1"}, func() []*Kind { return []*Kind{GatewayKind("v1")} }},
+		family{group: "crd.projectcalico.org", versions: []string{"v1"}, kinds: networkSetKinds,
+			made: func(served map[string]string, s *Discovered) { s.Calico = calicoResource(served) }},
+		family{group: "networking.k8s.io", kinds: func() []*Kind { return []*Kind{NetworkPolicyKind()} }},
+		family{group: GatewayGroup, versions: []string{"v1"}, kinds: func() []*Kind { return []*Kind{GatewayKind("v1")} }},
 	)
 }
 
-// discover returns the family's kinds the API server serves.
-func (f family) discover(disc Discovery) ([]*Kind, error) {
+// discover returns the family's kinds the API server serves, and adds them
+// and the resources made in its group to s (nil: the kinds only).
+func (f family) discover(disc Discovery, s *Discovered) ([]*Kind, error) {
 	if len(f.versions) == 0 {
 		return f.kinds(), nil
 	}
 	served, err := Served(disc, f.group, f.versions...)
 	if err != nil {
 		return nil, err
+	}
+	if f.made != nil && s != nil {
+		f.made(served, s)
 	}
 	return f.pick(served), nil
 }
@@ -69,17 +77,26 @@ func familyOf(group string) family {
 	return families("")[i]
 }
 
-// Discover returns the pool kinds the API server serves, kube-vip's
-// ConfigMap kubeVIP among them when named. A family that could not be asked
-// for is left out and its error returned beside the others.
-func Discover(disc Discovery, kubeVIP string) ([]*Kind, error) {
-	var out []*Kind
+// Discovered is what the API server serves of what the writer follows: the pool
+// kinds, and the resources it creates objects of.
+type Discovered struct {
+	Pools  []*Kind
+	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
+	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
+}
+
+// Discover returns what the API server serves, kube-vip's ConfigMap kubeVIP
+// among the pool kinds when named, asking each version of each group once.
+// A family that could not be asked for is left out and its error returned
+// beside the others.
+func Discover(disc Discovery, kubeVIP string) (Discovered, error) {
+	var s Discovered
 	var errs []error
 	for _, f := range families(kubeVIP) {
-		kinds, err := f.discover(disc)
-		out, errs = append(out, kinds...), append(errs, err)
+		kinds, err := f.discover(disc, &s)
+		s.Pools, errs = append(s.Pools, kinds...), append(errs, err)
 	}
-	return out, errors.Join(errs...)
+	return s, errors.Join(errs...)
 }
 
 // Groups are the API groups whose kinds are discovered: a CRD of one of them

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -285,12 +287,12 @@ func TestDiscoverFindsEveryDeclaredKind(t *testing.T) {
 			all[a.Group+"/"+v] = append(all[a.Group+"/"+v], a.Resource)
 		}
 	}
-	kinds, err := Discover(all, DefaultKubeVIPConfigMap)
+	served, err := Discover(all, DefaultKubeVIPConfigMap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var found []string
-	for _, k := range kinds {
+	for _, k := range served.Pools {
 		found = append(found, k.Name)
 	}
 	for _, a := range Declared() {
@@ -298,4 +300,42 @@ func TestDiscoverFindsEveryDeclaredKind(t *testing.T) {
 			t.Errorf("%s is declared and not discovered (found %v)", a.Name, found)
 		}
 	}
+	// The kinds the writer creates, from the same answers.
+	for _, gvr := range []schema.GroupVersionResource{served.Calico, served.BGP} {
+		if !slices.ContainsFunc(Declared(), func(a Access) bool { return a.Group == gvr.Group && a.Resource == gvr.Resource }) {
+			t.Errorf("discovered %v, which is not declared", gvr)
+		}
+	}
+}
+
+// TestDiscoverAsksEachGroupOnce: one discovery finds the pool kinds, the
+// IPPools and the advertisements, asking each version of each group once.
+func TestDiscoverAsksEachGroupOnce(t *testing.T) {
+	asked := counting{servedList: servedList{
+		"cilium.io/v2":             {PoolResource, "ciliumcidrgroups", bgpResourceName},
+		"crd.projectcalico.org/v1": {CalicoResource, NetworkSetResource},
+	}, asked: map[string]int{}}
+	served, err := Discover(asked, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served.BGP.Resource != bgpResourceName || served.Calico.Resource != CalicoResource {
+		t.Errorf("advertisements %v, IPPools %v: want both served", served.BGP, served.Calico)
+	}
+	for gv, n := range asked.asked {
+		if n != 1 {
+			t.Errorf("%s asked %d times, want once", gv, n)
+		}
+	}
+}
+
+// counting is a servedList that counts the questions asked of it.
+type counting struct {
+	servedList
+	asked map[string]int
+}
+
+func (c counting) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	c.asked[gv]++
+	return c.servedList.ServerResourcesForGroupVersion(gv)
 }

@@ -8,6 +8,8 @@
 package backends
 
 import (
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,6 +34,7 @@ const (
 
 // follower reads a user's object: its annotation.
 func follower(o metav1.Object) (string, Role) {
+	looked.Add(1)
 	if dp := o.GetAnnotations()[dynamicprefix.AnnotationName]; dp != "" {
 		return dp, Follower
 	}
@@ -40,11 +43,20 @@ func follower(o metav1.Object) (string, Role) {
 
 // made reads an object made for a DynamicPrefix: its label.
 func made(o metav1.Object) (string, Role) {
+	looked.Add(1)
 	if dp := o.GetLabels()[dynamicprefix.AnnotationName]; dp != "" {
 		return dp, Made
 	}
 	return "", None
 }
+
+// looked counts the objects whose follow annotation or label was read.
+var looked atomic.Int64
+
+// Looked is how many times an object's follow annotation or label has been
+// read so far: a test counts those of a pass with it (the caches' transforms
+// read them once per change; a pass, never).
+func Looked() int64 { return looked.Load() }
 
 // Follows says which DynamicPrefix an object of this kind follows (its
 // annotation: pools are the user's).

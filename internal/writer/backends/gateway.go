@@ -55,7 +55,7 @@ const gatewayAddressType = "IPAddress"
 
 // GatewayKinds returns the Gateway kind if the API server serves
 // gateway.networking.k8s.io/v1 (the Gateway API's standard channel).
-func GatewayKinds(disc Discovery) ([]*Kind, error) { return familyOf(GatewayGroup).discover(disc) }
+func GatewayKinds(disc Discovery) ([]*Kind, error) { return familyOf(GatewayGroup).discover(disc, nil) }
 
 // GatewayKind is the Gateway kind in version v.
 func GatewayKind(v string) *Kind {

@@ -14,7 +14,7 @@ import (
 const MetalLBResource = "ipaddresspools"
 
 // MetalLBKinds returns the IPAddressPool kind if the API server serves it.
-func MetalLBKinds(disc Discovery) ([]*Kind, error) { return familyOf("metallb.io").discover(disc) }
+func MetalLBKinds(disc Discovery) ([]*Kind, error) { return familyOf("metallb.io").discover(disc, nil) }
 
 func metallbKind() *Kind {
 	return &Kind{

@@ -22,8 +22,8 @@ type Pool struct {
 	// Object is what it follows, holds and we own; of one not ours, or one
 	// that cannot be read, its identity and what it follows only.
 	Object
-	// Live is the object as the cache keeps it (Kind.Slim): events name it,
-	// and a kind may read more of it (Selector).
+	// Live is the object as the cache keeps it (Kind.Slim): events and
+	// writes name it, and a kind that writes with Place reads it then.
 	Live *unstructured.Unstructured
 	// Ours: it follows a DynamicPrefix or carries our record.
 	Ours bool
@@ -90,25 +90,35 @@ func ServicesFollowing(services cache.Indexer, dp string) []*holdings.CachedServ
 // Following returns the Pools of the cache that follow the DynamicPrefix dp,
 // in the order of their keys.
 func (c Cached) Following(dp string) []*Pool {
-	objs, _ := c.Store.ByIndex(ByDynamicPrefix, dp)
-	out := make([]*Pool, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*Pool); ok {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, func(a, b *Pool) int { return cmp.Compare(a.Key(), b.Key()) })
-	return out
+	return indexed(c.Store, ByDynamicPrefix, dp, (*Pool).Key)
 }
 
 // Get returns the Pool under key ("name" or "namespace/name").
-func (c Cached) Get(key string) (*Pool, bool) {
-	o, ok, err := c.Store.GetByKey(key)
-	if err != nil || !ok {
-		return nil, false
+func (c Cached) Get(key string) (*Pool, bool) { return get[*Pool](c.Store, key) }
+
+// indexed returns the objects of type T that store holds under index and
+// key, in the order key gives them.
+func indexed[T any](store cache.Indexer, index, key string, order func(T) string) []T {
+	objs, _ := store.ByIndex(index, key)
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
 	}
-	p, ok := o.(*Pool)
-	return p, ok
+	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(order(a), order(b)) })
+	return out
+}
+
+// get returns the object of type T that store holds under key.
+func get[T any](store cache.Indexer, key string) (T, bool) {
+	var t T
+	o, ok, err := store.GetByKey(key)
+	if err != nil || !ok {
+		return t, false
+	}
+	t, ok = o.(T)
+	return t, ok
 }
 
 // NewCache is a cache of k's objects as its informer keeps them: each object

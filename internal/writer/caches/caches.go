@@ -218,9 +218,9 @@ func (c *Caches) Pools() []backends.Cached { return c.kinds.Pools() }
 // Kinds returns the names of the pool kinds followed now.
 func (c *Caches) Kinds() []string { return c.kinds.Kinds() }
 
-// Advertisements returns the CiliumBGPAdvertisement cache and resource; a nil
-// store when the API server does not serve it.
-func (c *Caches) Advertisements() (cache.Store, schema.GroupVersionResource) {
+// Advertisements returns the CiliumBGPAdvertisement cache, read and indexed,
+// and its resource; a nil store when the API server does not serve it.
+func (c *Caches) Advertisements() (backends.Advertisements, schema.GroupVersionResource) {
 	return c.kinds.Advertisements()
 }
 
@@ -426,8 +426,8 @@ func pagedBy(ctx context.Context, n int64, o metav1.ListOptions, meta *metav1.Li
 	}
 }
 
-// CalicoPools returns the Calico IPPool cache and resource; a nil store when
-// the API server does not serve it.
-func (c *Caches) CalicoPools() (cache.Store, schema.GroupVersionResource) {
+// CalicoPools returns the Calico IPPool cache, read and indexed, and its
+// resource; a nil store when the API server does not serve it.
+func (c *Caches) CalicoPools() (backends.IPPools, schema.GroupVersionResource) {
 	return c.kinds.CalicoPools()
 }

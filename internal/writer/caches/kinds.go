@@ -18,7 +18,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -32,12 +31,12 @@ import (
 // KindsHandler is told of changes to the objects of the kinds followed.
 type KindsHandler interface {
 	PoolChanged(p *backends.Pool)
-	AdvertisementChanged(u *unstructured.Unstructured)
+	AdvertisementChanged(a *backends.CachedAdvertisement)
 	// KindsChanged: CiliumBGPAdvertisement or Calico's IPPool became served,
 	// or stopped being.
 	KindsChanged()
-	// CalicoPoolChanged: a Calico IPPool changed (u: as it was and as it is).
-	CalicoPoolChanged(u *unstructured.Unstructured)
+	// CalicoPoolChanged: a Calico IPPool changed (p: as it was and as it is).
+	CalicoPoolChanged(p *backends.IPPool)
 }
 
 // Followed are the informers over the kinds served now.
@@ -128,35 +127,34 @@ func (f *Followed) Pools() []backends.Cached {
 	return out
 }
 
-// Advertisements returns the CiliumBGPAdvertisement cache and resource; a nil
-// store when the API server does not serve it.
-func (f *Followed) Advertisements() (cache.Store, schema.GroupVersionResource) {
-	return f.store(&f.bgp)
-}
-
-// CalicoPools returns the Calico IPPool cache and resource; a nil store when
+// Advertisements returns the CiliumBGPAdvertisement cache, read and
+// indexed (backends.ReadAdvertisement), and its resource; a nil store when
 // the API server does not serve it.
-func (f *Followed) CalicoPools() (cache.Store, schema.GroupVersionResource) {
-	return f.store(&f.calico)
+func (f *Followed) Advertisements() (backends.Advertisements, schema.GroupVersionResource) {
+	return backends.Advertisements{Store: f.indexer(&f.bgp)}, f.gvr(&f.bgp)
 }
 
-func (f *Followed) store(o *optional) (cache.Store, schema.GroupVersionResource) {
-	w, gvr := f.current(o)
-	if w == nil {
-		return nil, gvr
+// CalicoPools returns the Calico IPPool cache, read and indexed
+// (backends.ReadIPPool), and its resource; a nil store when the API server
+// does not serve it.
+func (f *Followed) CalicoPools() (backends.IPPools, schema.GroupVersionResource) {
+	return backends.IPPools{Store: f.indexer(&f.calico)}, f.gvr(&f.calico)
+}
+
+func (f *Followed) indexer(o *optional) cache.Indexer {
+	if w, _ := f.current(o); w != nil {
+		return w.Indexer()
 	}
-	return w.Store(), gvr
+	return nil
 }
 
-// Served is what the API server serves of the kinds the writer writes.
-type Served struct {
-	Pools  []*backends.Kind
-	BGP    schema.GroupVersionResource // CiliumBGPAdvertisement; empty when not served
-	Calico schema.GroupVersionResource // Calico's IPPool; empty when not served
+func (f *Followed) gvr(o *optional) schema.GroupVersionResource {
+	_, gvr := f.current(o)
+	return gvr
 }
 
-// Discover asks the API server what it serves now.
-type Discover func() (Served, error)
+// Discover asks the API server what it serves now (backends.Discover).
+type Discover func() (backends.Discovered, error)
 
 // pooled is one pool kind and the informer over its objects.
 type pooled struct {
@@ -358,14 +356,17 @@ func (f *Followed) current(o *optional) (*Watched, schema.GroupVersionResource) 
 	return o.w, o.gvr
 }
 
-// watchCalico follows Calico's IPPools: the annotated ones and our siblings
-// matter; a change of either queues the DynamicPrefix it names.
+// watchCalico follows Calico's IPPools, each read once per change
+// (backends.ReadIPPool): the annotated ones and our siblings matter; a change
+// of either queues the DynamicPrefix it names.
 func (f *Followed) watchCalico(gvr schema.GroupVersionResource) *Watched {
 	return NewWatched("ippools", gvr, func() cache.SharedIndexInformer {
 		inf := Dynamic(f.dyn, gvr, backends.Scope{})
+		_ = inf.SetTransform(backends.ReadIPPool)
+		_ = inf.AddIndexers(backends.IPPoolIndexers)
 		changed := func(o any) {
-			if u, ok := Unwrap(o).(*unstructured.Unstructured); ok {
-				f.h.CalicoPoolChanged(u)
+			if p, ok := Unwrap(o).(*backends.IPPool); ok {
+				f.h.CalicoPoolChanged(p)
 			}
 		}
 		_, _ = inf.AddEventHandler(onChange(changed, true))
@@ -392,12 +393,17 @@ func onChange(changed func(o any), deletes bool) cache.ResourceEventHandlerFuncs
 	return h
 }
 
+// watchBGP follows CiliumBGPAdvertisements, each read once per change
+// (backends.ReadAdvertisement); a change of one of ours queues the
+// DynamicPrefix it was made for.
 func (f *Followed) watchBGP(gvr schema.GroupVersionResource) *Watched {
 	return NewWatched("ciliumbgpadvertisements", gvr, func() cache.SharedIndexInformer {
 		inf := Dynamic(f.dyn, gvr, backends.Scope{})
+		_ = inf.SetTransform(backends.ReadAdvertisement)
+		_ = inf.AddIndexers(backends.AdvertisementIndexers)
 		changed := func(o any) {
-			if u, ok := Unwrap(o).(*unstructured.Unstructured); ok && u.GetLabels()[backends.CiliumLabelManagedBy] == backends.CiliumManagedBy {
-				f.h.AdvertisementChanged(u)
+			if a, ok := Unwrap(o).(*backends.CachedAdvertisement); ok && a.Ours() {
+				f.h.AdvertisementChanged(a)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -24,7 +24,7 @@ func TestAPoolKindIsDroppedOnlyWhenDiscoveryAnswersWithoutIt(t *testing.T) {
 	kind := &backends.Kind{Name: "IPAddressPool", GVR: schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}}
 	var answer error = errors.New("the server is currently unable to handle the request")
 	c := &Followed{log: slog.New(slog.NewTextHandler(io.Discard, nil)), dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
-		discover: func() (Served, error) { return Served{}, answer }}
+		discover: func() (backends.Discovered, error) { return backends.Discovered{}, answer }}
 	c.pools = []*pooled{c.newPooled(kind)}
 
 	if changed, err := c.updateKinds(t.Context()); changed || err == nil || len(c.Kinds()) != 1 {

@@ -29,9 +29,9 @@ func (p *pools) PoolChanged(r *backends.Pool) {
 	defer p.mu.Unlock()
 	p.seen = append(p.seen, r.Key()+" follows "+r.Follow.DynamicPrefix)
 }
-func (*pools) AdvertisementChanged(*unstructured.Unstructured) {}
-func (*pools) KindsChanged()                                   {}
-func (*pools) CalicoPoolChanged(*unstructured.Unstructured)    {}
+func (*pools) AdvertisementChanged(*backends.CachedAdvertisement) {}
+func (*pools) KindsChanged()                                      {}
+func (*pools) CalicoPoolChanged(*backends.IPPool)                 {}
 
 // TestAPoolInformerKeepsEachObjectReadOnce: the informer over a pool kind
 // reads each object as it lists it (backends.Kind.Read), announces the Pool,

@@ -48,8 +48,9 @@ const (
 )
 
 var (
-	poolGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: backends.PoolResource}
-	bgpGVR  = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+	poolGVR   = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: backends.PoolResource}
+	bgpGVR    = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"}
+	calicoGVR = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: backends.CalicoResource}
 )
 
 type fixture struct {
@@ -57,7 +58,8 @@ type fixture struct {
 	dps    cache.Store
 	svcs   cache.Indexer // Services read (holdings.ReadService)
 	pools  cache.Indexer // the kind's Pools (backends.NewCache)
-	bgp    cache.Store   // CiliumBGPAdvertisements; nil: not served
+	bgp    cache.Indexer // CiliumBGPAdvertisements read (backends.NewAdvertisementCache); nil: not served
+	calico cache.Indexer // Calico IPPools read (backends.NewIPPoolCache); nil: not served
 	kind   *backends.Kind
 	votes  *voters
 	dyn    *dynamicfake.FakeDynamicClient
@@ -80,11 +82,14 @@ func (f *fixture) Services() cache.Indexer      { return f.svcs }
 func (f *fixture) Pools() []backends.Cached {
 	return append([]backends.Cached{{Kind: f.kind, Store: f.pools}}, f.allowLists...)
 }
-func (f *fixture) Advertisements() (cache.Store, schema.GroupVersionResource) {
-	return f.bgp, bgpGVR
+func (f *fixture) Advertisements() (backends.Advertisements, schema.GroupVersionResource) {
+	return backends.Advertisements{Store: f.bgp}, bgpGVR
 }
-func (f *fixture) CalicoPools() (cache.Store, schema.GroupVersionResource) {
-	return nil, schema.GroupVersionResource{}
+func (f *fixture) CalicoPools() (backends.IPPools, schema.GroupVersionResource) {
+	if f.calico == nil {
+		return backends.IPPools{}, schema.GroupVersionResource{}
+	}
+	return backends.IPPools{Store: f.calico}, calicoGVR
 }
 
 type voters struct{ reports []decide.Report }
@@ -112,7 +117,7 @@ func (discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 // block, and an HA Service "web" with a user's address, all as the user made
 // them: nothing written by us yet.
 func newFixture(t testing.TB, limits permit.Limits) *fixture {
-	kinds, _, err := backends.DiscoverCilium(discovery{})
+	kinds, err := backends.CiliumKinds(discovery{})
 	if err != nil || len(kinds) != 1 {
 		t.Fatalf("kinds %v, %v", kinds, err)
 	}
@@ -441,7 +446,7 @@ func TestTheStatusNamesANewPrefixBeforeAnyObjectHoldsIt(t *testing.T) {
 // following it, an allow-list, beside its pool and Service.
 func withCIDRGroup(t *testing.T, f *fixture) {
 	t.Helper()
-	kinds, _, err := backends.DiscoverCilium(cidrGroups{})
+	kinds, err := backends.CiliumKinds(cidrGroups{})
 	if err != nil || len(kinds) != 2 || !kinds[1].AllowList {
 		t.Fatalf("kinds %v, %v", kinds, err)
 	}
@@ -934,7 +939,7 @@ func TestAnAdvertisementIsDeletedOnce(t *testing.T) {
 	if _, err := f.dyn.Resource(bgpGVR).Create(t.Context(), adv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.bgp = cache.NewStore(cache.MetaNamespaceKeyFunc)
+	f.bgp = backends.NewAdvertisementCache()
 	if err := f.bgp.Add(adv); err != nil {
 		t.Fatal(err)
 	}

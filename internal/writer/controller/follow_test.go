@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -16,17 +17,29 @@ import (
 // Each object is read once, when it changes (issue 43): a pass reads the
 // model its cache keeps, never the object again.
 
-// crowd adds n pools and n Services beside the fixture's, each following a
-// DynamicPrefix of its own (not home), and n more of each following none, as a
-// large cluster holds them; the caches catch up.
+// crowd adds n pools, n Services and n Calico IPPools beside the fixture's,
+// each following a DynamicPrefix of its own (not home), and n more of each
+// following none, and n CiliumBGPAdvertisements made for the others, as a
+// large cluster holds them; and a Calico IPPool following home that holds its
+// prefix already. The caches catch up.
 func (f *fixture) crowd(n int) {
 	f.t.Helper()
 	ctx := f.t.Context()
+	f.calico, f.bgp = calicoCache(), bgpCache()
+	f.cache(f.calico, ippool("home-v6", prefixA, map[string]string{dynamicprefix.AnnotationName: "home", backends.CalicoRecordKey: prefixA}))
 	for i := range 2 * n {
 		ann := map[string]string{}
 		if i < n {
 			ann[dynamicprefix.AnnotationName] = fmt.Sprint("other-", i)
+			adv := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+				"metadata": map[string]any{"name": fmt.Sprint("adv-", i), "resourceVersion": "1"},
+				"spec":     map[string]any{"advertisements": []any{map[string]any{"advertisementType": "Service"}}},
+			}}
+			adv.SetLabels(backends.MadeFor(fmt.Sprint("other-", i), map[string]string{backends.CiliumLabelManagedBy: backends.CiliumManagedBy, backends.LabelSubnet: "public"}))
+			f.cache(f.bgp, adv)
 		}
+		f.cache(f.calico, ippool(fmt.Sprint("ippool-", i), fmt.Sprintf("2001:db8:%x::/64", 0x100+i), ann))
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
 			"metadata": map[string]any{"name": fmt.Sprint("pool-", i), "resourceVersion": "1"},
@@ -51,8 +64,31 @@ func (f *fixture) crowd(n int) {
 	f.catchUp()
 }
 
-// reads is how many objects have been read so far.
-func reads() int64 { return backends.Decoded() + holdings.ServicesRead() }
+// reads is how many objects have been read so far: decoded, or their follow
+// annotation or label looked up.
+func reads() int64 { return backends.Decoded() + holdings.ServicesRead() + backends.Looked() }
+
+// ippool is a Calico IPPool named name holding cidr, with annotations ann.
+func ippool(name, cidr string, ann map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": name, "resourceVersion": "1"},
+		"spec":     map[string]any{"cidr": cidr, "ipipMode": "Never"},
+	}}
+	u.SetAnnotations(ann)
+	return u
+}
+
+// cache puts u into the cache c as its informer would.
+func (f *fixture) cache(c cache.Store, u *unstructured.Unstructured) {
+	f.t.Helper()
+	if err := c.Add(u); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func calicoCache() cache.Indexer { return backends.NewIPPoolCache() }
+func bgpCache() cache.Indexer    { return backends.NewAdvertisementCache() }
 
 // BenchmarkSteadyPass is the writer's pass over one DynamicPrefix in a cluster
 // of 1,000 pools and 1,000 Services that follow others or none: nothing to
@@ -71,7 +107,7 @@ func BenchmarkSteadyPass(b *testing.B) {
 		}
 		passes++
 	}
-	objects := 2*2*n + 2 // the crowd's pools and Services, and the fixture's
+	objects := 3*2*n + n + 3 // the crowd's pools, Services, IPPools and advertisements, and the fixture's
 	b.ReportMetric(float64(reads()-before)/float64(passes*objects), "reads/object/pass")
 }
 func TestAPassReadsNoCachedObjectAgain(t *testing.T) {

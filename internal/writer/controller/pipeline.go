@@ -6,7 +6,6 @@
 package controller
 
 import (
-	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -61,11 +60,8 @@ const DNSTimeout = 2 * time.Second
 // NewPipeline assembles a pipeline reading and writing with cl; rec records events
 // (its client is dropped for a shadow).
 func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.WithTicker, log *slog.Logger) *Pipeline {
-	discover := func() (caches.Served, error) { // pool kinds, looked up again when a CRD of these groups changes
-		pools, err1 := backends.Discover(cl.Discovery, o.KubeVIP)
-		_, bgp, err2 := backends.DiscoverCilium(cl.Discovery)
-		ippools, err3 := backends.DiscoverCalico(cl.Discovery)
-		return caches.Served{Pools: pools, BGP: bgp, Calico: ippools}, errors.Join(err1, err2, err3)
+	discover := func() (backends.Discovered, error) { // looked up again when a CRD of these groups changes
+		return backends.Discover(cl.Discovery, o.KubeVIP)
 	}
 	p := &Pipeline{}
 	if o.DryRun {

@@ -40,9 +40,9 @@ type Caches interface {
 	Services() cache.Indexer // Services read (holdings.CachedService), indexed by DynamicPrefix
 	Pools() []backends.Cached
 	// Advertisements is the CiliumBGPAdvertisement cache, nil when not served.
-	Advertisements() (cache.Store, schema.GroupVersionResource)
+	Advertisements() (backends.Advertisements, schema.GroupVersionResource)
 	// CalicoPools is the Calico IPPool cache, nil when not served.
-	CalicoPools() (cache.Store, schema.GroupVersionResource)
+	CalicoPools() (backends.IPPools, schema.GroupVersionResource)
 }
 
 // Voters gives the node digests that vote at now, and when that changes by
@@ -220,20 +220,14 @@ func (c *Controller) KindsChanged() { c.enqueueAll(0) }
 
 // CalicoPoolChanged queues a pass over the DynamicPrefix a Calico IPPool
 // names (the user's annotation, or our sibling's label).
-func (c *Controller) CalicoPoolChanged(u *unstructured.Unstructured) {
-	dp, _ := backends.CalicoFollows(u)
-	c.enqueue(dp, 0)
-}
+func (c *Controller) CalicoPoolChanged(p *backends.IPPool) { c.enqueue(p.Follows, 0) }
 
 // CiliumChanged queues a pass over every DynamicPrefix: whether Services need
 // the L2 announcer nudge may have changed.
 func (c *Controller) CiliumChanged() { c.enqueueAll(0) }
 
-// AdvertisementChanged queues a pass over the DynamicPrefix owning u.
-func (c *Controller) AdvertisementChanged(u *unstructured.Unstructured) {
-	dp, _ := backends.AdvertisementFollows(u)
-	c.enqueue(dp, 0)
-}
+// AdvertisementChanged queues a pass over the DynamicPrefix a was made for.
+func (c *Controller) AdvertisementChanged(a *backends.CachedAdvertisement) { c.enqueue(a.MadeFor, 0) }
 
 // PoolChanged queues a pass over the DynamicPrefix the pool follows, or its
 // release when it follows none but carries our record.

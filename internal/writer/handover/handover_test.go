@@ -151,7 +151,8 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
 		"spec":     map[string]any{"cidr": "2001:db8:c::/64", "blockSize": int64(122)},
 	}}
-	plan := backends.RenderCalico(parent, "home", []string{"2001:db8:c::/64", "2001:db8:b::/64"})
+	read, _ := backends.ReadIPPool(parent)
+	plan := backends.RenderCalico(read.(*backends.IPPool), "home", []string{"2001:db8:c::/64", "2001:db8:b::/64"})
 	ours := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "spec": plan.Siblings[0].Spec}}
 	ours.SetName(plan.Siblings[0].Name)

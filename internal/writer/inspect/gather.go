@@ -58,18 +58,18 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 			}
 		}
 	}
-	if ippools, _ := c.CalicoPools(); ippools != nil {
-		for _, o := range ippools.List() {
-			u := o.(*unstructured.Unstructured)
-			dp, _ := backends.CalicoFollows(u)
-			follow(dp, "Calico IPPool", backends.CalicoResource, u)
+	if ippools, _ := c.CalicoPools(); ippools.Store != nil {
+		for _, o := range ippools.Store.List() {
+			if p, ok := o.(*backends.IPPool); ok {
+				follow(p.Follows, "Calico IPPool", backends.CalicoResource, p.Live)
+			}
 		}
 	}
-	if adverts, _ := c.Advertisements(); adverts != nil {
-		for _, o := range adverts.List() {
-			u := o.(*unstructured.Unstructured)
-			dp, _ := backends.AdvertisementFollows(u)
-			follow(dp, "CiliumBGPAdvertisement", "ciliumbgpadvertisements", u)
+	if adverts, _ := c.Advertisements(); adverts.Store != nil {
+		for _, o := range adverts.Store.List() {
+			if a, ok := o.(*backends.CachedAdvertisement); ok {
+				follow(a.MadeFor, "CiliumBGPAdvertisement", "ciliumbgpadvertisements", a.Live)
+			}
 		}
 	}
 	for _, o := range c.Services().List() {

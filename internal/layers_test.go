@@ -100,8 +100,6 @@ var debt = map[string][]string{
 	"internal/writer/decide": {
 		"k8s.io/apimachinery/pkg/api/meta",
 		"k8s.io/apimachinery/pkg/apis/meta/v1",
-		"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured",
-		"k8s.io/apimachinery/pkg/types",
 	},
 }
 

@@ -3,8 +3,6 @@ package decide
 import (
 	"cmp"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -112,7 +110,7 @@ type ballotWorld struct {
 	serial  int
 	honest  []*honestNode
 	liar    Node
-	ballot  *Ballot
+	ballot  *shell
 	m       api.Model
 	st      api.Status
 	expires map[netip.Prefix]time.Time // the deadline a liveness check holds a drain to
@@ -124,7 +122,7 @@ func newBallotWorld(n int) *ballotWorld {
 		w.honest = append(w.honest, &honestNode{view: map[netip.Prefix]heard{}})
 	}
 	w.router[routerPrefix(0)] = routed{preferred: true}
-	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	w.ballot = newShell(5*time.Minute, w.nodes, &noEvents{})
 	return w
 }
 

@@ -3,8 +3,6 @@ package decide
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -58,7 +56,7 @@ type pdWorld struct {
 	serial  int
 	honest  []*pdAgent
 	liar    *pdAgent
-	ballot  *Ballot
+	ballot  *shell
 	m       api.Model
 	st      api.Status
 	rogue   bool // a second server answers Solicits
@@ -109,7 +107,7 @@ func newPDWorld(n int, liarFirst bool) *pdWorld {
 	for i := range n {
 		w.honest = append(w.honest, &pdAgent{name: fmt.Sprintf("h%d", i), honest: true, reported: true})
 	}
-	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	w.ballot = newShell(5*time.Minute, w.nodes, &noEvents{})
 	return w
 }
 

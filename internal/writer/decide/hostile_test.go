@@ -1,8 +1,6 @@
 package decide
 
 import (
-	"io"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -171,7 +169,7 @@ func TestOneNodeDoesNotFlipBetweenTwoOfferedPrefixes(t *testing.T) {
 func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	store := nodes{"a": node("a", onX, ""), "b": {Name: "b"}, "down": {Name: "down", NotReadySince: "2026-11-21T11:00:00Z"}}
-	r := New(5*time.Minute, store.list, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	r := newShell(5*time.Minute, store.list, &noEvents{})
 	awaited := func(at time.Time) ([]string, time.Time) {
 		got, wake := r.Reports(at)
 		var out []string

@@ -28,7 +28,7 @@ type Input struct {
 	Now             time.Time
 	DynamicPrefixes []*unstructured.Unstructured
 	// Votes are the Nodes with a digest, as the writer's ballot judges them
-	// (decide.Ballot.Votes).
+	// (controller.Ballot.Votes).
 	Votes []decide.Vote
 	// Answers are, for each DynamicPrefix following a DNS name, its servers'
 	// reports (resolve.Sources.Prime), by its name.

@@ -112,7 +112,7 @@ type ballotWorld struct {
 	liar    Node
 	ballot  *shell
 	m       api.Model
-	st      api.Status
+	st      Status
 	expires map[netip.Prefix]time.Time // the deadline a liveness check holds a drain to
 }
 
@@ -307,8 +307,8 @@ func (w *ballotWorld) step(t *testing.T) {
 	for _, h := range d.History {
 		if h.State == api.StateDraining {
 			exp := time.Unix(1<<40, 0)
-			if h.ExpiresAt != nil {
-				exp = h.ExpiresAt.Time
+			if !h.ExpiresAt.IsZero() {
+				exp = h.ExpiresAt
 			}
 			w.expires[netip.MustParsePrefix(h.Prefix)] = exp
 		}
@@ -334,7 +334,7 @@ func (w *ballotWorld) heardByAll() bool {
 
 // honestCould says whether the liar, reporting as one of the honest nodes
 // does, or nothing, or not at all, would make the same change.
-func (w *ballotWorld) honestCould(prev api.Status, reports []Report, honest map[string]digest.Node, want netip.Prefix) bool {
+func (w *ballotWorld) honestCould(prev Status, reports []Report, honest map[string]digest.Node, want netip.Prefix) bool {
 	i := slices.IndexFunc(reports, func(r Report) bool { return r.Node == w.liar.Name && !r.Pending })
 	if i < 0 {
 		return true // the liar did not vote: the honest nodes moved it

@@ -21,6 +21,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/permit"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Input is what a report is built from, as values.
@@ -178,7 +179,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
 	}
 
-	d := decide.For(m, dp.Status, reports, in.Now)
+	d := decide.For(m, render.Prior(dp.Status), reports, in.Now)
 	for _, rej := range d.Rejected {
 		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
 	}

@@ -25,9 +25,11 @@ func Prior(st api.Status) decide.Status {
 		out.History[i] = decide.HistoryEntry{Prefix: h.Prefix, State: h.State,
 			AcquiredAt: plain(h.AcquiredAt), DeprecatedAt: plain(h.DeprecatedAt), ExpiresAt: plain(h.ExpiresAt)}
 	}
-	for _, c := range st.Conditions {
-		out.Conditions = append(out.Conditions, decide.Condition{Type: c.Type,
-			True: c.Status == metav1.ConditionTrue, LastTransitionTime: c.LastTransitionTime.Time})
+	if st.Conditions != nil {
+		out.Conditions = make([]decide.Condition, len(st.Conditions))
+	}
+	for i, c := range st.Conditions {
+		out.Conditions[i] = decide.Condition{Type: c.Type, True: c.Status == metav1.ConditionTrue, LastTransitionTime: c.LastTransitionTime.Time}
 	}
 	return out
 }

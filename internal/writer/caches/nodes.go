@@ -133,5 +133,5 @@ func ballotNode(o any) (decide.Node, bool) {
 	}
 	v, reported := m.Annotations[digest.Annotation]
 	bytes, _ := strconv.Atoi(m.Annotations[DigestBytes])
-	return decide.Node{Name: m.Name, UID: m.UID, Digest: v, Bytes: bytes, Reported: reported, NotReadySince: m.Annotations[NotReadySince]}, true
+	return decide.Node{Name: m.Name, UID: string(m.UID), Digest: v, Bytes: bytes, Reported: reported, NotReadySince: m.Annotations[NotReadySince]}, true
 }

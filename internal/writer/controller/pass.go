@@ -101,7 +101,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	if !ready {
 		return permit.Outcome{} // the servers' first answers queue the pass again
 	}
-	d := decide.For(m, dp.Status, reports, now)
+	d := decide.For(m, render.Prior(dp.Status), reports, now)
 	// What this pass writes for: a new spec or new pooled prefixes is a real
 	// change, which the write breaker lets through (permit.Budget).
 	c.write.Decide(name, fmt.Sprint(u.GetGeneration(), d.Pooled))

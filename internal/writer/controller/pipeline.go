@@ -18,7 +18,6 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/caches"
-	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/resolve"
 )
@@ -45,7 +44,7 @@ type Options struct {
 // Pipeline is the writer without its election.
 type Pipeline struct {
 	Caches     *caches.Caches
-	Ballot     *decide.Ballot
+	Ballot     *Ballot
 	Controller *Controller
 	// Resolvers poll the names DynamicPrefixes follow (acquisition.dns).
 	Resolvers *resolve.Sources
@@ -76,8 +75,7 @@ func NewPipeline(o Options, cl Clients, rec *apply.EventRecorder, clk clock.With
 	}
 	p.Caches = caches.New(cfg, cl.Dynamic, cl.Metadata, typed{cl.Core, cl.Apps}, discover, clk, log)
 	o.Reconcile.L2Nudge = (&backends.L2Nudge{Mode: o.L2Nudge, Images: p.Caches.CiliumImages, Log: log}).Needed
-	p.Ballot = decide.New(o.NodeGrace, p.Caches.Nodes, log, rec)
-	p.Ballot.Await(o.NodeStartupWait)
+	p.Ballot = NewBallot(o.NodeGrace, o.NodeStartupWait, p.Caches.Nodes, log, rec)
 	p.Resolvers = &resolve.Sources{Exchanger: resolve.Wire{Timeout: DNSTimeout}, Clock: clk, Log: log, ResolvConf: resolve.ResolvConf}
 	o.Reconcile.Resolvers = p.Resolvers
 	p.Controller = NewController(o.Reconcile, p.Caches, p.Ballot, cl.Dynamic, cl.Metadata, clk, log, rec)

@@ -60,9 +60,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 )
@@ -97,7 +94,7 @@ type Decision struct {
 	// Changed: Current differs from the previous status.
 	Changed bool
 	// History is the rendered status.history, newest first, active entry first.
-	History []api.HistoryEntry
+	History []HistoryEntry
 	// Pooled is every prefix whose entries belong in the pools: current first,
 	// then draining ones, newest first.
 	Pooled []netip.Prefix
@@ -184,7 +181,7 @@ func (t *tally) drain(voters int) time.Duration {
 }
 
 // For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
-func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision {
+func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
@@ -204,7 +201,7 @@ func For(m api.Model, prev api.Status, reports []Report, now time.Time) Decision
 	// it for ever).
 	draining := map[netip.Prefix]bool{}
 	for _, h := range prev.History {
-		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == api.StateDraining && h.ExpiresAt != nil {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == api.StateDraining && !h.ExpiresAt.IsZero() {
 			draining[p.Masked()] = true
 		}
 	}
@@ -433,7 +430,7 @@ const PrefixAcquired = "PrefixAcquired"
 // still votes (for the grace), so the new client has the prefix back before
 // the old report lapses: any node asks with the same identity, and the server
 // hands back the same prefix. With no Ready candidate the client stays.
-func clientNode(m api.Model, prev api.Status, reports []Report) string {
+func clientNode(m api.Model, prev Status, reports []Report) string {
 	ready, all := eligible(m, reports)
 	current := ""
 	if prev.DHCPv6PD != nil {
@@ -486,7 +483,7 @@ func (h *handover) note(client bool, ps []digest.Prefix, current netip.Prefix) {
 // holds reports whether the current prefix is reported through a handover.
 func (h handover) holds() bool { return !h.clientHolds && h.othersHold }
 
-func pdClient(m api.Model, prev api.Status, client, node string) bool {
+func pdClient(m api.Model, prev Status, client, node string) bool {
 	if !m.PDClient {
 		return true
 	}
@@ -546,7 +543,7 @@ func joinPrefixes(ps []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
-func historyPrefixes(h []api.HistoryEntry) []string {
+func historyPrefixes(h []HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
 		out = append(out, e.Prefix)
@@ -565,35 +562,31 @@ func historyPrefixes(h []api.HistoryEntry) []string {
 // replaced prefix drains for at least that long (longer when the answers
 // that named it had a longer TTL: caches may give it out that long), until
 // its deadline alone - a server's memory of it does not outlive a new leader.
-func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, left func(netip.Prefix) (time.Duration, bool), now time.Time, fallback time.Duration) ([]api.HistoryEntry, time.Time) {
-	stamp := metav1.NewTime(now.Truncate(time.Second))
+func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left func(netip.Prefix) (time.Duration, bool), now time.Time, fallback time.Duration) ([]HistoryEntry, time.Time) {
+	stamp := now.Truncate(time.Second)
 	prev := slices.Clone(st.History)
-	rank := func(h api.HistoryEntry) int {
+	rank := func(h HistoryEntry) int {
 		switch {
 		case h.State == api.StateActive:
 			return 0
-		case h.DeprecatedAt != nil:
+		case !h.DeprecatedAt.IsZero():
 			return 1
 		}
 		return 2
 	}
-	slices.SortStableFunc(prev, func(a, b api.HistoryEntry) int {
+	slices.SortStableFunc(prev, func(a, b HistoryEntry) int {
 		if c := cmp.Compare(rank(a), rank(b)); c != 0 || rank(a) != 1 {
 			return c
 		}
-		return b.DeprecatedAt.Compare(a.DeprecatedAt.Time)
+		return b.DeprecatedAt.Compare(a.DeprecatedAt)
 	})
 	// The acquisition time of a current prefix without an entry (the existing
 	// operator writes none).
-	var acquiredAt *metav1.Time
-	if c := meta.FindStatusCondition(st.Conditions, PrefixAcquired); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-		acquiredAt = &c.LastTransitionTime
+	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
+		prev = slices.Insert(prev, 0, HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: st.acquired(), State: api.StateActive})
 	}
-	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h api.HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
-		prev = slices.Insert(prev, 0, api.HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: acquiredAt, State: api.StateActive})
-	}
-	var out []api.HistoryEntry
-	byPrefix := map[string]api.HistoryEntry{}
+	var out []HistoryEntry
+	byPrefix := map[string]HistoryEntry{}
 	var order []string
 	for _, h := range prev {
 		if _, dup := byPrefix[h.Prefix]; dup {
@@ -605,9 +598,9 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, l
 	if current.IsValid() {
 		h, ok := byPrefix[current.String()]
 		if !ok || current != prevCurrent || h.State != api.StateActive {
-			h = api.HistoryEntry{Prefix: current.String(), AcquiredAt: &stamp, State: api.StateActive}
-		} else if h.AcquiredAt == nil {
-			h.AcquiredAt = &stamp
+			h = HistoryEntry{Prefix: current.String(), AcquiredAt: stamp, State: api.StateActive}
+		} else if h.AcquiredAt.IsZero() {
+			h.AcquiredAt = stamp
 		}
 		out = append(out, h)
 	}
@@ -624,11 +617,10 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, l
 		}
 		if h.State == api.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
-			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, &stamp, nil
+			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, stamp, time.Time{}
 			dr, _ := left(p)
 			if drain := max(fallback, dr); drain > 0 && drain != unbounded {
-				exp := metav1.NewTime(now.Add(drain).Truncate(time.Second))
-				h.ExpiresAt = &exp
+				h.ExpiresAt = now.Add(drain).Truncate(time.Second)
 			}
 		}
 		if h.State == api.StateDraining {
@@ -636,12 +628,12 @@ func history(maxHistory int, st api.Status, prevCurrent, current netip.Prefix, l
 			// deadline does (an entry from before the name was followed
 			// has none: it ends).
 			_, silent := left(p)
-			gone := silent && (fallback == 0 || h.ExpiresAt == nil)
-			passed := h.ExpiresAt != nil && !now.Before(h.ExpiresAt.Time)
+			gone := silent && (fallback == 0 || h.ExpiresAt.IsZero())
+			passed := !h.ExpiresAt.IsZero() && !now.Before(h.ExpiresAt)
 			if gone || passed {
 				h.State = api.StateExpired
-			} else if h.ExpiresAt != nil && (wake.IsZero() || h.ExpiresAt.Time.Before(wake)) {
-				wake = h.ExpiresAt.Time
+			} else if !h.ExpiresAt.IsZero() && (wake.IsZero() || h.ExpiresAt.Before(wake)) {
+				wake = h.ExpiresAt
 			}
 		}
 		if kept >= maxHistory {

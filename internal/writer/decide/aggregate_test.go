@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -47,8 +46,8 @@ const (
 )
 
 // status turns a decision back into the status the writer would have written.
-func status(d Decision) api.Status {
-	st := api.Status{History: d.History, PrefixSource: d.Source}
+func status(d Decision) Status {
+	st := Status{History: d.History, PrefixSource: d.Source}
 	if d.Current.IsValid() {
 		st.CurrentPrefix = d.Current.String()
 	}
@@ -56,17 +55,17 @@ func status(d Decision) api.Status {
 }
 
 func TestFirstAcquisition(t *testing.T) {
-	d := For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0)
+	d := For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0)
 	if d.Current.String() != "2001:db8:a::/64" || !d.Changed || d.Source != "router-advertisement" {
 		t.Fatalf("decision = %s changed=%v source=%s", d, d.Changed, d.Source)
 	}
-	if len(d.History) != 1 || d.History[0].State != "active" || !d.History[0].AcquiredAt.Time.Equal(t0) {
+	if len(d.History) != 1 || d.History[0].State != "active" || !d.History[0].AcquiredAt.Equal(t0) {
 		t.Errorf("history = %+v", d.History)
 	}
 }
 
 func TestSteadyStateReproducesTheStatus(t *testing.T) {
-	d1 := For(model(eth0()), api.Status{}, reports(t, onA, onA), t0)
+	d1 := For(model(eth0()), Status{}, reports(t, onA, onA), t0)
 	d2 := For(model(eth0()), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
 	if d2.Changed || !reflect.DeepEqual(status(d1), status(d2)) {
 		t.Errorf("an hour later with the same reports the status changed:\n%+v\n%+v", status(d1), status(d2))
@@ -74,7 +73,7 @@ func TestSteadyStateReproducesTheStatus(t *testing.T) {
 }
 
 func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	// Node a moves first: A keeps the majority.
 	d := For(model(eth0()), st, reports(t, onB, onA, onA), t0.Add(time.Second))
 	if d.Changed {
@@ -89,7 +88,7 @@ func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
 		t.Errorf("pooled = %v, want B then draining A", got)
 	}
 	a := d.History[1]
-	if a.State != "draining" || !a.DeprecatedAt.Time.Equal(t0.Add(2*time.Second)) || !a.ExpiresAt.Time.Equal(t0.Add(2*time.Second+600*time.Second)) {
+	if a.State != "draining" || !a.DeprecatedAt.Equal(t0.Add(2*time.Second)) || !a.ExpiresAt.Equal(t0.Add(2*time.Second+600*time.Second)) {
 		t.Errorf("A's entry = %+v, want draining with expiresAt 600 s after the change", a)
 	}
 	// The last node: nothing changes any more.
@@ -100,14 +99,14 @@ func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
 }
 
 func TestTieKeepsTheCurrentPrefix(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
 	if d := For(model(eth0()), st, reports(t, onBA, onBA), t0); d.Changed {
 		t.Errorf("a tie moved the prefix: %s", d)
 	}
 }
 
 func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
 	st = status(For(model(eth0()), st, reports(t, onB), t0.Add(time.Second)))
 	d := For(model(eth0()), st, reports(t, onlyB), t0.Add(time.Minute))
 	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
@@ -119,7 +118,7 @@ func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
 }
 
 func TestDrainingEndsAtItsDeadline(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
 	d := For(model(eth0()), st, reports(t, onB), t0)
 	if !d.Wake.Equal(t0.Add(600 * time.Second)) {
 		t.Fatalf("Wake = %v, want the drain deadline", d.Wake)
@@ -134,7 +133,7 @@ func TestDrainingEndsAtItsDeadline(t *testing.T) {
 func TestHistoryIsBoundedByCount(t *testing.T) {
 	s := eth0()
 	s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: 1}
-	var st api.Status
+	var st Status
 	for i, p := range []string{"a", "b", "c"} {
 		// Every earlier prefix is still reported (deprecated), so only the count drops it.
 		d := "v1;eth0="
@@ -160,7 +159,7 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 }
 
 func TestPrefixComingBackIsNotDuplicated(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
 	st = status(For(model(eth0()), st, reports(t, onB), t0.Add(time.Minute)))
 	back := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 d600 ra+addr"
 	d := For(model(eth0()), st, reports(t, back), t0.Add(2*time.Minute))
@@ -178,7 +177,7 @@ func TestRejections(t *testing.T) {
 	s.Acquisition.PrefixFilter = &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}
 	// A rogue router gives node c a foreign prefix and a ULA.
 	rogue := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:ff::/64 p ra,fd00::/64 p ra"
-	d := For(model(s), api.Status{}, reports(t, onA, onA, rogue), t0)
+	d := For(model(s), Status{}, reports(t, onA, onA, rogue), t0)
 	if d.Current.String() != "2001:db8:a::/64" {
 		t.Fatalf("current = %s", d.Current)
 	}
@@ -196,10 +195,10 @@ func TestQuorum(t *testing.T) {
 	s := eth0()
 	q := 2
 	s.Acquisition.Quorum = &q
-	if d := For(model(s), api.Status{}, reports(t, onA), t0); d.Current.IsValid() {
+	if d := For(model(s), Status{}, reports(t, onA), t0); d.Current.IsValid() {
 		t.Errorf("one node adopted a prefix with quorum 2: %s", d)
 	}
-	if d := For(model(s), api.Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
+	if d := For(model(s), Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("two nodes did not reach quorum 2: %s", d)
 	}
 }
@@ -223,7 +222,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		s := eth0()
 		s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: int(hist%12) + 1}
-		prev := api.Status{CurrentPrefix: current, History: []api.HistoryEntry{{Prefix: current, State: "active"}}}
+		prev := Status{CurrentPrefix: current, History: []HistoryEntry{{Prefix: current, State: "active"}}}
 		a := For(model(s), prev, rs, t0)
 		b := For(model(s), prev, rs, t0)
 		if !reflect.DeepEqual(a, b) {
@@ -247,13 +246,13 @@ func TestDelegatedPrefixes(t *testing.T) {
 	pdOnly := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
 	wan := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p pd"
 	offered := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p offer" // the confirmer (confirm.go)
-	d := For(model(pdOnly), api.Status{}, reports(t, wan, offered), t0)
+	d := For(model(pdOnly), Status{}, reports(t, wan, offered), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Source != "dhcpv6-pd" || d.Votes[netip.MustParsePrefix("2001:db8:f::/64")] != 0 {
 		t.Errorf("PD only: %s source %s votes %v", d, d.Source, d.Votes)
 	}
 	both := eth0()
 	both.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan"}
-	d = For(model(both), api.Status{}, reports(t, wan), t0)
+	d = For(model(both), Status{}, reports(t, wan), t0)
 	if got := slices.SortedFunc(maps.Keys(d.Votes), digest.ComparePrefix); !slices.Equal(prefixes(got), []string{"2001:db8:e::/64", "2001:db8:a00::/56"}) {
 		t.Errorf("RA on eth0 and PD on wan: votes for %q", got)
 	}
@@ -267,8 +266,8 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 	client := func(names ...string) dynamicprefix.Spec {
 		return dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", NodeNames: names}}}
 	}
-	on := func(node string) api.Status {
-		return api.Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: node}}
+	on := func(node string) Status {
+		return Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: node}}
 	}
 	const (
 		follows = "v1;eth0=2001:db8:e::/64 p ra;wan="
@@ -278,20 +277,20 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		spec    dynamicprefix.Spec
-		prev    api.Status
+		prev    Status
 		digests []string // nodes a, b, c, ...
 		want    string
 	}{
-		{"the first node by name", client(), api.Status{}, []string{follows, follows}, "a"},
-		{"only nodes whose agent follows the interface", client(), api.Status{}, []string{noWan, follows}, "b"},
+		{"the first node by name", client(), Status{}, []string{follows, follows}, "a"},
+		{"only nodes whose agent follows the interface", client(), Status{}, []string{noWan, follows}, "b"},
 		{"it stays where it runs", client(), on("b"), []string{follows, holds, follows}, "b"},
 		{"it moves when its node stops voting", client(), on("z"), []string{follows, follows}, "a"},
-		{"nodeNames in order of preference", client("c", "b"), api.Status{}, []string{follows, follows, follows}, "c"},
+		{"nodeNames in order of preference", client("c", "b"), Status{}, []string{follows, follows, follows}, "c"},
 		{"nodeNames only", client("c", "b"), on("a"), []string{follows, follows}, "b"},
 		{"no candidate, no client", client("x"), on("a"), []string{follows}, ""},
 		{"host mode runs none", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeHost}}},
-			api.Status{}, []string{follows}, ""},
-		{"RA only runs none", eth0(), api.Status{}, []string{follows}, ""},
+			Status{}, []string{follows}, ""},
+		{"RA only runs none", eth0(), Status{}, []string{follows}, ""},
 	} {
 		if got := For(model(c.spec), c.prev, reports(t, c.digests...), t0).PDClient; got != c.want {
 			t.Errorf("%s: client on %q, want %q", c.name, got, c.want)
@@ -314,15 +313,15 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 // renumberings A -> B -> C: no entry for the current prefix (its acquiredAt is
 // the PrefixAcquired condition's last transition), draining prefixes oldest
 // first, and leaseExpiresAt.
-func operatorStatus() api.Status {
-	at := func(m int) *metav1.Time { t := metav1.NewTime(t0.Add(time.Duration(m) * time.Minute)); return &t }
-	return api.Status{
-		CurrentPrefix: "2001:db8:c::/64", PrefixSource: "router-advertisement", LeaseExpiresAt: at(90),
-		History: []api.HistoryEntry{
+func operatorStatus() Status {
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	return Status{
+		CurrentPrefix: "2001:db8:c::/64", PrefixSource: "router-advertisement",
+		History: []HistoryEntry{
 			{Prefix: "2001:db8:a::/64", AcquiredAt: at(0), DeprecatedAt: at(10), State: "draining"},
 			{Prefix: "2001:db8:b::/64", AcquiredAt: at(10), DeprecatedAt: at(20), State: "draining"},
 		},
-		Conditions: []metav1.Condition{{Type: PrefixAcquired, Status: metav1.ConditionTrue, Reason: "PrefixAcquired", LastTransitionTime: *at(20)}},
+		Conditions: []Condition{{Type: PrefixAcquired, True: true, LastTransitionTime: at(20)}},
 	}
 }
 
@@ -334,8 +333,8 @@ func TestAdoptingTheExistingOperatorsStatusKeepsItsTimestamps(t *testing.T) {
 	if d.Changed || d.Current.String() != "2001:db8:c::/64" {
 		t.Fatalf("decision = %s changed=%v", d, d.Changed)
 	}
-	want := []api.HistoryEntry{
-		{Prefix: "2001:db8:c::/64", AcquiredAt: &prev.Conditions[0].LastTransitionTime, State: "active"},
+	want := []HistoryEntry{
+		{Prefix: "2001:db8:c::/64", AcquiredAt: prev.Conditions[0].LastTransitionTime, State: "active"},
 		prev.History[1], prev.History[0], // newest first, as written
 	}
 	if diff := cmp.Diff(want, d.History); diff != "" {

@@ -3,8 +3,6 @@ package decide
 import (
 	"cmp"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -112,9 +110,9 @@ type ballotWorld struct {
 	serial  int
 	honest  []*honestNode
 	liar    Node
-	ballot  *Ballot
+	ballot  *shell
 	m       api.Model
-	st      api.Status
+	st      Status
 	expires map[netip.Prefix]time.Time // the deadline a liveness check holds a drain to
 }
 
@@ -124,7 +122,7 @@ func newBallotWorld(n int) *ballotWorld {
 		w.honest = append(w.honest, &honestNode{view: map[netip.Prefix]heard{}})
 	}
 	w.router[routerPrefix(0)] = routed{preferred: true}
-	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	w.ballot = newShell(5*time.Minute, w.nodes, &noEvents{})
 	return w
 }
 
@@ -309,8 +307,8 @@ func (w *ballotWorld) step(t *testing.T) {
 	for _, h := range d.History {
 		if h.State == api.StateDraining {
 			exp := time.Unix(1<<40, 0)
-			if h.ExpiresAt != nil {
-				exp = h.ExpiresAt.Time
+			if !h.ExpiresAt.IsZero() {
+				exp = h.ExpiresAt
 			}
 			w.expires[netip.MustParsePrefix(h.Prefix)] = exp
 		}
@@ -336,7 +334,7 @@ func (w *ballotWorld) heardByAll() bool {
 
 // honestCould says whether the liar, reporting as one of the honest nodes
 // does, or nothing, or not at all, would make the same change.
-func (w *ballotWorld) honestCould(prev api.Status, reports []Report, honest map[string]digest.Node, want netip.Prefix) bool {
+func (w *ballotWorld) honestCould(prev Status, reports []Report, honest map[string]digest.Node, want netip.Prefix) bool {
 	i := slices.IndexFunc(reports, func(r Report) bool { return r.Node == w.liar.Name && !r.Pending })
 	if i < 0 {
 		return true // the liar did not vote: the honest nodes moved it

@@ -3,8 +3,6 @@ package decide
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
@@ -58,9 +58,9 @@ type pdWorld struct {
 	serial  int
 	honest  []*pdAgent
 	liar    *pdAgent
-	ballot  *Ballot
+	ballot  *shell
 	m       api.Model
-	st      api.Status
+	st      Status
 	rogue   bool // a second server answers Solicits
 }
 
@@ -109,7 +109,7 @@ func newPDWorld(n int, liarFirst bool) *pdWorld {
 	for i := range n {
 		w.honest = append(w.honest, &pdAgent{name: fmt.Sprintf("h%d", i), honest: true, reported: true})
 	}
-	w.ballot = New(5*time.Minute, w.nodes, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	w.ballot = newShell(5*time.Minute, w.nodes, &noEvents{})
 	return w
 }
 
@@ -221,21 +221,23 @@ func cmpString(a, b string) int {
 }
 
 // pdStatus is the status the writer would write from d.
-func pdStatus(d Decision) api.Status {
+func pdStatus(d Decision) Status {
 	st := status(d)
 	st.DHCPv6PD = d.Confirm.Status(d.PDClient)
 	return st
 }
 
 // stored is live after the writer's status patch for st is merged into it as
-// the API server merges it (RFC 7386): what the next pass reads.
-func stored(t *testing.T, live, st api.Status) api.Status {
+// the API server merges it (RFC 7386): what the next pass reads. The
+// statuses go to and from their served form (api.Status) as the writer's
+// render.Status and render.Prior convert them.
+func stored(t *testing.T, live, st Status) Status {
 	t.Helper()
-	patch, err := api.StatusPatch(live, st)
+	patch, err := api.StatusPatch(served(live), served(st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, _ := json.Marshal(live)
+	from, _ := json.Marshal(served(live))
 	p, _ := json.Marshal(patch)
 	merged, err := jsonpatch.MergePatch(from, p)
 	if err != nil {
@@ -245,7 +247,39 @@ func stored(t *testing.T, live, st api.Status) api.Status {
 	if err := json.Unmarshal(merged, &got); err != nil {
 		t.Fatal(err)
 	}
-	return got
+	return plain(got)
+}
+
+// served is st as the API serves it: the fields the PD world writes.
+func served(st Status) api.Status {
+	out := api.Status{CurrentPrefix: st.CurrentPrefix, PrefixSource: st.PrefixSource, DHCPv6PD: st.DHCPv6PD}
+	at := func(t time.Time) *metav1.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &metav1.Time{Time: t}
+	}
+	for _, h := range st.History {
+		out.History = append(out.History, api.HistoryEntry{Prefix: h.Prefix, State: h.State,
+			AcquiredAt: at(h.AcquiredAt), DeprecatedAt: at(h.DeprecatedAt), ExpiresAt: at(h.ExpiresAt)})
+	}
+	return out
+}
+
+// plain is the served status st read back.
+func plain(st api.Status) Status {
+	out := Status{CurrentPrefix: st.CurrentPrefix, PrefixSource: st.PrefixSource, DHCPv6PD: st.DHCPv6PD}
+	at := func(t *metav1.Time) time.Time {
+		if t == nil {
+			return time.Time{}
+		}
+		return t.Time
+	}
+	for _, h := range st.History {
+		out.History = append(out.History, HistoryEntry{Prefix: h.Prefix, State: h.State,
+			AcquiredAt: at(h.AcquiredAt), DeprecatedAt: at(h.DeprecatedAt), ExpiresAt: at(h.ExpiresAt)})
+	}
+	return out
 }
 
 func (w *pdWorld) run(t *testing.T, s *[]byte) {

@@ -106,7 +106,7 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 
 // confirm names the client and the confirmer and judges their agreement:
 // the client clientNode picks, unless a disagreement outlived ConfirmWithin.
-func confirm(m api.Model, prev api.Status, reports []Report, now time.Time) (string, Confirmation) {
+func confirm(m api.Model, prev Status, reports []Report, now time.Time) (string, Confirmation) {
 	client := clientNode(m, prev, reports)
 	var c Confirmation
 	var was dynamicprefix.DHCPv6PDStatus

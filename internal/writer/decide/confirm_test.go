@@ -42,43 +42,43 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		m       api.Model
-		prev    api.Status
+		prev    Status
 		digests []string // nodes a, b, c
 		at      time.Duration
 		current string
 		pd      *dynamicprefix.DHCPv6PDStatus
 	}{
-		{"the client's delegation, offered alike, is adopted", pd(), api.Status{},
+		{"the client's delegation, offered alike, is adopted", pd(), Status{},
 			[]string{real, offered, nothing}, 0, current, roles("a", "b", "", time.Time{})},
-		{"a forged delegation the confirmer does not offer is not", pd(), api.Status{},
+		{"a forged delegation the confirmer does not offer is not", pd(), Status{},
 			[]string{forged, offered, nothing}, 0, "", roles("a", "b", "2001:db8:bad::/56", t0)},
-		{"a silent confirmer confirms nothing", pd(), api.Status{},
+		{"a silent confirmer confirms nothing", pd(), Status{},
 			[]string{real, nothing, nothing}, 0, "", roles("a", "b", current, t0)},
-		{"the client's word for the current prefix needs no confirmation", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
+		{"the client's word for the current prefix needs no confirmation", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "b", current, t0)},
-		{"a renumbering the client withholds is reported", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
+		{"a renumbering the client withholds is reported", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
 			[]string{real, offeredB, nothing}, 0, current, roles("a", "b", current, t0)},
-		{"a new claim keeps the disagreement's start and first claim", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+		{"a new claim keeps the disagreement's start and first claim", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", current, t0)},
-		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{real, offeredB, nothing}, later, current, backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56")},
-		{"a second node offered alike takes the client over, and the third confirms", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+		{"a second node offered alike takes the client over, and the third confirms", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
 			[]string{real, nothing, offeredB}, 0, current, roles("c", "b", "", time.Time{})}, // neither holds nor is offered anything yet
-		{"a second node offered another does not", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+		{"a second node offered another does not", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
 			[]string{real, nothing, offeredB}, 0, current, backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
-		{"a second node already offered alike takes the client over on the next pass", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+		{"a second node already offered alike takes the client over on the next pass", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{real, offeredB, offeredB}, later, current, backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
-		{"past the bound a silent confirmer is replaced", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
+		{"past the bound a silent confirmer is replaced", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
-		{"the rotation wraps by name", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
+		{"the rotation wraps by name", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
 			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
-		{"nodeNames naming one node trusts it", pd("a"), api.Status{},
+		{"nodeNames naming one node trusts it", pd("a"), Status{},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
-		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), api.Status{},
+		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), Status{},
 			[]string{forged, nothing, nothing}, 0, "", roles("a", "", "2001:db8:bad::/56", t0)},
-		{"one eligible node, never a second: nobody to confirm", pd(), api.Status{},
+		{"one eligible node, never a second: nobody to confirm", pd(), Status{},
 			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
-		{"once confirmed, one node left does not decide alone", pd(), api.Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
+		{"once confirmed, one node left does not decide alone", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
 			[]string{realB}, 0, current, roles("a", "b", "2001:db8:b00::/56", t0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	r := reports(t, "v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer")
-	st := pdStatus(For(m, api.Status{}, r, t0))
+	st := pdStatus(For(m, Status{}, r, t0))
 	again := pdStatus(For(m, st, r, t0.Add(time.Hour)))
 	if diff := cmp.Diff(st, again); diff != "" {
 		t.Errorf("an hour later (-first +again):\n%s", diff)
@@ -117,7 +117,7 @@ func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
 // its source stays dhcpv6-pd.
 func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
-	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	prev := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	d := For(m, prev, reports(t, "v1;wan=2001:db8:bad::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer"), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Unreported || d.Source != "dhcpv6-pd" || !d.Confirm.Disagrees() {
 		t.Errorf("%s unreported=%v source %s disagrees=%v", d, d.Unreported, d.Source, d.Confirm.Disagrees())
@@ -131,7 +131,7 @@ func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 // again at once, for as long as they disagree.
 func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
-	st := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+	st := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	for _, c := range []struct {
 		name    string
@@ -162,7 +162,7 @@ func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
 func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	const cur = "2001:db8:a00::/56"
-	st := api.Status{CurrentPrefix: cur, PrefixSource: "dhcpv6-pd",
+	st := Status{CurrentPrefix: cur, PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	held, offered, forged, none := "v1;wan="+cur+" p pd", "v1;wan="+cur+" p offer", "v1;wan=2001:db8:bad::/56 p offer", "v1;wan="
 	for _, step := range []struct {
@@ -191,7 +191,7 @@ func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
 // offers the confirmer only the binding it has now).
 func TestAReplacedDelegationDrains(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
-	prev := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+	prev := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	r := reports(t, "v1;wan=2001:db8:a00::/56 d3600 pd,2001:db8:b00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer", "v1;wan=")
 	d1 := For(m, prev, r, t0)
@@ -211,7 +211,7 @@ func TestAReplacedDelegationDrains(t *testing.T) {
 // once the new client holds a delegation, the usual rules apply.
 func TestAHandoverDoesNotReportTheCurrentPrefixMissing(t *testing.T) {
 	m := model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
-	moved := api.Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
+	moved := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "b", ConfirmerNode: "c"}}
 	for _, c := range []struct {
 		name       string

@@ -1,8 +1,6 @@
 package decide
 
 import (
-	"io"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,19 +18,19 @@ const onX = "v1;eth0=2001:db8:bad::/64 p ra"
 
 func TestOneNodeDoesNotAdoptTheFirstPrefix(t *testing.T) {
 	empty := "v1;eth0="
-	if d := For(model(eth0()), api.Status{}, reports(t, onX, empty, empty), t0); d.Current.IsValid() {
+	if d := For(model(eth0()), Status{}, reports(t, onX, empty, empty), t0); d.Current.IsValid() {
 		t.Errorf("one node of three adopted %s", d.Current)
 	}
-	if d := For(model(eth0()), api.Status{}, reports(t, onX, onX, empty), t0); d.Current.String() != "2001:db8:bad::/64" {
+	if d := For(model(eth0()), Status{}, reports(t, onX, onX, empty), t0); d.Current.String() != "2001:db8:bad::/64" {
 		t.Errorf("two of three: %s, want adopted", d)
 	}
-	if d := For(model(eth0()), api.Status{}, reports(t, onX), t0); !d.Current.IsValid() {
+	if d := For(model(eth0()), Status{}, reports(t, onX), t0); !d.Current.IsValid() {
 		t.Errorf("a one-node cluster's only node: %s, want adopted", d)
 	}
 }
 
 func TestOneNodeDoesNotMoveACurrentPrefixNobodyPrefers(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	// The router went quiet and A is deprecated everywhere; one node says X.
 	deprecated := "v1;eth0=2001:db8:a::/64 d600 ra"
 	hostile := "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:bad::/64 p ra"
@@ -45,20 +43,20 @@ func TestOneNodeDoesNotMoveACurrentPrefixNobodyPrefers(t *testing.T) {
 }
 
 func TestAReplacedPrefixDrainsForWhatTheMajorityReports(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	huge := "v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra"
 	d := For(model(eth0()), st, reports(t, huge, onB, onB), t0.Add(time.Minute))
-	if !d.Changed || len(d.History) != 2 || d.History[1].ExpiresAt == nil {
+	if !d.Changed || len(d.History) != 2 || d.History[1].ExpiresAt.IsZero() {
 		t.Fatalf("history %+v", d.History)
 	}
-	if got, want := d.History[1].ExpiresAt.Time, t0.Add(time.Minute+600*time.Second); !got.Equal(want) {
+	if got, want := d.History[1].ExpiresAt, t0.Add(time.Minute+600*time.Second); !got.Equal(want) {
 		t.Errorf("A drains until %s, want %s (600 s, what two of three report)", got, want)
 	}
 }
 
 func TestOnlyTheClientNodesDelegationCounts(t *testing.T) {
 	pd := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
-	client := api.Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a"}}
+	client := Status{DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a"}}
 	real := "v1;wan=2001:db8:a00::/56 p pd"
 	forged := "v1;wan=2001:db8:bad::/56 p pd"
 	confirmer := "v1;wan=2001:db8:a00::/56 p offer,2001:db8:bad::/56 p pd"
@@ -73,12 +71,12 @@ func TestOnlyTheClientNodesDelegationCounts(t *testing.T) {
 
 func TestConflictingNodesAreListed(t *testing.T) {
 	conflict := "v1;eth0 conflict=2001:db8:a::/64 p ra"
-	d := For(model(eth0()), api.Status{}, reports(t, onA, conflict, conflict), t0)
+	d := For(model(eth0()), Status{}, reports(t, onA, conflict, conflict), t0)
 	if !slices.Equal(d.Conflicting, []string{"b", "c"}) || d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("conflicting %v, current %s", d.Conflicting, d.Current)
 	}
 	other := "v1;eth0=2001:db8:a::/64 p ra;eth1 conflict="
-	if d := For(model(eth0()), api.Status{}, reports(t, other), t0); len(d.Conflicting) != 0 {
+	if d := For(model(eth0()), Status{}, reports(t, other), t0); len(d.Conflicting) != 0 {
 		t.Errorf("a conflict on a link the DynamicPrefix does not follow: %v", d.Conflicting)
 	}
 }
@@ -88,7 +86,7 @@ func TestConflictingNodesAreListed(t *testing.T) {
 func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
 	host := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeHost}}}
 	holds, empty := "v1;wan=2001:db8:a00::/56 p pd", "v1;wan="
-	if d := For(model(host), api.Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
+	if d := For(model(host), Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
 		t.Errorf("%s: want the one node's delegation adopted", d)
 	}
 }
@@ -98,7 +96,7 @@ func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
 // none - keeps it draining no longer than the other nodes' reports support:
 // not at all when they no longer report it, until they stop when they do.
 func TestOneNodeDoesNotKeepAReplacedPrefixDraining(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	for _, forged := range []string{
 		"v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra",
 		"v1;eth0=2001:db8:a::/64 d ra,2001:db8:b::/64 p ra",
@@ -111,7 +109,7 @@ func TestOneNodeDoesNotKeepAReplacedPrefixDraining(t *testing.T) {
 		// The router deprecated A for 600 s: it drains until the honest
 		// nodes stop reporting it, and no longer.
 		d = For(model(eth0()), st, reports(t, forged, onB, onB), t0.Add(time.Minute))
-		if a := d.History[1]; a.State != api.StateDraining || a.ExpiresAt == nil || !a.ExpiresAt.Time.Equal(t0.Add(11*time.Minute)) {
+		if a := d.History[1]; a.State != api.StateDraining || a.ExpiresAt.IsZero() || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
 			t.Errorf("%s beside two nodes reporting 600 s: A %+v, want draining until 600 s after the change", forged, a)
 		}
 		d = For(model(eth0()), status(d), reports(t, forged, onlyB, onlyB), t0.Add(5*time.Minute))
@@ -121,7 +119,7 @@ func TestOneNodeDoesNotKeepAReplacedPrefixDraining(t *testing.T) {
 	}
 	// One honest node silent about A does not end a drain the others report.
 	d := For(model(eth0()), st, reports(t, onlyB, onB, onB), t0.Add(time.Minute))
-	if a := d.History[1]; a.State != api.StateDraining || !a.ExpiresAt.Time.Equal(t0.Add(11*time.Minute)) {
+	if a := d.History[1]; a.State != api.StateDraining || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
 		t.Errorf("one node silent about A: %+v, want draining for the 600 s two of three report", a)
 	}
 	if d := For(model(eth0()), status(d), reports(t, onlyB, onB, onB), t0.Add(5*time.Minute)); d.History[1].State != api.StateDraining {
@@ -139,15 +137,15 @@ func TestOneNodeDoesNotAdoptBeforeTheOthersReport(t *testing.T) {
 		}
 		return rs
 	}
-	if d := For(model(eth0()), api.Status{}, awaited(reports(t, onX), "b", "c"), t0); d.Current.IsValid() || d.Pending != 2 {
+	if d := For(model(eth0()), Status{}, awaited(reports(t, onX), "b", "c"), t0); d.Current.IsValid() || d.Pending != 2 {
 		t.Errorf("one node, two awaited: %s (%d awaited), want nothing adopted", d, d.Pending)
 	}
-	if d := For(model(eth0()), api.Status{}, awaited(reports(t, onA, onA), "c"), t0); d.Current.String() != "2001:db8:a::/64" {
+	if d := For(model(eth0()), Status{}, awaited(reports(t, onA, onA), "c"), t0); d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("two of three: %s, want adopted", d)
 	}
 	// An awaited node counts toward nothing else: a current prefix moves
 	// and drains as before.
-	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	if d := For(model(eth0()), st, awaited(reports(t, onB, onB, onB), "d", "e", "f", "g"), t0.Add(time.Minute)); !d.Changed ||
 		d.History[1].State != api.StateDraining {
 		t.Errorf("a renumbering beside four awaited nodes: %s, history %+v", d, d.History)
@@ -157,7 +155,7 @@ func TestOneNodeDoesNotAdoptBeforeTheOthersReport(t *testing.T) {
 // Where the router offers two prefixes, the node that tips the tie between
 // them does not move the current one: a majority still prefers it.
 func TestOneNodeDoesNotFlipBetweenTwoOfferedPrefixes(t *testing.T) {
-	st := status(For(model(eth0()), api.Status{}, reports(t, onBA, onBA, onBA), t0))
+	st := status(For(model(eth0()), Status{}, reports(t, onBA, onBA, onBA), t0))
 	if st.CurrentPrefix != "2001:db8:a::/64" {
 		t.Fatalf("first adoption: %s", st.CurrentPrefix)
 	}
@@ -171,7 +169,7 @@ func TestOneNodeDoesNotFlipBetweenTwoOfferedPrefixes(t *testing.T) {
 func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	store := nodes{"a": node("a", onX, ""), "b": {Name: "b"}, "down": {Name: "down", NotReadySince: "2026-11-21T11:00:00Z"}}
-	r := New(5*time.Minute, store.list, slog.New(slog.NewTextHandler(io.Discard, nil)), &noEvents{})
+	r := newShell(5*time.Minute, store.list, &noEvents{})
 	awaited := func(at time.Time) ([]string, time.Time) {
 		got, wake := r.Reports(at)
 		var out []string
@@ -199,7 +197,7 @@ func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
 // where the DynamicPrefix follows no delegation there (found by FuzzBallot).
 func TestOneNodeCannotClaimTheDelegationException(t *testing.T) {
 	forged, empty := "v1;eth0=2001:db8:bad::/64 p ra+pd", "v1;eth0="
-	if d := For(model(eth0()), api.Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
+	if d := For(model(eth0()), Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
 		t.Errorf("one node's ra+pd adopted %s on a DynamicPrefix following RAs alone", d.Current)
 	}
 }
@@ -218,7 +216,7 @@ func TestASecondRoutersPrefixDoesNotWinTheRenumberingTie(t *testing.T) {
 		rogueGone  = "v1;eth0=2001:db8:a::/64 d540 ra+addr,2001:db8:b::/64 p ra+addr"
 	)
 	m := model(eth0())
-	st := status(For(m, status(For(m, api.Status{}, reports(t, onA, onA, onA), t0)), reports(t, withRogue, withRogue, withRogue), t0.Add(time.Minute)))
+	st := status(For(m, status(For(m, Status{}, reports(t, onA, onA, onA), t0)), reports(t, withRogue, withRogue, withRogue), t0.Add(time.Minute)))
 	if st.CurrentPrefix != "2001:db8:a::/64" {
 		t.Fatalf("the second router flipped a current prefix: %s", st.CurrentPrefix)
 	}

@@ -39,7 +39,7 @@ func answer(server string, p netip.Prefix, problem string, before ...netip.Prefi
 }
 
 func TestAgreeingServersAreFollowed(t *testing.T) {
-	d := For(model(byName()), api.Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0)
+	d := For(model(byName()), Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0)
 	if d.Current != pubA || d.Source != "dns" || d.Reporting != 3 || len(d.Dissent) != 0 {
 		t.Fatalf("decision %s, source %q, dissent %q", d, d.Source, d.Dissent)
 	}
@@ -50,7 +50,7 @@ func TestAgreeingServersAreFollowed(t *testing.T) {
 	if d.Current != pubB || !slices.Equal(d.Pooled, []netip.Prefix{pubB, pubA}) {
 		t.Fatalf("after the move: %s", d)
 	}
-	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(t0.Add(time.Hour+10*time.Minute)) {
+	if exp := d.History[1].ExpiresAt; exp.IsZero() || !exp.Equal(t0.Add(time.Hour+10*time.Minute)) {
 		t.Errorf("the replaced prefix drains until %v, want maxInterval from now (above its answers' TTL)", exp)
 	}
 	if want := []string{"s3: answers another prefix"}; !slices.Equal(d.Dissent, want) {
@@ -59,24 +59,24 @@ func TestAgreeingServersAreFollowed(t *testing.T) {
 	long := answer("s1", pubB, "", pubA)
 	long.Digest.Links[0].Prefixes[1].Remaining = 2 * time.Hour
 	d = For(model(byName()), st0(t), []Report{long, long, answer("s3", pubB, "")}, t0.Add(time.Hour))
-	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(t0.Add(3*time.Hour)) {
+	if exp := d.History[1].ExpiresAt; exp.IsZero() || !exp.Equal(t0.Add(3*time.Hour)) {
 		t.Errorf("the replaced prefix drains until %v, want its answers' TTL of 2h from now", exp)
 	}
 }
 
 // st0 is the status after every server answered A.
-func st0(t *testing.T) api.Status {
+func st0(t *testing.T) Status {
 	t.Helper()
-	return status(For(model(byName()), api.Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0))
+	return status(For(model(byName()), Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0))
 }
 
 func TestOneServerAloneMovesNothing(t *testing.T) {
 	two := byName()
 	two.Acquisition.DNS.Servers = two.Acquisition.DNS.Servers[:2]
-	if d := For(model(two), api.Status{}, []Report{answer("s1", pubX, ""), answer("s2", netip.Prefix{}, "no answer")}, t0); d.Current.IsValid() {
+	if d := For(model(two), Status{}, []Report{answer("s1", pubX, ""), answer("s2", netip.Prefix{}, "no answer")}, t0); d.Current.IsValid() {
 		t.Errorf("one answering server of two adopted %s", d.Current)
 	}
-	st := status(For(model(two), api.Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, "")}, t0))
+	st := status(For(model(two), Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, "")}, t0))
 	for _, tt := range []struct {
 		name    string
 		reports []Report
@@ -103,7 +103,7 @@ func TestAnAnswerOutsideTheFilterIsRejected(t *testing.T) {
 	s := byName()
 	s.Acquisition.PrefixFilter = &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8::/32"}}
 	out := netip.MustParsePrefix("2001:db9:1::/48")
-	d := For(model(s), api.Status{}, []Report{answer("s1", out, ""), answer("s2", out, ""), answer("s3", out, "")}, t0)
+	d := For(model(s), Status{}, []Report{answer("s1", out, ""), answer("s2", out, ""), answer("s3", out, "")}, t0)
 	if d.Current.IsValid() || len(d.Rejected) != 1 || d.Rejected[0].Nodes != 3 {
 		t.Errorf("decision %s, rejected %+v", d, d.Rejected)
 	}
@@ -111,24 +111,24 @@ func TestAnAnswerOutsideTheFilterIsRejected(t *testing.T) {
 
 func TestNodesAndServersNeverVoteForEachOther(t *testing.T) {
 	nodes := reports(t, "v1;dns=2001:db8:bad::/48 p ra+addr", "v1;dns=2001:db8:bad::/48 p ra+addr", "v1;eth0=2001:db8:bad::/48 p ra+addr")
-	if d := For(model(byName()), api.Status{}, nodes, t0); d.Current.IsValid() || d.Reporting != 0 {
+	if d := For(model(byName()), Status{}, nodes, t0); d.Current.IsValid() || d.Reporting != 0 {
 		t.Errorf("nodes' digests voted for a name: %s", d)
 	}
 	answers := []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}
-	if d := For(model(eth0()), api.Status{}, answers, t0); d.Current.IsValid() || d.Reporting != 0 {
+	if d := For(model(eth0()), Status{}, answers, t0); d.Current.IsValid() || d.Reporting != 0 {
 		t.Errorf("servers' answers voted for router advertisements: %s", d)
 	}
 }
 
 func TestAReplacedPrefixDrainsUntilItsDeadlineAlone(t *testing.T) {
-	st := status(For(model(byName()), api.Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0))
+	st := status(For(model(byName()), Status{}, []Report{answer("s1", pubA, ""), answer("s2", pubA, ""), answer("s3", pubA, "")}, t0))
 	// A new leader asked the servers afresh: nobody remembers A, nor its TTL.
 	now := t0.Add(time.Hour)
 	d := For(model(byName()), st, []Report{answer("s1", pubB, ""), answer("s2", pubB, ""), answer("s3", pubB, "")}, now)
 	if d.Current != pubB || len(d.History) != 2 || d.History[1].State != api.StateDraining {
 		t.Fatalf("after the move: %s, history %+v", d, d.History)
 	}
-	if exp := d.History[1].ExpiresAt; exp == nil || !exp.Time.Equal(now.Add(10*time.Minute)) {
+	if exp := d.History[1].ExpiresAt; exp.IsZero() || !exp.Equal(now.Add(10*time.Minute)) {
 		t.Errorf("A drains until %v, want maxInterval from now", exp)
 	}
 	st = status(d)
@@ -145,7 +145,7 @@ func TestAReplacedPrefixDrainsUntilItsDeadlineAlone(t *testing.T) {
 func TestADrainWithoutADeadlineEndsWhenAFollowedNameReplacesTheRouters(t *testing.T) {
 	// Following router advertisements, A was replaced by B with no lifetime
 	// known; then the spec follows a name that answers B.
-	st := api.Status{CurrentPrefix: pubB.String(), History: []api.HistoryEntry{
+	st := Status{CurrentPrefix: pubB.String(), History: []HistoryEntry{
 		{Prefix: pubB.String(), State: api.StateActive},
 		{Prefix: pubA.String(), State: api.StateDraining},
 	}}

@@ -1,5 +1,7 @@
 // The node rule (Ballot): which Nodes' digests vote, decoded once per
-// value, with a garbled digest or a vote that lapses reported once.
+// value, with a garbled digest or a vote that lapses noted once (Note): the
+// rule does no I/O, and the stage that owns side effects (controller.Ballot)
+// logs the notes, emits their events and counts them.
 //
 // A Node's digest votes while the Node exists and is Ready, or has not been
 // Ready for less than the grace. A Node with no Ready condition (no kubelet has
@@ -19,32 +21,19 @@ package decide
 
 import (
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/metrics"
 )
-
-var metricBadDigests = metrics.NewCounter("renumber_writer_invalid_digests_total", "Distinct garbled node digests ignored.")
-
-// Recorder emits Kubernetes events.
-type Recorder interface {
-	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
-}
 
 // Node is what the ballot reads of one Node (the Node cache keeps it so:
 // caches.NodeView).
 type Node struct {
 	Name string
-	UID  types.UID
+	UID  string
 	// Digest is the node's digest annotation; Reported says it has one.
 	Digest   string
 	Reported bool
@@ -56,19 +45,18 @@ type Node struct {
 	NotReadySince string
 }
 
-// Ballot applies the node rule to the Node cache.
+// Ballot is the node rule and what it remembers between passes: each
+// Node's digest decoded once per value, the garbled values and lapsed votes
+// already noted, and when each Node was first seen. It does no I/O and
+// takes no lock: the caller holds it (controller.Ballot) and reports the
+// notes it returns.
 type Ballot struct {
-	grace    time.Duration
-	nodes    func() []Node // the Node cache now
-	log      *slog.Logger
-	recorder Recorder
-
-	mu      sync.Mutex
+	grace   time.Duration
+	wait    time.Duration        // how long a Node without a digest is awaited
 	decoded map[string]decoded   // node -> its digest, decoded once per value
-	bad     map[string]string    // node -> garbled digest value already reported
+	bad     map[string]string    // node -> garbled digest value already noted
 	lapsed  map[string]bool      // nodes whose vote lapsed (not Ready past the grace)
 	first   map[string]time.Time // node -> when the ballot first saw it
-	wait    time.Duration        // how long a Node without a digest is awaited
 }
 
 // StartupWait is how long the ballot awaits a Node's first digest: the spread
@@ -77,18 +65,16 @@ const StartupWait = time.Minute
 
 // Await sets how long the ballot awaits a Node's first digest (the writer's
 // --node-startup-wait).
-func (b *Ballot) Await(d time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.wait = d
-}
+func (b *Ballot) Await(d time.Duration) { b.wait = d }
 
-// New returns a ballot over nodes; grace 0 turns the rule off (every digest
-// votes).
-func New(grace time.Duration, nodes func() []Node, log *slog.Logger, rec Recorder) *Ballot {
-	return &Ballot{grace: grace, nodes: nodes, log: log, recorder: rec,
-		decoded: map[string]decoded{}, bad: map[string]string{}, lapsed: map[string]bool{},
-		first: map[string]time.Time{}, wait: StartupWait}
+// Grace is how long a not-Ready Node's digest still votes (0: the rule is
+// off).
+func (b *Ballot) Grace() time.Duration { return b.grace }
+
+// New returns a ballot; grace 0 turns the rule off (every digest votes).
+func New(grace time.Duration) *Ballot {
+	return &Ballot{grace: grace, decoded: map[string]decoded{}, bad: map[string]string{},
+		lapsed: map[string]bool{}, first: map[string]time.Time{}, wait: StartupWait}
 }
 
 type decoded struct {
@@ -97,10 +83,29 @@ type decoded struct {
 	err   error
 }
 
+// NoteKind is what a Note tells.
+type NoteKind int
+
+const (
+	// Garbled: the Node's digest cannot be read (Note.Err says why); noted
+	// once per value.
+	Garbled NoteKind = iota + 1
+	// Lapsed: the Node is not Ready past the grace; its digest no longer
+	// votes.
+	Lapsed
+	// Votes: the Node whose vote lapsed is Ready again.
+	Votes
+)
+
+// Note is one change the ballot saw, to be reported once.
+type Note struct {
+	Kind NoteKind
+	Node Node
+	Err  error // Garbled: why
+}
+
 // decode decodes a node's digest, once per value.
 func (b *Ballot) decode(m Node) (digest.Node, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if d, ok := b.decoded[m.Name]; ok && d.value == m.Digest {
 		return d.node, d.err
 	}
@@ -122,12 +127,12 @@ type Vote struct {
 	Lapsed bool
 }
 
-// Reports returns the digests that vote at now, reporting garbled ones and
-// lapsed nodes once, then the Nodes still awaited (Pending), and when the next
-// vote lapses or wait ends (zero if none will).
-func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
-	nodes := b.nodes()
-	votes, wake := b.votes(nodes, now)
+// Reports returns the digests of nodes that vote at now, then the Nodes
+// still awaited (Pending), and when the next vote lapses or wait ends (zero
+// if none will); and what changed, noted once (garbled digests, lapsed
+// votes).
+func (b *Ballot) Reports(nodes []Node, now time.Time) ([]Report, time.Time, []Note) {
+	votes, wake, notes := b.Votes(nodes, now)
 	var out []Report
 	for _, v := range votes {
 		if v.Err == nil && !v.Lapsed {
@@ -138,15 +143,13 @@ func (b *Ballot) Reports(now time.Time) ([]Report, time.Time) {
 	if !until.IsZero() && (wake.IsZero() || until.Before(wake)) {
 		wake = until
 	}
-	return append(out, pending...), wake
+	return append(out, pending...), wake, notes
 }
 
 // awaited returns the Nodes without a digest still within StartupWait of
 // when the ballot first saw them, and not known to be not Ready, by name; and
 // when the first of those waits ends.
 func (b *Ballot) awaited(nodes []Node, now time.Time) ([]Report, time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []Report
 	var wake time.Time
 	for _, m := range nodes {
@@ -175,12 +178,11 @@ func (b *Ballot) awaited(nodes []Node, now time.Time) ([]Report, time.Time) {
 }
 
 // Votes returns every Node with a digest, by name, each with its decoded
-// digest or why it does not vote (reporting garbled digests and lapsed nodes
-// once), and when the next vote lapses (zero if none will).
-func (b *Ballot) Votes(now time.Time) ([]Vote, time.Time) { return b.votes(b.nodes(), now) }
-
-func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
+// digest or why it does not vote, when the next vote lapses (zero if none
+// will), and what changed, noted once (garbled digests, lapsed votes).
+func (b *Ballot) Votes(nodes []Node, now time.Time) ([]Vote, time.Time, []Note) {
 	var out []Vote
+	var notes []Note
 	var wake time.Time
 	reporting := 0
 	for _, m := range nodes {
@@ -190,8 +192,16 @@ func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
 		reporting++
 		lapse, notReady := b.lapse(m, now)
 		vote := Vote{Report: Report{Node: m.Name, NotReady: notReady}}
-		if b.noteLapse(m.Name, notReady && !now.Before(lapse)) {
-			// Decoded to be shown (kubectl renumber status), never reported.
+		lapsed := notReady && !now.Before(lapse)
+		if was := b.lapsed[m.Name]; lapsed && !was {
+			b.lapsed[m.Name] = true
+			notes = append(notes, Note{Kind: Lapsed, Node: m})
+		} else if !lapsed && was {
+			delete(b.lapsed, m.Name)
+			notes = append(notes, Note{Kind: Votes, Node: m})
+		}
+		if lapsed {
+			// Decoded to be shown (kubectl renumber status), never noted.
 			vote.Lapsed = true
 			vote.Digest, vote.Err = b.decode(m)
 			out = append(out, vote)
@@ -202,26 +212,18 @@ func (b *Ballot) votes(nodes []Node, now time.Time) ([]Vote, time.Time) {
 		}
 		vote.Digest, vote.Err = b.decode(m)
 		if vote.Err != nil {
-			b.mu.Lock()
-			seen := b.bad[m.Name] == m.Digest
-			b.bad[m.Name] = m.Digest
-			b.mu.Unlock()
-			if !seen {
-				metricBadDigests.Inc()
-				b.log.Warn("ignoring garbled digest", "node", m.Name, "err", vote.Err)
-				b.recorder.Event(nodeRef(m), true, "InvalidDigest", fmt.Sprintf("ignoring annotation %s: %v", digest.Annotation, vote.Err))
+			if b.bad[m.Name] != m.Digest {
+				notes = append(notes, Note{Kind: Garbled, Node: m, Err: vote.Err})
 			}
-			out = append(out, vote)
-			continue
+			b.bad[m.Name] = m.Digest
+		} else {
+			delete(b.bad, m.Name)
 		}
-		b.mu.Lock()
-		delete(b.bad, m.Name)
-		b.mu.Unlock()
 		out = append(out, vote)
 	}
 	b.forgetGone(nodes, reporting)
 	slices.SortFunc(out, func(a, b Vote) int { return strings.Compare(a.Node, b.Node) })
-	return out, wake
+	return out, wake, notes
 }
 
 // lapse returns when a not-Ready node's vote lapses (false when it is Ready or
@@ -238,32 +240,10 @@ func (b *Ballot) lapse(m Node, now time.Time) (time.Time, bool) {
 	return t.Add(b.grace), true
 }
 
-// noteLapse records whether node's vote has lapsed, logging the transitions,
-// and returns lapsed.
-func (b *Ballot) noteLapse(node string, lapsed bool) bool {
-	b.mu.Lock()
-	was := b.lapsed[node]
-	if lapsed {
-		b.lapsed[node] = true
-	} else {
-		delete(b.lapsed, node)
-	}
-	b.mu.Unlock()
-	switch {
-	case lapsed && !was:
-		b.log.Info("node not Ready past the grace period; its digest no longer votes", "node", node, "grace", b.grace)
-	case !lapsed && was:
-		b.log.Info("node Ready again; its digest votes", "node", node)
-	}
-	return lapsed
-}
-
 // forgetGone drops what is remembered of Nodes deleted or without a digest.
 // Every map holds only Nodes that reported a digest, so while none holds more
 // entries than Nodes report now (the usual pass) there is nothing to look for.
 func (b *Ballot) forgetGone(nodes []Node, reporting int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if len(b.decoded) <= reporting && len(b.lapsed) <= reporting && len(b.bad) <= reporting {
 		return
 	}
@@ -278,46 +258,25 @@ func (b *Ballot) forgetGone(nodes []Node, reporting int) {
 	maps.DeleteFunc(b.decoded, func(n string, _ decoded) bool { return !present[n] })
 }
 
-func nodeRef(m Node) *unstructured.Unstructured {
-	node := &unstructured.Unstructured{}
-	node.SetAPIVersion("v1")
-	node.SetKind("Node")
-	node.SetName(m.Name)
-	node.SetUID(m.UID)
-	return node
-}
+// Node states, as the writer's renumber_writer_nodes gauge counts them.
+const (
+	NodeReporting = "reporting" // a valid digest
+	NodeMissing   = "missing"   // no digest annotation
+	NodeInvalid   = "invalid"   // a garbled digest
+	NodeNotReady  = "not-ready" // not Ready past the grace: not voting
+)
 
-func (b *Ballot) isLapsed(node string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.lapsed[node]
-}
-
-var descNodes = &metrics.Desc{Name: "renumber_writer_nodes", Type: "gauge", Labels: []string{"state"},
-	Help: "Nodes by digest state: reporting (valid digest), missing (no digest annotation), invalid, not-ready (not Ready past the grace: not voting)."}
-
-// Collectors returns this package's metrics: the counter, and the ballot's
-// gauge computed from the cache at scrape time (no series outlives its Node).
-func (b *Ballot) Collectors() []metrics.Collector { return []metrics.Collector{metricBadDigests, b} }
-
-// Collect reports Nodes by digest state.
-func (b *Ballot) Collect(w *metrics.Writer) {
-	counts := map[string]float64{"reporting": 0, "missing": 0, "invalid": 0, "not-ready": 0}
-	for _, m := range b.nodes() {
-		if !m.Reported {
-			counts["missing"]++
-			continue
-		}
-		switch _, err := b.decode(m); {
-		case b.isLapsed(m.Name):
-			counts["not-ready"]++
-		case err != nil:
-			counts["invalid"]++
-		default:
-			counts["reporting"]++
-		}
+// State is m's state as the ballot last judged it (decoding its digest
+// once, as a pass would).
+func (b *Ballot) State(m Node) string {
+	if !m.Reported {
+		return NodeMissing
 	}
-	for state, n := range counts {
-		w.Sample(descNodes, n, state)
+	switch _, err := b.decode(m); {
+	case b.lapsed[m.Name]:
+		return NodeNotReady
+	case err != nil:
+		return NodeInvalid
 	}
+	return NodeReporting
 }

@@ -2,18 +2,48 @@ package decide
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// noEvents counts the garbled digests the ballot notes: each one the
+// writer's shell reports as an event (controller.Ballot).
 type noEvents struct{ n int }
 
-func (e *noEvents) Event(*unstructured.Unstructured, bool, string, string) { e.n++ }
+func (e *noEvents) note(notes []Note) {
+	for _, n := range notes {
+		if n.Kind == Garbled {
+			e.n++
+		}
+	}
+}
+
+// shell is the ballot over a Node cache the test edits, as the writer's
+// shell runs it: each call reads the cache and reports the notes.
+type shell struct {
+	*Ballot
+	nodes func() []Node
+	ev    *noEvents
+}
+
+func newShell(grace time.Duration, nodes func() []Node, ev *noEvents) *shell {
+	return &shell{Ballot: New(grace), nodes: nodes, ev: ev}
+}
+
+func (s *shell) Reports(now time.Time) ([]Report, time.Time) {
+	out, wake, notes := s.Ballot.Reports(s.nodes(), now)
+	s.ev.note(notes)
+	return out, wake
+}
+
+func (s *shell) Votes(now time.Time) ([]Vote, time.Time) {
+	out, wake, notes := s.Ballot.Votes(s.nodes(), now)
+	s.ev.note(notes)
+	return out, wake
+}
+
+func (b *Ballot) isLapsed(node string) bool { return b.lapsed[node] }
 
 // nodes is a Node cache the test edits.
 type nodes map[string]Node
@@ -34,7 +64,7 @@ func TestNodeRule(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	ev := &noEvents{}
 	store := nodes{}
-	r := New(5*time.Minute, store.list, slog.New(slog.NewTextHandler(io.Discard, nil)), ev)
+	r := newShell(5*time.Minute, store.list, ev)
 	const a = "v1;eth0=2001:db8:a::/64 p ra+addr"
 	for _, n := range []Node{
 		node("fresh", a, ""), // no kubelet report yet (or Ready): votes

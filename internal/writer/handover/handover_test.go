@@ -17,6 +17,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // operatorPools is how the existing operator reads a status (its pool sync,
@@ -58,8 +59,8 @@ func ours(t *testing.T, maxHistory int) (api.Status, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := decide.For(m, st, []decide.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
-		st = api.Status{CurrentPrefix: d.Current.String(), History: d.History,
+		d := decide.For(m, render.Prior(st), []decide.Report{{Node: "n", Digest: n}}, t0.Add(time.Duration(i)*time.Minute))
+		st = api.Status{CurrentPrefix: d.Current.String(), History: render.History(m, d.History),
 			Conditions: []metav1.Condition{{Type: decide.PrefixAcquired, Status: "True", LastTransitionTime: metav1.NewTime(t0)}}}
 		pooled = pooled[:0]
 		for _, p := range d.Pooled {

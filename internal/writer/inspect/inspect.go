@@ -21,6 +21,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/permit"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Input is what a report is built from, as values.
@@ -28,7 +29,7 @@ type Input struct {
 	Now             time.Time
 	DynamicPrefixes []*unstructured.Unstructured
 	// Votes are the Nodes with a digest, as the writer's ballot judges them
-	// (decide.Ballot.Votes).
+	// (controller.Ballot.Votes).
 	Votes []decide.Vote
 	// Answers are, for each DynamicPrefix following a DNS name, its servers'
 	// reports (resolve.Sources.Prime), by its name.
@@ -178,7 +179,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		slices.SortFunc(out.Votes, func(a, b Vote) int { return cmp.Compare(a.Node, b.Node) })
 	}
 
-	d := decide.For(m, dp.Status, reports, in.Now)
+	d := decide.For(m, render.Prior(dp.Status), reports, in.Now)
 	for _, rej := range d.Rejected {
 		out.Rejected = append(out.Rejected, Rejected{Prefix: rej.Prefix.String(), Reason: rej.Reason, Nodes: rej.Nodes})
 	}

@@ -2,8 +2,6 @@ package inspect
 
 import (
 	"bytes"
-	"io"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -35,14 +33,9 @@ func node(name, annotation string) decide.Node {
 
 // votes judges nodes with the writer's own ballot (grace one minute).
 func votes(nodes ...decide.Node) []decide.Vote {
-	b := decide.New(time.Minute, func() []decide.Node { return nodes }, slog.New(slog.NewTextHandler(io.Discard, nil)), noEvents{})
-	v, _ := b.Votes(now)
+	v, _, _ := decide.New(time.Minute).Votes(nodes, now)
 	return v
 }
-
-type noEvents struct{}
-
-func (noEvents) Event(*unstructured.Unstructured, bool, string, string) {}
 
 func encode(t *testing.T, ps ...digest.Prefix) string {
 	t.Helper()

@@ -54,7 +54,7 @@ func TestAFlappingNodeWritesTheStatusOncePerEpisode(t *testing.T) {
 				for i, s := range digests {
 					rs = append(rs, decide.Report{Node: string(rune('a' + i)), Digest: dec(s)})
 				}
-				d := decide.For(m, dp.Status, rs, at)
+				d := decide.For(m, Prior(dp.Status), rs, at)
 				st := Status(dp, m, d, Problems{}, at)
 				if StatusEqual(st, dp.Status) {
 					return false

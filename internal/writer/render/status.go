@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -65,7 +64,7 @@ func Status(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, n
 	prev := dp.Status
 	st := api.Status{
 		PrefixSource:       d.Source,
-		History:            delegations(m, d.History),
+		History:            History(m, d.History),
 		ObservedGeneration: dp.Generation,
 		// LeaseExpiresAt stays empty: a lease derived from the RAs would
 		// change on every RA (a write each time), and the one the existing
@@ -232,21 +231,6 @@ func StatusEqual(a, b api.Status) bool {
 	ja, err1 := json.Marshal(normal(a))
 	jb, err2 := json.Marshal(normal(b))
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
-}
-
-// delegations names, in a copy of history, the delegation each prefix is part
-// of (none without delegatedPrefixLength): the writer's admission policy lets
-// it write subnets of a draining prefix's delegation only while its status
-// names it.
-func delegations(m api.Model, history []api.HistoryEntry) []api.HistoryEntry {
-	out := slices.Clone(history)
-	for i := range out {
-		out[i].DelegatedPrefix = ""
-		if p, err := netip.ParsePrefix(out[i].Prefix); err == nil {
-			out[i].DelegatedPrefix = namedDelegation(m, p)
-		}
-	}
-	return out
 }
 
 // namedDelegation is the delegation a status names for p: p shortened to

@@ -37,7 +37,9 @@
 //     names no lifetime), or until maxPrefixHistory newer prefixes pushed it
 //     out. Silence is a vote: one node reporting it, with any lifetime or none,
 //     cannot keep it draining. A delegation's voters are the nodes that hold
-//     one (where a DHCPv6 client runs).
+//     one (where a DHCPv6 client runs); with the agents' own client, its
+//     deadline is capped by the shortest valid lifetime a confirmer heard
+//     the server state for it while current (confirm.go).
 //   - Nodes whose agents hear one router address contradict itself are listed
 //     (Conflicting): their digests carry the last agreed prefixes.
 //   - A DynamicPrefix following a DNS name (acquisition.dns) counts the

@@ -22,6 +22,12 @@
 //     reaches it; with three eligible nodes or more the rotation reaches two
 //     honest ones, who agree. With two, a liar stalls the delegation (the
 //     current prefix holds), reported, and nothing it says is adopted.
+//   - A replaced delegation: nothing confirms it (the server offers only
+//     the binding it has now), so the client's word that it is deprecated
+//     counts, up to the deadline frozen at the renumbering - capped by the
+//     shortest valid lifetime a confirmer heard the server state for it
+//     while it was current (dhcpv6pd.validLifetime; the client's word
+//     alone kept it for ever).
 //   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
 //     admin trusts it), or nodeNames is empty, one node is eligible and
 //     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
@@ -112,12 +118,12 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // stated keeps c.valid for current: what the status held while current
 // stays (prevValid), lowered by what the confirmer is offered for it now
 // (the one named, and the one the status named before: a rotation in this
-// pass does not lose what the last one heard). The client's word never
-// enters it. The shortest, not the last: a liar
-// named confirmer while current, and client when it is replaced, cannot
-// raise what an honest confirmer heard (it can lower it, ending the drain
-// early, as the client's silence about it already can). An infinite
-// lifetime bounds nothing and is left out.
+// pass does not lose what the last one heard). What the client holds never
+// enters it. The shortest, not the last: a liar named confirmer while the
+// prefix is current, and client when it is replaced, cannot raise what an
+// honest confirmer heard (it can lower it, ending the drain early, as the
+// client's silence about it already can). An infinite lifetime bounds
+// nothing and is left out.
 func (c *Confirmation) stated(m api.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string) {
 	c.valid = 0
 	if current == prevCurrent {

@@ -12,6 +12,7 @@ import (
 // writer named it confirmer), until its valid lifetime ends.
 type offer struct {
 	prefix netip.Prefix
+	valid  time.Duration // as the server stated it in its Advertise
 	until  time.Time
 }
 
@@ -26,7 +27,7 @@ func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, remove
 			}
 			return
 		}
-		a.offers[link] = offer{prefix: p, until: at.Add(valid)}
+		a.offers[link] = offer{prefix: p, valid: valid, until: at.Add(valid)}
 	}
 }
 
@@ -63,7 +64,11 @@ func (a *Agent) markOffers(node *digest.Node, now time.Time) time.Time {
 		if i < 0 || total >= digest.MaxPrefixes {
 			continue
 		}
-		node.Links[i].Prefixes = append(node.Links[i].Prefixes, digest.Prefix{Prefix: o.prefix, Sources: digest.SourceOffer})
+		// With the valid lifetime the server stated (relative: the
+		// digest does not change while the server's answer does not),
+		// which bounds the delegation's drain once it is replaced.
+		valid := min(o.valid, digest.MaxLifetime*time.Second)
+		node.Links[i].Prefixes = append(node.Links[i].Prefixes, digest.Prefix{Prefix: o.prefix, Valid: valid, Sources: digest.SourceOffer})
 		total++
 		if next.IsZero() || o.until.Before(next) {
 			next = o.until

@@ -13,8 +13,9 @@ import (
 )
 
 // What the server offers this node's prober (it confirms another node's
-// delegation) is published with source offer, never pd, until the offer's
-// valid lifetime ends or the prober withdraws it.
+// delegation) is published with source offer, never pd, with the valid
+// lifetime the server stated (which bounds the delegation's drain once it is
+// replaced), until that lifetime ends or the prober withdraws it.
 func TestAnOfferIsPublishedApartFromDelegations(t *testing.T) {
 	a, rec, clk, _ := startWith(t, Config{}, "")
 	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
@@ -24,17 +25,21 @@ func TestAnOfferIsPublishedApartFromDelegations(t *testing.T) {
 
 	offered := netip.MustParsePrefix("2001:db8:a00::/56")
 	a.Offered("eth0", offered, time.Minute, false, clk.Now())
-	const withOffer = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p offer"
+	const withOffer = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p60 offer"
 	waitPublished(t, rec, clk, withOffer)
 	a.Offered("eth1", offered, time.Minute, false, clk.Now()) // a link not watched: nothing
 	clk.Step(time.Minute)                                     // the offer lapses unrepeated
 	waitPublished(t, rec, clk, plain)
 
 	a.Offered("eth0", offered, time.Hour, false, clk.Now())
-	waitPublished(t, rec, clk, withOffer)
+	const withHour = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p3600 offer"
+	waitPublished(t, rec, clk, withHour)
+	a.Offered("eth0", offered, 0xffffffff*time.Second, false, clk.Now()) // infinite: stated as such
+	const withInfinite = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p4294967295 offer"
+	waitPublished(t, rec, clk, withInfinite)
 	a.Offered("eth0", offered, 0, true, clk.Now()) // the prober stopped
 	waitPublished(t, rec, clk, plain)
-	if got := rec.values(); !slices.Equal(got, []string{plain, withOffer, plain, withOffer, plain}) {
+	if got := rec.values(); !slices.Equal(got, []string{plain, withOffer, plain, withHour, withInfinite, plain}) {
 		t.Errorf("published %q", got)
 	}
 }
@@ -56,7 +61,7 @@ func TestAFullDigestStillCarriesTheConfirmersOffer(t *testing.T) {
 	offered := netip.MustParsePrefix("2001:db8:a00::/56")
 	a.Offered("eth0", offered, time.Hour, false, clk.Now())
 	sync_(a)
-	waitPublishedWith(t, rec, clk, "the offer", func(v string) bool { return strings.Contains(v, offered.String()+" p offer") })
+	waitPublishedWith(t, rec, clk, "the offer", func(v string) bool { return strings.Contains(v, offered.String()+" p3600 offer") })
 }
 
 // An offer is no change of the link: the journal, which compares each
@@ -71,7 +76,7 @@ func TestAnOfferStandingLogsNothing(t *testing.T) {
 	gone := metricPrefixEvents.With("gone").Value()
 	offered := netip.MustParsePrefix("2001:db8:a00::/56")
 	a.Offered("eth0", offered, time.Hour, false, clk.Now())
-	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p offer")
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p3600 offer")
 	for range 5 { // evaluations while it stands
 		a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: time.Hour, Autonomous: true}})
 		sync_(a)

@@ -13,7 +13,10 @@
 // state is "p" (preferred) or "d" (deprecated), optionally followed by the valid
 // lifetime in seconds that remained when the prefix was first seen deprecated.
 // That number is frozen at the transition, so the value never changes while the
-// network does not: identical observations encode to identical bytes.
+// network does not: identical observations encode to identical bytes. An entry
+// whose only source is "offer" may follow "p" with the valid lifetime in
+// seconds the server stated in its Advertise ("p3600 offer"): relative, so the
+// value stays the same while the server's answer does.
 package digest
 
 import (
@@ -82,8 +85,18 @@ type Prefix struct {
 	// Remaining is the valid lifetime left when the prefix turned deprecated,
 	// truncated to seconds; zero when unknown or not deprecated.
 	Remaining time.Duration
-	Sources   Source
+	// Valid is, for an offer (Sources is SourceOffer alone, preferred),
+	// the valid lifetime the server stated in its Advertise, truncated to
+	// seconds; zero when unknown (an agent before it) or not an offer. The
+	// writer bounds the delegation's drain by it once it is replaced (a
+	// client's word alone would keep it as long as it says). Writers
+	// before it refuse the digest: upgrade the writer first.
+	Valid   time.Duration
+	Sources Source
 }
+
+// offerOnly reports whether p is an offer that may carry Valid.
+func (p Prefix) offerOnly() bool { return p.Sources == SourceOffer && !p.Deprecated }
 
 // Link is what one watched interface shows.
 type Link struct {
@@ -117,13 +130,18 @@ func (n Node) Canonical() Node {
 				p.Remaining = 0
 			}
 			p.Remaining = p.Remaining.Truncate(time.Second)
+			p.Valid = p.Valid.Truncate(time.Second)
 			if prev, ok := merged[p.Prefix]; ok {
 				p.Sources |= prev.Sources
 				p.Deprecated = p.Deprecated && prev.Deprecated
 				p.Remaining = max(p.Remaining, prev.Remaining)
+				p.Valid = max(p.Valid, prev.Valid)
 				if !p.Deprecated {
 					p.Remaining = 0
 				}
+			}
+			if !p.offerOnly() {
+				p.Valid = 0
 			}
 			merged[p.Prefix] = p
 		}
@@ -195,6 +213,9 @@ func Encode(n Node) (string, error) {
 				}
 			} else {
 				b.WriteString("p")
+				if p.Valid > 0 {
+					b.WriteString(strconv.FormatInt(int64(p.Valid/time.Second), 10))
+				}
 			}
 			b.WriteString(" ")
 			b.WriteString(p.Sources.String())
@@ -272,6 +293,12 @@ func parseEntry(e string) (Prefix, error) {
 	p := Prefix{Prefix: pfx}
 	switch st := fields[1]; {
 	case st == "p":
+	case strings.HasPrefix(st, "p"):
+		secs, err := strconv.ParseUint(st[1:], 10, 32)
+		if err != nil || secs == 0 {
+			return Prefix{}, fmt.Errorf("%w: entry %q: bad state %q", ErrInvalid, truncate(e), truncate(st))
+		}
+		p.Valid = time.Duration(secs) * time.Second
 	case st == "d":
 		p.Deprecated = true
 	case strings.HasPrefix(st, "d"):
@@ -308,6 +335,10 @@ func checkPrefix(p Prefix) error {
 		return fmt.Errorf("%w: %s has no known source", ErrInvalid, p.Prefix)
 	case p.Remaining < 0 || p.Remaining > MaxLifetime*time.Second:
 		return fmt.Errorf("%w: %s remaining lifetime out of range", ErrInvalid, p.Prefix)
+	case p.Valid < 0 || p.Valid > MaxLifetime*time.Second:
+		return fmt.Errorf("%w: %s valid lifetime out of range", ErrInvalid, p.Prefix)
+	case p.Valid > 0 && !p.offerOnly():
+		return fmt.Errorf("%w: %s states a valid lifetime, which only an offer carries", ErrInvalid, p.Prefix)
 	}
 	return nil
 }

@@ -34,9 +34,40 @@ func TestEncode(t *testing.T) {
 			want: "v1;wan=2001:db8:a00::/56 p pd",
 		},
 		{
-			name: "a delegation a server offered the confirmer",
+			name: "a delegation a server offered the confirmer (an agent before the offer's lifetime)",
 			in:   Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{{Prefix: pfx("2001:db8:a00::/56"), Sources: SourceOffer}}}}},
 			want: "v1;wan=2001:db8:a00::/56 p offer",
+		},
+		{
+			name: "an offer with the valid lifetime the server stated",
+			in: Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{
+				{Prefix: pfx("2001:db8:a00::/56"), Valid: time.Hour + 300*time.Millisecond, Sources: SourceOffer},
+			}}}},
+			want: "v1;wan=2001:db8:a00::/56 p3600 offer",
+		},
+		{
+			name: "an offer stating an infinite lifetime",
+			in: Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{
+				{Prefix: pfx("2001:db8:a00::/56"), Valid: MaxLifetime * time.Second, Sources: SourceOffer},
+			}}}},
+			want: "v1;wan=2001:db8:a00::/56 p4294967295 offer",
+		},
+		{
+			name: "a valid lifetime only an offer carries",
+			in: Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{
+				{Prefix: pfx("2001:db8:a00::/56"), Valid: time.Hour, Sources: SourcePD},
+				{Prefix: pfx("2001:db8:b00::/56"), Valid: time.Hour, Sources: SourcePD | SourceOffer},
+				{Prefix: pfx("2001:db8:c00::/56"), Valid: time.Hour, Deprecated: true, Sources: SourceOffer},
+			}}}},
+			want: "v1;wan=2001:db8:a00::/56 p pd,2001:db8:b00::/56 p pd+offer,2001:db8:c00::/56 d offer",
+		},
+		{
+			name: "one offer listed twice states the longer lifetime",
+			in: Node{Links: []Link{{Name: "wan", Prefixes: []Prefix{
+				{Prefix: pfx("2001:db8:a00::/56"), Valid: time.Minute, Sources: SourceOffer},
+				{Prefix: pfx("2001:db8:a00::/56"), Valid: time.Hour, Sources: SourceOffer},
+			}}}},
+			want: "v1;wan=2001:db8:a00::/56 p3600 offer",
 		},
 		{
 			name: "links and prefixes sorted, prefixes masked",
@@ -170,6 +201,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"conflict mark twice", "v1;eth0 conflict conflict="},
 		{"conflict mark alone", "v1; conflict="},
 		{"conflict mark misspelt", "v1;eth0 conflicts="},
+		{"a valid lifetime on a delegation held", "v1;wan=2001:db8:a00::/56 p3600 pd"},
+		{"a valid lifetime on an offer and more", "v1;wan=2001:db8:a00::/56 p3600 pd+offer"},
+		{"a valid lifetime on an RA prefix", "v1;eth0=2001:db8::/64 p3600 ra"},
+		{"zero valid lifetime", "v1;wan=2001:db8:a00::/56 p0 offer"},
+		{"valid lifetime with a leading zero", "v1;wan=2001:db8:a00::/56 p060 offer"},
+		{"valid lifetime past 2^32-1", "v1;wan=2001:db8:a00::/56 p4294967296 offer"},
+		{"signed valid lifetime", "v1;wan=2001:db8:a00::/56 p+60 offer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,7 +219,8 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"v1", "v1;eth0=", "v1;eth0=2001:db8:1::/64 p ra+addr,2001:db8:2::/64 d1800 ra;eth1=", "v1;eth0=2001:db8::/64 d addr", "v1;eth0 conflict=2001:db8::/64 p ra"} {
+	for _, s := range []string{"v1", "v1;eth0=", "v1;eth0=2001:db8:1::/64 p ra+addr,2001:db8:2::/64 d1800 ra;eth1=", "v1;eth0=2001:db8::/64 d addr", "v1;eth0 conflict=2001:db8::/64 p ra",
+		"v1;wan=2001:db8:a00::/56 p3600 offer", "v1;wan=2001:db8:a00::/56 p offer,2001:db8:b00::/56 p pd"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

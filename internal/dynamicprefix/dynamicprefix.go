@@ -144,6 +144,13 @@ type DHCPv6PDStatus struct {
 	// while the disagreement lasts; a confirmer offered it alike (a second
 	// node) takes the client over.
 	Backing string `json:"backing,omitempty"`
+	// ValidLifetime: the shortest valid lifetime (seconds) a confirmer
+	// heard the server state for the current prefix since it became
+	// current (an infinite one bounds nothing and is left out; 0: none
+	// heard). Once the delegation is replaced its drain ends by then,
+	// counted from the renumbering, whatever the client reports left of it
+	// (issue 42: the client's word alone kept it 136 years).
+	ValidLifetime int64 `json:"validLifetime,omitempty"`
 }
 
 type PrefixFilter struct {

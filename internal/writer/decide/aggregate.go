@@ -37,7 +37,9 @@
 //     names no lifetime), or until maxPrefixHistory newer prefixes pushed it
 //     out. Silence is a vote: one node reporting it, with any lifetime or none,
 //     cannot keep it draining. A delegation's voters are the nodes that hold
-//     one (where a DHCPv6 client runs).
+//     one (where a DHCPv6 client runs); with the agents' own client, its
+//     deadline is capped by the shortest valid lifetime a confirmer heard
+//     the server state for it while current (confirm.go).
 //   - Nodes whose agents hear one router address contradict itself are listed
 //     (Conflicting): their digests carry the last agreed prefixes.
 //   - A DynamicPrefix following a DNS name (acquisition.dns) counts the
@@ -332,6 +334,10 @@ func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 		slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 	}
 	d.Changed = d.Current != prevCurrent
+	prevValid, prevConfirmer := validLifetime(prev.DHCPv6PD) // stated for prevCurrent
+	if m.DHCPv6PD && m.PDClient {
+		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer)
+	}
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil && !(d.Current == prevCurrent && handover.holds())
 	switch t := seen[d.Current]; {
 	case !d.Current.IsValid():
@@ -353,7 +359,7 @@ func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 	// What a prefix has left as its voters report it, and whether it ends
 	// now. A delegation's voters are the nodes holding one; a name's
 	// prefix ends by its deadline alone while a server names it.
-	left := func(p netip.Prefix) (time.Duration, bool) {
+	drain := func(p netip.Prefix) (time.Duration, bool) {
 		switch t := seen[p]; {
 		case t == nil:
 			return 0, true
@@ -366,6 +372,18 @@ func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 			dr := t.drain(d.Reporting)
 			return dr, dr == 0
 		}
+	}
+	left := func(p netip.Prefix) (time.Duration, bool) {
+		dr, ends := drain(p)
+		if p == prevCurrent && d.Current != prevCurrent && m.DHCPv6PD && m.PDClient && prevValid > 0 && !ends {
+			// A delegation replaced now drains no longer than a
+			// confirmer heard the server state for it while current,
+			// whatever the client reports left of it: the client's
+			// word alone (2^32-1 s, or no lifetime) kept it in the
+			// pools for ever (issue 42, found by a red team).
+			dr = min(dr, prevValid)
+		}
+		return dr, ends
 	}
 	d.History, d.Wake = history(m.MaxHistory, prev, prevCurrent, d.Current, left, now, fallback)
 	if !d.Confirm.Since.IsZero() {

@@ -42,6 +42,12 @@ func FuzzBallot(f *testing.F) {
 	f.Add([]byte{0xc0, 5, 1, 1, 0, 3, 3, 4, 1, 4, 2, 3, 0, 10, 3})          // the liar takes over when h0 goes NotReady
 	f.Add([]byte{0xc2, 3, 4, 2, 3, 1, 3, 0, 30, 3, 1, 3, 5, 2, 0, 1, 4, 2}) // the liar confirms; the server renumbers
 	f.Add([]byte{0x83, 5, 1, 0, 0, 3, 1, 0, 255, 3, 0, 255, 3})             // the liar client withholds a renumbering
+	// The liar, first by name, is the client: the server renumbers, it
+	// reports the new delegation (offered alike) and the old one deprecated
+	// with 2^32-1 s left (before the offer's lifetime capped it: pooled
+	// 136 years).
+	f.Add([]byte{0x80, 5, 1, 0, 0, 3, 1, 3, 5, 2, 0, 0, 26, 4})
+	f.Add([]byte{0x80, 5, 1, 0, 0, 3, 1, 3, 5, 2, 0, 0, 2, 4}) // the same, the old one with no lifetime
 	// A rogue server starts once the delegation is current; past the bound
 	// the roles rotate, and with the liar taking no part, nobody backs
 	// anything (before the two-server rule: the rogue's offer, backed, took

@@ -40,6 +40,11 @@ import (
 //   - the decision never asks to be woken at or before now;
 //   - safety: the current prefix is one the server delegated at some time -
 //     nothing the liar writes, in any role, is adopted;
+//   - a replaced delegation drains no longer than the server stated: a
+//     delegation an honest confirmer was offered while it was current
+//     (the server states pdValid) is pooled, once replaced, with a deadline
+//     no later than pdValid after the renumbering - whatever the liar, as
+//     the client, says is left of it (2^32-1 s, or no lifetime);
 //   - a binding nobody renewed (the liar as client) lapses, and once an
 //     honest confirmer is offered the next, the lapse is reported (the
 //     status names a disagreement) while the lapsed prefix is current;
@@ -62,6 +67,9 @@ type pdWorld struct {
 	m       api.Model
 	st      Status
 	rogue   bool // a second server answers Solicits
+	// stated: delegations an honest confirmer was offered while they were
+	// current (the server stated pdValid for each).
+	stated map[netip.Prefix]bool
 }
 
 type pdAgent struct {
@@ -97,7 +105,7 @@ func serverPrefix(i int) netip.Prefix {
 }
 
 func newPDWorld(n int, liarFirst bool) *pdWorld {
-	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}}
+	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}, stated: map[netip.Prefix]bool{}}
 	w.m = model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	w.bind = serverPrefix(0)
 	w.gave[w.bind] = true
@@ -165,7 +173,7 @@ func (h *pdAgent) encode() string {
 		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.held, Sources: digest.SourcePD})
 	}
 	if h.offered.IsValid() {
-		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.offered, Sources: digest.SourceOffer})
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.offered, Valid: pdValid, Sources: digest.SourceOffer})
 	}
 	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
 	if err != nil {
@@ -180,6 +188,7 @@ func (w *pdWorld) lie(s *[]byte) {
 	n := int(next(s)) % 5
 	forged := []netip.Prefix{netip.MustParsePrefix("2001:db8:bad::/56"), netip.MustParsePrefix("2001:db8:bad::/48"),
 		netip.MustParsePrefix("2001:db8:bad::/64"), netip.MustParsePrefix("fd00::/56")}
+	lifetimes := []time.Duration{0, time.Second, pdValid, digest.MaxLifetime * time.Second}
 	l := digest.Link{Name: "wan", Conflict: n == 4}
 	for range n {
 		pick, state := int(next(s)), int(next(s))
@@ -187,7 +196,10 @@ func (w *pdWorld) lie(s *[]byte) {
 		if pick%2 == 0 {
 			p = serverPrefix(max(w.serial-pick/2%3, 0))
 		}
-		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 == 4,
+		// Deprecated with any lifetime left, or none; an offer stating
+		// any valid lifetime, or none (Canonical drops what does not
+		// apply).
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 == 4, Remaining: lifetimes[pick/8%4], Valid: lifetimes[pick/8%4],
 			Sources: []digest.Source{digest.SourcePD, digest.SourceOffer, digest.SourcePD | digest.SourceOffer, digest.SourceRA}[state%4]})
 	}
 	v, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
@@ -352,7 +364,21 @@ func (w *pdWorld) converge(t *testing.T) {
 func (w *pdWorld) step(t *testing.T) {
 	t.Helper()
 	reports, _ := w.ballot.Reports(w.now)
+	_, read := w.roles() // the confirmer whose digest this pass reads
 	d := For(w.m, w.st, reports, w.now)
+	if i := slices.IndexFunc(w.honest, func(h *pdAgent) bool { return h.name == read }); i >= 0 && d.Current.IsValid() && w.honest[i].offered == d.Current {
+		w.stated[d.Current] = true
+	}
+	for _, h := range d.History {
+		p := netip.MustParsePrefix(h.Prefix)
+		if h.State != api.StateDraining || !w.stated[p] {
+			continue
+		}
+		if bound := h.DeprecatedAt.Add(pdValid); h.ExpiresAt.IsZero() || h.ExpiresAt.After(bound) {
+			t.Fatalf("at %v %v, replaced at %v, drains until %v: past the %v the server stated (an honest confirmer was offered it while current)\nliar %s: %q\nstatus: %+v",
+				w.now.Sub(t0), p, h.DeprecatedAt.Sub(t0), h.ExpiresAt, pdValid, w.liar.name, w.liar.digest, w.st.DHCPv6PD)
+		}
+	}
 	if !d.Wake.IsZero() && !d.Wake.After(w.now) {
 		t.Fatalf("at %v the decision asks to be woken at %v, not after now: the writer would pass again at once (status %+v)",
 			w.now.Sub(t0), d.Wake.Sub(t0), w.st.DHCPv6PD)

@@ -22,6 +22,12 @@
 //     reaches it; with three eligible nodes or more the rotation reaches two
 //     honest ones, who agree. With two, a liar stalls the delegation (the
 //     current prefix holds), reported, and nothing it says is adopted.
+//   - A replaced delegation: nothing confirms it (the server offers only
+//     the binding it has now), so the client's word that it is deprecated
+//     counts, up to the deadline frozen at the renumbering - capped by the
+//     shortest valid lifetime a confirmer heard the server state for it
+//     while it was current (dhcpv6pd.validLifetime; the client's word
+//     alone kept it for ever).
 //   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
 //     admin trusts it), or nodeNames is empty, one node is eligible and
 //     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
@@ -76,6 +82,10 @@ type Confirmation struct {
 	// backing is what the confirmer replaced at the last rotation of this
 	// disagreement was offered (status.dhcpv6pd.backing).
 	backing string
+	// valid is the shortest finite valid lifetime a confirmer heard the
+	// server state for the current prefix since it became current
+	// (status.dhcpv6pd.validLifetime; zero: none heard).
+	valid time.Duration
 }
 
 // Rotates is when the disagreement that began at Since outlives
@@ -101,7 +111,55 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 		st.Since = c.Since.UTC().Format(time.RFC3339)
 	}
 	st.Backing = c.backing
+	st.ValidLifetime = int64(c.valid / time.Second)
 	return st
+}
+
+// stated keeps c.valid for current: what the status held while current
+// stays (prevValid), lowered by what the confirmer is offered for it now
+// (the one named, and the one the status named before: a rotation in this
+// pass does not lose what the last one heard). What the client holds never
+// enters it. The shortest, not the last: a liar named confirmer while the
+// prefix is current, and client when it is replaced, cannot raise what an
+// honest confirmer heard (it can lower it, ending the drain early, as the
+// client's silence about it already can). An infinite lifetime bounds
+// nothing and is left out.
+func (c *Confirmation) stated(m api.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string) {
+	c.valid = 0
+	if current == prevCurrent {
+		c.valid = prevValid
+	}
+	if c.Solo != "" || c.Confirmer == "" || !current.IsValid() {
+		return
+	}
+	for _, r := range reports {
+		if r.Node != c.Confirmer && r.Node != prevConfirmer || r.Resolver || r.Pending {
+			continue
+		}
+		for _, l := range r.Digest.Links {
+			if l.Name != m.PDInterface {
+				continue
+			}
+			for _, p := range l.Prefixes {
+				if p.Prefix == current && p.Sources&digest.SourceOffer != 0 && !p.Deprecated &&
+					p.Valid > 0 && p.Valid < digest.MaxLifetime*time.Second && (c.valid == 0 || p.Valid < c.valid) {
+					c.valid = p.Valid
+				}
+			}
+		}
+	}
+}
+
+// validLifetime is what st states for its current prefix (zero: nothing,
+// or a value out of range), and the confirmer it names.
+func validLifetime(st *dynamicprefix.DHCPv6PDStatus) (time.Duration, string) {
+	if st == nil {
+		return 0, ""
+	}
+	if st.ValidLifetime <= 0 || st.ValidLifetime >= digest.MaxLifetime {
+		return 0, st.ConfirmerNode
+	}
+	return time.Duration(st.ValidLifetime) * time.Second, st.ConfirmerNode
 }
 
 // confirm names the client and the confirmer and judges their agreement:

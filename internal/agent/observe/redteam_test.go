@@ -1,0 +1,102 @@
+package observe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// The RA red team's findings (issue 42, this round): each test fails on the
+// code it was written against.
+
+// restarted is a fresh corroborating State on eth0, seeded with the digest
+// an agent published before it restarted, that has heard the router's first
+// word (offering router) and believed it as agreed does.
+func restarted(t *testing.T, seed digest.Node, at time.Time, router []RAPrefix) *State {
+	t.Helper()
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	s.Seed(seed)
+	s.RA("eth0", routerA, at, router)
+	solicit(t, s, at.Add(time.Millisecond))
+	s.RA("eth0", routerA, at.Add(2*time.Millisecond), router)
+	again := at.Add(2*time.Millisecond + MinDelayBetweenRAs)
+	solicit(t, s, again)
+	s.RA("eth0", routerA, again.Add(time.Millisecond), router)
+	s.Settle(again.Add(MaxRADelay + testMargin))
+	return s
+}
+
+// A prefix the router deprecated stays deprecated across an agent restart.
+// The agent seeds what it published (Seed: vouchSeed), and a SLAAC address
+// in a prefix vouched only by the seed counts with the kernel's flags - but
+// the kernel keeps a SLAAC address preferred on any RA's word: a router
+// that renumbered by omitting the old prefix never deprecates it in the
+// kernel (only in the agent, OmitDeprecates), and a spoofer's replay of the
+// router's old RA makes it preferred again after a withdrawal. Once a
+// believed RA no longer states the prefix, the vouchRA rule (never
+// preferred) holds only for an agent that did not restart.
+func TestADeprecatedPrefixStaysDeprecatedAcrossAnAgentRestart(t *testing.T) {
+	renumber := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		name string
+		// router: what the router says from the renumbering on
+		router []RAPrefix
+		// kernel: the kernel's SLAAC address in A after the restart
+		kernel Address
+		replay bool // the agent hears the spoofer's replay too
+	}{
+		// The router stopped mentioning A (the docs: "routers that just stop
+		// mentioning it ... renumber"); the kernel keeps A's address
+		// preferred for the 30 min it was last told. No adversary at all.
+		{"A omitted, its address preferred by the kernel", offer(pB),
+			Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 29 * time.Minute}, false},
+		// The router withdrew A (valid 0, the kernel keeps the address 2 h,
+		// RFC 4862 5.5.3 e); a spoofer replays the router's old RA offering
+		// A preferred, and the kernel makes the address preferred again.
+		{"A withdrawn, a replay of the old RA makes its address preferred", append(offer(pB), RAPrefix{pA, 0, 0, true}),
+			Address{Addr: addr(pA, 1), Valid: 2 * time.Hour, Preferred: 30 * time.Minute}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Before the restart: A believed, then the router renumbers to B.
+			s := agreed(t)
+			s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
+			spoofed(t, s, renumber, tc.router, tc.router) // the router's own word, asked and answered
+			s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
+			before, _ := s.Snapshot(renumber.Add(30 * time.Second))
+			got, _ := digest.Encode(before)
+			if preferredIn(before, pA.String()) || !preferredIn(before, pB.String()) {
+				t.Fatalf("before the restart: %s, want B preferred and A not", got)
+			}
+
+			// The agent restarts a minute later, seeded with that digest.
+			at := renumber.Add(2 * time.Minute)
+			s2 := restarted(t, before, at, tc.router)
+			if tc.replay {
+				s2.RA("eth0", routerA, at.Add(5*time.Second), offer(pA)) // the replay the kernel took
+			}
+			s2.Address("eth0", tc.kernel, false, at.Add(5*time.Second))
+			s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+			for _, d := range []time.Duration{10 * time.Second, 5 * time.Minute, 20 * time.Minute} {
+				n, _ := s2.Snapshot(at.Add(d))
+				if preferredIn(n, pA.String()) {
+					got, _ := digest.Encode(n)
+					t.Errorf("+%s after the restart the agent reports A preferred again: %s (before: %s)", d, got, func() string { e, _ := digest.Encode(before); return e }())
+				}
+			}
+		})
+	}
+}
+
+func preferredIn(n digest.Node, p string) bool {
+	for _, l := range n.Links {
+		for _, dp := range l.Prefixes {
+			if dp.Prefix.String() == p && !dp.Deprecated {
+				return true
+			}
+		}
+	}
+	return false
+}

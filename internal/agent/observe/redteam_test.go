@@ -100,3 +100,44 @@ func preferredIn(n digest.Node, p string) bool {
 	}
 	return false
 }
+
+// The same, held for ever: after the restart a spoofer replays the router's
+// old RA (A preferred) every 20 minutes. Each replay is contradicted by the
+// router and reported, but the kernel takes it too, refreshing A's SLAAC
+// address (preferred 30 min, valid 1 h), and the restarted agent counts that
+// address with the kernel's flags. The docs bound a stall by the lifetimes
+// the router stated; the router stated A's last 30 minutes three hours ago.
+func TestAReplayedOldRAHoldsNothingPreferredAfterARestart(t *testing.T) {
+	s := agreed(t)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
+	renumber := t0.Add(time.Minute)
+	spoofed(t, s, renumber, offer(pB), offer(pB)) // the router's own renumbering, A omitted
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
+	before, _ := s.Snapshot(renumber.Add(30 * time.Second))
+	if preferredIn(before, pA.String()) {
+		t.Fatalf("before the restart A is preferred")
+	}
+	at := renumber.Add(2 * time.Minute)
+	s2 := restarted(t, before, at, offer(pB))
+	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+	var held []time.Duration
+	reported := 0
+	for i := 1; i <= 9; i++ {
+		replay := at.Add(time.Duration(i) * 20 * time.Minute)
+		spoofed(t, s2, replay, offer(pA), offer(pB))
+		if len(s2.Conflicts("eth0", replay.Add(10*time.Second))) > 0 {
+			reported++
+		}
+		// The kernel takes the replay (RFC 4862 5.5.3 e: valid 1 h is no
+		// shortening), and the router's RAs refresh B.
+		s2.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, replay)
+		s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, replay)
+		s2.RA("eth0", routerA, replay.Add(time.Minute), offer(pB))
+		if n, _ := s2.Snapshot(replay.Add(10 * time.Minute)); preferredIn(n, pA.String()) {
+			held = append(held, replay.Add(10*time.Minute).Sub(renumber))
+		}
+	}
+	if len(held) > 0 {
+		t.Errorf("A, omitted by the router at +0, reported preferred at %v after it (routerA reported in conflict after %d of the 9 replays, for a minute each)", held, reported)
+	}
+}

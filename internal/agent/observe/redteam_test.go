@@ -141,3 +141,50 @@ func TestAReplayedOldRAHoldsNothingPreferredAfterARestart(t *testing.T) {
 		t.Errorf("A, omitted by the router at +0, reported preferred at %v after it (routerA reported in conflict after %d of the 9 replays, for a minute each)", held, reported)
 	}
 }
+
+// The attack the restart hole opens, end to end on one agent: a spoofer
+// that answers every RA of the router with a replay of its RA from before
+// the last renumbering (A preferred) holds the router's current offer B
+// doubted (corroborate.go: restated, it is a proposal, contradicted each
+// time), so B runs out of its stated preferred lifetime - the documented
+// bound - while the kernel, taking each replay, keeps A's SLAAC address
+// preferred. An agent that did not restart then reports nothing preferred
+// (the stall the docs accept); one that restarted since A was omitted
+// reports A preferred, alone: a digest on which the ballot adopts A, the
+// prefix the router stopped offering (decide's
+// TestARenumberingIsNotHeldByAPrefixTheRouterOmitted, second case).
+func TestASpooferCannotBringBackAPrefixTheRouterOmitted(t *testing.T) {
+	s := agreed(t)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
+	renumber := t0.Add(time.Minute)
+	spoofed(t, s, renumber, offer(pB), offer(pB)) // the router's own renumbering, A omitted
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
+	before, _ := s.Snapshot(renumber.Add(30 * time.Second))
+	at := renumber.Add(2 * time.Minute)
+	s2 := restarted(t, before, at, offer(pB))
+	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+	// From +5 min on, the router advertises B every 3 min; the spoofer
+	// replays the old RA around each, and the kernel takes both.
+	var now time.Time
+	for i := range 20 {
+		now = at.Add(5*time.Minute + time.Duration(i)*3*time.Minute)
+		for _, st := range []*State{s, s2} { // the agent that did not restart hears the same
+			spoofed(t, st, now, offer(pA), offer(pB))
+			st.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
+			st.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, now)
+		}
+	}
+	if n := mustSnapshot(s, now.Add(time.Minute)); preferredIn(n, pA.String()) || preferredIn(n, pB.String()) {
+		got, _ := digest.Encode(n)
+		t.Errorf("the agent that did not restart reports %s, want nothing preferred (the documented stall)", got)
+	}
+	got := encode(t, s2, now.Add(time.Minute))
+	if preferredIn(mustSnapshot(s2, now.Add(time.Minute)), pA.String()) {
+		t.Errorf("after an hour of replays (conflict reported: %v) the restarted agent reports %s: A, omitted by the router, preferred alone", s2.Conflicts("eth0", now.Add(time.Second)), got)
+	}
+}
+
+func mustSnapshot(s *State, now time.Time) digest.Node {
+	n, _ := s.Snapshot(now)
+	return n
+}

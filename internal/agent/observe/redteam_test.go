@@ -101,6 +101,27 @@ func preferredIn(n digest.Node, p string) bool {
 	return false
 }
 
+// omittedThenRestarted: the router renumbers A to B at renumber, omitting
+// A (the kernel's SLAAC addresses in both); s is the agent that heard it, s2
+// the same agent restarted at at, seeded with s's digest, that has believed
+// the router's first word since (B).
+func omittedThenRestarted(t *testing.T) (s, s2 *State, renumber, at time.Time) {
+	t.Helper()
+	s = agreed(t)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
+	renumber = t0.Add(time.Minute)
+	spoofed(t, s, renumber, offer(pB), offer(pB)) // the router's own renumbering, A omitted
+	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
+	before, _ := s.Snapshot(renumber.Add(30 * time.Second))
+	if preferredIn(before, pA.String()) || !preferredIn(before, pB.String()) {
+		t.Fatalf("before the restart: %+v, want B preferred and A not", before)
+	}
+	at = renumber.Add(2 * time.Minute)
+	s2 = restarted(t, before, at, offer(pB))
+	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+	return s, s2, renumber, at
+}
+
 // The same, held for ever: after the restart a spoofer replays the router's
 // old RA (A preferred) every 20 minutes. Each replay is contradicted by the
 // router and reported, but the kernel takes it too, refreshing A's SLAAC
@@ -108,18 +129,7 @@ func preferredIn(n digest.Node, p string) bool {
 // address with the kernel's flags. The docs bound a stall by the lifetimes
 // the router stated; the router stated A's last 30 minutes three hours ago.
 func TestAReplayedOldRAHoldsNothingPreferredAfterARestart(t *testing.T) {
-	s := agreed(t)
-	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
-	renumber := t0.Add(time.Minute)
-	spoofed(t, s, renumber, offer(pB), offer(pB)) // the router's own renumbering, A omitted
-	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
-	before, _ := s.Snapshot(renumber.Add(30 * time.Second))
-	if preferredIn(before, pA.String()) {
-		t.Fatalf("before the restart A is preferred")
-	}
-	at := renumber.Add(2 * time.Minute)
-	s2 := restarted(t, before, at, offer(pB))
-	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+	_, s2, renumber, at := omittedThenRestarted(t)
 	var held []time.Duration
 	reported := 0
 	for i := 1; i <= 9; i++ {
@@ -154,15 +164,7 @@ func TestAReplayedOldRAHoldsNothingPreferredAfterARestart(t *testing.T) {
 // prefix the router stopped offering (decide's
 // TestARenumberingIsNotHeldByAPrefixTheRouterOmitted, second case).
 func TestASpooferCannotBringBackAPrefixTheRouterOmitted(t *testing.T) {
-	s := agreed(t)
-	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0.Add(10*time.Second))
-	renumber := t0.Add(time.Minute)
-	spoofed(t, s, renumber, offer(pB), offer(pB)) // the router's own renumbering, A omitted
-	s.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, renumber.Add(3*time.Second))
-	before, _ := s.Snapshot(renumber.Add(30 * time.Second))
-	at := renumber.Add(2 * time.Minute)
-	s2 := restarted(t, before, at, offer(pB))
-	s2.Address("eth0", Address{Addr: addr(pB, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, at)
+	s, s2, _, at := omittedThenRestarted(t)
 	// From +5 min on, the router advertises B every 3 min; the spoofer
 	// replays the old RA around each, and the kernel takes both.
 	var now time.Time

@@ -19,7 +19,9 @@ func TestARenumberingIsNotHeldByAPrefixTheRouterOmitted(t *testing.T) {
 	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
 	st = status(For(model(eth0()), st, reports(t, onB, onB, onB), t0.Add(time.Minute)))
 	// Every agent restarted since (a rollout); the router renumbers to C.
-	restarted := "v1;eth0=2001:db8:a::/64 p addr,2001:db8:b::/64 d600 ra+addr,2001:db8:c::/64 p ra+addr"
+	// What each restarted agent reports since the fix (observe's seedCap):
+	// A as its last digest carried it, deprecated. Before it, "A p addr".
+	restarted := "v1;eth0=2001:db8:a::/64 d592 addr,2001:db8:b::/64 d600 ra+addr,2001:db8:c::/64 p ra+addr"
 	for _, after := range []time.Duration{time.Hour, 3 * time.Hour} {
 		d := For(model(eth0()), st, reports(t, restarted, restarted, restarted), t0.Add(after))
 		if d.Current.String() != "2001:db8:c::/64" {
@@ -38,7 +40,9 @@ func TestARenumberingIsNotHeldByAPrefixTheRouterOmitted(t *testing.T) {
 func TestASpooferCannotBringBackAPrefixTheRouterOmitted(t *testing.T) {
 	st := status(For(model(eth0()), api.Status{}, reports(t, onA, onA, onA), t0))
 	st = status(For(model(eth0()), st, reports(t, onB, onB, onB), t0.Add(time.Minute)))
-	restarted := "v1;eth0 conflict=2001:db8:a::/64 p addr,2001:db8:b::/64 d1800 ra+addr"
+	// Since the fix (observe's seedCap) a restarted agent reports what one
+	// that did not restart does: nothing preferred. Before it, "A p addr".
+	restarted := "v1;eth0 conflict=2001:db8:a::/64 d592 addr,2001:db8:b::/64 d1800 ra+addr"
 	d := For(model(eth0()), st, reports(t, restarted, restarted, restarted), t0.Add(time.Hour))
 	if d.Current.String() != "2001:db8:b::/64" {
 		t.Errorf("current %s (votes %v), want B held: the router never offered A again", d.Current, d.Votes)

@@ -482,29 +482,7 @@ func (m *model) check() {
 			// set when the router did not offer it, or stopped since).
 			continue
 		}
-		var validBy, prefBy time.Time
-		stated, statedPreferred, infinite := false, false, false
-		for _, o := range m.r.offers {
-			if o.first.IsZero() {
-				continue
-			}
-			to := m.now
-			if !o.until.IsZero() {
-				to = o.until
-			}
-			for _, p := range o.prefixes {
-				if p.Prefix != k.prefix || p.Valid == 0 {
-					continue
-				}
-				stated = true
-				infinite = infinite || p.Valid >= Infinite
-				validBy = later(validBy, to.Add(p.Valid))
-				if p.Preferred > 0 {
-					statedPreferred = true
-					prefBy = later(prefBy, to.Add(p.Preferred))
-				}
-			}
-		}
+		validBy, prefBy, stated, statedPreferred, infinite := m.statements(k.prefix)
 		switch {
 		case !stated:
 			m.fail("believes %s, which the router never offered", k.prefix)
@@ -529,6 +507,34 @@ func (m *model) check() {
 			m.fail("an adversary word contradicting the router was not reported as a conflict")
 		}
 	}
+}
+
+// statements is what the router's offers stated of p, up to now: the
+// latest its valid and preferred lifetimes end, whether any offered it,
+// any stated it preferred, any stated an infinite valid lifetime.
+func (m *model) statements(p netip.Prefix) (validBy, prefBy time.Time, stated, statedPreferred, infinite bool) {
+	for _, o := range m.r.offers {
+		if o.first.IsZero() {
+			continue
+		}
+		to := m.now
+		if !o.until.IsZero() {
+			to = o.until
+		}
+		for _, q := range o.prefixes {
+			if q.Prefix != p || q.Valid == 0 {
+				continue
+			}
+			stated = true
+			infinite = infinite || q.Valid >= Infinite
+			validBy = later(validBy, to.Add(q.Valid))
+			if q.Preferred > 0 {
+				statedPreferred = true
+				prefBy = later(prefBy, to.Add(q.Preferred))
+			}
+		}
+	}
+	return validBy, prefBy, stated, statedPreferred, infinite
 }
 
 // landed checks a renumbering no adversary word followed: what the router
@@ -841,6 +847,11 @@ func FuzzCorroboration(f *testing.F) {
 	// 5.5.3 e), and the agent restarts a minute later, seeded with its
 	// digest (A deprecated): before seedCap it reported A preferred again.
 	f.Add([]byte{0, 0, 10, 0, 7, 60, 0, 0x16, 0, 7, 60, 0, 0x4d, 0, 7, 60})
+	// Replays holding that renumbering back across a restart lengthened the
+	// kernel's lifetimes past the router's: seeded preferred, A stayed
+	// preferred 20 minutes past them until a contradiction ended the seed's
+	// word (seedCap).
+	f.Add(replaysAcrossARestart())
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

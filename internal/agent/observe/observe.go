@@ -132,7 +132,10 @@ type link struct {
 	asked          time.Time             // the last Router Solicitation sent
 	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
-	crowded        uint64
+	// contradicted: a word from some address here contradicted another
+	// since the State began (seedCap).
+	contradicted bool
+	crowded      uint64
 	// read: every RA that arrived before it has been handled (reads.go);
 	// known: what was read as of the last word or solicitation handled
 	// (answer.go trusts the last multicast RA heard only that far).

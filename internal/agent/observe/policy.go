@@ -70,7 +70,14 @@ func (s *State) Senior(name string, router netip.Addr) bool {
 //   - one it carried preferred stays preferred, before the link's first
 //     believed RA, no longer than the kernel's addresses in it were preferred
 //     when the agent first saw them after the restart (no later refresh
-//     moves that end: a replay's would hold it for ever);
+//     moves that end: a replay's would hold it for ever), and only while no
+//     word on the link has contradicted another since: replays that held
+//     the router's renumbering back before the restart also lengthened the
+//     kernel's lifetimes past what the router stated, and while they go on
+//     nothing tells the agent what it did state: the digest then says what
+//     an agent that did not restart says once those lifetimes end, nothing
+//     preferred (without this rule FuzzCorroboration's restart seed held it
+//     20 minutes past them);
 //   - after the link's first believed RA, never preferred: the router's
 //     offer is known again, and a prefix it states is vouched by its RA.
 type seedCap struct {
@@ -104,5 +111,5 @@ func (l *link) capSeed(a Address, now time.Time) {
 // preferred at now (seedCap).
 func (l *link) seedPreferred(p netip.Prefix, now time.Time) bool {
 	c := l.seeded[p]
-	return !l.sawRA && !c.deprecated && c.capped && !c.preferred.passed(now)
+	return !l.sawRA && !l.contradicted && !c.deprecated && c.capped && !c.preferred.passed(now)
 }

@@ -37,23 +37,11 @@ func TestAReplayOfTheRoutersOldRAHoldsNothingForEver(t *testing.T) {
 
 	sender := impostorSender(t, w, trusted)
 	recorded := copyOfRadvd(t, []*ndp.PrefixInformation{pioOf(prefixA, valid, preferred)})
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			_ = sender.Send(trusted, recorded) // no t.Fatal off the test's goroutine
-			select {
-			case <-stop:
-				return
-			case <-time.After(150 * time.Millisecond):
-			}
-		}
-	}()
+	stopSending := sendEvery(sender, trusted, recorded, 150*time.Millisecond)
 	halt := func() {
-		if stop != nil {
-			close(stop)
-			<-stopped
-			stop = nil
+		if stopSending != nil {
+			stopSending()
+			stopSending = nil
 		}
 	}
 	defer halt()

@@ -85,6 +85,9 @@ type Agent struct {
 	started   time.Time
 	last      digest.Node
 	seed      digest.Node
+	// seedSpent: the agent has published, and the Node carries its digest,
+	// not seed: a link watched anew since starts from nothing.
+	seedSpent bool
 	rejected  map[string]bool
 	ignored   map[string]*ignoring // link + " " + router: RAs not believed
 	quiet     rejectLines
@@ -254,10 +257,11 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 	}
 	a.state.SetLinks(names...)
 	// Frozen lifetimes of links watched anew come from what the Node carried at
-	// start, so a restart republishes nothing.
+	// start, so a restart republishes nothing - until the agent publishes: the
+	// Node then carries no link it did not watch, and seed may be days old.
 	var seed digest.Node
 	for _, l := range a.seed.Links {
-		if added[l.Name] {
+		if added[l.Name] && !a.seedSpent {
 			// An offer the prober reported is no observation of the link.
 			l.Prefixes = slices.DeleteFunc(slices.Clone(l.Prefixes), func(p digest.Prefix) bool { return p.Sources == digest.SourceOffer })
 			seed.Links = append(seed.Links, l)
@@ -346,6 +350,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		a.log.Error("cannot encode digest", "err", err)
 	} else {
 		a.pub.Want(enc)
+		a.seedSpent = true
 	}
 	if len(wake) == 0 {
 		return time.Time{}, false

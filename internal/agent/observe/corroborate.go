@@ -277,6 +277,7 @@ func (s *State) corroborate(name string, router netip.Addr, w word, multicast bo
 		case contradicts:
 			sp.conflictUntil = now.Add(s.ConflictHold)
 			l.contradictions++
+			l.contradicted = true
 			sp.pending = nil
 			l.doubt(router, now, s.ConflictBound)
 		case carries:

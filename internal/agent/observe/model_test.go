@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/digest"
 )
 
 // The model: one link, one conforming router at routerA and the LAN
@@ -58,6 +59,9 @@ import (
 // router's answer delay plus the window (plus the reading delays, landing),
 // and an adversary word contradicting the router's offer is reported as a
 // conflict within the same time.
+//
+// The kernel's SLAAC addresses (formed from every RA that reaches the host),
+// agent restarts, and the check of the digest itself: kernel_model_test.go.
 
 var modelPrefixes = []netip.Prefix{pA, pB, netip.MustParsePrefix("2001:db8:c::/64"), netip.MustParsePrefix("2001:db8:d::/64"), pX, netip.MustParsePrefix("2001:db8:bad:1::/64")}
 
@@ -171,6 +175,14 @@ type model struct {
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
+	// kernel: the kernel's SLAAC addresses (kernel_model_test.go).
+	kernel map[netip.Prefix]kernelAddr
+	// published: the digest on the Node; restarted: the agent restarted;
+	// seededPreferred: the prefixes its last restart seeded preferred, and
+	// until when the kernel's address in each was preferred then.
+	published       digest.Node
+	restarted       bool
+	seededPreferred map[netip.Prefix]deadline
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -272,6 +284,7 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 		}
 	}
 	r.sent = append(r.sent, prefixes)
+	m.kernelHears(prefixes)
 	defer func() {
 		if m.rearm && !m.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
 			m.land, m.rearm = later(m.land, m.now.Add(m.landing())), false
@@ -403,6 +416,7 @@ func (m *model) sendSolicitation() {
 		if m.echoOwn {
 			ps = m.said
 		}
+		m.kernelHears(ps)
 		// Queued behind what arrived before it: handed over at once, it
 		// was read before words that came earlier, which no listener does.
 		m.arrive(ps, false)
@@ -443,8 +457,9 @@ func (m *model) agent() {
 	m.reopenDue()
 	m.read()
 	m.solicit()
-	m.s.Snapshot(m.now)
+	n, _ := m.s.Snapshot(m.now)
 	m.check()
+	m.checkDigest(n)
 }
 
 // check asserts safety and liveness at now.
@@ -467,29 +482,7 @@ func (m *model) check() {
 			// set when the router did not offer it, or stopped since).
 			continue
 		}
-		var validBy, prefBy time.Time
-		stated, statedPreferred, infinite := false, false, false
-		for _, o := range m.r.offers {
-			if o.first.IsZero() {
-				continue
-			}
-			to := m.now
-			if !o.until.IsZero() {
-				to = o.until
-			}
-			for _, p := range o.prefixes {
-				if p.Prefix != k.prefix || p.Valid == 0 {
-					continue
-				}
-				stated = true
-				infinite = infinite || p.Valid >= Infinite
-				validBy = later(validBy, to.Add(p.Valid))
-				if p.Preferred > 0 {
-					statedPreferred = true
-					prefBy = later(prefBy, to.Add(p.Preferred))
-				}
-			}
-		}
+		validBy, prefBy, stated, statedPreferred, infinite := m.statements(k.prefix)
 		switch {
 		case !stated:
 			m.fail("believes %s, which the router never offered", k.prefix)
@@ -514,6 +507,34 @@ func (m *model) check() {
 			m.fail("an adversary word contradicting the router was not reported as a conflict")
 		}
 	}
+}
+
+// statements is what the router's offers stated of p, up to now: the
+// latest its valid and preferred lifetimes end, whether any offered it,
+// any stated it preferred, any stated an infinite valid lifetime.
+func (m *model) statements(p netip.Prefix) (validBy, prefBy time.Time, stated, statedPreferred, infinite bool) {
+	for _, o := range m.r.offers {
+		if o.first.IsZero() {
+			continue
+		}
+		to := m.now
+		if !o.until.IsZero() {
+			to = o.until
+		}
+		for _, q := range o.prefixes {
+			if q.Prefix != p || q.Valid == 0 {
+				continue
+			}
+			stated = true
+			infinite = infinite || q.Valid >= Infinite
+			validBy = later(validBy, to.Add(q.Valid))
+			if q.Preferred > 0 {
+				statedPreferred = true
+				prefBy = later(prefBy, to.Add(q.Preferred))
+			}
+		}
+	}
+	return validBy, prefBy, stated, statedPreferred, infinite
 }
 
 // landed checks a renumbering no adversary word followed: what the router
@@ -628,6 +649,9 @@ func (m *model) adversary() {
 		switch {
 		case op&0x20 != 0: // the adversary starts or stops answering the agent's solicitations
 			m.echo, m.echoOwn = !m.echo, op&0x40 != 0
+		case op&0x48 == 0x48: // not the adversary: the agent restarts
+			m.restart()
+			m.agent()
 		case op&0x40 != 0 && m.gap.IsZero(): // not the adversary: the listener reopens its socket
 			m.closeSocket(time.Duration(m.next()+1) * 20 * time.Millisecond)
 		case op&0x80 != 0: // a flood: the kernel drops the next words to arrive
@@ -646,6 +670,7 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	m.reopenDue()
 	m.lastAdversary, m.said = m.now, ps
 	m.tracef("adversary says %v multicast=%v", ps, multicast)
+	m.kernelHears(ps)
 	if m.now.Before(m.gap) {
 		m.arrive(ps, multicast) // queued nowhere
 		return
@@ -817,6 +842,16 @@ func FuzzCorroboration(f *testing.F) {
 	// radvd's MinDelayBetweenRAs 6 s, answering to all nodes: a spoofer
 	// speaks 3.2 s after its multicast RA and answers at once.
 	f.Add([]byte{0xfe, 10, 0x0c, 0, 7, 60, 0, 7, 12, 40, 0x65, 0, 0, 1, 31, 4, 0, 7, 60})
+	// The restart hole (omitted_test.go): the router renumbers A to B
+	// omitting A, the kernel keeps A's SLAAC address preferred (RFC 4862
+	// 5.5.3 e), and the agent restarts a minute later, seeded with its
+	// digest (A deprecated): before seedCap it reported A preferred again.
+	f.Add([]byte{0, 0, 10, 0, 7, 60, 0, 0x16, 0, 7, 60, 0, 0x4d, 0, 7, 60})
+	// Replays holding that renumbering back across a restart lengthened the
+	// kernel's lifetimes past the router's: seeded preferred, A stayed
+	// preferred 20 minutes past them until a contradiction ended the seed's
+	// word (seedCap).
+	f.Add(replaysAcrossARestart())
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

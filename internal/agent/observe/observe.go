@@ -111,6 +111,9 @@ type link struct {
 	// vouched: prefixes a trusted router advertised, while something of them
 	// is still seen (Policy.Trusted), and on whose word (vouch).
 	vouched map[netip.Prefix]vouch
+	// seeded: how the digest published before a restart carried each
+	// prefix still vouched for on its word (Seed, seedCap).
+	seeded map[netip.Prefix]seedCap
 	// kept: the prefixes the last digest carried (Snapshot's eviction).
 	kept map[netip.Prefix]bool
 	// since: when each router still advertising here was first heard (at
@@ -129,7 +132,10 @@ type link struct {
 	asked          time.Time             // the last Router Solicitation sent
 	requested      time.Time             // a solicitation asked for and not yet reported sent
 	contradictions uint64
-	crowded        uint64
+	// contradicted: a word from some address here contradicted another
+	// since the State began (seedCap).
+	contradicted bool
+	crowded      uint64
 	// read: every RA that arrived before it has been handled (reads.go);
 	// known: what was read as of the last word or solicitation handled
 	// (answer.go trusts the last multicast RA heard only that far).
@@ -212,7 +218,7 @@ func (s *State) SetLinks(names ...string) {
 		keep[n] = true
 		if s.links[n] == nil {
 			s.links[n] = &link{ra: map[raKey]lifetimes{}, addrs: map[netip.Addr]addrEntry{}, frozen: map[netip.Prefix]time.Duration{},
-				vouched: map[netip.Prefix]vouch{}, since: map[netip.Addr]time.Time{},
+				vouched: map[netip.Prefix]vouch{}, seeded: map[netip.Prefix]seedCap{}, since: map[netip.Addr]time.Time{},
 				speakers: map[netip.Addr]*speaker{}, voices: map[netip.Addr]*voice{}}
 		}
 	}
@@ -245,8 +251,10 @@ func (s *State) Seed(n digest.Node) {
 			if p.Deprecated && p.Remaining > 0 {
 				st.frozen[p.Prefix] = p.Remaining
 			}
-			// Believed before the restart: the kernel's addresses in it count.
+			// Believed before the restart: the kernel's addresses in it
+			// count, no further than the digest said (seedCap).
 			st.vouched[p.Prefix] = vouchSeed
+			st.seeded[p.Prefix] = seedCap{deprecated: p.Deprecated}
 		}
 	}
 }
@@ -402,6 +410,7 @@ func (s *State) Address(name string, a Address, removed bool, now time.Time) {
 		}
 		return
 	}
+	l.capSeed(a, now)
 	l.addrs[a.Addr.Addr()] = addrEntry{
 		prefix:     a.Addr.Masked(),
 		lifetimes:  lifetimes{valid: until(now, a.Valid), preferred: until(now, a.Preferred)},

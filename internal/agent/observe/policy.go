@@ -3,6 +3,7 @@ package observe
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/digest"
@@ -59,4 +60,56 @@ func (s *State) Senior(name string, router netip.Addr) bool {
 		}
 	}
 	return true
+}
+
+// seedCap is how the digest published before a restart carried a prefix: the
+// most its SLAAC addresses may say of it until a believed RA states it again.
+// The kernel's flags are any RA's word (a replay's of the router's old RA, or
+// a router's that omits the prefix and so never deprecates it there), so:
+//   - a prefix the digest carried deprecated stays deprecated;
+//   - one it carried preferred stays preferred, before the link's first
+//     believed RA, no longer than the kernel's addresses in it were preferred
+//     when the agent first saw them after the restart (no later refresh
+//     moves that end: a replay's would hold it for ever), and only while no
+//     word on the link has contradicted another since: replays that held
+//     the router's renumbering back before the restart also lengthened the
+//     kernel's lifetimes past what the router stated, and while they go on
+//     nothing tells the agent what it did state: the digest then says what
+//     an agent that did not restart says once those lifetimes end, nothing
+//     preferred (without this rule FuzzCorroboration's restart seed held it
+//     20 minutes past them);
+//   - after the link's first believed RA, never preferred: the router's
+//     offer is known again, and a prefix it states is vouched by its RA.
+type seedCap struct {
+	deprecated bool
+	// capped: preferred is set, from the kernel's addresses first seen.
+	capped    bool
+	preferred deadline
+}
+
+// capSeed lowers the preferred end a seeded prefix may have to the kernel's
+// address a, seen at now, before the link's first believed RA.
+func (l *link) capSeed(a Address, now time.Time) {
+	p := a.Addr.Masked()
+	c, ok := l.seeded[p]
+	if !ok || l.sawRA || l.vouched[p] != vouchSeed {
+		return
+	}
+	end := until(now, a.Preferred)
+	if a.Deprecated || a.Preferred == 0 {
+		end = deadline(now)
+	}
+	if !c.capped {
+		c.capped, c.preferred = true, end
+	} else {
+		c.preferred = earlier(c.preferred, end)
+	}
+	l.seeded[p] = c
+}
+
+// seedPreferred reports whether a seeded prefix's SLAAC addresses may keep it
+// preferred at now (seedCap).
+func (l *link) seedPreferred(p netip.Prefix, now time.Time) bool {
+	c := l.seeded[p]
+	return !l.sawRA && !l.contradicted && !c.deprecated && c.capped && !c.preferred.passed(now)
 }

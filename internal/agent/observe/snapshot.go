@@ -102,12 +102,19 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 				e.sources |= digest.SourceAddr
 			}
 			preferred, slaac := !a.deprecated && !a.lifetimes.preferred.passed(now), a.prefix.Bits() == 64 && !a.permanent
-			if slaac && s.Corroboration > 0 && l.vouched[a.prefix] == vouchRA {
+			if slaac && s.Corroboration > 0 {
 				// The kernel keeps a SLAAC address preferred on any RA's word, a
-				// replay's of the router's old one included: once no believed RA
-				// states the prefix, its addresses keep it reported, never
-				// preferred beyond what the router stated.
-				preferred = false
+				// replay's of the router's old one included, and never
+				// deprecates a prefix its router merely omits: once no believed
+				// RA states the prefix, its addresses keep it reported, never
+				// preferred beyond what the router stated - nor, after a
+				// restart, beyond what the last digest said (seedCap).
+				switch l.vouched[a.prefix] {
+				case vouchRA:
+					preferred = false
+				case vouchSeed:
+					preferred = preferred && l.seedPreferred(a.prefix, now)
+				}
 			}
 			e.addrPreferred = e.addrPreferred || preferred
 			e.slaac = e.slaac || slaac
@@ -159,6 +166,7 @@ func (s *State) Snapshot(now time.Time) (digest.Node, []Rejected) {
 		for p := range l.vouched {
 			if byPrefix[p] == nil {
 				delete(l.vouched, p)
+				delete(l.seeded, p)
 			}
 		}
 		advertising := map[netip.Addr]bool{}

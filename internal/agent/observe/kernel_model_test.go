@@ -1,0 +1,172 @@
+package observe
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// The model's kernel and agent restarts (FuzzCorroboration).
+//
+// The kernel forms and updates a SLAAC address from every RA that reaches
+// the host - the router's, the adversary's, a replay, believed or not, read
+// by the listener or dropped from its socket's queue - as RFC 4862 5.5.3 e
+// says: the preferred lifetime is the RA's; the valid lifetime is the RA's
+// when above two hours or above what is left, else left alone (two hours
+// when more was left); a prefix an RA omits is not touched at all. Each
+// change is reported to the agent (a netlink address event).
+//
+// The fuzzer may restart the agent: a new State, seeded with the digest the
+// last one published (it publishes once its link believed an RA; before
+// that the Node keeps the digest of the one before), told the kernel's
+// addresses (the listing at start), its listener soliciting.
+//
+// After every step the digest Snapshot returns is checked too: a prefix is
+// reported preferred only if the agent believes a router's RA that keeps it
+// preferred (the RA table, itself checked against the router) - or, before
+// the link's first believed RA since a restart, if the seed carried it
+// preferred, the kernel's address in it, as listed at the restart, is still
+// preferred (seedCap), and the router's own statements keep it preferred.
+
+// kernelAddr is the kernel's SLAAC address in one prefix.
+type kernelAddr struct{ valid, preferred deadline }
+
+// twoHours is RFC 4862 5.5.3 e's floor on an RA's word shortening a
+// valid lifetime.
+const twoHours = 2 * time.Hour
+
+// kernelHears applies one RA's prefix options to the kernel's addresses at
+// now and reports each change to the agent.
+func (m *model) kernelHears(ps []RAPrefix) {
+	if m.kernel == nil {
+		m.kernel = map[netip.Prefix]kernelAddr{}
+	}
+	m.kernelExpire()
+	for _, p := range ps {
+		if !p.Autonomous || p.Prefix.Bits() != 64 || p.Preferred > p.Valid {
+			continue
+		}
+		a, ok := m.kernel[p.Prefix]
+		switch {
+		case !ok && p.Valid == 0:
+			continue
+		case !ok:
+			a.valid = until(m.now, p.Valid)
+		default:
+			if left := a.valid.remaining(m.now); p.Valid > twoHours || p.Valid > left {
+				a.valid = until(m.now, p.Valid)
+			} else if left > twoHours {
+				a.valid = until(m.now, twoHours)
+			}
+		}
+		a.preferred = until(m.now, p.Preferred)
+		m.kernel[p.Prefix] = a
+		m.kernelReports(p.Prefix, a)
+	}
+}
+
+// kernelExpire removes the addresses whose valid lifetime ran out.
+func (m *model) kernelExpire() {
+	for p, a := range m.kernel {
+		if a.valid.passed(m.now) {
+			delete(m.kernel, p)
+			m.s.Address("eth0", Address{Addr: addr(p, 1)}, true, m.now)
+		}
+	}
+}
+
+func (m *model) kernelReports(p netip.Prefix, a kernelAddr) {
+	pref := a.preferred.remaining(m.now)
+	m.s.Address("eth0", Address{Addr: addr(p, 1), Valid: a.valid.remaining(m.now), Preferred: pref, Deprecated: pref == 0}, false, m.now)
+}
+
+// restart: the agent process restarts at now.
+func (m *model) restart() {
+	m.tracef("agent restarts, seeded with %v", m.published)
+	old := m.s
+	s := New("eth0")
+	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay
+	s.SetPolicies(old.policies)
+	s.Seed(m.published)
+	m.s = s
+	m.restarted = true
+	// What the old process's socket held unread is gone with it.
+	m.unread, m.lostAt, m.drop, m.gap = nil, time.Time{}, 0, time.Time{}
+	m.conflictBy = time.Time{}
+	m.kernelExpire()
+	m.seededPreferred = map[netip.Prefix]deadline{}
+	for p, a := range m.kernel {
+		m.kernelReports(p, a)
+		for _, l := range m.published.Links {
+			for _, dp := range l.Prefixes {
+				if dp.Prefix == p && !dp.Deprecated {
+					m.seededPreferred[p] = a.preferred
+				}
+			}
+		}
+	}
+	m.reopened = m.now
+	m.now = m.now.Add(time.Nanosecond) // the listener solicits as it starts
+	m.sendSolicitation()
+	if !m.land.IsZero() {
+		m.land = later(m.land, m.now.Add(m.landing()))
+	}
+}
+
+// checkDigest asserts the digest's safety at now (the comment above).
+func (m *model) checkDigest(n digest.Node) {
+	l := m.s.links["eth0"]
+	if l.sawRA {
+		m.published = n
+	}
+	for _, dl := range n.Links {
+		for _, dp := range dl.Prefixes {
+			if dp.Deprecated {
+				continue
+			}
+			if m.keepOmitted && dp.Sources&digest.SourceRA != 0 {
+				continue // open: the RA table's own check skips what the spoofer may add
+			}
+			believed := false
+			for k, e := range l.ra {
+				believed = believed || k.prefix == dp.Prefix && !e.preferred.passed(m.now)
+			}
+			end, seeded := m.seededPreferred[dp.Prefix]
+			if believed || m.restarted && !l.sawRA && seeded && !end.passed(m.now) && m.statesPreferred(dp.Prefix) {
+				continue
+			}
+			if seeded {
+				m.fail("reports %s preferred (sources %v), which no believed RA keeps preferred; seeded preferred, its address preferred until %v at the restart, the router's statements keep it preferred: %v",
+					dp.Prefix, dp.Sources, m.at(end), m.statesPreferred(dp.Prefix))
+			}
+			m.fail("reports %s preferred (sources %v), which no believed RA keeps preferred (restarted: %v)", dp.Prefix, dp.Sources, m.restarted)
+		}
+	}
+}
+
+// statesPreferred reports whether the router's statements of p keep it
+// preferred at now (LifetimeSlack), as check reckons them. (A preferred
+// lifetime that never ends is stated with an infinite valid one: offers
+// state preferred no longer than valid.)
+func (m *model) statesPreferred(p netip.Prefix) bool {
+	_, prefBy, _, statedPreferred, _ := m.statements(p)
+	return statedPreferred && !m.now.After(prefBy.Add(LifetimeSlack))
+}
+
+// replaysAcrossARestart: the router renumbers A to B omitting A; a spoofer
+// replays the router's RA offering A every 5 s, holding the renumbering
+// back (and the kernel's address in A preferred); the agent restarts 20
+// minutes in, seeded with A preferred, and the replays go on for 50 more.
+func replaysAcrossARestart() []byte {
+	in := []byte{0, 0, 10, 0, 7, 60, 0, 0x16}
+	replays := func(n int) {
+		for range n {
+			in = append(in, 250, 3, 0) // 5 s later, a replay of the router's first RA
+		}
+	}
+	replays(240)
+	in = append(in, 0, 0x4d)
+	replays(600)
+	return in
+}

@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/observe"
+	"github.com/renumber/renumber/internal/agent/policy"
+)
+
+// A link the agent watches anew after its first publication starts from
+// nothing: the Node carries that publication by then, not the digest the
+// agent was started with. Seeded from the start digest (maybe days old),
+// the link's kernel addresses in a prefix it carried preferred counted
+// with the kernel's flags until the link believed an RA - flags any RA
+// sets, a spoofer's too.
+func TestALinkWatchedAgainIsNotSeededFromTheStartDigest(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{StartupGrace: 5 * time.Second, Corroboration: observe.DefaultCorroboration}, "v1;eth0=2001:db8:a::/64 p ra")
+	sync_(a)
+	// eth0 is no longer watched; the grace ends and the agent publishes.
+	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true}})
+	sync_(a)
+	clk.Step(5 * time.Second)
+	waitPublishedWith(t, rec, clk, "a digest", func(string) bool { return true })
+	// Days later eth0 is watched again; the kernel has an address in A,
+	// preferred on the word of some RA the agent never believed.
+	clk.Step(72 * time.Hour)
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true}, "eth1": {GlobalOnly: true}})
+	a.Address("eth0", slaac(pA), false, clk.Now())
+	sync_(a)
+	waitPublishedWith(t, rec, clk, "eth0 in it", func(v string) bool { return strings.Contains(v, "eth0") })
+	got := rec.values()
+	if last := got[len(got)-1]; strings.Contains(last, "2001:db8:a::/64 p") {
+		t.Errorf("published %q: A preferred on the kernel's word, vouched by the digest the agent started with 72 h ago", got)
+	}
+}

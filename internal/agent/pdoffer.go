@@ -12,8 +12,12 @@ import (
 // writer named it confirmer), until its valid lifetime ends.
 type offer struct {
 	prefix netip.Prefix
-	valid  time.Duration // as the server stated it in its Advertise
-	until  time.Time
+	// valid is the longest valid lifetime the server stated for it in an
+	// Advertise since it was first offered: a server that states what is
+	// left of the binding (counting down) leaves the digest unchanged, and
+	// the bound it gives the writer is one the server did state.
+	valid time.Duration
+	until time.Time // when the lifetime the server last stated ends
 }
 
 // Offered is the handler for the prober on link being offered p (removed:
@@ -27,7 +31,11 @@ func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, remove
 			}
 			return
 		}
-		a.offers[link] = offer{prefix: p, valid: valid, until: at.Add(valid)}
+		o := offer{prefix: p, valid: valid, until: at.Add(valid)}
+		if was, ok := a.offers[link]; ok && was.prefix == p && at.Before(was.until) {
+			o.valid = max(o.valid, was.valid)
+		}
+		a.offers[link] = o
 	}
 }
 

@@ -44,6 +44,36 @@ func TestAnOfferIsPublishedApartFromDelegations(t *testing.T) {
 	}
 }
 
+// A server that states what is left of the binding in each Advertise (its
+// lifetime counting down) changes nothing published: the offer carries the
+// longest lifetime stated since it was first offered, so the confirmer's
+// digest is not rewritten at every probe.
+func TestAnOfferCountingDownIsPublishedOnce(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: 24 * time.Hour, Preferred: 24 * time.Hour, Autonomous: true}})
+	const plain = "v1;eth0=2001:db8:a::/64 p ra"
+	waitPublished(t, rec, clk, plain)
+
+	offered := netip.MustParsePrefix("2001:db8:a00::/56")
+	const withHour = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p3600 offer"
+	for left := time.Hour; left > 40*time.Minute; left -= 10 * time.Minute {
+		a.Offered("eth0", offered, left, false, clk.Now())
+		sync_(a)
+		waitPublished(t, rec, clk, withHour)
+		clk.Step(10 * time.Minute)
+	}
+	// Once it lapses unrepeated, the next offer starts again.
+	clk.Step(time.Hour)
+	waitPublished(t, rec, clk, plain)
+	a.Offered("eth0", offered, 30*time.Minute, false, clk.Now())
+	const withHalf = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p1800 offer"
+	waitPublished(t, rec, clk, withHalf)
+	if got := rec.values(); !slices.Equal(got, []string{plain, withHour, plain, withHalf}) {
+		t.Errorf("published %q", got)
+	}
+}
+
 // A router believed on the PD link (trustedRouters unset: every router is)
 // advertising 40 /64s fills the digest; the confirmer's offer still gets its
 // slot (an RA prefix is evicted for it, and said so), where it was left out

@@ -196,7 +196,7 @@ func FuzzReadHeard(f *testing.F) {
 
 // loggedWatch is a Watch for the test client holding pdA, logging to the
 // buffer returned.
-func loggedWatch(t *testing.T) (*Watch, *bytes.Buffer) {
+func loggedWatch(t testing.TB) (*Watch, *bytes.Buffer) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,22 @@ func TestDHCPv6PDAReleaseWithAMalformedOptionIsReported(t *testing.T) {
 	}, false)
 }
 
+// TestDHCPv6PDAReleaseCutIntoFragmentsIsReported: 2,000 bytes of an
+// unknown option before the Client ID make the Release longer than the
+// link's MTU, so the forger's kernel cuts it into fragments, the Client ID
+// in the second; dhcpd's kernel reassembles it and dhcpd acts on it. The
+// client's node reads the first fragment only: a Release whose client it
+// does not show is reported. (The UDP listener before read 1,500 bytes of
+// a datagram, which hid the Client ID as well.)
+func TestDHCPv6PDAReleaseCutIntoFragmentsIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		b := forgedRelease(t, renew).ToBytes()
+		padded := append(b[:4:4], 0x7f, 0x7f, 0x07, 0xd0) // option 32639, 2,000 bytes
+		padded = append(padded, make([]byte, 2000)...)
+		return append(padded, b[4:]...)
+	}, false)
+}
+
 // TestDHCPv6PDAUnicastReleaseIsReportedByItsResult: the Relay-Forward sent
 // unicast to the router's link-local address, which no listener on
 // ff02::1:2 hears. Its result is heard: the client's next Renew is told

@@ -2,6 +2,8 @@ package dhcp6
 
 import (
 	"encoding/binary"
+	"net/netip"
+	"slices"
 
 	"golang.org/x/net/bpf"
 )
@@ -44,14 +46,14 @@ type datagram struct {
 }
 
 // readPacket reads pkt, an IPv6 packet (the network layer, as a packet
-// socket of type SOCK_DGRAM gives it), for a UDP datagram to
-// All_DHCP_Relay_Agents_and_Servers port 547; ok is false for anything
+// socket of type SOCK_DGRAM gives it), for a UDP datagram to port 547 of
+// one of the serverGroups; ok is false for anything
 // else, for a fragment after the first (its first fragment was judged),
 // and for what no kernel delivers (shorter than its headers say). Each
 // extension header is at least 8 bytes, so the walk is bounded by the
 // packet's length.
 func readPacket(pkt []byte) (d datagram, ok bool) {
-	if len(pkt) < 40 || pkt[0]>>4 != 6 || [16]byte(pkt[24:40]) != allServers.As16() {
+	if len(pkt) < 40 || pkt[0]>>4 != 6 || !slices.Contains(serverGroups[:], netip.AddrFrom16([16]byte(pkt[24:40]))) {
 		return datagram{}, false
 	}
 	n := int(binary.BigEndian.Uint16(pkt[4:]))
@@ -106,39 +108,40 @@ func readPacket(pkt []byte) (d datagram, ok bool) {
 }
 
 // serversFilter is the classic BPF program the packet socket runs in the
-// kernel, on the network layer: it keeps IPv6 packets to
-// All_DHCP_Relay_Agents_and_Servers whose next header is UDP to port 547
-// or an extension header (readPacket walks those), and drops everything
-// else before it is queued - so the agent wakes for the link's DHCPv6
-// client messages, not its every packet. It keeps a superset of what
-// readPacket reads (FuzzReadPacket).
+// kernel, on the network layer: it keeps IPv6 packets to ff02::1:2,
+// ff05::1:3 (the serverGroups), ff02::1:3 or ff05::1:2 (which readPacket
+// drops: one compare fewer per word) whose next header is UDP to port 547 or an extension header
+// (readPacket walks those), and drops everything else before it is queued
+// - so the agent wakes for the link's DHCPv6 client messages, not its every
+// packet. It keeps a superset of what readPacket reads (FuzzReadPacket).
 func serversFilter() []bpf.Instruction {
-	group := allServers.As16()
-	word := func(i int) uint32 { return binary.BigEndian.Uint32(group[i:]) }
-	const udp, keep, drop = 18, 20, 21 // where the jumps land
+	const udp, keep, drop = 21, 23, 24 // where the jumps land
 	skip := func(from, to int) uint8 { return uint8(to - from - 1) }
 	return []bpf.Instruction{
 		/* 0 */ bpf.LoadAbsolute{Off: 0, Size: 1},
 		/* 1 */ bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 4},
 		/* 2 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: skip(2, drop)},
 		/* 3 */ bpf.LoadAbsolute{Off: 24, Size: 4},
-		/* 4 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: word(0), SkipTrue: skip(4, drop)},
-		/* 5 */ bpf.LoadAbsolute{Off: 28, Size: 4},
-		/* 6 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: word(4), SkipTrue: skip(6, drop)},
-		/* 7 */ bpf.LoadAbsolute{Off: 32, Size: 4},
-		/* 8 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: word(8), SkipTrue: skip(8, drop)},
-		/* 9 */ bpf.LoadAbsolute{Off: 36, Size: 4},
-		/* 10 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: word(12), SkipTrue: skip(10, drop)},
-		/* 11 */ bpf.LoadAbsolute{Off: 6, Size: 1}, // the next header
-		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhUDP, SkipTrue: skip(12, udp)},
-		/* 13 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhHopByHop, SkipTrue: skip(13, keep)},
-		/* 14 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhRouting, SkipTrue: skip(14, keep)},
-		/* 15 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhFragment, SkipTrue: skip(15, keep)},
-		/* 16 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhDestOpts, SkipTrue: skip(16, keep)},
-		/* 17 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhAH, SkipTrue: skip(17, keep), SkipFalse: skip(17, drop)},
-		/* 18 */ bpf.LoadAbsolute{Off: 42, Size: 2}, // UDP right after the header: its destination port
-		/* 19 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ServerPort, SkipTrue: skip(19, drop)},
-		/* 20 */ bpf.RetConstant{Val: 1 << 18}, // keep, whole
-		/* 21 */ bpf.RetConstant{Val: 0}, // drop
+		/* 4 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xff020000, SkipTrue: skip(4, 6)},
+		/* 5 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0xff050000, SkipTrue: skip(5, drop)},
+		/* 6 */ bpf.LoadAbsolute{Off: 28, Size: 4},
+		/* 7 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: skip(7, drop)},
+		/* 8 */ bpf.LoadAbsolute{Off: 32, Size: 4},
+		/* 9 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: skip(9, drop)},
+		/* 10 */ bpf.LoadAbsolute{Off: 36, Size: 4},
+		/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x00010002, SkipTrue: skip(11, 13)},
+		/* 12 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x00010003, SkipTrue: skip(12, drop)},
+		/* 13 */ bpf.LoadAbsolute{Off: 6, Size: 1}, // the next header
+		/* 14 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhUDP, SkipTrue: skip(14, udp)},
+		/* 15 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhHopByHop, SkipTrue: skip(15, keep)},
+		/* 16 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhRouting, SkipTrue: skip(16, keep)},
+		/* 17 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhFragment, SkipTrue: skip(17, keep)},
+		/* 18 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhDestOpts, SkipTrue: skip(18, keep)},
+		/* 19 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nhAH, SkipTrue: skip(19, keep)},
+		/* 20 */ bpf.Jump{Skip: uint32(skip(20, drop))},
+		/* 21 */ bpf.LoadAbsolute{Off: 42, Size: 2}, // UDP right after the header: its destination port
+		/* 22 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ServerPort, SkipTrue: skip(22, drop)},
+		/* 23 */ bpf.RetConstant{Val: 1 << 18}, // keep, whole
+		/* 24 */ bpf.RetConstant{Val: 0}, // drop
 	}
 }

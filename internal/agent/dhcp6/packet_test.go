@@ -125,7 +125,10 @@ func TestTheWatchHearsAReleaseBehindAnyHeaderChain(t *testing.T) {
 		{"another client's Release", ipv6Packet(group, nil, ServerPort, theirs, 0), false, true},
 		{"to the client port", ipv6Packet(group, nil, ClientPort, release, 0), false, false},
 		{"to all nodes", ipv6Packet(netip.MustParseAddr("ff02::1"), nil, ServerPort, release, 0), false, false},
-		{"to all servers, site-scoped", ipv6Packet(netip.MustParseAddr("ff05::1:3"), nil, ServerPort, release, 0), false, false},
+		{"to All_DHCP_Servers (ff05::1:3)", ipv6Packet(siteServers, nil, ServerPort, release, 0), true, true},
+		{"to ff05::1:2", ipv6Packet(netip.MustParseAddr("ff05::1:2"), nil, ServerPort, release, 0), false, true},
+		{"to ff02::1:3", ipv6Packet(netip.MustParseAddr("ff02::1:3"), nil, ServerPort, release, 0), false, true},
+		{"to ff02::2:2", ipv6Packet(netip.MustParseAddr("ff02::2:2"), nil, ServerPort, release, 0), false, false},
 		{"a UDP length past the packet", ipv6Packet(group, nil, ServerPort, release, len(release)+9), false, true},
 		{"a UDP length short of a header", ipv6Packet(group, nil, ServerPort, release, 7), false, true},
 		{"behind ESP", ipv6Packet(group, []ext{{50, make([]byte, 6)}}, ServerPort, release, 0), false, false},
@@ -165,7 +168,8 @@ func relayed(m []byte) []byte {
 // routing, AH, each of any size and content), any options before the
 // Client ID of a Release under the client's DUID, in a Relay-Forward or
 // not, whole or cut into a first fragment anywhere past the UDP header.
-// Whatever it builds, the kernel's filter keeps the packet and the Watch
+// To either group a server hears. Whatever it builds, the kernel's filter
+// keeps the packet and the Watch
 // reports it. And on any bytes at all: no panic, and the filter keeps
 // whatever readPacket reads a datagram from (its filter is a superset).
 func FuzzReadPacket(f *testing.F) {
@@ -178,6 +182,7 @@ func FuzzReadPacket(f *testing.F) {
 	f.Add([]byte{60, 2, 9, 9, 43, 4, 0, 0, 51, 12, 1, 1}, []byte{0x7f, 0x7f, 0, 3, 1, 2, 3}, true, uint16(3), []byte{})
 	f.Add([]byte{0, 255}, make([]byte, 300), false, uint16(1), ipv6Packet(allServers, []ext{fragment(0, true)}, ServerPort, nil, 100))
 	f.Fuzz(func(t *testing.T, chain, pad []byte, relay bool, cut uint16, raw []byte) {
+		group := serverGroups[cut>>15]
 		if d, ok := readPacket(raw); ok && !keeps(t, raw) {
 			t.Fatalf("read %d bytes, the filter drops the packet", len(d.Payload))
 		}
@@ -208,11 +213,11 @@ func FuzzReadPacket(f *testing.F) {
 		if 8+len(m) > 0xffff {
 			return
 		}
-		pkt := ipv6Packet(allServers, exts, ServerPort, m, 0)
+		pkt := ipv6Packet(group, exts, ServerPort, m, 0)
 		if cut%4 != 0 { // the first fragment, cut at an 8-byte boundary of the fragmentable part
 			keep := int(cut) % (len(m)/8 + 1) * 8
 			exts = append(exts, fragment(0, true))
-			pkt = ipv6Packet(allServers, exts, ServerPort, m[:keep], 8+len(m))
+			pkt = ipv6Packet(group, exts, ServerPort, m[:keep], 8+len(m))
 		}
 		if len(pkt) > 40+0xffff {
 			return

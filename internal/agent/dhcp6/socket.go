@@ -19,6 +19,14 @@ const (
 
 var allServers = netip.MustParseAddr("ff02::1:2")
 
+// siteServers is All_DHCP_Servers (ff05::1:3): relays send there, and ISC
+// dhcpd joins it on its links and acts on a client message sent there as
+// on one sent to ff02::1:2 - so a forger on the link may use it too.
+var siteServers = netip.MustParseAddr("ff05::1:3")
+
+// serverGroups are the groups the Watch hears.
+var serverGroups = [...]netip.Addr{allServers, siteServers}
+
 // Dial opens the client port on link's link-local address (binding port 546
 // needs CAP_NET_BIND_SERVICE) and names the link's servers.
 func Dial(link string) (Conn, net.Addr, error) {
@@ -46,15 +54,15 @@ func Dial(link string) (Conn, net.Addr, error) {
 
 // ListenServers opens a packet socket on link (it needs CAP_NET_RAW, which
 // the agent holds for its ICMPv6 socket) that reads the IPv6 packets sent
-// to All_DHCP_Relay_Agents_and_Servers, to hear the client messages sent
-// on the link (Watch.HeardPacket). It takes a copy of each and binds no
+// to All_DHCP_Relay_Agents_and_Servers and All_DHCP_Servers, to hear the
+// client messages sent on the link (Watch.HeardPacket). It takes a copy of each and binds no
 // port: it hears beside a DHCPv6 server or relay on the node whether or
 // not that one set SO_REUSEADDR (a UDP socket on port 547 could not bind
 // beside one that did not, and heard nothing), and takes nothing from it.
 // The kernel drops every other packet (serversFilter) before it is queued,
 // and the queue is the socket's receive buffer: a flood costs the drops,
 // not memory. A UDP socket, bound to no port so it receives nothing, joins
-// the group on the link: the NIC then accepts the group's frames, and its
+// the groups on the link: the NIC then accepts the group's frames, and its
 // MLD report makes a snooping switch forward them to the node.
 func ListenServers(link string) (Conn, error) {
 	ifi, err := net.InterfaceByName(link)
@@ -65,11 +73,12 @@ func ListenServers(link string) (Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6: joining the servers' group on %s: %w", link, err)
 	}
-	mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index)}
-	copy(mreq.Multiaddr[:], allServers.AsSlice())
-	if err := unix.SetsockoptIPv6Mreq(group, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
-		unix.Close(group)
-		return nil, fmt.Errorf("dhcp6: joining the servers' group on %s: %w", link, err)
+	for _, g := range serverGroups {
+		mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index), Multiaddr: g.As16()}
+		if err := unix.SetsockoptIPv6Mreq(group, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
+			unix.Close(group)
+			return nil, fmt.Errorf("dhcp6: joining %s on %s: %w", g, link, err)
+		}
 	}
 	f, err := packetSocket(ifi.Index)
 	if err != nil {

@@ -55,10 +55,11 @@ func Dial(link string) (Conn, net.Addr, error) {
 // ListenServers opens a packet socket on link (it needs CAP_NET_RAW, which
 // the agent holds for its ICMPv6 socket) that reads the IPv6 packets sent
 // to All_DHCP_Relay_Agents_and_Servers and All_DHCP_Servers, to hear the
-// client messages sent on the link (Watch.HeardPacket). It takes a copy of each and binds no
-// port: it hears beside a DHCPv6 server or relay on the node whether or
-// not that one set SO_REUSEADDR (a UDP socket on port 547 could not bind
-// beside one that did not, and heard nothing), and takes nothing from it.
+// client messages sent on the link (Watch.HeardPacket). It takes a copy of
+// each and binds no port: it hears beside a DHCPv6 server or relay on the
+// node whether or not that one set SO_REUSEADDR (a UDP socket on port 547
+// could not bind beside one that did not, and heard nothing), and takes
+// nothing from it.
 // The kernel drops every other packet (serversFilter) before it is queued,
 // and the queue is the socket's receive buffer: a flood costs the drops,
 // not memory. A UDP socket, bound to no port so it receives nothing, joins
@@ -85,7 +86,7 @@ func ListenServers(link string) (Conn, error) {
 		unix.Close(group)
 		return nil, fmt.Errorf("dhcp6: listening for client messages on %s: %w", link, err)
 	}
-	return &packetConn{File: f, group: os.NewFile(uintptr(group), "group")}, nil
+	return &packetConn{File: f, group: os.NewFile(uintptr(group), "group"), link: link, index: ifi.Index}, nil
 }
 
 // packetSocket opens an AF_PACKET socket of type SOCK_DGRAM (the network
@@ -122,11 +123,25 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 type packetConn struct {
 	*os.File
 	group *os.File // the socket holding the group membership
+	link  string
+	index int // the link's index when bound
 }
 
+// ReadFrom reads a packet. The kernel reports the link going down once
+// (ENETDOWN) and queues again when it comes up: that is read past, unless
+// the link was replaced (deleted, or made anew under another index), which
+// the socket never hears again - then the error goes to the caller, which
+// opens the listener anew.
 func (c *packetConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	n, err := c.Read(b)
-	return n, nil, err
+	for {
+		n, err := c.Read(b)
+		if !errors.Is(err, unix.ENETDOWN) {
+			return n, nil, err
+		}
+		if ifi, ierr := net.InterfaceByName(c.link); ierr != nil || ifi.Index != c.index {
+			return n, nil, err
+		}
+	}
 }
 
 func (c *packetConn) WriteTo([]byte, net.Addr) (int, error) {

@@ -75,6 +75,16 @@ func TestDHCPv6PDAReleaseToAllServersIsReported(t *testing.T) {
 	}, toAllServers)
 }
 
+// TestDHCPv6PDAReleaseBehindAHopByHopHeaderIsReported: a hop-by-hop
+// extension header between the IPv6 header and UDP; dhcpd's kernel walks
+// it and dhcpd acts on the Release. The client's node, which reads the link
+// below UDP, walks it too.
+func TestDHCPv6PDAReleaseBehindAHopByHopHeaderIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		return forgedRelease(t, renew).ToBytes()
+	}, behindHopByHop)
+}
+
 // TestDHCPv6PDAUnicastReleaseIsReportedByItsResult: the Relay-Forward sent
 // unicast to the router's link-local address, which no listener on
 // ff02::1:2 hears. Its result is heard: the client's next Renew is told
@@ -100,9 +110,10 @@ func relayedRelease(t *testing.T) func(*dhcpv6.Message, *world.World) []byte {
 type sentTo int
 
 const (
-	toTheGroup   sentTo = iota // ff02::1:2, as clients send
-	toTheRouter                // unicast to the router's link-local address, as a relay may
-	toAllServers               // ff05::1:3, as relays send (ISC dhcpd joins it)
+	toTheGroup     sentTo = iota // ff02::1:2, as clients send
+	toTheRouter                  // unicast to the router's link-local address, as a relay may
+	toAllServers                 // ff05::1:3, as relays send (ISC dhcpd joins it)
+	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
 )
 
 // forgedReleaseReported sends the forgery forge makes of the client's Renew
@@ -132,6 +143,10 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 		}
 	case toAllServers:
 		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff05::1:3")); err != nil {
+			t.Fatal(err)
+		}
+	case behindHopByHop:
+		if err := speaker.SpeakToServersBehindHopByHop(forge(renew, w)); err != nil {
 			t.Fatal(err)
 		}
 	default:

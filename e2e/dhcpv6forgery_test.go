@@ -29,14 +29,14 @@ func TestDHCPv6PDAReleaseUnderTheRenewsTransactionIDIsReported(t *testing.T) {
 		m := forgedRelease(t, renew)
 		m.TransactionID = renew.TransactionID
 		return m.ToBytes()
-	}, false)
+	}, toTheGroup)
 }
 
 // TestDHCPv6PDAReleaseInARelayForwardIsReported: the Release wrapped in a
 // Relay-Forward to ff02::1:2 (any host may play a relay); the client's
 // node unwraps it.
 func TestDHCPv6PDAReleaseInARelayForwardIsReported(t *testing.T) {
-	forgedReleaseReported(t, "impersonations", relayedRelease(t), false)
+	forgedReleaseReported(t, "impersonations", relayedRelease(t), toTheGroup)
 }
 
 // TestDHCPv6PDAReleaseWithAMalformedOptionIsReported: one malformed option
@@ -45,7 +45,44 @@ func TestDHCPv6PDAReleaseInARelayForwardIsReported(t *testing.T) {
 func TestDHCPv6PDAReleaseWithAMalformedOptionIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return append(forgedRelease(t, renew).ToBytes(), 0, byte(dhcpv6.OptionElapsedTime), 0, 1, 0)
-	}, false)
+	}, toTheGroup)
+}
+
+// TestDHCPv6PDAReleaseCutIntoFragmentsIsReported: 2,000 bytes of an
+// unknown option before the Client ID make the Release longer than the
+// link's MTU, so the forger's kernel cuts it into fragments, the Client ID
+// in the second; dhcpd's kernel reassembles it and dhcpd acts on it. The
+// client's node reads the first fragment only: a Release whose client it
+// does not show is reported. (The UDP listener before read 1,500 bytes of
+// a datagram, which hid the Client ID as well.)
+func TestDHCPv6PDAReleaseCutIntoFragmentsIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		b := forgedRelease(t, renew).ToBytes()
+		padded := append(b[:4:4], 0x7f, 0x7f, 0x07, 0xd0) // option 32639, 2,000 bytes
+		padded = append(padded, make([]byte, 2000)...)
+		return append(padded, b[4:]...)
+	}, toTheGroup)
+}
+
+// TestDHCPv6PDAReleaseToAllServersIsReported: the Release sent to
+// All_DHCP_Servers (ff05::1:3), the group relays send to: ISC dhcpd joins
+// it and acts on a client message there as on one to ff02::1:2. The
+// client's node hears both groups. (Before, it heard ff02::1:2 only, and
+// this Release went unreported until its result.)
+func TestDHCPv6PDAReleaseToAllServersIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		return forgedRelease(t, renew).ToBytes()
+	}, toAllServers)
+}
+
+// TestDHCPv6PDAReleaseBehindAHopByHopHeaderIsReported: a hop-by-hop
+// extension header between the IPv6 header and UDP; dhcpd's kernel walks
+// it and dhcpd acts on the Release. The client's node, which reads the link
+// below UDP, walks it too.
+func TestDHCPv6PDAReleaseBehindAHopByHopHeaderIsReported(t *testing.T) {
+	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
+		return forgedRelease(t, renew).ToBytes()
+	}, behindHopByHop)
 }
 
 // TestDHCPv6PDAUnicastReleaseIsReportedByItsResult: the Relay-Forward sent
@@ -55,7 +92,7 @@ func TestDHCPv6PDAReleaseWithAMalformedOptionIsReported(t *testing.T) {
 // released - counted in renumber_agent_dhcpv6_bindings_dropped_total and
 // reported as a conflict, while the client follows dhcpd.
 func TestDHCPv6PDAUnicastReleaseIsReportedByItsResult(t *testing.T) {
-	forgedReleaseReported(t, "bindings_dropped", relayedRelease(t), true)
+	forgedReleaseReported(t, "bindings_dropped", relayedRelease(t), toTheRouter)
 }
 
 func relayedRelease(t *testing.T) func(*dhcpv6.Message, *world.World) []byte {
@@ -69,12 +106,22 @@ func relayedRelease(t *testing.T) func(*dhcpv6.Message, *world.World) []byte {
 	}
 }
 
+// sentTo is where a forgery is sent.
+type sentTo int
+
+const (
+	toTheGroup     sentTo = iota // ff02::1:2, as clients send
+	toTheRouter                  // unicast to the router's link-local address, as a relay may
+	toAllServers                 // ff05::1:3, as relays send (ISC dhcpd joins it)
+	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
+)
+
 // forgedReleaseReported sends the forgery forge makes of the client's Renew
-// (unicast to the router, or to ff02::1:2), then the Request stealing the
+// (to), then the Request stealing the
 // freed prefix, and asserts dhcpd released it and that the client's node
 // counted it in renumber_agent_dhcpv6_<counter>_total with RouterConflict
 // True on the DynamicPrefix.
-func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv6.Message, w *world.World) []byte, unicast bool) {
+func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv6.Message, w *world.World) []byte, to sentTo) {
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
 	w, _, _ := pdClientWorld(t, 2, first)
 	speaker := rogueSpeaker(t, w)
@@ -85,7 +132,8 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 	before := agentMetric(t, w, client, metric)
 	releases := countLog(w, "rt-dhcpd.log", "releases prefix")
 	time.Sleep(time.Second) // past the client's own exchange
-	if unicast {
+	switch to {
+	case toTheRouter:
 		ll, err := w.Net.Router.LinkLocal(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -93,8 +141,18 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 		if err := speaker.SpeakToServerAt(forge(renew, w), ll); err != nil {
 			t.Fatal(err)
 		}
-	} else if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
-		t.Fatal(err)
+	case toAllServers:
+		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff05::1:3")); err != nil {
+			t.Fatal(err)
+		}
+	case behindHopByHop:
+		if err := speaker.SpeakToServersBehindHopByHop(forge(renew, w)); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	steal, err := dhcpv6.NewMessage()
 	if err != nil {

@@ -190,6 +190,13 @@ func TestDHCPv6PDACrowdOfServersDoesNotWin(t *testing.T) {
 func TestDHCPv6PDAForgedReleaseIsReported(t *testing.T) {
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
 	w, _, _ := pdClientWorld(t, 2, first)
+	forgedReleaseIsReported(t, w, first)
+}
+
+// forgedReleaseIsReported is TestDHCPv6PDAForgedReleaseIsReported in w,
+// a pdClientWorld delegating from first.
+func forgedReleaseIsReported(t *testing.T, w *world.World, first world.Delegation) {
+	t.Helper()
 	speaker := rogueSpeaker(t, w)
 	p1, client, confirmer := delegationConfirmed(t, w)
 	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)

@@ -19,7 +19,12 @@ import (
 // writerArgs; it returns the agents' processes by node and the writer.
 func pdClientWorld(t *testing.T, nodes int, first world.Delegation, writerArgs ...string) (*world.World, map[string]interface{ Kill() error }, *exec.Cmd) {
 	t.Helper()
-	w := newWorld(t, nodes)
+	return pdClientWorldIn(t, newWorld(t, nodes), nodes, first, writerArgs...)
+}
+
+// pdClientWorldIn is pdClientWorld in w, a world of nodes.
+func pdClientWorldIn(t *testing.T, w *world.World, nodes int, first world.Delegation, writerArgs ...string) (*world.World, map[string]interface{ Kill() error }, *exec.Cmd) {
+	t.Helper()
 	advertise(t, w, prefixA)
 	if err := w.Net.Router.DelegatePrefixes(t.Context(), first); err != nil {
 		t.Fatal(err)

@@ -38,9 +38,9 @@ type Parts struct {
 	WatchLinks func(ctx context.Context, links func(map[string]policy.Policy), clients func([]dhcp6.Want)) (synced <-chan struct{})
 	// DialDHCPv6 opens a DHCPv6 client's socket on a link (dhcp6.Dial).
 	DialDHCPv6 func(link string) (dhcp6.Conn, net.Addr, error)
-	// ListenDHCPv6 opens the servers' port on a link, where a client's node
-	// hears the messages sent under its client's DUID (dhcp6.ListenServers;
-	// nil: not heard).
+	// ListenDHCPv6 opens a listener on a link for the packets sent to the
+	// servers' group, where a client's node hears the messages sent under
+	// its client's DUID (dhcp6.ListenServers; nil: not heard).
 	ListenDHCPv6 func(link string) (dhcp6.Conn, error)
 	// DefaultLinks are the --interface links, followed alone while the
 	// DynamicPrefixes cannot be listed.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // DHCPv6Speaker is a socket on a router's eth0 at the DHCPv6 servers' port,
@@ -70,6 +71,31 @@ func (s *DHCPv6Speaker) Close() error { return s.conn.Close() }
 func (s *DHCPv6Speaker) SpeakToServers(b []byte) error {
 	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: net.ParseIP("ff02::1:2"), Port: 547, Zone: strconv.Itoa(s.ifi.Index)})
 	return err
+}
+
+// SpeakToServersBehindHopByHop is SpeakToServers with a hop-by-hop
+// extension header (a Router Alert option) before UDP: a server's kernel
+// walks it and hands the server the datagram all the same.
+func (s *DHCPv6Speaker) SpeakToServersBehindHopByHop(b []byte) error {
+	rc, err := s.conn.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	set := func(hbh string) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_HOPOPTS, hbh)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	// next header (the kernel's), length 0 (8 bytes), Router Alert (MLD), PadN.
+	if err := set(string([]byte{0, 0, 5, 2, 0, 0, 1, 0})); err != nil {
+		return err
+	}
+	defer set("")
+	return s.SpeakToServers(b)
 }
 
 // SpeakToServerAt sends b to a server's own address a (port 547), unicast,

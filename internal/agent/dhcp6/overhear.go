@@ -99,12 +99,35 @@ func (w *Watch) Heard(b []byte, at time.Time) bool {
 	for i := range min(w.n, ownSent) {
 		ours = ours || w.sent[i] == h.Print
 	}
-	why := impersonation(h, w.ID, ours, w.held)
-	log := why != "" && w.warn(why, at)
+	held := w.held
 	w.mu.Unlock()
+	return w.report(impersonation(h, w.ID, ours, held), h, at)
+}
+
+// HeardPacket judges one IPv6 packet heard on the link (ListenServers): a
+// datagram to the servers' port in it is judged as Heard does, and the
+// first fragment of a longer one by what it shows (partImpersonation).
+func (w *Watch) HeardPacket(pkt []byte, at time.Time) bool {
+	d, ok := readPacket(pkt)
+	switch {
+	case !ok:
+		return false
+	case !d.Partial:
+		return w.Heard(d.Payload, at)
+	}
+	h, _ := readHeard(d.Payload, w.ID.IAID)
+	return w.report(partImpersonation(d.Payload, h, w.ID), h, at)
+}
+
+// report logs (once an episode) and tells Impersonated of an impersonation
+// why (""; none) heard at in h; it reports whether there was one.
+func (w *Watch) report(why string, h overheard, at time.Time) bool {
 	if why == "" {
 		return false
 	}
+	w.mu.Lock()
+	log := w.warn(why, at)
+	w.mu.Unlock()
 	if log {
 		w.Log.Warn("DHCPv6: another host speaks to the server as this client ("+why+"); the server may move the delegation, the agents take nothing from it (DHCPv6-Shield or SAVI on the switch stops it)",
 			"link", w.Link, "type", h.Type.String(), "relayed", h.Relayed)
@@ -176,6 +199,32 @@ func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) strin
 	return ""
 }
 
+// partImpersonation is why the first fragment b of a datagram to the
+// servers' port, read as h, may be a message under id's DUID moving the
+// server's binding ("": none). The client never sends a fragment (its
+// messages fit any link's MTU), and what follows the first is not read, so
+// it is judged by what it shows: nothing when it is no client message or
+// Relay-Forward, or one that cannot move a binding, or one whose first
+// Client Identifier (whole in b) is another's; an impersonation otherwise -
+// under the client's DUID, or under one the rest may carry.
+func partImpersonation(b []byte, h overheard, id Identity) string {
+	if len(b) == 0 {
+		return "a fragmented datagram whose message the first fragment does not show"
+	}
+	switch t := dhcpv6.MessageType(b[0]); t {
+	case dhcpv6.MessageTypeSolicit, dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind,
+		dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline, dhcpv6.MessageTypeRelayForward:
+		if h.Client != nil && !bytes.Equal(h.Client, id.DUID.ToBytes()) {
+			return ""
+		}
+		if h.Client == nil {
+			return fmt.Sprintf("a fragmented %s whose client the first fragment does not show", t)
+		}
+		return fmt.Sprintf("a fragmented %s under the client's DUID", h.Type)
+	}
+	return ""
+}
+
 // named is what h's IA_PD names, for a log line.
 func named(h overheard) string {
 	switch {
@@ -187,13 +236,15 @@ func named(h overheard) string {
 	return fmt.Sprint(h.Named)
 }
 
-// Run reads conn (ListenServers) until ctx ends or the socket fails.
+// Run reads conn (ListenServers: IPv6 packets) until ctx ends or the
+// socket fails. One buffer the size of the largest IPv6 packet but a
+// jumbogram: a datagram a server reads whole is read whole.
 func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	var buf [1500]byte
+	buf := make([]byte, 40+0xffff)
 	for ctx.Err() == nil {
-		n, _, err := conn.ReadFrom(buf[:])
+		n, _, err := conn.ReadFrom(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
@@ -201,9 +252,9 @@ func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) erro
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("dhcp6: listening on the servers' port: %w", err)
+			return fmt.Errorf("dhcp6: listening on the link for client messages: %w", err)
 		}
-		w.Heard(buf[:n], clk.Now())
+		w.HeardPacket(buf[:n], clk.Now())
 	}
 	return ctx.Err()
 }

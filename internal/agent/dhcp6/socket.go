@@ -1,13 +1,13 @@
 package dhcp6
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
+	"os"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,6 +18,14 @@ const (
 )
 
 var allServers = netip.MustParseAddr("ff02::1:2")
+
+// siteServers is All_DHCP_Servers (ff05::1:3): relays send there, and ISC
+// dhcpd joins it on its links and acts on a client message sent there as
+// on one sent to ff02::1:2 - so a forger on the link may use it too.
+var siteServers = netip.MustParseAddr("ff05::1:3")
+
+// serverGroups are the groups the Watch hears.
+var serverGroups = [...]netip.Addr{allServers, siteServers}
 
 // Dial opens the client port on link's link-local address (binding port 546
 // needs CAP_NET_BIND_SERVICE) and names the link's servers.
@@ -44,32 +52,102 @@ func Dial(link string) (Conn, net.Addr, error) {
 	return nil, nil, fmt.Errorf("dhcp6: %s has no link-local address yet", link)
 }
 
-// ListenServers opens the servers' port on link's All_DHCP_Relay_Agents_and_
-// Servers group, to hear the client messages sent on the link (Watch). The
-// socket is bound to the group address, not the wildcard, so that it takes
-// nothing sent to a server or relay running on this node, and with
-// SO_REUSEADDR, so that one bound to the port may run beside it (each
-// socket gets its copy of a multicast datagram).
+// ListenServers opens a packet socket on link (it needs CAP_NET_RAW, which
+// the agent holds for its ICMPv6 socket) that reads the IPv6 packets sent
+// to All_DHCP_Relay_Agents_and_Servers and All_DHCP_Servers, to hear the
+// client messages sent on the link (Watch.HeardPacket). It takes a copy of
+// each and binds no port: it hears beside a DHCPv6 server or relay on the
+// node whether or not that one set SO_REUSEADDR (a UDP socket on port 547
+// could not bind beside one that did not, and heard nothing), and takes
+// nothing from it.
+// The kernel drops every other packet (serversFilter) before it is queued,
+// and the queue is the socket's receive buffer: a flood costs the drops,
+// not memory. A UDP socket, bound to no port so it receives nothing, joins
+// the groups on the link: the NIC then accepts the group's frames, and its
+// MLD report makes a snooping switch forward them to the node.
 func ListenServers(link string) (Conn, error) {
 	ifi, err := net.InterfaceByName(link)
 	if err != nil {
 		return nil, err
 	}
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			if serr == nil {
-				mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index)}
-				copy(mreq.Multiaddr[:], allServers.AsSlice())
-				serr = unix.SetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq)
-			}
-		})
-		return errors.Join(err, serr)
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp6", net.JoinHostPort(allServers.String()+"%"+ifi.Name, fmt.Sprint(ServerPort)))
+	group, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
+		return nil, fmt.Errorf("dhcp6: joining the servers' group on %s: %w", link, err)
+	}
+	for _, g := range serverGroups {
+		mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index), Multiaddr: g.As16()}
+		if err := unix.SetsockoptIPv6Mreq(group, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
+			unix.Close(group)
+			return nil, fmt.Errorf("dhcp6: joining %s on %s: %w", g, link, err)
+		}
+	}
+	f, err := packetSocket(ifi.Index)
+	if err != nil {
+		unix.Close(group)
 		return nil, fmt.Errorf("dhcp6: listening for client messages on %s: %w", link, err)
 	}
-	return pc.(*net.UDPConn), nil
+	return &packetConn{File: f, group: os.NewFile(uintptr(group), "group"), link: link, index: ifi.Index}, nil
+}
+
+// packetSocket opens an AF_PACKET socket of type SOCK_DGRAM (the network
+// layer, whatever the link layer: Ethernet, a VLAN's, PPP's) for the IPv6
+// packets serversFilter keeps on the interface of index ifindex. It is
+// opened for no protocol and bound to IPv6 only once the filter is on, so
+// that nothing unfiltered is queued meanwhile.
+func packetSocket(ifindex int) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := bpf.Assemble(serversFilter())
+	if err == nil {
+		prog := make([]unix.SockFilter, len(raw))
+		for i, r := range raw {
+			prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+		}
+		err = unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
+	}
+	if err == nil {
+		err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifindex})
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "packet"), nil // non-blocking: read through the poller, deadlines work
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// packetConn reads the packets of a packet socket; it sends nothing.
+type packetConn struct {
+	*os.File
+	group *os.File // the socket holding the group membership
+	link  string
+	index int // the link's index when bound
+}
+
+// ReadFrom reads a packet. The kernel reports the link going down once
+// (ENETDOWN) and queues again when it comes up: that is read past, unless
+// the link was replaced (deleted, or made anew under another index), which
+// the socket never hears again - then the error goes to the caller, which
+// opens the listener anew.
+func (c *packetConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, err := c.Read(b)
+		if !errors.Is(err, unix.ENETDOWN) {
+			return n, nil, err
+		}
+		if ifi, ierr := net.InterfaceByName(c.link); ierr != nil || ifi.Index != c.index {
+			return n, nil, err
+		}
+	}
+}
+
+func (c *packetConn) WriteTo([]byte, net.Addr) (int, error) {
+	return 0, errors.New("dhcp6: the servers' listener sends nothing")
+}
+
+func (c *packetConn) Close() error {
+	return errors.Join(c.File.Close(), c.group.Close()) // twice is harmless: no descriptor closed twice
 }

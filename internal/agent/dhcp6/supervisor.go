@@ -66,7 +66,8 @@ type Supervisor struct {
 	// Offered is told what a prober is offered on link (Prober.Report);
 	// nil: this agent does not confirm (wants to confirm are refused).
 	Offered func(link string, p netip.Prefix, valid time.Duration, removed bool, at time.Time)
-	// Listen, when set, opens the servers' port on a link (ListenServers):
+	// Listen, when set, opens a listener for the packets to the servers'
+	// group on a link (ListenServers):
 	// a client's node hears the client messages sent under its DUID, and
 	// tells Impersonated of those it did not send (Watch).
 	Listen       func(link string) (Conn, error)
@@ -201,8 +202,8 @@ func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) er
 	return nil
 }
 
-// watch runs w on the servers' port of its link until ctx ends, opening
-// the socket again after a failure.
+// watch runs w on the listener of its link until ctx ends, opening it
+// again after a failure.
 func (s *Supervisor) watch(ctx context.Context, w *Watch) {
 	retry := backoff.New(time.Second, time.Minute)
 	var failing string // the error logged last: one line per new reason

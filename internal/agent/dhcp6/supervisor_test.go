@@ -183,9 +183,10 @@ func TestAConfirmerTakingOverKeepsItsOfferUntilTheClientReports(t *testing.T) {
 	}
 }
 
-// A client's node listens on the servers' port of the client's link (a
-// socket here on loopback stands for ff02::1:2): a Release in the client's
-// name sent there is reported on that link. A confirmer does not listen.
+// A client's node listens for the packets to the servers' group on the
+// client's link (a socket here on loopback, whose datagrams are whole IPv6
+// packets, stands for the packet socket): a Release in the client's name
+// sent there is reported on that link. A confirmer does not listen.
 func TestAClientsNodeHearsAReleaseInItsName(t *testing.T) {
 	s := newServer(t, always(pdA))
 	r := &reports{ch: make(chan report, 64)}
@@ -213,7 +214,8 @@ func TestAClientsNodeHearsAReleaseInItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer forger.Close()
-	if _, err := forger.Write(clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 0x42, pdA).ToBytes()); err != nil {
+	release := clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 0x42, pdA).ToBytes()
+	if _, err := forger.Write(ipv6Packet(allServers, nil, ServerPort, release, 0)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -225,6 +227,6 @@ func TestAClientsNodeHearsAReleaseInItsName(t *testing.T) {
 		t.Fatal("the Release was not reported")
 	}
 	if n := len(listening); n != 0 {
-		t.Errorf("%d more sockets opened on the servers' port: the confirmer listened too", n)
+		t.Errorf("%d more listeners opened: the confirmer listened too", n)
 	}
 }

@@ -23,9 +23,9 @@ type Want struct {
 	Name, UID string // the DynamicPrefix
 	Link      string
 	Length    int
-	// Servers: the trusted servers' DUIDs in hex, comma-separated, sorted
-	// ("": any server). A string, so that wants compare with ==.
-	Servers string
+	// Servers: the trusted servers' DUIDs ("": any server), as ServersOf
+	// keeps them so that wants compare with ==.
+	Servers Servers
 	// Confirm: the writer named this node confirmer
 	// (status.dhcpv6pd.confirmerNode): a Prober runs, never a Client.
 	Confirm bool
@@ -41,10 +41,27 @@ func (w Want) same(o Want) bool {
 	return w == o
 }
 
-// servers decodes Want.Servers.
-func (w Want) servers() [][]byte {
+// Servers is a set of DUIDs kept comparable: each in hex, comma-separated,
+// sorted. ServersOf makes it and DUIDs reads it back; nothing else spells it.
+type Servers string
+
+// ServersOf keeps duids (raw bytes, as dynamicprefix.DHCPv6PD.Servers
+// returns them) as Servers.
+func ServersOf(duids [][]byte) Servers {
+	hexed := make([]string, 0, len(duids))
+	for _, b := range duids {
+		if len(b) > 0 {
+			hexed = append(hexed, hex.EncodeToString(b))
+		}
+	}
+	slices.Sort(hexed)
+	return Servers(strings.Join(slices.Compact(hexed), ","))
+}
+
+// DUIDs returns the DUIDs s keeps, as raw bytes.
+func (s Servers) DUIDs() [][]byte {
 	var out [][]byte
-	for _, h := range strings.Split(w.Servers, ",") {
+	for _, h := range strings.Split(string(s), ",") {
 		if b, err := hex.DecodeString(h); err == nil && len(b) > 0 {
 			out = append(out, b)
 		}
@@ -171,7 +188,7 @@ func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) er
 		}
 	}
 	c := &Client{Link: w.Link, Length: w.Length, ID: id, Clock: s.Clock, Log: s.Log.With("dynamicprefix", w.Name),
-		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: report, Servers: w.servers()}
+		Dial: func() (Conn, net.Addr, error) { return s.Dial(w.Link) }, Report: report, Servers: w.Servers.DUIDs()}
 	if s.Conflict != nil {
 		c.Conflict = func(at time.Time) { s.Conflict(w.Link, at) }
 	}

@@ -2,7 +2,6 @@ package dhcp6
 
 import (
 	"context"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"k8s.io/utils/clock"
 )
@@ -144,7 +144,7 @@ func TestAConfirmerTrustsWhatTheClientTrusts(t *testing.T) {
 	sup.Offered = func(_ string, p netip.Prefix, valid time.Duration, removed bool, at time.Time) {
 		offered.add(p, valid, removed, at)
 	}
-	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true, Servers: hex.EncodeToString(s.id.ToBytes())}})
+	sup.Set(t.Context(), []Want{{Name: "home", UID: testUID, Link: "eth0", Length: 56, Confirm: true, Servers: ServersOf([][]byte{s.id.ToBytes()})}})
 	if got := offered.next(t); got != (report{pdA, false}) {
 		t.Fatalf("got %v, want the trusted server's %s", got, pdA)
 	}
@@ -228,5 +228,21 @@ func TestAClientsNodeHearsAReleaseInItsName(t *testing.T) {
 	}
 	if n := len(listening); n != 0 {
 		t.Errorf("%d more listeners opened: the confirmer listened too", n)
+	}
+}
+
+// Servers keeps a set of DUIDs comparable: the same set in any order, with
+// repeats or empty entries, is one value, and it reads back as raw bytes.
+func TestServersKeepASetOfDUIDs(t *testing.T) {
+	a, b := []byte{0, 1, 0, 1, 0xaa}, []byte{0, 3, 0, 1, 2}
+	s := ServersOf([][]byte{b, a, nil, b})
+	if s != ServersOf([][]byte{a, b}) {
+		t.Errorf("%q and %q: one set, two values", s, ServersOf([][]byte{a, b}))
+	}
+	if diff := cmp.Diff([][]byte{a, b}, s.DUIDs()); diff != "" {
+		t.Errorf("DUIDs (-want +got):\n%s", diff)
+	}
+	if got := ServersOf(nil).DUIDs(); len(got) != 0 {
+		t.Errorf("no servers read back as %x", got)
 	}
 }

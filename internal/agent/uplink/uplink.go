@@ -6,14 +6,12 @@ package uplink
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/renumber/renumber/internal/agent/dhcp6"
 	"github.com/renumber/renumber/internal/agent/kubehttp"
@@ -71,12 +69,8 @@ func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || node == "" || st.ClientNode != node && st.ConfirmerNode != node {
 		return dhcp6.Want{}, false
 	}
-	var servers []string
-	for _, b := range pd.Servers() {
-		servers = append(servers, hex.EncodeToString(b))
-	}
 	w := dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength(),
-		Servers: strings.Join(servers, ",")}
+		Servers: dhcp6.ServersOf(pd.Servers())}
 	if st.ClientNode != node {
 		w.Confirm, w.Ask = true, st.Unconfirmed
 	}

@@ -38,7 +38,9 @@ var ranks = [][]string{
 	{"internal/agent"},
 	{"agent"},
 
-	// The writer's side, in the stages of docs/architecture.md.
+	// The writer's side, in the stages of docs/architecture.md. The model
+	// first: a spec parsed, free of Kubernetes; then the served object.
+	{"internal/writer/model"},
 	{"internal/writer/api", "internal/writer/election", "internal/writer/review"},
 	// The nouns the backends read objects into and render plans in: pool
 	// entries, their form and our ownership record, what a Service asks for
@@ -86,6 +88,7 @@ var forbidden = map[string][]string{
 	"internal/agent/policy":    {"k8s.io/", "sigs.k8s.io/"},
 	"internal/agent/observe":   {"k8s.io/", "sigs.k8s.io/"},
 	"internal/writer/decide":   {"k8s.io/", "sigs.k8s.io/"},
+	"internal/writer/model":    {"k8s.io/", "sigs.k8s.io/"},
 	"internal/writer/api":      {"k8s.io/client-go/", "github.com/cilium/"},
 	"internal/writer/holdings": {"k8s.io/client-go/", "github.com/cilium/"},
 	"internal/writer/render":   {"k8s.io/client-go/", "github.com/cilium/"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -92,7 +93,7 @@ func TestAForgedDrainEndsWithTheHonestNodes(t *testing.T) {
 		writer = startWriter(t, w, "writer-a")
 		poolIs(t, w, fmt.Sprintf("%s alone, %s not drained on node3's %q", step.cur, step.old, step.claim), step.cur.String())
 		historyIs(t, w, step.old.String()+" expired", func(h []api.HistoryEntry) bool {
-			return len(h) >= 2 && h[0].Prefix == step.cur.String() && h[1].Prefix == step.old.String() && h[1].State == api.StateExpired
+			return len(h) >= 2 && h[0].Prefix == step.cur.String() && h[1].Prefix == step.old.String() && h[1].State == model.StateExpired
 		})
 		settleWrites()
 		if got := objectWrites(writesBy(t, w, m, writerUser)); poolWrites(got) != 1 {

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -31,7 +31,7 @@ func TestExternalDNSTargetKeys(t *testing.T) {
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	addr := func(host string) string {
-		a, err := api.Splice(prefixA, netip.MustParseAddr(host))
+		a, err := model.Splice(prefixA, netip.MustParseAddr(host))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 )
 
@@ -66,7 +66,7 @@ func mappedNameFollows(t *testing.T, bin, prefix string) {
 			t.Errorf("the WAN client connecting to %s, as BIND answered: %q, %v; want %q...", got[0], line, err, want)
 		}
 	}
-	targetA, _ := api.Map(api.MappingNPTv6, ula, inside, delegationA)
+	targetA, _ := model.Map(model.MappingNPTv6, ula, inside, delegationA)
 	answered(targetA)
 
 	start := time.Now()
@@ -74,7 +74,7 @@ func mappedNameFollows(t *testing.T, bin, prefix string) {
 	if err := tr.Map(ctx, delegationB); err != nil {
 		t.Fatal(err)
 	}
-	targetB, _ := api.Map(api.MappingNPTv6, ula, inside, delegationB)
+	targetB, _ := model.Map(model.MappingNPTv6, ula, inside, delegationB)
 	answered(targetB)
 	t.Logf("%s: from the router's change to BIND's answer %v (logged, not asserted)", bin, time.Since(start).Round(time.Millisecond))
 	if line, err := tr.Dial(ctx, targetA, 8080); err == nil {

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -90,7 +90,7 @@ func annotationsOf(t *testing.T, w *world.World, ns, name string) map[string]str
 // nptv6Target is nptv6.yaml's ULA mapped onto the /48 the advertised /64
 // cur is part of.
 func nptv6Target(t *testing.T, cur netip.Prefix) string {
-	target, err := api.Map(api.MappingNPTv6, netip.MustParseAddr("fd01:203:405:1::1234"),
+	target, err := model.Map(model.MappingNPTv6, netip.MustParseAddr("fd01:203:405:1::1234"),
 		netip.MustParsePrefix("fd01:203:405::/48"), netip.PrefixFrom(cur.Addr(), 48).Masked())
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -349,7 +350,7 @@ func homeWorld(t *testing.T, nodes int) *world.World {
 // on is the address of p with the host part of suffix.
 func on(t *testing.T, p netip.Prefix, suffix string) string {
 	t.Helper()
-	a, err := api.Splice(p, netip.MustParseAddr(suffix))
+	a, err := model.Splice(p, netip.MustParseAddr(suffix))
 	if err != nil {
 		t.Fatal(err)
 	}

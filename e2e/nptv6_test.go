@@ -14,15 +14,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
 // TestTheMappedAddressIsTheKernels: the world's router translates a ULA
 // prefix on the LAN onto the ISP's prefix with Linux's own translation
 // (ip6tables SNPT/DNPT for nptv6, NETMAP for netmap); a client on the WAN
-// side connects to the address api.Map computes and reaches the listener on
+// side connects to the address model.Map computes and reaches the listener on
 // the ULA address inside - which sees its own ULA address, and the client's
 // - before and after the ISP's prefix changes; the old address then reaches
 // nothing. With a /64, the word adjusted is the interface identifier's first
@@ -35,11 +35,11 @@ func TestTheMappedAddressIsTheKernels(t *testing.T) {
 		outside       [2]string
 		listeners     []string
 	}{
-		{"nptv6 /48, RFC 6296's prefixes", api.MappingNPTv6, "fd01:203:405::/48",
+		{"nptv6 /48, RFC 6296's prefixes", model.MappingNPTv6, "fd01:203:405::/48",
 			[2]string{"2001:db8:1::/48", "2001:db8:2::/48"}, []string{"fd01:203:405:1::1234"}},
-		{"nptv6 /64", api.MappingNPTv6, "fd00:1:2:3::/64",
+		{"nptv6 /64", model.MappingNPTv6, "fd00:1:2:3::/64",
 			[2]string{"2001:db8:7:3::/64", "2001:db8:8:3::/64"}, []string{"fd00:1:2:3::10", "fd00:1:2:3:ffff::10"}},
-		{"netmap /56", api.MappingNetmap, "fd00:1:2::/56",
+		{"netmap /56", model.MappingNetmap, "fd00:1:2::/56",
 			[2]string{"2001:db8:7:100::/56", "2001:db8:8:100::/56"}, []string{"fd00:1:2:3::10"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestTheMappedAddressIsTheKernels(t *testing.T) {
 				}
 				for _, l := range tt.listeners {
 					ula := netip.MustParseAddr(l)
-					target, err := api.Map(tt.mapping, ula, inside, outside)
+					target, err := model.Map(tt.mapping, ula, inside, outside)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -84,7 +84,7 @@ func TestTheMappedAddressIsTheKernels(t *testing.T) {
 				}
 				before = before[:0]
 				for _, l := range tt.listeners {
-					target, _ := api.Map(tt.mapping, netip.MustParseAddr(l), inside, outside)
+					target, _ := model.Map(tt.mapping, netip.MustParseAddr(l), inside, outside)
 					before = append(before, target)
 				}
 			}
@@ -154,7 +154,7 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 					t.Errorf("the WAN client through %s: %q, %v; want %q...", target, line, err, want)
 				}
 			}
-			targetA, _ := api.Map(api.MappingNPTv6, ula, inside, delegationA)
+			targetA, _ := model.Map(model.MappingNPTv6, ula, inside, delegationA)
 			published(targetA.String())
 			settleWrites()
 
@@ -163,7 +163,7 @@ func TestAULAServiceIsPublishedUnderThePublicPrefix(t *testing.T) {
 			if err := tr.Map(ctx, delegationB); err != nil {
 				t.Fatal(err)
 			}
-			targetB, _ := api.Map(api.MappingNPTv6, ula, inside, delegationB)
+			targetB, _ := model.Map(model.MappingNPTv6, ula, inside, delegationB)
 			published(targetB.String())
 			if got, want := serviceWrites(t, w, m), []string{"patch services web 200"}; !slices.Equal(got, want) {
 				t.Errorf("the renumbering wrote %q to the Service, want %q", got, want)
@@ -195,7 +195,7 @@ func mappedService(t *testing.T, w *world.World, ann map[string]string) (tr *wor
 		t.Fatal(err)
 	}
 	inside, ula = netip.MustParsePrefix("fd01:203:405::/48"), netip.MustParseAddr("fd01:203:405:1::1234")
-	tr, err := w.Net.Translator(ctx, api.MappingNPTv6, inside)
+	tr, err := w.Net.Translator(ctx, model.MappingNPTv6, inside)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func mappedService(t *testing.T, w *world.World, ann map[string]string) (tr *wor
 		"metadata": map[string]any{"name": "ula"},
 		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "fd01:203:405:1::/64"}}},
 	})
-	all := map[string]string{dynamicprefix.AnnotationName: "home", holdings.AnnotationMapping: api.MappingNPTv6,
+	all := map[string]string{dynamicprefix.AnnotationName: "home", holdings.AnnotationMapping: model.MappingNPTv6,
 		holdings.AnnotationMappingPrefix: inside.String(), holdings.AnnotationIPs: ula.String()}
 	maps.Copy(all, ann)
 	svc := &corev1.Service{

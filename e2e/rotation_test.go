@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -88,7 +88,7 @@ func TestRotations(t *testing.T) {
 		"--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
 
 	addr := func(i int, host string) string {
-		a, _ := api.Splice(p(i), netip.MustParseAddr(host))
+		a, _ := model.Splice(p(i), netip.MustParseAddr(host))
 		return a.String()
 	}
 	// holds lists what every backend should hold: the user's entries first,

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -78,7 +78,7 @@ func TestHAServiceFollowsThePrefix(t *testing.T) {
 	startWriter(t, w, "writer-a")
 
 	addr := func(p string, host string) string {
-		a, err := api.Splice(netip.MustParsePrefix(p), netip.MustParseAddr(host))
+		a, err := model.Splice(netip.MustParsePrefix(p), netip.MustParseAddr(host))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestDNSWaitsForTheLoadBalancer(t *testing.T) {
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 	on := func(p netip.Prefix) string {
-		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
+		a, err := model.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -86,7 +86,7 @@ func TestShadowWriter(t *testing.T) {
 	differ := startShadow(t, w, "shadow-differ", "--external-dns-target-annotation-keys", holdings.AnnotationTarget)
 	got := planIs(t, differ, "the disagreement planned", svc+holdings.AnnotationManagedTargetKeys, svc+holdings.AnnotationTargetAlpha)
 	addrOn := func(p netip.Prefix) string {
-		a, err := api.Splice(p, netip.MustParseAddr("::ffff:0:1"))
+		a, err := model.Splice(p, netip.MustParseAddr("::ffff:0:1"))
 		if err != nil {
 			t.Fatal(err)
 		}

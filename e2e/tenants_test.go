@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -59,7 +59,7 @@ func TestTenantsTakeNoAddressTheyAreNotGiven(t *testing.T) {
 	startWriter(t, w, "writer-a")
 
 	on := func(p netip.Prefix, suffix string) string {
-		a, err := api.Splice(p, netip.MustParseAddr(suffix))
+		a, err := model.Splice(p, netip.MustParseAddr(suffix))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,9 @@
 // only packages of lower rank; the agent's side and the writer's side never
 // import each other; and some packages may not import some libraries at all
 // (the pure cores import none of Kubernetes, only the writer's backends
-// import Cilium). A new package fails here until it is given a rank, so
-// adding one is a decision, not a silence.
+// import Cilium) - the pure cores and the agent not through another package
+// either (deep, checked with go list). A new package fails here until it is
+// given a rank, so adding one is a decision, not a silence.
 
 package internal_test
 
@@ -11,6 +12,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,7 +40,9 @@ var ranks = [][]string{
 	{"internal/agent"},
 	{"agent"},
 
-	// The writer's side, in the stages of docs/architecture.md.
+	// The writer's side, in the stages of docs/architecture.md. The model
+	// first: a spec parsed, free of Kubernetes; then the served object.
+	{"internal/writer/model"},
 	{"internal/writer/api", "internal/writer/election", "internal/writer/review"},
 	// The nouns the backends read objects into and render plans in: pool
 	// entries, their form and our ownership record, what a Service asks for
@@ -70,7 +74,8 @@ var sides = map[string][]string{
 var mayCross = map[[2]string]string{
 	// The load generator and the bench write DynamicPrefixes as users do,
 	// through the served API's types.
-	{"tools/bench", "internal/writer/api"}: "the bench creates DynamicPrefixes",
+	{"tools/bench", "internal/writer/api"}:   "the bench creates DynamicPrefixes",
+	{"tools/bench", "internal/writer/model"}: "the bench splices a Service's suffix onto a prefix as the writer does",
 }
 
 // forbidden: import path prefixes a package (and the packages under it) may
@@ -86,6 +91,7 @@ var forbidden = map[string][]string{
 	"internal/agent/policy":    {"k8s.io/", "sigs.k8s.io/"},
 	"internal/agent/observe":   {"k8s.io/", "sigs.k8s.io/"},
 	"internal/writer/decide":   {"k8s.io/", "sigs.k8s.io/"},
+	"internal/writer/model":    {"k8s.io/", "sigs.k8s.io/"},
 	"internal/writer/api":      {"k8s.io/client-go/", "github.com/cilium/"},
 	"internal/writer/holdings": {"k8s.io/client-go/", "github.com/cilium/"},
 	"internal/writer/render":   {"k8s.io/client-go/", "github.com/cilium/"},
@@ -100,6 +106,13 @@ var forbidden = map[string][]string{
 	"internal/writer/inspect":    {"github.com/cilium/"},
 	"writer":                     {"github.com/cilium/"},
 }
+
+// deep: packages (and those under them) whose forbidden list holds for
+// everything they depend on, not only their own imports: a pure core stays
+// pure only if nothing it imports brings Kubernetes in (decide imported no
+// k8s.io package itself and still built 45 of them, through writer/api),
+// and the agent's memory is what it links, not what it names.
+var deep = []string{"internal/digest", "internal/agent", "agent", "internal/writer/decide", "internal/writer/model"}
 
 // debt: forbidden imports still made, each to go. The list may only
 // shrink: an entry no longer imported fails too, so it is taken out. (Empty
@@ -239,6 +252,73 @@ func TestForbiddenImportsStayOut(t *testing.T) {
 		for _, imp := range imps {
 			if !owed[pkg+" "+imp] {
 				t.Errorf("%s no longer imports %s: take it out of debt", pkg, imp)
+			}
+		}
+	}
+}
+
+// deps returns the module's packages under dirs and, for each package they
+// depend on (theirs included), its imports, from go list.
+func deps(t *testing.T, dirs []string) (roots []string, graph map[string][]string) {
+	t.Helper()
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}} {{.Module}} {{join .Imports \" \"}}"}
+	for _, d := range dirs {
+		args = append(args, module+d+"/...")
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	graph = map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		pkg, mod := f[0], f[1]
+		graph[pkg] = f[2:]
+		if mod == strings.TrimSuffix(module, "/") && slices.ContainsFunc(dirs, func(d string) bool { return under(strings.TrimPrefix(pkg, module), d) }) {
+			roots = append(roots, pkg)
+		}
+	}
+	return roots, graph
+}
+
+// chain returns the import path from root to the first package reached that
+// has a prefix in bad (breadth first, so the shortest), or nil.
+func chain(graph map[string][]string, root string, bad []string) []string {
+	from := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if slices.ContainsFunc(bad, func(pre string) bool { return strings.HasPrefix(p, pre) }) {
+			var path []string
+			for ; p != ""; p = from[p] {
+				path = append([]string{strings.TrimPrefix(p, module)}, path...)
+			}
+			return path
+		}
+		for _, q := range graph[p] {
+			if _, seen := from[q]; !seen {
+				from[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return nil
+}
+
+func TestForbiddenDependenciesStayOutAllTheWayDown(t *testing.T) {
+	roots, graph := deps(t, deep)
+	if len(roots) < len(deep) {
+		t.Fatalf("go list found %d packages under %v: is this the module?", len(roots), deep)
+	}
+	for _, root := range roots {
+		pkg := strings.TrimPrefix(root, module)
+		for dir, prefixes := range forbidden {
+			if !under(pkg, dir) || !slices.ContainsFunc(deep, func(d string) bool { return under(pkg, d) }) {
+				continue
+			}
+			if path := chain(graph, root, prefixes); path != nil {
+				t.Errorf("%s depends on %s (%s): nothing under %s may depend on %v", pkg, path[len(path)-1], strings.Join(path, " -> "), dir, prefixes)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -87,7 +88,7 @@ func runAnswer(ctx context.Context, changes int) (*dnsAnswer, error) {
 		return nil, err
 	}
 	addr := func(i int) string {
-		a, _ := api.Splice(fresh(i), netip.MustParseAddr(suffix))
+		a, _ := model.Splice(fresh(i), netip.MustParseAddr(suffix))
 		return a.String()
 	}
 	// follow polls every 50 ms until the Service's target is want and BIND

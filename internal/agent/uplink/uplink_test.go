@@ -12,6 +12,7 @@ import (
 	"github.com/renumber/renumber/internal/agent/policy"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 func TestLinks(t *testing.T) {
@@ -98,7 +99,7 @@ func TestDecodeAgreesWithTheAPITypes(t *testing.T) {
 			if follows {
 				f = fs[0]
 			}
-			m := api.Parse(dp.Name, dp.Spec)
+			m := model.Parse(dp.Name, dp.Spec)
 			if follows != m.RA {
 				t.Errorf("%s: follows = %v, the writer's model says %v", raw, follows, m.RA)
 				continue

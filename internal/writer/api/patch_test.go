@@ -8,6 +8,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // A merge patch leaves alone what it does not mention: a status field the
@@ -16,7 +17,7 @@ import (
 // never equals the rendered one and every pass would write it again.
 func TestAStatusPatchClearsWhatTheStatusNoLongerHas(t *testing.T) {
 	live := Status{CurrentPrefix: "2001:db8:a00::/56", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "node1"},
-		History: []HistoryEntry{{Prefix: "2001:db8:a00::/56", State: StateActive}}}
+		History: []HistoryEntry{{Prefix: "2001:db8:a00::/56", State: model.StateActive}}}
 	st := Status{CurrentPrefix: "2001:db8:a00::/56"}
 	patch, err := StatusPatch(live, st)
 	if err != nil {

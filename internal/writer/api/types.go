@@ -1,7 +1,8 @@
 // The DynamicPrefix object and its status as the writer reads and writes them;
 // the spec's types are shared with the agent (internal/dynamicprefix). They
-// only describe the wire format: Parse (spec.go) reads a spec into the model
-// every part of the writer reads.
+// only describe the wire format: model.Parse reads a spec into the model
+// every part of the writer reads, and the status's ranges, subnets and
+// history states are model's.
 
 package api
 
@@ -9,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,32 +37,12 @@ type Status struct {
 	PrefixSource       string                        `json:"prefixSource,omitempty"`
 	LeaseExpiresAt     *metav1.Time                  `json:"leaseExpiresAt,omitempty"`
 	ObservedGeneration int64                         `json:"observedGeneration,omitempty"`
-	AddressRanges      []AddressRangeStatus          `json:"addressRanges,omitempty"`
-	Subnets            []SubnetStatus                `json:"subnets,omitempty"`
+	AddressRanges      []model.AddressRangeStatus    `json:"addressRanges,omitempty"`
+	Subnets            []model.SubnetStatus          `json:"subnets,omitempty"`
 	History            []HistoryEntry                `json:"history,omitempty"`
 	DHCPv6PD           *dynamicprefix.DHCPv6PDStatus `json:"dhcpv6pd,omitempty"`
 	Conditions         []metav1.Condition            `json:"conditions,omitempty"`
 }
-
-type AddressRangeStatus struct {
-	Name  string `json:"name"`
-	Start string `json:"start"`
-	End   string `json:"end"`
-	CIDR  string `json:"cidr"`
-}
-
-type SubnetStatus struct {
-	Name             string `json:"name"`
-	CIDR             string `json:"cidr"`
-	BGPAdvertisement string `json:"bgpAdvertisement,omitempty"`
-}
-
-// History states.
-const (
-	StateActive   = "active"
-	StateDraining = "draining"
-	StateExpired  = "expired"
-)
 
 type HistoryEntry struct {
 	Prefix       string       `json:"prefix"`
@@ -69,7 +51,7 @@ type HistoryEntry struct {
 	// ExpiresAt (renumber addition): when a draining prefix leaves the pools,
 	// computed once at the transition.
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
-	State     string       `json:"state"`
+	State     string       `json:"state"` // model.StateActive, StateDraining or StateExpired
 	// DelegatedPrefix (renumber addition): the delegation Prefix is part of,
 	// with routerAdvertisement.delegatedPrefixLength.
 	DelegatedPrefix string `json:"delegatedPrefix,omitempty"`

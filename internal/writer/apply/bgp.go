@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 )
 
@@ -22,11 +22,11 @@ import (
 // The cache of advertisements is nil (and gvr empty) when the API server
 // does not serve them; pools are the pool caches, where a subnet's
 // CiliumLoadBalancerIPPool gives the selector.
-func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m api.Model) (map[string]string, permit.Outcomes) {
+func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements, gvr schema.GroupVersionResource, pools []backends.Cached, u *unstructured.Unstructured, m model.Model) (map[string]string, permit.Outcomes) {
 	if bgp.Store == nil {
 		for _, s := range m.Subnets {
 			if s.Advertise {
-				return nil, permit.Outcomes{permit.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", api.ErrInvalid, s.Name))}
+				return nil, permit.Outcomes{permit.Final(fmt.Errorf("%w: subnet %s asks for BGP, but cilium.io/v2 CiliumBGPAdvertisement is not served", model.ErrInvalid, s.Name))}
 			}
 		}
 		return nil, nil
@@ -40,12 +40,12 @@ func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements
 		}
 		selector, found := poolSelector(pools, m.Name, s.Name)
 		if !found {
-			out = append(out, permit.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", api.ErrInvalid, s.Name)))
+			out = append(out, permit.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", model.ErrInvalid, s.Name)))
 			continue
 		}
 		a, err := backends.RenderAdvertisement(m.Name, s, selector)
 		if err != nil {
-			out = append(out, permit.Final(fmt.Errorf("%w: %w", api.ErrInvalid, err)))
+			out = append(out, permit.Final(fmt.Errorf("%w: %w", model.ErrInvalid, err)))
 			continue
 		}
 		var live *unstructured.Unstructured

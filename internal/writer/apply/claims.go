@@ -8,10 +8,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -44,29 +44,29 @@ func byAge(a, b ask) int {
 // cannot be read, whose reference the spec cannot resolve, or in a namespace
 // the DynamicPrefix does not let follow (spec.serviceNamespaces, as for
 // Services) asks for nothing: it is reported, and released if it holds ours.
-func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, model api.Model, d decide.Decision) (permit.Outcomes, []ask) {
+func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
 	var out permit.Outcomes
 	var asks []ask
 	for _, c := range pools {
 		if !c.Kind.Claims {
 			continue
 		}
-		for _, p := range c.Following(model.Name) {
+		for _, p := range c.Following(spec.Name) {
 			self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
 			if p.Err != nil {
 				out = append(out, w.unreadable(p))
 				continue
 			}
-			if !model.LetsFollow(p.Namespace) {
+			if !spec.LetsFollow(p.Namespace) {
 				w.Events.Announce("pool/"+self.String()+"/namespace", p.Live, true, "NamespaceNotAllowed",
-					fmt.Sprintf("DynamicPrefix %s does not let %ss in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, p.Kind.Name, p.Namespace))
-				out = append(out, w.releasePool(ctx, p, model.Name, fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", p.Namespace, model.Name)))
+					fmt.Sprintf("DynamicPrefix %s does not let %ss in namespace %s follow it (spec.serviceNamespaces): it gets no address", spec.Name, p.Kind.Name, p.Namespace))
+				out = append(out, w.releasePool(ctx, p, spec.Name, fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", p.Namespace, spec.Name)))
 				continue
 			}
 			w.Events.Forget("pool/" + self.String() + "/namespace")
-			pl, err := w.plan(p.Kind, p.Object, model, d)
+			pl, err := w.plan(p.Kind, p.Object, spec, d)
 			if err != nil {
-				out = append(out, w.pool(ctx, p, model, d)) // reports it
+				out = append(out, w.pool(ctx, p, spec, d)) // reports it
 				continue
 			}
 			ips := canonical(pl.write.Record)
@@ -80,15 +80,15 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, mode
 
 // claimantPool writes a pool of a claiming kind whose claim was won (ok), or
 // releases it with an event saying who holds the address c it asked for.
-func (w *Writer) claimantPool(ctx context.Context, p *backends.Pool, model api.Model, d decide.Decision, c render.Conflict, ok bool) permit.Outcome {
+func (w *Writer) claimantPool(ctx context.Context, p *backends.Pool, spec model.Model, d decide.Decision, c render.Conflict, ok bool) permit.Outcome {
 	self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
 	if ok {
 		w.Events.Forget("pool/" + self.String() + "/conflict")
-		return w.pool(ctx, p, model, d)
+		return w.pool(ctx, p, spec, d)
 	}
 	w.Events.Announce("pool/"+self.String()+"/conflict", p.Live, true, render.ServiceAddressConflict,
 		fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this %s gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder, p.Kind.Name))
-	return w.releasePool(ctx, p, model.Name, fmt.Sprintf("its address %s is %s's", c.Address, c.Holder))
+	return w.releasePool(ctx, p, spec.Name, fmt.Sprintf("its address %s is %s's", c.Address, c.Holder))
 }
 
 // canonical is every entry of v in canonical form.

@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -43,7 +43,7 @@ func (w *IPPools) Forget() { w.memo.Reset() }
 // first, then each annotated pool gets the current CIDR, then the draining
 // siblings are created or updated - so no two pools ever hold the same CIDR, a
 // prefix coming back included.
-func (w *IPPools) Sync(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, m api.Model, d decide.Decision) permit.Outcomes {
+func (w *IPPools) Sync(ctx context.Context, pools backends.IPPools, gvr schema.GroupVersionResource, m model.Model, d decide.Decision) permit.Outcomes {
 	if pools.Store == nil {
 		return nil
 	}

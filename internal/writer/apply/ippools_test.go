@@ -21,9 +21,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 )
 
@@ -148,7 +148,7 @@ func (w *world) pass(pooled ...string) (int, error) {
 	}
 	d.Current = d.Pooled[0]
 	before := w.writes
-	out := w.w.Sync(context.Background(), backends.IPPools{Store: w.store}, gvr, api.Parse("home", dynamicprefix.Spec{}), d)
+	out := w.w.Sync(context.Background(), backends.IPPools{Store: w.store}, gvr, model.Parse("home", dynamicprefix.Spec{}), d)
 	w.sync()
 	return w.writes - before, out.Err()
 }

@@ -18,16 +18,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Pools writes every pool, of the kinds given, that follows m's DynamicPrefix.
-func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) permit.Outcomes {
+func (w *Writer) Pools(ctx context.Context, pools []backends.Cached, m model.Model, d decide.Decision) permit.Outcomes {
 	var out permit.Outcomes
 	for p := range poolsFollowing(pools, m.Name) {
 		if p.Kind.Claims {
@@ -78,7 +78,7 @@ type poolPlan struct {
 // written (the cache, or the writer's own newer write): one call to render.
 // An error is the pool's reference to a range or subnet that the spec cannot
 // resolve.
-func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decide.Decision) (poolPlan, error) {
+func (w *Writer) plan(k *backends.Kind, po backends.Object, m model.Model, d decide.Decision) (poolPlan, error) {
 	pl := poolPlan{self: permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}}
 	if last, ok := w.pools.Get(pl.self, po.ResourceVersion); ok {
 		po.Held, po.RecordFrom = last, k.RecordKey
@@ -92,7 +92,7 @@ func (w *Writer) plan(k *backends.Kind, po backends.Object, m api.Model, d decid
 	return pl, nil
 }
 
-func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d decide.Decision) permit.Outcome {
+func (w *Writer) pool(ctx context.Context, p *backends.Pool, m model.Model, d decide.Decision) permit.Outcome {
 	k, u := p.Kind, p.Live
 	pl, err := w.plan(k, p.Object, m, d)
 	self, po, write := pl.self, pl.po, pl.write
@@ -123,7 +123,7 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m api.Model, d deci
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
 	if err := patchPool(ctx, w.Client, k, po, write, false, nil); err != nil {
-		if errors.Is(err, api.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
+		if errors.Is(err, model.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
 			return permit.Final(err)
@@ -223,7 +223,7 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 	if wait > 0 {
 		w.Requeue(dp, wait)
 		// Not released yet: what waits on the release (a finalizer) waits too.
-		out = append(out, permit.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, api.ErrBudgetExceeded, wait.Round(time.Second))))
+		out = append(out, permit.Final(fmt.Errorf("releasing what DynamicPrefix %s wrote: %w (next permit in %s)", dp, model.ErrBudgetExceeded, wait.Round(time.Second))))
 	}
 	return out
 }
@@ -349,7 +349,7 @@ func patchPool(ctx context.Context, client dynamic.Interface, k *backends.Kind, 
 // the one asked, as Services are not: the policy refuses every address to
 // one in a namespace the DynamicPrefix does not let follow, which is no news
 // of the status.
-func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m api.Model, d decide.Decision) bool {
+func (w *Writer) Admitted(ctx context.Context, pools []backends.Cached, m model.Model, d decide.Decision) bool {
 	for p := range poolsFollowing(pools, m.Name) {
 		if p.Err != nil || p.Kind.Claims {
 			continue

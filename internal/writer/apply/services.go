@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -29,9 +30,9 @@ import (
 // rules. No two of them get one address: the one that holds it keeps it
 // (else the one created first), the other is released, and the conflicts are
 // returned for the DynamicPrefix's status.
-func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, model api.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
-	out, asks := w.serviceAsks(ctx, services, model, d)
-	gwOut, gwAsks := w.claimantAsks(ctx, pools, model, d)
+func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
+	out, asks := w.serviceAsks(ctx, services, spec, d)
+	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
 	// The oldest asks first; who holds an address keeps it: one whose
 	// record already names an address it asks for claims before the
@@ -56,15 +57,15 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 		}
 		switch {
 		case x.pool != nil:
-			out = append(out, w.claimantPool(ctx, x.pool, model, d, c, ok))
+			out = append(out, w.claimantPool(ctx, x.pool, spec, d, c, ok))
 		case ok:
 			w.Events.Forget("svc/" + x.svc.self.String() + "/conflict")
-			out = append(out, w.writeService(ctx, x.svc, model))
+			out = append(out, w.writeService(ctx, x.svc, spec))
 		default:
 			m := x.svc.m
 			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
 				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
 				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
 		}
 		if ctx.Err() != nil {
@@ -78,22 +79,22 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 // serviceAsks is what each Service following model's DynamicPrefix asks for;
 // those that may not follow, or ask for nothing, are released or refused
 // here (the outcomes).
-func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, model api.Model, d decide.Decision) (permit.Outcomes, []ask) {
+func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
 	var out permit.Outcomes
 	var asks []ask
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
-	for _, m := range backends.ServicesFollowing(services, model.Name) {
+	for _, m := range backends.ServicesFollowing(services, spec.Name) {
 		self := permit.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
-		if !model.LetsFollow(m.Namespace) {
+		if !spec.LetsFollow(m.Namespace) {
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
-				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", model.Name, m.Namespace))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, model.Name,
-				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, model.Name)))
+				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", spec.Name, m.Namespace))
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name)))
 			continue
 		}
 		w.Events.Forget("svc/" + self.String() + "/namespace")
-		if !model.HA && m.Follow.Mapping == "" {
-			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, model.Name))
+		if !spec.HA && m.Follow.Mapping == "" {
+			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, spec.Name))
 			continue
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
@@ -104,7 +105,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, model 
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		want, err := render.Service(model, m.Follow, d.Pooled, live, m.Ingress, opt)
+		want, err := render.Service(spec, m.Follow, d.Pooled, live, m.Ingress, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
@@ -119,10 +120,10 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, model 
 }
 
 // writeService writes what one Service asks for, unless it holds it.
-func (w *Writer) writeService(ctx context.Context, x *serviceAsk, model api.Model) permit.Outcome {
+func (w *Writer) writeService(ctx context.Context, x *serviceAsk, spec model.Model) permit.Outcome {
 	m, self, live, want := x.m, x.self, x.live, x.want
 	if want.Equal(live) {
-		w.Calm(self, model.Name)
+		w.Calm(self, spec.Name)
 		return permit.Outcome{}
 	}
 	if w.services.Behind(self, m.ResourceVersion) {
@@ -132,7 +133,7 @@ func (w *Writer) writeService(ctx context.Context, x *serviceAsk, model api.Mode
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
 		return permit.Outcome{}
 	}
-	if err := w.Permit(self, serviceRef(m), model.Name); err != nil {
+	if err := w.Permit(self, serviceRef(m), spec.Name); err != nil {
 		return permit.Final(err)
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Labels on every CiliumBGPAdvertisement renumber owns. "advertise: bgp" is what
@@ -56,7 +56,7 @@ func AdvertisementName(dp, subnet string) string {
 // RenderAdvertisement builds the advertisement for one advertised subnet: the
 // LoadBalancer IPs of the Services the pool using the subnet selects, with the
 // subnet's community, labelled for a CiliumBGPPeerConfig to select.
-func RenderAdvertisement(dp string, s api.Subnet, poolSelector map[string]any) (Advertisement, error) {
+func RenderAdvertisement(dp string, s model.Subnet, poolSelector map[string]any) (Advertisement, error) {
 	adv := ciliumv2.BGPAdvertisement{
 		AdvertisementType: ciliumv2.BGPServiceAdvert,
 		Service:           &ciliumv2.BGPServiceOptions{Addresses: []ciliumv2.BGPServiceAddressType{ciliumv2.BGPLoadBalancerIPAddr}},

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 func TestRenderAdvertisement(t *testing.T) {
-	s := api.Subnet{Name: "Svc_1", Length: 112, Advertise: true, Community: "65000:100"}
+	s := model.Subnet{Name: "Svc_1", Length: 112, Advertise: true, Community: "65000:100"}
 	a, err := RenderAdvertisement("home", s, map[string]any{"matchLabels": map[string]any{"pool": "public"}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -58,7 +58,7 @@ func TestAGatewayFollowsLikeAnHAService(t *testing.T) {
 	if want := []string{"192.0.2.7"}; !slices.Equal(po.Entries, want) {
 		t.Errorf("entries %q, want the IPAddress entries %q", po.Entries, want)
 	}
-	m := api.Model{Name: "home"}
+	m := model.Model{Name: "home"}
 	pooled := []netip.Prefix{netip.MustParsePrefix("2001:db8:b::/64"), netip.MustParsePrefix("2001:db8:a::/64")}
 	got, err := render.PoolEntries(m, po.Follow, pooled, po.Form)
 	if want := []string{"2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff::1"}; err != nil || !slices.Equal(got, want) {

@@ -32,8 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // NetworkPolicyResource is the NetworkPolicy resource.
@@ -212,10 +212,10 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 		return nil, err
 	}
 	if len(open) > 0 {
-		return nil, fmt.Errorf("%w: %w (peers %s)", api.ErrInvalid, ErrRuleWouldOpen, open[0])
+		return nil, fmt.Errorf("%w: %w (peers %s)", model.ErrInvalid, ErrRuleWouldOpen, open[0])
 	}
 	if following == 0 && len(record) > 0 && !release {
-		return nil, fmt.Errorf("%w: %w", api.ErrInvalid, ErrNoRuleFollows)
+		return nil, fmt.Errorf("%w: %w", model.ErrInvalid, ErrNoRuleFollows)
 	}
 	spec, _ := obj["spec"].(map[string]any)
 	out := map[string]any{}
@@ -242,7 +242,7 @@ func moveExcept(except []string, from, to string) []string {
 		if err != nil || p.Bits() < f.Bits() {
 			continue
 		}
-		if a, err := api.Map(api.MappingNetmap, p.Addr(), f, t); err == nil {
+		if a, err := model.Map(model.MappingNetmap, p.Addr(), f, t); err == nil {
 			out = append(out, netip.PrefixFrom(a, p.Bits()).String())
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -387,7 +388,7 @@ func TestOnePrefixChangeIsOnePatchPerObject(t *testing.T) {
 	if want := "range=" + rangeOn(prefixB) + ",range=" + rangeOn(prefixA); record != want {
 		t.Errorf("record = %q, want %q", record, want)
 	}
-	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != api.StateDraining {
+	if st := f.status(); st.CurrentPrefix != prefixB || len(st.History) != 2 || st.History[1].State != model.StateDraining {
 		t.Errorf("status = %s, history %+v", st.CurrentPrefix, st.History)
 	}
 	svc, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Get(t.Context(), "web", metav1.GetOptions{})

@@ -14,6 +14,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -21,7 +22,7 @@ import (
 // reports are what votes for the DynamicPrefix name: its servers' answers
 // when it follows a name (not ready until each was asked once), else the
 // node digests, and when that changes by time alone.
-func (c *Controller) reports(ctx context.Context, name string, m api.Model, now time.Time) ([]decide.Report, time.Time, bool) {
+func (c *Controller) reports(ctx context.Context, name string, m model.Model, now time.Time) ([]decide.Report, time.Time, bool) {
 	switch {
 	case m.DNS == nil:
 		c.stopResolving(name)
@@ -95,7 +96,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	}
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
-	m := api.Parse(name, dp.Spec)
+	m := model.Parse(name, dp.Spec)
 	now := c.clock.Now()
 	reports, lapse, ready := c.reports(ctx, name, m, now)
 	if !ready {
@@ -225,7 +226,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 }
 
 // voterKind names who votes for a DynamicPrefix, for the log.
-func voterKind(m api.Model) string {
+func voterKind(m model.Model) string {
 	if m.DNS != nil {
 		return "servers"
 	}
@@ -234,7 +235,7 @@ func voterKind(m api.Model) string {
 
 // announceDissent writes the journal's line and the event when the DNS
 // servers stop or start agreeing.
-func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, m api.Model, d decide.Decision, prior api.Status) {
+func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, m model.Model, d decide.Decision, prior api.Status) {
 	was := meta.FindStatusCondition(prior.Conditions, render.ResolversAgree)
 	msg := render.DissentMessage(m, d)
 	switch {
@@ -329,7 +330,7 @@ type admission struct {
 // a cache of its own, which lags the writer's under load (a refused pool
 // write measured in TestRealNodes beside four other worlds). Not admitted:
 // the outcome looks again later; the pass never waits in place.
-func (c *Controller) admission(ctx context.Context, name string, m api.Model, d decide.Decision, now time.Time) (permit.Outcome, bool) {
+func (c *Controller) admission(ctx context.Context, name string, m model.Model, d decide.Decision, now time.Time) (permit.Outcome, bool) {
 	a, ok := c.admitting[name]
 	if !ok {
 		return permit.Outcome{}, true

@@ -19,6 +19,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/caches"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,7 +56,7 @@ type Voters interface {
 // name asks (resolve.Sources): polled from the first call on, ready once
 // every server was asked; Stop ends a poll.
 type Resolvers interface {
-	Reports(ctx context.Context, name string, q *api.DNSSource) (reports []decide.Report, ready bool)
+	Reports(ctx context.Context, name string, q *model.DNSSource) (reports []decide.Report, ready bool)
 	Stop(name string)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -26,7 +27,7 @@ type servers struct {
 	stopped []string
 }
 
-func (s *servers) Reports(_ context.Context, _ string, q *api.DNSSource) ([]decide.Report, bool) {
+func (s *servers) Reports(_ context.Context, _ string, q *model.DNSSource) ([]decide.Report, bool) {
 	var out []decide.Report
 	for i, a := range s.answers {
 		l := digest.Link{Name: "dns"}

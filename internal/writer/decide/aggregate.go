@@ -7,7 +7,7 @@
 // Rules:
 //   - A node votes for each acceptable prefix it reports as preferred on a link
 //     the DynamicPrefix follows (its interface, or every link when none is named).
-//   - Acceptable: what the spec's model accepts (api.Model.Accept: inside
+//   - Acceptable: what the spec's model accepts (model.Model.Accept: inside
 //     2000::/3 unless the filter is off, inside one of allowedPrefixes when set,
 //     within the length bounds - an RA's /64, a delegation's /48 to /64, unless
 //     the spec sets them). A source the DynamicPrefix does not follow on that
@@ -63,7 +63,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Report is one node's decoded digest.
@@ -183,7 +183,7 @@ func (t *tally) drain(voters int) time.Duration {
 }
 
 // For computes the decision for one DynamicPrefix (its spec parsed to m) at now.
-func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
+func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
@@ -203,7 +203,7 @@ func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 	// it for ever).
 	draining := map[netip.Prefix]bool{}
 	for _, h := range prev.History {
-		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == api.StateDraining && !h.ExpiresAt.IsZero() {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == model.StateDraining && !h.ExpiresAt.IsZero() {
 			draining[p.Masked()] = true
 		}
 	}
@@ -400,7 +400,7 @@ func For(m api.Model, prev Status, reports []Report, now time.Time) Decision {
 		}
 	}
 	for _, h := range d.History {
-		if h.State == api.StateExpired {
+		if h.State == model.StateExpired {
 			continue
 		}
 		if p, err := netip.ParsePrefix(h.Prefix); err == nil {
@@ -448,7 +448,7 @@ const PrefixAcquired = "PrefixAcquired"
 // still votes (for the grace), so the new client has the prefix back before
 // the old report lapses: any node asks with the same identity, and the server
 // hands back the same prefix. With no Ready candidate the client stays.
-func clientNode(m api.Model, prev Status, reports []Report) string {
+func clientNode(m model.Model, prev Status, reports []Report) string {
 	ready, all := eligible(m, reports)
 	current := ""
 	if prev.DHCPv6PD != nil {
@@ -501,7 +501,7 @@ func (h *handover) note(client bool, ps []digest.Prefix, current netip.Prefix) {
 // holds reports whether the current prefix is reported through a handover.
 func (h handover) holds() bool { return !h.clientHolds && h.othersHold }
 
-func pdClient(m api.Model, prev Status, client, node string) bool {
+func pdClient(m model.Model, prev Status, client, node string) bool {
 	if !m.PDClient {
 		return true
 	}
@@ -585,7 +585,7 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 	prev := slices.Clone(st.History)
 	rank := func(h HistoryEntry) int {
 		switch {
-		case h.State == api.StateActive:
+		case h.State == model.StateActive:
 			return 0
 		case !h.DeprecatedAt.IsZero():
 			return 1
@@ -601,7 +601,7 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 	// The acquisition time of a current prefix without an entry (the existing
 	// operator writes none).
 	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
-		prev = slices.Insert(prev, 0, HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: st.acquired(), State: api.StateActive})
+		prev = slices.Insert(prev, 0, HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: st.acquired(), State: model.StateActive})
 	}
 	var out []HistoryEntry
 	byPrefix := map[string]HistoryEntry{}
@@ -615,8 +615,8 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 	}
 	if current.IsValid() {
 		h, ok := byPrefix[current.String()]
-		if !ok || current != prevCurrent || h.State != api.StateActive {
-			h = HistoryEntry{Prefix: current.String(), AcquiredAt: stamp, State: api.StateActive}
+		if !ok || current != prevCurrent || h.State != model.StateActive {
+			h = HistoryEntry{Prefix: current.String(), AcquiredAt: stamp, State: model.StateActive}
 		} else if h.AcquiredAt.IsZero() {
 			h.AcquiredAt = stamp
 		}
@@ -633,15 +633,15 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		if err != nil {
 			continue
 		}
-		if h.State == api.StateActive {
+		if h.State == model.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
-			h.State, h.DeprecatedAt, h.ExpiresAt = api.StateDraining, stamp, time.Time{}
+			h.State, h.DeprecatedAt, h.ExpiresAt = model.StateDraining, stamp, time.Time{}
 			dr, _ := left(p)
 			if drain := max(fallback, dr); drain > 0 && drain != unbounded {
 				h.ExpiresAt = now.Add(drain).Truncate(time.Second)
 			}
 		}
-		if h.State == api.StateDraining {
+		if h.State == model.StateDraining {
 			// Unreported (by a majority) ends a drain, unless the name's
 			// deadline does (an entry from before the name was followed
 			// has none: it ends).
@@ -649,7 +649,7 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 			gone := silent && (fallback == 0 || h.ExpiresAt.IsZero())
 			passed := !h.ExpiresAt.IsZero() && !now.Before(h.ExpiresAt)
 			if gone || passed {
-				h.State = api.StateExpired
+				h.State = model.StateExpired
 			} else if !h.ExpiresAt.IsZero() && (wake.IsZero() || h.ExpiresAt.Before(wake)) {
 				wake = h.ExpiresAt
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -35,8 +35,8 @@ func eth0() dynamicprefix.Spec {
 	return dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}}}
 }
 
-// model parses s as the writer does.
-func model(s dynamicprefix.Spec) api.Model { return api.Parse("home", s) }
+// parse parses s as the writer does.
+func parse(s dynamicprefix.Spec) model.Model { return model.Parse("home", s) }
 
 const (
 	onA   = "v1;eth0=2001:db8:a::/64 p ra+addr"
@@ -55,7 +55,7 @@ func status(d Decision) Status {
 }
 
 func TestFirstAcquisition(t *testing.T) {
-	d := For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0)
+	d := For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0)
 	if d.Current.String() != "2001:db8:a::/64" || !d.Changed || d.Source != "router-advertisement" {
 		t.Fatalf("decision = %s changed=%v source=%s", d, d.Changed, d.Source)
 	}
@@ -65,22 +65,22 @@ func TestFirstAcquisition(t *testing.T) {
 }
 
 func TestSteadyStateReproducesTheStatus(t *testing.T) {
-	d1 := For(model(eth0()), Status{}, reports(t, onA, onA), t0)
-	d2 := For(model(eth0()), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
+	d1 := For(parse(eth0()), Status{}, reports(t, onA, onA), t0)
+	d2 := For(parse(eth0()), status(d1), reports(t, onA, onA), t0.Add(time.Hour))
 	if d2.Changed || !reflect.DeepEqual(status(d1), status(d2)) {
 		t.Errorf("an hour later with the same reports the status changed:\n%+v\n%+v", status(d1), status(d2))
 	}
 }
 
 func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	// Node a moves first: A keeps the majority.
-	d := For(model(eth0()), st, reports(t, onB, onA, onA), t0.Add(time.Second))
+	d := For(parse(eth0()), st, reports(t, onB, onA, onA), t0.Add(time.Second))
 	if d.Changed {
 		t.Fatalf("one node of three flipped the prefix: %s", d)
 	}
 	// Node b follows: B now has two preferred votes, A one.
-	d = For(model(eth0()), st, reports(t, onB, onB, onA), t0.Add(2*time.Second))
+	d = For(parse(eth0()), st, reports(t, onB, onB, onA), t0.Add(2*time.Second))
 	if !d.Changed || d.Current.String() != "2001:db8:b::/64" {
 		t.Fatalf("majority moved but decision = %s", d)
 	}
@@ -92,23 +92,23 @@ func TestChangeFollowsTheMajorityWithoutFlapping(t *testing.T) {
 		t.Errorf("A's entry = %+v, want draining with expiresAt 600 s after the change", a)
 	}
 	// The last node: nothing changes any more.
-	d2 := For(model(eth0()), status(d), reports(t, onB, onB, onB), t0.Add(3*time.Second))
+	d2 := For(parse(eth0()), status(d), reports(t, onB, onB, onB), t0.Add(3*time.Second))
 	if d2.Changed || !reflect.DeepEqual(status(d), status(d2)) {
 		t.Errorf("the last node's report changed the status")
 	}
 }
 
 func TestTieKeepsTheCurrentPrefix(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
-	if d := For(model(eth0()), st, reports(t, onBA, onBA), t0); d.Changed {
+	st := status(For(parse(eth0()), Status{}, reports(t, onA), t0))
+	if d := For(parse(eth0()), st, reports(t, onBA, onBA), t0); d.Changed {
 		t.Errorf("a tie moved the prefix: %s", d)
 	}
 }
 
 func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
-	st = status(For(model(eth0()), st, reports(t, onB), t0.Add(time.Second)))
-	d := For(model(eth0()), st, reports(t, onlyB), t0.Add(time.Minute))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA), t0))
+	st = status(For(parse(eth0()), st, reports(t, onB), t0.Add(time.Second)))
+	d := For(parse(eth0()), st, reports(t, onlyB), t0.Add(time.Minute))
 	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
 		t.Errorf("pooled = %v, want only B once A expired everywhere", got)
 	}
@@ -118,13 +118,13 @@ func TestDrainingEndsWhenNoNodeReportsIt(t *testing.T) {
 }
 
 func TestDrainingEndsAtItsDeadline(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
-	d := For(model(eth0()), st, reports(t, onB), t0)
+	st := status(For(parse(eth0()), Status{}, reports(t, onA), t0))
+	d := For(parse(eth0()), st, reports(t, onB), t0)
 	if !d.Wake.Equal(t0.Add(600 * time.Second)) {
 		t.Fatalf("Wake = %v, want the drain deadline", d.Wake)
 	}
 	// A node with a stale view still reports A, but its deadline has passed.
-	d = For(model(eth0()), status(d), reports(t, onB), t0.Add(601*time.Second))
+	d = For(parse(eth0()), status(d), reports(t, onB), t0.Add(601*time.Second))
 	if got := prefixes(d.Pooled); !slices.Equal(got, []string{"2001:db8:b::/64"}) {
 		t.Errorf("pooled = %v after the deadline", got)
 	}
@@ -147,7 +147,7 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 			}
 			d += "2001:db8:" + q + "::/64 " + state + " ra"
 		}
-		st = status(For(model(s), st, reports(t, d), t0.Add(time.Duration(i)*time.Minute)))
+		st = status(For(parse(s), st, reports(t, d), t0.Add(time.Duration(i)*time.Minute)))
 	}
 	got := []string{}
 	for _, h := range st.History {
@@ -159,10 +159,10 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 }
 
 func TestPrefixComingBackIsNotDuplicated(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA), t0))
-	st = status(For(model(eth0()), st, reports(t, onB), t0.Add(time.Minute)))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA), t0))
+	st = status(For(parse(eth0()), st, reports(t, onB), t0.Add(time.Minute)))
 	back := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:b::/64 d600 ra+addr"
-	d := For(model(eth0()), st, reports(t, back), t0.Add(2*time.Minute))
+	d := For(parse(eth0()), st, reports(t, back), t0.Add(2*time.Minute))
 	got := []string{}
 	for _, h := range d.History {
 		got = append(got, h.Prefix+" "+h.State)
@@ -177,7 +177,7 @@ func TestRejections(t *testing.T) {
 	s.Acquisition.PrefixFilter = &dynamicprefix.PrefixFilter{AllowedPrefixes: []string{"2001:db8:a::/48"}}
 	// A rogue router gives node c a foreign prefix and a ULA.
 	rogue := "v1;eth0=2001:db8:a::/64 p ra+addr,2001:db8:ff::/64 p ra,fd00::/64 p ra"
-	d := For(model(s), Status{}, reports(t, onA, onA, rogue), t0)
+	d := For(parse(s), Status{}, reports(t, onA, onA, rogue), t0)
 	if d.Current.String() != "2001:db8:a::/64" {
 		t.Fatalf("current = %s", d.Current)
 	}
@@ -195,10 +195,10 @@ func TestQuorum(t *testing.T) {
 	s := eth0()
 	q := 2
 	s.Acquisition.Quorum = &q
-	if d := For(model(s), Status{}, reports(t, onA), t0); d.Current.IsValid() {
+	if d := For(parse(s), Status{}, reports(t, onA), t0); d.Current.IsValid() {
 		t.Errorf("one node adopted a prefix with quorum 2: %s", d)
 	}
-	if d := For(model(s), Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
+	if d := For(parse(s), Status{}, reports(t, onA, onA), t0); d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("two nodes did not reach quorum 2: %s", d)
 	}
 }
@@ -223,12 +223,12 @@ func FuzzDecide(f *testing.F) {
 		s := eth0()
 		s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: int(hist%12) + 1}
 		prev := Status{CurrentPrefix: current, History: []HistoryEntry{{Prefix: current, State: "active"}}}
-		a := For(model(s), prev, rs, t0)
-		b := For(model(s), prev, rs, t0)
+		a := For(parse(s), prev, rs, t0)
+		b := For(parse(s), prev, rs, t0)
 		if !reflect.DeepEqual(a, b) {
 			t.Fatal("not deterministic")
 		}
-		again := For(model(s), status(a), rs, t0)
+		again := For(parse(s), status(a), rs, t0)
 		if again.Changed || !reflect.DeepEqual(status(a), status(again)) {
 			t.Fatalf("not a fixed point:\n%+v\n%+v", status(a), status(again))
 		}
@@ -246,13 +246,13 @@ func TestDelegatedPrefixes(t *testing.T) {
 	pdOnly := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
 	wan := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p pd"
 	offered := "v1;eth0=2001:db8:e::/64 p ra;wan=2001:db8:f::/64 p ra+addr,2001:db8:a00::/56 p offer" // the confirmer (confirm.go)
-	d := For(model(pdOnly), Status{}, reports(t, wan, offered), t0)
+	d := For(parse(pdOnly), Status{}, reports(t, wan, offered), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Source != "dhcpv6-pd" || d.Votes[netip.MustParsePrefix("2001:db8:f::/64")] != 0 {
 		t.Errorf("PD only: %s source %s votes %v", d, d.Source, d.Votes)
 	}
 	both := eth0()
 	both.Acquisition.DHCPv6PD = &dynamicprefix.DHCPv6PD{Interface: "wan"}
-	d = For(model(both), Status{}, reports(t, wan), t0)
+	d = For(parse(both), Status{}, reports(t, wan), t0)
 	if got := slices.SortedFunc(maps.Keys(d.Votes), digest.ComparePrefix); !slices.Equal(prefixes(got), []string{"2001:db8:e::/64", "2001:db8:a00::/56"}) {
 		t.Errorf("RA on eth0 and PD on wan: votes for %q", got)
 	}
@@ -292,7 +292,7 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 			Status{}, []string{follows}, ""},
 		{"RA only runs none", eth0(), Status{}, []string{follows}, ""},
 	} {
-		if got := For(model(c.spec), c.prev, reports(t, c.digests...), t0).PDClient; got != c.want {
+		if got := For(parse(c.spec), c.prev, reports(t, c.digests...), t0).PDClient; got != c.want {
 			t.Errorf("%s: client on %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -300,11 +300,11 @@ func TestTheDHCPv6ClientNode(t *testing.T) {
 	// votes: the new client has the prefix back before its report lapses.
 	r := reports(t, holds, follows, follows)
 	r[0].NotReady = true
-	if got := For(model(client()), on("a"), r, t0).PDClient; got != "b" {
+	if got := For(parse(client()), on("a"), r, t0).PDClient; got != "b" {
 		t.Errorf("a NotReady: client on %q, want b", got)
 	}
 	r[1].NotReady, r[2].NotReady = true, true
-	if got := For(model(client()), on("a"), r, t0).PDClient; got != "a" {
+	if got := For(parse(client()), on("a"), r, t0).PDClient; got != "a" {
 		t.Errorf("no node Ready: client on %q, want it to stay on a", got)
 	}
 }
@@ -329,7 +329,7 @@ const afterAToBToC = "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:b::/64 d900 ra,20
 
 func TestAdoptingTheExistingOperatorsStatusKeepsItsTimestamps(t *testing.T) {
 	prev := operatorStatus()
-	d := For(model(eth0()), prev, reports(t, afterAToBToC), t0.Add(time.Hour))
+	d := For(parse(eth0()), prev, reports(t, afterAToBToC), t0.Add(time.Hour))
 	if d.Changed || d.Current.String() != "2001:db8:c::/64" {
 		t.Fatalf("decision = %s changed=%v", d, d.Changed)
 	}
@@ -344,7 +344,7 @@ func TestAdoptingTheExistingOperatorsStatusKeepsItsTimestamps(t *testing.T) {
 		t.Errorf("pooled %s", got)
 	}
 	// And it is a fixed point: the next pass renders the same history.
-	again := For(model(eth0()), status(d), reports(t, afterAToBToC), t0.Add(2*time.Hour))
+	again := For(parse(eth0()), status(d), reports(t, afterAToBToC), t0.Add(2*time.Hour))
 	if diff := cmp.Diff(d.History, again.History); diff != "" {
 		t.Errorf("second pass (-first +second)\n%s", diff)
 	}
@@ -354,7 +354,7 @@ func TestAdoptedHistoryDropsTheOldestByCount(t *testing.T) {
 	s := eth0()
 	s.Transition = &dynamicprefix.Transition{MaxPrefixHistory: 2}
 	onD := "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:b::/64 d900 ra,2001:db8:c::/64 d900 ra,2001:db8:d::/64 p ra"
-	d := For(model(s), operatorStatus(), reports(t, onD), t0.Add(time.Hour))
+	d := For(parse(s), operatorStatus(), reports(t, onD), t0.Add(time.Hour))
 	got := []string{}
 	for _, h := range d.History {
 		got = append(got, h.Prefix+" "+h.State)
@@ -367,7 +367,7 @@ func TestAdoptedHistoryDropsTheOldestByCount(t *testing.T) {
 }
 
 func TestManagedNamesEveryPrefixThePreviousStatusDid(t *testing.T) {
-	d := For(model(eth0()), operatorStatus(), reports(t, "v1;eth0=2001:db8:c::/64 p ra"), t0.Add(time.Hour))
+	d := For(parse(eth0()), operatorStatus(), reports(t, "v1;eth0=2001:db8:c::/64 p ra"), t0.Add(time.Hour))
 	// A and B are no longer reported: expired, out of the pools, yet an
 	// object without a record still has its entries for them claimed.
 	if got := fmt.Sprint(d.Pooled); got != "[2001:db8:c::/64]" {

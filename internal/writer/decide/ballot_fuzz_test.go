@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // FuzzBallot plays one lying node against honest ones that follow a scripted
@@ -117,13 +117,13 @@ type ballotWorld struct {
 	honest  []*honestNode
 	liar    Node
 	ballot  *shell
-	m       api.Model
+	m       model.Model
 	st      Status
 	expires map[netip.Prefix]time.Time // the deadline a liveness check holds a drain to
 }
 
 func newBallotWorld(n int) *ballotWorld {
-	w := &ballotWorld{now: t0, router: map[netip.Prefix]routed{}, liar: Node{Name: "x"}, m: model(eth0())}
+	w := &ballotWorld{now: t0, router: map[netip.Prefix]routed{}, liar: Node{Name: "x"}, m: parse(eth0())}
 	for range n {
 		w.honest = append(w.honest, &honestNode{view: map[netip.Prefix]heard{}})
 	}
@@ -305,13 +305,13 @@ func (w *ballotWorld) step(t *testing.T) {
 	for _, h := range d.History {
 		p := netip.MustParsePrefix(h.Prefix)
 		exp, held := w.expires[p]
-		if _, all := reportedBy(p); h.State == api.StateExpired && held && all && len(w.honest) >= 2 && w.now.Before(exp) {
+		if _, all := reportedBy(p); h.State == model.StateExpired && held && all && len(w.honest) >= 2 && w.now.Before(exp) {
 			t.Fatalf("at %v %v ended before its deadline %v while every honest node reports it (liar: %q)", w.now.Sub(t0), p, exp.Sub(t0), w.liar.Digest)
 		}
 	}
 	w.expires = map[netip.Prefix]time.Time{}
 	for _, h := range d.History {
-		if h.State == api.StateDraining {
+		if h.State == model.StateDraining {
 			exp := time.Unix(1<<40, 0)
 			if !h.ExpiresAt.IsZero() {
 				exp = h.ExpiresAt

@@ -16,6 +16,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // pdWorld is FuzzBallot's DHCPv6-PD world (a script whose first byte has its
@@ -64,7 +65,7 @@ type pdWorld struct {
 	honest  []*pdAgent
 	liar    *pdAgent
 	ballot  *shell
-	m       api.Model
+	m       model.Model
 	st      Status
 	rogue   bool // a second server answers Solicits
 	// stated: delegations an honest confirmer was offered while they were
@@ -106,7 +107,7 @@ func serverPrefix(i int) netip.Prefix {
 
 func newPDWorld(n int, liarFirst bool) *pdWorld {
 	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}, stated: map[netip.Prefix]bool{}}
-	w.m = model(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	w.m = parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	w.bind = serverPrefix(0)
 	w.gave[w.bind] = true
 	name := "x"
@@ -371,7 +372,7 @@ func (w *pdWorld) step(t *testing.T) {
 	}
 	for _, h := range d.History {
 		p := netip.MustParsePrefix(h.Prefix)
-		if h.State != api.StateDraining || !w.stated[p] {
+		if h.State != model.StateDraining || !w.stated[p] {
 			continue
 		}
 		if bound := h.DeprecatedAt.Add(pdValid); h.ExpiresAt.IsZero() || h.ExpiresAt.After(bound) {

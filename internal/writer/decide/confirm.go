@@ -50,7 +50,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // ConfirmWithin is how long a client and a confirmer may disagree before the
@@ -124,7 +124,7 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // honest confirmer heard (it can lower it, ending the drain early, as the
 // client's silence about it already can). An infinite lifetime bounds
 // nothing and is left out.
-func (c *Confirmation) stated(m api.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string) {
+func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string) {
 	c.valid = 0
 	if current == prevCurrent {
 		c.valid = prevValid
@@ -164,7 +164,7 @@ func validLifetime(st *dynamicprefix.DHCPv6PDStatus) (time.Duration, string) {
 
 // confirm names the client and the confirmer and judges their agreement:
 // the client clientNode picks, unless a disagreement outlived ConfirmWithin.
-func confirm(m api.Model, prev Status, reports []Report, now time.Time) (string, Confirmation) {
+func confirm(m model.Model, prev Status, reports []Report, now time.Time) (string, Confirmation) {
 	client := clientNode(m, prev, reports)
 	var c Confirmation
 	var was dynamicprefix.DHCPv6PDStatus
@@ -265,7 +265,7 @@ func confirm(m api.Model, prev Status, reports []Report, now time.Time) (string,
 
 // judge fills Held, Offered and Agree from the reports of client and
 // c.Confirmer.
-func (c *Confirmation) judge(m api.Model, reports []Report, client string) {
+func (c *Confirmation) judge(m model.Model, reports []Report, client string) {
 	c.Held, c.Offered = nil, nil
 	for _, r := range reports {
 		switch r.Node {
@@ -285,7 +285,7 @@ func (c Confirmation) confirms(p netip.Prefix) bool {
 
 // preferredOn lists, sorted, the acceptable preferred prefixes r reports from
 // src on the PD interface.
-func preferredOn(m api.Model, r Report, src digest.Source) []netip.Prefix {
+func preferredOn(m model.Model, r Report, src digest.Source) []netip.Prefix {
 	var out []netip.Prefix
 	for _, l := range r.Digest.Links {
 		if l.Name != m.PDInterface {
@@ -304,7 +304,7 @@ func preferredOn(m api.Model, r Report, src digest.Source) []netip.Prefix {
 // eligible lists the voting nodes that may run the client (or confirm):
 // their agent follows the PD interface and nodeNames, when set, names them;
 // ready are those Ready.
-func eligible(m api.Model, reports []Report) (ready, all []string) {
+func eligible(m model.Model, reports []Report) (ready, all []string) {
 	for _, r := range reports {
 		if r.Resolver || r.Pending {
 			continue
@@ -323,7 +323,7 @@ func eligible(m api.Model, reports []Report) (ready, all []string) {
 // confirmerNode keeps the confirmer named while it is Ready and eligible and
 // not the client; else it takes the next Ready eligible node after it (by
 // name, wrapping), or any eligible one when none is Ready.
-func confirmerNode(m api.Model, client, current string, ready, all []string) string {
+func confirmerNode(m model.Model, client, current string, ready, all []string) string {
 	for _, candidates := range [][]string{ready, all} {
 		if current != client && slices.Contains(candidates, current) {
 			return current

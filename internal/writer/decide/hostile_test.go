@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // One node's digest is anyone's who can patch that Node: it decides nothing
@@ -18,34 +18,34 @@ const onX = "v1;eth0=2001:db8:bad::/64 p ra"
 
 func TestOneNodeDoesNotAdoptTheFirstPrefix(t *testing.T) {
 	empty := "v1;eth0="
-	if d := For(model(eth0()), Status{}, reports(t, onX, empty, empty), t0); d.Current.IsValid() {
+	if d := For(parse(eth0()), Status{}, reports(t, onX, empty, empty), t0); d.Current.IsValid() {
 		t.Errorf("one node of three adopted %s", d.Current)
 	}
-	if d := For(model(eth0()), Status{}, reports(t, onX, onX, empty), t0); d.Current.String() != "2001:db8:bad::/64" {
+	if d := For(parse(eth0()), Status{}, reports(t, onX, onX, empty), t0); d.Current.String() != "2001:db8:bad::/64" {
 		t.Errorf("two of three: %s, want adopted", d)
 	}
-	if d := For(model(eth0()), Status{}, reports(t, onX), t0); !d.Current.IsValid() {
+	if d := For(parse(eth0()), Status{}, reports(t, onX), t0); !d.Current.IsValid() {
 		t.Errorf("a one-node cluster's only node: %s, want adopted", d)
 	}
 }
 
 func TestOneNodeDoesNotMoveACurrentPrefixNobodyPrefers(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	// The router went quiet and A is deprecated everywhere; one node says X.
 	deprecated := "v1;eth0=2001:db8:a::/64 d600 ra"
 	hostile := "v1;eth0=2001:db8:a::/64 d600 ra,2001:db8:bad::/64 p ra"
-	if d := For(model(eth0()), st, reports(t, hostile, deprecated, deprecated), t0.Add(time.Hour)); d.Changed {
+	if d := For(parse(eth0()), st, reports(t, hostile, deprecated, deprecated), t0.Add(time.Hour)); d.Changed {
 		t.Errorf("one node moved a current prefix nobody prefers: %s", d)
 	}
-	if d := For(model(eth0()), st, reports(t, hostile, hostile, deprecated), t0.Add(time.Hour)); !d.Changed {
+	if d := For(parse(eth0()), st, reports(t, hostile, hostile, deprecated), t0.Add(time.Hour)); !d.Changed {
 		t.Errorf("a majority did not: %s", d)
 	}
 }
 
 func TestAReplacedPrefixDrainsForWhatTheMajorityReports(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	huge := "v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra"
-	d := For(model(eth0()), st, reports(t, huge, onB, onB), t0.Add(time.Minute))
+	d := For(parse(eth0()), st, reports(t, huge, onB, onB), t0.Add(time.Minute))
 	if !d.Changed || len(d.History) != 2 || d.History[1].ExpiresAt.IsZero() {
 		t.Fatalf("history %+v", d.History)
 	}
@@ -60,7 +60,7 @@ func TestOnlyTheClientNodesDelegationCounts(t *testing.T) {
 	real := "v1;wan=2001:db8:a00::/56 p pd"
 	forged := "v1;wan=2001:db8:bad::/56 p pd"
 	confirmer := "v1;wan=2001:db8:a00::/56 p offer,2001:db8:bad::/56 p pd"
-	d := For(model(pd), client, reports(t, real, confirmer, forged), t0)
+	d := For(parse(pd), client, reports(t, real, confirmer, forged), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Votes[d.Current] != 1 {
 		t.Errorf("%s, votes %v: want the client's delegation alone", d, d.Votes)
 	}
@@ -71,12 +71,12 @@ func TestOnlyTheClientNodesDelegationCounts(t *testing.T) {
 
 func TestConflictingNodesAreListed(t *testing.T) {
 	conflict := "v1;eth0 conflict=2001:db8:a::/64 p ra"
-	d := For(model(eth0()), Status{}, reports(t, onA, conflict, conflict), t0)
+	d := For(parse(eth0()), Status{}, reports(t, onA, conflict, conflict), t0)
 	if !slices.Equal(d.Conflicting, []string{"b", "c"}) || d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("conflicting %v, current %s", d.Conflicting, d.Current)
 	}
 	other := "v1;eth0=2001:db8:a::/64 p ra;eth1 conflict="
-	if d := For(model(eth0()), Status{}, reports(t, other), t0); len(d.Conflicting) != 0 {
+	if d := For(parse(eth0()), Status{}, reports(t, other), t0); len(d.Conflicting) != 0 {
 		t.Errorf("a conflict on a link the DynamicPrefix does not follow: %v", d.Conflicting)
 	}
 }
@@ -86,7 +86,7 @@ func TestConflictingNodesAreListed(t *testing.T) {
 func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
 	host := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan", Mode: dynamicprefix.ModeHost}}}
 	holds, empty := "v1;wan=2001:db8:a00::/56 p pd", "v1;wan="
-	if d := For(model(host), Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
+	if d := For(parse(host), Status{}, reports(t, holds, empty, empty), t0); d.Current.String() != "2001:db8:a00::/56" {
 		t.Errorf("%s: want the one node's delegation adopted", d)
 	}
 }
@@ -96,33 +96,33 @@ func TestOneNodesDelegationIsAdoptedInHostMode(t *testing.T) {
 // none - keeps it draining no longer than the other nodes' reports support:
 // not at all when they no longer report it, until they stop when they do.
 func TestOneNodeDoesNotKeepAReplacedPrefixDraining(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	for _, forged := range []string{
 		"v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra",
 		"v1;eth0=2001:db8:a::/64 d ra,2001:db8:b::/64 p ra",
 	} {
 		// The router dropped A: the honest nodes no longer report it.
-		d := For(model(eth0()), st, reports(t, forged, onlyB, onlyB), t0.Add(time.Minute))
+		d := For(parse(eth0()), st, reports(t, forged, onlyB, onlyB), t0.Add(time.Minute))
 		if got := prefixes(d.Pooled); !d.Changed || !slices.Equal(got, []string{"2001:db8:b::/64"}) {
 			t.Errorf("%s beside two nodes silent about A: pooled %v, want B alone", forged, got)
 		}
 		// The router deprecated A for 600 s: it drains until the honest
 		// nodes stop reporting it, and no longer.
-		d = For(model(eth0()), st, reports(t, forged, onB, onB), t0.Add(time.Minute))
-		if a := d.History[1]; a.State != api.StateDraining || a.ExpiresAt.IsZero() || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
+		d = For(parse(eth0()), st, reports(t, forged, onB, onB), t0.Add(time.Minute))
+		if a := d.History[1]; a.State != model.StateDraining || a.ExpiresAt.IsZero() || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
 			t.Errorf("%s beside two nodes reporting 600 s: A %+v, want draining until 600 s after the change", forged, a)
 		}
-		d = For(model(eth0()), status(d), reports(t, forged, onlyB, onlyB), t0.Add(5*time.Minute))
-		if a := d.History[1]; a.State != api.StateExpired || len(d.Pooled) != 1 {
+		d = For(parse(eth0()), status(d), reports(t, forged, onlyB, onlyB), t0.Add(5*time.Minute))
+		if a := d.History[1]; a.State != model.StateExpired || len(d.Pooled) != 1 {
 			t.Errorf("%s once the others stopped reporting A: A %+v, want expired", forged, a)
 		}
 	}
 	// One honest node silent about A does not end a drain the others report.
-	d := For(model(eth0()), st, reports(t, onlyB, onB, onB), t0.Add(time.Minute))
-	if a := d.History[1]; a.State != api.StateDraining || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
+	d := For(parse(eth0()), st, reports(t, onlyB, onB, onB), t0.Add(time.Minute))
+	if a := d.History[1]; a.State != model.StateDraining || !a.ExpiresAt.Equal(t0.Add(11*time.Minute)) {
 		t.Errorf("one node silent about A: %+v, want draining for the 600 s two of three report", a)
 	}
-	if d := For(model(eth0()), status(d), reports(t, onlyB, onB, onB), t0.Add(5*time.Minute)); d.History[1].State != api.StateDraining {
+	if d := For(parse(eth0()), status(d), reports(t, onlyB, onB, onB), t0.Add(5*time.Minute)); d.History[1].State != model.StateDraining {
 		t.Errorf("one node silent about A ended the drain: %+v", d.History[1])
 	}
 }
@@ -137,17 +137,17 @@ func TestOneNodeDoesNotAdoptBeforeTheOthersReport(t *testing.T) {
 		}
 		return rs
 	}
-	if d := For(model(eth0()), Status{}, awaited(reports(t, onX), "b", "c"), t0); d.Current.IsValid() || d.Pending != 2 {
+	if d := For(parse(eth0()), Status{}, awaited(reports(t, onX), "b", "c"), t0); d.Current.IsValid() || d.Pending != 2 {
 		t.Errorf("one node, two awaited: %s (%d awaited), want nothing adopted", d, d.Pending)
 	}
-	if d := For(model(eth0()), Status{}, awaited(reports(t, onA, onA), "c"), t0); d.Current.String() != "2001:db8:a::/64" {
+	if d := For(parse(eth0()), Status{}, awaited(reports(t, onA, onA), "c"), t0); d.Current.String() != "2001:db8:a::/64" {
 		t.Errorf("two of three: %s, want adopted", d)
 	}
 	// An awaited node counts toward nothing else: a current prefix moves
 	// and drains as before.
-	st := status(For(model(eth0()), Status{}, reports(t, onA, onA, onA), t0))
-	if d := For(model(eth0()), st, awaited(reports(t, onB, onB, onB), "d", "e", "f", "g"), t0.Add(time.Minute)); !d.Changed ||
-		d.History[1].State != api.StateDraining {
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
+	if d := For(parse(eth0()), st, awaited(reports(t, onB, onB, onB), "d", "e", "f", "g"), t0.Add(time.Minute)); !d.Changed ||
+		d.History[1].State != model.StateDraining {
 		t.Errorf("a renumbering beside four awaited nodes: %s, history %+v", d, d.History)
 	}
 }
@@ -155,11 +155,11 @@ func TestOneNodeDoesNotAdoptBeforeTheOthersReport(t *testing.T) {
 // Where the router offers two prefixes, the node that tips the tie between
 // them does not move the current one: a majority still prefers it.
 func TestOneNodeDoesNotFlipBetweenTwoOfferedPrefixes(t *testing.T) {
-	st := status(For(model(eth0()), Status{}, reports(t, onBA, onBA, onBA), t0))
+	st := status(For(parse(eth0()), Status{}, reports(t, onBA, onBA, onBA), t0))
 	if st.CurrentPrefix != "2001:db8:a::/64" {
 		t.Fatalf("first adoption: %s", st.CurrentPrefix)
 	}
-	if d := For(model(eth0()), st, reports(t, onlyB, onBA, onBA), t0.Add(time.Minute)); d.Changed {
+	if d := For(parse(eth0()), st, reports(t, onlyB, onBA, onBA), t0.Add(time.Minute)); d.Changed {
 		t.Errorf("one node voting B alone moved the prefix: %s", d)
 	}
 }
@@ -197,7 +197,7 @@ func TestTheBallotAwaitsNodesWithoutADigest(t *testing.T) {
 // where the DynamicPrefix follows no delegation there (found by FuzzBallot).
 func TestOneNodeCannotClaimTheDelegationException(t *testing.T) {
 	forged, empty := "v1;eth0=2001:db8:bad::/64 p ra+pd", "v1;eth0="
-	if d := For(model(eth0()), Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
+	if d := For(parse(eth0()), Status{}, reports(t, forged, empty, empty), t0); d.Current.IsValid() {
 		t.Errorf("one node's ra+pd adopted %s on a DynamicPrefix following RAs alone", d.Current)
 	}
 }
@@ -215,7 +215,7 @@ func TestASecondRoutersPrefixDoesNotWinTheRenumberingTie(t *testing.T) {
 		renumbered = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr"
 		rogueGone  = "v1;eth0=2001:db8:a::/64 d540 ra+addr,2001:db8:b::/64 p ra+addr"
 	)
-	m := model(eth0())
+	m := parse(eth0())
 	st := status(For(m, status(For(m, Status{}, reports(t, onA, onA, onA), t0)), reports(t, withRogue, withRogue, withRogue), t0.Add(time.Minute)))
 	if st.CurrentPrefix != "2001:db8:a::/64" {
 		t.Fatalf("the second router flipped a current prefix: %s", st.CurrentPrefix)

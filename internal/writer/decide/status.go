@@ -30,7 +30,7 @@ type HistoryEntry struct {
 	// AcquiredAt, DeprecatedAt and ExpiresAt (when a draining prefix
 	// leaves the pools, set once at the transition) are zero when unset.
 	AcquiredAt, DeprecatedAt, ExpiresAt time.Time
-	State                               string // api.StateActive, StateDraining or StateExpired
+	State                               string // model.StateActive, StateDraining or StateExpired
 }
 
 // Condition is one status condition, as For reads it.

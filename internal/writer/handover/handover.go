@@ -33,6 +33,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,12 +50,12 @@ func Status(st api.Status) api.Status {
 	out.Conditions = slices.Clone(st.Conditions)
 	for _, h := range st.History {
 		switch h.State {
-		case api.StateActive:
+		case model.StateActive:
 			i := slices.IndexFunc(out.Conditions, func(c metav1.Condition) bool { return c.Type == decide.PrefixAcquired })
 			if i >= 0 && h.AcquiredAt != nil && h.Prefix == st.CurrentPrefix {
 				out.Conditions[i].LastTransitionTime = *h.AcquiredAt
 			}
-		case api.StateDraining:
+		case model.StateDraining:
 			h.ExpiresAt = nil
 			out.History = append(out.History, h)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -43,7 +44,7 @@ var t0 = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 // -> D under renumber, every prefix still reported deprecated except A,
 // whose valid lifetime ran out, and the prefixes renumber pools then.
 func ours(t *testing.T, maxHistory int) (api.Status, []string) {
-	m := api.Parse("home", dynamicprefix.Spec{
+	m := model.Parse("home", dynamicprefix.Spec{
 		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{Interface: "eth0"}},
 		Transition:  &dynamicprefix.Transition{MaxPrefixHistory: maxHistory},
 	})
@@ -92,7 +93,7 @@ func TestTheExistingOperatorReadsTheHandedOverStatusAsRenumberPoolsIt(t *testing
 			t.Errorf("max %d: the operator would pool %q, renumber pools %q", maxHistory, got, want)
 		}
 		for _, h := range back.History {
-			if h.State != api.StateDraining || h.ExpiresAt != nil {
+			if h.State != model.StateDraining || h.ExpiresAt != nil {
 				t.Errorf("max %d: entry %+v: only draining entries, without our expiresAt", maxHistory, h)
 			}
 		}
@@ -178,7 +179,7 @@ func TestOurCalicoSiblingIsReplacedByTheOneTheOperatorFinds(t *testing.T) {
 func TestOurAdvertisementIsReplacedByTheOneTheOperatorLooksUp(t *testing.T) {
 	dp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "home", "uid": "u-1"}}}
-	a, err := backends.RenderAdvertisement("home", api.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
+	a, err := backends.RenderAdvertisement("home", model.Subnet{Name: "svc", Advertise: true, Community: "65000:100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Annotations read and written on Services.
@@ -49,8 +49,8 @@ const (
 	AnnotationManagedTargetKeys = "dynamic-prefix.io/managed-target-keys"
 
 	// AnnotationMapping asks for the Service's DNS target to be the address
-	// its router maps its load-balancer address to (api.MappingNPTv6 or
-	// api.MappingNetmap), from the prefix AnnotationMappingPrefix onto the
+	// its router maps its load-balancer address to (model.MappingNPTv6 or
+	// model.MappingNetmap), from the prefix AnnotationMappingPrefix onto the
 	// followed DynamicPrefix's (renumber additions). The Service's own
 	// address is never written.
 	AnnotationMapping       = "dynamic-prefix.io/mapping"
@@ -151,7 +151,7 @@ func ServicesRead() int64 { return serviceReads.Load() }
 var AddressKeys = []string{AnnotationIPs, AnnotationKubeVIPIPs}
 
 // AddressKey is the annotation the Service's provider reads its addresses
-// from. Errors wrap api.ErrInvalid.
+// from. Errors wrap model.ErrInvalid.
 func (f ServiceFollow) AddressKey() (string, error) {
 	switch f.Provider {
 	case "", "cilium":
@@ -159,5 +159,5 @@ func (f ServiceFollow) AddressKey() (string, error) {
 	case "kube-vip":
 		return AnnotationKubeVIPIPs, nil
 	}
-	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", api.ErrInvalid, AnnotationProvider, f.Provider)
+	return "", fmt.Errorf("%w: %s %q: want cilium or kube-vip", model.ErrInvalid, AnnotationProvider, f.Provider)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,7 +35,7 @@ func Gather(ctx context.Context, p *controller.Pipeline, lease *Lease, now time.
 			continue // not asked about: its servers are not asked either
 		}
 		if dp, err := api.FromUnstructured(u); err == nil {
-			if m := api.Parse(u.GetName(), dp.Spec); m.DNS != nil && m.Err == nil {
+			if m := model.Parse(u.GetName(), dp.Spec); m.DNS != nil && m.Err == nil {
 				// Its servers are asked now, once: the pass counts these answers.
 				in.Answers[u.GetName()] = p.Resolvers.Prime(ctx, u.GetName(), m.DNS)
 			}
@@ -101,7 +102,7 @@ func mappings(dps cache.Store, dp string, f holdings.ServiceFollow, ingress []st
 	if err != nil {
 		return []string{"nothing yet: no current prefix"}
 	}
-	mapped, err := render.Mapped(api.Parse(dp, d.Spec), f, cur, ingress)
+	mapped, err := render.Mapped(model.Parse(dp, d.Spec), f, cur, ingress)
 	if err != nil {
 		return []string{"nothing: " + err.Error()}
 	}

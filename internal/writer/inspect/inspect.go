@@ -20,6 +20,7 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -147,7 +148,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		out.Why = "the object cannot be read: " + err.Error()
 		return out
 	}
-	m := api.Parse(u.GetName(), dp.Spec)
+	m := model.Parse(u.GetName(), dp.Spec)
 	out.Quorum = m.Quorum
 	var reports []decide.Report
 	if m.DNS != nil {
@@ -191,7 +192,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	}
 	out.Why = why(m, d, dp.Status.CurrentPrefix)
 	for _, h := range dp.Status.History {
-		if h.State != api.StateDraining {
+		if h.State != model.StateDraining {
 			continue
 		}
 		dr := Draining{Prefix: h.Prefix}
@@ -226,7 +227,7 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 	return out
 }
 
-// reported lists what d reports that counts (api.Model.Counts for a node's
+// reported lists what d reports that counts (model.Model.Counts for a node's
 // digest), preferred and deprecated.
 func reported(d digest.Node, counts func(link string, src digest.Source) bool) (preferred, deprecated []string) {
 	for _, l := range d.Links {
@@ -246,7 +247,7 @@ func reported(d digest.Node, counts func(link string, src digest.Source) bool) (
 }
 
 // why says in a sentence why the current prefix is what it is.
-func why(m api.Model, d decide.Decision, current string) string {
+func why(m model.Model, d decide.Decision, current string) string {
 	cur, _ := netip.ParsePrefix(current)
 	switch {
 	case m.Err != nil:
@@ -267,7 +268,7 @@ func why(m api.Model, d decide.Decision, current string) string {
 }
 
 // whyDNS explains the decision for a DynamicPrefix following a DNS name.
-func whyDNS(m api.Model, d decide.Decision, cur netip.Prefix) string {
+func whyDNS(m model.Model, d decide.Decision, cur netip.Prefix) string {
 	switch {
 	case d.Reporting == 0:
 		return "no DNS server to ask for " + m.DNS.Name

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
@@ -78,7 +79,7 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	}
 	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
 		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
-	return fmt.Errorf("%s: %w (next permit in %s)", o, api.ErrBudgetExceeded, p.Again.Round(time.Second))
+	return fmt.Errorf("%s: %w (next permit in %s)", o, model.ErrBudgetExceeded, p.Again.Round(time.Second))
 }
 
 // PermitQuietly is Permit for a write no pass will repeat (a release): no

@@ -12,6 +12,7 @@ import (
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Services are offered their addresses oldest first: the first to ask keeps
@@ -54,7 +55,7 @@ func TestTheServiceThatAskedFirstKeepsItsAddress(t *testing.T) {
 // a DynamicPrefix that never had one keeps the status it had.
 func TestAConflictIsAConditionWhileItLasts(t *testing.T) {
 	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	m := api.Parse(dp.Name, dp.Spec)
+	m := model.Parse(dp.Name, dp.Spec)
 	d := decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0)
 	conflict := []Conflict{{Address: "2001:db8:a::1", Holder: "default/web", Loser: "default/copy"}}
 	st := Status(dp, m, d, Problems{Conflicts: conflict}, t0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Prior is st as decide.For reads it: the previous status.
@@ -38,7 +39,7 @@ func Prior(st api.Status) decide.Status {
 // delegation its prefix is part of (none without delegatedPrefixLength):
 // the writer's admission policy lets it write subnets of a draining
 // prefix's delegation only while its status names it.
-func History(m api.Model, history []decide.HistoryEntry) []api.HistoryEntry {
+func History(m model.Model, history []decide.HistoryEntry) []api.HistoryEntry {
 	if history == nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // The status the existing operator writes (no entry for the current prefix,
@@ -45,10 +46,10 @@ func TestTheServedStatusReachesDecideAndComesBack(t *testing.T) {
 	if diff := cmp.Diff(want, prior); diff != "" {
 		t.Errorf("prior (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(served.History, History(api.Model{}, prior.History)); diff != "" {
+	if diff := cmp.Diff(served.History, History(model.Model{}, prior.History)); diff != "" {
 		t.Errorf("history back (-served +got):\n%s", diff)
 	}
-	if Prior(api.Status{}).History != nil || History(api.Model{}, nil) != nil {
+	if Prior(api.Status{}).History != nil || History(model.Model{}, nil) != nil {
 		t.Error("no history became an empty one")
 	}
 }

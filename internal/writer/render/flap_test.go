@@ -9,6 +9,7 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // One node flapping its digest writes the status once per episode, not once
@@ -21,7 +22,7 @@ import (
 // each time, a real change: the write-storm breaker bounds those.)
 func TestAFlappingNodeWritesTheStatusOncePerEpisode(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	m := api.Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := model.Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	dec := func(s string) digest.Node {
 		n, err := digest.Decode(s)
 		if err != nil {

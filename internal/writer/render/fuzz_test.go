@@ -31,7 +31,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 		}
 		o := ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: []netip.Prefix{cur, prefixOld}, L2Nudge: true}
 		live := holdings.Live(ann, o.TargetKeys)
-		got, err := Service(model, follow, []netip.Prefix{cur, prefixOld}, live, holdings.Split(ingress), o)
+		got, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, live, holdings.Split(ingress), o)
 		if err != nil {
 			t.Fatalf("rendering: %v", err)
 		}
@@ -57,7 +57,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 				t.Errorf("the patch leaves %s empty", k)
 			}
 		}
-		again, err := Service(model, follow, []netip.Prefix{cur, prefixOld}, holdings.Live(written, o.TargetKeys), holdings.Split(ingress), o)
+		again, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, holdings.Live(written, o.TargetKeys), holdings.Split(ingress), o)
 		if err != nil || !again.Equal(got) {
 			t.Errorf("rendering what was written changes it:\n%+v\n%+v (%v)", got, again, err)
 		}

@@ -13,8 +13,8 @@ import (
 	"slices"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Pool is the one write that makes the pool h hold what the pooled
@@ -22,7 +22,7 @@ import (
 // replaced by them and the user's kept (holdings.Held.Claim; exact and
 // managed say what of a pool without a record is ours). An error is the
 // pool's reference to a range or subnet that the spec cannot resolve.
-func Pool(m api.Model, h holdings.Held, pooled, managed []netip.Prefix, exact bool) (holdings.Write, error) {
+func Pool(m model.Model, h holdings.Held, pooled, managed []netip.Prefix, exact bool) (holdings.Write, error) {
 	desired, err := PoolEntries(m, h.Follow, pooled, h.Form)
 	if err != nil {
 		return holdings.Write{}, err
@@ -31,8 +31,8 @@ func Pool(m api.Model, h holdings.Held, pooled, managed []netip.Prefix, exact bo
 }
 
 // PoolEntries returns the managed entries, in form, for the pooled prefixes,
-// current first. Errors wrap api.ErrInvalid.
-func PoolEntries(m api.Model, f holdings.PoolFollow, pooled []netip.Prefix, form holdings.Form) ([]string, error) {
+// current first. Errors wrap model.ErrInvalid.
+func PoolEntries(m model.Model, f holdings.PoolFollow, pooled []netip.Prefix, form holdings.Form) ([]string, error) {
 	var out []string
 	for _, p := range pooled {
 		e, err := entry(m, f, p, form)
@@ -46,7 +46,7 @@ func PoolEntries(m api.Model, f holdings.PoolFollow, pooled []netip.Prefix, form
 	return out, nil
 }
 
-func entry(m api.Model, f holdings.PoolFollow, p netip.Prefix, form holdings.Form) (string, error) {
+func entry(m model.Model, f holdings.PoolFollow, p netip.Prefix, form holdings.Form) (string, error) {
 	switch {
 	case f.Suffix != "":
 		a, err := ServiceAddress(m, holdings.ServiceFollow{Suffix: f.Suffix, Range: f.AddressRange, Subnet: f.Subnet}, p)
@@ -55,16 +55,16 @@ func entry(m api.Model, f holdings.PoolFollow, p netip.Prefix, form holdings.For
 		}
 		return a.String(), nil
 	case f.AddressRange != "" && f.Subnet != "":
-		return "", fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
+		return "", fmt.Errorf("%w: both %s and %s are set", model.ErrInvalid, dynamicprefix.AnnotationAddressRange, dynamicprefix.AnnotationSubnet)
 	case f.AddressRange != "":
 		first, last, err := m.Range(f.AddressRange, p)
 		if err != nil {
 			return "", err
 		}
 		if form == holdings.CIDRs {
-			c, err := api.Covering(first, last)
+			c, err := model.Covering(first, last)
 			if err != nil {
-				return "", fmt.Errorf("%w: %w", api.ErrInvalid, err)
+				return "", fmt.Errorf("%w: %w", model.ErrInvalid, err)
 			}
 			return c.String(), nil
 		}
@@ -85,6 +85,6 @@ func cidr(p netip.Prefix, form holdings.Form) string {
 	if form != holdings.Ranges {
 		return p.String()
 	}
-	first, last := api.Bounds(p)
+	first, last := model.Bounds(p)
 	return first.String() + "-" + last.String()
 }

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 var (
 	cur   = netip.MustParsePrefix("2001:db8:b::/64")
 	old   = netip.MustParsePrefix("2001:db8:a::/64")
-	specR = api.Parse("home", dynamicprefix.Spec{
+	specR = model.Parse("home", dynamicprefix.Spec{
 		AddressRanges: []dynamicprefix.AddressRange{{Name: "lb", Start: "::f000:0:0:0", End: "::ffff:ffff:ffff:ffff"}},
 		Subnets:       []dynamicprefix.Subnet{{Name: "svc", Offset: 1, PrefixLength: 112}},
 	})
@@ -44,13 +44,13 @@ func TestDesired(t *testing.T) {
 		})
 	}
 	for _, f := range []holdings.PoolFollow{{AddressRange: "nope"}, {Subnet: "nope"}, {AddressRange: "lb", Subnet: "svc"}} {
-		if _, err := PoolEntries(specR, f, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, api.ErrInvalid) {
-			t.Errorf("PoolEntries(%+v) err = %v, want api.ErrInvalid", f, err)
+		if _, err := PoolEntries(specR, f, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, model.ErrInvalid) {
+			t.Errorf("PoolEntries(%+v) err = %v, want model.ErrInvalid", f, err)
 		}
 	}
-	bad := api.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
-	if _, err := PoolEntries(bad, holdings.PoolFollow{Subnet: "x"}, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, api.ErrInvalid) {
-		t.Errorf("offset outside the prefix: err = %v, want api.ErrInvalid", err)
+	bad := model.Parse("home", dynamicprefix.Spec{Subnets: []dynamicprefix.Subnet{{Name: "x", Offset: 1 << 20, PrefixLength: 64}}})
+	if _, err := PoolEntries(bad, holdings.PoolFollow{Subnet: "x"}, []netip.Prefix{cur}, holdings.Any); !errors.Is(err, model.ErrInvalid) {
+		t.Errorf("offset outside the prefix: err = %v, want model.ErrInvalid", err)
 	}
 }
 
@@ -64,7 +64,7 @@ func TestMergeIsStableAndDoesNotLeak(t *testing.T) {
 		if i > 0 {
 			pooled = append(pooled, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64))
 		}
-		desired, err := PoolEntries(api.Parse("home", dynamicprefix.Spec{}), holdings.PoolFollow{}, pooled, holdings.Any)
+		desired, err := PoolEntries(model.Parse("home", dynamicprefix.Spec{}), holdings.PoolFollow{}, pooled, holdings.Any)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,33 +14,33 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // ServiceAddress is the Service's address on prefix p: the static suffix spliced onto
 // the prefix (with a service address range, the result must lie inside that
-// range), or onto the named subnet. Errors wrap api.ErrInvalid.
-func ServiceAddress(m api.Model, f holdings.ServiceFollow, p netip.Prefix) (netip.Addr, error) {
+// range), or onto the named subnet. Errors wrap model.ErrInvalid.
+func ServiceAddress(m model.Model, f holdings.ServiceFollow, p netip.Prefix) (netip.Addr, error) {
 	if f.Suffix == "" {
-		return netip.Addr{}, fmt.Errorf("%w: %s is required", api.ErrInvalid, holdings.AnnotationSuffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s is required", model.ErrInvalid, holdings.AnnotationSuffix)
 	}
 	suffix, err := netip.ParseAddr(f.Suffix)
 	if err != nil || !suffix.Is6() {
-		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", api.ErrInvalid, holdings.AnnotationSuffix, f.Suffix)
+		return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IPv6 suffix", model.ErrInvalid, holdings.AnnotationSuffix, f.Suffix)
 	}
 	base := p
 	switch {
 	case f.Range != "" && f.Subnet != "":
-		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", api.ErrInvalid, holdings.AnnotationRange, holdings.AnnotationSubnet)
+		return netip.Addr{}, fmt.Errorf("%w: both %s and %s are set", model.ErrInvalid, holdings.AnnotationRange, holdings.AnnotationSubnet)
 	case f.Range != "":
 		first, last, err := m.Range(f.Range, p)
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		a, err := api.Splice(m.Delegation(p), suffix) // ranges lie in the delegation
+		a, err := model.Splice(m.Delegation(p), suffix) // ranges lie in the delegation
 		if err != nil || a.Less(first) || last.Less(a) {
-			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", api.ErrInvalid, f.Suffix, f.Range)
+			return netip.Addr{}, fmt.Errorf("%w: suffix %s is outside address range %q", model.ErrInvalid, f.Suffix, f.Range)
 		}
 		return a, nil
 	case f.Subnet != "":
@@ -48,9 +48,9 @@ func ServiceAddress(m api.Model, f holdings.ServiceFollow, p netip.Prefix) (neti
 			return netip.Addr{}, err
 		}
 	}
-	a, err := api.Splice(base, suffix)
+	a, err := model.Splice(base, suffix)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%w: %w", api.ErrInvalid, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", model.ErrInvalid, err)
 	}
 	return a, nil
 }
@@ -74,7 +74,7 @@ type ServiceOptions struct {
 // with what the Service carries now. ingress is what the Service's
 // status.loadBalancer.ingress publishes: the target moves to the current
 // address only once it is published there (Held), and the nudge follows it.
-func Service(m api.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, ingress []string, o ServiceOptions) (holdings.Annotations, error) {
+func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, ingress []string, o ServiceOptions) (holdings.Annotations, error) {
 	if f.Mapping != "" {
 		return renderMapped(m, f, pooled, live, ingress, o)
 	}
@@ -122,8 +122,8 @@ type Mapping struct {
 
 // Mapped returns what the router maps each address of ingress inside the
 // Service's mapping prefix to, under current (or its delegation, when that
-// is the mapping prefix's length). Errors wrap api.ErrInvalid.
-func Mapped(m api.Model, f holdings.ServiceFollow, current netip.Prefix, ingress []string) ([]Mapping, error) {
+// is the mapping prefix's length). Errors wrap model.ErrInvalid.
+func Mapped(m model.Model, f holdings.ServiceFollow, current netip.Prefix, ingress []string) ([]Mapping, error) {
 	inside, err := mappingPrefix(f)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func Mapped(m api.Model, f holdings.ServiceFollow, current netip.Prefix, ingress
 	}
 	if outside.Bits() != inside.Bits() {
 		return nil, fmt.Errorf("%w: %s %s is a /%d; the router maps it onto the followed prefix %s (or its delegation), a /%d",
-			api.ErrInvalid, holdings.AnnotationMappingPrefix, inside, inside.Bits(), outside, outside.Bits())
+			model.ErrInvalid, holdings.AnnotationMappingPrefix, inside, inside.Bits(), outside, outside.Bits())
 	}
 	var out []Mapping
 	for _, in := range ingress {
@@ -142,9 +142,9 @@ func Mapped(m api.Model, f holdings.ServiceFollow, current netip.Prefix, ingress
 		if err != nil || !inside.Contains(a) {
 			continue
 		}
-		t, err := api.Map(f.Mapping, a, inside, outside)
+		t, err := model.Map(f.Mapping, a, inside, outside)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", api.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", model.ErrInvalid, err)
 		}
 		out = append(out, Mapping{Inside: a, Outside: t, From: inside, To: outside})
 	}
@@ -155,7 +155,7 @@ func Mapped(m api.Model, f holdings.ServiceFollow, current netip.Prefix, ingress
 func mappingPrefix(f holdings.ServiceFollow) (netip.Prefix, error) {
 	inside, err := netip.ParsePrefix(f.MappingPrefix)
 	if err != nil || !inside.Addr().Is6() || inside.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("%w: %s %q is not an IPv6 prefix", api.ErrInvalid, holdings.AnnotationMappingPrefix, f.MappingPrefix)
+		return netip.Prefix{}, fmt.Errorf("%w: %s %q is not an IPv6 prefix", model.ErrInvalid, holdings.AnnotationMappingPrefix, f.MappingPrefix)
 	}
 	return inside.Masked(), nil
 }
@@ -167,9 +167,9 @@ func mappingPrefix(f holdings.ServiceFollow) (netip.Prefix, error) {
 // prefix's length. While it publishes none, the target stays as it is (it
 // is never withdrawn for a load balancer's restart). Addresses of ours from
 // an earlier mode are released; the user's entries stay everywhere.
-func renderMapped(m api.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, ingress []string, o ServiceOptions) (holdings.Annotations, error) {
-	if f.Mapping != api.MappingNPTv6 && f.Mapping != api.MappingNetmap {
-		return holdings.Annotations{}, fmt.Errorf("%w: %s %q: want %s or %s", api.ErrInvalid, holdings.AnnotationMapping, f.Mapping, api.MappingNPTv6, api.MappingNetmap)
+func renderMapped(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, ingress []string, o ServiceOptions) (holdings.Annotations, error) {
+	if f.Mapping != model.MappingNPTv6 && f.Mapping != model.MappingNetmap {
+		return holdings.Annotations{}, fmt.Errorf("%w: %s %q: want %s or %s", model.ErrInvalid, holdings.AnnotationMapping, f.Mapping, model.MappingNPTv6, model.MappingNetmap)
 	}
 	if _, err := mappingPrefix(f); err != nil {
 		return holdings.Annotations{}, err

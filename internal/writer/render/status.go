@@ -15,6 +15,7 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,7 @@ type Problems struct {
 
 // Status returns the status for dp (whose spec parsed to m) given the decision
 // at now.
-func Status(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, now time.Time) api.Status {
+func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems, now time.Time) api.Status {
 	prev := dp.Status
 	st := api.Status{
 		PrefixSource:       d.Source,
@@ -137,7 +138,7 @@ func Status(dp *api.DynamicPrefix, m api.Model, d decide.Decision, p Problems, n
 		meta.RemoveStatusCondition(&st.Conditions, ServiceAddressConflict)
 	}
 	poolReason := "PoolError"
-	if errors.Is(p.Pools, api.ErrBudgetExceeded) {
+	if errors.Is(p.Pools, model.ErrBudgetExceeded) {
 		poolReason = "WriteBudgetExceeded"
 	}
 	if p.Pools != nil {
@@ -206,7 +207,7 @@ const ReasonNotReported = "PrefixNotReported"
 
 // NotReportedMessage says what a quiet router (or silent DNS servers) means
 // for the DynamicPrefix whose spec parsed to m.
-func NotReportedMessage(m api.Model, p netip.Prefix) string {
+func NotReportedMessage(m model.Model, p netip.Prefix) string {
 	if m.DNS != nil {
 		return "no DNS server answers " + m.DNS.Name + " in " + p.String() + " any more; it stays current and in the pools"
 	}
@@ -215,7 +216,7 @@ func NotReportedMessage(m api.Model, p netip.Prefix) string {
 
 // DissentMessage says which DNS servers do not answer the current prefix,
 // and why (decide.Decision.Dissent).
-func DissentMessage(m api.Model, d decide.Decision) string {
+func DissentMessage(m model.Model, d decide.Decision) string {
 	return strings.Join(d.Dissent, "; ") + fmt.Sprintf(": the prefix moves only when a majority of the %d servers answers %s alike", d.Reporting, m.DNS.Name)
 }
 
@@ -236,7 +237,7 @@ func StatusEqual(a, b api.Status) bool {
 // namedDelegation is the delegation a status names for p: p shortened to
 // delegatedPrefixLength; none without one, or when p is shorter (subnets
 // are then carved from p itself, which the status names already).
-func namedDelegation(m api.Model, p netip.Prefix) string {
+func namedDelegation(m model.Model, p netip.Prefix) string {
 	if m.Delegated == 0 || p.Bits() < m.Delegated {
 		return ""
 	}
@@ -266,13 +267,13 @@ func normal(s api.Status) api.Status {
 // into objects only addresses in the prefixes (and delegations) the status
 // names (manifests/writer/policy-values.yaml), so such a status is written
 // before the objects.
-func NamesNewPrefix(st api.Status, m api.Model, d decide.Decision) bool {
+func NamesNewPrefix(st api.Status, m model.Model, d decide.Decision) bool {
 	named := map[netip.Prefix]string{} // prefix -> its delegation, as named
 	if p, err := netip.ParsePrefix(st.CurrentPrefix); err == nil {
 		named[p] = st.DelegatedPrefix
 	}
 	for _, h := range st.History {
-		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State != api.StateExpired {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State != model.StateExpired {
 			if _, ok := named[p]; !ok {
 				named[p] = h.DelegatedPrefix
 			}

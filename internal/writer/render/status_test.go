@@ -14,6 +14,7 @@ import (
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
@@ -23,7 +24,7 @@ func decided(t *testing.T, dp *api.DynamicPrefix, d string, now time.Time) decid
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decide.For(api.Parse(dp.Name, dp.Spec), Prior(dp.Status), []decide.Report{{Node: "a", Digest: n}}, now)
+	return decide.For(model.Parse(dp.Name, dp.Spec), Prior(dp.Status), []decide.Report{{Node: "a", Digest: n}}, now)
 }
 
 // roundTrip stores and reads a status the way the API server does.
@@ -46,13 +47,13 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 		Subnets:       []dynamicprefix.Subnet{{Name: "s", Offset: 2, PrefixLength: 80}},
 	}}
 	dp.Generation = 3
-	st := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
+	st := Status(dp, model.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)
 	if st.CurrentPrefix != "2001:db8:a::/64" || len(st.AddressRanges) != 1 || st.AddressRanges[0].CIDR != "2001:db8:a:0:f000::/68" ||
 		st.Subnets[0].CIDR != "2001:db8:a:0:2::/80" {
 		t.Fatalf("status = %+v", st)
 	}
 	dp.Status = roundTrip(t, st)
-	again := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
+	again := Status(dp, model.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0.Add(time.Hour)), Problems{}, t0.Add(time.Hour))
 	if !StatusEqual(again, dp.Status) {
 		a, _ := json.Marshal(again)
 		b, _ := json.Marshal(dp.Status)
@@ -62,7 +63,7 @@ func TestRenderIsStableAcrossPasses(t *testing.T) {
 
 func TestProblemsAreConditions(t *testing.T) {
 	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{}}}}
-	st := Status(dp, api.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
+	st := Status(dp, model.Parse(dp.Name, dp.Spec), decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{Pools: errors.New("pool lb: no address range \"x\"")}, t0)
 	var degraded, synced string
 	for _, c := range st.Conditions {
 		switch c.Type {
@@ -86,7 +87,7 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 		}
 		return string(c.Status) + " " + c.Reason
 	}
-	m := api.Parse(dp.Name, dp.Spec)
+	m := model.Parse(dp.Name, dp.Spec)
 	if got := ready(Status(dp, m, decided(t, dp, "v1;eth0=2001:db8:a::/64 p ra", t0), Problems{}, t0)); got != "True Ready" {
 		t.Errorf("all well: Ready %s", got)
 	}
@@ -103,7 +104,7 @@ func TestReadySumsTheConditionsUp(t *testing.T) {
 func TestNamesNewPrefix(t *testing.T) {
 	a, b := netip.MustParsePrefix("2001:db8:a::/64"), netip.MustParsePrefix("2001:db8:b::/64")
 	st := api.Status{CurrentPrefix: a.String(), History: []api.HistoryEntry{
-		{Prefix: a.String(), State: api.StateActive}, {Prefix: b.String(), State: api.StateExpired}}}
+		{Prefix: a.String(), State: model.StateActive}, {Prefix: b.String(), State: model.StateExpired}}}
 	for _, c := range []struct {
 		name   string
 		st     api.Status
@@ -114,9 +115,9 @@ func TestNamesNewPrefix(t *testing.T) {
 		{"an expired one back", st, []netip.Prefix{b, a}, true},
 		{"nothing yet", api.Status{}, []netip.Prefix{a}, true},
 		{"a drain ending", api.Status{CurrentPrefix: b.String(), History: []api.HistoryEntry{
-			{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}, []netip.Prefix{b}, false},
+			{Prefix: b.String(), State: model.StateActive}, {Prefix: a.String(), State: model.StateDraining}}}, []netip.Prefix{b}, false},
 	} {
-		if got := NamesNewPrefix(c.st, api.Model{}, decide.Decision{Pooled: c.pooled}); got != c.want {
+		if got := NamesNewPrefix(c.st, model.Model{}, decide.Decision{Pooled: c.pooled}); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -126,13 +127,13 @@ func TestNamesNewPrefix(t *testing.T) {
 // (subnets are carved from it); one it does not name yet - the length was
 // just set, or a draining entry was written before - needs the status first.
 func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
-	m := api.Parse("home", dynamicprefix.Spec{
+	m := model.Parse("home", dynamicprefix.Spec{
 		Acquisition: dynamicprefix.Acquisition{RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: new(56)}},
 		Subnets:     []dynamicprefix.Subnet{{Name: "third", Offset: 3, PrefixLength: 64}},
 	})
 	a, b := netip.MustParsePrefix("2001:db8:0:12::/64"), netip.MustParsePrefix("2001:db8:7:12::/64")
 	d := decide.Decision{Current: b, Pooled: []netip.Prefix{b, a}, History: []decide.HistoryEntry{
-		{Prefix: b.String(), State: api.StateActive}, {Prefix: a.String(), State: api.StateDraining}}}
+		{Prefix: b.String(), State: model.StateActive}, {Prefix: a.String(), State: model.StateDraining}}}
 	decided := slices.Clone(d.History)
 	st := Status(&api.DynamicPrefix{}, m, d, Problems{}, t0)
 	if st.DelegatedPrefix != "2001:db8:7::/56" {
@@ -160,14 +161,14 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 	if !NamesNewPrefix(older, m, d) {
 		t.Error("a draining prefix whose delegation the status does not name is written without the status first")
 	}
-	if NamesNewPrefix(older, api.Model{}, d) {
+	if NamesNewPrefix(older, model.Model{}, d) {
 		t.Error("without delegatedPrefixLength, delegations matter")
 	}
 
 	// A prefix no longer than the delegation is its own: the status names no
 	// delegation for it (its admission policy admits only the spec's length).
 	short := decide.Decision{Current: netip.MustParsePrefix("2001:db8:100::/48"), Pooled: []netip.Prefix{netip.MustParsePrefix("2001:db8:100::/48")},
-		History: []decide.HistoryEntry{{Prefix: "2001:db8:100::/48", State: api.StateActive}}}
+		History: []decide.HistoryEntry{{Prefix: "2001:db8:100::/48", State: model.StateActive}}}
 	if st := Status(&api.DynamicPrefix{}, m, short, Problems{}, t0); st.DelegatedPrefix != "" || st.History[0].DelegatedPrefix != "" || st.Subnets[0].CIDR != "2001:db8:100:3::/64" {
 		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
 	} else if NamesNewPrefix(st, m, short) {

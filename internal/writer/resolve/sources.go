@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/metrics"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 var metricQuestions = metrics.NewCounterVec("renumber_writer_dns_questions_total",
@@ -58,7 +58,7 @@ type poll struct {
 // for q, polling them under ctx (the leader's term) from the first call on,
 // and afresh when q changed or ctx's term ended; ready is false until every
 // server was asked once (the pass is queued again then).
-func (s *Sources) Reports(ctx context.Context, name string, q *api.DNSSource) (reports []decide.Report, ready bool) {
+func (s *Sources) Reports(ctx context.Context, name string, q *model.DNSSource) (reports []decide.Report, ready bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.polls[name]
@@ -88,7 +88,7 @@ func (s *Sources) Stop(name string) {
 // Prime returns name's reports at once: a poll's that is running, else those
 // of a round asked now, from which the poll goes on (kubectl renumber
 // status: what a pass would count now).
-func (s *Sources) Prime(ctx context.Context, name string, q *api.DNSSource) []decide.Report {
+func (s *Sources) Prime(ctx context.Context, name string, q *model.DNSSource) []decide.Report {
 	s.mu.Lock()
 	if p := s.polls[name]; p != nil && p.query == q.String() && p.ctx.Err() == nil && p.ready {
 		defer s.mu.Unlock()
@@ -110,7 +110,7 @@ func reportsOf(ss []standing) []decide.Report {
 	return out
 }
 
-func (s *Sources) standings(q *api.DNSSource) []standing {
+func (s *Sources) standings(q *model.DNSSource) []standing {
 	servers := q.Servers
 	if len(servers) == 0 && s.ResolvConf != nil {
 		servers = s.ResolvConf()
@@ -125,7 +125,7 @@ func (s *Sources) standings(q *api.DNSSource) []standing {
 // start replaces name's poll (s.mu held) with one asking q under ctx from
 // standings ss: asked says they are a round's answers already (the poll is
 // ready, and its first question waits for their TTL).
-func (s *Sources) start(ctx context.Context, name string, q *api.DNSSource, ss []standing, asked bool) *poll {
+func (s *Sources) start(ctx context.Context, name string, q *model.DNSSource, ss []standing, asked bool) *poll {
 	if s.polls == nil {
 		s.polls = map[string]*poll{}
 	}
@@ -141,7 +141,7 @@ func (s *Sources) start(ctx context.Context, name string, q *api.DNSSource, ss [
 
 // run polls until ctx ends, from standings ss (asked: ss are a round's
 // answers, so the first question waits for their TTL).
-func (s *Sources) run(ctx context.Context, name string, p *poll, q *api.DNSSource, ss []standing, asked bool) {
+func (s *Sources) run(ctx context.Context, name string, p *poll, q *model.DNSSource, ss []standing, asked bool) {
 	for {
 		if asked {
 			select {
@@ -171,7 +171,7 @@ func (s *Sources) run(ctx context.Context, name string, p *poll, q *api.DNSSourc
 }
 
 // round asks every server (in parallel) and returns their standings after.
-func (s *Sources) round(ctx context.Context, q *api.DNSSource, ss []standing) []standing {
+func (s *Sources) round(ctx context.Context, q *model.DNSSource, ss []standing) []standing {
 	out := append([]standing(nil), ss...)
 	var wg sync.WaitGroup
 	for i := range out {
@@ -196,7 +196,7 @@ func (s *Sources) round(ctx context.Context, q *api.DNSSource, ss []standing) []
 }
 
 // logChange writes the journal's line for a server whose standing changed.
-func (s *Sources) logChange(name string, q *api.DNSSource, was, now standing, first bool) {
+func (s *Sources) logChange(name string, q *model.DNSSource, was, now standing, first bool) {
 	server := now.server.String()
 	switch {
 	case now.problem != "" && (first || now.problem != was.problem):
@@ -211,14 +211,14 @@ func (s *Sources) logChange(name string, q *api.DNSSource, was, now standing, fi
 }
 
 // ResolvConf reads the nameservers of /etc/resolv.conf (port 53), at most
-// api.MaxDNSServers.
+// model.MaxDNSServers.
 func ResolvConf() []netip.AddrPort {
 	f, err := os.Open("/etc/resolv.conf")
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	return parseResolvConf(f, api.MaxDNSServers)
+	return parseResolvConf(f, model.MaxDNSServers)
 }
 
 func parseResolvConf(f io.Reader, limit int) []netip.AddrPort {

@@ -11,7 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // fakeServers answers each server with its entry in answers, counting
@@ -89,7 +89,7 @@ func waitAsked(t *testing.T, s *Sources, f *fakeServers, clk *clocktesting.FakeC
 func TestAPollCountsOnlyOnceEveryServerWasAsked(t *testing.T) {
 	f := &fakeServers{answers: map[netip.AddrPort]string{s1: "2001:db8:1::1", s2: "2001:db8:1::2"}}
 	s, clk, passes := sources(f)
-	q := &api.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1, s2}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	q := &model.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1, s2}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
 	if _, ready := s.Reports(t.Context(), "home", q); ready {
 		t.Fatal("ready before any server was asked")
 	}
@@ -134,7 +134,7 @@ func TestAPollCountsOnlyOnceEveryServerWasAsked(t *testing.T) {
 func TestAPollEndsWithItsTermAndStartsAfresh(t *testing.T) {
 	f := &fakeServers{answers: map[netip.AddrPort]string{s1: "2001:db8:1::1"}}
 	s, clk, passes := sources(f)
-	q := &api.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	q := &model.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
 	term, end := context.WithCancel(t.Context())
 	s.Reports(term, "home", q)
 	pass(t, passes)
@@ -169,7 +169,7 @@ func TestAPollEndsWithItsTermAndStartsAfresh(t *testing.T) {
 func TestPrimeAsksOnceAndThePollGoesOnFromThere(t *testing.T) {
 	f := &fakeServers{answers: map[netip.AddrPort]string{s1: "2001:db8:1::1"}}
 	s, clk, _ := sources(f)
-	q := &api.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	q := &model.DNSSource{Name: "router.example.net.", Servers: []netip.AddrPort{s1}, Length: 48, MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
 	if r := s.Prime(t.Context(), "home", q); len(r) != 1 || r[0].Digest.Links[0].Prefixes[0].Prefix != in1 || f.questions() != 1 {
 		t.Fatalf("primed reports %+v after %d questions", r, f.questions())
 	}

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // The problems a report states. They carry no detail that changes from one
@@ -132,7 +132,7 @@ func (s standing) report() decide.Report {
 
 // next is the time until the next question: the lowest TTL the servers
 // answered with, within the spec's bounds; the lower bound while none answers.
-func next(q *api.DNSSource, ss []standing) time.Duration {
+func next(q *model.DNSSource, ss []standing) time.Duration {
 	wait := q.MaxInterval
 	answered := false
 	for _, s := range ss {

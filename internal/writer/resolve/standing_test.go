@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 func addrs(ss ...string) []netip.Addr {
@@ -88,7 +88,7 @@ func TestAnAnswerThatNamesNoOnePrefixIsAProblem(t *testing.T) {
 }
 
 func TestTheNextQuestionWaitsForTheLowestTTLWithinTheBounds(t *testing.T) {
-	q := &api.DNSSource{MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
+	q := &model.DNSSource{MinInterval: 10 * time.Second, MaxInterval: 10 * time.Minute}
 	answer := func(ttl time.Duration) standing {
 		return standing{}.after(Answer{Addrs: addrs("2001:db8:1::1"), TTL: ttl}, nil, 48)
 	}

@@ -3,7 +3,7 @@
 // length, and the smallest CIDR covering a range. Pure; every input is checked,
 // nothing overflows or panics.
 
-package api
+package model
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"net/netip"
 )
 
-// ErrInvalidPrefix is wrapped by every error of this package.
+// ErrInvalidPrefix is wrapped by every error of the address arithmetic.
 var ErrInvalidPrefix = errors.New("prefix: invalid")
 
 func check(p netip.Prefix) (netip.Prefix, error) {

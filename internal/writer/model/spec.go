@@ -4,7 +4,7 @@
 // Services, status) reads the model and resolves names against a prefix here,
 // never from the raw strings. Pure.
 
-package api
+package model
 
 import (
 	"errors"

@@ -15,7 +15,7 @@
 //
 // Pure; every input is checked.
 
-package api
+package model
 
 import (
 	"encoding/binary"

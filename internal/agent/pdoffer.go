@@ -13,12 +13,18 @@ import (
 type offer struct {
 	prefix netip.Prefix
 	// valid is the longest valid lifetime the server stated for it in an
-	// Advertise since it was first offered: a server that states what is
-	// left of the binding (counting down) leaves the digest unchanged, and
-	// the bound it gives the writer is one the server did state.
+	// Advertise while the lifetime's end stayed put: a server that states
+	// what is left of the binding (counting down: the same end) leaves the
+	// digest unchanged, and the bound it gives the writer is one the server
+	// did state; one that shortens it (the end moves earlier, as an
+	// operator lowers lifetimes before a renumbering) is published at once.
 	valid time.Duration
 	until time.Time // when the lifetime the server last stated ends
 }
+
+// countDownSlack is how much earlier a lifetime counted down may end than
+// the one stated before it: servers state whole seconds.
+const countDownSlack = 2 * time.Second
 
 // Offered is the handler for the prober on link being offered p (removed:
 // the offer ended or the prober stopped). Safe from any goroutine.
@@ -32,7 +38,7 @@ func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, remove
 			return
 		}
 		o := offer{prefix: p, valid: valid, until: at.Add(valid)}
-		if was, ok := a.offers[link]; ok && was.prefix == p && at.Before(was.until) {
+		if was, ok := a.offers[link]; ok && was.prefix == p && at.Before(was.until) && !o.until.Before(was.until.Add(-countDownSlack)) {
 			o.valid = max(o.valid, was.valid)
 		}
 		a.offers[link] = o

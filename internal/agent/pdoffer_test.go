@@ -74,6 +74,33 @@ func TestAnOfferCountingDownIsPublishedOnce(t *testing.T) {
 	}
 }
 
+// A server that shortens the valid lifetime it states - as an operator does
+// ahead of a planned renumbering (RFC 4192 2.1, 3.2: lower the lifetimes,
+// then renumber) - is published at once: the lifetime's end moves earlier,
+// which a count-down (the same end, stated afresh) never does. Found by a red
+// team: the longest since the offer began kept p3600, so a liar client kept
+// the replaced delegation an hour after the renumbering, not a minute.
+func TestAServerShorteningItsLifetimeIsPublished(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: 24 * time.Hour, Preferred: 24 * time.Hour, Autonomous: true}})
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+
+	offered := netip.MustParsePrefix("2001:db8:a00::/56")
+	a.Offered("eth0", offered, time.Hour, false, clk.Now())
+	waitPublishedWith(t, rec, clk, "the hour", func(v string) bool { return strings.Contains(v, offered.String()+" p3600 offer") })
+	clk.Step(30 * time.Minute) // the offer's T1: the confirmer probes again
+	for range 10 {
+		// The operator lowered the server's lifetimes: every answer
+		// from now on states a minute; the confirmer probes at its T1.
+		a.Offered("eth0", offered, time.Minute, false, clk.Now())
+		sync_(a)
+		clk.Step(30 * time.Second)
+	}
+	waitPublishedWith(t, rec, clk, "the minute the server states now (p60) after ten answers stating it",
+		func(v string) bool { return strings.Contains(v, offered.String()+" p60 offer") })
+}
+
 // A router believed on the PD link (trustedRouters unset: every router is)
 // advertising 40 /64s fills the digest; the confirmer's offer still gets its
 // slot (an RA prefix is evicted for it, and said so), where it was left out

@@ -19,12 +19,24 @@ import (
 // respond builds (nil: silence), over UDP and TCP on one port.
 func serve(t *testing.T, respond func(q dnsmessage.Message, tcp bool) [][]byte) netip.AddrPort {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// One port number for both: the UDP port the kernel picks may be taken
+	// for TCP by another process (a world test beside), so pick again.
+	var (
+		pc   net.PacketConn
+		ln   net.Listener
+		addr netip.AddrPort
+		err  error
+	)
+	for range 20 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		addr = netip.MustParseAddrPort(pc.LocalAddr().String())
+		if ln, err = net.Listen("tcp", addr.String()); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	addr := netip.MustParseAddrPort(pc.LocalAddr().String())
-	ln, err := net.Listen("tcp", addr.String())
 	if err != nil {
 		t.Fatal(err)
 	}

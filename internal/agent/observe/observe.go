@@ -460,6 +460,11 @@ func (s *State) NextDeadline(now time.Time) (time.Time, bool) {
 			consider(e.valid)
 			consider(e.preferred)
 		}
+		for _, c := range l.seeded {
+			if c.capped && !l.sawRA {
+				consider(c.preferred) // Snapshot deprecates the seed there
+			}
+		}
 		for _, a := range l.addrs {
 			consider(a.lifetimes.valid)
 			consider(a.lifetimes.preferred)

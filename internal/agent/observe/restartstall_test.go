@@ -124,3 +124,61 @@ func TestAContradictionAfterARestartHandsNoVoteToTheOtherRouter(t *testing.T) {
 		}
 	}
 }
+
+// An RA from a host under its own address lengthens the kernel's lifetimes
+// and nothing else: with trustedRouters set the agent records nothing of it
+// (Heard returns false), but the kernel forms and refreshes SLAAC addresses
+// from any router's RA. So the kernel's lifetimes - the seed's cap after a
+// restart (seedCap: "no longer than the kernel's addresses in it were
+// preferred when the agent first saw them") - are whatever such a host last
+// said, without a word from the router's address to contradict. The router
+// states A preferred for 30 min (last at about t0+3s); the host says A
+// preferred for ever; the agent restarts at +10m, and from then on a flood
+// overflows its socket whenever the router speaks (Lost: the router's
+// answers are dropped, reported as a conflict, contradicting nothing). An
+// agent that did not restart deprecates A when the router's preferred
+// lifetime ends; the restarted agent holds A preferred on the host's word
+// for as long as the flood lasts. (With the router silent - down, or
+// rebooting onto a new prefix - no flood is needed.)
+func TestAnUntrustedHostsRALengthensNoSeedPastTheRoutersWord(t *testing.T) {
+	trusted := map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}}
+	host := netip.MustParseAddr("fe80::bad")
+	forever := Address{Addr: addr(pA, 1), Valid: Infinite, Preferred: Infinite}
+
+	s := agreed(t)
+	s.SetPolicies(trusted)
+	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0)
+	said := t0.Add(5 * time.Minute)
+	if s.RA("eth0", host, said, []RAPrefix{{pA, Infinite, Infinite, true}}) {
+		t.Fatal("an RA from an untrusted host was taken")
+	}
+	s.Address("eth0", forever, false, said) // the kernel took it
+	restart := t0.Add(10 * time.Minute)
+	before := mustSnapshot(s, restart)
+	if !preferredIn(before, pA.String()) {
+		t.Fatalf("before the restart: %s, want A preferred", encode(t, s, restart))
+	}
+	drops := func(s *State, until time.Time) {
+		for at := restart.Add(time.Second); at.Before(until); at = at.Add(time.Minute) {
+			s.Lost("eth0", at)
+		}
+	}
+	late := t0.Add(31 * time.Minute) // the router's stated preferred lifetime has ended
+	drops(s, late)
+	if n := mustSnapshot(s, late); preferredIn(n, pA.String()) {
+		t.Fatalf("the agent that did not restart: %s; want A deprecated once the router's preferred lifetime ended", encode(t, s, late))
+	}
+
+	s2 := newState()
+	s2.SetPolicies(trusted)
+	s2.Seed(before)
+	s2.Address("eth0", forever, false, restart)
+	s2.Solicited("eth0", restart) // the listener's at start; its answer is dropped
+	drops(s2, restart.Add(3*time.Hour))
+	for _, at := range []time.Time{late, restart.Add(3 * time.Hour)} {
+		if n := mustSnapshot(s2, at); preferredIn(n, pA.String()) {
+			t.Errorf("+%s (the router stated A preferred until about +30m; conflicts %v) the restarted agent reports %s",
+				at.Sub(t0), s2.Conflicts("eth0", at), encode(t, s2, at))
+		}
+	}
+}

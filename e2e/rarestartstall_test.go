@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -62,4 +63,71 @@ func TestAContradictionAcrossAnAgentRestartDeprecatesNothingRadvdStates(t *testi
 	// Startup grace (10 s, once more while radvd's first word is being
 	// corroborated), then 20 s of the host going on.
 	sample("the restarted agent, the host going on", 40*time.Second)
+}
+
+// TestAnUntrustedHostLengthensNoSeedWhileTheRouterIsSilent (RA red team,
+// second round): radvd advertises A (preferred 30 s, valid 600 s), and
+// trustedRouters names it. radvd goes silent (down, or rebooting onto a new
+// prefix). A host under its own link-local address - untrusted: the agents
+// record nothing of its RA - advertises A preferred for ever, and every
+// node's kernel makes its SLAAC address in A preferred for ever. node1's
+// agent restarts; node2's does not. node2 reports A deprecated once the 30 s
+// radvd stated run out; node1, seeded with A preferred, counts the kernel's
+// flags (seedCap: no RA believed, nothing contradicted, capped by the
+// kernel's lifetimes as first seen - the host's) and reports A preferred.
+func TestAnUntrustedHostLengthensNoSeedWhileTheRouterIsSilent(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := t.Context()
+	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	trustingHome(t, w, nil)
+	agent1 := startAgent(t, w, "node1")
+	startAgent(t, w, "node2")
+	for _, node := range []string{"node1", "node2"} {
+		waitDigest(t, w, node, "A preferred", has(prefixA, false, digest.SourceRA))
+	}
+	w.Net.Router.Stop()
+	silent := time.Now()
+	host, err := w.Net.RogueRouter(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := host.Sender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sender.Close() })
+	forever := copyOfRadvd(t, []*ndp.PrefixInformation{pioOf(prefixA, ndp.Infinity, ndp.Infinity)})
+	for range 3 {
+		if err := sender.Send(netip.Addr{}, forever); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	w.Stop(agent1, 5*time.Second)
+	startAgent(t, w, "node1")
+	waitLog(t, w, "agent-node1.log", "agent started", 2)
+	// radvd's stated preferred lifetime has run out, and node1's startup
+	// grace (10 s) passed.
+	time.Sleep(max(time.Until(silent.Add(45*time.Second)), 15*time.Second))
+	digests := map[string]string{}
+	for _, node := range []string{"node1", "node2"} {
+		digests[node], _ = annotation(t, w, node)
+	}
+	preferredA := func(v string) bool {
+		n, err := digest.Decode(v)
+		if err != nil {
+			t.Fatalf("digest %q: %v", v, err)
+		}
+		e, ok := find(n, prefixA)
+		return ok && !e.Deprecated
+	}
+	if preferredA(digests["node2"]) {
+		t.Fatalf("node2 (not restarted) reports %s: want A deprecated, radvd's 30 s ran out", digests["node2"])
+	}
+	if preferredA(digests["node1"]) {
+		t.Errorf("node1 (restarted) reports %s, %s after radvd went silent having stated A preferred 30 s (node2: %s)",
+			digests["node1"], time.Since(silent).Round(time.Second), digests["node2"])
+	}
 }

@@ -21,12 +21,14 @@ var pC = netip.MustParsePrefix("2001:db8:c::/64")
 // 30 s until until: each router word (offering A as it always did) is
 // answered with A deprecated from the router's address. routerB, when
 // other is not nil, states other and is not spoofed. s is seeded with
-// seed and told the kernel's SLAAC addresses as they stand at at.
-func contradictedAfterARestart(t *testing.T, seed digest.Node, at, until time.Time, other []RAPrefix) *State {
+// seed and the memory the agent kept on the node (memory.go), and told the
+// kernel's SLAAC addresses as they stand at at.
+func contradictedAfterARestart(t *testing.T, seed digest.Node, mem Memory, at, until time.Time, other []RAPrefix) *State {
 	t.Helper()
 	s := newState()
 	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	s.Seed(seed)
+	s.Remember(mem, at)
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 29 * time.Minute}, false, at)
 	if other != nil {
 		s.Address("eth0", Address{Addr: addr(pC, 1), Valid: time.Hour, Preferred: 29 * time.Minute}, false, at)
@@ -68,7 +70,7 @@ func TestAContradictionRightAfterARestartDeprecatesNothingTheRouterStates(t *tes
 	s := agreed(t)
 	s.Address("eth0", Address{Addr: addr(pA, 1), Valid: time.Hour, Preferred: 30 * time.Minute}, false, t0)
 	restart := t0.Add(10 * time.Second)
-	before := mustSnapshot(s, restart)
+	before, mem := mustSnapshot(s, restart), s.Memory(restart)
 	if !preferredIn(before, pA.String()) {
 		t.Fatalf("before the restart: %+v, want A preferred", before)
 	}
@@ -78,7 +80,7 @@ func TestAContradictionRightAfterARestartDeprecatesNothingTheRouterStates(t *tes
 			encode(t, s, restart.Add(time.Minute)), s.Conflicts("eth0", restart.Add(time.Minute)))
 	}
 
-	s2 := contradictedAfterARestart(t, before, restart, restart.Add(10*time.Minute), nil)
+	s2 := contradictedAfterARestart(t, before, mem, restart, restart.Add(10*time.Minute), nil)
 	for _, d := range []time.Duration{20 * time.Second, time.Minute, 5 * time.Minute} {
 		now := restart.Add(d)
 		if n := mustSnapshot(s2, now); !preferredIn(n, pA.String()) {
@@ -102,7 +104,7 @@ func TestAContradictionAfterARestartHandsNoVoteToTheOtherRouter(t *testing.T) {
 	heard := t0.Add(10 * time.Second)
 	s.RA("eth0", routerB, heard, offer(pC)) // the first word since the last solicitation: its answer
 	restart := heard.Add(30 * time.Second)
-	before := mustSnapshot(s, restart)
+	before, mem := mustSnapshot(s, restart), s.Memory(restart)
 	if !preferredIn(before, pA.String()) || !preferredIn(before, pC.String()) {
 		t.Fatalf("before the restart: %s, want A and C preferred", encode(t, s, restart))
 	}
@@ -111,7 +113,7 @@ func TestAContradictionAfterARestartHandsNoVoteToTheOtherRouter(t *testing.T) {
 		t.Fatalf("the agent that did not restart: %s; want A and C preferred", encode(t, s, restart.Add(time.Minute)))
 	}
 
-	s2 := contradictedAfterARestart(t, before, restart, restart.Add(10*time.Minute), offer(pC))
+	s2 := contradictedAfterARestart(t, before, mem, restart, restart.Add(10*time.Minute), offer(pC))
 	for _, d := range []time.Duration{20 * time.Second, 5 * time.Minute} {
 		now := restart.Add(d)
 		n := mustSnapshot(s2, now)
@@ -154,7 +156,7 @@ func TestAnUntrustedHostsRALengthensNoSeedPastTheRoutersWord(t *testing.T) {
 	}
 	s.Address("eth0", forever, false, said) // the kernel took it
 	restart := t0.Add(10 * time.Minute)
-	before := mustSnapshot(s, restart)
+	before, mem := mustSnapshot(s, restart), s.Memory(restart)
 	if !preferredIn(before, pA.String()) {
 		t.Fatalf("before the restart: %s, want A preferred", encode(t, s, restart))
 	}
@@ -172,6 +174,7 @@ func TestAnUntrustedHostsRALengthensNoSeedPastTheRoutersWord(t *testing.T) {
 	s2 := newState()
 	s2.SetPolicies(trusted)
 	s2.Seed(before)
+	s2.Remember(mem, restart)
 	s2.Address("eth0", forever, false, restart)
 	s2.Solicited("eth0", restart) // the listener's at start; its answer is dropped
 	drops(s2, restart.Add(3*time.Hour))

@@ -140,7 +140,7 @@ func (m Memory) Moved(last Memory, quantum time.Duration) bool {
 		}
 		for j, w := range l.Words {
 			ow := o.Words[j]
-			if w.Router != ow.Router || w.Prefix != ow.Prefix || w.Since != ow.Since ||
+			if w.Router != ow.Router || w.Prefix != ow.Prefix || !w.Since.Equal(ow.Since) ||
 				w.StatedValid != ow.StatedValid || w.StatedPreferred != ow.StatedPreferred ||
 				w.Alike != ow.Alike || w.Doubted != ow.Doubted || w.Omitted != ow.Omitted ||
 				endMoved(w.Valid, ow.Valid, quantum) || endMoved(w.Preferred, ow.Preferred, quantum) {

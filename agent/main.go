@@ -66,12 +66,21 @@ func main() {
 	flag.DurationVar(&cfg.ConflictBound, "conflict-bound", 0, "once RAs from a router's address contradict each other, its prefixes stay preferred at most this long unless a word of it is corroborated again (0: until the lifetimes the router stated before run out; a bound on how long a replay can hold a renumbering back, and on how soon an attacker who keeps contradicting the router ends its prefix's preferred state)")
 	flag.DurationVar(&cfg.RouterMinDelay, "router-min-delay", observe.MinDelayBetweenRAs, "the routers' MinDelayBetweenRAs, where set above RFC 4861's 3 s (radvd's option): a router that answers solicitations to all nodes may hold an answer that long after its last multicast RA, and the window waits for it (below 3 s: 3 s)")
 	flag.DurationVar(&cfg.ConflictHold, "conflict-hold", observe.DefaultConflictHold, "how long a router whose address contradicted itself is reported in conflict after the last contradiction")
+	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/renumber-agent", "a directory on the node where the agent keeps what it believed of the routers (each prefix's router, state and the preferred and valid ends the router stated), so that a restarted agent holds them as a running one does rather than trusting the kernel's addresses, which take any RA; written when that moves, not on every RA (empty: keep nothing, a restart starts from the published digest)")
+	ownStateDir := flag.String("own-state-dir", "", "UID:GID: make --state-dir (created if missing) that user's, mode 0700, and exit (the DaemonSet's init container: the kubelet creates a hostPath directory root's)")
 	flag.Var(&ifaces, "interface", "uplink to watch (repeatable); DynamicPrefixes may name more")
 	newLog := logs.Flags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println("agent " + version.Get().String())
+		return
+	}
+	if *ownStateDir != "" {
+		if err := ownDir(cfg.StateDir, *ownStateDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		return
 	}
 	log, err := newLog()
@@ -100,6 +109,24 @@ func main() {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// ownDir makes dir (created if missing) owner's ("UID:GID"), mode 0700.
+func ownDir(dir, owner string) error {
+	var uid, gid int
+	if _, err := fmt.Sscanf(owner, "%d:%d", &uid, &gid); err != nil || uid < 0 || gid < 0 {
+		return fmt.Errorf("--own-state-dir %q: want UID:GID", owner)
+	}
+	if dir == "" {
+		return errors.New("--own-state-dir: no --state-dir")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chown(dir, uid, gid)
 }
 
 // guarding is how the metrics port is guarded (--metrics-auth=kubernetes).

@@ -69,6 +69,9 @@ type Config struct {
 	// RFC 4861's 3 s (radvd's option): a router multicasting its answers
 	// holds one that long after its last multicast RA (zero: 3 s).
 	RouterMinDelay time.Duration
+	// StateDir: where the agent keeps its memory of the routers across a
+	// restart (memory.go; empty: none, the digest's seed alone).
+	StateDir string
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.
@@ -103,6 +106,12 @@ type Agent struct {
 	offers map[string]offer
 	// linksKnown: SetLinks has run; before that nothing is published.
 	linksKnown bool
+	// memory: the routers' words the agent believed before it restarted
+	// (read from StateDir at start); written: the memory last written;
+	// memoryFailing: the last write failed (said once).
+	memory        observe.Memory
+	written       observe.Memory
+	memoryFailing bool
 	// evaluations counts the loop's evaluations (tests wait for the one after
 	// their events).
 	evaluations uint64
@@ -143,6 +152,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 	// The listener stamps RAs when they arrived and reports what it has
 	// read: a window is settled by what arrived in it, however late read.
 	a.state.AwaitReads = true
+	a.openMemory()
 	return a
 }
 
@@ -268,6 +278,19 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 		}
 	}
 	a.state.Seed(seed)
+	if !a.seedSpent {
+		// What the routers stated, as believed before the restart: held
+		// as a running agent holds it (observe/memory.go).
+		var mem observe.Memory
+		for _, l := range a.memory.Links {
+			if added[l.Name] {
+				mem.Links = append(mem.Links, l)
+			}
+		}
+		if n := a.state.Remember(mem, a.clock.Now()); n > 0 {
+			a.log.Info("remembered the routers' words", "words", n, "written", a.memory.At)
+		}
+	}
 	a.state.SetPolicies(links)
 	for link, r := range a.listeners {
 		if _, ok := links[link]; !ok {
@@ -326,6 +349,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	}
 	a.state.Reserve = a.liveOffers(now) // markOffers adds them after
 	node, rejected := a.state.Snapshot(now)
+	a.keepMemory(now)
 	a.journal(node, rejected)
 	a.journalConflicts(now)
 	pdLapses := a.markDelegationConflicts(&node, now)

@@ -87,6 +87,12 @@ func start(t *testing.T, published string) (*Agent, *recorder, *clocktesting.Fak
 // listener was asked to solicit.
 func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *clocktesting.FakeClock, chan time.Time) {
 	t.Helper()
+	return startAt(t, cfg, published, t0)
+}
+
+// startAt is startWith with the clock starting at at.
+func startAt(t *testing.T, cfg Config, published string, at time.Time) (*Agent, *recorder, *clocktesting.FakeClock, chan time.Time) {
+	t.Helper()
 	var pub digest.Node
 	if published != "" {
 		var err error
@@ -94,7 +100,7 @@ func startWith(t *testing.T, cfg Config, published string) (*Agent, *recorder, *
 			t.Fatal(err)
 		}
 	}
-	clk := clocktesting.NewFakeClock(t0)
+	clk := clocktesting.NewFakeClock(at)
 	rec := &recorder{kick: make(chan struct{}, 16)}
 	asked := make(chan time.Time, 16)
 	a := New(cfg, clk,

@@ -15,10 +15,11 @@ var (
 	metricReadLag          = metrics.NewGaugeVec("renumber_agent_ra_read_lag_seconds", "How long the oldest corroboration window that passed has waited for the RA listener to read up to its end (0: none waits); while it waits no change is believed.", "link")
 	metricPDConflict       = metrics.NewGaugeVec("renumber_agent_dhcpv6_conflict", "1 while the link's DHCPv6 client hears answers under one server DUID that contradict each other (another host answers as the server), or a host speaking to the server as the client; the delegation holds as it was.", "link")
 	metricPDImpersonations = metrics.NewCounterVec("renumber_agent_dhcpv6_impersonations_total", "Client messages heard on the link under the DHCPv6 client's DUID that the client did not send and that may move the server's binding (a Release or Decline, a Request/Renew/Rebind for another prefix, a Solicit with Rapid Commit; alone or in a Relay-Forward to ff02::1:2): another host speaks to the server as the client.", "link")
+	metricMemoryWrites     = metrics.NewCounterVec("renumber_agent_memory_writes_total", "Writes of the agent's memory of the routers (--state-dir), by result (ok, failed): only when the routers' believed words, their flags or an end moved (an end later by more than a minute), not on every RA.", "result")
 	metricPDDropped        = metrics.NewCounterVec("renumber_agent_dhcpv6_bindings_dropped_total", "NoBinding answers from the DHCPv6 server for a delegation the client holds with valid lifetime left: the client never releases, so a Release in its name that the node could not hear (unicast, or relayed) is suspected, or the server lost its leases. The client follows the server.", "link")
 )
 
 // Collectors returns this package's metrics.
 func Collectors() []metrics.Collector {
-	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricAnswerMode, metricReadLag, metricPDConflict, metricPDImpersonations, metricPDDropped}
+	return []metrics.Collector{metricPrefixEvents, metricRejected, metricIgnored, metricContradictions, metricCrowded, metricConflict, metricRAEntries, metricAnswerMode, metricReadLag, metricPDConflict, metricPDImpersonations, metricPDDropped, metricMemoryWrites}
 }

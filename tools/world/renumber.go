@@ -32,8 +32,14 @@ func (w *World) StartAgentAs(ctx context.Context, sa, bin, node string, extra ..
 	if err != nil {
 		return nil, err
 	}
+	// Each node's agent keeps its memory of the routers in its own
+	// directory, which outlives the agent as a hostPath does.
+	state := filepath.Join(w.Dir, "state-"+node)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
 	argv := append([]string{bin, "--node-name", node, "--interface", "eth0", "--kubeconfig", id.Kubeconfig,
-		"--metrics-addr", "[::1]:9470"}, append(append([]string(nil), w.AgentArgs...), extra...)...)
+		"--metrics-addr", "[::1]:9470", "--state-dir", state}, append(append([]string(nil), w.AgentArgs...), extra...)...)
 	return w.Spawn(node, "agent-"+node+".log", argv...)
 }
 

@@ -83,12 +83,13 @@ func (m *model) kernelReports(p netip.Prefix, a kernelAddr) {
 
 // restart: the agent process restarts at now.
 func (m *model) restart() {
-	m.tracef("agent restarts, seeded with %v", m.published)
+	m.tracef("agent restarts, seeded with %v and its memory of %v", m.published, m.memory.At)
 	old := m.s
 	s := New("eth0")
 	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay
 	s.SetPolicies(old.policies)
 	s.Seed(m.published)
+	s.Remember(m.memory, m.now)
 	m.s = s
 	m.restarted = true
 	// What the old process's socket held unread is gone with it.
@@ -119,6 +120,10 @@ func (m *model) checkDigest(n digest.Node) {
 	l := m.s.links["eth0"]
 	if l.sawRA {
 		m.published = n
+	}
+	// The agent writes its memory when it moved (agent/memory.go).
+	if mem := m.s.Memory(m.now); mem.Moved(m.memory, MemoryQuantum) {
+		m.memory = mem
 	}
 	for _, dl := range n.Links {
 		for _, dp := range dl.Prefixes {

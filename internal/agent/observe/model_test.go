@@ -180,8 +180,10 @@ type model struct {
 	// published: the digest on the Node; restarted: the agent restarted;
 	// seededPreferred: the prefixes its last restart seeded preferred, and
 	// until when the kernel's address in each was preferred then.
-	published       digest.Node
-	restarted       bool
+	published digest.Node
+	restarted bool
+	// memory: what the agent last wrote to its state file (memory.go).
+	memory          Memory
 	seededPreferred map[netip.Prefix]deadline
 }
 

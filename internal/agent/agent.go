@@ -72,6 +72,9 @@ type Config struct {
 	// StateDir: where the agent keeps its memory of the routers across a
 	// restart (memory.go; empty: none, the digest's seed alone).
 	StateDir string
+	// Node is this node's name, which names the memory's file (Start sets
+	// it from Parts.Node).
+	Node string
 }
 
 // Agent is the loop. All state is touched only by Run's goroutine.

@@ -15,13 +15,26 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/renumber/renumber/internal/agent/observe"
 )
 
-// MemoryFile is the memory's file name under Config.StateDir.
+// MemoryFile is the memory's file name under Config.StateDir for an agent
+// that names no node; one that does keeps memoryFile(node), so that agents
+// sharing a directory (kubelets in one host's namespaces, a hostPath on
+// shared storage) never read each other's memory.
 const MemoryFile = "routers.json"
+
+// memoryFile is the file the agent on node keeps its memory in. A Node's
+// name is a DNS subdomain; anything else gets MemoryFile.
+func memoryFile(node string) string {
+	if node == "" || strings.ContainsAny(node, `/\`) || strings.HasPrefix(node, ".") {
+		return MemoryFile
+	}
+	return "routers-" + node + ".json"
+}
 
 // maxMemoryBytes bounds what is read: a link's RA table (256 words of a
 // few hundred bytes each) for a few dozen links.
@@ -30,11 +43,11 @@ const maxMemoryBytes = 4 << 20
 // errStaleMemory: nothing the file says still holds.
 var errStaleMemory = errors.New("every word it holds ran out")
 
-// loadMemory reads the memory under dir at now. A missing file is
+// loadMemory reads node's memory under dir at now. A missing file is
 // fs.ErrNotExist; a garbled one, too big, written after now (a clock that
 // went back: its ends cannot be trusted), or with nothing left, an error.
-func loadMemory(dir string, now time.Time) (observe.Memory, error) {
-	f, err := os.Open(filepath.Join(dir, MemoryFile))
+func loadMemory(dir, node string, now time.Time) (observe.Memory, error) {
+	f, err := os.Open(filepath.Join(dir, memoryFile(node)))
 	if err != nil {
 		return observe.Memory{}, err
 	}
@@ -63,14 +76,14 @@ func loadMemory(dir string, now time.Time) (observe.Memory, error) {
 	return observe.Memory{}, errStaleMemory
 }
 
-// saveMemory writes m under dir atomically: a reader (the next start) sees
+// saveMemory writes node's memory m under dir atomically: a reader (the next start) sees
 // the old file or the new one, never half of one.
-func saveMemory(dir string, m observe.Memory) error {
+func saveMemory(dir, node string, m observe.Memory) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, MemoryFile+".*")
+	tmp, err := os.CreateTemp(dir, memoryFile(node)+".*")
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -86,7 +99,7 @@ func saveMemory(dir string, m observe.Memory) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, MemoryFile)); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, memoryFile(node))); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
 	return nil
@@ -97,7 +110,7 @@ func (a *Agent) openMemory() {
 	if a.cfg.StateDir == "" {
 		return
 	}
-	m, err := loadMemory(a.cfg.StateDir, a.clock.Now())
+	m, err := loadMemory(a.cfg.StateDir, a.cfg.Node, a.clock.Now())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		a.log.Info("no memory of the routers: the digest's seed alone", "dir", a.cfg.StateDir)
@@ -118,7 +131,7 @@ func (a *Agent) keepMemory(now time.Time) {
 	if !m.Moved(a.written, observe.MemoryQuantum) {
 		return
 	}
-	if err := saveMemory(a.cfg.StateDir, m); err != nil {
+	if err := saveMemory(a.cfg.StateDir, a.cfg.Node, m); err != nil {
 		metricMemoryWrites.With("failed").Inc()
 		if !a.memoryFailing {
 			a.log.Warn("cannot keep the memory of the routers", "dir", a.cfg.StateDir, "err", err)

@@ -33,7 +33,7 @@ func TestTheMemoryFile(t *testing.T) {
 		want    string // "" : the memory back
 	}{
 		{"written", func(t *testing.T, dir string) {
-			if err := saveMemory(dir, aMemory(t0)); err != nil {
+			if err := saveMemory(dir, "", aMemory(t0)); err != nil {
 				t.Fatal(err)
 			}
 		}, ""},
@@ -44,12 +44,12 @@ func TestTheMemoryFile(t *testing.T) {
 		}, "parse"},
 		{"oversized", func(t *testing.T, dir string) { write(t, dir, strings.Repeat(" ", maxMemoryBytes+1)) }, "over"},
 		{"stale", func(t *testing.T, dir string) {
-			if err := saveMemory(dir, aMemory(t0.Add(-2*time.Hour))); err != nil {
+			if err := saveMemory(dir, "", aMemory(t0.Add(-2*time.Hour))); err != nil {
 				t.Fatal(err)
 			}
 		}, errStaleMemory.Error()},
 		{"from the future", func(t *testing.T, dir string) {
-			if err := saveMemory(dir, aMemory(t0.Add(time.Minute))); err != nil {
+			if err := saveMemory(dir, "", aMemory(t0.Add(time.Minute))); err != nil {
 				t.Fatal(err)
 			}
 		}, "after now"},
@@ -57,7 +57,7 @@ func TestTheMemoryFile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c.content(t, dir)
-			got, err := loadMemory(dir, t0)
+			got, err := loadMemory(dir, "", t0)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("loadMemory: %v", err)
@@ -106,7 +106,7 @@ func TestTheAgentKeepsItsMemoryAcrossARestart(t *testing.T) {
 	if writes < 1 || writes > 3 {
 		t.Errorf("%v memory writes for 30 RAs over 2 min, want one per minute the ends moved at most (1-3)", writes)
 	}
-	m, err := loadMemory(dir, clk.Now())
+	m, err := loadMemory(dir, "", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,4 +119,24 @@ func TestTheAgentKeepsItsMemoryAcrossARestart(t *testing.T) {
 	sync_(a2)
 	clk2.Step(5 * time.Second) // the grace, no RA
 	waitPublished(t, rec2, clk2, "v1;eth0=2001:db8:a::/64 p ra")
+}
+
+// Agents that share the directory (kubelets in one host's namespaces, or a
+// hostPath on shared storage) keep one file each: none reads another's.
+func TestEachNodeKeepsItsOwnMemory(t *testing.T) {
+	dir := t.TempDir()
+	if err := saveMemory(dir, "node1", aMemory(t0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadMemory(dir, "node2", t0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("node2 read node1's memory (err %v)", err)
+	}
+	if _, err := loadMemory(dir, "node1", t0); err != nil {
+		t.Errorf("node1's own memory: %v", err)
+	}
+	for node, want := range map[string]string{"node1": "routers-node1.json", "": MemoryFile, "../x": MemoryFile, ".hidden": MemoryFile} {
+		if got := memoryFile(node); got != want {
+			t.Errorf("memoryFile(%q) = %q, want %q", node, got, want)
+		}
+	}
 }

@@ -65,6 +65,7 @@ type Parts struct {
 //
 // ready reports whether the Node has been read (readiness).
 func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run func()) {
+	cfg.Node = p.Node
 	var published digest.Node
 	var haveLive bool
 	live := make(chan struct{})

@@ -123,6 +123,18 @@ func ownDir(dir, owner string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().Perm() == 0o700 && int(st.Uid) == uid && int(st.Gid) == gid {
+		return nil // a restart's run: already the agent's
+	}
+	// With CHOWN alone (no FOWNER), only the owner may chmod: take the
+	// directory first (the agent's from an earlier run, say), then give it.
+	if err := os.Chown(dir, os.Geteuid(), -1); err != nil {
+		return err
+	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -34,5 +35,46 @@ func TestTheStateDirIsMadeTheAgents(t *testing.T) {
 		if err := ownDir(c.dir, c.owner); err == nil {
 			t.Errorf("ownDir(%q, %q) succeeded", c.dir, c.owner)
 		}
+	}
+}
+
+// The init container runs as root with CHOWN alone (and the binary's file
+// capabilities), not FOWNER: on a directory an earlier run already gave the
+// agent's user - the pod restarted, or another node's pod on a shared
+// host - it still succeeds (it failed there with chmod: operation not
+// permitted, and every agent pod stayed in PodInitializing on real nodes).
+func TestTheStateDirIsMadeTheAgentsWithChownAlone(t *testing.T) {
+	if os.Getenv("OWN_STATE_DIR") != "" {
+		if err := ownDir(os.Getenv("OWN_STATE_DIR"), "65532:65532"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv")
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	run := func() {
+		t.Helper()
+		cmd := exec.Command(setpriv, "--bounding-set=-all,+chown,+net_bind_service,+net_raw", os.Args[0], "-test.run=^TestTheStateDirIsMadeTheAgentsWithChownAlone$")
+		cmd.Env = append(os.Environ(), "OWN_STATE_DIR="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ownDir with CHOWN alone: %v: %s", err, out)
+		}
+	}
+	run() // the kubelet's fresh directory
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run() // the agent's already, another mode
+	run() // the agent's already, as it leaves it
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o700 || st.Uid != 65532 || st.Gid != 65532 {
+		t.Errorf("%s: %v %d:%d, want 0700 65532:65532", dir, fi.Mode().Perm(), st.Uid, st.Gid)
 	}
 }

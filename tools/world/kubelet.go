@@ -137,6 +137,10 @@ type Kubelet struct {
 
 // startNodes starts the controller manager, the scheduler and one kubelet per
 // node, imports the images, and waits until every node is Ready.
+// AgentStateDir is the agent's --state-dir in the shipped install (manifests
+// and the chart's default for the release renumber): a hostPath on the node.
+const AgentStateDir = "/var/lib/renumber-agent"
+
 func (w *World) startNodes(ctx context.Context) error {
 	if err := recordSysctls(); err != nil {
 		return err
@@ -148,6 +152,12 @@ func (w *World) startNodes(ctx context.Context) error {
 		return err
 	}
 	for _, nd := range w.Net.Nodes {
+		// The shipped install keeps the agent's memory of the routers in
+		// a hostPath, which real nodes here share with every world before:
+		// start from none, as a new node does.
+		if err := os.Remove(filepath.Join(AgentStateDir, "routers-"+nd.Name+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s: %w", nd.Name, err)
+		}
 		k, err := w.startKubelet(ctx, nd)
 		if err != nil {
 			return fmt.Errorf("%s: %w", nd.Name, err)

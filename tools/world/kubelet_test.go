@@ -3,6 +3,7 @@ package world
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,5 +59,19 @@ func TestATestOfTheMachinesSysctlsWaitsForTheKindSmoke(t *testing.T) {
 	h.release()
 	if err := tryLock(); err != nil {
 		t.Fatalf("the lock is still held after release: %v", err)
+	}
+}
+
+// The memory the world forgets before real nodes start is the one the
+// shipped install keeps: the DaemonSet's hostPath and --state-dir.
+func TestTheWorldForgetsTheShippedStateDir(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "manifests", "agent", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--state-dir=" + AgentStateDir, "hostPath: {path: " + AgentStateDir} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("manifests/agent/daemonset.yaml has no %q: the world would not forget the memory real nodes keep", want)
+		}
 	}
 }

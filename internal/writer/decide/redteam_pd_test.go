@@ -1,0 +1,186 @@
+package decide
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// liarClientWorld: the liar ("a", first by name) is the client, holds the
+// server's first binding and never renews it; the honest agents act on
+// their roles at every pass (30 s); the liar's digest is what say returns.
+// It returns when the first binding was last pooled (current or draining
+// with a deadline ahead), and when the server's last statement about it
+// ended (the last time an honest confirmer was offered it, plus pdValid).
+func liarClientWorld(t *testing.T, honest int, say func(w *pdWorld, a netip.Prefix) string, run time.Duration) (lastPooled, statedEnd time.Time) {
+	t.Helper()
+	w := newPDWorld(honest, true)
+	a := w.bind
+	const pass = 30 * time.Second
+	for w.now.Sub(t0) < run {
+		w.liar.digest, w.liar.reported = say(w, a), true
+		for i := range w.honest {
+			w.act(i)
+			if _, k := w.roles(); w.honest[i].name == k && w.honest[i].offered == a {
+				statedEnd = w.now.Add(pdValid)
+			}
+		}
+		w.step(t)
+		reports, _ := w.ballot.Reports(w.now)
+		if d := For(w.m, w.st, reports, w.now); slices.Contains(d.Pooled, a) {
+			lastPooled = w.now
+		}
+		w.now = w.now.Add(pass)
+	}
+	t.Logf("at the end: current %s, dhcpv6pd %+v", w.st.CurrentPrefix, *w.st.DHCPv6PD)
+	return lastPooled, statedEnd
+}
+
+func encodeLink(t *testing.T, ps ...digest.Prefix) string {
+	t.Helper()
+	v, err := digest.Encode(digest.Node{Links: []digest.Link{{Name: "wan", Prefixes: ps}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Red team (issue 42, one node): in a cluster of two eligible nodes a liar
+// named client that stops renewing keeps the delegation the server let
+// lapse pooled, as the current prefix, for as long as it likes - though
+// status.dhcpv6pd.validLifetime now records how long the server said it
+// would last. The honest confirmer is offered the server's next binding
+// from the lapse on, the disagreement is reported (DelegationDisagrees),
+// and nothing bounds it: "a stall is reported and bounded" holds only for
+// the report. Here the server's last statement about A ended at t0+19m30s
+// (an Advertise to the confirmer at t0+9m30s, valid 10 min); six hours
+// later A is still current.
+func TestALiarClientOfTwoNodesKeepsALapsedDelegationPooled(t *testing.T) {
+	holdsA := func(w *pdWorld, a netip.Prefix) string {
+		return encodeLink(t, digest.Prefix{Prefix: a, Sources: digest.SourcePD})
+	}
+	last, end := liarClientWorld(t, 1, holdsA, 6*time.Hour)
+	if bound := end.Add(ConfirmWithin); last.After(bound) {
+		t.Errorf("the lapsed delegation was pooled until t0+%v; the server's statements about it ended t0+%v (bound allowed: t0+%v)",
+			last.Sub(t0), end.Sub(t0), bound.Sub(t0))
+	}
+}
+
+// With three nodes the same liar cannot keep it (a second confirmer backs
+// the next binding and takes the client over; the liar, no longer client,
+// votes on no drain): what held.
+func TestALiarClientOfThreeNodesKeepsNoLapsedDelegation(t *testing.T) {
+	for name, say := range map[string]func(w *pdWorld, a netip.Prefix) string{
+		"holds A": func(w *pdWorld, a netip.Prefix) string {
+			return encodeLink(t, digest.Prefix{Prefix: a, Sources: digest.SourcePD})
+		},
+		"A deprecated 2^32-1 s once another is current": func(w *pdWorld, a netip.Prefix) string {
+			if w.st.CurrentPrefix != "" && w.st.CurrentPrefix != a.String() {
+				return encodeLink(t, digest.Prefix{Prefix: a, Deprecated: true, Remaining: digest.MaxLifetime * time.Second, Sources: digest.SourcePD},
+					digest.Prefix{Prefix: netip.MustParsePrefix(w.st.CurrentPrefix), Sources: digest.SourcePD})
+			}
+			return encodeLink(t, digest.Prefix{Prefix: a, Sources: digest.SourcePD})
+		},
+	} {
+		last, end := liarClientWorld(t, 2, say, 6*time.Hour)
+		if last.After(end) {
+			t.Errorf("%s: pooled until t0+%v, past the server's t0+%v", name, last.Sub(t0), end.Sub(t0))
+		}
+	}
+}
+
+// probingWorld: three nodes, the liar "a" the client. The liar renews the
+// server's binding A at every pass (the server keeps it), the server
+// renumbers to B at renumberAt; the honest confirmer probes as the agent
+// does - when named, when status.dhcpv6pd.unconfirmed changes, and at the
+// offer's T1 (pdValid/2) after its last probe. The liar keeps claiming A
+// until the rotation would come (since + ConfirmWithin, one pass early),
+// then claims B and A deprecated with 2^32-1 s left.
+func probingWorld(t *testing.T, renumberAt time.Duration) (lastPooled, statedEnd, transition time.Time) {
+	t.Helper()
+	w := newPDWorld(2, true)
+	a := w.bind
+	const pass = 30 * time.Second
+	lastProbe := map[string]time.Time{}
+	lastConfirmer, lastUnconfirmed := "", ""
+	for w.now.Sub(t0) < 2*time.Hour {
+		if w.serial == 0 && w.now.Sub(t0) >= renumberAt {
+			w.serial++
+			w.bind, w.renewed = serverPrefix(w.serial), w.now
+			w.gave[w.bind] = true
+		}
+		client, confirmer := w.roles()
+		if client == w.liar.name && w.bind == a {
+			// The liar renews A: the server keeps it, and states it
+			// valid pdValid from now in its Reply.
+			w.renewed, statedEnd = w.now, w.now.Add(pdValid)
+		}
+		claim := encodeLink(t, digest.Prefix{Prefix: a, Sources: digest.SourcePD})
+		if pd := w.st.DHCPv6PD; w.bind != a && pd != nil && pd.Since != "" {
+			since, _ := time.Parse(time.RFC3339, pd.Since)
+			if !w.now.Add(pass).Before(since.Add(ConfirmWithin)) {
+				claim = encodeLink(t, digest.Prefix{Prefix: a, Deprecated: true, Remaining: digest.MaxLifetime * time.Second, Sources: digest.SourcePD},
+					digest.Prefix{Prefix: w.bind, Sources: digest.SourcePD})
+			}
+		}
+		if w.st.CurrentPrefix != "" && w.st.CurrentPrefix != a.String() {
+			claim = encodeLink(t, digest.Prefix{Prefix: a, Deprecated: true, Remaining: digest.MaxLifetime * time.Second, Sources: digest.SourcePD},
+				digest.Prefix{Prefix: w.bind, Sources: digest.SourcePD})
+		}
+		w.liar.digest, w.liar.reported = claim, true
+		var unconfirmed string
+		if pd := w.st.DHCPv6PD; pd != nil {
+			unconfirmed = pd.Unconfirmed
+		}
+		for i, h := range w.honest {
+			switch {
+			case h.name == client:
+				w.act(i)
+			case h.name == confirmer:
+				if confirmer != lastConfirmer || unconfirmed != "" && unconfirmed != lastUnconfirmed || w.now.Sub(lastProbe[h.name]) >= pdValid/2 {
+					w.act(i)
+					lastProbe[h.name] = w.now
+					if h.offered == a && w.now.Add(pdValid).After(statedEnd) {
+						statedEnd = w.now.Add(pdValid)
+					}
+				}
+			}
+		}
+		lastConfirmer, lastUnconfirmed = confirmer, unconfirmed
+		before := w.st.CurrentPrefix
+		w.step(t)
+		if before == a.String() && w.st.CurrentPrefix != a.String() && transition.IsZero() {
+			transition = w.now
+		}
+		reports, _ := w.ballot.Reports(w.now)
+		if d := For(w.m, w.st, reports, w.now); slices.Contains(d.Pooled, a) {
+			lastPooled = w.now
+		}
+		w.now = w.now.Add(pass)
+	}
+	return lastPooled, statedEnd, transition
+}
+
+// Red team (issue 42, one node): the cap on a replaced delegation's drain
+// counts validLifetime from the writer's transition, not from when the
+// server last stated it. A liar client that renews A until the server
+// renumbers, then keeps claiming A, delays the transition until the honest
+// confirmer's next probe (the offer's T1) plus ConfirmWithin, claims the new
+// binding one pass before the rotation would hand the client over, and says
+// A has 2^32-1 s left: A drains validLifetime from that transition - up to
+// T1 + ConfirmWithin past the end of anything the server stated about it
+// (the liar's last Renew, the confirmer's last Advertise). Here 6 minutes
+// past, on a 10-minute lifetime (a real server's T1 is half its valid
+// lifetime: 30 minutes past on an hour).
+func TestALiarClientsDelayedRenumberingDrainsPastTheServersWord(t *testing.T) {
+	for _, r := range []time.Duration{5 * time.Minute, 5*time.Minute + 45*time.Second, 9 * time.Minute} {
+		last, end, tr := probingWorld(t, r)
+		if last.After(end.Add(30 * time.Second)) {
+			t.Errorf("renumbered at t0+%v, adopted at t0+%v: A pooled until t0+%v, %v past the end of the server's last statement about it (t0+%v)",
+				r, tr.Sub(t0), last.Sub(t0), last.Sub(end), end.Sub(t0))
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 )
 
 // liarClientWorld: the liar ("a", first by name) is the client, holds the
@@ -182,5 +184,35 @@ func TestALiarClientsDelayedRenumberingDrainsPastTheServersWord(t *testing.T) {
 			t.Errorf("renumbered at t0+%v, adopted at t0+%v: A pooled until t0+%v, %v past the end of the server's last statement about it (t0+%v)",
 				r, tr.Sub(t0), last.Sub(t0), last.Sub(end), end.Sub(t0))
 		}
+	}
+}
+
+// Red team: two DynamicPrefixes in mode client on one link. The agents run
+// one client (and one prober) per link - the first DynamicPrefix by name
+// (dhcp6.Supervisor.Set; docs/compatibility.md "One client per interface
+// and node") - and a digest does not say whose delegation an entry is. The
+// writer names the same client and confirmer for both (the same reports,
+// the same rule), so "lab", whose client and prober never ran, adopts
+// "home"'s delegation: the server delegated it to home's identity (its
+// DUID and IAID), never to lab's, and both DynamicPrefixes pool it.
+func TestASecondDynamicPrefixOnOneLinkAdoptsNoOtherDelegation(t *testing.T) {
+	spec := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
+	// Node a runs home's client, b home's prober (lab's were refused on
+	// the link).
+	r := reports(t, "v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:a00::/56 p3600 offer", "v1;wan=")
+	var home, lab Status
+	for i := range 3 {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		dh := For(model(spec), home, r, now)
+		home = pdStatus(dh)
+		dl := For(api.Parse("lab", spec), lab, r, now)
+		lab = pdStatus(dl)
+	}
+	if home.CurrentPrefix != "2001:db8:a00::/56" {
+		t.Fatalf("home follows %q, want its delegation", home.CurrentPrefix)
+	}
+	if lab.CurrentPrefix != "" {
+		t.Errorf("lab, whose client never ran, follows %q - home's delegation (client %s, confirmer %s for both)",
+			lab.CurrentPrefix, lab.DHCPv6PD.ClientNode, lab.DHCPv6PD.ConfirmerNode)
 	}
 }

@@ -216,3 +216,104 @@ func TestASecondDynamicPrefixOnOneLinkAdoptsNoOtherDelegation(t *testing.T) {
 			lab.CurrentPrefix, lab.DHCPv6PD.ClientNode, lab.DHCPv6PD.ConfirmerNode)
 	}
 }
+
+// takeoverWorld: honest h0 is the client and renews at T1 (pdValid/2),
+// honest h1 confirms, probing as the agent does (named, unconfirmed
+// changed, T1); the liar "x" is last by name. The server renumbers at
+// renumberAt. When the rotation names x confirmer with a backing, x offers
+// the backing (the server's new binding: it takes the client over); as
+// client it holds the new binding and says the old one has 2^32-1 s left.
+// It returns when the old binding was last pooled and when the server's
+// last statement about it (h0's Renew, h1's Advertise) ended.
+func takeoverWorld(t *testing.T, renumberAt time.Duration, liar bool) (lastPooled, statedEnd time.Time) {
+	t.Helper()
+	w := newPDWorld(2, false)
+	a := w.bind
+	const pass = 30 * time.Second
+	// h0 took its lease a pass before the writer's first pass (its T1
+	// falls a pass before the confirmer's, named at that first pass).
+	w.honest[0].held, w.renewed = a, t0.Add(-30*time.Second)
+	lastAct := map[string]time.Time{"h0": w.renewed}
+	lastConfirmer, lastUnconfirmed := "", ""
+	for w.now.Sub(t0) < time.Hour {
+		if w.serial == 0 && w.now.Sub(t0) >= renumberAt {
+			w.serial++
+			w.bind, w.renewed = serverPrefix(w.serial), w.now
+			w.gave[w.bind] = true
+		}
+		client, confirmer := w.roles()
+		var unconfirmed, backing string
+		if pd := w.st.DHCPv6PD; pd != nil {
+			unconfirmed, backing = pd.Unconfirmed, pd.Backing
+		}
+		for i, h := range w.honest {
+			due := lastAct[h.name].IsZero() || w.now.Sub(lastAct[h.name]) >= pdValid/2
+			switch {
+			case h.name == client && due:
+				w.act(i)
+				lastAct[h.name] = w.now
+				if h.held == a {
+					statedEnd = w.now.Add(pdValid)
+				}
+			case h.name == confirmer && (due || confirmer != lastConfirmer || unconfirmed != "" && unconfirmed != lastUnconfirmed):
+				w.act(i)
+				lastAct[h.name] = w.now
+				if h.offered == a && w.now.Add(pdValid).After(statedEnd) {
+					statedEnd = w.now.Add(pdValid)
+				}
+			}
+		}
+		lastConfirmer, lastUnconfirmed = confirmer, unconfirmed
+		switch {
+		case !liar:
+			// An honest x: what its role asks, at once.
+			var ps []digest.Prefix
+			if client == w.liar.name {
+				ps = append(ps, digest.Prefix{Prefix: w.server(), Sources: digest.SourcePD})
+			}
+			if confirmer == w.liar.name {
+				ps = append(ps, digest.Prefix{Prefix: w.server(), Valid: pdValid, Sources: digest.SourceOffer})
+			}
+			w.liar.digest = encodeLink(t, ps...)
+		case client == w.liar.name:
+			w.liar.digest = encodeLink(t, digest.Prefix{Prefix: a, Deprecated: true, Remaining: digest.MaxLifetime * time.Second, Sources: digest.SourcePD},
+				digest.Prefix{Prefix: w.bind, Sources: digest.SourcePD})
+		case confirmer == w.liar.name && backing != "":
+			w.liar.digest = encodeLink(t, digest.Prefix{Prefix: netip.MustParsePrefix(backing), Valid: pdValid, Sources: digest.SourceOffer})
+		default:
+			w.liar.digest = encodeLink(t)
+		}
+		w.liar.reported = true
+		w.step(t)
+		reports, _ := w.ballot.Reports(w.now)
+		if d := For(w.m, w.st, reports, w.now); slices.Contains(d.Pooled, a) {
+			lastPooled = w.now
+		}
+		w.now = w.now.Add(pass)
+	}
+	return lastPooled, statedEnd
+}
+
+// Red team (issue 42, one node): a liar last by name, never the client
+// while the old delegation was current, waits for the rotation to name it
+// confirmer after the honest confirmer heard the server's renumbering
+// before the honest client renewed (their T1s fall apart), offers the
+// backing - the new binding, so two nodes besides the client agree and it
+// takes the client over - and as client says the old delegation has
+// 2^32-1 s left. Its word is a client's word, though it never held the
+// delegation it speaks for; capped, the old one drains validLifetime from
+// the takeover: 3m30s past the end of everything the server stated about
+// it (h0's last Renew, h1's last Advertise), 10 minutes longer than with x
+// honest (then h0's next Renew ends it). With a server's T1 half an hour,
+// the takeover comes up to T1 + 2 x ConfirmWithin after the server's last
+// word, and so does the overrun.
+func TestALiarConfirmerTakingTheClientOverKeepsNoReplacedDelegation(t *testing.T) {
+	for _, r := range []time.Duration{9*time.Minute + 40*time.Second, 14*time.Minute + 40*time.Second} {
+		honest, _ := takeoverWorld(t, r, false)
+		last, end := takeoverWorld(t, r, true)
+		if last.After(end) {
+			t.Errorf("renumbered at t0+%v: the old delegation pooled until t0+%v, %v past the end of the server's last statement about it (t0+%v; with x honest it left at t0+%v)",
+				r, last.Sub(t0), last.Sub(end), end.Sub(t0), honest.Sub(t0))
+		}
+	}
+}

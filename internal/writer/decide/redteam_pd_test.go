@@ -317,3 +317,37 @@ func TestALiarConfirmerTakingTheClientOverKeepsNoReplacedDelegation(t *testing.T
 		}
 	}
 }
+
+// Red team: the same stall from the other role. Two eligible nodes, honest
+// h0 the client, the liar x its confirmer offering the old binding for
+// ever; the server renumbers at t0+5m and h0 holds the new one from then on
+// (nobody renews the old). The old one stays current, pooled, three hours
+// on: the writer knows the server stated 10 minutes for it
+// (validLifetime 600) and that the two disagree since t0+5m.
+func TestALiarConfirmerOfTwoNodesKeepsNoReplacedDelegationPooled(t *testing.T) {
+	w := newPDWorld(1, false) // h0 client, x confirmer
+	a := w.bind
+	var last, statedEnd time.Time
+	for w.now.Sub(t0) < 3*time.Hour {
+		if w.serial == 0 && w.now.Sub(t0) >= 5*time.Minute {
+			w.serial++
+			w.bind, w.renewed = serverPrefix(w.serial), w.now
+			w.gave[w.bind] = true
+		}
+		w.liar.digest, w.liar.reported = encodeLink(t, digest.Prefix{Prefix: a, Valid: pdValid, Sources: digest.SourceOffer}), true
+		w.act(0)
+		if w.honest[0].held == a {
+			statedEnd = w.now.Add(pdValid) // h0's Renew: the server's word on it
+		}
+		w.step(t)
+		reports, _ := w.ballot.Reports(w.now)
+		if d := For(w.m, w.st, reports, w.now); slices.Contains(d.Pooled, a) {
+			last = w.now
+		}
+		w.now = w.now.Add(30 * time.Second)
+	}
+	if bound := statedEnd.Add(ConfirmWithin); last.After(bound) {
+		t.Errorf("the replaced delegation was pooled until t0+%v; the server's last word on it ended t0+%v (status %s %+v)",
+			last.Sub(t0), statedEnd.Sub(t0), w.st.CurrentPrefix, *w.st.DHCPv6PD)
+	}
+}

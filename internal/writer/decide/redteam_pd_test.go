@@ -8,7 +8,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
-	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // liarClientWorld: the liar ("a", first by name) is the client, holds the
@@ -203,9 +203,9 @@ func TestASecondDynamicPrefixOnOneLinkAdoptsNoOtherDelegation(t *testing.T) {
 	var home, lab Status
 	for i := range 3 {
 		now := t0.Add(time.Duration(i) * time.Minute)
-		dh := For(model(spec), home, r, now)
+		dh := For(parse(spec), home, r, now)
 		home = pdStatus(dh)
-		dl := For(api.Parse("lab", spec), lab, r, now)
+		dl := For(model.Parse("lab", spec), lab, r, now)
 		lab = pdStatus(dl)
 	}
 	if home.CurrentPrefix != "2001:db8:a00::/56" {

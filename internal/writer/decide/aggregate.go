@@ -335,8 +335,9 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	}
 	d.Changed = d.Current != prevCurrent
 	prevValid, prevConfirmer := validLifetime(prev.DHCPv6PD) // stated for prevCurrent
+	prevOther := otherOffered(prev.DHCPv6PD, now)
 	if m.DHCPv6PD && m.PDClient {
-		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer)
+		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer, prevOther, now)
 	}
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil && !(d.Current == prevCurrent && handover.holds())
 	switch t := seen[d.Current]; {
@@ -380,8 +381,18 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			// confirmer heard the server state for it while current,
 			// whatever the client reports left of it: the client's
 			// word alone (2^32-1 s, or no lifetime) kept it in the
-			// pools for ever (issue 42, found by a red team).
-			dr = min(dr, prevValid)
+			// pools for ever (issue 42, found by a red team). Counted
+			// from when a confirmer was first offered another: a liar
+			// client delaying its admission of the renumbering, or a
+			// liar confirmer taking the client over late, would
+			// otherwise add the delay to the server's word.
+			from := now
+			if !prevOther.IsZero() {
+				from = prevOther
+			}
+			if dr = min(dr, prevValid-now.Sub(from)); dr <= 0 {
+				return 0, true
+			}
 		}
 		return dr, ends
 	}

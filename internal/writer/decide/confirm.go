@@ -135,8 +135,12 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // nothing and is left out.
 //
 // It keeps c.otherOffered likewise: what the status held while current
-// stays, else the first pass a confirmer (either) is offered preferred
-// delegations none of which is current. Never cleared while current stays:
+// stays, else the first pass a confirmer (either) is offered, or the client
+// holds, preferred delegations none of which is current. The client's word
+// too: a liar confirmer offering the current prefix for ever must not delay
+// the anchor by the rotation that replaces it, and a liar client saying it
+// early only ends the drain early, as its silence about it already can.
+// Never cleared while current stays:
 // a liar confirmer offered "another" early ends a later drain early, as a
 // short lifetime it states already can; an honest confirmer offered current
 // again cannot tell a stale word from a fresh one, and clearing would let a
@@ -148,6 +152,9 @@ func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, curr
 	}
 	if c.Solo != "" || c.Confirmer == "" || !current.IsValid() {
 		return
+	}
+	if c.otherOffered.IsZero() && len(c.Held) > 0 && !slices.Contains(c.Held, current) {
+		c.otherOffered = now.Truncate(time.Second)
 	}
 	for _, r := range reports {
 		if r.Node != c.Confirmer && r.Node != prevConfirmer || r.Resolver || r.Pending {

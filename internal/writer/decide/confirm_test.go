@@ -28,8 +28,8 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		st.Backing = offer
 		return st
 	}
-	// other: a confirmer was first offered another delegation than the
-	// current prefix at at (the drain of the current one counts from there).
+	// other: a confirmer was first offered, or the client held, another
+	// delegation than the current prefix at at (the drain of the current one counts from there).
 	other := func(st *dynamicprefix.DHCPv6PDStatus, at time.Time) *dynamicprefix.DHCPv6PDStatus {
 		st.OtherOffered = at.UTC().Format(time.RFC3339)
 		return st
@@ -75,9 +75,9 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		{"a second node already offered alike takes the client over on the next pass", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{real, offeredB, offeredB}, later, current, other(backed(roles("a", "c", current, t0), "2001:db8:b00::/56"), t0.Add(later))},
 		{"past the bound a silent confirmer is replaced", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
+			[]string{realB, nothing, nothing}, later, current, other(roles("a", "c", "2001:db8:b00::/56", t0.Add(later)), t0.Add(later))},
 		{"the rotation wraps by name", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
-			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
+			[]string{nothing, realB, nothing}, later, current, other(roles("b", "a", "2001:db8:b00::/56", t0.Add(later)), t0.Add(later))},
 		{"nodeNames naming one node trusts it", pd("a"), Status{},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
 		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), Status{},
@@ -85,7 +85,7 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		{"one eligible node, never a second: nobody to confirm", pd(), Status{},
 			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
 		{"once confirmed, one node left does not decide alone", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
-			[]string{realB}, 0, current, roles("a", "b", "2001:db8:b00::/56", t0)},
+			[]string{realB}, 0, current, other(roles("a", "b", "2001:db8:b00::/56", t0), t0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := For(c.m, c.prev, reports(t, c.digests...), t0.Add(c.at))

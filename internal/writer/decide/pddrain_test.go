@@ -107,3 +107,32 @@ func TestTheStatusKeepsTheShortestLifetimeAConfirmerHeard(t *testing.T) {
 		st = next
 	}
 }
+
+// A replaced delegation's cap counts from the first pass anyone with a role
+// said the server moved on (status.dhcpv6pd.otherOffered), not from the
+// transition: here the honest client a holds the renumbering from t0, the
+// liar confirmer b keeps offering the old delegation until the rotation
+// names c (past ConfirmWithin), which is offered the new one alike. The
+// server's last word on the old one ended by t0 + 10 min; counted from the
+// transition it drained until t0+3m+10m.
+func TestAStaleConfirmerDelaysNoReplacedDelegationsCap(t *testing.T) {
+	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	const old = "2001:db8:a00::/56"
+	st := Status{CurrentPrefix: old, PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b", ValidLifetime: 600}}
+	r := reports(t, "v1;wan=2001:db8:a00::/56 d4294967295 pd,2001:db8:b00::/56 p pd",
+		"v1;wan=2001:db8:a00::/56 p600 offer", "v1;wan=2001:db8:b00::/56 p600 offer")
+	var exp time.Time
+	for at := time.Duration(0); at <= 5*time.Minute && exp.IsZero(); at += 30 * time.Second {
+		d := For(m, st, r, t0.Add(at))
+		st = pdStatus(d)
+		for _, h := range d.History {
+			if h.Prefix == old && !h.ExpiresAt.IsZero() {
+				exp = h.ExpiresAt
+			}
+		}
+	}
+	if want := t0.Add(10 * time.Minute); !exp.Equal(want) {
+		t.Errorf("%s drains until %v, want %v (status %+v)", old, exp, want, *st.DHCPv6PD)
+	}
+}

@@ -188,7 +188,9 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
-	if m.DHCPv6PD && m.PDClient {
+	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
+		// Another DynamicPrefix's client runs on this link (PDTakenBy):
+		// no client, no confirmer, and no delegation counts (pdClient).
 		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
@@ -336,7 +338,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	d.Changed = d.Current != prevCurrent
 	prevValid, prevConfirmer := validLifetime(prev.DHCPv6PD) // stated for prevCurrent
 	prevOther := otherOffered(prev.DHCPv6PD, now)
-	if m.DHCPv6PD && m.PDClient {
+	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
 		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer, prevOther, now)
 	}
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil && !(d.Current == prevCurrent && handover.holds())
@@ -515,6 +517,9 @@ func (h handover) holds() bool { return !h.clientHolds && h.othersHold }
 func pdClient(m model.Model, prev Status, client, node string) bool {
 	if !m.PDClient {
 		return true
+	}
+	if m.PDTakenBy != "" {
+		return false // the delegations there are another DynamicPrefix's
 	}
 	return node == client || (prev.DHCPv6PD != nil && node == prev.DHCPv6PD.ClientNode)
 }

@@ -204,18 +204,27 @@ func TestALiarClientsDelayedRenumberingDrainsPastTheServersWord(t *testing.T) {
 // the same rule), so "lab", whose client and prober never ran, adopts
 // "home"'s delegation: the server delegated it to home's identity (its
 // DUID and IAID), never to lab's, and both DynamicPrefixes pool it.
+//
+// Fixed: the writer gives lab's model the DynamicPrefix that took the
+// link (model.LinkTakenBy, as the controller does from its cache): lab
+// names no client and no confirmer, and adopts nothing there.
 func TestASecondDynamicPrefixOnOneLinkAdoptsNoOtherDelegation(t *testing.T) {
 	spec := dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}
 	// Node a runs home's client, b home's prober (lab's were refused on
 	// the link).
 	r := reports(t, "v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:a00::/56 p3600 offer", "v1;wan=")
+	hm, lm := parse(spec), model.Parse("lab", spec)
+	hm.PDTakenBy, lm.PDTakenBy = model.LinkTakenBy(hm, []model.Model{lm}), model.LinkTakenBy(lm, []model.Model{hm})
 	var home, lab Status
 	for i := range 3 {
 		now := t0.Add(time.Duration(i) * time.Minute)
-		dh := For(parse(spec), home, r, now)
+		dh := For(hm, home, r, now)
 		home = pdStatus(dh)
-		dl := For(model.Parse("lab", spec), lab, r, now)
+		dl := For(lm, lab, r, now)
 		lab = pdStatus(dl)
+	}
+	if lab.DHCPv6PD != nil {
+		t.Errorf("lab names roles on home's link: %+v", *lab.DHCPv6PD)
 	}
 	if home.CurrentPrefix != "2001:db8:a00::/56" {
 		t.Fatalf("home follows %q, want its delegation", home.CurrentPrefix)

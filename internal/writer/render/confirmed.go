@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Reasons of DelegationConfirmed.
@@ -12,7 +13,18 @@ const (
 	ReasonUnconfirmed = "Unconfirmed"
 	ReasonDisagree    = "DelegationDisagrees"
 	ReasonNoConfirmer = "NoConfirmer"
+	// ReasonInterfaceTaken: another DynamicPrefix, first by name, runs
+	// the agents' client on the interface (model.Model.PDTakenBy).
+	ReasonInterfaceTaken = "InterfaceTaken"
 )
+
+// TakenMessage says why m adopts nothing from its interface's delegations.
+func TakenMessage(m model.Model) string {
+	return "DynamicPrefix " + m.PDTakenBy + " (first by name) runs the agents' DHCPv6 client on " + m.PDInterface +
+		": the agents run one client per interface, and its delegation is the server's answer to " + m.PDTakenBy +
+		"'s identity, not this one's; nothing is adopted from " + m.PDInterface +
+		" here (give this DynamicPrefix another interface, or delete one of the two)"
+}
 
 // ConfirmedCondition is DelegationConfirmed for decision d: whether the
 // client's and the confirmer's word agree, and what each says when not.

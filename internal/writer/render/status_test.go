@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,21 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
 	} else if NamesNewPrefix(st, m, short) {
 		t.Error("a status naming a /48 and no delegation asks to be written first")
+	}
+}
+
+// A DynamicPrefix whose interface another one's client took (first by
+// name) says so: DelegationConfirmed False and Degraded True, naming it.
+func TestATakenInterfaceIsDegradedNamingTheOther(t *testing.T) {
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}}
+	dp.Name = "lab"
+	m := model.Parse(dp.Name, dp.Spec)
+	m.PDTakenBy = "home"
+	st := Status(dp, m, decide.Decision{}, Problems{}, t0)
+	for _, typ := range []string{DelegationConfirmed, Degraded} {
+		c := meta.FindStatusCondition(st.Conditions, typ)
+		if c == nil || c.Reason != ReasonInterfaceTaken || !strings.Contains(c.Message, "DynamicPrefix home (first by name)") {
+			t.Errorf("%s: %+v, want reason %s naming home", typ, c, ReasonInterfaceTaken)
+		}
 	}
 }

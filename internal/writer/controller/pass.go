@@ -273,6 +273,17 @@ func (c *Controller) announceDelegation(u *unstructured.Unstructured, name strin
 		c.log.Info(name + ": the DHCPv6 client and its confirmer agree again")
 		c.events.Announce("dp/"+name+"/delegation", u, false, render.ReasonConfirmed, "DHCPv6 client "+d.PDClient+" and confirmer "+d.Confirm.Confirmer+" agree again")
 	}
+	if d.PDStalled {
+		// Once per stall (the message names the pair and the start):
+		// what only the user can settle.
+		msg := render.StalledMessage(d)
+		c.events.Announce("dp/"+name+"/stall", u, true, render.ReasonStalled, msg)
+		if was := meta.FindStatusCondition(prior.Conditions, render.Degraded); was == nil || was.Reason != render.ReasonStalled {
+			c.log.Warn(name + ": " + msg)
+		}
+	} else {
+		c.events.Forget("dp/" + name + "/stall")
+	}
 }
 
 // nodeChanges holds, per DynamicPrefix, when a change of the nodes' digests

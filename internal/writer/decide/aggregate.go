@@ -119,6 +119,10 @@ type Decision struct {
 	Wake time.Time
 	// PDClient is the node whose agent runs the DHCPv6 client ("": none).
 	PDClient string
+	// PDStalled: the client and the confirmer, with nobody else eligible,
+	// have disagreed longer than the server's stated lifetime
+	// (Confirmation.StallsAt): nothing moves, and the stall is reported.
+	PDStalled bool
 	// Confirm is the confirmation of the client's delegation (confirm.go).
 	Confirm Confirmation
 	// Conflicting are the voting nodes whose agents report a router
@@ -410,6 +414,12 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		}
 		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
+		}
+		if at := d.Confirm.StallsAt(); !at.IsZero() {
+			d.PDStalled = !now.Before(at)
+			if at.After(now) && at.Before(d.Wake) {
+				d.Wake = at // the one pass that reports it
+			}
 		}
 	}
 	for _, h := range d.History {

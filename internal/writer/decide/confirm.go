@@ -76,6 +76,10 @@ type Confirmation struct {
 	Agree bool
 	// Since is when the current disagreement began (zero: they agree).
 	Since time.Time
+	// Alone: no eligible node but the client and the confirmer is Ready,
+	// so a disagreement does not rotate (two nodes: nothing tells the
+	// liar from the honest one, the pair stays, reported).
+	Alone bool
 	// kept is the client the status keeps naming while no node is eligible.
 	kept string
 	// unconfirmed is what the client claimed when the disagreement began
@@ -97,6 +101,19 @@ type Confirmation struct {
 // Rotates is when the disagreement that began at Since outlives
 // ConfirmWithin and another node confirms (meaningless while they agree).
 func (c Confirmation) Rotates() time.Time { return c.Since.Add(ConfirmWithin) }
+
+// StallsAt is when a disagreement with nobody to rotate to (Alone) has
+// outlasted the valid lifetime the server stated for the current prefix
+// (status.dhcpv6pd.validLifetime; ConfirmWithin when none was heard, or a
+// shorter one): nothing moves (a client's word against a confirmer's, one
+// of them lying), so the stall is made loud then - Degraded, and a Warning
+// - rather than left quiet for ever. Zero: no such disagreement.
+func (c Confirmation) StallsAt() time.Time {
+	if !c.Alone || c.Agree || c.Solo != "" || c.Since.IsZero() {
+		return time.Time{}
+	}
+	return c.Since.Add(max(c.valid, ConfirmWithin))
+}
 
 // Disagrees says the client holds a delegation and the confirmer is offered
 // another: one of the two is wrong (a forged digest, or a renumbering one of
@@ -287,6 +304,9 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 				return client, c
 			}
 		}
+	}
+	if n := after(client, c.Confirmer, ready); n == "" || n == c.Confirmer {
+		c.Alone = true
 	}
 	if !c.Agree {
 		c.Since, c.unconfirmed = now.Truncate(time.Second), joinPrefixes(c.Held)

@@ -168,6 +168,9 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 	if m.DHCPv6PD && m.PDClient && m.PDTakenBy != "" {
 		degraded, reason = append(degraded, TakenMessage(m)), ReasonInterfaceTaken
 	}
+	if d.PDStalled {
+		degraded, reason = append(degraded, StalledMessage(d)), ReasonStalled
+	}
 	if p.Pools != nil && p.Spec == nil {
 		degraded, reason = append(degraded, p.Pools.Error()), poolReason
 	}

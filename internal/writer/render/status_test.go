@@ -192,3 +192,22 @@ func TestATakenInterfaceIsDegradedNamingTheOther(t *testing.T) {
 		}
 	}
 }
+
+// A two-node stall past the server's lifetime is Degraded, saying what only
+// the user can do, and a later pass with nothing new writes nothing.
+func TestATwoNodeStallIsDegradedOnce(t *testing.T) {
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}}
+	m := model.Parse(dp.Name, dp.Spec)
+	a, b := netip.MustParsePrefix("2001:db8:a00::/56"), netip.MustParsePrefix("2001:db8:b00::/56")
+	d := decide.Decision{Current: a, PDClient: "a", PDStalled: true,
+		Confirm: decide.Confirmation{Confirmer: "b", Held: []netip.Prefix{a}, Offered: []netip.Prefix{b}, Since: t0, Alone: true}}
+	st := Status(dp, m, d, Problems{}, t0.Add(10*time.Minute))
+	c := meta.FindStatusCondition(st.Conditions, Degraded)
+	if c == nil || c.Status != "True" || c.Reason != ReasonStalled || !strings.Contains(c.Message, "spec.acquisition.dhcpv6pd.nodeNames") {
+		t.Fatalf("Degraded %+v, want True %s naming nodeNames", c, ReasonStalled)
+	}
+	dp.Status = st
+	if again := Status(dp, m, d, Problems{}, t0.Add(time.Hour)); !StatusEqual(again, st) {
+		t.Errorf("an hour later, nothing new, the status changed:\n%+v\n%+v", st, again)
+	}
+}

@@ -104,12 +104,16 @@ func (c Confirmation) Rotates() time.Time { return c.Since.Add(ConfirmWithin) }
 
 // StallsAt is when a disagreement with nobody to rotate to (Alone) has
 // outlasted the valid lifetime the server stated for the current prefix
-// (status.dhcpv6pd.validLifetime; ConfirmWithin when none was heard, or a
-// shorter one): nothing moves (a client's word against a confirmer's, one
-// of them lying), so the stall is made loud then - Degraded, and a Warning
-// - rather than left quiet for ever. Zero: no such disagreement.
+// (status.dhcpv6pd.validLifetime, at least ConfirmWithin): nothing moves (a
+// client's word against a confirmer's, one of them lying), so the stall is
+// made loud then - Degraded, and a Warning - rather than left quiet for
+// ever. An honest client renews within that lifetime, so an honest
+// renumbering seen first by the confirmer is never reported. Zero: no such
+// disagreement, or no finite lifetime heard (nothing bounds it: an honest
+// client's T1 may be anything, and a Degraded there would be a false
+// alarm; DelegationConfirmed still says what only the user can do).
 func (c Confirmation) StallsAt() time.Time {
-	if !c.Alone || c.Agree || c.Solo != "" || c.Since.IsZero() {
+	if !c.Alone || c.Agree || c.Solo != "" || c.Since.IsZero() || c.valid == 0 {
 		return time.Time{}
 	}
 	return c.Since.Add(max(c.valid, ConfirmWithin))

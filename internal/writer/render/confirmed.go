@@ -26,8 +26,11 @@ const (
 // confirms from the rotation, or, with nobody else eligible, nothing moves
 // and it is reported Degraded from c.StallsAt.
 func next(c decide.Confirmation) string {
-	if c.Alone {
-		return "no other node is eligible to confirm: the pair stays, reported Degraded from " + c.StallsAt().UTC().Format("15:04:05")
+	switch at := c.StallsAt(); {
+	case c.Alone && at.IsZero():
+		return "no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible)"
+	case c.Alone:
+		return "no other node is eligible to confirm: the pair stays, reported Degraded from " + at.UTC().Format("15:04:05")
 	}
 	return "from " + c.Rotates().UTC().Format("15:04:05") + " another node confirms"
 }

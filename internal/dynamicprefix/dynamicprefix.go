@@ -148,9 +148,17 @@ type DHCPv6PDStatus struct {
 	// heard the server state for the current prefix since it became
 	// current (an infinite one bounds nothing and is left out; 0: none
 	// heard). Once the delegation is replaced its drain ends by then,
-	// counted from the renumbering, whatever the client reports left of it
+	// counted from OtherOffered (else the renumbering), whatever the client reports left of it
 	// (issue 42: the client's word alone kept it 136 years).
 	ValidLifetime int64 `json:"validLifetime,omitempty"`
+	// OtherOffered: when a confirmer was first offered a delegation other
+	// than the current prefix, while it stayed current (RFC 3339; set once,
+	// cleared when the current prefix changes). The server had stopped
+	// stating the current one to the identity by then: once replaced, it
+	// drains no longer than ValidLifetime from here, however late the
+	// renumbering lands (a liar client delaying it, a liar confirmer
+	// taking the client over).
+	OtherOffered string `json:"otherOffered,omitempty"`
 }
 
 type PrefixFilter struct {

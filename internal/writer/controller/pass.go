@@ -97,6 +97,12 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
 	m := model.Parse(name, dp.Spec)
+	m.PDTakenBy = model.LinkTakenBy(m, c.pdModels(name))
+	if m.PDTakenBy != "" {
+		c.events.Announce("dp/"+name+"/pdlink", u, true, render.ReasonInterfaceTaken, render.TakenMessage(m))
+	} else {
+		c.events.Forget("dp/" + name + "/pdlink")
+	}
 	now := c.clock.Now()
 	reports, lapse, ready := c.reports(ctx, name, m, now)
 	if !ready {
@@ -266,6 +272,17 @@ func (c *Controller) announceDelegation(u *unstructured.Unstructured, name strin
 	case was != nil && was.Reason == render.ReasonDisagree && d.Confirm.Agree:
 		c.log.Info(name + ": the DHCPv6 client and its confirmer agree again")
 		c.events.Announce("dp/"+name+"/delegation", u, false, render.ReasonConfirmed, "DHCPv6 client "+d.PDClient+" and confirmer "+d.Confirm.Confirmer+" agree again")
+	}
+	if d.PDStalled {
+		// Once per stall (the message names the pair and the start):
+		// what only the user can settle.
+		msg := render.StalledMessage(d)
+		c.events.Announce("dp/"+name+"/stall", u, true, render.ReasonStalled, msg)
+		if was := meta.FindStatusCondition(prior.Conditions, render.Degraded); was == nil || was.Reason != render.ReasonStalled {
+			c.log.Warn(name + ": " + msg)
+		}
+	} else {
+		c.events.Forget("dp/" + name + "/stall")
 	}
 }
 

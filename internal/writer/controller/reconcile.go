@@ -173,7 +173,10 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 // The handlers (caches.Handler): each turns a cache event into queue keys.
 
 // DynamicPrefixChanged queues a pass over name.
-func (c *Controller) DynamicPrefixChanged(name string) { c.enqueue(name, 0) }
+func (c *Controller) DynamicPrefixChanged(name string) {
+	c.enqueue(name, 0)
+	c.pdLinkChanged(name)
+}
 
 // DynamicPrefixStatusChanged queues a pass over name if one waits for the
 // cache to show the writer's own status write (lookAgain is the fallback);

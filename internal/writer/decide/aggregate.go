@@ -119,6 +119,10 @@ type Decision struct {
 	Wake time.Time
 	// PDClient is the node whose agent runs the DHCPv6 client ("": none).
 	PDClient string
+	// PDStalled: the client and the confirmer, with nobody else eligible,
+	// have disagreed longer than the server's stated lifetime
+	// (Confirmation.StallsAt): nothing moves, and the stall is reported.
+	PDStalled bool
 	// Confirm is the confirmation of the client's delegation (confirm.go).
 	Confirm Confirmation
 	// Conflicting are the voting nodes whose agents report a router
@@ -188,7 +192,9 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
 	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
-	if m.DHCPv6PD && m.PDClient {
+	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
+		// Another DynamicPrefix's client runs on this link (PDTakenBy):
+		// no client, no confirmer, and no delegation counts (pdClient).
 		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
@@ -335,8 +341,9 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	}
 	d.Changed = d.Current != prevCurrent
 	prevValid, prevConfirmer := validLifetime(prev.DHCPv6PD) // stated for prevCurrent
-	if m.DHCPv6PD && m.PDClient {
-		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer)
+	prevOther := otherOffered(prev.DHCPv6PD, now)
+	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
+		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer, prevOther, now)
 	}
 	d.Unreported = d.Current.IsValid() && seen[d.Current] == nil && !(d.Current == prevCurrent && handover.holds())
 	switch t := seen[d.Current]; {
@@ -380,8 +387,18 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			// confirmer heard the server state for it while current,
 			// whatever the client reports left of it: the client's
 			// word alone (2^32-1 s, or no lifetime) kept it in the
-			// pools for ever (issue 42, found by a red team).
-			dr = min(dr, prevValid)
+			// pools for ever (issue 42, found by a red team). Counted
+			// from when a confirmer was first offered another: a liar
+			// client delaying its admission of the renumbering, or a
+			// liar confirmer taking the client over late, would
+			// otherwise add the delay to the server's word.
+			from := now
+			if !prevOther.IsZero() {
+				from = prevOther
+			}
+			if dr = min(dr, prevValid-now.Sub(from)); dr <= 0 {
+				return 0, true
+			}
 		}
 		return dr, ends
 	}
@@ -397,6 +414,12 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		}
 		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
+		}
+		if at := d.Confirm.StallsAt(); !at.IsZero() {
+			d.PDStalled = !now.Before(at)
+			if at.After(now) && at.Before(d.Wake) {
+				d.Wake = at // the one pass that reports it
+			}
 		}
 	}
 	for _, h := range d.History {
@@ -504,6 +527,9 @@ func (h handover) holds() bool { return !h.clientHolds && h.othersHold }
 func pdClient(m model.Model, prev Status, client, node string) bool {
 	if !m.PDClient {
 		return true
+	}
+	if m.PDTakenBy != "" {
+		return false // the delegations there are another DynamicPrefix's
 	}
 	return node == client || (prev.DHCPv6PD != nil && node == prev.DHCPv6PD.ClientNode)
 }

@@ -48,6 +48,11 @@ func FuzzBallot(f *testing.F) {
 	// 136 years).
 	f.Add([]byte{0x80, 5, 1, 0, 0, 3, 1, 3, 5, 2, 0, 0, 26, 4})
 	f.Add([]byte{0x80, 5, 1, 0, 0, 3, 1, 3, 5, 2, 0, 0, 2, 4}) // the same, the old one with no lifetime
+	// The same, but the liar admits the renumbering 55 s after the
+	// confirmer was offered the new delegation: the old one drains no
+	// longer than pdValid from that offer (before status.dhcpv6pd.
+	// otherOffered: from the late switch, 55 s past the server's word).
+	f.Add([]byte{0x80, 5, 1, 0, 0, 3, 3, 0, 10, 1, 3, 0, 10, 5, 2, 0, 0, 26, 4})
 	// A rogue server starts once the delegation is current; past the bound
 	// the roles rotate, and with the liar taking no part, nobody backs
 	// anything (before the two-server rule: the rogue's offer, backed, took

@@ -27,7 +27,9 @@
 //     counts, up to the deadline frozen at the renumbering - capped by the
 //     shortest valid lifetime a confirmer heard the server state for it
 //     while it was current (dhcpv6pd.validLifetime; the client's word
-//     alone kept it for ever).
+//     alone kept it for ever), counted from the first pass a confirmer was
+//     offered another delegation (dhcpv6pd.otherOffered): the server had
+//     stopped stating it by then, however late the renumbering lands.
 //   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
 //     admin trusts it), or nodeNames is empty, one node is eligible and
 //     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
@@ -74,6 +76,10 @@ type Confirmation struct {
 	Agree bool
 	// Since is when the current disagreement began (zero: they agree).
 	Since time.Time
+	// Alone: no eligible node but the client and the confirmer is Ready,
+	// so a disagreement does not rotate (two nodes: nothing tells the
+	// liar from the honest one, the pair stays, reported).
+	Alone bool
 	// kept is the client the status keeps naming while no node is eligible.
 	kept string
 	// unconfirmed is what the client claimed when the disagreement began
@@ -86,11 +92,32 @@ type Confirmation struct {
 	// server state for the current prefix since it became current
 	// (status.dhcpv6pd.validLifetime; zero: none heard).
 	valid time.Duration
+	// otherOffered is when a confirmer was first offered a delegation
+	// other than the current prefix while it stayed current
+	// (status.dhcpv6pd.otherOffered; zero: not since it became current).
+	otherOffered time.Time
 }
 
 // Rotates is when the disagreement that began at Since outlives
 // ConfirmWithin and another node confirms (meaningless while they agree).
 func (c Confirmation) Rotates() time.Time { return c.Since.Add(ConfirmWithin) }
+
+// StallsAt is when a disagreement with nobody to rotate to (Alone) has
+// outlasted the valid lifetime the server stated for the current prefix
+// (status.dhcpv6pd.validLifetime, at least ConfirmWithin): nothing moves (a
+// client's word against a confirmer's, one of them lying), so the stall is
+// made loud then - Degraded, and a Warning - rather than left quiet for
+// ever. An honest client renews within that lifetime, so an honest
+// renumbering seen first by the confirmer is never reported. Zero: no such
+// disagreement, or no finite lifetime heard (nothing bounds it: an honest
+// client's T1 may be anything, and a Degraded there would be a false
+// alarm; DelegationConfirmed still says what only the user can do).
+func (c Confirmation) StallsAt() time.Time {
+	if !c.Alone || c.Agree || c.Solo != "" || c.Since.IsZero() || c.valid == 0 {
+		return time.Time{}
+	}
+	return c.Since.Add(max(c.valid, ConfirmWithin))
+}
 
 // Disagrees says the client holds a delegation and the confirmer is offered
 // another: one of the two is wrong (a forged digest, or a renumbering one of
@@ -112,6 +139,9 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 	}
 	st.Backing = c.backing
 	st.ValidLifetime = int64(c.valid / time.Second)
+	if !c.otherOffered.IsZero() {
+		st.OtherOffered = c.otherOffered.UTC().Format(time.RFC3339)
+	}
 	return st
 }
 
@@ -124,17 +154,35 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // honest confirmer heard (it can lower it, ending the drain early, as the
 // client's silence about it already can). An infinite lifetime bounds
 // nothing and is left out.
-func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string) {
-	c.valid = 0
+//
+// It keeps c.otherOffered likewise: what the status held while current
+// stays, else the first pass a confirmer (either) is offered, or the client
+// holds, preferred delegations none of which is current. The client's word
+// too: a liar confirmer offering the current prefix for ever must not delay
+// the anchor by the rotation that replaces it, and a liar client saying it
+// early only ends the drain early, as its silence about it already can.
+// Never cleared while current stays:
+// a liar confirmer offered "another" early ends a later drain early, as a
+// short lifetime it states already can; an honest confirmer offered current
+// again cannot tell a stale word from a fresh one, and clearing would let a
+// liar confirmer move the anchor late (offering current, then the backing).
+func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, current netip.Prefix, prevValid time.Duration, prevConfirmer string, prevOther, now time.Time) {
+	c.valid, c.otherOffered = 0, time.Time{}
 	if current == prevCurrent {
-		c.valid = prevValid
+		c.valid, c.otherOffered = prevValid, prevOther
 	}
 	if c.Solo != "" || c.Confirmer == "" || !current.IsValid() {
 		return
 	}
+	if c.otherOffered.IsZero() && len(c.Held) > 0 && !slices.Contains(c.Held, current) {
+		c.otherOffered = now.Truncate(time.Second)
+	}
 	for _, r := range reports {
 		if r.Node != c.Confirmer && r.Node != prevConfirmer || r.Resolver || r.Pending {
 			continue
+		}
+		if offered := preferredOn(m, r, digest.SourceOffer); c.otherOffered.IsZero() && len(offered) > 0 && !slices.Contains(offered, current) {
+			c.otherOffered = now.Truncate(time.Second)
 		}
 		for _, l := range r.Digest.Links {
 			if l.Name != m.PDInterface {
@@ -148,6 +196,19 @@ func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, curr
 			}
 		}
 	}
+}
+
+// otherOffered is when st says a confirmer was first offered another
+// delegation than its current prefix (zero: never, unreadable, or after now).
+func otherOffered(st *dynamicprefix.DHCPv6PDStatus, now time.Time) time.Time {
+	if st == nil || st.OtherOffered == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, st.OtherOffered)
+	if err != nil || t.After(now) {
+		return time.Time{}
+	}
+	return t
 }
 
 // validLifetime is what st states for its current prefix (zero: nothing,
@@ -247,6 +308,9 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 				return client, c
 			}
 		}
+	}
+	if n := after(client, c.Confirmer, ready); n == "" || n == c.Confirmer {
+		c.Alone = true
 	}
 	if !c.Agree {
 		c.Since, c.unconfirmed = now.Truncate(time.Second), joinPrefixes(c.Held)

@@ -28,6 +28,12 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		st.Backing = offer
 		return st
 	}
+	// other: a confirmer was first offered, or the client held, another
+	// delegation than the current prefix at at (the drain of the current one counts from there).
+	other := func(st *dynamicprefix.DHCPv6PDStatus, at time.Time) *dynamicprefix.DHCPv6PDStatus {
+		st.OtherOffered = at.UTC().Format(time.RFC3339)
+		return st
+	}
 	const (
 		real      = "v1;wan=2001:db8:a00::/56 p pd"
 		forged    = "v1;wan=2001:db8:bad::/56 p pd"
@@ -57,21 +63,21 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		{"the client's word for the current prefix needs no confirmation", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "b", current, t0)},
 		{"a renumbering the client withholds is reported", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", "", time.Time{})},
-			[]string{real, offeredB, nothing}, 0, current, roles("a", "b", current, t0)},
+			[]string{real, offeredB, nothing}, 0, current, other(roles("a", "b", current, t0), t0)},
 		{"a new claim keeps the disagreement's start and first claim", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{forged, offeredB, nothing}, beforeEnd, current, roles("a", "b", current, t0)},
+			[]string{forged, offeredB, nothing}, beforeEnd, current, other(roles("a", "b", current, t0), t0.Add(beforeEnd))},
 		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, nothing}, later, current, backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56")},
+			[]string{real, offeredB, nothing}, later, current, other(backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56"), t0.Add(later))},
 		{"a second node offered alike takes the client over, and the third confirms", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
-			[]string{real, nothing, offeredB}, 0, current, roles("c", "b", "", time.Time{})}, // neither holds nor is offered anything yet
+			[]string{real, nothing, offeredB}, 0, current, other(roles("c", "b", "", time.Time{}), t0)}, // neither holds nor is offered anything yet
 		{"a second node offered another does not", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
-			[]string{real, nothing, offeredB}, 0, current, backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
+			[]string{real, nothing, offeredB}, 0, current, other(backed(roles("a", "c", current, t0), "2001:db8:bad::/56"), t0)},
 		{"a second node already offered alike takes the client over on the next pass", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, offeredB}, later, current, backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+			[]string{real, offeredB, offeredB}, later, current, other(backed(roles("a", "c", current, t0), "2001:db8:b00::/56"), t0.Add(later))},
 		{"past the bound a silent confirmer is replaced", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{realB, nothing, nothing}, later, current, roles("a", "c", "2001:db8:b00::/56", t0.Add(later))},
+			[]string{realB, nothing, nothing}, later, current, other(roles("a", "c", "2001:db8:b00::/56", t0.Add(later)), t0.Add(later))},
 		{"the rotation wraps by name", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},
-			[]string{nothing, realB, nothing}, later, current, roles("b", "a", "2001:db8:b00::/56", t0.Add(later))},
+			[]string{nothing, realB, nothing}, later, current, other(roles("b", "a", "2001:db8:b00::/56", t0.Add(later)), t0.Add(later))},
 		{"nodeNames naming one node trusts it", pd("a"), Status{},
 			[]string{real, nothing, nothing}, 0, current, roles("a", "", "", time.Time{})},
 		{"nodeNames naming two, one of them absent, trusts neither", pd("a", "ghost"), Status{},
@@ -79,7 +85,7 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		{"one eligible node, never a second: nobody to confirm", pd(), Status{},
 			[]string{real}, 0, current, roles("a", "", "", time.Time{})},
 		{"once confirmed, one node left does not decide alone", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "a", "", time.Time{})},
-			[]string{realB}, 0, current, roles("a", "b", "2001:db8:b00::/56", t0)},
+			[]string{realB}, 0, current, other(roles("a", "b", "2001:db8:b00::/56", t0), t0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := For(c.m, c.prev, reports(t, c.digests...), t0.Add(c.at))
@@ -180,7 +186,10 @@ func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
 			t.Fatalf("t+%v: the client is %s, want a (status %+v)", step.at, d.PDClient, *st.DHCPv6PD)
 		}
 	}
-	if want := (dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "c"}); *st.DHCPv6PD != want {
+	// The liar's offer is remembered (otherOffered): a drain of the current
+	// prefix would count from it - ending early, as a short lifetime the
+	// liar states already can, never late.
+	if want := (dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "c", OtherOffered: t0.UTC().Format(time.RFC3339)}); *st.DHCPv6PD != want {
 		t.Errorf("status.dhcpv6pd %+v, want %+v", *st.DHCPv6PD, want)
 	}
 }

@@ -95,13 +95,44 @@ func TestTheStatusKeepsTheShortestLifetimeAConfirmerHeard(t *testing.T) {
 		}
 		if step.client == holdsB {
 			// Frozen from what was stated for the old one (600 s), not
-			// the client's 3000 s.
+			// the client's 3000 s, counted from when the confirmer was
+			// first offered another (the step before: since).
+			since, _ := time.Parse(time.RFC3339, st.DHCPv6PD.Since)
 			for _, h := range d.History {
-				if h.Prefix == "2001:db8:a00::/56" && (h.ExpiresAt.IsZero() || h.ExpiresAt.Sub(h.DeprecatedAt) != 10*time.Minute) {
-					t.Errorf("%s: the old delegation drains %+v, want 10 minutes", step.name, h)
+				if h.Prefix == "2001:db8:a00::/56" && (h.ExpiresAt.IsZero() || !h.ExpiresAt.Equal(since.Add(10*time.Minute))) {
+					t.Errorf("%s: the old delegation drains %+v, want 10 minutes from %v", step.name, h, since)
 				}
 			}
 		}
 		st = next
+	}
+}
+
+// A replaced delegation's cap counts from the first pass anyone with a role
+// said the server moved on (status.dhcpv6pd.otherOffered), not from the
+// transition: here the honest client a holds the renumbering from t0, the
+// liar confirmer b keeps offering the old delegation until the rotation
+// names c (past ConfirmWithin), which is offered the new one alike. The
+// server's last word on the old one ended by t0 + 10 min; counted from the
+// transition it drained until t0+3m+10m.
+func TestAStaleConfirmerDelaysNoReplacedDelegationsCap(t *testing.T) {
+	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	const old = "2001:db8:a00::/56"
+	st := Status{CurrentPrefix: old, PrefixSource: "dhcpv6-pd",
+		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b", ValidLifetime: 600}}
+	r := reports(t, "v1;wan=2001:db8:a00::/56 d4294967295 pd,2001:db8:b00::/56 p pd",
+		"v1;wan=2001:db8:a00::/56 p600 offer", "v1;wan=2001:db8:b00::/56 p600 offer")
+	var exp time.Time
+	for at := time.Duration(0); at <= 5*time.Minute && exp.IsZero(); at += 30 * time.Second {
+		d := For(m, st, r, t0.Add(at))
+		st = pdStatus(d)
+		for _, h := range d.History {
+			if h.Prefix == old && !h.ExpiresAt.IsZero() {
+				exp = h.ExpiresAt
+			}
+		}
+	}
+	if want := t0.Add(10 * time.Minute); !exp.Equal(want) {
+		t.Errorf("%s drains until %v, want %v (status %+v)", old, exp, want, *st.DHCPv6PD)
 	}
 }

@@ -45,6 +45,12 @@ type Model struct {
 	// preference (empty: any).
 	PDClient bool
 	PDNodes  []string
+	// PDTakenBy names the DynamicPrefix, first by name, that already runs
+	// the agents' client on PDInterface ("": none; set by the writer from
+	// the other DynamicPrefixes, LinkTakenBy). The agents run one client
+	// per link, the first DynamicPrefix's by name, and a digest does not
+	// say whose delegation it reports: this one adopts nothing there.
+	PDTakenBy string
 	// DNS is the name followed instead of the agents' reports (nil: the
 	// agents' sources).
 	DNS        *DNSSource
@@ -462,4 +468,23 @@ func (m Model) subnetIndex(name string) int {
 // DynamicPrefix (spec.serviceNamespaces).
 func (m Model) LetsFollow(ns string) bool {
 	return dynamicprefix.Spec{ServiceNamespaces: m.ServiceNamespaces}.LetsFollow(ns)
+}
+
+// LinkTakenBy names the DynamicPrefix among others that runs the agents'
+// DHCPv6 client on m's PDInterface before m: in mode client on the same
+// interface, and first by name before m's ("": none, or m is not in mode
+// client). The agents agree (dhcp6.Supervisor.Set runs the first by name
+// on a link and refuses the others): the one named is the one whose
+// identity the server delegates to there.
+func LinkTakenBy(m Model, others []Model) string {
+	if !m.DHCPv6PD || !m.PDClient {
+		return ""
+	}
+	first := ""
+	for _, o := range others {
+		if o.DHCPv6PD && o.PDClient && o.PDInterface == m.PDInterface && o.Name < m.Name && (first == "" || o.Name < first) {
+			first = o.Name
+		}
+	}
+	return first
 }

@@ -385,3 +385,30 @@ func TestADNSSourceThatCannotBeUsedIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// One client per link: the first DynamicPrefix by name in mode client on
+// an interface takes it, as the agents do (dhcp6.Supervisor.Set).
+func TestTheFirstByNameTakesTheLinksClient(t *testing.T) {
+	pd := func(name, iface, mode string) Model {
+		return Parse(name, dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: iface, Mode: mode}}})
+	}
+	home, lab, zoo := pd("home", "wan", ""), pd("lab", "wan", ""), pd("zoo", "wan", "")
+	for _, c := range []struct {
+		name   string
+		m      Model
+		others []Model
+		want   string
+	}{
+		{"alone", lab, nil, ""},
+		{"first by name", home, []Model{lab, zoo}, ""},
+		{"second", lab, []Model{zoo, home}, "home"},
+		{"third: the first, not the second", zoo, []Model{lab, home}, "home"},
+		{"another interface", lab, []Model{pd("home", "wan2", "")}, ""},
+		{"mode host runs no agents' client", lab, []Model{pd("home", "wan", dynamicprefix.ModeHost)}, ""},
+		{"in mode host itself", pd("lab", "wan", dynamicprefix.ModeHost), []Model{home}, ""},
+	} {
+		if got := LinkTakenBy(c.m, c.others); got != c.want {
+			t.Errorf("%s: taken by %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -2,8 +2,10 @@ package render
 
 import (
 	"strings"
+	"time"
 
 	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Reasons of DelegationConfirmed.
@@ -12,7 +14,44 @@ const (
 	ReasonUnconfirmed = "Unconfirmed"
 	ReasonDisagree    = "DelegationDisagrees"
 	ReasonNoConfirmer = "NoConfirmer"
+	// ReasonInterfaceTaken: another DynamicPrefix, first by name, runs
+	// the agents' client on the interface (model.Model.PDTakenBy).
+	ReasonInterfaceTaken = "InterfaceTaken"
+	// ReasonStalled (of Degraded): the client and the confirmer, with
+	// nobody else eligible, disagree past the server's stated lifetime.
+	ReasonStalled = "DelegationStalled"
 )
+
+// next says what follows a disagreement that began at c.Since: another node
+// confirms from the rotation, or, with nobody else eligible, nothing moves
+// and it is reported Degraded from c.StallsAt.
+func next(c decide.Confirmation) string {
+	switch at := c.StallsAt(); {
+	case c.Alone && at.IsZero():
+		return "no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible)"
+	case c.Alone:
+		return "no other node is eligible to confirm: the pair stays, reported Degraded from " + at.UTC().Format("15:04:05")
+	}
+	return "from " + c.Rotates().UTC().Format("15:04:05") + " another node confirms"
+}
+
+// StalledMessage says why a two-node disagreement is Degraded and what only
+// the user can do about it.
+func StalledMessage(d decide.Decision) string {
+	c := d.Confirm
+	return "client " + d.PDClient + " and confirmer " + c.Confirmer + " have disagreed since " + c.Since.UTC().Format(time.RFC3339) +
+		", longer than the lifetime the server stated for the current prefix, and no third node is eligible: nothing tells which of the two is lying (a node's digest forged), so " +
+		"the delegation holds as it was - a prefix the server may have let lapse, or its real one a liar would remove. " +
+		"Name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible"
+}
+
+// TakenMessage says why m adopts nothing from its interface's delegations.
+func TakenMessage(m model.Model) string {
+	return "DynamicPrefix " + m.PDTakenBy + " (first by name) runs the agents' DHCPv6 client on " + m.PDInterface +
+		": the agents run one client per interface, and its delegation is the server's answer to " + m.PDTakenBy +
+		"'s identity, not this one's; nothing is adopted from " + m.PDInterface +
+		" here (give this DynamicPrefix another interface, or delete one of the two)"
+}
 
 // ConfirmedCondition is DelegationConfirmed for decision d: whether the
 // client's and the confirmer's word agree, and what each says when not.
@@ -30,14 +69,13 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 		// What each reports goes to the log: in the message, a node
 		// flapping its digest would write the status once per flap.
 		return false, ReasonDisagree, "client " + d.PDClient + " and confirmer " + c.Confirmer +
-			" disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; from " +
-			c.Rotates().UTC().Format("15:04:05") + " another node confirms"
+			" disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; " + next(c)
 	case len(c.Held) == 0:
 		return false, ReasonUnconfirmed, "client " + d.PDClient + " holds nothing yet, and the server offers confirmer " + c.Confirmer +
-			" a delegation (from " + c.Rotates().UTC().Format("15:04:05") + " another node confirms)"
+			" a delegation (" + next(c) + ")"
 	}
 	return false, ReasonUnconfirmed, "client " + d.PDClient + " holds a delegation; confirmer " + c.Confirmer +
-		" reports no offer yet: a change waits for it (another node confirms from " + c.Rotates().UTC().Format("15:04:05") + ")"
+		" reports no offer yet: a change waits for it (" + next(c) + ")"
 }
 
 // DisagreeMessage says what the client and the confirmer report when they
@@ -45,8 +83,7 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 func DisagreeMessage(d decide.Decision) string {
 	c := d.Confirm
 	return "client " + d.PDClient + " holds " + list(c.Held) + " but the server offers confirmer " + c.Confirmer + " " + list(c.Offered) +
-		" (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; from " +
-		c.Rotates().UTC().Format("15:04:05") + " another node confirms"
+		" (a node's digest forged, or a renumbering one has not seen yet): the delegation holds as it was; " + next(c)
 }
 
 func list[T interface{ String() string }](ps []T) string {

@@ -29,7 +29,13 @@ func TestDelegationConfirmedSaysWhoSaysWhat(t *testing.T) {
 		{"disagree", decide.Confirmation{Confirmer: "b", Held: bad, Offered: a, Since: since},
 			cond{false, ReasonDisagree, "client a and confirmer b disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; from 12:02:00 another node confirms"}},
 		{"no offer yet", decide.Confirmation{Confirmer: "b", Held: bad, Since: since},
-			cond{false, ReasonUnconfirmed, "client a holds a delegation; confirmer b reports no offer yet: a change waits for it (another node confirms from 12:02:00)"}},
+			cond{false, ReasonUnconfirmed, "client a holds a delegation; confirmer b reports no offer yet: a change waits for it (from 12:02:00 another node confirms)"}},
+		// Two eligible nodes: no other node will confirm (a red team saw
+		// the condition promise one); with no lifetime heard (here: the
+		// field is the decision's) nothing bounds the stall, and the
+		// message says what only the user can do.
+		{"disagree, nobody else eligible", decide.Confirmation{Confirmer: "b", Held: bad, Offered: a, Since: since, Alone: true},
+			cond{false, ReasonDisagree, "client a and confirmer b disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible)"}},
 		{"nobody to confirm", decide.Confirmation{Solo: "only a is eligible"}, cond{true, ReasonNoConfirmer, "only a is eligible"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

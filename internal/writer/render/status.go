@@ -124,10 +124,13 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 		meta.RemoveStatusCondition(&st.Conditions, ResolversAgree)
 		set(RouterConflict, false, "RoutersAgree", "every node's routers agree with themselves")
 	}
-	if m.DHCPv6PD && m.PDClient && st.DHCPv6PD != nil {
+	switch {
+	case m.DHCPv6PD && m.PDClient && m.PDTakenBy != "":
+		set(DelegationConfirmed, false, ReasonInterfaceTaken, TakenMessage(m))
+	case m.DHCPv6PD && m.PDClient && st.DHCPv6PD != nil:
 		ok, reason, msg := ConfirmedCondition(d)
 		set(DelegationConfirmed, ok, reason, msg)
-	} else {
+	default:
 		meta.RemoveStatusCondition(&st.Conditions, DelegationConfirmed)
 	}
 	// Only while there is one (no condition otherwise: a DynamicPrefix
@@ -161,6 +164,12 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 	}
 	if d.Unreported {
 		degraded, reason = append(degraded, NotReportedMessage(m, d.Current)), ReasonNotReported
+	}
+	if m.DHCPv6PD && m.PDClient && m.PDTakenBy != "" {
+		degraded, reason = append(degraded, TakenMessage(m)), ReasonInterfaceTaken
+	}
+	if d.PDStalled {
+		degraded, reason = append(degraded, StalledMessage(d)), ReasonStalled
 	}
 	if p.Pools != nil && p.Spec == nil {
 		degraded, reason = append(degraded, p.Pools.Error()), poolReason

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,40 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
 	} else if NamesNewPrefix(st, m, short) {
 		t.Error("a status naming a /48 and no delegation asks to be written first")
+	}
+}
+
+// A DynamicPrefix whose interface another one's client took (first by
+// name) says so: DelegationConfirmed False and Degraded True, naming it.
+func TestATakenInterfaceIsDegradedNamingTheOther(t *testing.T) {
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}}
+	dp.Name = "lab"
+	m := model.Parse(dp.Name, dp.Spec)
+	m.PDTakenBy = "home"
+	st := Status(dp, m, decide.Decision{}, Problems{}, t0)
+	for _, typ := range []string{DelegationConfirmed, Degraded} {
+		c := meta.FindStatusCondition(st.Conditions, typ)
+		if c == nil || c.Reason != ReasonInterfaceTaken || !strings.Contains(c.Message, "DynamicPrefix home (first by name)") {
+			t.Errorf("%s: %+v, want reason %s naming home", typ, c, ReasonInterfaceTaken)
+		}
+	}
+}
+
+// A two-node stall past the server's lifetime is Degraded, saying what only
+// the user can do, and a later pass with nothing new writes nothing.
+func TestATwoNodeStallIsDegradedOnce(t *testing.T) {
+	dp := &api.DynamicPrefix{Spec: dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}}
+	m := model.Parse(dp.Name, dp.Spec)
+	a, b := netip.MustParsePrefix("2001:db8:a00::/56"), netip.MustParsePrefix("2001:db8:b00::/56")
+	d := decide.Decision{Current: a, PDClient: "a", PDStalled: true,
+		Confirm: decide.Confirmation{Confirmer: "b", Held: []netip.Prefix{a}, Offered: []netip.Prefix{b}, Since: t0, Alone: true}}
+	st := Status(dp, m, d, Problems{}, t0.Add(10*time.Minute))
+	c := meta.FindStatusCondition(st.Conditions, Degraded)
+	if c == nil || c.Status != "True" || c.Reason != ReasonStalled || !strings.Contains(c.Message, "spec.acquisition.dhcpv6pd.nodeNames") {
+		t.Fatalf("Degraded %+v, want True %s naming nodeNames", c, ReasonStalled)
+	}
+	dp.Status = st
+	if again := Status(dp, m, d, Problems{}, t0.Add(time.Hour)); !StatusEqual(again, st) {
+		t.Errorf("an hour later, nothing new, the status changed:\n%+v\n%+v", st, again)
 	}
 }

@@ -1,0 +1,39 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/caches"
+	"github.com/renumber/renumber/internal/writer/model"
+)
+
+// pdModels parses every DynamicPrefix in the cache in mode client (the
+// agents' own DHCPv6 client) but name and those being deleted: what
+// model.LinkTakenBy compares a DynamicPrefix with.
+func (c *Controller) pdModels(name string) []model.Model {
+	var out []model.Model
+	for _, o := range c.caches.DynamicPrefixes().List() {
+		u, ok := caches.Unwrap(o).(*unstructured.Unstructured)
+		if !ok || u.GetName() == name || u.GetDeletionTimestamp() != nil {
+			continue
+		}
+		dp, err := api.FromUnstructured(u)
+		if err != nil {
+			continue
+		}
+		if m := model.Parse(u.GetName(), dp.Spec); m.DHCPv6PD && m.PDClient {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// pdLinkChanged queues a pass over every other DynamicPrefix in mode client
+// when name was added, changed or deleted: the first by name on a link may
+// have changed (model.LinkTakenBy), and the other's pass alone sees it.
+func (c *Controller) pdLinkChanged(name string) {
+	for _, m := range c.pdModels(name) {
+		c.enqueue(m.Name, 0)
+	}
+}

@@ -16,10 +16,11 @@ import (
 // stops mentioning it: docs/security.md says it renumbers). The agent
 // reports A deprecated. The agent restarts (a rollout, an OOM kill): the
 // kernel still holds A's SLAAC address preferred - RFC 4862 deprecates
-// nothing on omission - and the restarted agent, seeded with its digest,
-// counts that address with the kernel's flags: A is reported preferred
-// again, with no adversary on the link, for what is left of A's preferred
-// lifetime (radvd's default AdvPreferredLifetime is 4 h).
+// nothing on omission. A stays deprecated in the restarted agent's digest.
+// Before the fix the restarted agent, seeded with its digest, counted that
+// address with the kernel's flags: A was reported preferred again, with no
+// adversary on the link, for what was left of A's preferred lifetime
+// (radvd's default AdvPreferredLifetime is 4 h).
 func TestADeprecatedPrefixStaysDeprecatedAcrossAnAgentRestart(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
@@ -63,9 +64,10 @@ func TestADeprecatedPrefixStaysDeprecatedAcrossAnAgentRestart(t *testing.T) {
 // The replays contradict radvd and are reported; B's believed offer is
 // doubted and runs out of the preferred lifetime radvd stated (the
 // documented bound); and the kernel, taking every replay, keeps A's SLAAC
-// address preferred, which the restarted agent counts. Its digest says A
-// preferred, alone, and the one-node cluster's writer moves to A - a prefix
-// radvd stopped offering.
+// address preferred. The writer must never move back to A. Before the fix
+// the restarted agent counted that address: its digest said A preferred,
+// alone, and the one-node cluster's writer moved to A - a prefix radvd
+// stopped offering.
 func TestASpooferCannotBringBackAPrefixTheRouterOmitted(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()

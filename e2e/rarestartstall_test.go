@@ -17,9 +17,11 @@ import (
 // radvd's RA with A deprecated every 150 ms. The running agent holds A
 // preferred, the conflict reported (radvd's believed offer doubted, held
 // for its stated preferred lifetime: the documented stall). The agent
-// restarts while the host goes on (a rollout): its seed ends at the first
-// contradiction, radvd's word is never believed while the host speaks, and
-// A is reported deprecated on nobody's word but the host's.
+// restarts while the host goes on (a rollout) and must hold A as the
+// running agent did: it remembers what radvd stated (--state-dir). Before
+// that memory its seed ended at the first contradiction, radvd's word was
+// never believed while the host spoke, and A was reported deprecated on
+// nobody's word but the host's.
 func TestAContradictionAcrossAnAgentRestartDeprecatesNothingRadvdStates(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
@@ -72,9 +74,10 @@ func TestAContradictionAcrossAnAgentRestartDeprecatesNothingRadvdStates(t *testi
 // record nothing of its RA - advertises A preferred for ever, and every
 // node's kernel makes its SLAAC address in A preferred for ever. node1's
 // agent restarts; node2's does not. node2 reports A deprecated once the 30 s
-// radvd stated run out; node1, seeded with A preferred, counts the kernel's
+// radvd stated run out, and so must node1, from its memory of radvd's word.
+// Before that memory node1, seeded with A preferred, counted the kernel's
 // flags (seedCap: no RA believed, nothing contradicted, capped by the
-// kernel's lifetimes as first seen - the host's) and reports A preferred.
+// kernel's lifetimes as first seen - the host's) and reported A preferred.
 func TestAnUntrustedHostLengthensNoSeedWhileTheRouterIsSilent(t *testing.T) {
 	w := newWorld(t, 2)
 	ctx := t.Context()

@@ -16,24 +16,19 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// TestDHCPv6PDALiarClientOfTwoKeepsNoRenumberedDelegation (red team, issue
-// 42, "one node"): two eligible nodes, the client's Node taken (its agent
-// killed, the test writes its digest; the Node stays Ready). ISC dhcpd
-// renumbers (valid 60 s); the confirmer is offered the new delegation and
-// the disagreement is reported, but the liar keeps claiming the old one and
-// never renews it. Nobody backs the confirmer's offer with two nodes, so the
-// old delegation stays current - in the pool - however long after the
-// 60 s dhcpd stated for it, though status.dhcpv6pd.validLifetime says 60.
-//
-// Changed (the lead's call, docs/security.md "One node"): with two nodes
-// nothing tells this liar client from an honest one renewing p1 against a
-// lying confirmer, so p1 stays, as documented. What the red team showed
-// wrong is that the stall was quiet (Ready True, Degraded False, the
-// condition promising another node that does not exist). The test now
-// asserts it is reported: Degraded True, reason DelegationStalled, naming
-// nodeNames, a Warning event, DelegationConfirmed no longer promising
-// another node - and that the status, once the stall is reported, is not
-// written again. It failed before: Degraded stayed False Healthy.
+// TestDHCPv6PDALiarClientOfTwoKeepsNoRenumberedDelegation (a red team,
+// issue 42, "one node"): two eligible nodes, the client's Node taken (its
+// agent killed, the test writes its digest; the Node stays Ready). ISC
+// dhcpd renumbers (valid 60 s); the confirmer is offered the new delegation
+// and the liar keeps claiming the old one and never renews it. With two
+// nodes nothing tells this liar client from an honest one renewing p1
+// against a lying confirmer, so p1 stays (docs/security.md "One node"), but
+// the stall is reported once it outlasts what dhcpd stated: Degraded True,
+// reason DelegationStalled, naming nodeNames, a Warning event,
+// DelegationConfirmed promising no other node - and the status, once the
+// stall is reported, is not written again. Before, the stall was quiet
+// (Degraded False Healthy, the condition promising a node that does not
+// exist) while p1 stayed pooled past dhcpd's 60 s.
 func TestDHCPv6PDALiarClientOfTwoKeepsNoRenumberedDelegation(t *testing.T) {
 	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
 	w, agents, _ := pdClientWorld(t, 2, first, "--node-not-ready-grace", "10s", "--dhcpv6-confirm-within", "30s")

@@ -9,8 +9,11 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 )
 
-// The RA red team's findings on the restart rule (seedCap, second round):
-// each test fails on the code it was written against.
+// A second RA red team's findings on the restart rule (seedCap): each test
+// failed on the code it was written against, whose restarted agent knew of
+// the router's word only its own last digest and the kernel's addresses.
+// The agent's memory of the routers (memory.go, --state-dir) closes them:
+// a restarted agent holds what the router stated as a running one does.
 
 // pC is a second router's prefix (routerB) on the same link.
 var pC = netip.MustParsePrefix("2001:db8:c::/64")
@@ -57,12 +60,11 @@ func contradictedAfterARestart(t *testing.T, seed digest.Node, mem Memory, at, u
 // its address answers each of its RAs with A deprecated from the moment
 // the agent restarts. An agent that did not restart holds A preferred, its
 // believed offer doubted, until the preferred lifetime the router stated
-// runs out, and reports the conflict (the documented stall). The restarted
-// agent's seed ends at the first contradiction (seedCap: "not after the
-// first contradiction on its link since the restart"), and the router's
-// word is never believed while the spoofer goes on: the digest says A
-// deprecated at once - a move made on the spoofer's word, which the router
-// never stated. In a rollout every node restarts in turn; the spoofer
+// runs out, and reports the conflict (the documented stall); so does a
+// restarted one, from its memory. Before it, the restarted agent's seed
+// ended at the first contradiction, and the router's word was never
+// believed while the spoofer went on: the digest said A deprecated at once
+// - a move made on the spoofer's word, which the router never stated. In a rollout every node restarts in turn; the spoofer
 // deprecates the current prefix on each within seconds instead of the
 // router's preferred lifetime (4 h by radvd's default, for ever with
 // infinite lifetimes).
@@ -94,11 +96,11 @@ func TestAContradictionRightAfterARestartDeprecatesNothingTheRouterStates(t *tes
 // offers the current prefix A, routerB a second prefix C (both followed;
 // the writer's hysteresis keeps A current while both are preferred). After
 // a restart the spoofer contradicts routerA alone: routerB's word is
-// believed, routerA's never, so the restarted agent reports A deprecated
-// and C preferred. An agent that did not restart reports both preferred.
-// Fed to decide.For (3 nodes, A current, both preferred on every node),
-// these digests make C current once 2 of the 3 nodes have restarted: the
-// spoofer renumbers the cluster mid-rollout, reported as a conflict.
+// believed, routerA's never. An agent that did not restart reports both
+// preferred, and so must a restarted one. Before the memory it reported A
+// deprecated and C preferred; fed to decide.For (3 nodes, A current), such
+// digests made C current once 2 of the 3 nodes had restarted: the spoofer
+// renumbered the cluster mid-rollout, reported as a conflict.
 func TestAContradictionAfterARestartHandsNoVoteToTheOtherRouter(t *testing.T) {
 	s := agreed(t)
 	heard := t0.Add(10 * time.Second)
@@ -139,9 +141,10 @@ func TestAContradictionAfterARestartHandsNoVoteToTheOtherRouter(t *testing.T) {
 // overflows its socket whenever the router speaks (Lost: the router's
 // answers are dropped, reported as a conflict, contradicting nothing). An
 // agent that did not restart deprecates A when the router's preferred
-// lifetime ends; the restarted agent holds A preferred on the host's word
-// for as long as the flood lasts. (With the router silent - down, or
-// rebooting onto a new prefix - no flood is needed.)
+// lifetime ends, and so must a restarted one, from its memory. Before it,
+// the restarted agent held A preferred on the host's word for as long as
+// the flood lasted. (With the router silent - down, or rebooting onto a new
+// prefix - no flood is needed.)
 func TestAnUntrustedHostsRALengthensNoSeedPastTheRoutersWord(t *testing.T) {
 	trusted := map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}}
 	host := netip.MustParseAddr("fe80::bad")

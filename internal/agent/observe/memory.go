@@ -103,11 +103,15 @@ func (s *State) Remember(m Memory, now time.Time) int {
 			continue
 		}
 		l.contradicted = l.contradicted || lm.Contradicted
+		pol := s.policies[lm.Name]
 		for _, r := range lm.Words {
 			valid := deadline(r.Valid)
 			if !r.Router.IsValid() || !r.Prefix.IsValid() || r.Prefix != r.Prefix.Masked() || r.StatedValid <= 0 ||
 				valid.passed(now) || len(l.ra) >= maxRAEntries {
 				continue
+			}
+			if pol.Trusted != nil && !pol.Trusts(r.Router) {
+				continue // no longer trusted (trustedRouters changed while the agent was down)
 			}
 			if _, ok := l.since[r.Router]; !ok && len(l.since) < maxRouters && !r.Since.IsZero() {
 				l.since[r.Router] = r.Since

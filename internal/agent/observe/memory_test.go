@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/renumber/renumber/internal/agent/policy"
 )
 
 // A memory put back into a new State is the memory it came from: the same
@@ -85,6 +87,24 @@ func TestAMemoryIsBoundedAndChecked(t *testing.T) {
 	}
 	if n := s.RAEntries("eth0"); n != maxRAEntries {
 		t.Errorf("eth0 holds %d RA entries, want %d", n, maxRAEntries)
+	}
+}
+
+// A word from a router trustedRouters no longer names (changed while the
+// agent was down) is not put back: only a router trusted now is believed.
+func TestAMemoryBelievesOnlyRoutersTrustedNow(t *testing.T) {
+	end := t0.Add(time.Hour)
+	words := []Remembered{
+		{Router: routerA, Prefix: pA, Since: t0, Valid: end, Preferred: end, StatedValid: time.Hour, StatedPreferred: time.Hour, Heard: t0},
+		{Router: routerB, Prefix: pB, Since: t0, Valid: end, Preferred: end, StatedValid: time.Hour, StatedPreferred: time.Hour, Heard: t0},
+	}
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
+	if n := s.Remember(Memory{At: t0, Links: []LinkMemory{{Name: "eth0", Words: words}}}, t0); n != 1 {
+		t.Errorf("remembered %d words, want routerA's alone", n)
+	}
+	if got := s.Routers("eth0", pB); len(got) != 0 {
+		t.Errorf("%v offers %v from memory, though no longer trusted", got, pB)
 	}
 }
 

@@ -472,8 +472,8 @@ func (m Model) LetsFollow(ns string) bool {
 
 // LinkTakenBy names the DynamicPrefix among others that runs the agents'
 // DHCPv6 client on m's PDInterface before m: in mode client on the same
-// interface, and first by name before m's ("": none, or m is not in mode
-// client). The agents agree (dhcp6.Supervisor.Set runs the first by name
+// interface, on a node both may run on (nodeNames), and first by name
+// before m's ("": none, or m is not in mode client). The agents agree (dhcp6.Supervisor.Set runs the first by name
 // on a link and refuses the others): the one named is the one whose
 // identity the server delegates to there.
 func LinkTakenBy(m Model, others []Model) string {
@@ -482,9 +482,24 @@ func LinkTakenBy(m Model, others []Model) string {
 	}
 	first := ""
 	for _, o := range others {
-		if o.DHCPv6PD && o.PDClient && o.PDInterface == m.PDInterface && o.Name < m.Name && (first == "" || o.Name < first) {
+		if o.DHCPv6PD && o.PDClient && o.PDInterface == m.PDInterface && o.Name < m.Name && (first == "" || o.Name < first) && shareNodes(o.PDNodes, m.PDNodes) {
 			first = o.Name
 		}
 	}
 	return first
+}
+
+// shareNodes reports whether two dhcpv6pd.nodeNames lists may name one node
+// (an empty list names every node): only there do the agents run one client
+// for both.
+func shareNodes(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, n := range a {
+		if slices.Contains(b, n) {
+			return true
+		}
+	}
+	return false
 }

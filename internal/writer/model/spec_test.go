@@ -387,12 +387,14 @@ func TestADNSSourceThatCannotBeUsedIsAnError(t *testing.T) {
 }
 
 // One client per link: the first DynamicPrefix by name in mode client on
-// an interface takes it, as the agents do (dhcp6.Supervisor.Set).
+// an interface takes it, as the agents do (dhcp6.Supervisor.Set) - on the
+// nodes both may run on (dhcpv6pd.nodeNames; none: every node).
 func TestTheFirstByNameTakesTheLinksClient(t *testing.T) {
 	pd := func(name, iface, mode string) Model {
 		return Parse(name, dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: iface, Mode: mode}}})
 	}
 	home, lab, zoo := pd("home", "wan", ""), pd("lab", "wan", ""), pd("zoo", "wan", "")
+	on := func(m Model, nodes ...string) Model { m.PDNodes = nodes; return m }
 	for _, c := range []struct {
 		name   string
 		m      Model
@@ -406,6 +408,9 @@ func TestTheFirstByNameTakesTheLinksClient(t *testing.T) {
 		{"another interface", lab, []Model{pd("home", "wan2", "")}, ""},
 		{"mode host runs no agents' client", lab, []Model{pd("home", "wan", dynamicprefix.ModeHost)}, ""},
 		{"in mode host itself", pd("lab", "wan", dynamicprefix.ModeHost), []Model{home}, ""},
+		{"on other nodes (nodeNames apart)", on(lab, "n2"), []Model{on(home, "n1")}, ""},
+		{"on a node both name", on(lab, "n2", "n3"), []Model{on(home, "n1", "n3")}, "home"},
+		{"one names no nodes: every node", on(lab, "n2"), []Model{home}, "home"},
 	} {
 		if got := LinkTakenBy(c.m, c.others); got != c.want {
 			t.Errorf("%s: taken by %q, want %q", c.name, got, c.want)

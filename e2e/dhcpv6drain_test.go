@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/tools/world"
@@ -39,13 +36,7 @@ func TestDHCPv6PDALiarClientKeepsNoReplacedDelegation(t *testing.T) {
 	if err := agents[liar].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	write := func(d string) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, digest.Annotation, d)
-		if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, liar, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := forger(t, w, liar) // its agent's token, as a stolen one would
 	write("v1;eth0=" + p1.String() + " p pd")
 
 	second := first

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -42,11 +39,7 @@ func TestDHCPv6PDALiarClientOfTwoKeepsNoRenumberedDelegation(t *testing.T) {
 	if err := agents[liar].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	claim := "v1;eth0=" + p1.String() + " p pd"
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, digest.Annotation, claim)
-	if _, err := w.API.Client.CoreV1().Nodes().Patch(ctx, liar, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	forger(t, w, liar)("v1;eth0=" + p1.String() + " p pd") // its agent's token, as a stolen one would
 	second := first
 	second.Pool = netip.MustParsePrefix("2001:db8:b00::/52")
 	if err := w.Net.Router.DelegatePrefixes(ctx, second); err != nil {

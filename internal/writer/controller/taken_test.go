@@ -138,6 +138,27 @@ func TestATakenInterfaceFreedClearsAndARetakeAnnouncesAgain(t *testing.T) {
 			retake: func(f *fixture) { f.followPD("home", pdSpec("wan")) },
 		},
 		{
+			name: "the first is being deleted (a finalizer holds it)",
+			free: func(f *fixture) {
+				u, err := f.dyn.Resource(api.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
+				if err != nil {
+					f.t.Fatal(err)
+				}
+				u.SetFinalizers([]string{"dynamic-prefix.io/finalizer"})
+				u.SetDeletionTimestamp(&metav1.Time{Time: f.clock.Now()})
+				if _, err := f.dyn.Resource(api.GVR).Update(f.t.Context(), u, metav1.UpdateOptions{}); err != nil {
+					f.t.Fatal(err)
+				}
+				f.catchUp()
+			},
+			retake: func(f *fixture) {
+				if err := f.dyn.Resource(api.GVR).Delete(f.t.Context(), "home", metav1.DeleteOptions{}); err != nil {
+					f.t.Fatal(err)
+				}
+				f.followPD("home", pdSpec("wan"))
+			},
+		},
+		{
 			name:   "the first moves to another interface",
 			free:   func(f *fixture) { f.followPD("home", pdSpec("wan2")) },
 			retake: func(f *fixture) { f.followPD("home", pdSpec("wan")) },

@@ -54,10 +54,9 @@ func (f *fixture) taken(name string, taken bool) {
 	}
 }
 
-// takeWan: lab, second by name, asks for the client on home's wan; the
-// caches' event for it queues both (the first on the link may have
-// changed), home's pass writes nothing, lab's writes its status once and
-// emits one Warning.
+// takeWan: change makes lab, second by name, ask for the client on wan
+// where home runs it, on a node both may run on; lab's pass writes its
+// status once, saying so, adopts nothing, and emits one Warning naming home.
 func takeWan(t *testing.T, f *fixture, change func()) {
 	t.Helper()
 	f.events.reset()

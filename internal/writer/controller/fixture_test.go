@@ -97,11 +97,16 @@ type voters struct{ reports []decide.Report }
 
 func (v *voters) Reports(time.Time) ([]decide.Report, time.Time) { return v.reports, time.Time{} }
 
-type recorder struct{ reasons, messages []string }
+// recorder keeps every event emitted, as "reason name" (reasons, and
+// warnings for the Warnings alone) and "reason: message" (messages).
+type recorder struct{ reasons, messages, warnings []string }
 
-func (r *recorder) Event(u *unstructured.Unstructured, _ bool, reason, msg string) {
+func (r *recorder) Event(u *unstructured.Unstructured, warning bool, reason, msg string) {
 	r.reasons = append(r.reasons, reason+" "+u.GetName())
 	r.messages = append(r.messages, reason+": "+msg)
+	if warning {
+		r.warnings = append(r.warnings, reason+" "+u.GetName())
+	}
 }
 
 type discovery struct{}
@@ -321,7 +326,13 @@ func (f *fixture) pool() (blocks []string, record string) {
 
 func (f *fixture) status() api.Status {
 	f.t.Helper()
-	u, err := f.dyn.Resource(api.GVR).Get(f.t.Context(), "home", metav1.GetOptions{})
+	return f.statusOf("home")
+}
+
+// statusOf is the status of the DynamicPrefix name as the API holds it.
+func (f *fixture) statusOf(name string) api.Status {
+	f.t.Helper()
+	u, err := f.dyn.Resource(api.GVR).Get(f.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

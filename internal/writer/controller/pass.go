@@ -97,7 +97,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	dp.Status = c.write.LiveStatus(u, dp.Status)
 	prior := dp.Status // what this pass's transitions (events, log lines) are from
 	m := model.Parse(name, dp.Spec)
-	m.PDTakenBy = model.LinkTakenBy(m, c.pdModels(name))
+	m.PDTakenBy = TakenBy(m, c.caches.DynamicPrefixes().List())
 	if m.PDTakenBy != "" {
 		c.events.Announce("dp/"+name+"/pdlink", u, true, render.ReasonInterfaceTaken, render.TakenMessage(m))
 	} else {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/controller"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/permit"
@@ -82,6 +83,10 @@ type DynamicPrefix struct {
 	DHCPv6Confirmer   string `json:"dhcpv6Confirmer,omitempty"`
 	DHCPv6Unconfirmed string `json:"dhcpv6Unconfirmed,omitempty"`
 	DHCPv6Since       string `json:"dhcpv6Since,omitempty"`
+	// DHCPv6TakenBy is the DynamicPrefix, first by name, whose client the
+	// agents run on this one's interface instead (InterfaceTaken: nothing
+	// is adopted from it here), as the writer computes it.
+	DHCPv6TakenBy string `json:"dhcpv6TakenBy,omitempty"`
 	// DNSName is the name followed (acquisition.dns); its servers vote.
 	DNSName    string      `json:"dnsName,omitempty"`
 	Why        string      `json:"why"`
@@ -134,14 +139,20 @@ type Object struct {
 // Build explains every DynamicPrefix in in.
 func Build(in Input) Report {
 	r := Report{Lease: in.Lease, DynamicPrefixes: []DynamicPrefix{}}
+	all := make([]any, len(in.DynamicPrefixes)) // as the writer's cache lists them
+	for i, u := range in.DynamicPrefixes {
+		all[i] = u
+	}
 	for _, u := range in.DynamicPrefixes {
-		r.DynamicPrefixes = append(r.DynamicPrefixes, explain(in, u))
+		r.DynamicPrefixes = append(r.DynamicPrefixes, explain(in, u, all))
 	}
 	slices.SortFunc(r.DynamicPrefixes, func(a, b DynamicPrefix) int { return cmp.Compare(a.Name, b.Name) })
 	return r
 }
 
-func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
+// explain explains u, one of all (every DynamicPrefix: another may have
+// taken its interface).
+func explain(in Input, u *unstructured.Unstructured, all []any) DynamicPrefix {
 	out := DynamicPrefix{Name: u.GetName(), Votes: []Vote{}, Objects: []Object{}}
 	dp, err := api.FromUnstructured(u)
 	if err != nil {
@@ -149,7 +160,9 @@ func explain(in Input, u *unstructured.Unstructured) DynamicPrefix {
 		return out
 	}
 	m := model.Parse(u.GetName(), dp.Spec)
+	m.PDTakenBy = controller.TakenBy(m, all) // as the writer's pass does
 	out.Quorum = m.Quorum
+	out.DHCPv6TakenBy = m.PDTakenBy
 	var reports []decide.Report
 	if m.DNS != nil {
 		out.DNSName = m.DNS.Name
@@ -252,6 +265,8 @@ func why(m model.Model, d decide.Decision, current string) string {
 	switch {
 	case m.Err != nil:
 		return "the spec is invalid: " + m.Err.Error()
+	case m.PDTakenBy != "":
+		return render.TakenMessage(m)
 	case m.DNS != nil:
 		return whyDNS(m, d, cur)
 	case !cur.IsValid() && d.Reporting == 0:
@@ -310,10 +325,17 @@ func list(v []string) string {
 func (r Report) Problems() []string {
 	var out []string
 	for _, dp := range r.DynamicPrefixes {
+		said := false // the status says its interface is taken
 		for _, c := range dp.Conditions {
-			if c.Type == "Degraded" && c.Status == "True" {
+			if c.Type == render.Degraded && c.Status == "True" {
 				out = append(out, fmt.Sprintf("%s is Degraded (%s)", dp.Name, c.Reason))
 			}
+			said = said || c.Reason == render.ReasonInterfaceTaken
+		}
+		if dp.DHCPv6TakenBy != "" && !said {
+			// The writer has not said so yet (its pass is to come, or it
+			// is not running): the status alone would not tell.
+			out = append(out, fmt.Sprintf("%s: its DHCPv6 interface is taken by %s (%s)", dp.Name, dp.DHCPv6TakenBy, render.ReasonInterfaceTaken))
 		}
 		for _, o := range dp.Objects {
 			if !o.InSync {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -239,5 +240,135 @@ func TestAHugeDigestIsExplainedByItsRealSize(t *testing.T) {
 	want := "digest cannot be read: digest: invalid: 65536 bytes, at most 2048"
 	if len(got) != 1 || got[0].Problem != want {
 		t.Errorf("votes %+v, want one with the problem %q", got, want)
+	}
+}
+
+// pdDP is a DynamicPrefix following the agents' DHCPv6 client (mode
+// client, or host) on iface, on the nodes named (none: any).
+func pdDP(name, mode, iface string, nodes ...string) *unstructured.Unstructured {
+	pd := map[string]any{"interface": iface, "mode": mode}
+	if len(nodes) > 0 {
+		names := make([]any, len(nodes))
+		for i, n := range nodes {
+			names[i] = n
+		}
+		pd["nodeNames"] = names
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"acquisition": map[string]any{"dhcpv6pd": pd}},
+	}}
+}
+
+// onWan is a digest reporting on wan the delegation p, held by the node's
+// client (pd) or offered to it as confirmer.
+func onWan(t *testing.T, p string, src digest.Source) string {
+	t.Helper()
+	s, err := digest.Encode(digest.Node{Links: []digest.Link{{Name: "wan", Prefixes: []digest.Prefix{
+		{Prefix: netip.MustParsePrefix(p), Valid: 10 * time.Minute, Sources: src}}}}}.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// kubectl renumber status computes InterfaceTaken as the writer's pass does
+// (controller.TakenBy: model.LinkTakenBy over the same DynamicPrefixes),
+// before any status says it: lab, second by name, asking for the client
+// on home's interface on a node both may run on, adopts nothing there.
+// Before, the inspector judged lab alone: with the pair its status names
+// reporting home's delegation, held and offered alike, it said the writer
+// was about to follow it, and found no problem (exit 0).
+func TestATakenInterfaceIsComputedAsTheWritersPassDoes(t *testing.T) {
+	const delegated = "2001:db8:a00::/56"
+	deleting := pdDP("home", "client", "wan")
+	deleting.SetDeletionTimestamp(&metav1.Time{Time: now})
+	for _, c := range []struct {
+		name      string
+		home, lab *unstructured.Unstructured
+		takenBy   string
+	}{
+		{name: "both on wan, any node", home: pdDP("home", "client", "wan"), lab: pdDP("lab", "client", "wan"), takenBy: "home"},
+		{name: "nodeNames overlap", home: pdDP("home", "client", "wan", "n1", "n2"), lab: pdDP("lab", "client", "wan", "n2", "n3"), takenBy: "home"},
+		{name: "nodeNames apart", home: pdDP("home", "client", "wan", "n1", "n2"), lab: pdDP("lab", "client", "wan", "n3")},
+		{name: "another interface", home: pdDP("home", "client", "wan2"), lab: pdDP("lab", "client", "wan")},
+		{name: "the first in mode host", home: pdDP("home", "host", "wan"), lab: pdDP("lab", "client", "wan")},
+		{name: "the first being deleted", home: deleting, lab: pdDP("lab", "client", "wan")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// lab ran the client before home asked for it: its status
+			// names its delegation then and the pair that now reports
+			// home's.
+			c.lab.Object["status"] = map[string]any{"currentPrefix": "2001:db8:f00::/56", "prefixSource": "dhcpv6-pd",
+				"dhcpv6pd": map[string]any{"clientNode": "n1", "confirmerNode": "n2"}}
+			r := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{c.lab, c.home},
+				Votes: votes(node("n1", onWan(t, delegated, digest.SourcePD)), node("n2", onWan(t, delegated, digest.SourceOffer)))})
+			home, lab := r.DynamicPrefixes[0], r.DynamicPrefixes[1]
+			if home.DHCPv6TakenBy != "" || lab.DHCPv6TakenBy != c.takenBy {
+				t.Fatalf("taken by: home %q, lab %q; want none, %q", home.DHCPv6TakenBy, lab.DHCPv6TakenBy, c.takenBy)
+			}
+			var text bytes.Buffer
+			if err := r.Text(&text, now); err != nil {
+				t.Fatal(err)
+			}
+			flat := strings.Join(strings.Fields(text.String()), " ")
+			problem := "lab: its DHCPv6 interface is taken by home (InterfaceTaken)"
+			if c.takenBy == "" {
+				if strings.Contains(flat, "first by name") || slices.Contains(r.Problems(), problem) {
+					t.Errorf("not taken, yet said so:\n%s\nproblems %q", text.String(), r.Problems())
+				}
+				return
+			}
+			if !strings.HasPrefix(lab.Why, "DynamicPrefix home (first by name) runs the agents' DHCPv6 client on wan") {
+				t.Errorf("lab's why %q, want it to name home", lab.Why)
+			}
+			if !strings.Contains(flat, "dhcpv6 client none: home (first by name) runs it on this interface") {
+				t.Errorf("the text does not say lab's interface is taken:\n%s", text.String())
+			}
+			if got := r.Problems(); !slices.Equal(got, []string{problem}) {
+				t.Errorf("problems %q, want %q", got, problem)
+			}
+			// Once the writer's status says it, it is one problem, not two.
+			lab.Conditions = []Condition{{Type: "Degraded", Status: "True", Reason: "InterfaceTaken"}}
+			r.DynamicPrefixes[1] = lab
+			if got, want := r.Problems(), []string{"lab is Degraded (InterfaceTaken)"}; !slices.Equal(got, want) {
+				t.Errorf("with the writer's status: problems %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// A two-node stall is shown from the status the writer wrote: the
+// condition, the pair disagreeing and since when, and exit 3.
+func TestAStalledDelegationIsShownFromTheStatus(t *testing.T) {
+	u := pdDP("home", "client", "wan")
+	u.Object["status"] = map[string]any{
+		"currentPrefix": "2001:db8:a00::/56", "prefixSource": "dhcpv6-pd",
+		"dhcpv6pd": map[string]any{"clientNode": "n1", "confirmerNode": "n2", "unconfirmed": "2001:db8:a00::/56",
+			"since": "2026-11-23T11:00:00Z", "validLifetime": int64(600)},
+		"conditions": []any{
+			map[string]any{"type": "DelegationConfirmed", "status": "False", "reason": "DelegationDisagrees", "message": "client n1 and confirmer n2 disagree",
+				"lastTransitionTime": "2026-11-23T11:00:00Z"},
+			map[string]any{"type": "Degraded", "status": "True", "reason": "DelegationStalled", "message": "name the node to trust in spec.acquisition.dhcpv6pd.nodeNames",
+				"lastTransitionTime": "2026-11-23T11:10:00Z"},
+		},
+	}
+	r := Build(Input{Now: now, DynamicPrefixes: []*unstructured.Unstructured{u},
+		Votes: votes(node("n1", onWan(t, "2001:db8:a00::/56", digest.SourcePD)), node("n2", onWan(t, "2001:db8:b00::/56", digest.SourceOffer)))})
+	var text bytes.Buffer
+	if err := r.Text(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(text.String()), " ")
+	for _, want := range []string{"dhcpv6 client on n1",
+		"dhcpv6 confirmer on n2, disagreeing since 2026-11-23T11:00:00Z (client holds 2001:db8:a00::/56)",
+		"Degraded=True (DelegationStalled)"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if got, want := r.Problems(), []string{"home is Degraded (DelegationStalled)"}; !slices.Equal(got, want) {
+		t.Errorf("problems %q, want %q", got, want)
 	}
 }

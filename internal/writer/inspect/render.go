@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Text writes r for people, with times relative to now.
@@ -29,7 +31,10 @@ func (r Report) Text(w io.Writer, now time.Time) error {
 		if dp.Delegation != "" {
 			line("  delegation\t%s (subnets are carved from it)", dp.Delegation)
 		}
-		if dp.DHCPv6Client != "" {
+		switch {
+		case dp.DHCPv6TakenBy != "":
+			line("  dhcpv6 client\tnone: %s (first by name) runs it on this interface, and nothing is adopted from it here (%s)", dp.DHCPv6TakenBy, render.ReasonInterfaceTaken)
+		case dp.DHCPv6Client != "":
 			line("  dhcpv6 client\ton %s", dp.DHCPv6Client)
 			switch {
 			case dp.DHCPv6Confirmer == "":

@@ -47,6 +47,8 @@ type object struct {
 	Metadata struct {
 		Name string `json:"name"`
 		UID  string `json:"uid"`
+		// DeletionTimestamp: being deleted (a finalizer holds it).
+		DeletionTimestamp string `json:"deletionTimestamp"`
 	} `json:"metadata"`
 	Spec   dynamicprefix.Spec `json:"spec"`
 	Status struct {
@@ -58,7 +60,10 @@ type object struct {
 // its spec asks for the built-in client (dhcpv6pd.mode client, the default)
 // and the writer named node in status.dhcpv6pd.clientNode - or, named in
 // confirmerNode, the prober that confirms the client's delegation (asked
-// again when dhcpv6pd.unconfirmed changes).
+// again when dhcpv6pd.unconfirmed changes). A DynamicPrefix being deleted
+// runs none: the writer frees its interface for the next by name at once
+// (controller.PDClients), and a finalizer the writer does not own may hold
+// the object for long.
 func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	var o object
 	if err := json.Unmarshal(raw, &o); err != nil {
@@ -66,7 +71,7 @@ func Client(raw []byte, node string) (dhcp6.Want, bool) {
 	}
 	pd := o.Spec.Acquisition.DHCPv6PD
 	st := o.Status.DHCPv6PD
-	if pd == nil || pd.Interface == "" || !pd.Client() || st == nil || node == "" || st.ClientNode != node && st.ConfirmerNode != node {
+	if o.Metadata.DeletionTimestamp != "" || pd == nil || pd.Interface == "" || !pd.Client() || st == nil || node == "" || st.ClientNode != node && st.ConfirmerNode != node {
 		return dhcp6.Want{}, false
 	}
 	w := dhcp6.Want{Name: o.Metadata.Name, UID: o.Metadata.UID, Link: pd.Interface, Length: pd.RequestedLength(),

@@ -187,6 +187,13 @@ func TestTheDHCPv6ClientsOfThisNode(t *testing.T) {
 	if _, ok := Client([]byte(`{"spec":`), "n1"); ok {
 		t.Error("a garbled DynamicPrefix runs a client")
 	}
+	// Being deleted, it frees the interface, as the writer has already
+	// (controller.PDClients): the next by name on the link runs.
+	deleting := []byte(`{"metadata":{"name":"home","uid":"u","deletionTimestamp":"2026-11-28T23:00:00Z","finalizers":["example.com/hold"]},` +
+		`"spec":{"acquisition":{"dhcpv6pd":{"interface":"wan"}}},"status":` + named + `}`)
+	if w, ok := Client(deleting, "n1"); ok {
+		t.Errorf("a DynamicPrefix being deleted runs a client: %+v", w)
+	}
 	// The field names agree with the API types.
 	var api api.DynamicPrefix
 	api.Name, api.UID = "home", "6f1c2b1e-3d0a-4c55-9a8e-0d7f3c2a1b90"

@@ -130,6 +130,9 @@ func ownDir(dir, owner string) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().Perm() == 0o700 && int(st.Uid) == uid && int(st.Gid) == gid {
 		return nil // a restart's run: already the agent's
 	}
+	if err := onlyMemories(dir); err != nil {
+		return err
+	}
 	// With CHOWN alone (no FOWNER), only the owner may chmod: take the
 	// directory first (the agent's from an earlier run, say), then give it.
 	if err := os.Chown(dir, os.Geteuid(), -1); err != nil {
@@ -139,6 +142,23 @@ func ownDir(dir, owner string) error {
 		return err
 	}
 	return os.Chown(dir, uid, gid)
+}
+
+// onlyMemories refuses a directory holding anything but the agents' memory
+// files (and their temporary files, "routers-*"): --state-dir mistyped as
+// /etc or /var/lib would otherwise give the agent's user - the default user
+// of every distroless image - a directory of the host's.
+func onlyMemories(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), "routers-") {
+			return fmt.Errorf("--own-state-dir: %s holds %q, not an agent's memory: refusing to give it to the agent (is --state-dir, chart value agent.stateDir, a directory of the host's?)", dir, e.Name())
+		}
+	}
+	return nil
 }
 
 // guarding is how the metrics port is guarded (--metrics-auth=kubernetes).

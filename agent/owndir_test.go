@@ -78,3 +78,59 @@ func TestTheStateDirIsMadeTheAgentsWithChownAlone(t *testing.T) {
 		t.Errorf("%s: %v %d:%d, want 0700 65532:65532", dir, fi.Mode().Perm(), st.Uid, st.Gid)
 	}
 }
+
+// A --state-dir mistyped as a directory of the host's (/etc, /var/lib) is
+// refused and left as it was: the init container runs as root and would
+// give it to the agent's user, which is every distroless image's default
+// user. A directory holding only the agents' memories is taken.
+func TestOwnDirTakesNoDirectoryHoldingOthersFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the files must be another user's")
+	}
+	mkdir := func(t *testing.T, dir string, mode os.FileMode) {
+		t.Helper()
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, fill := range map[string]func(t *testing.T, dir string){
+		"a daemon's directory": func(t *testing.T, dir string) { mkdir(t, filepath.Join(dir, "kubelet"), 0o700) },
+		"a file of root's": func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "shadow"), []byte("root:*:1::::::\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a link named as a memory": func(t *testing.T, dir string) {
+			if err := os.Symlink("/etc/shadow", filepath.Join(dir, "routers-n1.json")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "lib")
+			mkdir(t, dir, 0o755)
+			fill(t, dir)
+			err := ownDir(dir, "65532:65532")
+			fi, serr := os.Stat(dir)
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); err == nil || st.Uid != 0 || fi.Mode().Perm() != 0o755 {
+				t.Errorf("ownDir: err %v, now %v %d:%d; want it refused and the directory left root's, 0755", err, fi.Mode().Perm(), st.Uid, st.Gid)
+			}
+		})
+	}
+	own := filepath.Join(t.TempDir(), "state")
+	mkdir(t, own, 0o700)
+	for _, f := range []string{"routers-node1.json", "routers-node1.json.123456"} { // a memory, a write cut short
+		if err := os.WriteFile(filepath.Join(own, f), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(filepath.Join(own, f), 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ownDir(own, "65532:65532"); err != nil {
+		t.Errorf("ownDir on the agent's own state directory: %v", err)
+	}
+}

@@ -324,10 +324,13 @@ func (a *Agent) evaluate() (time.Time, bool) {
 	solicitAt := a.solicit(now)
 	a.state.Settle(now)
 	waiting := a.syncReads(now)
-	// Until every link has had its first RA and a delegation the Node
-	// carried is back (or the grace ran out), the state is half-observed:
-	// publishing or journaling it would be noise. (No Snapshot before then:
-	// it would forget the lifetimes seeded from the Node.)
+	// Until every link has had its first RA, every prefix the Node carried
+	// preferred on a router's word has been stated again by a believed RA
+	// (a second router's, on a link with two: observe.State.Restated), and
+	// a delegation the Node carried is back (or the grace ran out), the
+	// state is half-observed: publishing or journaling it would be noise.
+	// (No Snapshot before then: it would forget the lifetimes seeded from
+	// the Node.)
 	// A first RA heard late is being corroborated as the grace runs out: it
 	// gets one more grace to settle, so the first publication carries it
 	// rather than a second one following.
@@ -341,7 +344,7 @@ func (a *Agent) evaluate() (time.Time, bool) {
 		// it: one more grace at most.
 		grace = grace.Add(a.cfg.StartupGrace)
 	}
-	if (!a.state.SawRA() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
+	if (!a.state.Restated() || (delegated(a.seed) && !a.state.Delegating(now))) && now.Before(grace) {
 		if t, ok := a.state.NextDeadline(now); ok && t.Before(grace) {
 			grace = t // a change to corroborate may settle first
 		}

@@ -352,15 +352,13 @@ func (s *State) settle(name string, l *link, r netip.Addr, sp *speaker, now time
 }
 
 // Corroborating reports whether a link that has not yet believed an RA has
-// a proposal under corroboration: its first RA was heard and is being put to
-// its router.
+// a proposal under corroboration (its first RA was heard and is being put to
+// its router), or a link has one offering a prefix that awaits its
+// restatement after a restart (Restated: a second router's first RA).
 func (s *State) Corroborating() bool {
 	for _, l := range s.links {
-		if l.sawRA {
-			continue
-		}
 		for _, sp := range l.speakers {
-			if sp.pending != nil {
+			if p := sp.pending; p != nil && (!l.sawRA || l.restates(p)) {
 				return true
 			}
 		}

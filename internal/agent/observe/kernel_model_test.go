@@ -71,20 +71,28 @@ func (m *model) kernelExpire() {
 	for p, a := range m.kernel {
 		if a.valid.passed(m.now) {
 			delete(m.kernel, p)
-			m.s.Address("eth0", Address{Addr: addr(p, 1)}, true, m.now)
+			m.both(func(s *State) { s.Address("eth0", Address{Addr: addr(p, 1)}, true, m.now) })
 		}
 	}
 }
 
 func (m *model) kernelReports(p netip.Prefix, a kernelAddr) {
 	pref := a.preferred.remaining(m.now)
-	m.s.Address("eth0", Address{Addr: addr(p, 1), Valid: a.valid.remaining(m.now), Preferred: pref, Deprecated: pref == 0}, false, m.now)
+	m.both(func(s *State) {
+		s.Address("eth0", Address{Addr: addr(p, 1), Valid: a.valid.remaining(m.now), Preferred: pref, Deprecated: pref == 0}, false, m.now)
+	})
 }
 
 // restart: the agent process restarts at now.
 func (m *model) restart() {
 	m.tracef("agent restarts, seeded with %v and its memory of %v", m.published, m.memory.At)
 	old := m.s
+	switch {
+	case !m.quiet():
+		m.shadow = nil
+	case m.shadow == nil:
+		m.shadow, m.restartAt = old, m.now // the agent that did not restart (quietrestart_test.go)
+	}
 	s := New("eth0")
 	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay
 	s.SetPolicies(old.policies)

@@ -10,7 +10,10 @@
 //     the absolute preferred and valid ends the router stated, and whether
 //     the offer was re-sent alike, doubted or omitted.
 //   - Remember(m, now) puts them back as believed words, ends as stored:
-//     what an agent that never restarted would hold. Entries whose valid
+//     what an agent that never restarted would hold - except that none is
+//     re-sent alike: the restart is a gap, as a reopened socket's is
+//     (reads.go), and the router may have changed its offer in it, so its
+//     first restatement is put to it again rather than refreshing the word. Entries whose valid
 //     end passed, links not watched, and entries past the RA table's cap
 //     are dropped; a prefix remembered is vouched for by an RA, so the
 //     kernel's addresses never make it preferred (seedCap does not apply).
@@ -119,7 +122,12 @@ func (s *State) Remember(m Memory, now time.Time) int {
 			l.ra[raKey{r.Prefix, r.Router}] = lifetimes{
 				valid: valid, preferred: deadline(r.Preferred),
 				stated: statement{valid: r.StatedValid, preferred: r.StatedPreferred}, at: r.Heard,
-				alike: r.Alike, doubted: r.Doubted, omitted: r.Omitted,
+				// Never alike: the restart is a gap (reads.go forget), and
+				// the router may have changed its offer in it; a replay of
+				// its old word refreshed the remembered one past what the
+				// router last stated (FuzzCorroboration 0dc2b77599129ede).
+				// Its first restatement is put to it again.
+				doubted: r.Doubted, omitted: r.Omitted,
 			}
 			// The router's word vouches for it again: the kernel's
 			// addresses count, never preferred past that word.

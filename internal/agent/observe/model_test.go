@@ -185,6 +185,11 @@ type model struct {
 	// memory: what the agent last wrote to its state file (memory.go).
 	memory          Memory
 	seededPreferred map[netip.Prefix]deadline
+	// shadow: the agent that did not restart, while the world has been
+	// quiet since before the restart at restartAt; lastMove: the world's
+	// last move (quietrestart_test.go).
+	shadow              *State
+	lastMove, restartAt time.Time
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -238,7 +243,7 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 // lost reports the drops not yet reported, at at.
 func (m *model) lost(at time.Time) {
 	m.tracef("agent learns of drops, at +%s", at.Sub(t0))
-	m.s.Lost("eth0", at)
+	m.both(func(s *State) { s.Lost("eth0", at) })
 	m.lostAt = time.Time{}
 }
 
@@ -255,13 +260,13 @@ func (m *model) read() {
 			m.lost(a.at) // the kernel's count of drops comes with it
 		}
 		m.tracef("agent reads the word of +%s %v multicast=%v", a.at.Sub(t0), a.prefixes, a.multicast)
-		m.s.Heard("eth0", routerA, a.at, a.prefixes, a.multicast)
+		m.both(func(s *State) { s.Heard("eth0", routerA, a.at, a.prefixes, a.multicast) })
 	}
 	if len(m.unread) == 0 {
 		if !m.lostAt.IsZero() {
 			m.lost(m.now) // the socket's count of drops, read on a sync
 		}
-		m.s.Read("eth0", m.now)
+		m.both(func(s *State) { s.Read("eth0", m.now) })
 	}
 }
 
@@ -408,7 +413,7 @@ func (m *model) solicit() time.Time {
 // sendSolicitation: the listener's solicitation goes out at now, and is
 // reported; the router hears it, and the adversary answers it if it does.
 func (m *model) sendSolicitation() {
-	m.s.Solicited("eth0", m.now)
+	m.both(func(s *State) { s.Solicited("eth0", m.now) })
 	m.solicited()
 	if m.echo {
 		m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
@@ -462,6 +467,7 @@ func (m *model) agent() {
 	n, _ := m.s.Snapshot(m.now)
 	m.check()
 	m.checkDigest(n)
+	m.checkQuietRestart(n)
 }
 
 // check asserts safety and liveness at now.
@@ -631,6 +637,9 @@ func (m *model) fail(format string, args ...any) {
 // adversary plays one of the adversary's (or the router's renumbering) moves.
 func (m *model) adversary() {
 	op := m.next()
+	if op%8 != 7 {
+		m.moved(op)
+	}
 	switch op % 8 {
 	case 0, 1, 2: // any RA (no prefix option at all, too)
 		n := int(m.next() % 5)
@@ -760,7 +769,7 @@ func (m *model) renumber(op byte) {
 var awaitReads = os.Getenv("MODEL_SETTLE_BY_CLOCK") == ""
 
 func runModel(t testing.TB, input []byte) int {
-	m := &model{t: t, s: New("eth0"), now: t0, input: input}
+	m := &model{t: t, s: New("eth0"), now: t0, input: input, lastMove: t0}
 	m.s.AwaitReads = awaitReads
 	m.s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
 	cfg := m.next()
@@ -854,6 +863,14 @@ func FuzzCorroboration(f *testing.F) {
 	// preferred 20 minutes past them until a contradiction ended the seed's
 	// word (seedCap).
 	f.Add(replaysAcrossARestart())
+	// Quiet restarts (quietrestart_test.go): a router answering by unicast,
+	// and one multicasting its answers every 34.75 s, each quiet for 200 s
+	// before the agent restarts and a minute after; and the first after
+	// renumbering A to B omitting A (A deprecated, its valid lifetime
+	// running: the memory holds it as the router's word).
+	f.Add([]byte{1, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
+	f.Add([]byte{0xfe, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
+	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x16, 0, 7, 200, 0, 0x4d, 0, 7, 60})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

@@ -254,7 +254,7 @@ func (s *State) Seed(n digest.Node) {
 			// Believed before the restart: the kernel's addresses in it
 			// count, no further than the digest said (seedCap).
 			st.vouched[p.Prefix] = vouchSeed
-			st.seeded[p.Prefix] = seedCap{deprecated: p.Deprecated}
+			st.seeded[p.Prefix] = seedCap{deprecated: p.Deprecated, stated: p.Sources&digest.SourceRA != 0}
 		}
 	}
 }

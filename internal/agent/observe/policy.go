@@ -82,6 +82,8 @@ func (s *State) Senior(name string, router netip.Addr) bool {
 //     offer is known again, and a prefix it states is vouched by its RA.
 type seedCap struct {
 	deprecated bool
+	// stated: a router's RA stated it (the digest's source ra); Restated.
+	stated bool
 	// capped: preferred is set, from the kernel's addresses first seen.
 	capped    bool
 	preferred deadline
@@ -112,4 +114,45 @@ func (l *link) capSeed(a Address, now time.Time) {
 func (l *link) seedPreferred(p netip.Prefix, now time.Time) bool {
 	c := l.seeded[p]
 	return !l.sawRA && !l.contradicted && !c.deprecated && c.capped && !c.preferred.passed(now)
+}
+
+// Restated reports whether every watched link has believed an RA, and every
+// prefix the seed carried preferred on a router's word (source ra) has been
+// stated by a believed RA since: until then the agent's first digest after a
+// restart is half-observed (the agent holds it back, no longer than its
+// startup grace). The link's first believed RA ends every seed's cap
+// (seedCap), so with two routers on the link, a prefix only the second
+// states was published deprecated once the first router's RA was believed,
+// and preferred again once the second's was: two writes for a world that
+// did not change. A prefix the memory restored (Remember) is not seeded.
+func (s *State) Restated() bool {
+	for _, l := range s.links {
+		if !l.sawRA {
+			return false
+		}
+		for p := range l.seeded {
+			if l.awaitsRestatement(p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// awaitsRestatement reports whether p was seeded preferred on a router's
+// word and no believed RA has stated it since.
+func (l *link) awaitsRestatement(p netip.Prefix) bool {
+	c, ok := l.seeded[p]
+	return ok && c.stated && !c.deprecated && l.vouched[p] == vouchSeed
+}
+
+// restates reports whether proposal p offers a prefix awaiting its
+// restatement.
+func (l *link) restates(p *proposal) bool {
+	for pfx := range p.word.states {
+		if p.offers(pfx) && l.awaitsRestatement(pfx) {
+			return true
+		}
+	}
+	return false
 }

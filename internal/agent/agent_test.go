@@ -41,6 +41,17 @@ func (r *recorder) values() []string {
 	return slices.Clone(r.got)
 }
 
+// valuesFrom is what was published from the first want on: a test whose
+// agent starts with no RA may publish the empty link first, when its loop
+// evaluates before the test's first RA arrives (seen under load).
+func (r *recorder) valuesFrom(want string) []string {
+	got := r.values()
+	if i := slices.Index(got, want); i >= 0 {
+		return got[i:]
+	}
+	return got
+}
+
 type idleListener struct{}
 
 func (idleListener) Run(ctx context.Context) { <-ctx.Done() }

@@ -39,7 +39,7 @@ func TestAnOfferIsPublishedApartFromDelegations(t *testing.T) {
 	waitPublished(t, rec, clk, withInfinite)
 	a.Offered("eth0", offered, 0, true, clk.Now()) // the prober stopped
 	waitPublished(t, rec, clk, plain)
-	if got := rec.values(); !slices.Equal(got, []string{plain, withOffer, plain, withHour, withInfinite, plain}) {
+	if got := rec.valuesFrom(plain); !slices.Equal(got, []string{plain, withOffer, plain, withHour, withInfinite, plain}) {
 		t.Errorf("published %q", got)
 	}
 }
@@ -69,7 +69,7 @@ func TestAnOfferCountingDownIsPublishedOnce(t *testing.T) {
 	a.Offered("eth0", offered, 30*time.Minute, false, clk.Now())
 	const withHalf = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p1800 offer"
 	waitPublished(t, rec, clk, withHalf)
-	if got := rec.values(); !slices.Equal(got, []string{plain, withHour, plain, withHalf}) {
+	if got := rec.valuesFrom(plain); !slices.Equal(got, []string{plain, withHour, plain, withHalf}) {
 		t.Errorf("published %q", got)
 	}
 }

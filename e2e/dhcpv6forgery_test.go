@@ -114,6 +114,9 @@ const (
 	toTheRouter                  // unicast to the router's link-local address, as a relay may
 	toAllServers                 // ff05::1:3, as relays send (ISC dhcpd joins it)
 	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
+	toAllNodes                   // ff02::1, which every host joins (the port-547 red team)
+	inCutFragments               // ff02::1:2, fragments cut inside an extension header (the port-547 red team)
+	afterAFlood                  // ff02::1:2, right after 2,000 orphan later fragments there (the port-547 red team)
 )
 
 // forgedReleaseReported sends the forgery forge makes of the client's Renew
@@ -143,6 +146,21 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 		}
 	case toAllServers:
 		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff05::1:3")); err != nil {
+			t.Fatal(err)
+		}
+	case toAllNodes:
+		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff02::1")); err != nil {
+			t.Fatal(err)
+		}
+	case inCutFragments:
+		if err := speaker.SpeakPackets(cutInsideExtensionHeaders(forge(renew, w))...); err != nil {
+			t.Fatal(err)
+		}
+	case afterAFlood:
+		if err := speaker.SpeakPackets(orphanFragments(2000)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
 			t.Fatal(err)
 		}
 	case behindHopByHop:

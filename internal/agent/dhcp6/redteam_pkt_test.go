@@ -107,3 +107,88 @@ func fragmented(pkt []byte, cut int) [][]byte {
 }
 
 func reversed(p [][]byte) [][]byte { return [][]byte{p[1], p[0]} }
+
+// FuzzRedTeamReadPacket plays the attacker FuzzReadPacket plays, with
+// what that one leaves out: any destination dhcpd's wildcard socket is
+// handed (either servers' group, or all nodes, which every host on the
+// link receives), any nesting of Relay-Forwards, and a cut into fragments
+// anywhere in the fragmentable part, the extension headers included. A cut
+// Linux would not reassemble is skipped (first fragment under 1,280
+// bytes, or a header chain through UDP the kernel's first-fragment check
+// finds cut: linuxReassembles). Whatever else it builds, the Watch
+// reports the Release in one of the packets. The seeds are the three
+// findings of TestRedTeamReleasesDhcpdActsOnAreReported.
+func FuzzRedTeamReadPacket(f *testing.F) {
+	id, err := IdentityFor(testUID, "home")
+	if err != nil {
+		f.Fatal(err)
+	}
+	release := clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 9, pdA).ToBytes()
+	f.Add(uint8(2), uint8(0), []byte{}, uint16(0))             // to ff02::1
+	f.Add(uint8(0), uint8(9), []byte{}, uint16(0))             // nine Relay-Forwards
+	f.Add(uint8(0), uint8(0), []byte{1, 255, 1, 0}, uint16(1)) // cut inside 2 KiB of destination options
+	f.Add(uint8(1), uint8(8), []byte{0, 3}, uint16(0))         // held: eight deep, behind hop-by-hop, to ff05::1:3
+	f.Fuzz(func(t *testing.T, to, relays uint8, chain []byte, cut uint16) {
+		dst := []netip.Addr{allServers, siteServers, netip.MustParseAddr("ff02::1")}[to%3]
+		m := release
+		for range relays % 17 {
+			m = relayed(m)
+		}
+		var exts []ext
+		for len(chain) >= 2 && len(exts) < 8 {
+			kind := []byte{nhHopByHop, nhDestOpts, nhRouting, nhAH}[chain[0]%4]
+			if kind == nhHopByHop && len(exts) > 0 {
+				kind = nhDestOpts
+			}
+			exts = append(exts, ext{kind: kind, body: make([]byte, int(chain[1])*8+6)})
+			chain = chain[2:]
+		}
+		pkt := ipv6Packet(dst, exts, ServerPort, m, 0)
+		if len(pkt) > 40+0xffff {
+			return
+		}
+		pkts := [][]byte{pkt}
+		if cut%2 == 1 {
+			part := len(pkt) - 40
+			at := 1232 + int(cut/2)%max(part/8-154+1, 1)*8
+			if at >= part || !linuxReassembles(pkt[6], pkt[40:40+at]) {
+				return
+			}
+			pkts = fragmented(pkt, at)
+		}
+		w, _ := loggedWatch(t)
+		for _, p := range pkts {
+			if w.HeardPacket(p, time.Unix(1e9, 0)) {
+				return
+			}
+		}
+		t.Fatalf("a Release to %s in %d Relay-Forwards behind %d extension headers (%d packets) not reported", dst, relays%17, len(exts), len(pkts))
+	})
+}
+
+// linuxReassembles is whether Linux keeps a first fragment whose
+// fragmentable part is first, its first header next (RFC 8200 4.5 as
+// net/ipv6/reassembly.c reads it: ipv6_skip_exthdr walks the headers by
+// their stated lengths, and only a chain that reaches UDP short of its 8
+// bytes is cut; a walk that cannot read the next header's first two bytes
+// fails, and the fragment is kept).
+func linuxReassembles(next byte, first []byte) bool {
+	at := 0
+	for {
+		switch next {
+		case nhHopByHop, nhRouting, nhDestOpts, nhAH:
+		case nhUDP:
+			return at+8 <= len(first)
+		default:
+			return true
+		}
+		if at+2 > len(first) {
+			return true // ipv6_skip_exthdr: -1, "not truncated"
+		}
+		size := (int(first[at+1]) + 1) * 8
+		if next == nhAH {
+			size = (int(first[at+1]) + 2) * 4
+		}
+		next, at = first[at], at+size
+	}
+}

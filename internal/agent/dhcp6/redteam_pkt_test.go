@@ -140,7 +140,11 @@ func FuzzRedTeamReadPacket(f *testing.F) {
 			if kind == nhHopByHop && len(exts) > 0 {
 				kind = nhDestOpts
 			}
-			exts = append(exts, ext{kind: kind, body: make([]byte, int(chain[1])*8+6)})
+			units := int(chain[1])
+			if kind == nhAH {
+				units %= 128 // its length byte counts 4-byte units
+			}
+			exts = append(exts, ext{kind: kind, body: make([]byte, units*8+6)})
 			chain = chain[2:]
 		}
 		pkt := ipv6Packet(dst, exts, ServerPort, m, 0)

@@ -116,7 +116,7 @@ const (
 	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
 	toAllNodes                   // ff02::1, which every host joins (the port-547 red team)
 	inCutFragments               // ff02::1:2, fragments cut inside an extension header (the port-547 red team)
-	afterAFlood                  // ff02::1:2, right after 2,000 orphan later fragments there (the port-547 red team)
+	afterAFlood                  // ff02::1:2, amid 40,000 first fragments there whose rest never comes (the port-547 red team)
 )
 
 // forgedReleaseReported sends the forgery forge makes of the client's Renew
@@ -157,12 +157,17 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 			t.Fatal(err)
 		}
 	case afterAFlood:
-		if err := speaker.SpeakPackets(orphanFragments(2000)...); err != nil {
+		flood, start := floodFragments(40000), time.Now()
+		if err := speaker.SpeakPackets(flood[:20000]...); err != nil {
 			t.Fatal(err)
 		}
 		if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
 			t.Fatal(err)
 		}
+		if err := speaker.SpeakPackets(flood[20000:]...); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("flood: %d packets sent in %s, the forgery amid them", len(flood), time.Since(start).Round(time.Millisecond))
 	case behindHopByHop:
 		if err := speaker.SpeakToServersBehindHopByHop(forge(renew, w)); err != nil {
 			t.Fatal(err)

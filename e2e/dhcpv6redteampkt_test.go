@@ -124,36 +124,47 @@ func udpChecksum(src, dst netip.Addr, udp []byte) uint16 {
 }
 
 // TestRedTeamAReleaseRightAfterAFloodIsReported: the Release sent as
-// clients send it, to ff02::1:2, right after a burst of 2,000 later
-// fragments (1,400 bytes each, each of its own datagram, whose first
-// fragment never comes) to ff02::1:2. No host's kernel delivers any of
-// them to a socket (they wait in reassembly and expire), so dhcpd reads the
-// Release at once; the kernel's filter keeps every one for the agent's
-// packet socket (its next header is a fragment header), whose receive
-// buffer (the default, ~210 KB: about 90 such packets) overflows while
-// the agent reads. The Release is dropped with them and nothing counts the
-// drop (no PACKET_STATISTICS read): the agent reports neither the
-// Release nor that it may have missed one.
+// clients send it, to ff02::1:2, amid a burst of 40,000 first
+// fragments (20,000 before it, 20,000 after) to ff02::1:2 whose later fragments never come (floodFragments:
+// another client's Release, its Client ID whole, then 1,400 bytes of
+// 4-byte options). No host's kernel delivers any of them to a socket (they
+// wait in reassembly and expire), so dhcpd reads the Release at once; the
+// kernel's filter keeps every one for the agent's packet socket, the Watch
+// walks each one's options (another client's: nothing to report), and its
+// receive buffer (the default, ~210 KB: about 90 such packets) overflows
+// if it reads slower than the forger sends. Nothing counts a drop (no
+// PACKET_STATISTICS read): the Release dropped with the junk would go
+// unreported, and nothing says one may have been missed.
 func TestRedTeamAReleaseRightAfterAFloodIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return forgedRelease(t, renew).ToBytes()
 	}, afterAFlood)
 }
 
-// orphanFragments is n later fragments (offset 8 bytes, the last) from
-// fe80::bad to ff02::1:2, 1,400 bytes each, each with its own
-// identification.
-func orphanFragments(n int) [][]byte {
+// floodFragments is n first fragments from fe80::bad to ff02::1:2, each
+// of its own datagram (its own identification), each UDP to port 547
+// carrying a Release under a DUID of no client's, its Client ID whole,
+// then 4-byte options to 1,400 bytes.
+func floodFragments(n int) [][]byte {
 	src, dst := netip.MustParseAddr("fe80::bad"), netip.MustParseAddr("ff02::1:2")
+	m := []byte{byte(dhcpv6.MessageTypeRelease), 1, 2, 3}
+	m = append(m, 0, 1, 0, 10, 0, 3, 0, 1, 2, 0, 0, 0, 0x5e, 0x1e) // Client ID: a DUID-LL of no client's
+	for len(m) < 1400 {
+		m = append(m, 0x7f, 0x7f, 0, 0)
+	}
 	pkts := make([][]byte, n)
 	for i := range pkts {
 		h := []byte{0x60, 0, 0, 0}
-		h = binary.BigEndian.AppendUint16(h, 8+1400)
+		h = binary.BigEndian.AppendUint16(h, uint16(8+8+len(m)))
 		h = append(h, 44, 1)
 		h = append(append(h, src.AsSlice()...), dst.AsSlice()...)
-		h = append(h, 17, 0, 0, 8) // UDP; offset 1 (8 bytes), no More
+		h = append(h, 17, 0, 0, 1) // UDP; offset 0, More
 		h = binary.BigEndian.AppendUint32(h, 0x5e1f0000+uint32(i))
-		pkts[i] = append(h, make([]byte, 1400)...)
+		h = binary.BigEndian.AppendUint16(h, 546)
+		h = binary.BigEndian.AppendUint16(h, 547)
+		h = binary.BigEndian.AppendUint16(h, uint16(8+len(m)+64)) // the whole datagram's
+		h = append(h, 0, 0)
+		pkts[i] = append(h, m...)
 	}
 	return pkts
 }

@@ -114,9 +114,9 @@ const (
 	toTheRouter                  // unicast to the router's link-local address, as a relay may
 	toAllServers                 // ff05::1:3, as relays send (ISC dhcpd joins it)
 	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
-	toAllNodes                   // ff02::1, which every host joins (the port-547 red team)
-	inCutFragments               // ff02::1:2, fragments cut inside an extension header (the port-547 red team)
-	afterAFlood                  // ff02::1:2, amid 40,000 first fragments there whose rest never comes (the port-547 red team)
+	toAllNodes                   // ff02::1, which every host joins
+	inCutFragments               // ff02::1:2, fragments cut inside an extension header
+	afterAFlood                  // ff02::1:2, amid 40,000 first fragments there whose rest never comes
 )
 
 // forgedReleaseReported sends the forgery forge makes of the client's Renew

@@ -110,8 +110,8 @@ func (s *DHCPv6Speaker) SpeakToServerAt(b []byte, a netip.Addr) error {
 // extension headers or fragment, UDP) built by the caller, on the speaker's
 // link in a frame to the destination's multicast link-layer address (or
 // to all nodes' for a unicast destination): what any host can put on the
-// wire, past what its own kernel's stack would build. For the port-547
-// red team (e2e/dhcpv6redteampkt_test.go).
+// wire, past what its own kernel's stack would build. For the forged
+// packets of e2e/dhcpv6forgedpackets_test.go.
 func (s *DHCPv6Speaker) SpeakPackets(pkts ...[]byte) error {
 	var sendErr error
 	err := inNS(s.ns, func() error {

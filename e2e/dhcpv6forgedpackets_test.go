@@ -11,28 +11,28 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// The port-547 red team (issue 42): forged Releases ISC dhcpd 4.4.3 acts
-// on, sent where any host on the link can send them, that the client's
-// node does not report. Each asserts what forgedReleaseReported asserts
+// Forged Releases ISC dhcpd 4.4.3 acts on, sent where any host on the
+// link can send them, that the client's node did not report before (found
+// by a red team, issue 42). Each asserts what forgedReleaseReported asserts
 // of the variants the Watch hears: dhcpd releases the prefix, and the
 // client's node counts the forgery in
 // renumber_agent_dhcpv6_impersonations_total with RouterConflict True. The
-// unit cases are internal/agent/dhcp6/redteam_pkt_test.go.
+// unit cases are internal/agent/dhcp6/packet_dhcpd_test.go.
 
-// TestRedTeamAReleaseToAllNodesIsReported: the Release sent to ff02::1.
+// TestDHCPv6PDAReleaseToAllNodesIsReported: the Release sent to ff02::1.
 // dhcpd's socket is bound to [::]:547, so the kernel hands it datagrams
 // to every group its link joined (IPV6_MULTICAST_ALL), and dhcpd treats
 // any multicast destination as a client's multicast. Every host on the
 // link receives ff02::1, the client's node too.
-func TestRedTeamAReleaseToAllNodesIsReported(t *testing.T) {
+func TestDHCPv6PDAReleaseToAllNodesIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return forgedRelease(t, renew).ToBytes()
 	}, toAllNodes)
 }
 
-// TestRedTeamAReleaseInNineRelayForwardsIsReported: the Release wrapped in
+// TestDHCPv6PDAReleaseInNineRelayForwardsIsReported: the Release wrapped in
 // nine nested Relay-Forwards, to ff02::1:2. dhcpd unwraps any number.
-func TestRedTeamAReleaseInNineRelayForwardsIsReported(t *testing.T) {
+func TestDHCPv6PDAReleaseInNineRelayForwardsIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		var m dhcpv6.DHCPv6 = forgedRelease(t, renew)
 		for range 9 {
@@ -46,13 +46,13 @@ func TestRedTeamAReleaseInNineRelayForwardsIsReported(t *testing.T) {
 	}, toTheGroup)
 }
 
-// TestRedTeamAReleaseInFragmentsCutInsideAnExtensionHeaderIsReported: the
+// TestDHCPv6PDAReleaseInFragmentsCutInsideAnExtensionHeaderIsReported: the
 // Release to ff02::1:2 behind 2 KiB of destination options and another
 // 8-byte destination options header, cut into two fragments inside the
 // first header. Linux reassembles it (its check that a first fragment
 // holds the headers through UDP gives up when the next header starts past
 // the fragment) and dhcpd acts on it.
-func TestRedTeamAReleaseInFragmentsCutInsideAnExtensionHeaderIsReported(t *testing.T) {
+func TestDHCPv6PDAReleaseInFragmentsCutInsideAnExtensionHeaderIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return forgedRelease(t, renew).ToBytes()
 	}, inCutFragments)
@@ -123,7 +123,7 @@ func udpChecksum(src, dst netip.Addr, udp []byte) uint16 {
 	return 0xffff
 }
 
-// TestRedTeamAReleaseRightAfterAFloodIsReported: the Release sent as
+// TestDHCPv6PDAReleaseRightAfterAFloodIsReported: the Release sent as
 // clients send it, to ff02::1:2, amid a burst of 40,000 first
 // fragments (20,000 before it, 20,000 after) to ff02::1:2 whose later fragments never come (floodFragments:
 // another client's Release, its Client ID whole, then 1,400 bytes of
@@ -135,7 +135,7 @@ func udpChecksum(src, dst netip.Addr, udp []byte) uint16 {
 // if it reads slower than the forger sends. Nothing counts a drop (no
 // PACKET_STATISTICS read): the Release dropped with the junk would go
 // unreported, and nothing says one may have been missed.
-func TestRedTeamAReleaseRightAfterAFloodIsReported(t *testing.T) {
+func TestDHCPv6PDAReleaseRightAfterAFloodIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return forgedRelease(t, renew).ToBytes()
 	}, afterAFlood)

@@ -9,37 +9,34 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv6"
 )
 
-// The port-547 red team (issue 42): Releases under the client's DUID that
-// ISC dhcpd 4.4.3 acts on, sent where any host on the link can send them,
-// that the Watch does not report. Each case is a packet (or the fragments
-// of one) as the client's node hears it on its link; the kernel delivered
-// each to a UDP socket bound to [::]:547 that joined ff02::1:2 only (as
-// dhcpd's), checked in two network namespaces on Linux 6.18 (see the
-// report; e2e/dhcpv6redteampkt_test.go has them against real dhcpd).
+// Releases under the client's DUID that ISC dhcpd 4.4.3 acts on, sent
+// where any host on the link can send them, are reported (found by a red
+// team, issue 42; each failed before). Each case is a packet (or the
+// fragments of one) as the client's node hears it on its link; the kernel
+// delivered each to a UDP socket bound to [::]:547 that joined ff02::1:2
+// only (as dhcpd's), checked in two network namespaces on Linux 6.18
+// (e2e/dhcpv6forgedpackets_test.go has them against real dhcpd).
 //
-//   - To all nodes (ff02::1): a socket bound to the wildcard address gets
-//     the datagrams sent to every group its interface joined
-//     (IPV6_MULTICAST_ALL is on by default; dhcpd does not turn it off), and
-//     dhcpd (common/discover.c) calls any multicast destination
-//     not-unicast, so it acts on a Release there as on one to ff02::1:2.
-//     Every host on the link receives ff02::1, the client's node too: the
-//     Watch could hear it, but the filter and readPacket keep only
-//     ff02::1:2 and ff05::1:3.
-//   - Nested past eight Relay-Forwards: dhcpd's dhcpv6_relay_forw unwraps
+//   - To all nodes (ff02::1), or any other group: a socket bound to the
+//     wildcard address gets the datagrams sent to every group its
+//     interface joined (IPV6_MULTICAST_ALL is on by default; dhcpd does
+//     not turn it off), and dhcpd (common/discover.c) calls any multicast
+//     destination not-unicast, so it acts on a Release there as on one to
+//     ff02::1:2. The filter and readPacket keep any multicast destination.
+//   - Nested in nine Relay-Forwards: dhcpd's dhcpv6_relay_forw unwraps
 //     recursively with no limit on nesting or hop count (its
 //     MAX_V6RELAY_HOPS bounds relay matching in its configuration, not what
-//     it accepts); readHeard stops at relayDepth (8) and calls the datagram
-//     no client message.
+//     it accepts); readHeard unwraps as deep as the datagram goes.
 //   - A first fragment cut inside an extension header that another
 //     extension header follows: Linux drops a first fragment that does not
 //     hold the whole header chain through UDP (RFC 8200 4.5,
 //     ipv6frag_thdr_truncated), but that check walks with
 //     ipv6_skip_exthdr, which fails (-1, "not truncated") when the next
 //     header starts past the fragment, so such a fragment is reassembled
-//     and the datagram delivered. readPacket walks the first fragment,
-//     finds the destination options header longer than the rest, and
-//     drops the packet; the later fragment is never read.
-func TestRedTeamReleasesDhcpdActsOnAreReported(t *testing.T) {
+//     and the datagram delivered. readPacket reads a first fragment whose
+//     chain runs past its end as a datagram it cannot see into, which the
+//     Watch reports (no client sends one).
+func TestReleasesDhcpdActsOnAreHeard(t *testing.T) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +105,7 @@ func fragmented(pkt []byte, cut int) [][]byte {
 
 func reversed(p [][]byte) [][]byte { return [][]byte{p[1], p[0]} }
 
-// FuzzRedTeamReadPacket plays the attacker FuzzReadPacket plays, with
+// FuzzReadPacketAsLinux plays the attacker FuzzReadPacket plays, with
 // what that one leaves out: any destination dhcpd's wildcard socket is
 // handed (either servers' group, or all nodes, which every host on the
 // link receives), any nesting of Relay-Forwards, and a cut into fragments
@@ -117,8 +114,8 @@ func reversed(p [][]byte) [][]byte { return [][]byte{p[1], p[0]} }
 // bytes, or a header chain through UDP the kernel's first-fragment check
 // finds cut: linuxReassembles). Whatever else it builds, the Watch
 // reports the Release in one of the packets. The seeds are the three
-// findings of TestRedTeamReleasesDhcpdActsOnAreReported.
-func FuzzRedTeamReadPacket(f *testing.F) {
+// findings of TestReleasesDhcpdActsOnAreHeard.
+func FuzzReadPacketAsLinux(f *testing.F) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
 		f.Fatal(err)

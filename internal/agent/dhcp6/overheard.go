@@ -20,11 +20,13 @@ import (
 // Bounds on what one datagram can make the walker do. It walks every
 // option, as a server does (a cap on options walked let 64 empty ones hide
 // the Client ID of a Release): each takes 4 bytes at least, so the walk is
-// bounded by the datagram's length, as reading it is.
-const (
-	relayDepth  = 8  // nested Relay-Forwards unwrapped (RFC 8415 HOP_COUNT_LIMIT)
-	maxPrefixes = 16 // IA Prefixes kept per message
-)
+// bounded by the datagram's length, as reading it is. It unwraps
+// Relay-Forwards as deep as they go, as ISC dhcpd does (a limit of 8, RFC
+// 8415's HOP_COUNT_LIMIT, let a Release in nine go unheard): each level
+// takes 38 bytes at least (its header and the Relay Message option's), and
+// the options walked at one level lie outside the message the next level
+// reads, so the whole is one pass over the datagram.
+const maxPrefixes = 16 // IA Prefixes kept per message
 
 // overheard is what the Watch judges of one client message.
 type overheard struct {
@@ -46,7 +48,7 @@ type overheard struct {
 // of iaid; ok is false when it is no client message (too short, or a
 // server's or relay's message with no client message inside).
 func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
-	for depth := 0; ; depth++ {
+	for {
 		if len(b) < 4 {
 			return overheard{}, false
 		}
@@ -54,7 +56,7 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 			break
 		}
 		// msg-type, hop-count, link-address, peer-address, options.
-		if depth == relayDepth || len(b) < 34 {
+		if len(b) < 34 {
 			return overheard{}, false
 		}
 		inner := []byte(nil)

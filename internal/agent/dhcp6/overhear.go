@@ -29,9 +29,11 @@ import (
 // Only the client's node listens: it alone can tell its own Requests,
 // Renews and Rebinds from a forger's (by their content, not their
 // transaction ID alone: a forger hears that too); a confirmer could judge a
-// Release only, which the client's node hears as well. A Relay-Forward to
-// ff02::1:2 is heard and unwrapped; one sent unicast to a server is not
-// (the Client's NoBinding while the prefix is valid reports its result).
+// Release only, which the client's node hears as well. A message to any
+// group (a server bound to [::]:547 is handed every group its link joined)
+// is heard, a Relay-Forward unwrapped however deep; one sent unicast to a
+// server is not (the Client's NoBinding while the prefix is valid reports
+// its result).
 
 // ownSent is how many of its own messages a Watch remembers: a replay of
 // one of them asks for nothing the client did not ask for.

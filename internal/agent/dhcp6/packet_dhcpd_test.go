@@ -43,7 +43,7 @@ func TestReleasesDhcpdActsOnAreHeard(t *testing.T) {
 	}
 	release := clientMessage(dhcpv6.MessageTypeRelease, id, id.IAID, 9, pdA).ToBytes()
 	nested := release
-	for range relayDepth + 1 {
+	for range 9 {
 		nested = relayed(nested)
 	}
 	// 2,048 bytes of destination options (eight skippable options of type
@@ -107,14 +107,16 @@ func reversed(p [][]byte) [][]byte { return [][]byte{p[1], p[0]} }
 
 // FuzzReadPacketAsLinux plays the attacker FuzzReadPacket plays, with
 // what that one leaves out: any destination dhcpd's wildcard socket is
-// handed (either servers' group, or all nodes, which every host on the
-// link receives), any nesting of Relay-Forwards, and a cut into fragments
+// handed (either servers' group, all nodes, which every host on the link
+// receives, all routers, which a forwarding host joins, or any other
+// group), any nesting of Relay-Forwards (up to 255), and a cut into fragments
 // anywhere in the fragmentable part, the extension headers included. A cut
 // Linux would not reassemble is skipped (first fragment under 1,280
 // bytes, or a header chain through UDP the kernel's first-fragment check
 // finds cut: linuxReassembles). Whatever else it builds, the Watch
-// reports the Release in one of the packets. The seeds are the three
-// findings of TestReleasesDhcpdActsOnAreHeard.
+// reports the Release in one of the packets, one the kernel's filter
+// keeps. The first three seeds are the findings of
+// TestReleasesDhcpdActsOnAreHeard, which failed before.
 func FuzzReadPacketAsLinux(f *testing.F) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
@@ -126,9 +128,10 @@ func FuzzReadPacketAsLinux(f *testing.F) {
 	f.Add(uint8(0), uint8(0), []byte{1, 255, 1, 0}, uint16(1)) // cut inside 2 KiB of destination options
 	f.Add(uint8(1), uint8(8), []byte{0, 3}, uint16(0))         // held: eight deep, behind hop-by-hop, to ff05::1:3
 	f.Fuzz(func(t *testing.T, to, relays uint8, chain []byte, cut uint16) {
-		dst := []netip.Addr{allServers, siteServers, netip.MustParseAddr("ff02::1")}[to%3]
+		dst := []netip.Addr{allServers, siteServers, netip.MustParseAddr("ff02::1"), netip.MustParseAddr("ff02::2"),
+			netip.MustParseAddr("ff05::2"), netip.MustParseAddr("ff02::1:ff00:1"), netip.MustParseAddr("ff0e::1:2")}[to%7]
 		m := release
-		for range relays % 17 {
+		for range relays {
 			m = relayed(m)
 		}
 		var exts []ext
@@ -160,10 +163,13 @@ func FuzzReadPacketAsLinux(f *testing.F) {
 		w, _ := loggedWatch(t)
 		for _, p := range pkts {
 			if w.HeardPacket(p, time.Unix(1e9, 0)) {
+				if !keeps(t, p) {
+					t.Fatal("reported from a packet the kernel's filter drops")
+				}
 				return
 			}
 		}
-		t.Fatalf("a Release to %s in %d Relay-Forwards behind %d extension headers (%d packets) not reported", dst, relays%17, len(exts), len(pkts))
+		t.Fatalf("a Release to %s in %d Relay-Forwards behind %d extension headers (%d packets) not reported", dst, relays, len(exts), len(pkts))
 	})
 }
 

@@ -54,8 +54,9 @@ func Dial(link string) (Conn, net.Addr, error) {
 
 // ListenServers opens a packet socket on link (it needs CAP_NET_RAW, which
 // the agent holds for its ICMPv6 socket) that reads the IPv6 packets sent
-// to All_DHCP_Relay_Agents_and_Servers and All_DHCP_Servers, to hear the
-// client messages sent on the link (Watch.HeardPacket). It takes a copy of
+// to port 547 of any group (All_DHCP_Relay_Agents_and_Servers and
+// All_DHCP_Servers, and any other a server's wildcard socket is handed),
+// to hear the client messages sent on the link (Watch.HeardPacket). It takes a copy of
 // each and binds no port: it hears beside a DHCPv6 server or relay on the
 // node whether or not that one set SO_REUSEADDR (a UDP socket on port 547
 // could not bind beside one that did not, and heard nothing), and takes

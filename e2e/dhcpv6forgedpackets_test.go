@@ -132,9 +132,10 @@ func udpChecksum(src, dst netip.Addr, udp []byte) uint16 {
 // kernel's filter keeps every one for the agent's packet socket, the Watch
 // walks each one's options (another client's: nothing to report), and its
 // receive buffer (the default, ~210 KB: about 90 such packets) overflows
-// if it reads slower than the forger sends. Nothing counts a drop (no
-// PACKET_STATISTICS read): the Release dropped with the junk would go
-// unreported, and nothing says one may have been missed.
+// if it reads slower than the forger sends. A Release dropped with the
+// junk would go unreported; the drops are counted
+// (renumber_agent_dhcpv6_listener_dropped_total, from PACKET_STATISTICS,
+// logged here) and warned of, so a missed one is known possible.
 func TestDHCPv6PDAReleaseRightAfterAFloodIsReported(t *testing.T) {
 	forgedReleaseReported(t, "impersonations", func(renew *dhcpv6.Message, w *world.World) []byte {
 		return forgedRelease(t, renew).ToBytes()

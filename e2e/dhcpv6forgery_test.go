@@ -204,4 +204,7 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 	})
 	st := dpStatus(t, w, "home")
 	t.Logf("reported %s after the forgery: current %s (was %s)", time.Since(sent).Round(time.Millisecond), st.CurrentPrefix, p1)
+	if to == afterAFlood {
+		t.Logf("the client's node's listener dropped %v packets unread", agentMetric(t, w, client, `renumber_agent_dhcpv6_listener_dropped_total{link="eth0"}`))
+	}
 }

@@ -79,3 +79,22 @@ func TestADHCPv6BindingDroppedIsCountedAndMarksTheLink(t *testing.T) {
 		t.Errorf("renumber_agent_dhcpv6_bindings_dropped_total grew by %v, want 1", got)
 	}
 }
+
+// Packets the client's node's listener dropped unread (a flood) are
+// counted, and mark nothing: they say a message may have gone unheard, not
+// that one did.
+func TestDHCPv6MessagesMissedAreCountedOnly(t *testing.T) {
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	before := metricPDMissed.With("eth1").Value()
+	a.ClientMessagesMissed("eth1", 1908)
+	sync_(a)
+	if got := metricPDMissed.With("eth1").Value() - before; got != 1908 {
+		t.Errorf("renumber_agent_dhcpv6_listener_dropped_total grew by %v, want 1908", got)
+	}
+	if got := rec.values(); got[len(got)-1] != "v1;eth1=2001:db8:a00::/56 p pd" {
+		t.Errorf("published %q, want the link unmarked", got[len(got)-1])
+	}
+}

@@ -53,6 +53,10 @@ type Watch struct {
 	// Impersonated is told each message under the client's DUID that the
 	// client did not send and that may move the server's binding.
 	Impersonated func(at time.Time)
+	// Missed is told of n packets the listener's queue dropped unread (a
+	// flood faster than the Watch reads): an impersonation among them
+	// went unheard.
+	Missed func(n int, at time.Time)
 
 	mu     sync.Mutex
 	sent   [ownSent][sha256.Size]byte // the client's messages (overheard.Print)
@@ -238,12 +242,22 @@ func named(h overheard) string {
 	return fmt.Sprint(h.Named)
 }
 
+// dropCounter is a listener that counts the packets its queue dropped
+// unread since it was last asked (packetConn).
+type dropCounter interface {
+	Dropped() (int, error)
+}
+
 // Run reads conn (ListenServers: IPv6 packets) until ctx ends or the
 // socket fails. One buffer the size of the largest IPv6 packet but a
-// jumbogram: a datagram a server reads whole is read whole.
+// jumbogram: a datagram a server reads whole is read whole. After each
+// packet it asks a dropCounter what the queue dropped (one getsockopt: a
+// drop is told with the next packet read, and a flood that drops has a
+// next packet), so a Release lost in a flood is at least known missed.
 func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	counter, _ := conn.(dropCounter)
 	buf := make([]byte, 40+0xffff)
 	for ctx.Err() == nil {
 		n, _, err := conn.ReadFrom(buf)
@@ -256,7 +270,33 @@ func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) erro
 			}
 			return fmt.Errorf("dhcp6: listening on the link for client messages: %w", err)
 		}
-		w.HeardPacket(buf[:n], clk.Now())
+		now := clk.Now()
+		w.HeardPacket(buf[:n], now)
+		if counter == nil {
+			continue
+		}
+		if dropped, err := counter.Dropped(); err == nil && dropped > 0 {
+			w.missed(dropped, now)
+		}
 	}
 	return ctx.Err()
+}
+
+// missedKind is the episode (Watch.warn) of packets dropped unread: no
+// impersonation's why reads so.
+const missedKind = "dropped unread"
+
+// missed logs (once an episode) and tells Missed of n packets the
+// listener's queue dropped unread at.
+func (w *Watch) missed(n int, at time.Time) {
+	w.mu.Lock()
+	log := w.warn(missedKind, at)
+	w.mu.Unlock()
+	if log {
+		w.Log.Warn("DHCPv6: client messages on the link came faster than the agent reads them and some were dropped unheard; a host speaking to the server as this client among them goes unreported (the server's NoBinding at the client's next Renew still is)",
+			"link", w.Link, "dropped", n)
+	}
+	if w.Missed != nil {
+		w.Missed(n, at)
+	}
 }

@@ -145,6 +145,27 @@ func (c *packetConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	}
 }
 
+// Dropped is how many packets the filter kept that the socket's queue
+// dropped unread since the last call (PACKET_STATISTICS, which the kernel
+// resets on each read): a flood past what the agent reads.
+func (c *packetConn) Dropped() (int, error) {
+	raw, err := c.File.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var st *unix.TpacketStats
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		st, serr = unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	}); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, serr
+	}
+	return int(st.Drops), nil
+}
+
 func (c *packetConn) WriteTo([]byte, net.Addr) (int, error) {
 	return 0, errors.New("dhcp6: the servers' listener sends nothing")
 }

@@ -24,8 +24,15 @@ var allServers = netip.MustParseAddr("ff02::1:2")
 // on one sent to ff02::1:2 - so a forger on the link may use it too.
 var siteServers = netip.MustParseAddr("ff05::1:3")
 
-// serverGroups are the groups the Watch hears.
+// serverGroups are the DHCPv6 servers' groups.
 var serverGroups = [...]netip.Addr{allServers, siteServers}
+
+// joinedGroups are the groups the Watch joins on its link: the servers',
+// and all routers' (ff02::2, ff05::2), which a forwarding host - where a
+// server often runs - joins, and a server bound to [::]:547 is handed.
+// Joined, a snooping switch forwards them to the node too; the packet
+// socket takes every other group the link brings (PACKET_MR_ALLMULTI).
+var joinedGroups = [...]netip.Addr{allServers, siteServers, netip.MustParseAddr("ff02::2"), netip.MustParseAddr("ff05::2")}
 
 // Dial opens the client port on link's link-local address (binding port 546
 // needs CAP_NET_BIND_SERVICE) and names the link's servers.
@@ -64,8 +71,10 @@ func Dial(link string) (Conn, net.Addr, error) {
 // The kernel drops every other packet (serversFilter) before it is queued,
 // and the queue is the socket's receive buffer: a flood costs the drops,
 // not memory. A UDP socket, bound to no port so it receives nothing, joins
-// the groups on the link: the NIC then accepts the group's frames, and its
-// MLD report makes a snooping switch forward them to the node.
+// the joinedGroups on the link, and its MLD report makes a snooping switch
+// forward them to the node; the packet socket puts the link in all-multicast
+// mode while it is open, so the NIC accepts every group's frames the link
+// brings (a Release to any group a server joined is acted on).
 func ListenServers(link string) (Conn, error) {
 	ifi, err := net.InterfaceByName(link)
 	if err != nil {
@@ -75,7 +84,7 @@ func ListenServers(link string) (Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6: joining the servers' group on %s: %w", link, err)
 	}
-	for _, g := range serverGroups {
+	for _, g := range joinedGroups {
 		mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index), Multiaddr: g.As16()}
 		if err := unix.SetsockoptIPv6Mreq(group, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
 			unix.Close(group)
@@ -92,7 +101,8 @@ func ListenServers(link string) (Conn, error) {
 
 // packetSocket opens an AF_PACKET socket of type SOCK_DGRAM (the network
 // layer, whatever the link layer: Ethernet, a VLAN's, PPP's) for the IPv6
-// packets serversFilter keeps on the interface of index ifindex. It is
+// packets serversFilter keeps on the interface of index ifindex, in
+// all-multicast mode. It is
 // opened for no protocol and bound to IPv6 only once the filter is on, so
 // that nothing unfiltered is queued meanwhile.
 func packetSocket(ifindex int) (*os.File, error) {
@@ -110,6 +120,9 @@ func packetSocket(ifindex int) (*os.File, error) {
 	}
 	if err == nil {
 		err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifindex})
+	}
+	if err == nil { // undone when the socket closes
+		err = unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_ALLMULTI})
 	}
 	if err != nil {
 		unix.Close(fd)

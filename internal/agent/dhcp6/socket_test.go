@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,72 +20,122 @@ import (
 // dropped since it was last asked). On a veth pair in a network namespace
 // the test made; it needs root.
 func TestThePacketSocketCountsItsDrops(t *testing.T) {
+	v := newVeth(t)
+	var first, second int
+	v.in(t, func() error {
+		conn, err := ListenServers("rx")
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := speak("tx", 2000); err != nil {
+			return err
+		}
+		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			return err
+		}
+		if _, _, err := conn.ReadFrom(make([]byte, 40+0xffff)); err != nil {
+			return err
+		}
+		c := conn.(dropCounter)
+		if first, err = c.Dropped(); err != nil {
+			return err
+		}
+		second, err = c.Dropped()
+		return err
+	})
+	t.Logf("dropped %d of 2,000 unread", first)
+	if first == 0 || first >= 2000 {
+		t.Errorf("dropped %d of 2,000 unread, want some but not all", first)
+	}
+	if second != 0 {
+		t.Errorf("asked again at once: %d dropped, want 0 (counted since last asked)", second)
+	}
+}
+
+// While it listens, the link accepts every group's frames (all-multicast:
+// a Release to any group a server joined is heard wherever the link brings
+// it) and has joined the servers' and all routers' groups (a snooping
+// switch forwards those); closed, neither stays.
+func TestTheListenerTakesEveryGroupWhileOpen(t *testing.T) {
+	v := newVeth(t)
+	var conn Conn
+	v.in(t, func() (err error) {
+		conn, err = ListenServers("rx")
+		return err
+	})
+	link, groups := v.ip(t, "-d", "link", "show", "rx"), v.ip(t, "-6", "maddr", "show", "dev", "rx")
+	if !strings.Contains(link, " allmulti 1 ") {
+		t.Errorf("listening, the link is not in all-multicast mode: %s", link)
+	}
+	for _, g := range joinedGroups {
+		if !strings.Contains(groups, " "+g.String()+"\n") {
+			t.Errorf("listening, %s not joined: %s", g, groups)
+		}
+	}
+	conn.Close()
+	link, groups = v.ip(t, "-d", "link", "show", "rx"), v.ip(t, "-6", "maddr", "show", "dev", "rx")
+	if !strings.Contains(link, " allmulti 0 ") {
+		t.Errorf("closed, the link stays in all-multicast mode: %s", link)
+	}
+	if strings.Contains(groups, " ff02::1:2\n") {
+		t.Errorf("closed, ff02::1:2 stays joined: %s", groups)
+	}
+}
+
+// veth is a veth pair rx-tx in a network namespace the test made (and
+// deletes); it needs root.
+type veth struct {
+	name string
+	ns   netns.NsHandle
+}
+
+func newVeth(t *testing.T) *veth {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace)")
 	}
-	name := fmt.Sprintf("pktdrops-%d", os.Getpid())
-	for _, args := range [][]string{
-		{"netns", "add", name},
-		{"-n", name, "link", "add", "rx", "type", "veth", "peer", "name", "tx"},
-		{"-n", name, "link", "set", "dev", "rx", "up"},
-		{"-n", name, "link", "set", "dev", "tx", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-		if args[0] == "netns" {
-			t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-		}
+	v := &veth{name: fmt.Sprintf("pkt-%d", os.Getpid())}
+	if out, err := exec.Command("ip", "netns", "add", v.name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
 	}
-	ns, err := netns.GetFromName(name)
-	if err != nil {
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", v.name).Run() })
+	v.ip(t, "link", "add", "rx", "type", "veth", "peer", "name", "tx")
+	v.ip(t, "link", "set", "dev", "rx", "up")
+	v.ip(t, "link", "set", "dev", "tx", "up")
+	var err error
+	if v.ns, err = netns.GetFromName(v.name); err != nil {
 		t.Fatal(err)
 	}
-	defer ns.Close()
-	type result struct {
-		first, second int
-		err           error
+	t.Cleanup(func() { v.ns.Close() })
+	return v
+}
+
+// ip runs ip(8) in the namespace and returns its output.
+func (v *veth) ip(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"-n", v.name}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
 	}
-	done := make(chan result, 1)
-	go func() { // the thread dies with the goroutine, in the namespace
+	return string(out)
+}
+
+// in runs f on a thread in the namespace (sockets stay in the namespace
+// they were made in; the thread dies with its goroutine).
+func (v *veth) in(t *testing.T, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
 		runtime.LockOSThread()
-		done <- func() result {
-			if err := netns.Set(ns); err != nil {
-				return result{err: err}
-			}
-			conn, err := ListenServers("rx")
-			if err != nil {
-				return result{err: err}
-			}
-			defer conn.Close()
-			if err := speak("tx", 2000); err != nil {
-				return result{err: err}
-			}
-			if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-				return result{err: err}
-			}
-			if _, _, err := conn.ReadFrom(make([]byte, 40+0xffff)); err != nil {
-				return result{err: err}
-			}
-			c := conn.(dropCounter)
-			first, err := c.Dropped()
-			if err != nil {
-				return result{err: err}
-			}
-			second, err := c.Dropped()
-			return result{first, second, err}
-		}()
+		if err := netns.Set(v.ns); err != nil {
+			done <- err
+			return
+		}
+		done <- f()
 	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.first == 0 || r.first >= 2000 {
-		t.Errorf("dropped %d of 2,000 unread, want some but not all", r.first)
-	}
-	t.Logf("dropped %d of 2,000 unread", r.first)
-	if r.second != 0 {
-		t.Errorf("asked again at once: %d dropped, want 0 (counted since last asked)", r.second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 

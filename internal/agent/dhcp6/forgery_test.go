@@ -2,6 +2,8 @@ package dhcp6
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -165,7 +167,8 @@ func TestOptionsBeforeTheClientIDDoNotHideARelease(t *testing.T) {
 // The Watch's reader plays against any datagram: it never panics, never
 // names more than maxPrefixes, and wherever insomniacslk/dhcp parses a
 // client message it reads the same type, transaction ID and client DUID
-// (it is more lenient, never different).
+// (it is more lenient, never different). A message's print is the hash of
+// its header and of each option walked but Elapsed Time (printOf).
 func FuzzReadHeard(f *testing.F) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
@@ -176,10 +179,17 @@ func FuzzReadHeard(f *testing.F) {
 	f.Add(malformedRelease(id))
 	f.Add(malformedRelay(id))
 	f.Add([]byte{12, 0})
+	timed := clientMessage(dhcpv6.MessageTypeRenew, id, id.IAID, 3, pdA)
+	timed.Options.Options = append([]dhcpv6.Option{dhcpv6.OptElapsedTime(time.Second)}, timed.Options.Options...)
+	timed.AddOption(dhcpv6.OptElapsedTime(2 * time.Second))
+	f.Add(append(timed.ToBytes(), 0, 8, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, ok := readHeard(b, id.IAID)
 		if len(h.Named) > maxPrefixes {
 			t.Fatalf("%d prefixes named", len(h.Named))
+		}
+		if ok && !h.Relayed && h.Print != printOf(b) {
+			t.Fatal("the print is not the message's hash without its Elapsed Time options")
 		}
 		m, err := dhcpv6.MessageFromBytes(b)
 		if err != nil || !ok || h.Relayed {
@@ -193,6 +203,21 @@ func FuzzReadHeard(f *testing.F) {
 			t.Fatalf("read %v %x %x, the library %v %x %x", h.Type, h.XID, h.Client, m.MessageType, m.TransactionID, cid)
 		}
 	})
+}
+
+// printOf is the hash of client message b's header and of each option
+// walked but Elapsed Time, its code and length then its value.
+func printOf(b []byte) [sha256.Size]byte {
+	print := sha256.New()
+	print.Write(b[:4])
+	walkOptions(b[4:], func(code uint16, v []byte) bool {
+		if dhcpv6.OptionCode(code) != dhcpv6.OptionElapsedTime {
+			print.Write(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, code), uint16(len(v))))
+			print.Write(v)
+		}
+		return true
+	})
+	return [sha256.Size]byte(print.Sum(nil))
 }
 
 // loggedWatch is a Watch for the test client holding pdA, logging to the

@@ -80,12 +80,17 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 	}
 	h.Type = dhcpv6.MessageType(b[0])
 	copy(h.XID[:], b[1:4])
-	print := sha256.New()
-	print.Write(b[:4])
+	// The print hashes the message as walked, in runs between the Elapsed
+	// Time options (one write per run, not per option: 350 empty options
+	// cost 700 writes, 17 us a packet in a flood).
+	print, at, from := sha256.New(), 4, 0
 	walkOptions(b[4:], func(code uint16, v []byte) bool {
+		start := at
+		at += 4 + len(v)
 		switch dhcpv6.OptionCode(code) {
-		case dhcpv6.OptionElapsedTime:
-			return true // changes with every retransmission
+		case dhcpv6.OptionElapsedTime: // changes with every retransmission
+			print.Write(b[from:start])
+			from = at
 		case dhcpv6.OptionClientID:
 			if h.Client == nil {
 				h.Client = bytes.Clone(v)
@@ -95,13 +100,9 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 		case dhcpv6.OptionIAPD:
 			h.readIAPD(v, iaid)
 		}
-		var tl [4]byte
-		binary.BigEndian.PutUint16(tl[:], code)
-		binary.BigEndian.PutUint16(tl[2:], uint16(len(v)))
-		print.Write(tl[:])
-		print.Write(v)
 		return true
 	})
+	print.Write(b[from:at])
 	print.Sum(h.Print[:0])
 	return h, true
 }

@@ -51,10 +51,10 @@ type datagram struct {
 // readPacket reads pkt, an IPv6 packet (the network layer, as a packet
 // socket of type SOCK_DGRAM gives it), for a UDP datagram to port 547 of
 // any multicast group (serversFilter says why any); ok is false for
-// anything else (unicast included: the node hears only its own), for a fragment after the first (its first fragment was judged),
-// and for what no kernel delivers (shorter than its headers say). Each
-// extension header is at least 8 bytes, so the walk is bounded by the
-// packet's length.
+// anything else (unicast included: the node hears only its own), for a
+// fragment after the first (its first fragment was judged), and for what
+// no kernel delivers (shorter than its headers say). Each extension header
+// is at least 8 bytes, so the walk is bounded by the packet's length.
 func readPacket(pkt []byte) (d datagram, ok bool) {
 	if len(pkt) < 40 || pkt[0]>>4 != 6 || pkt[24] != 0xff {
 		return datagram{}, false

@@ -175,7 +175,9 @@ func (w *Watch) warn(why string, at time.Time) bool {
 // never releases or declines, whatever the transaction ID; a Request,
 // Renew or Rebind it did not send matters when it names for id's IA_PD
 // anything but the prefix held - another node's client taking the role
-// over asks for the same.
+// over asks for the same - or hints lifetimes for it, which no agent's
+// client does (ISC dhcpd takes a shorter valid lifetime hinted when it is
+// not configured with its own: a hint of 1 s expires the binding).
 func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) string {
 	if h.Client == nil || !bytes.Equal(h.Client, id.DUID.ToBytes()) {
 		return ""
@@ -201,6 +203,9 @@ func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) strin
 	}
 	if h.Any || slices.ContainsFunc(h.Named, func(p netip.Prefix) bool { return p != held }) {
 		return fmt.Sprintf("a %s%s for %s, %s held", h.Type, in, named(h), held)
+	}
+	if h.Hinted {
+		return fmt.Sprintf("a %s%s for %s hinting lifetimes the client never asks for", h.Type, in, held)
 	}
 	return ""
 }

@@ -37,6 +37,7 @@ type overheard struct {
 	IAPD    bool           // an IA_PD under the client's IAID
 	Any     bool           // that IA_PD names no prefix, or a malformed one
 	Named   []netip.Prefix // the prefixes it names (at most maxPrefixes)
+	Hinted  bool           // that IA_PD hints T1, T2 or a prefix's lifetimes (the client never does)
 	Relayed bool           // read from inside a Relay-Forward
 	// Print identifies the message as sent, Elapsed Time aside: a
 	// retransmission (or a replay) of one of the client's own messages
@@ -114,6 +115,7 @@ func (h *overheard) readIAPD(v []byte, iaid [4]byte) {
 		return
 	}
 	h.IAPD = true
+	h.Hinted = h.Hinted || binary.BigEndian.Uint64(v[4:12]) != 0
 	named := 0
 	walkOptions(v[12:], func(code uint16, o []byte) bool {
 		if dhcpv6.OptionCode(code) != dhcpv6.OptionIAPrefix {
@@ -121,6 +123,7 @@ func (h *overheard) readIAPD(v []byte, iaid [4]byte) {
 		}
 		named++
 		// preferred, valid, prefix-length, prefix.
+		h.Hinted = h.Hinted || len(o) >= 8 && binary.BigEndian.Uint64(o[:8]) != 0
 		if len(o) < 25 || o[8] > 128 {
 			h.Any = true // a server may read it as anything
 			return true

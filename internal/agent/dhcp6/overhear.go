@@ -177,7 +177,8 @@ func (w *Watch) warn(why string, at time.Time) bool {
 // anything but the prefix held - another node's client taking the role
 // over asks for the same - or hints lifetimes for it, which no agent's
 // client does (ISC dhcpd takes a shorter valid lifetime hinted when it is
-// not configured with its own: a hint of 1 s expires the binding).
+// not configured with its own, read in its source, not tried: a hint of
+// 1 s would expire the binding).
 func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) string {
 	if h.Client == nil || !bytes.Equal(h.Client, id.DUID.ToBytes()) {
 		return ""

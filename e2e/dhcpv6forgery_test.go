@@ -114,6 +114,9 @@ const (
 	toTheRouter                  // unicast to the router's link-local address, as a relay may
 	toAllServers                 // ff05::1:3, as relays send (ISC dhcpd joins it)
 	behindHopByHop               // ff02::1:2, a hop-by-hop header before UDP
+	toAllNodes                   // ff02::1, which every host joins
+	inCutFragments               // ff02::1:2, fragments cut inside an extension header
+	afterAFlood                  // ff02::1:2, amid 40,000 first fragments there whose rest never comes
 )
 
 // forgedReleaseReported sends the forgery forge makes of the client's Renew
@@ -145,6 +148,26 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff05::1:3")); err != nil {
 			t.Fatal(err)
 		}
+	case toAllNodes:
+		if err := speaker.SpeakToServerAt(forge(renew, w), netip.MustParseAddr("ff02::1")); err != nil {
+			t.Fatal(err)
+		}
+	case inCutFragments:
+		if err := speaker.SpeakPackets(cutInsideExtensionHeaders(forge(renew, w))...); err != nil {
+			t.Fatal(err)
+		}
+	case afterAFlood:
+		flood, start := floodFragments(40000), time.Now()
+		if err := speaker.SpeakPackets(flood[:20000]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := speaker.SpeakToServers(forge(renew, w)); err != nil {
+			t.Fatal(err)
+		}
+		if err := speaker.SpeakPackets(flood[20000:]...); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("flood: %d packets sent in %s, the forgery amid them", len(flood), time.Since(start).Round(time.Millisecond))
 	case behindHopByHop:
 		if err := speaker.SpeakToServersBehindHopByHop(forge(renew, w)); err != nil {
 			t.Fatal(err)
@@ -181,4 +204,7 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 	})
 	st := dpStatus(t, w, "home")
 	t.Logf("reported %s after the forgery: current %s (was %s)", time.Since(sent).Round(time.Millisecond), st.CurrentPrefix, p1)
+	if to == afterAFlood {
+		t.Logf("the client's node's listener dropped %v packets unread", agentMetric(t, w, client, `renumber_agent_dhcpv6_listener_dropped_total{link="eth0"}`))
+	}
 }

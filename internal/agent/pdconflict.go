@@ -27,11 +27,21 @@ func (a *Agent) DelegationImpersonated(link string, at time.Time) {
 	a.DelegationConflict(link, at)
 }
 
+// ClientMessagesMissed is the handler for the DHCPv6 client's node's
+// listener dropping n packets unread (dhcp6.Watch.Missed: a flood faster
+// than it reads). Counted, not marked a conflict: it says a message may
+// have gone unheard, not that one did (the server's NoBinding at the next
+// Renew says that). Safe from any goroutine.
+func (a *Agent) ClientMessagesMissed(link string, n int) {
+	metricPDMissed.With(link).Add(uint64(n))
+}
+
 // DelegationDropped is the handler for the DHCPv6 client on link told
 // NoBinding by its server for a delegation it holds with valid lifetime
 // left (dhcp6.Client.Dropped): the client never releases, so a Release in
-// its name the node could not hear (unicast to the server, or relayed) is
-// suspected. Counted, and reported as a conflict on the link like an
+// its name the node did not hear (unicast to the server, relayed from
+// another link, to a group the link does not bring to this node, or lost
+// in a flood) is suspected. Counted, and reported as a conflict on the link like an
 // impersonation heard. The client follows the server all the same: the
 // report holds nothing back. Safe from any goroutine.
 func (a *Agent) DelegationDropped(link string, at time.Time) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/agent/policy"
 )
@@ -48,10 +50,7 @@ func TestADHCPv6ConflictMarksTheLinkUntilTheHoldPasses(t *testing.T) {
 // A host speaking to the DHCPv6 server as the client (dhcp6.Watch) is
 // counted and marks the link in conflict, as contradicting answers do.
 func TestADHCPv6ImpersonationIsCountedAndMarksTheLink(t *testing.T) {
-	a, rec, clk, _ := startWith(t, Config{}, "")
-	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
-	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
-	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	a, rec, clk := holdingOnEth1(t)
 	before := metricPDImpersonations.With("eth1").Value()
 	a.DelegationImpersonated("eth1", clk.Now())
 	waitPublished(t, rec, clk, "v1;eth1 conflict=2001:db8:a00::/56 p pd")
@@ -65,10 +64,7 @@ func TestADHCPv6ImpersonationIsCountedAndMarksTheLink(t *testing.T) {
 // an impersonation heard; the delegation reported stays what the client
 // says (the client follows the server; the report holds nothing back).
 func TestADHCPv6BindingDroppedIsCountedAndMarksTheLink(t *testing.T) {
-	a, rec, clk, _ := startWith(t, Config{}, "")
-	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
-	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
-	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	a, rec, clk := holdingOnEth1(t)
 	before := metricPDDropped.With("eth1").Value()
 	a.DelegationDropped("eth1", clk.Now())
 	waitPublished(t, rec, clk, "v1;eth1 conflict=2001:db8:a00::/56 p pd")
@@ -78,4 +74,31 @@ func TestADHCPv6BindingDroppedIsCountedAndMarksTheLink(t *testing.T) {
 	if got := metricPDDropped.With("eth1").Value() - before; got != 1 {
 		t.Errorf("renumber_agent_dhcpv6_bindings_dropped_total grew by %v, want 1", got)
 	}
+}
+
+// Packets the client's node's listener dropped unread (a flood) are
+// counted, and mark nothing: they say a message may have gone unheard, not
+// that one did.
+func TestDHCPv6MessagesMissedAreCountedOnly(t *testing.T) {
+	a, rec, _ := holdingOnEth1(t)
+	before := metricPDMissed.With("eth1").Value()
+	a.ClientMessagesMissed("eth1", 1908)
+	sync_(a)
+	if got := metricPDMissed.With("eth1").Value() - before; got != 1908 {
+		t.Errorf("renumber_agent_dhcpv6_listener_dropped_total grew by %v, want 1908", got)
+	}
+	if got := rec.values(); got[len(got)-1] != "v1;eth1=2001:db8:a00::/56 p pd" {
+		t.Errorf("published %q, want the link unmarked", got[len(got)-1])
+	}
+}
+
+// holdingOnEth1 is an agent whose DHCPv6 client on eth1 holds
+// 2001:db8:a00::/56, published.
+func holdingOnEth1(t *testing.T) (*Agent, *recorder, *clocktesting.FakeClock) {
+	t.Helper()
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth1": {GlobalOnly: true, Delegated: true}})
+	a.Delegated(netip.MustParsePrefix("2001:db8:a00::/56"), time.Hour, false, clk.Now())
+	waitPublished(t, rec, clk, "v1;eth1=2001:db8:a00::/56 p pd")
+	return a, rec, clk
 }

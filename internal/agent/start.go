@@ -98,7 +98,7 @@ func Start(ctx context.Context, cfg Config, p Parts) (ready func() error, run fu
 		}
 		a := New(cfg, p.Clock, p.Log, p.Publisher, p.NewListener, published)
 		clients := &dhcp6.Supervisor{Clock: p.Clock, Log: p.Log, Dial: p.DialDHCPv6, Report: a.Delegated, Conflict: a.DelegationConflict, Offered: a.Offered,
-			Listen: p.ListenDHCPv6, Impersonated: a.DelegationImpersonated, Dropped: a.DelegationDropped}
+			Listen: p.ListenDHCPv6, Impersonated: a.DelegationImpersonated, Missed: a.ClientMessagesMissed, Dropped: a.DelegationDropped}
 		linksSynced := p.WatchLinks(ctx, a.SetLinks, func(w []dhcp6.Want) { clients.Set(ctx, w) })
 		select {
 		case <-linksSynced:

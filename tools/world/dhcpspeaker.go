@@ -18,11 +18,12 @@ import (
 type DHCPv6Speaker struct {
 	conn net.PacketConn
 	ifi  *net.Interface
+	ns   string // the router's namespace
 }
 
 // DHCPv6Speaker opens the speaker on r's eth0.
 func (r *Router) DHCPv6Speaker() (*DHCPv6Speaker, error) {
-	s := &DHCPv6Speaker{}
+	s := &DHCPv6Speaker{ns: r.NS}
 	err := inNS(r.NS, func() error {
 		var err error
 		if s.ifi, err = net.InterfaceByName("eth0"); err != nil {
@@ -103,4 +104,40 @@ func (s *DHCPv6Speaker) SpeakToServersBehindHopByHop(b []byte) error {
 func (s *DHCPv6Speaker) SpeakToServerAt(b []byte, a netip.Addr) error {
 	_, err := s.conn.WriteTo(b, &net.UDPAddr{IP: a.AsSlice(), Port: 547, Zone: strconv.Itoa(s.ifi.Index)})
 	return err
+}
+
+// SpeakPackets sends each of pkts, a whole IPv6 packet (header, any
+// extension headers or fragment, UDP) built by the caller, on the speaker's
+// link in a frame to the destination's multicast link-layer address (or
+// to all nodes' for a unicast destination): what any host can put on the
+// wire, past what its own kernel's stack would build. For the forged
+// packets of e2e/dhcpv6forgedpackets_test.go.
+func (s *DHCPv6Speaker) SpeakPackets(pkts ...[]byte) error {
+	var sendErr error
+	err := inNS(s.ns, func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, p := range pkts {
+			if len(p) < 40 {
+				return net.InvalidAddrError("short packet")
+			}
+			mac := []byte{0x33, 0x33, 0, 0, 0, 1}
+			if p[24] == 0xff {
+				copy(mac[2:], p[36:40])
+			}
+			to := &unix.SockaddrLinklayer{Protocol: 0xdd86, Ifindex: s.ifi.Index, Halen: 6}
+			copy(to.Addr[:], mac)
+			if err := unix.Sendto(fd, p, 0, to); err != nil {
+				sendErr = err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return sendErr
 }

@@ -259,7 +259,7 @@ func (c *Client) dropped(s *session) {
 		c.Log.Info("DHCPv6 server lost the delegation; soliciting anew", "link", c.Link, "prefix", s.lease.Prefix)
 		return
 	}
-	c.Log.Warn("DHCPv6 server dropped a delegation the client never released, with valid lifetime left: a host may have released it in the client's name (unicast or relayed, unheard on the link), or the server lost its leases; soliciting anew",
+	c.Log.Warn("DHCPv6 server dropped a delegation the client never released, with valid lifetime left: a host may have released it in the client's name (where this node did not hear it: unicast, relayed from another link, to a group the link does not bring here, or lost in a flood), or the server lost its leases; soliciting anew",
 		"link", c.Link, "prefix", s.lease.Prefix, "validLeft", s.heldUntil.Sub(now).Round(time.Second))
 	if c.Dropped != nil {
 		c.Dropped(now)

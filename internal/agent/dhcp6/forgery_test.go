@@ -2,6 +2,8 @@ package dhcp6
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -54,7 +56,8 @@ func TestTheClientsNodeReportsForgeriesDressedAsItsOwn(t *testing.T) {
 		{"a Renew for another prefix under our own Renew's transaction ID", clientMessage(dhcpv6.MessageTypeRenew, id, id.IAID, 0x41, pdX).ToBytes(), true},
 		{"a Release in a Relay-Forward", relay(release, 1), true},
 		{"a Release in three nested Relay-Forwards", relay(release, 3), true},
-		{"a Release nested past the relay depth", relay(release, relayDepth+1), false},
+		{"a Release nested 40 deep (dhcpd unwraps any depth; past 8 went unheard)", relay(release, 40), true},
+		{"our own Renew, nested 40 deep", relay(renew, 40), false},
 		{"a Solicit with Rapid Commit for another prefix", rapid.ToBytes(), true},
 		{"a Solicit with Rapid Commit, relayed", relay(rapid, 1), true},
 		{"a Release with one malformed option (a one-byte Elapsed Time)", malformedRelease(id), true},
@@ -164,7 +167,8 @@ func TestOptionsBeforeTheClientIDDoNotHideARelease(t *testing.T) {
 // The Watch's reader plays against any datagram: it never panics, never
 // names more than maxPrefixes, and wherever insomniacslk/dhcp parses a
 // client message it reads the same type, transaction ID and client DUID
-// (it is more lenient, never different).
+// (it is more lenient, never different). A message's print is the hash of
+// its header and of each option walked but Elapsed Time (printOf).
 func FuzzReadHeard(f *testing.F) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
@@ -175,10 +179,17 @@ func FuzzReadHeard(f *testing.F) {
 	f.Add(malformedRelease(id))
 	f.Add(malformedRelay(id))
 	f.Add([]byte{12, 0})
+	timed := clientMessage(dhcpv6.MessageTypeRenew, id, id.IAID, 3, pdA)
+	timed.Options.Options = append([]dhcpv6.Option{dhcpv6.OptElapsedTime(time.Second)}, timed.Options.Options...)
+	timed.AddOption(dhcpv6.OptElapsedTime(2 * time.Second))
+	f.Add(append(timed.ToBytes(), 0, 8, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, ok := readHeard(b, id.IAID)
 		if len(h.Named) > maxPrefixes {
 			t.Fatalf("%d prefixes named", len(h.Named))
+		}
+		if ok && !h.Relayed && h.Print != printOf(b) {
+			t.Fatal("the print is not the message's hash without its Elapsed Time options")
 		}
 		m, err := dhcpv6.MessageFromBytes(b)
 		if err != nil || !ok || h.Relayed {
@@ -192,6 +203,21 @@ func FuzzReadHeard(f *testing.F) {
 			t.Fatalf("read %v %x %x, the library %v %x %x", h.Type, h.XID, h.Client, m.MessageType, m.TransactionID, cid)
 		}
 	})
+}
+
+// printOf is the hash of client message b's header and of each option
+// walked but Elapsed Time, its code and length then its value.
+func printOf(b []byte) [sha256.Size]byte {
+	print := sha256.New()
+	print.Write(b[:4])
+	walkOptions(b[4:], func(code uint16, v []byte) bool {
+		if dhcpv6.OptionCode(code) != dhcpv6.OptionElapsedTime {
+			print.Write(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, code), uint16(len(v))))
+			print.Write(v)
+		}
+		return true
+	})
+	return [sha256.Size]byte(print.Sum(nil))
 }
 
 // loggedWatch is a Watch for the test client holding pdA, logging to the

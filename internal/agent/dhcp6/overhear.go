@@ -29,9 +29,11 @@ import (
 // Only the client's node listens: it alone can tell its own Requests,
 // Renews and Rebinds from a forger's (by their content, not their
 // transaction ID alone: a forger hears that too); a confirmer could judge a
-// Release only, which the client's node hears as well. A Relay-Forward to
-// ff02::1:2 is heard and unwrapped; one sent unicast to a server is not
-// (the Client's NoBinding while the prefix is valid reports its result).
+// Release only, which the client's node hears as well. A message to any
+// group (a server bound to [::]:547 is handed every group its link joined)
+// is heard, a Relay-Forward unwrapped however deep; one sent unicast to a
+// server is not (the Client's NoBinding while the prefix is valid reports
+// its result).
 
 // ownSent is how many of its own messages a Watch remembers: a replay of
 // one of them asks for nothing the client did not ask for.
@@ -51,6 +53,10 @@ type Watch struct {
 	// Impersonated is told each message under the client's DUID that the
 	// client did not send and that may move the server's binding.
 	Impersonated func(at time.Time)
+	// Missed is told of n packets the listener's queue dropped unread (a
+	// flood faster than the Watch reads): an impersonation among them
+	// went unheard.
+	Missed func(n int, at time.Time)
 
 	mu     sync.Mutex
 	sent   [ownSent][sha256.Size]byte // the client's messages (overheard.Print)
@@ -169,7 +175,10 @@ func (w *Watch) warn(why string, at time.Time) bool {
 // never releases or declines, whatever the transaction ID; a Request,
 // Renew or Rebind it did not send matters when it names for id's IA_PD
 // anything but the prefix held - another node's client taking the role
-// over asks for the same.
+// over asks for the same - or hints lifetimes for it, which no agent's
+// client does (ISC dhcpd takes a shorter valid lifetime hinted when it is
+// not configured with its own, read in its source, not tried: a hint of
+// 1 s would expire the binding).
 func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) string {
 	if h.Client == nil || !bytes.Equal(h.Client, id.DUID.ToBytes()) {
 		return ""
@@ -195,6 +204,9 @@ func impersonation(h overheard, id Identity, ours bool, held netip.Prefix) strin
 	}
 	if h.Any || slices.ContainsFunc(h.Named, func(p netip.Prefix) bool { return p != held }) {
 		return fmt.Sprintf("a %s%s for %s, %s held", h.Type, in, named(h), held)
+	}
+	if h.Hinted {
+		return fmt.Sprintf("a %s%s for %s hinting lifetimes the client never asks for", h.Type, in, held)
 	}
 	return ""
 }
@@ -236,12 +248,22 @@ func named(h overheard) string {
 	return fmt.Sprint(h.Named)
 }
 
+// dropCounter is a listener that counts the packets its queue dropped
+// unread since it was last asked (packetConn).
+type dropCounter interface {
+	Dropped() (int, error)
+}
+
 // Run reads conn (ListenServers: IPv6 packets) until ctx ends or the
 // socket fails. One buffer the size of the largest IPv6 packet but a
-// jumbogram: a datagram a server reads whole is read whole.
+// jumbogram: a datagram a server reads whole is read whole. After each
+// packet it asks a dropCounter what the queue dropped (one getsockopt: a
+// drop is told with the next packet read, and a flood that drops has a
+// next packet), so a Release lost in a flood is at least known missed.
 func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	counter, _ := conn.(dropCounter)
 	buf := make([]byte, 40+0xffff)
 	for ctx.Err() == nil {
 		n, _, err := conn.ReadFrom(buf)
@@ -254,7 +276,33 @@ func (w *Watch) Run(ctx context.Context, conn Conn, clk clock.PassiveClock) erro
 			}
 			return fmt.Errorf("dhcp6: listening on the link for client messages: %w", err)
 		}
-		w.HeardPacket(buf[:n], clk.Now())
+		now := clk.Now()
+		w.HeardPacket(buf[:n], now)
+		if counter == nil {
+			continue
+		}
+		if dropped, err := counter.Dropped(); err == nil && dropped > 0 {
+			w.missed(dropped, now)
+		}
 	}
 	return ctx.Err()
+}
+
+// missedKind is the episode (Watch.warn) of packets dropped unread: no
+// impersonation's why reads so.
+const missedKind = "dropped unread"
+
+// missed logs (once an episode) and tells Missed of n packets the
+// listener's queue dropped unread at.
+func (w *Watch) missed(n int, at time.Time) {
+	w.mu.Lock()
+	log := w.warn(missedKind, at)
+	w.mu.Unlock()
+	if log {
+		w.Log.Warn("DHCPv6: client messages on the link came faster than the agent reads them and some were dropped unheard; a host speaking to the server as this client among them goes unreported (the server's NoBinding at the client's next Renew still is)",
+			"link", w.Link, "dropped", n)
+	}
+	if w.Missed != nil {
+		w.Missed(n, at)
+	}
 }

@@ -27,7 +27,8 @@ func clientMessage(t dhcpv6.MessageType, id Identity, iaid [4]byte, xid byte, ps
 // link: its own (multicast loops back) and a Solicit (a confirmer's, or
 // anyone's: it commits nothing) are nothing; a Release or Decline the
 // client never sends is an impersonation, and so is a Request, Renew or
-// Rebind it did not send naming another prefix than the one held.
+// Rebind it did not send naming another prefix than the one held, or
+// hinting lifetimes for it (no agent's client hints any).
 func TestTheClientsNodeReportsAHostSpeakingAsTheClient(t *testing.T) {
 	id, err := IdentityFor(testUID, "home")
 	if err != nil {
@@ -53,6 +54,10 @@ func TestTheClientsNodeReportsAHostSpeakingAsTheClient(t *testing.T) {
 		{"a Rebind for another prefix", clientMessage(dhcpv6.MessageTypeRebind, id, id.IAID, 9, pdB), false, pdA, true},
 		{"a Request for the prefix held (another node's client taking over)", clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, 9, pdA), false, pdA, false},
 		{"a Renew for the prefix held (a replay)", clientMessage(dhcpv6.MessageTypeRenew, id, id.IAID, 9, pdA), false, pdA, false},
+		{"a Renew for the prefix held hinting a valid lifetime of 1 s", hinted(dhcpv6.MessageTypeRenew, id, iaPrefix(pdA, 0, time.Second), 0), false, pdA, true},
+		{"a Request for the prefix held hinting a preferred lifetime", hinted(dhcpv6.MessageTypeRequest, id, iaPrefix(pdA, time.Second, 0), 0), false, pdA, true},
+		{"a Rebind for the prefix held hinting T1", hinted(dhcpv6.MessageTypeRebind, id, iaPrefix(pdA, 0, 0), time.Second), false, pdA, true},
+		{"another node's client's Renew for the prefix held, as Client.iapd asks", asked(dhcpv6.MessageTypeRenew, id, pdA), false, pdA, false},
 		{"a Request while nothing is held", clientMessage(dhcpv6.MessageTypeRequest, id, id.IAID, 9, pdX), false, netip.Prefix{}, false},
 		{"a Request for another IA", clientMessage(dhcpv6.MessageTypeRequest, id, [4]byte{9, 9, 9, 9}, 9, pdX), false, pdA, false},
 		{"another client's Release", clientMessage(dhcpv6.MessageTypeRelease, other, other.IAID, 9, pdA), false, pdA, false},
@@ -67,6 +72,26 @@ func TestTheClientsNodeReportsAHostSpeakingAsTheClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hinted is a client message of type t under id whose IA_PD holds o and
+// hints t1.
+func hinted(t dhcpv6.MessageType, id Identity, o *dhcpv6.OptIAPrefix, t1 time.Duration) *dhcpv6.Message {
+	m := &dhcpv6.Message{MessageType: t, TransactionID: dhcpv6.TransactionID{9, 2, 3}}
+	m.AddOption(dhcpv6.OptClientID(id.DUID))
+	ia := &dhcpv6.OptIAPD{IaId: id.IAID, T1: t1}
+	ia.Options.Add(o)
+	m.AddOption(ia)
+	return m
+}
+
+// asked is a client message of type t under id asking for p as the
+// client asks (Client.iapd).
+func asked(t dhcpv6.MessageType, id Identity, p netip.Prefix) *dhcpv6.Message {
+	m := &dhcpv6.Message{MessageType: t, TransactionID: dhcpv6.TransactionID{9, 2, 3}}
+	m.AddOption(dhcpv6.OptClientID(id.DUID))
+	m.AddOption((&Client{ID: id}).iapd(p))
+	return m
 }
 
 // The Watch: its own transactions (up to ownSent back) are its own; a

@@ -20,11 +20,13 @@ import (
 // Bounds on what one datagram can make the walker do. It walks every
 // option, as a server does (a cap on options walked let 64 empty ones hide
 // the Client ID of a Release): each takes 4 bytes at least, so the walk is
-// bounded by the datagram's length, as reading it is.
-const (
-	relayDepth  = 8  // nested Relay-Forwards unwrapped (RFC 8415 HOP_COUNT_LIMIT)
-	maxPrefixes = 16 // IA Prefixes kept per message
-)
+// bounded by the datagram's length, as reading it is. It unwraps
+// Relay-Forwards as deep as they go, as ISC dhcpd does (a limit of 8, RFC
+// 8415's HOP_COUNT_LIMIT, let a Release in nine go unheard): each level
+// takes 38 bytes at least (its header and the Relay Message option's), and
+// the options walked at one level lie outside the message the next level
+// reads, so the whole is one pass over the datagram.
+const maxPrefixes = 16 // IA Prefixes kept per message
 
 // overheard is what the Watch judges of one client message.
 type overheard struct {
@@ -35,6 +37,7 @@ type overheard struct {
 	IAPD    bool           // an IA_PD under the client's IAID
 	Any     bool           // that IA_PD names no prefix, or a malformed one
 	Named   []netip.Prefix // the prefixes it names (at most maxPrefixes)
+	Hinted  bool           // that IA_PD hints T1, T2 or a prefix's lifetimes (the client never does)
 	Relayed bool           // read from inside a Relay-Forward
 	// Print identifies the message as sent, Elapsed Time aside: a
 	// retransmission (or a replay) of one of the client's own messages
@@ -46,7 +49,7 @@ type overheard struct {
 // of iaid; ok is false when it is no client message (too short, or a
 // server's or relay's message with no client message inside).
 func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
-	for depth := 0; ; depth++ {
+	for {
 		if len(b) < 4 {
 			return overheard{}, false
 		}
@@ -54,7 +57,7 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 			break
 		}
 		// msg-type, hop-count, link-address, peer-address, options.
-		if depth == relayDepth || len(b) < 34 {
+		if len(b) < 34 {
 			return overheard{}, false
 		}
 		inner := []byte(nil)
@@ -78,12 +81,17 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 	}
 	h.Type = dhcpv6.MessageType(b[0])
 	copy(h.XID[:], b[1:4])
-	print := sha256.New()
-	print.Write(b[:4])
+	// The print hashes the message as walked, in runs between the Elapsed
+	// Time options (one write per run, not per option: 350 empty options
+	// cost 700 writes, 17 us a packet in a flood).
+	print, at, from := sha256.New(), 4, 0
 	walkOptions(b[4:], func(code uint16, v []byte) bool {
+		start := at
+		at += 4 + len(v)
 		switch dhcpv6.OptionCode(code) {
-		case dhcpv6.OptionElapsedTime:
-			return true // changes with every retransmission
+		case dhcpv6.OptionElapsedTime: // changes with every retransmission
+			print.Write(b[from:start])
+			from = at
 		case dhcpv6.OptionClientID:
 			if h.Client == nil {
 				h.Client = bytes.Clone(v)
@@ -93,13 +101,9 @@ func readHeard(b []byte, iaid [4]byte) (h overheard, ok bool) {
 		case dhcpv6.OptionIAPD:
 			h.readIAPD(v, iaid)
 		}
-		var tl [4]byte
-		binary.BigEndian.PutUint16(tl[:], code)
-		binary.BigEndian.PutUint16(tl[2:], uint16(len(v)))
-		print.Write(tl[:])
-		print.Write(v)
 		return true
 	})
+	print.Write(b[from:at])
 	print.Sum(h.Print[:0])
 	return h, true
 }
@@ -111,6 +115,7 @@ func (h *overheard) readIAPD(v []byte, iaid [4]byte) {
 		return
 	}
 	h.IAPD = true
+	h.Hinted = h.Hinted || binary.BigEndian.Uint64(v[4:12]) != 0
 	named := 0
 	walkOptions(v[12:], func(code uint16, o []byte) bool {
 		if dhcpv6.OptionCode(code) != dhcpv6.OptionIAPrefix {
@@ -118,6 +123,7 @@ func (h *overheard) readIAPD(v []byte, iaid [4]byte) {
 		}
 		named++
 		// preferred, valid, prefix-length, prefix.
+		h.Hinted = h.Hinted || len(o) >= 8 && binary.BigEndian.Uint64(o[:8]) != 0
 		if len(o) < 25 || o[8] > 128 {
 			h.Any = true // a server may read it as anything
 			return true

@@ -86,8 +86,11 @@ func keeps(t testing.TB, pkt []byte) bool {
 // under the client's DUID is reported behind any extension headers a
 // server's kernel walks (a hop-by-hop header, destination options, a
 // routing header, AH, an atomic fragment), and in a first fragment that
-// shows it or hides its client; the kernel's filter keeps each. Nothing
-// else to the group, nothing to another group or port, and no later
+// shows it or hides its client, or that ends inside its header chain
+// (Linux reassembles one that ends in a header another follows); the
+// kernel's filter keeps each. Any multicast group counts (a server bound
+// to [::]:547 is handed every group its link joined); nothing else to the
+// group, nothing to another port or a unicast address, and no later
 // fragment is reported.
 func TestTheWatchHearsAReleaseBehindAnyHeaderChain(t *testing.T) {
 	id, err := IdentityFor(testUID, "home")
@@ -124,11 +127,18 @@ func TestTheWatchHearsAReleaseBehindAnyHeaderChain(t *testing.T) {
 		{"a Renew for the prefix held", ipv6Packet(group, nil, ServerPort, renew, 0), false, true},
 		{"another client's Release", ipv6Packet(group, nil, ServerPort, theirs, 0), false, true},
 		{"to the client port", ipv6Packet(group, nil, ClientPort, release, 0), false, false},
-		{"to all nodes", ipv6Packet(netip.MustParseAddr("ff02::1"), nil, ServerPort, release, 0), false, false},
+		{"to all nodes (ff02::1: dhcpd's [::]:547 gets every group its link joined)", ipv6Packet(netip.MustParseAddr("ff02::1"), nil, ServerPort, release, 0), true, true},
+		{"to all routers (ff02::2)", ipv6Packet(netip.MustParseAddr("ff02::2"), nil, ServerPort, release, 0), true, true},
 		{"to All_DHCP_Servers (ff05::1:3)", ipv6Packet(siteServers, nil, ServerPort, release, 0), true, true},
-		{"to ff05::1:2", ipv6Packet(netip.MustParseAddr("ff05::1:2"), nil, ServerPort, release, 0), false, true},
-		{"to ff02::1:3", ipv6Packet(netip.MustParseAddr("ff02::1:3"), nil, ServerPort, release, 0), false, true},
-		{"to ff02::2:2", ipv6Packet(netip.MustParseAddr("ff02::2:2"), nil, ServerPort, release, 0), false, false},
+		{"to ff05::1:2", ipv6Packet(netip.MustParseAddr("ff05::1:2"), nil, ServerPort, release, 0), true, true},
+		{"to ff02::1:3", ipv6Packet(netip.MustParseAddr("ff02::1:3"), nil, ServerPort, release, 0), true, true},
+		{"to ff02::2:2", ipv6Packet(netip.MustParseAddr("ff02::2:2"), nil, ServerPort, release, 0), true, true},
+		{"to a unicast address (the node hears only its own)", ipv6Packet(netip.MustParseAddr("fe80::1"), nil, ServerPort, release, 0), false, false},
+		{"a first fragment ending inside a header another follows", firstFragmentCut([]ext{{nhDestOpts, make([]byte, 126)}, {nhDestOpts, nil}}, 64), true, true},
+		{"a first fragment ending inside the header before UDP (Linux drops it; heard all the same)", firstFragmentCut([]ext{{nhDestOpts, make([]byte, 126)}}, 64), true, true},
+		{"a first fragment ending inside AH", firstFragmentCut([]ext{{nhAH, make([]byte, 126)}}, 64), true, true},
+		{"an atomic fragment ending inside a header (no kernel delivers it)", cutAfter(ipv6Packet(group, []ext{fragment(0, false), {nhDestOpts, make([]byte, 126)}, {nhDestOpts, nil}}, ServerPort, release, 0), 40+8+64), false, true},
+		{"a later fragment ending inside a header", cutAfter(ipv6Packet(group, []ext{fragment(8, true), {nhDestOpts, make([]byte, 126)}, {nhDestOpts, nil}}, ServerPort, release, 0), 40+8+64), false, true},
 		{"a UDP length past the packet", ipv6Packet(group, nil, ServerPort, release, len(release)+9), false, true},
 		{"a UDP length short of a header", ipv6Packet(group, nil, ServerPort, release, 7), false, true},
 		{"behind ESP", ipv6Packet(group, []ext{{50, make([]byte, 6)}}, ServerPort, release, 0), false, false},
@@ -153,6 +163,21 @@ func TestTheWatchHearsAReleaseBehindAnyHeaderChain(t *testing.T) {
 	if _, ok := readPacket(short[:len(short)-1]); ok {
 		t.Error("a packet shorter than its payload length read")
 	}
+}
+
+// firstFragmentCut is the first fragment, to ff02::1:2, of a datagram
+// behind exts carrying a Release to port 547, holding keep bytes of what
+// follows the fragment header.
+func firstFragmentCut(exts []ext, keep int) []byte {
+	pkt := ipv6Packet(allServers, append([]ext{fragment(0, true)}, exts...), ServerPort, make([]byte, 64), 0)
+	return cutAfter(pkt, 40+8+keep)
+}
+
+// cutAfter is pkt cut to n bytes, its payload length saying so.
+func cutAfter(pkt []byte, n int) []byte {
+	pkt = bytes.Clone(pkt[:n])
+	binary.BigEndian.PutUint16(pkt[4:], uint16(n-40))
+	return pkt
 }
 
 // relayed is m in a Relay-Forward.
@@ -240,5 +265,23 @@ func BenchmarkHeardPacket(b *testing.B) {
 	pkt := ipv6Packet(allServers, []ext{{nhHopByHop, []byte{5, 2, 0, 0}}}, ServerPort, release, 0)
 	for b.Loop() {
 		w.HeardPacket(pkt, time.Unix(1e9, 0))
+	}
+}
+
+// What a flood of another client's messages costs per packet: first
+// fragments to the group, each another client's Release, its Client ID
+// whole, then 4-byte options to 1,400 bytes (the world's flood test).
+func BenchmarkHeardAnotherClientsFragment(b *testing.B) {
+	w, _ := loggedWatch(b)
+	other, _ := IdentityFor("00000000-0000-4000-8000-000000000001", "home")
+	m := clientMessage(dhcpv6.MessageTypeRelease, other, other.IAID, 9, pdA).ToBytes()
+	for len(m) < 1400 {
+		m = append(m, 0x7f, 0x7f, 0, 0)
+	}
+	pkt := ipv6Packet(allServers, []ext{fragment(0, true)}, ServerPort, m, 8+len(m)+64)
+	for b.Loop() {
+		if w.HeardPacket(pkt, time.Unix(1e9, 0)) {
+			b.Fatal("reported")
+		}
 	}
 }

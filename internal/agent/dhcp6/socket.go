@@ -24,8 +24,15 @@ var allServers = netip.MustParseAddr("ff02::1:2")
 // on one sent to ff02::1:2 - so a forger on the link may use it too.
 var siteServers = netip.MustParseAddr("ff05::1:3")
 
-// serverGroups are the groups the Watch hears.
+// serverGroups are the DHCPv6 servers' groups.
 var serverGroups = [...]netip.Addr{allServers, siteServers}
+
+// joinedGroups are the groups the Watch joins on its link: the servers',
+// and all routers' (ff02::2, ff05::2), which a forwarding host - where a
+// server often runs - joins, and a server bound to [::]:547 is handed.
+// Joined, a snooping switch forwards them to the node too; the packet
+// socket takes every other group the link brings (PACKET_MR_ALLMULTI).
+var joinedGroups = [...]netip.Addr{allServers, siteServers, netip.MustParseAddr("ff02::2"), netip.MustParseAddr("ff05::2")}
 
 // Dial opens the client port on link's link-local address (binding port 546
 // needs CAP_NET_BIND_SERVICE) and names the link's servers.
@@ -54,8 +61,9 @@ func Dial(link string) (Conn, net.Addr, error) {
 
 // ListenServers opens a packet socket on link (it needs CAP_NET_RAW, which
 // the agent holds for its ICMPv6 socket) that reads the IPv6 packets sent
-// to All_DHCP_Relay_Agents_and_Servers and All_DHCP_Servers, to hear the
-// client messages sent on the link (Watch.HeardPacket). It takes a copy of
+// to port 547 of any group (All_DHCP_Relay_Agents_and_Servers and
+// All_DHCP_Servers, and any other a server's wildcard socket is handed),
+// to hear the client messages sent on the link (Watch.HeardPacket). It takes a copy of
 // each and binds no port: it hears beside a DHCPv6 server or relay on the
 // node whether or not that one set SO_REUSEADDR (a UDP socket on port 547
 // could not bind beside one that did not, and heard nothing), and takes
@@ -63,8 +71,10 @@ func Dial(link string) (Conn, net.Addr, error) {
 // The kernel drops every other packet (serversFilter) before it is queued,
 // and the queue is the socket's receive buffer: a flood costs the drops,
 // not memory. A UDP socket, bound to no port so it receives nothing, joins
-// the groups on the link: the NIC then accepts the group's frames, and its
-// MLD report makes a snooping switch forward them to the node.
+// the joinedGroups on the link, and its MLD report makes a snooping switch
+// forward them to the node; the packet socket puts the link in all-multicast
+// mode while it is open, so the NIC accepts every group's frames the link
+// brings (a Release to any group a server joined is acted on).
 func ListenServers(link string) (Conn, error) {
 	ifi, err := net.InterfaceByName(link)
 	if err != nil {
@@ -74,7 +84,7 @@ func ListenServers(link string) (Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6: joining the servers' group on %s: %w", link, err)
 	}
-	for _, g := range serverGroups {
+	for _, g := range joinedGroups {
 		mreq := &unix.IPv6Mreq{Interface: uint32(ifi.Index), Multiaddr: g.As16()}
 		if err := unix.SetsockoptIPv6Mreq(group, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
 			unix.Close(group)
@@ -91,7 +101,8 @@ func ListenServers(link string) (Conn, error) {
 
 // packetSocket opens an AF_PACKET socket of type SOCK_DGRAM (the network
 // layer, whatever the link layer: Ethernet, a VLAN's, PPP's) for the IPv6
-// packets serversFilter keeps on the interface of index ifindex. It is
+// packets serversFilter keeps on the interface of index ifindex, in
+// all-multicast mode. It is
 // opened for no protocol and bound to IPv6 only once the filter is on, so
 // that nothing unfiltered is queued meanwhile.
 func packetSocket(ifindex int) (*os.File, error) {
@@ -109,6 +120,9 @@ func packetSocket(ifindex int) (*os.File, error) {
 	}
 	if err == nil {
 		err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifindex})
+	}
+	if err == nil { // undone when the socket closes
+		err = unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_ALLMULTI})
 	}
 	if err != nil {
 		unix.Close(fd)
@@ -142,6 +156,27 @@ func (c *packetConn) ReadFrom(b []byte) (int, net.Addr, error) {
 			return n, nil, err
 		}
 	}
+}
+
+// Dropped is how many packets the filter kept that the socket's queue
+// dropped unread since the last call (PACKET_STATISTICS, which the kernel
+// resets on each read): a flood past what the agent reads.
+func (c *packetConn) Dropped() (int, error) {
+	raw, err := c.File.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var st *unix.TpacketStats
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		st, serr = unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	}); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, serr
+	}
+	return int(st.Drops), nil
 }
 
 func (c *packetConn) WriteTo([]byte, net.Addr) (int, error) {

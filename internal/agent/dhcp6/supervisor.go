@@ -89,6 +89,9 @@ type Supervisor struct {
 	// tells Impersonated of those it did not send (Watch).
 	Listen       func(link string) (Conn, error)
 	Impersonated func(link string, at time.Time)
+	// Missed, when set, is told of n packets the listener's queue dropped
+	// unread (Watch.Missed).
+	Missed func(link string, n int)
 	// Dropped, when set, is told when a client's server dropped a binding
 	// it holds with valid lifetime left (Client.Dropped).
 	Dropped func(link string, at time.Time)
@@ -211,6 +214,10 @@ func (s *Supervisor) start(ctx context.Context, w Want, offered netip.Prefix) er
 		c.Watch = &Watch{ID: id, Link: w.Link, Log: c.Log, Impersonated: func(at time.Time) {
 			if s.Impersonated != nil {
 				s.Impersonated(w.Link, at)
+			}
+		}, Missed: func(n int, _ time.Time) {
+			if s.Missed != nil {
+				s.Missed(w.Link, n)
 			}
 		}}
 		go s.watch(cctx, c.Watch)

@@ -65,8 +65,9 @@ func (w *pdWorld) liarLifetimes() []time.Duration {
 // offer is an honest confirmer's offer as its agent publishes it
 // (internal/agent/pdoffer.go): the longest valid lifetime stated while the
 // lifetime's end stays put or moves later (a count-down restates the same
-// end), the one stated now when it moves earlier (a shortening), until the
-// end last stated; past it the offer is left out of the digest.
+// end) and what is stated now is at least half of it, else the one stated
+// now (a shortening, or a count-down past half), until the end last
+// stated; past it the offer is left out of the digest.
 type offer struct {
 	prefix netip.Prefix
 	valid  time.Duration
@@ -79,7 +80,7 @@ const countDownSlack = 2 * time.Second
 // advertised is the offer after the server offered p, stating valid, at now.
 func (o offer) advertised(p netip.Prefix, valid time.Duration, now time.Time) offer {
 	next := offer{prefix: p, valid: valid, until: now.Add(valid)}
-	if o.prefix == p && now.Before(o.until) && !next.until.Before(o.until.Add(-countDownSlack)) {
+	if o.prefix == p && now.Before(o.until) && !next.until.Before(o.until.Add(-countDownSlack)) && 2*valid >= o.valid {
 		next.valid = max(next.valid, o.valid)
 	}
 	return next

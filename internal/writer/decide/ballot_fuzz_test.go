@@ -316,8 +316,10 @@ func (w *ballotWorld) step(t *testing.T) {
 		}
 		return some, all
 	}
+	// (Unless the liar is taken for the only agent, as above: its word on a
+	// drain then counts as a one-node cluster's.)
 	for _, p := range d.Pooled[min(1, len(d.Pooled)):] {
-		if some, _ := reportedBy(p); !some {
+		if some, _ := reportedBy(p); !some && !alone {
 			t.Fatalf("at %v %v still drains though no honest node reports it (liar: %q)\nhistory %+v", w.now.Sub(t0), p, w.liar.Digest, d.History)
 		}
 	}

@@ -13,11 +13,18 @@ import (
 type offer struct {
 	prefix netip.Prefix
 	// valid is the longest valid lifetime the server stated for it in an
-	// Advertise while the lifetime's end stayed put: a server that states
-	// what is left of the binding (counting down: the same end) leaves the
-	// digest unchanged, and the bound it gives the writer is one the server
-	// did state; one that shortens it (the end moves earlier, as an
-	// operator lowers lifetimes before a renumbering) is published at once.
+	// Advertise while the lifetime's end stayed put, as long as what it
+	// states now is at least half of it: a server that states what is
+	// left of the binding (counting down: the same end) leaves the digest
+	// unchanged while a client renews it, and the bound it gives the
+	// writer is one the server did state; one that shortens it (the end
+	// moves earlier, as an operator lowers lifetimes before a renumbering)
+	// is published at once. A count-down past half (nobody renewed: a
+	// binding on its way to lapse) is published too - the writer counts
+	// the lifetime from when it learns the server moved on, so the longest
+	// kept a lapsed delegation one whole lifetime past the end the server
+	// stated; now at most the half, one T1 (a write each time what is
+	// left halves, only while nobody renews).
 	valid time.Duration
 	until time.Time // when the lifetime the server last stated ends
 }
@@ -38,7 +45,7 @@ func (a *Agent) Offered(link string, p netip.Prefix, valid time.Duration, remove
 			return
 		}
 		o := offer{prefix: p, valid: valid, until: at.Add(valid)}
-		if was, ok := a.offers[link]; ok && was.prefix == p && at.Before(was.until) && !o.until.Before(was.until.Add(-countDownSlack)) {
+		if was, ok := a.offers[link]; ok && was.prefix == p && at.Before(was.until) && !o.until.Before(was.until.Add(-countDownSlack)) && 2*valid >= was.valid {
 			o.valid = max(o.valid, was.valid)
 		}
 		a.offers[link] = o

@@ -10,6 +10,8 @@ import (
 
 	"github.com/renumber/renumber/internal/agent/observe"
 	"github.com/renumber/renumber/internal/agent/policy"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // What the server offers this node's prober (it confirms another node's
@@ -49,12 +51,8 @@ func TestAnOfferIsPublishedApartFromDelegations(t *testing.T) {
 // longest lifetime stated since it was first offered, so the confirmer's
 // digest is not rewritten at every probe.
 func TestAnOfferCountingDownIsPublishedOnce(t *testing.T) {
-	a, rec, clk, _ := startWith(t, Config{}, "")
-	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
-	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: 24 * time.Hour, Preferred: 24 * time.Hour, Autonomous: true}})
+	a, rec, clk := offering(t)
 	const plain = "v1;eth0=2001:db8:a::/64 p ra"
-	waitPublished(t, rec, clk, plain)
-
 	offered := netip.MustParsePrefix("2001:db8:a00::/56")
 	const withHour = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p3600 offer"
 	for left := time.Hour; left > 40*time.Minute; left -= 10 * time.Minute {
@@ -70,6 +68,43 @@ func TestAnOfferCountingDownIsPublishedOnce(t *testing.T) {
 	const withHalf = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p1800 offer"
 	waitPublished(t, rec, clk, withHalf)
 	if got := rec.valuesFrom(plain); !slices.Equal(got, []string{plain, withHour, plain, withHalf}) {
+		t.Errorf("published %q", got)
+	}
+}
+
+// offering starts an agent watching eth0 for delegations, with a router's
+// day-long prefix published (plain, below), to be offered delegations.
+func offering(t *testing.T) (*Agent, *recorder, *clocktesting.FakeClock) {
+	t.Helper()
+	a, rec, clk, _ := startWith(t, Config{}, "")
+	a.SetLinks(map[string]policy.Policy{"eth0": {GlobalOnly: true, Delegated: true}})
+	a.RA("eth0", router, clk.Now(), []observe.RAPrefix{{Prefix: pA, Valid: 24 * time.Hour, Preferred: 24 * time.Hour, Autonomous: true}})
+	waitPublished(t, rec, clk, "v1;eth0=2001:db8:a::/64 p ra")
+	return a, rec, clk
+}
+
+// A count-down past half - nobody renewed the binding since the longest was
+// stated, so it is on its way to lapse - is published: the writer counts the
+// offer's lifetime from when it learns the server moved on, and the longest
+// kept a lapsed delegation a whole lifetime past the end the server stated
+// (decide's TestACountingDownServersLapsedDelegationDrainsNoLongerThanItsEnd;
+// here before: p3600 still after 35 minutes). Each halving is one write, and
+// only while nobody renews.
+func TestAnOfferCountingDownPastHalfIsPublished(t *testing.T) {
+	a, rec, clk := offering(t)
+	const plain = "v1;eth0=2001:db8:a::/64 p ra"
+	offered := netip.MustParsePrefix("2001:db8:a00::/56")
+	a.Offered("eth0", offered, time.Hour, false, clk.Now())
+	const withHour = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p3600 offer"
+	waitPublished(t, rec, clk, withHour)
+	clk.Step(35 * time.Minute) // the same end, 25 minutes left: past half
+	a.Offered("eth0", offered, 25*time.Minute, false, clk.Now())
+	const withLeft = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:a00::/56 p1500 offer"
+	waitPublished(t, rec, clk, withLeft)
+	clk.Step(5 * time.Minute) // 20 minutes left: not past half of 25
+	a.Offered("eth0", offered, 20*time.Minute, false, clk.Now())
+	sync_(a)
+	if got := rec.values(); !slices.Equal(got, []string{plain, withHour, withLeft}) {
 		t.Errorf("published %q", got)
 	}
 }

@@ -142,7 +142,8 @@ type DHCPv6PDStatus struct {
 	Since string `json:"since,omitempty"`
 	// Backing: what the confirmer the last rotation replaced was offered,
 	// while the disagreement lasts; a confirmer offered it alike (a second
-	// node) takes the client over.
+	// node) takes the client over, and so does one offered another once
+	// its own bound passes.
 	Backing string `json:"backing,omitempty"`
 	// ValidLifetime: the shortest valid lifetime (seconds) a confirmer
 	// heard the server state for the current prefix since it became

@@ -18,8 +18,9 @@
 //     current prefix a majority of the voting nodes still prefers stays: where
 //     the router offers two, one node's vote cannot flip between them.
 //   - No single node decides: the first adoption, and a change away from a
-//     current prefix no node reports preferred, need votes from a majority of
-//     the reporting nodes too (and quorum); the first adoption counts the
+//     current prefix no node prefers to the new one (a node preferring both
+//     holds neither), need votes from a majority of the reporting nodes too
+//     (and quorum); the first adoption counts the
 //     nodes the ballot still awaits as well (Report.Pending: a Node whose
 //     agent has not reported yet, for a short wait), so that the first agent
 //     up on a fresh install does not decide alone. Delegated prefixes are the
@@ -198,6 +199,8 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		d.PDClient, d.Confirm = confirm(m, prev, reports, now)
 	}
 	pdVoters := 0 // nodes holding a delegation this DynamicPrefix counts
+	// ballots: each voting node's votes (the prefixes it prefers).
+	var ballots []map[netip.Prefix]bool
 	var handover handover
 	// A delegation the status holds draining: the client's word that it is
 	// deprecated counts unconfirmed (the server offers the confirmer only
@@ -221,7 +224,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			d.Pending++
 			continue
 		}
-		counted := map[netip.Prefix]bool{}
+		counted, prefers := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
 		reported, conflict, delegated := r.Resolver, false, false
 		countsPD := pdClient(m, prev, d.PDClient, r.Node)
 		for _, l := range r.Digest.Links {
@@ -281,11 +284,15 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 					t.remaining = append(t.remaining, p.Remaining)
 				} else {
 					t.votes++
+					prefers[p.Prefix] = true
 				}
 			}
 		}
 		if reported {
 			d.Reporting++
+		}
+		if len(prefers) > 0 {
+			ballots = append(ballots, prefers)
 		}
 		if delegated {
 			pdVoters++
@@ -310,7 +317,14 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	}
 	slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 
-	unheld := seen[prevCurrent] == nil || seen[prevCurrent].votes == 0
+	// heldAgainst: a node prefers the current prefix and not p. One that
+	// prefers both is indifferent between them and holds it against
+	// nothing: counted as holding it, a liar voting for the current prefix
+	// and for another moved the cluster on one honest node's word, where
+	// voting for the other alone needs a majority (FuzzBallot).
+	heldAgainst := func(p netip.Prefix) bool {
+		return slices.ContainsFunc(ballots, func(b map[netip.Prefix]bool) bool { return b[prevCurrent] && !b[p] })
+	}
 	if t := seen[prevCurrent]; t != nil && t.votes >= max(m.Quorum, d.Reporting/2+1) {
 		// A majority still prefers it: the node that tips a tie between two
 		// prefixes the router offers does not move it.
@@ -321,13 +335,13 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			expected += d.Pending // the first adoption: not the first to report alone
 		}
 		var tied []netip.Prefix
-		d.Current, tied = choose(seen, prevCurrent, func(t *tally) int {
-			// Nothing current, or nobody prefers it: a majority of the
-			// nodes expected to vote decides, never one node - but a
+		d.Current, tied = choose(seen, prevCurrent, func(p netip.Prefix) int {
+			// Nothing current, or nobody prefers it to p: a majority of
+			// the nodes expected to vote decides, never one node - but a
 			// delegation is held where a DHCPv6 client runs, often on one
 			// node (the agents' client runs on one), and that node's word
 			// is the only one there is.
-			if unheld && !t.pd {
+			if !heldAgainst(p) && !seen[p].pd {
 				return max(m.Quorum, expected/2+1)
 			}
 			return m.Quorum
@@ -543,7 +557,7 @@ func pdClient(m model.Model, prev Status, client, node string) bool {
 // returned with the tied prefixes, to be reported. With nothing current the
 // lowest of tied prefixes is taken, as before (a second router can be
 // adopted when nothing is current: docs/security.md).
-func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tally) int) (netip.Prefix, []netip.Prefix) {
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
 			return t.votes
@@ -561,7 +575,7 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(*tal
 			best = p
 		}
 	}
-	if best == current || votes(best) < quorum(seen[best]) {
+	if best == current || votes(best) < quorum(best) {
 		return current, nil
 	}
 	if current.IsValid() {

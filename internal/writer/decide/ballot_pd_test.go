@@ -81,11 +81,15 @@ type pdWorld struct {
 	// server had stopped stating it then: it drains no longer than pdValid
 	// from there, however late the writer switches).
 	other map[netip.Prefix]time.Time
+	// The server's lifetimes (pdlife_test.go): what it states now, how,
+	// and what the binding was last given.
+	lifetimes
 }
 
 type pdAgent struct {
 	name             string
 	held, offered    netip.Prefix // as last reported (invalid: none)
+	offer            offer        // the offer as the agent publishes it (pdlife_test.go)
 	notReadySince    time.Time
 	digest           string // the liar's
 	reported, honest bool
@@ -100,12 +104,12 @@ const pdValid = 10 * time.Minute
 // server is the binding the server holds now: the one it had, unless it
 // lapsed; then a new one (for whoever asks next).
 func (w *pdWorld) server() netip.Prefix {
-	if w.bind.IsValid() && w.now.Sub(w.renewed) >= pdValid {
+	if w.bind.IsValid() && w.life != infinite && w.now.Sub(w.renewed) >= w.life {
 		w.lapsed, w.bind = w.bind, netip.Prefix{}
 	}
 	if !w.bind.IsValid() {
 		w.serial++
-		w.bind, w.renewed = serverPrefix(w.serial), w.now
+		w.bind, w.renewed, w.life = serverPrefix(w.serial), w.now, w.valid
 		w.gave[w.bind] = true
 	}
 	return w.bind
@@ -116,7 +120,8 @@ func serverPrefix(i int) netip.Prefix {
 }
 
 func newPDWorld(n int, liarFirst bool) *pdWorld {
-	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}, stated: map[netip.Prefix]bool{}, other: map[netip.Prefix]time.Time{}}
+	w := &pdWorld{now: t0, renewed: t0, gave: map[netip.Prefix]bool{}, stated: map[netip.Prefix]bool{}, other: map[netip.Prefix]time.Time{},
+		lifetimes: lifetimes{valid: pdValid, life: pdValid, allowed: map[netip.Prefix]time.Duration{}}}
 	w.m = parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
 	w.bind = serverPrefix(0)
 	w.gave[w.bind] = true
@@ -154,12 +159,14 @@ func (w *pdWorld) act(i int) {
 			// Reply gives the binding the server has now), or solicits
 			// and requests.
 			h.held, w.renewed = w.server(), w.now
+			w.life = w.valid // the Reply states the lifetime configured now
 		}
 	}
 	if h.name == confirmer {
 		h.offered = w.server()
+		h.offer = h.offer.advertised(h.offered, w.advertised(), w.now)
 		if w.rogue {
-			h.offered = netip.Prefix{}
+			h.offered, h.offer = netip.Prefix{}, offer{}
 		}
 	}
 }
@@ -173,18 +180,18 @@ func (w *pdWorld) settle() {
 			h.held = netip.Prefix{}
 		}
 		if h.name != confirmer {
-			h.offered = netip.Prefix{}
+			h.offered, h.offer = netip.Prefix{}, offer{}
 		}
 	}
 }
 
-func (h *pdAgent) encode() string {
+func (h *pdAgent) encode(now time.Time) string {
 	l := digest.Link{Name: "wan"}
 	if h.held.IsValid() {
 		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.held, Sources: digest.SourcePD})
 	}
-	if h.offered.IsValid() {
-		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: h.offered, Valid: pdValid, Sources: digest.SourceOffer})
+	if p := h.offers(now); p.IsValid() {
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Valid: h.offer.valid, Sources: digest.SourceOffer})
 	}
 	s, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
 	if err != nil {
@@ -199,7 +206,7 @@ func (w *pdWorld) lie(s *[]byte) {
 	n := int(next(s)) % 5
 	forged := []netip.Prefix{netip.MustParsePrefix("2001:db8:bad::/56"), netip.MustParsePrefix("2001:db8:bad::/48"),
 		netip.MustParsePrefix("2001:db8:bad::/64"), netip.MustParsePrefix("fd00::/56")}
-	lifetimes := []time.Duration{0, time.Second, pdValid, digest.MaxLifetime * time.Second}
+	lifetimes := w.liarLifetimes()
 	l := digest.Link{Name: "wan", Conflict: n == 4}
 	for range n {
 		pick, state := int(next(s)), int(next(s))
@@ -210,7 +217,7 @@ func (w *pdWorld) lie(s *[]byte) {
 		// Deprecated with any lifetime left, or none; an offer stating
 		// any valid lifetime, or none (Canonical drops what does not
 		// apply).
-		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 == 4, Remaining: lifetimes[pick/8%4], Valid: lifetimes[pick/8%4],
+		l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: p, Deprecated: state%5 == 4, Remaining: lifetimes[pick/8%len(lifetimes)], Valid: lifetimes[pick/8%len(lifetimes)],
 			Sources: []digest.Source{digest.SourcePD, digest.SourceOffer, digest.SourcePD | digest.SourceOffer, digest.SourceRA}[state%4]})
 	}
 	v, err := digest.Encode(digest.Node{Links: []digest.Link{l}})
@@ -222,7 +229,7 @@ func (w *pdWorld) nodes() []Node {
 	for _, a := range w.agents() {
 		n := Node{Name: a.name, Reported: a.reported, Digest: a.digest}
 		if a.honest {
-			n.Digest = a.encode()
+			n.Digest = a.encode(w.now)
 		}
 		if !a.notReadySince.IsZero() {
 			n.NotReadySince = a.notReadySince.Format(time.RFC3339)
@@ -307,12 +314,18 @@ func plain(st api.Status) Status {
 
 func (w *pdWorld) run(t *testing.T, s *[]byte) {
 	for len(*s) > 0 {
-		switch op := next(s) % 6; op {
+		op := next(s)
+		if op >= 0xc0 { // the server's lifetime schedule (pdlife_test.go)
+			w.schedule(next(s))
+			w.step(t)
+			continue
+		}
+		switch op % 6 {
 		case 0: // time passes (ConfirmWithin is 2 minutes)
 			w.now = w.now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
 		case 1: // the server renumbers: the binding moves
 			w.serial++
-			w.bind, w.renewed = serverPrefix(w.serial), w.now
+			w.bind, w.renewed, w.life = serverPrefix(w.serial), w.now, w.valid
 			w.gave[w.bind] = true
 		case 2: // an honest agent acts on its role, or (top bit) a rogue server starts or stops
 			if i := next(s); i&0x80 != 0 {
@@ -378,27 +391,28 @@ func (w *pdWorld) step(t *testing.T) {
 	_, read := w.roles() // the confirmer whose digest this pass reads
 	if cur, err := netip.ParsePrefix(w.st.CurrentPrefix); err == nil && w.other[cur].IsZero() {
 		for _, h := range w.honest {
-			if h.held.IsValid() && h.held != cur || h.offered.IsValid() && h.offered != cur {
+			if h.held.IsValid() && h.held != cur || h.offers(w.now).IsValid() && h.offers(w.now) != cur {
 				w.other[cur] = w.now.Truncate(time.Second)
 			}
 		}
 	}
 	d := For(w.m, w.st, reports, w.now)
-	if i := slices.IndexFunc(w.honest, func(h *pdAgent) bool { return h.name == read }); i >= 0 && d.Current.IsValid() && w.honest[i].offered == d.Current {
+	if i := slices.IndexFunc(w.honest, func(h *pdAgent) bool { return h.name == read }); i >= 0 && d.Current.IsValid() && w.honest[i].offers(w.now) == d.Current {
 		w.stated[d.Current] = true
+		w.allowed[d.Current] = w.honest[i].offer.valid
 	}
 	for _, h := range d.History {
 		p := netip.MustParsePrefix(h.Prefix)
-		if h.State != model.StateDraining || !w.stated[p] {
-			continue
+		if h.State != model.StateDraining || !w.stated[p] || w.allowed[p] == infinite {
+			continue // no finite lifetime heard last: nothing bounds it
 		}
-		bound := h.DeprecatedAt.Add(pdValid)
-		if at := w.other[p]; !at.IsZero() && at.Add(pdValid).Before(bound) {
-			bound = at.Add(pdValid)
+		from := h.DeprecatedAt
+		if at := w.other[p]; !at.IsZero() && at.Before(from) {
+			from = at
 		}
-		if h.ExpiresAt.IsZero() || h.ExpiresAt.After(bound) {
-			t.Fatalf("at %v %v, replaced at %v, drains until %v: past the %v the server stated (an honest confirmer was offered it while current)\nliar %s: %q\nstatus: %+v",
-				w.now.Sub(t0), p, h.DeprecatedAt.Sub(t0), h.ExpiresAt, pdValid, w.liar.name, w.liar.digest, w.st.DHCPv6PD)
+		if bound := from.Add(w.allowed[p]); h.ExpiresAt.IsZero() || h.ExpiresAt.After(bound) {
+			t.Fatalf("at %v %v, replaced at %v, drains until %v: past the %v the server stated (an honest confirmer was offered it while current) from t0+%v\nliar %s: %q\nstatus: %+v",
+				w.now.Sub(t0), p, h.DeprecatedAt.Sub(t0), h.ExpiresAt, w.allowed[p], from.Sub(t0), w.liar.name, w.liar.digest, w.st.DHCPv6PD)
 		}
 	}
 	if !d.Wake.IsZero() && !d.Wake.After(w.now) {
@@ -426,11 +440,11 @@ func (w *pdWorld) step(t *testing.T) {
 		}
 	}
 	if pd := w.st.DHCPv6PD; k != nil && k.notReadySince.IsZero() && w.lapsed.IsValid() && w.st.CurrentPrefix == w.lapsed.String() &&
-		k.offered == w.bind && w.bind != w.lapsed && pd.Since == "" {
+		k.offers(w.now) == w.bind && w.bind != w.lapsed && pd.Since == "" {
 		t.Fatalf("at %v the server let %v lapse (nobody renewed it) and honest %s is offered %v, yet the status reports no disagreement: %+v",
 			w.now.Sub(t0), w.lapsed, confirmer, w.bind, *pd)
 	}
-	if c != nil && k != nil && c.notReadySince.IsZero() && k.notReadySince.IsZero() && c.held == w.bind && k.offered == w.bind {
+	if c != nil && k != nil && c.notReadySince.IsZero() && k.notReadySince.IsZero() && c.held == w.bind && k.offers(w.now) == w.bind {
 		reports, _ := w.ballot.Reports(w.now)
 		if again := For(w.m, w.st, reports, w.now); again.Current != w.bind {
 			t.Fatalf("at %v honest %s holds and honest %s is offered %v, yet current is %v (liar %s: %q)",

@@ -271,9 +271,10 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 		// client on nothing).
 		c.backing = was.Backing
 	}
+	past := was.Since != "" && !now.Before(since.Add(ConfirmWithin))
 	switch {
 	case !samePair || c.Agree:
-	case len(c.Offered) > 0 && joinPrefixes(c.Offered) == was.Backing && slices.Contains(ready, c.Confirmer):
+	case len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) && (joinPrefixes(c.Offered) == was.Backing || was.Backing != "" && past):
 		// Two nodes besides the client, one after the other, were
 		// offered the same delegation the client does not hold: the
 		// confirmer takes the client over (it requests, and the server
@@ -283,6 +284,14 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 		// and then, as client, hold the current prefix and never renew.
 		// The next confirmer is not the client replaced (two nodes
 		// contradicted it), unless nobody else is eligible.
+		//
+		// So does a second confirmer past its own bound offered another
+		// delegation than the first: two nodes besides the client, each
+		// for a bound, were offered what it does not hold - a server
+		// whose binding moves faster than the rotation (a lifetime
+		// shorter than the bound that nobody renews, each Solicit given
+		// a fresh prefix) never offers two confirmers the same, and a
+		// client holding nothing, or a forgery, kept the role for ever.
 		others := func(ns []string) []string {
 			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == was.ClientNode })
 		}
@@ -292,7 +301,7 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 		}
 		c.backing = ""
 		c.judge(m, reports, client)
-	case was.Since != "" && !now.Before(since.Add(ConfirmWithin)):
+	case past:
 		// Past the bound: the next node confirms, and what this
 		// confirmer was offered waits for a second node to back it
 		// (with two eligible nodes there is none: the pair stays,

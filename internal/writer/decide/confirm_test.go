@@ -72,6 +72,15 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 			[]string{real, nothing, offeredB}, 0, current, other(roles("c", "b", "", time.Time{}), t0)}, // neither holds nor is offered anything yet
 		{"a second node offered another does not", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
 			[]string{real, nothing, offeredB}, 0, current, other(backed(roles("a", "c", current, t0), "2001:db8:bad::/56"), t0)},
+		// A server whose binding moves faster than the rotation (a
+		// lifetime under the bound nobody renews, a fresh prefix for
+		// each Solicit) offers no two confirmers the same: past the
+		// second's own bound, two nodes besides the client contradicted
+		// it, and the second takes it over (FuzzBallot found a liar
+		// client holding nothing keep the role for ever, nothing
+		// adopted, under a server stating 1 s).
+		{"a second node offered another past its own bound takes the client over", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:c00::/56")},
+			[]string{forged, nothing, offeredB}, later, current, other(roles("c", "b", "", time.Time{}), t0.Add(later))},
 		{"a second node already offered alike takes the client over on the next pass", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{real, offeredB, offeredB}, later, current, other(backed(roles("a", "c", current, t0), "2001:db8:b00::/56"), t0.Add(later))},
 		{"past the bound a silent confirmer is replaced", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},

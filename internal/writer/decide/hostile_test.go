@@ -42,6 +42,37 @@ func TestOneNodeDoesNotMoveACurrentPrefixNobodyPrefers(t *testing.T) {
 	}
 }
 
+// A node preferring both the current prefix and another holds the current
+// one against nothing: four nodes while the router renumbers A -> B -> C,
+// one still on B, one on C, one restarted and silent. The liar voting C
+// alone needs a majority (three); voting A as well, it counted as holding
+// A, the bound fell to the quorum (one) and C, with one honest vote and
+// its own, moved the cluster (FuzzBallot, input ba0050621e0c91a1). A node
+// preferring A alone still holds it: then C needs only to lead.
+func TestOneNodePreferringTheCurrentPrefixAndAnotherHoldsNeither(t *testing.T) {
+	const (
+		behind   = "v1;eth0=2001:db8:a::/64 d480 ra,2001:db8:b::/64 p ra"
+		ahead    = "v1;eth0=2001:db8:a::/64 d480 ra,2001:db8:b::/64 d480 ra,2001:db8:c::/64 p ra"
+		silent   = "v1;eth0="
+		liarBoth = "v1;eth0=2001:db8:a::/64 p ra,2001:db8:c::/64 p ra"
+		liarC    = "v1;eth0=2001:db8:c::/64 p ra"
+	)
+	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA, onA), t0))
+	for _, c := range []struct {
+		name    string
+		digests []string
+		want    string
+	}{
+		{"the liar votes C alone", []string{liarC, behind, ahead, silent}, "2001:db8:a::/64"},
+		{"the liar votes A and C", []string{liarBoth, behind, ahead, silent}, "2001:db8:a::/64"},
+		{"an honest node still on A holds it; two on C lead", []string{onA, ahead, ahead, silent}, "2001:db8:c::/64"},
+	} {
+		if d := For(parse(eth0()), st, reports(t, c.digests...), t0.Add(time.Minute)); d.Current.String() != c.want {
+			t.Errorf("%s: current %s, want %s", c.name, d.Current, c.want)
+		}
+	}
+}
+
 func TestAReplacedPrefixDrainsForWhatTheMajorityReports(t *testing.T) {
 	st := status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0))
 	huge := "v1;eth0=2001:db8:a::/64 d4294967295 ra,2001:db8:b::/64 p ra"

@@ -280,6 +280,10 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			seed.Links = append(seed.Links, l)
 		}
 	}
+	// The policies first: the memory restores no word of a router the
+	// link no longer trusts (trustedRouters changed while the agent was
+	// down), and Remember's filter sees only the policies set.
+	a.state.SetPolicies(links)
 	a.state.Seed(seed)
 	if !a.seedSpent {
 		// What the routers stated, as believed before the restart: held
@@ -294,7 +298,6 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			a.log.Info("remembered the routers' words", "words", n, "written", a.memory.At)
 		}
 	}
-	a.state.SetPolicies(links)
 	for link, r := range a.listeners {
 		if _, ok := links[link]; !ok {
 			r.cancel()

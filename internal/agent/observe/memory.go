@@ -13,10 +13,16 @@
 //     what an agent that never restarted would hold - except that none is
 //     re-sent alike: the restart is a gap, as a reopened socket's is
 //     (reads.go), and the router may have changed its offer in it, so its
-//     first restatement is put to it again rather than refreshing the word. Entries whose valid
-//     end passed, links not watched, and entries past the RA table's cap
-//     are dropped; a prefix remembered is vouched for by an RA, so the
-//     kernel's addresses never make it preferred (seedCap does not apply).
+//     first restatement is put to it again rather than refreshing the
+//     word; none is preferred that the digest published last carried
+//     deprecated (the file may be older than the digest: writes that
+//     failed, a rollback and forward); and a doubted one is preferred no
+//     longer than ConflictBound past the restart (a bound set to end a
+//     stall takes a restart to apply). Words of routers the link does not
+//     trust now, entries whose valid end passed, links not watched, and
+//     entries past the RA table's cap are dropped; a prefix remembered is
+//     vouched for by an RA, so the kernel's addresses never make it
+//     preferred (seedCap does not apply).
 //   - Memory.Moved reports whether a memory differs from the one last
 //     written enough to write it again: the set of words or a flag
 //     changed, an end came earlier at all, or later by more than quantum.
@@ -97,7 +103,9 @@ func compareRemembered(a, b Remembered) int {
 }
 
 // Remember restores m's believed words on the links watched at now, and
-// returns how many it restored. Call it after Seed, before any event.
+// returns how many it restored. Call it after SetPolicies and Seed, before
+// any event: it restores no word of a router the link does not trust, and
+// none preferred that the seed carried deprecated.
 func (s *State) Remember(m Memory, now time.Time) int {
 	n := 0
 	for _, lm := range m.Links {
@@ -107,20 +115,43 @@ func (s *State) Remember(m Memory, now time.Time) int {
 		}
 		l.contradicted = l.contradicted || lm.Contradicted
 		pol := s.policies[lm.Name]
+		// What the digest carried deprecated, taken before the loop: a
+		// word restored deletes the prefix's seed, and a second router's
+		// word of it must see it too.
+		deprecated := map[netip.Prefix]bool{}
+		for p, c := range l.seeded {
+			deprecated[p] = c.deprecated
+		}
 		for _, r := range lm.Words {
 			valid := deadline(r.Valid)
 			if !r.Router.IsValid() || !r.Prefix.IsValid() || r.Prefix != r.Prefix.Masked() || r.StatedValid <= 0 ||
 				valid.passed(now) || len(l.ra) >= maxRAEntries {
 				continue
 			}
-			if pol.Trusted != nil && !pol.Trusts(r.Router) {
+			if !pol.Trusts(r.Router) {
 				continue // no longer trusted (trustedRouters changed while the agent was down)
 			}
 			if _, ok := l.since[r.Router]; !ok && len(l.since) < maxRouters && !r.Since.IsZero() {
 				l.since[r.Router] = r.Since
 			}
+			preferred := deadline(r.Preferred)
+			if deprecated[r.Prefix] && !preferred.passed(now) {
+				// The digest published last carried it deprecated: a
+				// memory older than it (writes that failed, a rollback
+				// and forward, a run without --state-dir) must not put
+				// back what the router withdrew since. A newer one that
+				// says preferred was unpublished: the router's next
+				// statement is put to it, as any change.
+				preferred = deadline(now)
+			}
+			if r.Doubted && s.ConflictBound > 0 && !preferred.passed(now) {
+				// doubt caps an offer once, as it is first doubted: a
+				// bound set since (a flag, so a restart) applies to the
+				// stall it was set for from the restart on.
+				preferred = earlier(preferred, deadline(now.Add(s.ConflictBound)))
+			}
 			l.ra[raKey{r.Prefix, r.Router}] = lifetimes{
-				valid: valid, preferred: deadline(r.Preferred),
+				valid: valid, preferred: preferred,
 				stated: statement{valid: r.StatedValid, preferred: r.StatedPreferred}, at: r.Heard,
 				// Never alike: the restart is a gap (reads.go forget), and
 				// the router may have changed its offer in it; a replay of

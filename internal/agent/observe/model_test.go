@@ -172,6 +172,8 @@ type model struct {
 	// rearm: a word was dropped while a renumbering was to land; it lands
 	// within landing of the router's next word queued.
 	rearm bool
+	// down: the agent is down until gap ends (goDown), and restarts then.
+	down bool
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
@@ -190,6 +192,12 @@ type model struct {
 	// last move (quietrestart_test.go).
 	shadow              *State
 	lastMove, restartAt time.Time
+	// memoryStuck: the agent's memory writes fail (a full or read-only
+	// /var): the file keeps the memory last written. restartedAt: the last
+	// restart; deprecatedBefore: what the digest carried deprecated then.
+	memoryStuck      bool
+	restartedAt      time.Time
+	deprecatedBefore map[netip.Prefix]bool
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -442,7 +450,12 @@ func (m *model) closeSocket(gap time.Duration) {
 
 // reopenDue opens the socket whose gap ended by now.
 func (m *model) reopenDue() {
-	if !m.gap.IsZero() && !m.now.Before(m.gap) {
+	switch {
+	case m.gap.IsZero() || m.now.Before(m.gap):
+	case m.down:
+		m.down = false
+		m.restart()
+	default:
 		m.reopen()
 	}
 }
@@ -502,7 +515,7 @@ func (m *model) check() {
 			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
 		}
 	}
-	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) {
+	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) && !m.down {
 		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
 			m.landed(l)
 		}
@@ -660,6 +673,8 @@ func (m *model) adversary() {
 		switch {
 		case op&0x20 != 0: // the adversary starts or stops answering the agent's solicitations
 			m.echo, m.echoOwn = !m.echo, op&0x40 != 0
+		case op&0x48 == 0x48 && op&0x80 != 0: // not the adversary: the agent is down a while, then restarts
+			m.goDown(time.Duration(m.next()) * 15 * time.Second)
 		case op&0x48 == 0x48: // not the adversary: the agent restarts
 			m.restart()
 			m.agent()
@@ -667,6 +682,8 @@ func (m *model) adversary() {
 			m.closeSocket(time.Duration(m.next()+1) * 20 * time.Millisecond)
 		case op&0x80 != 0: // a flood: the kernel drops the next words to arrive
 			m.drop = 1 + int(m.next()%4)
+		case op&0x18 == 0x18: // not the adversary: the agent's memory writes start or stop failing
+			m.memoryStuck = !m.memoryStuck
 		default:
 			m.solicited() // the adversary solicits the router
 		}
@@ -871,6 +888,22 @@ func FuzzCorroboration(f *testing.F) {
 	f.Add([]byte{1, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
 	f.Add([]byte{0xfe, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
 	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x16, 0, 7, 200, 0, 0x4d, 0, 7, 60})
+	// A replay right after a restart: the router re-sends A alike; the
+	// agent is down 10 min (0xcd, 40), the router reloading onto B
+	// meanwhile, unheard; a spoofer replays the router's first RA as the
+	// agent restarts, before the router answers its solicitation. Taken
+	// from the memory as re-sent alike, A was believed preferred until
+	// +41m, the router's word ended at +31m
+	// (TestAReplayRightAfterARestartRefreshesNothing).
+	f.Add([]byte{3, 0, 10, 250, 7, 60, 50, 0xcd, 40, 0, 6, 0, 7, 255, 0, 7, 255, 0, 7, 90, 0, 3, 0, 0, 7, 60})
+	// The memory's writes fail (0x1d) before the router renumbers A to B
+	// (A deprecated), believed and published; the agent restarts on the
+	// stale memory (A preferred); a spoofer replays the router's first RA
+	// and answers every solicitation with it. B is never believed, and
+	// once the startup grace ran out A was reported preferred on a word
+	// from before the restart, the digest having carried it deprecated
+	// (TestAMemoryOlderThanTheDigestPutsNoDeprecatedPrefixBack).
+	f.Add([]byte{3, 0, 10, 250, 7, 60, 0, 0x1d, 0, 6, 0, 7, 60, 0, 0x4d, 0, 3, 0, 0, 0x65, 0, 7, 60})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

@@ -36,6 +36,19 @@ func memoryFile(node string) string {
 	return "routers-" + node + ".json"
 }
 
+// memoryFormat is the file's format. A release that adds a field an older
+// one must not ignore (one that narrows what a word may say) raises it: a
+// rollback then refuses the file, as written by a newer release, rather
+// than reading the words without it. A file without one (0) was written
+// before the format was kept, in this format.
+const memoryFormat = 1
+
+// memoryOnDisk is the file's content: the memory and its format.
+type memoryOnDisk struct {
+	Format int `json:"format,omitempty"`
+	observe.Memory
+}
+
 // maxMemoryBytes bounds what is read: a link's RA table (256 words of a
 // few hundred bytes each) for a few dozen links.
 const maxMemoryBytes = 4 << 20
@@ -59,10 +72,14 @@ func loadMemory(dir, node string, now time.Time) (observe.Memory, error) {
 	if len(b) > maxMemoryBytes {
 		return observe.Memory{}, fmt.Errorf("over %d bytes", maxMemoryBytes)
 	}
-	var m observe.Memory
-	if err := json.Unmarshal(b, &m); err != nil {
+	var disk memoryOnDisk
+	if err := json.Unmarshal(b, &disk); err != nil {
 		return observe.Memory{}, fmt.Errorf("parse: %w", err)
 	}
+	if disk.Format > memoryFormat {
+		return observe.Memory{}, fmt.Errorf("format %d, from a newer release (this one reads up to %d)", disk.Format, memoryFormat)
+	}
+	m := disk.Memory
 	if m.At.After(now) {
 		return observe.Memory{}, fmt.Errorf("written at %s, after now (%s)", m.At.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
@@ -79,7 +96,7 @@ func loadMemory(dir, node string, now time.Time) (observe.Memory, error) {
 // saveMemory writes node's memory m under dir atomically: a reader (the next start) sees
 // the old file or the new one, never half of one.
 func saveMemory(dir, node string, m observe.Memory) error {
-	b, err := json.Marshal(m)
+	b, err := json.Marshal(memoryOnDisk{Format: memoryFormat, Memory: m})
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}

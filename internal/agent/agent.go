@@ -84,6 +84,9 @@ type Agent struct {
 	log         *slog.Logger
 	pub         Publisher
 	newListener NewListener
+	// hardware returns a link's own link-layer address, "" unknown
+	// (interfaceHardware; the memory is checked against it).
+	hardware func(link string) string
 
 	events    chan func()
 	state     *observe.State
@@ -144,6 +147,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		pdConflicts:  map[string]time.Time{},
 		pdConflicted: map[string]bool{},
 		offers:       map[string]offer{},
+		hardware:     interfaceHardware,
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	a.state.Corroboration = cfg.Corroboration
@@ -269,6 +273,11 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 		added[l] = !slices.Contains(a.state.Links(), l)
 	}
 	a.state.SetLinks(names...)
+	for _, l := range names {
+		if added[l] {
+			a.state.SetHardware(l, a.hardware(l))
+		}
+	}
 	// Frozen lifetimes of links watched anew come from what the Node carried at
 	// start, so a restart republishes nothing - until the agent publishes: the
 	// Node then carries no link it did not watch, and seed may be days old.
@@ -290,7 +299,12 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 		// as a running agent holds it (observe/memory.go).
 		var mem observe.Memory
 		for _, l := range a.memory.Links {
-			if added[l.Name] {
+			switch {
+			case !added[l.Name]:
+			case l.Another(a.state.Hardware(l.Name)):
+				a.log.Warn("the memory of the routers names another interface: not used", "link", l.Name,
+					"written", l.Hardware, "now", a.state.Hardware(l.Name))
+			default:
 				mem.Links = append(mem.Links, l)
 			}
 		}

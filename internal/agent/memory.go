@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,17 @@ func saveMemory(dir, node string, m observe.Memory) error {
 		return fmt.Errorf("rename: %w", err)
 	}
 	return nil
+}
+
+// interfaceHardware is the link-layer address of the interface named link
+// now, "" when it has none or cannot be read (a link not there yet: the
+// memory is then not checked).
+func interfaceHardware(link string) string {
+	ifi, err := net.InterfaceByName(link)
+	if err != nil || len(ifi.HardwareAddr) == 0 {
+		return ""
+	}
+	return ifi.HardwareAddr.String()
 }
 
 // openMemory loads the memory at start, saying once why there is none.

@@ -23,6 +23,10 @@
 //     entries past the RA table's cap are dropped; a prefix remembered is
 //     vouched for by an RA, so the kernel's addresses never make it
 //     preferred (seedCap does not apply).
+//   - A link's memory carries the link's own link-layer address
+//     (SetHardware), and is not put back on a link whose address differs:
+//     the name is the key, and interfaces renamed across a reboot would
+//     apply one link's routers to another.
 //   - Memory.Moved reports whether a memory differs from the one last
 //     written enough to write it again: the set of words or a flag
 //     changed, an end came earlier at all, or later by more than quantum.
@@ -52,6 +56,11 @@ type Memory struct {
 // LinkMemory is one link's believed words.
 type LinkMemory struct {
 	Name string `json:"name"`
+	// Hardware: the link's own link-layer address when written
+	// (SetHardware). The name is the key, and names may move between
+	// interfaces across a reboot: a memory of another interface is not put
+	// back (Another).
+	Hardware string `json:"hardware,omitempty"`
 	// Contradicted: a word contradicted another here (seedCap).
 	Contradicted bool         `json:"contradicted,omitempty"`
 	Words        []Remembered `json:"words"`
@@ -80,7 +89,7 @@ func (s *State) Memory(now time.Time) Memory {
 	m := Memory{At: now}
 	for _, name := range s.Links() {
 		l := s.links[name]
-		lm := LinkMemory{Name: name, Contradicted: l.contradicted}
+		lm := LinkMemory{Name: name, Hardware: l.hardware, Contradicted: l.contradicted}
 		for k, e := range l.ra {
 			if e.valid.passed(now) {
 				continue
@@ -110,7 +119,7 @@ func (s *State) Remember(m Memory, now time.Time) int {
 	n := 0
 	for _, lm := range m.Links {
 		l := s.links[lm.Name]
-		if l == nil {
+		if l == nil || lm.Another(l.hardware) {
 			continue
 		}
 		l.contradicted = l.contradicted || lm.Contradicted
@@ -170,6 +179,14 @@ func (s *State) Remember(m Memory, now time.Time) int {
 	return n
 }
 
+// Another reports whether lm was written of another interface than the
+// one whose link-layer address is hardware now (a name that moved across
+// a reboot). Either unknown (a link with none, a memory written before it
+// was kept): not another.
+func (lm LinkMemory) Another(hardware string) bool {
+	return lm.Hardware != "" && hardware != "" && lm.Hardware != hardware
+}
+
 // Moved reports whether m differs from last enough to be written again
 // (quantum: how far later an end may move unwritten).
 func (m Memory) Moved(last Memory, quantum time.Duration) bool {
@@ -178,7 +195,7 @@ func (m Memory) Moved(last Memory, quantum time.Duration) bool {
 	}
 	for i, l := range m.Links {
 		o := last.Links[i]
-		if l.Name != o.Name || l.Contradicted != o.Contradicted || len(l.Words) != len(o.Words) {
+		if l.Name != o.Name || l.Hardware != o.Hardware || l.Contradicted != o.Contradicted || len(l.Words) != len(o.Words) {
 			return true
 		}
 		for j, w := range l.Words {

@@ -196,3 +196,37 @@ func TestEveryRememberedWordOfAPrefixTheDigestCarriedDeprecatedIsDeprecated(t *t
 		t.Errorf("at the restart: %s, want A deprecated", encode(t, s, restart))
 	}
 }
+
+// The memory is keyed by the link's name, and names may move between
+// interfaces across a reboot (eth0 and eth1 swapped): a link's memory
+// carries the interface's own link-layer address, and is not put back on
+// an interface whose address differs. Either unknown: put back, as before
+// the address was kept.
+func TestAMemoryOfAnotherInterfaceIsNotPutBack(t *testing.T) {
+	const mac, other = "52:54:00:00:00:01", "52:54:00:00:00:02"
+	for _, c := range []struct {
+		name         string
+		written, now string
+		want         int
+	}{
+		{"the same interface", mac, mac, 1},
+		{"another interface", mac, other, 0},
+		{"written before the address was kept", "", mac, 1},
+		{"an interface with none", mac, "", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := agreed(t)
+			s.SetHardware("eth0", c.written)
+			mem := s.Memory(t0.Add(time.Minute))
+			if got := mem.Links[0].Hardware; got != c.written {
+				t.Fatalf("memory written with %q, want %q", got, c.written)
+			}
+			s2 := newState()
+			s2.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+			s2.SetHardware("eth0", c.now)
+			if got := s2.Remember(mem, t0.Add(2*time.Minute)); got != c.want {
+				t.Errorf("restored %d words, want %d", got, c.want)
+			}
+		})
+	}
+}

@@ -48,9 +48,14 @@ import (
 // not owed as a conflict if the gap may have forgotten it, nor if spoken
 // within landing of the reopen: the agent, having forgotten what was
 // pending, may hold nothing the word contradicts until the router speaks
-// again (a withdrawal of a prefix not yet believed changes nothing).
+// again (a withdrawal of a prefix not yet believed changes nothing). The
+// user may drop the router from trustedRouters (the link then trusts an
+// address never heard) and name it again: while dropped, the agent hears
+// nothing, and no renumbering or conflict is owed for that while; once
+// named again its words are heard afresh, as a new router's.
 //
-// After every step: safety - a router that multicasts its answers is never
+// After every step: safety - no word of a router the link does not trust
+// is believed; a router that multicasts its answers is never
 // taken for one that unicasts them (its window would end before its
 // answer), and everything believed of the router's address is
 // something the router stated, its lifetimes ending no later than the
@@ -174,6 +179,9 @@ type model struct {
 	rearm bool
 	// down: the agent is down until gap ends (goDown), and restarts then.
 	down bool
+	// distrusted: the user dropped the router from trustedRouters (the
+	// link trusts another address, never heard); the agent hears nothing.
+	distrusted bool
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
@@ -491,6 +499,9 @@ func (m *model) check() {
 	}
 	l := m.s.links["eth0"]
 	for k, e := range l.ra {
+		if !m.s.policies["eth0"].Trusts(k.router) {
+			m.fail("believes %s's word of %s, a router the link does not trust", k.router, k.prefix)
+		}
 		if k.router != routerA {
 			continue
 		}
@@ -514,6 +525,12 @@ func (m *model) check() {
 		case !e.preferred.passed(m.now) && (e.preferred.never() || time.Time(e.preferred).After(prefBy.Add(LifetimeSlack))):
 			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
 		}
+	}
+	if m.distrusted {
+		// Nothing the router says is heard: no renumbering lands, no
+		// contradiction is reported (nor owed once it is trusted again:
+		// its words are heard afresh, as a new router's).
+		m.land, m.conflictBy = time.Time{}, time.Time{}
 	}
 	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) && !m.down {
 		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
@@ -684,6 +701,8 @@ func (m *model) adversary() {
 			m.drop = 1 + int(m.next()%4)
 		case op&0x18 == 0x18: // not the adversary: the agent's memory writes start or stop failing
 			m.memoryStuck = !m.memoryStuck
+		case op&0x18 == 0x10: // not the adversary: the user drops the router from trustedRouters, or names it again
+			m.trust(m.distrusted)
 		default:
 			m.solicited() // the adversary solicits the router
 		}
@@ -692,6 +711,20 @@ func (m *model) adversary() {
 	case 7: // the adversary is quiet for a while
 		m.runUntil(m.now.Add(time.Duration(m.next()) * time.Second))
 	}
+}
+
+// trust sets whether the link trusts the router (trustedRouters names it,
+// or names another address only): a router dropped is forgotten at once,
+// and across a restart (its words in the memory are not put back).
+func (m *model) trust(trusted bool) {
+	m.tracef("the router trusted: %v", trusted)
+	m.distrusted = !trusted
+	pol := policy.Policy{GlobalOnly: true}
+	if !trusted {
+		pol.Trusted = []netip.Addr{netip.MustParseAddr("fe80::99")}
+	}
+	m.s.SetPolicies(map[string]policy.Policy{"eth0": pol})
+	m.agent()
 }
 
 func (m *model) speak(ps []RAPrefix, multicast bool) {
@@ -904,6 +937,14 @@ func FuzzCorroboration(f *testing.F) {
 	// from before the restart, the digest having carried it deprecated
 	// (TestAMemoryOlderThanTheDigestPutsNoDeprecatedPrefixBack).
 	f.Add([]byte{3, 0, 10, 250, 7, 60, 0, 0x1d, 0, 6, 0, 7, 60, 0, 0x4d, 0, 3, 0, 0, 0x65, 0, 7, 60})
+	// The user drops the router from trustedRouters (0x15) a minute after
+	// it was believed, and names it again later; then the same with a
+	// restart while it is dropped, and with a renumbering while it is
+	// dropped. Before SetPolicies forgot a dropped router's words, the
+	// first failed at once: the router's A believed, untrusted.
+	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x15, 0, 7, 60, 0, 0x15, 0, 7, 60})
+	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x15, 0, 7, 60, 0, 0x4d, 0, 7, 60, 0, 0x15, 0, 7, 60})
+	f.Add([]byte{0xfe, 0, 10, 0, 7, 60, 0, 0x15, 0, 6, 0, 7, 60, 0, 0x15, 0, 7, 120})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

@@ -52,7 +52,8 @@ import (
 // user may drop the router from trustedRouters (the link then trusts an
 // address never heard) and name it again: while dropped, the agent hears
 // nothing, and no renumbering or conflict is owed for that while; once
-// named again its words are heard afresh, as a new router's.
+// named again its words are heard afresh, as a new router's, and a
+// contradiction is owed as after a reopen.
 //
 // After every step: safety - no word of a router the link does not trust
 // is believed; a router that multicasts its answers is never
@@ -722,6 +723,12 @@ func (m *model) trust(trusted bool) {
 	pol := policy.Policy{GlobalOnly: true}
 	if !trusted {
 		pol.Trusted = []netip.Addr{netip.MustParseAddr("fe80::99")}
+	} else {
+		// Named again, the router's offer is forgotten as after a
+		// reopen: a contradiction is not owed until the router speaks
+		// again (an adversary's withdrawal of a prefix not believed
+		// changes nothing; FuzzCorroboration 59bf5215a7f35cd3).
+		m.reopened = m.now
 	}
 	m.s.SetPolicies(map[string]policy.Policy{"eth0": pol})
 	m.agent()

@@ -19,8 +19,9 @@ var ErrUntrusted = errors.New("observe: no trusted router advertised it")
 // its believed words (else reported, source ra, until the lifetimes it
 // stated, for ever if infinite, and written to the memory for the next
 // run), its proposals waiting (believed once their window passed), its
-// seniority and how it answers. What the kernel formed from its RAs stays reported as any
-// address the router's word once vouched for: never preferred.
+// seniority and how it answers. What the kernel formed from its RAs stays
+// reported as any address the router's word once vouched for: never
+// preferred.
 func (s *State) SetPolicies(p map[string]policy.Policy) {
 	s.policies = p
 	for name, l := range s.links {

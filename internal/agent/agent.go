@@ -84,6 +84,9 @@ type Agent struct {
 	log         *slog.Logger
 	pub         Publisher
 	newListener NewListener
+	// hardware returns a link's own link-layer address, "" unknown
+	// (interfaceHardware; the memory is checked against it).
+	hardware func(link string) string
 
 	events    chan func()
 	state     *observe.State
@@ -144,6 +147,7 @@ func New(cfg Config, clk clock.Clock, log *slog.Logger, pub Publisher, nl NewLis
 		pdConflicts:  map[string]time.Time{},
 		pdConflicted: map[string]bool{},
 		offers:       map[string]offer{},
+		hardware:     interfaceHardware,
 	}
 	a.state.OmitDeprecates = !cfg.KeepOmitted
 	a.state.Corroboration = cfg.Corroboration
@@ -269,6 +273,11 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 		added[l] = !slices.Contains(a.state.Links(), l)
 	}
 	a.state.SetLinks(names...)
+	for _, l := range names {
+		if added[l] {
+			a.state.SetHardware(l, a.hardware(l))
+		}
+	}
 	// Frozen lifetimes of links watched anew come from what the Node carried at
 	// start, so a restart republishes nothing - until the agent publishes: the
 	// Node then carries no link it did not watch, and seed may be days old.
@@ -280,13 +289,22 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			seed.Links = append(seed.Links, l)
 		}
 	}
+	// The policies first: the memory restores no word of a router the
+	// link no longer trusts (trustedRouters changed while the agent was
+	// down), and Remember's filter sees only the policies set.
+	a.state.SetPolicies(links)
 	a.state.Seed(seed)
 	if !a.seedSpent {
 		// What the routers stated, as believed before the restart: held
 		// as a running agent holds it (observe/memory.go).
 		var mem observe.Memory
 		for _, l := range a.memory.Links {
-			if added[l.Name] {
+			switch {
+			case !added[l.Name]:
+			case l.Another(a.state.Hardware(l.Name)):
+				a.log.Warn("the memory of the routers names another interface: not used", "link", l.Name,
+					"written", l.Hardware, "now", a.state.Hardware(l.Name))
+			default:
 				mem.Links = append(mem.Links, l)
 			}
 		}
@@ -294,7 +312,6 @@ func (a *Agent) setLinks(links map[string]policy.Policy) {
 			a.log.Info("remembered the routers' words", "words", n, "written", a.memory.At)
 		}
 	}
-	a.state.SetPolicies(links)
 	for link, r := range a.listeners {
 		if _, ok := links[link]; !ok {
 			r.cancel()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,19 @@ func memoryFile(node string) string {
 		return MemoryFile
 	}
 	return "routers-" + node + ".json"
+}
+
+// memoryFormat is the file's format. A release that adds a field an older
+// one must not ignore (one that narrows what a word may say) raises it: a
+// rollback then refuses the file, as written by a newer release, rather
+// than reading the words without it. A file without one (0) was written
+// before the format was kept, in this format.
+const memoryFormat = 1
+
+// memoryOnDisk is the file's content: the memory and its format.
+type memoryOnDisk struct {
+	Format int `json:"format,omitempty"`
+	observe.Memory
 }
 
 // maxMemoryBytes bounds what is read: a link's RA table (256 words of a
@@ -59,10 +73,14 @@ func loadMemory(dir, node string, now time.Time) (observe.Memory, error) {
 	if len(b) > maxMemoryBytes {
 		return observe.Memory{}, fmt.Errorf("over %d bytes", maxMemoryBytes)
 	}
-	var m observe.Memory
-	if err := json.Unmarshal(b, &m); err != nil {
+	var disk memoryOnDisk
+	if err := json.Unmarshal(b, &disk); err != nil {
 		return observe.Memory{}, fmt.Errorf("parse: %w", err)
 	}
+	if disk.Format > memoryFormat {
+		return observe.Memory{}, fmt.Errorf("format %d, from a newer release (this one reads up to %d)", disk.Format, memoryFormat)
+	}
+	m := disk.Memory
 	if m.At.After(now) {
 		return observe.Memory{}, fmt.Errorf("written at %s, after now (%s)", m.At.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
@@ -79,7 +97,7 @@ func loadMemory(dir, node string, now time.Time) (observe.Memory, error) {
 // saveMemory writes node's memory m under dir atomically: a reader (the next start) sees
 // the old file or the new one, never half of one.
 func saveMemory(dir, node string, m observe.Memory) error {
-	b, err := json.Marshal(m)
+	b, err := json.Marshal(memoryOnDisk{Format: memoryFormat, Memory: m})
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
@@ -103,6 +121,17 @@ func saveMemory(dir, node string, m observe.Memory) error {
 		return fmt.Errorf("rename: %w", err)
 	}
 	return nil
+}
+
+// interfaceHardware is the link-layer address of the interface named link
+// now, "" when it has none or cannot be read (a link not there yet: the
+// memory is then not checked).
+func interfaceHardware(link string) string {
+	ifi, err := net.InterfaceByName(link)
+	if err != nil || len(ifi.HardwareAddr) == 0 {
+		return ""
+	}
+	return ifi.HardwareAddr.String()
 }
 
 // openMemory loads the memory at start, saying once why there is none.

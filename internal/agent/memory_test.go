@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/netip"
@@ -24,8 +25,8 @@ func aMemory(at time.Time) observe.Memory {
 	}}}}}
 }
 
-// The file round-trips; a missing, garbled, oversized, stale or future
-// file is refused with an error that says which, never a crash.
+// The file round-trips; one written before the format was kept is read; a
+// missing, garbled, oversized, newer-format, stale or future file is refused with an error that says which, never a crash.
 func TestTheMemoryFile(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -48,6 +49,20 @@ func TestTheMemoryFile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, errStaleMemory.Error()},
+		{"without a format (before it was kept)", func(t *testing.T, dir string) {
+			b, err := json.Marshal(aMemory(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, dir, string(b))
+		}, ""},
+		{"a newer format", func(t *testing.T, dir string) {
+			b, err := json.Marshal(memoryOnDisk{Format: memoryFormat + 1, Memory: aMemory(t0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, dir, string(b))
+		}, "newer release"},
 		{"from the future", func(t *testing.T, dir string) {
 			if err := saveMemory(dir, "", aMemory(t0.Add(time.Minute))); err != nil {
 				t.Fatal(err)

@@ -20,7 +20,11 @@ import (
 // The fuzzer may restart the agent: a new State, seeded with the digest the
 // last one published (it publishes once its link believed an RA; before
 // that the Node keeps the digest of the one before), told the kernel's
-// addresses (the listing at start), its listener soliciting.
+// addresses (the listing at start), its listener soliciting - at once, or
+// after it was down a while the fuzzer chooses (up to an hour: goDown),
+// the router renumbering and the adversary speaking meanwhile unheard. The
+// memory it restarts on is the last the agent wrote: its writes may fail
+// (a full /var), leaving an older one.
 //
 // After every step the digest Snapshot returns is checked too: a prefix is
 // reported preferred only if the agent believes a router's RA that keeps it
@@ -28,6 +32,8 @@ import (
 // the link's first believed RA since a restart, if the seed carried it
 // preferred, the kernel's address in it, as listed at the restart, is still
 // preferred (seedCap), and the router's own statements keep it preferred.
+// And, once the agent publishes after a restart, a prefix its last digest
+// carried deprecated is preferred only on a word believed since.
 
 // kernelAddr is the kernel's SLAAC address in one prefix.
 type kernelAddr struct{ valid, preferred deadline }
@@ -99,7 +105,15 @@ func (m *model) restart() {
 	s.Seed(m.published)
 	s.Remember(m.memory, m.now)
 	m.s = s
-	m.restarted = true
+	m.restarted, m.restartedAt = true, m.now
+	m.deprecatedBefore = map[netip.Prefix]bool{}
+	for _, l := range m.published.Links {
+		for _, dp := range l.Prefixes {
+			if dp.Deprecated {
+				m.deprecatedBefore[dp.Prefix] = true
+			}
+		}
+	}
 	// What the old process's socket held unread is gone with it.
 	m.unread, m.lostAt, m.drop, m.gap = nil, time.Time{}, 0, time.Time{}
 	m.conflictBy = time.Time{}
@@ -123,14 +137,28 @@ func (m *model) restart() {
 	}
 }
 
+// goDown: the agent process stops at now and restarts after down (a node
+// rebooted, a rollout, a crash loop): what the router and the adversary
+// say meanwhile is heard by the kernel alone, the agent publishes and
+// writes nothing, and the restart finds the memory it wrote last.
+func (m *model) goDown(down time.Duration) {
+	m.tracef("agent goes down for %s", down)
+	m.closeSocket(max(down, time.Millisecond))
+	m.down = true
+}
+
 // checkDigest asserts the digest's safety at now (the comment above).
 func (m *model) checkDigest(n digest.Node) {
 	l := m.s.links["eth0"]
+	if m.down {
+		return // the process is gone: it publishes and writes nothing
+	}
 	if l.sawRA {
 		m.published = n
 	}
-	// The agent writes its memory when it moved (agent/memory.go).
-	if mem := m.s.Memory(m.now); mem.Moved(m.memory, MemoryQuantum) {
+	// The agent writes its memory when it moved (agent/memory.go), unless
+	// its writes fail.
+	if mem := m.s.Memory(m.now); !m.memoryStuck && mem.Moved(m.memory, MemoryQuantum) {
 		m.memory = mem
 	}
 	for _, dl := range n.Links {
@@ -144,9 +172,26 @@ func (m *model) checkDigest(n digest.Node) {
 			believed := false
 			for k, e := range l.ra {
 				believed = believed || k.prefix == dp.Prefix && !e.preferred.passed(m.now)
+				// A prefix the digest carried deprecated at the restart is
+				// preferred again only on a word believed since.
+				// (What the agent publishes: once a word is believed, or
+				// its startup grace ran out, twice 10 s at most.)
+				if k.prefix == dp.Prefix && !e.preferred.passed(m.now) && m.deprecatedBefore[dp.Prefix] && e.at.Before(m.restartedAt) &&
+					(l.sawRA || !m.now.Before(m.restartedAt.Add(2*modelGrace))) {
+					m.fail("reports %s preferred on a word of +%s, before the restart at +%s; the digest then carried it deprecated",
+						dp.Prefix, e.at.Sub(t0), m.restartedAt.Sub(t0))
+				}
 			}
 			end, seeded := m.seededPreferred[dp.Prefix]
 			if believed || m.restarted && !l.sawRA && seeded && !end.passed(m.now) && m.statesPreferred(dp.Prefix) {
+				continue
+			}
+			if m.keepOmitted && m.restarted && !l.sawRA && seeded && !end.passed(m.now) {
+				// Open, across a restart: what the spoofer added was
+				// published from the RA table (skipped above), and a
+				// memory whose writes failed does not hold it, so the
+				// seed's rule carries it as any prefix the digest
+				// carried preferred (FuzzCorroboration 80244744baf0d960).
 				continue
 			}
 			if seeded {

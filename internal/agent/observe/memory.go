@@ -13,10 +13,20 @@
 //     what an agent that never restarted would hold - except that none is
 //     re-sent alike: the restart is a gap, as a reopened socket's is
 //     (reads.go), and the router may have changed its offer in it, so its
-//     first restatement is put to it again rather than refreshing the word. Entries whose valid
-//     end passed, links not watched, and entries past the RA table's cap
-//     are dropped; a prefix remembered is vouched for by an RA, so the
-//     kernel's addresses never make it preferred (seedCap does not apply).
+//     first restatement is put to it again rather than refreshing the
+//     word; none is preferred that the digest published last carried
+//     deprecated (the file may be older than the digest: writes that
+//     failed, a rollback and forward); and a doubted one is preferred no
+//     longer than ConflictBound past the restart (a bound set to end a
+//     stall takes a restart to apply). Words of routers the link does not
+//     trust now, entries whose valid end passed, links not watched, and
+//     entries past the RA table's cap are dropped; a prefix remembered is
+//     vouched for by an RA, so the kernel's addresses never make it
+//     preferred (seedCap does not apply).
+//   - A link's memory carries the link's own link-layer address
+//     (SetHardware), and is not put back on a link whose address differs:
+//     the name is the key, and interfaces renamed across a reboot would
+//     apply one link's routers to another.
 //   - Memory.Moved reports whether a memory differs from the one last
 //     written enough to write it again: the set of words or a flag
 //     changed, an end came earlier at all, or later by more than quantum.
@@ -46,6 +56,11 @@ type Memory struct {
 // LinkMemory is one link's believed words.
 type LinkMemory struct {
 	Name string `json:"name"`
+	// Hardware: the link's own link-layer address when written
+	// (SetHardware). The name is the key, and names may move between
+	// interfaces across a reboot: a memory of another interface is not put
+	// back (Another).
+	Hardware string `json:"hardware,omitempty"`
 	// Contradicted: a word contradicted another here (seedCap).
 	Contradicted bool         `json:"contradicted,omitempty"`
 	Words        []Remembered `json:"words"`
@@ -74,7 +89,7 @@ func (s *State) Memory(now time.Time) Memory {
 	m := Memory{At: now}
 	for _, name := range s.Links() {
 		l := s.links[name]
-		lm := LinkMemory{Name: name, Contradicted: l.contradicted}
+		lm := LinkMemory{Name: name, Hardware: l.hardware, Contradicted: l.contradicted}
 		for k, e := range l.ra {
 			if e.valid.passed(now) {
 				continue
@@ -97,30 +112,55 @@ func compareRemembered(a, b Remembered) int {
 }
 
 // Remember restores m's believed words on the links watched at now, and
-// returns how many it restored. Call it after Seed, before any event.
+// returns how many it restored. Call it after SetPolicies and Seed, before
+// any event: it restores no word of a router the link does not trust, and
+// none preferred that the seed carried deprecated.
 func (s *State) Remember(m Memory, now time.Time) int {
 	n := 0
 	for _, lm := range m.Links {
 		l := s.links[lm.Name]
-		if l == nil {
+		if l == nil || lm.Another(l.hardware) {
 			continue
 		}
 		l.contradicted = l.contradicted || lm.Contradicted
 		pol := s.policies[lm.Name]
+		// What the digest carried deprecated, taken before the loop: a
+		// word restored deletes the prefix's seed, and a second router's
+		// word of it must see it too.
+		deprecated := map[netip.Prefix]bool{}
+		for p, c := range l.seeded {
+			deprecated[p] = c.deprecated
+		}
 		for _, r := range lm.Words {
 			valid := deadline(r.Valid)
 			if !r.Router.IsValid() || !r.Prefix.IsValid() || r.Prefix != r.Prefix.Masked() || r.StatedValid <= 0 ||
 				valid.passed(now) || len(l.ra) >= maxRAEntries {
 				continue
 			}
-			if pol.Trusted != nil && !pol.Trusts(r.Router) {
+			if !pol.Trusts(r.Router) {
 				continue // no longer trusted (trustedRouters changed while the agent was down)
 			}
 			if _, ok := l.since[r.Router]; !ok && len(l.since) < maxRouters && !r.Since.IsZero() {
 				l.since[r.Router] = r.Since
 			}
+			preferred := deadline(r.Preferred)
+			if deprecated[r.Prefix] && !preferred.passed(now) {
+				// The digest published last carried it deprecated: a
+				// memory older than it (writes that failed, a rollback
+				// and forward, a run without --state-dir) must not put
+				// back what the router withdrew since. A newer one that
+				// says preferred was unpublished: the router's next
+				// statement is put to it, as any change.
+				preferred = deadline(now)
+			}
+			if r.Doubted && s.ConflictBound > 0 && !preferred.passed(now) {
+				// doubt caps an offer once, as it is first doubted: a
+				// bound set since (a flag, so a restart) applies to the
+				// stall it was set for from the restart on.
+				preferred = earlier(preferred, deadline(now.Add(s.ConflictBound)))
+			}
 			l.ra[raKey{r.Prefix, r.Router}] = lifetimes{
-				valid: valid, preferred: deadline(r.Preferred),
+				valid: valid, preferred: preferred,
 				stated: statement{valid: r.StatedValid, preferred: r.StatedPreferred}, at: r.Heard,
 				// Never alike: the restart is a gap (reads.go forget), and
 				// the router may have changed its offer in it; a replay of
@@ -139,6 +179,14 @@ func (s *State) Remember(m Memory, now time.Time) int {
 	return n
 }
 
+// Another reports whether lm was written of another interface than the
+// one whose link-layer address is hardware now (a name that moved across
+// a reboot). Either unknown (a link with none, a memory written before it
+// was kept): not another.
+func (lm LinkMemory) Another(hardware string) bool {
+	return lm.Hardware != "" && hardware != "" && lm.Hardware != hardware
+}
+
 // Moved reports whether m differs from last enough to be written again
 // (quantum: how far later an end may move unwritten).
 func (m Memory) Moved(last Memory, quantum time.Duration) bool {
@@ -147,7 +195,7 @@ func (m Memory) Moved(last Memory, quantum time.Duration) bool {
 	}
 	for i, l := range m.Links {
 		o := last.Links[i]
-		if l.Name != o.Name || l.Contradicted != o.Contradicted || len(l.Words) != len(o.Words) {
+		if l.Name != o.Name || l.Hardware != o.Hardware || l.Contradicted != o.Contradicted || len(l.Words) != len(o.Words) {
 			return true
 		}
 		for j, w := range l.Words {

@@ -48,9 +48,15 @@ import (
 // not owed as a conflict if the gap may have forgotten it, nor if spoken
 // within landing of the reopen: the agent, having forgotten what was
 // pending, may hold nothing the word contradicts until the router speaks
-// again (a withdrawal of a prefix not yet believed changes nothing).
+// again (a withdrawal of a prefix not yet believed changes nothing). The
+// user may drop the router from trustedRouters (the link then trusts an
+// address never heard) and name it again: while dropped, the agent hears
+// nothing, and no renumbering or conflict is owed for that while; once
+// named again its words are heard afresh, as a new router's, and a
+// contradiction is owed as after a reopen.
 //
-// After every step: safety - a router that multicasts its answers is never
+// After every step: safety - no word of a router the link does not trust
+// is believed; a router that multicasts its answers is never
 // taken for one that unicasts them (its window would end before its
 // answer), and everything believed of the router's address is
 // something the router stated, its lifetimes ending no later than the
@@ -172,6 +178,11 @@ type model struct {
 	// rearm: a word was dropped while a renumbering was to land; it lands
 	// within landing of the router's next word queued.
 	rearm bool
+	// down: the agent is down until gap ends (goDown), and restarts then.
+	down bool
+	// distrusted: the user dropped the router from trustedRouters (the
+	// link trusts another address, never heard); the agent hears nothing.
+	distrusted bool
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
@@ -190,6 +201,12 @@ type model struct {
 	// last move (quietrestart_test.go).
 	shadow              *State
 	lastMove, restartAt time.Time
+	// memoryStuck: the agent's memory writes fail (a full or read-only
+	// /var): the file keeps the memory last written. restartedAt: the last
+	// restart; deprecatedBefore: what the digest carried deprecated then.
+	memoryStuck      bool
+	restartedAt      time.Time
+	deprecatedBefore map[netip.Prefix]bool
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -442,7 +459,12 @@ func (m *model) closeSocket(gap time.Duration) {
 
 // reopenDue opens the socket whose gap ended by now.
 func (m *model) reopenDue() {
-	if !m.gap.IsZero() && !m.now.Before(m.gap) {
+	switch {
+	case m.gap.IsZero() || m.now.Before(m.gap):
+	case m.down:
+		m.down = false
+		m.restart()
+	default:
 		m.reopen()
 	}
 }
@@ -478,6 +500,9 @@ func (m *model) check() {
 	}
 	l := m.s.links["eth0"]
 	for k, e := range l.ra {
+		if !m.s.policies["eth0"].Trusts(k.router) {
+			m.fail("believes %s's word of %s, a router the link does not trust", k.router, k.prefix)
+		}
 		if k.router != routerA {
 			continue
 		}
@@ -502,7 +527,13 @@ func (m *model) check() {
 			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
 		}
 	}
-	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) {
+	if m.distrusted {
+		// Nothing the router says is heard: no renumbering lands, no
+		// contradiction is reported (nor owed once it is trusted again:
+		// its words are heard afresh, as a new router's).
+		m.land, m.conflictBy = time.Time{}, time.Time{}
+	}
+	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) && !m.down {
 		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
 			m.landed(l)
 		}
@@ -660,6 +691,8 @@ func (m *model) adversary() {
 		switch {
 		case op&0x20 != 0: // the adversary starts or stops answering the agent's solicitations
 			m.echo, m.echoOwn = !m.echo, op&0x40 != 0
+		case op&0x48 == 0x48 && op&0x80 != 0: // not the adversary: the agent is down a while, then restarts
+			m.goDown(time.Duration(m.next()) * 15 * time.Second)
 		case op&0x48 == 0x48: // not the adversary: the agent restarts
 			m.restart()
 			m.agent()
@@ -667,6 +700,10 @@ func (m *model) adversary() {
 			m.closeSocket(time.Duration(m.next()+1) * 20 * time.Millisecond)
 		case op&0x80 != 0: // a flood: the kernel drops the next words to arrive
 			m.drop = 1 + int(m.next()%4)
+		case op&0x18 == 0x18: // not the adversary: the agent's memory writes start or stop failing
+			m.memoryStuck = !m.memoryStuck
+		case op&0x18 == 0x10: // not the adversary: the user drops the router from trustedRouters, or names it again
+			m.trust(m.distrusted)
 		default:
 			m.solicited() // the adversary solicits the router
 		}
@@ -675,6 +712,26 @@ func (m *model) adversary() {
 	case 7: // the adversary is quiet for a while
 		m.runUntil(m.now.Add(time.Duration(m.next()) * time.Second))
 	}
+}
+
+// trust sets whether the link trusts the router (trustedRouters names it,
+// or names another address only): a router dropped is forgotten at once,
+// and across a restart (its words in the memory are not put back).
+func (m *model) trust(trusted bool) {
+	m.tracef("the router trusted: %v", trusted)
+	m.distrusted = !trusted
+	pol := policy.Policy{GlobalOnly: true}
+	if !trusted {
+		pol.Trusted = []netip.Addr{netip.MustParseAddr("fe80::99")}
+	} else {
+		// Named again, the router's offer is forgotten as after a
+		// reopen: a contradiction is not owed until the router speaks
+		// again (an adversary's withdrawal of a prefix not believed
+		// changes nothing; FuzzCorroboration 59bf5215a7f35cd3).
+		m.reopened = m.now
+	}
+	m.s.SetPolicies(map[string]policy.Policy{"eth0": pol})
+	m.agent()
 }
 
 func (m *model) speak(ps []RAPrefix, multicast bool) {
@@ -871,6 +928,30 @@ func FuzzCorroboration(f *testing.F) {
 	f.Add([]byte{1, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
 	f.Add([]byte{0xfe, 0, 10, 0, 7, 200, 0, 0x4d, 0, 7, 60})
 	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x16, 0, 7, 200, 0, 0x4d, 0, 7, 60})
+	// A replay right after a restart: the router re-sends A alike; the
+	// agent is down 10 min (0xcd, 40), the router reloading onto B
+	// meanwhile, unheard; a spoofer replays the router's first RA as the
+	// agent restarts, before the router answers its solicitation. Taken
+	// from the memory as re-sent alike, A was believed preferred until
+	// +41m, the router's word ended at +31m
+	// (TestAReplayRightAfterARestartRefreshesNothing).
+	f.Add([]byte{3, 0, 10, 250, 7, 60, 50, 0xcd, 40, 0, 6, 0, 7, 255, 0, 7, 255, 0, 7, 90, 0, 3, 0, 0, 7, 60})
+	// The memory's writes fail (0x1d) before the router renumbers A to B
+	// (A deprecated), believed and published; the agent restarts on the
+	// stale memory (A preferred); a spoofer replays the router's first RA
+	// and answers every solicitation with it. B is never believed, and
+	// once the startup grace ran out A was reported preferred on a word
+	// from before the restart, the digest having carried it deprecated
+	// (TestAMemoryOlderThanTheDigestPutsNoDeprecatedPrefixBack).
+	f.Add([]byte{3, 0, 10, 250, 7, 60, 0, 0x1d, 0, 6, 0, 7, 60, 0, 0x4d, 0, 3, 0, 0, 0x65, 0, 7, 60})
+	// The user drops the router from trustedRouters (0x15) a minute after
+	// it was believed, and names it again later; then the same with a
+	// restart while it is dropped, and with a renumbering while it is
+	// dropped. Before SetPolicies forgot a dropped router's words, the
+	// first failed at once: the router's A believed, untrusted.
+	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x15, 0, 7, 60, 0, 0x15, 0, 7, 60})
+	f.Add([]byte{1, 0, 10, 0, 7, 60, 0, 0x15, 0, 7, 60, 0, 0x4d, 0, 7, 60, 0, 0x15, 0, 7, 60})
+	f.Add([]byte{0xfe, 0, 10, 0, 7, 60, 0, 0x15, 0, 6, 0, 7, 60, 0, 0x15, 0, 7, 120})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runModel(t, input)
 	})

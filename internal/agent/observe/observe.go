@@ -143,6 +143,8 @@ type link struct {
 
 	// standIn: the deprecated prefix reported as preferred (standin.go).
 	standIn netip.Prefix
+	// hardware: the link's own link-layer address, "" unknown (memory.go).
+	hardware string
 }
 
 type addrEntry struct {
@@ -227,6 +229,23 @@ func (s *State) SetLinks(names ...string) {
 			delete(s.links, n)
 		}
 	}
+}
+
+// SetHardware records the link-layer address of the interface name is now
+// ("" unknown): the memory is written with it, and a memory written of
+// another is not put back (Remember). Call it before Remember.
+func (s *State) SetHardware(name, hardware string) {
+	if l := s.links[name]; l != nil {
+		l.hardware = hardware
+	}
+}
+
+// Hardware returns the link-layer address SetHardware recorded for name.
+func (s *State) Hardware(name string) string {
+	if l := s.links[name]; l != nil {
+		return l.hardware
+	}
+	return ""
 }
 
 // Links returns the watched link names, sorted.

@@ -14,8 +14,46 @@ import (
 var ErrUntrusted = errors.New("observe: no trusted router advertised it")
 
 // SetPolicies sets each watched link's policy (a link without one has the
-// zero Policy: everything is reported).
-func (s *State) SetPolicies(p map[string]policy.Policy) { s.policies = p }
+// zero Policy: everything is reported). A router a link no longer trusts
+// (dropped from trustedRouters while the agent runs) is forgotten there:
+// its believed words (else reported, source ra, until the lifetimes it
+// stated, for ever if infinite, and written to the memory for the next
+// run), its proposals waiting (believed once their window passed), its
+// seniority and how it answers. What the kernel formed from its RAs stays
+// reported as any address the router's word once vouched for: never
+// preferred.
+func (s *State) SetPolicies(p map[string]policy.Policy) {
+	s.policies = p
+	for name, l := range s.links {
+		pol := p[name]
+		for k := range l.ra {
+			if !pol.Trusts(k.router) {
+				delete(l.ra, k)
+			}
+		}
+		for r := range l.speakers {
+			if !pol.Trusts(r) {
+				delete(l.speakers, r)
+			}
+		}
+		for r := range l.since {
+			if !pol.Trusts(r) {
+				delete(l.since, r)
+			}
+		}
+		// How it answers: its words are no longer read, so a probe of a
+		// solicitation would miss its multicast answer and conclude
+		// "unicast" on another speaker's word (FuzzCorroboration
+		// 9c2f99fd4db69126). Forgotten as a voice pushed out is: it may
+		// have spoken as late as its last word (voiceOf).
+		for r, v := range l.voices {
+			if !pol.Trusts(r) {
+				l.voiceFloor = later(l.voiceFloor, later(v.last, v.lastMcast))
+				delete(l.voices, r)
+			}
+		}
+	}
+}
 
 // vouchedFor reports, on a link that trusts some routers, whether a trusted
 // router has advertised p since the agent started (a kernel address alone is

@@ -9,7 +9,7 @@ import (
 // A restart into an unchanged world publishes nothing (FuzzCorroboration):
 // when the agent restarts with the world quiet - no adversary word, no
 // renumbering, no reopen or flood for ConflictHold plus landing before it,
-// nothing pending - the model keeps the State that did not restart
+// nothing pending, the memory's writes not failing - the model keeps the State that did not restart
 // running beside the new one (the shadow), fed the same reads, kernel
 // events and solicitations. Until the world moves again, every digest the
 // restarted agent would publish (once Restated, or once its startup grace
@@ -47,7 +47,10 @@ func (m *model) moved(op byte) {
 // a restart's digest to be compared with the shadow's.
 func (m *model) quiet() bool {
 	l := m.s.links["eth0"]
-	if m.now.Before(m.lastMove.Add(m.s.ConflictHold+2*m.landing())) || m.echo || !m.gap.IsZero() || m.drop > 0 ||
+	// A memory whose writes fail is not the one the agent holds: the
+	// restart falls back on the digest's seed, whose one write is known
+	// (docs/security.md; FuzzCorroboration f521cb929ca31de9).
+	if m.now.Before(m.lastMove.Add(m.s.ConflictHold+2*m.landing())) || m.echo || !m.gap.IsZero() || m.drop > 0 || m.memoryStuck ||
 		!m.lostAt.IsZero() || !m.land.IsZero() || !l.sawRA || len(m.s.Conflicts("eth0", m.now)) > 0 {
 		return false
 	}

@@ -1,0 +1,67 @@
+package observe
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/agent/policy"
+	"github.com/renumber/renumber/internal/digest"
+)
+
+// A router dropped from trustedRouters while the agent runs leaves nothing
+// behind (SetPolicies): no believed word, no proposal, no seniority. The
+// first test failed on the code it was written against (a red team's
+// reading of the memory), the second on that red team's scratch fix.
+
+// trustedRouters changed while the agent runs - a rogue router found and
+// dropped from the list - must take the rogue's believed word out of the
+// RA table. When SetPolicies filtered only what was heard after it, the
+// word stayed: Snapshot reported every entry of the table (source ra), and
+// Memory wrote it to the node for the next run, so routerB's C (believed
+// while routerB was trusted) stayed preferred until the lifetimes routerB
+// stated (infinite here: for ever), across any number of restarts.
+func TestARouterDroppedFromTrustedRoutersIsNoLongerBelieved(t *testing.T) {
+	both := map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA, routerB}}}
+	s := agreed(t)
+	s.SetPolicies(both)
+	heard := t0.Add(10 * time.Second)
+	s.RA("eth0", routerB, heard, []RAPrefix{{pC, Infinite, Infinite, true}}) // the first word since the last solicitation: its answer
+	at := heard.Add(time.Minute)
+	if n := mustSnapshot(s, at); !preferredIn(n, pC.String()) {
+		t.Fatalf("routerB's C, trusted: %s; want it preferred", encode(t, s, at))
+	}
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
+	later := at.Add(time.Hour)
+	if n := mustSnapshot(s, later); slices.ContainsFunc(n.Links[0].Prefixes, func(p digest.Prefix) bool { return p.Prefix == pC }) {
+		t.Errorf("an hour after routerB left trustedRouters: %s, want nothing of routerB's C", encode(t, s, later))
+	}
+	for _, w := range s.Memory(later).Links[0].Words {
+		if w.Router == routerB {
+			t.Errorf("the memory keeps %s's word of %s, a router no longer trusted", w.Router, w.Prefix)
+		}
+	}
+}
+
+// A router dropped from trustedRouters while its word waits out its window
+// is not believed once the window passes: settle believes a proposal with
+// no look at the policy, so SetPolicies forgets the dropped router's
+// proposals too, not only its believed words.
+func TestAProposalOfARouterDroppedFromTrustedRoutersIsNotBelieved(t *testing.T) {
+	s := agreed(t)
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA, routerB}}})
+	heard := t0.Add(10 * time.Second)
+	s.RA("eth0", routerB, heard, []RAPrefix{{pC, Infinite, Infinite, true}}) // its answer, put to the window
+	if !s.links["eth0"].proposed(pC) {
+		t.Fatal("routerB's C is not waiting its window: the scenario is off")
+	}
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerA}}})
+	at := heard.Add(time.Minute)
+	if n := mustSnapshot(s, at); slices.ContainsFunc(n.Links[0].Prefixes, func(p digest.Prefix) bool { return p.Prefix == pC }) {
+		t.Errorf("a minute after routerB left trustedRouters, its word waiting then: %s, want nothing of C", encode(t, s, at))
+	}
+	if s.Senior("eth0", routerB) {
+		t.Error("routerB, no longer trusted, is still the link's senior router")
+	}
+}

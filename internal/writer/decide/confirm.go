@@ -274,7 +274,7 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 	past := was.Since != "" && !now.Before(since.Add(ConfirmWithin))
 	switch {
 	case !samePair || c.Agree:
-	case len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) && (joinPrefixes(c.Offered) == was.Backing || was.Backing != "" && past):
+	case len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) && (joinPrefixes(c.Offered) == was.Backing || was.Backing != "" && past && joinPrefixes(c.Held) != was.Backing):
 		// Two nodes besides the client, one after the other, were
 		// offered the same delegation the client does not hold: the
 		// confirmer takes the client over (it requests, and the server
@@ -292,6 +292,10 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 		// shorter than the bound that nobody renews, each Solicit given
 		// a fresh prefix) never offers two confirmers the same, and a
 		// client holding nothing, or a forgery, kept the role for ever.
+		// Not once the client holds the backing: the first confirmer
+		// backed what it holds now (it renewed late), so only this
+		// confirmer contradicts it - a liar reached by the rotation took
+		// an honest client over so (found by a red team).
 		others := func(ns []string) []string {
 			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == was.ClientNode })
 		}

@@ -8,7 +8,10 @@ import (
 	"github.com/renumber/renumber/internal/agent/policy"
 )
 
-// The RA red team's open holes (issue 42), each found again by the widened
+// Kinds of router the corroboration serves: one offering nothing, one
+// reloaded to multicast its answers, one unicasting them, one with a longer
+// MinDelayBetweenRAs, one that stops mentioning its prefix. Each case was an
+// RA red team's open hole (issue 42), found again by the widened
 // FuzzCorroboration; each test failed before its fix.
 
 // A router that offers nothing - RAs with no prefix option (a home router

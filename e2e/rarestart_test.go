@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/netip"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -10,6 +11,21 @@ import (
 	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/tools/world"
 )
+
+// agentOnA is how every restart test begins: the world's router advertises
+// A with these lifetimes, the DynamicPrefix home trusts it (its address is
+// returned), and node1's agent (with extra flags) runs until its digest
+// carries A preferred.
+func agentOnA(t *testing.T, w *world.World, valid, preferred time.Duration, extra ...string) (netip.Addr, *exec.Cmd) {
+	t.Helper()
+	if err := w.Net.Router.Advertise(t.Context(), world.Advert{Prefix: prefixA, Valid: valid, Preferred: preferred}); err != nil {
+		t.Fatal(err)
+	}
+	trusted := trustingHome(t, w, nil)
+	agent := startAgent(t, w, "node1", extra...)
+	waitDigest(t, w, "node1", "A preferred", has(prefixA, false, digest.SourceRA))
+	return trusted, agent
+}
 
 // TestADeprecatedPrefixStaysDeprecatedAcrossAnAgentRestart (RA red team):
 // radvd advertises A, then renumbers to B by omitting A (a router that just
@@ -25,12 +41,7 @@ func TestADeprecatedPrefixStaysDeprecatedAcrossAnAgentRestart(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	r := w.Net.Router
-	if err := r.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	trustingHome(t, w, nil)
-	agent := startAgent(t, w, "node1")
-	waitDigest(t, w, "node1", "A preferred", has(prefixA, false, digest.SourceRA))
+	_, agent := agentOnA(t, w, 600*time.Second, 300*time.Second)
 	if err := r.Advertise(ctx, world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +83,8 @@ func TestASpooferCannotBringBackAPrefixTheRouterOmitted(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	const validA, preferredA = 600 * time.Second, 300 * time.Second
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: validA, Preferred: preferredA}); err != nil {
-		t.Fatal(err)
-	}
-	trusted := trustingHome(t, w, nil)
-	agent := startAgent(t, w, "node1", "--conflict-hold", "15s")
+	trusted, agent := agentOnA(t, w, validA, preferredA, "--conflict-hold", "15s")
 	startWriter(t, w, "writer-a")
-	waitDigest(t, w, "node1", "A", has(prefixA, false, digest.SourceRA))
 	eventually(t, "the writer follows A", func() (bool, string) {
 		st := dpStatus(t, w, "home")
 		return st.CurrentPrefix == prefixA.String(), st.CurrentPrefix

@@ -36,12 +36,7 @@ func TestAReplayAsTheAgentRestartsHoldsNothingPastRadvdsWord(t *testing.T) {
 	w.Net.Router.MulticastAnswers = true
 	ctx := t.Context()
 	const valid, preferred = 600 * time.Second, 60 * time.Second
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: valid, Preferred: preferred}); err != nil {
-		t.Fatal(err)
-	}
-	trusted := trustingHome(t, w, nil)
-	agent := startAgent(t, w, "node1", "--conflict-hold", "15s")
-	waitDigest(t, w, "node1", "A preferred", has(prefixA, false, digest.SourceRA))
+	trusted, agent := agentOnA(t, w, valid, preferred, "--conflict-hold", "15s")
 	time.Sleep(20 * time.Second) // radvd re-sends A alike, corroborated: the memory says so
 
 	w.Stop(agent, 5*time.Second)

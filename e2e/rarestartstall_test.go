@@ -24,14 +24,8 @@ import (
 // nobody's word but the host's.
 func TestAContradictionAcrossAnAgentRestartDeprecatesNothingRadvdStates(t *testing.T) {
 	w := newWorld(t, 1)
-	ctx := t.Context()
 	const valid, preferred = 600 * time.Second, 300 * time.Second
-	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixA, Valid: valid, Preferred: preferred}); err != nil {
-		t.Fatal(err)
-	}
-	trusted := trustingHome(t, w, nil)
-	agent := startAgent(t, w, "node1", "--conflict-hold", "15s")
-	waitDigest(t, w, "node1", "A preferred", has(prefixA, false, digest.SourceRA))
+	trusted, agent := agentOnA(t, w, valid, preferred, "--conflict-hold", "15s")
 
 	sender := impostorSender(t, w, trusted)
 	forged := copyOfRadvd(t, []*ndp.PrefixInformation{pioOf(prefixA, valid, 0)})

@@ -33,7 +33,9 @@ var ranks = [][]string{
 
 	// The agent's side: what it reads (policy, observe), how it reads
 	// (dhcp6, ra, kernel, uplink), how it talks to the API (kubeconfig,
-	// kubehttp, node, publish), and the agent that ties them.
+	// kubehttp, node, publish), and the agent that ties them; below them,
+	// the link their tests listen on (vethtest).
+	{"internal/agent/vethtest"},
 	{"internal/agent/policy", "internal/agent/kubeconfig", "internal/agent/dhcp6", "internal/agent/publish"},
 	{"internal/agent/observe", "internal/agent/kubehttp"},
 	{"internal/agent/ra", "internal/agent/kernel", "internal/agent/node", "internal/agent/uplink"},

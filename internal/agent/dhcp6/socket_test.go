@@ -1,17 +1,14 @@
 package dhcp6
 
 import (
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/renumber/renumber/internal/agent/vethtest"
 )
 
 // The packet socket counts what its queue dropped: a burst of 2,000
@@ -20,9 +17,9 @@ import (
 // dropped since it was last asked). On a veth pair in a network namespace
 // the test made; it needs root.
 func TestThePacketSocketCountsItsDrops(t *testing.T) {
-	v := newVeth(t)
+	v := vethtest.New(t, "pkt")
 	var first, second int
-	v.in(t, func() error {
+	v.Do(t, func() error {
 		conn, err := ListenServers("rx")
 		if err != nil {
 			return err
@@ -58,13 +55,13 @@ func TestThePacketSocketCountsItsDrops(t *testing.T) {
 // it) and has joined the servers' and all routers' groups (a snooping
 // switch forwards those); closed, neither stays.
 func TestTheListenerTakesEveryGroupWhileOpen(t *testing.T) {
-	v := newVeth(t)
+	v := vethtest.New(t, "pkt")
 	var conn Conn
-	v.in(t, func() (err error) {
+	v.Do(t, func() (err error) {
 		conn, err = ListenServers("rx")
 		return err
 	})
-	link, groups := v.ip(t, "-d", "link", "show", "rx"), v.ip(t, "-6", "maddr", "show", "dev", "rx")
+	link, groups := v.IP(t, "-d", "link", "show", "rx"), v.IP(t, "-6", "maddr", "show", "dev", "rx")
 	if !strings.Contains(link, " allmulti 1 ") {
 		t.Errorf("listening, the link is not in all-multicast mode: %s", link)
 	}
@@ -74,68 +71,12 @@ func TestTheListenerTakesEveryGroupWhileOpen(t *testing.T) {
 		}
 	}
 	conn.Close()
-	link, groups = v.ip(t, "-d", "link", "show", "rx"), v.ip(t, "-6", "maddr", "show", "dev", "rx")
+	link, groups = v.IP(t, "-d", "link", "show", "rx"), v.IP(t, "-6", "maddr", "show", "dev", "rx")
 	if !strings.Contains(link, " allmulti 0 ") {
 		t.Errorf("closed, the link stays in all-multicast mode: %s", link)
 	}
 	if strings.Contains(groups, " ff02::1:2\n") {
 		t.Errorf("closed, ff02::1:2 stays joined: %s", groups)
-	}
-}
-
-// veth is a veth pair rx-tx in a network namespace the test made (and
-// deletes); it needs root.
-type veth struct {
-	name string
-	ns   netns.NsHandle
-}
-
-func newVeth(t *testing.T) *veth {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a network namespace)")
-	}
-	v := &veth{name: fmt.Sprintf("pkt-%d", os.Getpid())}
-	if out, err := exec.Command("ip", "netns", "add", v.name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", v.name).Run() })
-	v.ip(t, "link", "add", "rx", "type", "veth", "peer", "name", "tx")
-	v.ip(t, "link", "set", "dev", "rx", "up")
-	v.ip(t, "link", "set", "dev", "tx", "up")
-	var err error
-	if v.ns, err = netns.GetFromName(v.name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.ns.Close() })
-	return v
-}
-
-// ip runs ip(8) in the namespace and returns its output.
-func (v *veth) ip(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", append([]string{"-n", v.name}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %v: %v: %s", args, err, out)
-	}
-	return string(out)
-}
-
-// in runs f on a thread in the namespace (sockets stay in the namespace
-// they were made in; the thread dies with its goroutine).
-func (v *veth) in(t *testing.T, f func() error) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(v.ns); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 

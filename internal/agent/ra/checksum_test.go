@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/ndp"
 	"golang.org/x/net/ipv6"
+
+	"github.com/renumber/renumber/internal/agent/vethtest"
 )
 
 func TestVerifyChecksum(t *testing.T) {
@@ -51,35 +53,26 @@ func TestVerifyChecksum(t *testing.T) {
 // kernel leaves as written (IPV6_CHECKSUM -1 at SOL_RAW): what any host on
 // the link can send. The function returned sends one RA whose checksum does
 // not add up.
-func badChecksumSender(t *testing.T, v *vethLink) func() {
+func badChecksumSender(t *testing.T, v *vethtest.Pair) func() {
 	t.Helper()
 	txaddr := interfaceAddr(t, v, "tx")
-	type res struct {
-		pc  *ipv6.PacketConn
-		err error
-	}
-	got := make(chan res, 1)
-	v.in(t, func() {
+	var pc *ipv6.PacketConn
+	v.Do(t, func() error {
 		ic, err := net.ListenIP("ip6:ipv6-icmp", &net.IPAddr{IP: txaddr.AsSlice(), Zone: "tx"})
 		if err != nil {
-			got <- res{err: err}
-			return
+			return err
 		}
-		pc := ipv6.NewPacketConn(ic)
-		got <- res{pc, pc.SetChecksum(false, -1)}
+		pc = ipv6.NewPacketConn(ic)
+		return pc.SetChecksum(false, -1)
 	})
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { r.pc.Close() })
+	t.Cleanup(func() { pc.Close() })
 	b, err := ndp.MarshalMessage(ra(0xbad))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[2], b[3] = 0xde, 0xad
 	return func() {
-		if _, err := r.pc.WriteTo(b, &ipv6.ControlMessage{HopLimit: ndp.HopLimit}, &net.IPAddr{IP: allNodes.AsSlice(), Zone: "tx"}); err != nil {
+		if _, err := pc.WriteTo(b, &ipv6.ControlMessage{HopLimit: ndp.HopLimit}, &net.IPAddr{IP: allNodes.AsSlice(), Zone: "tx"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,8 +85,8 @@ func badChecksumSender(t *testing.T, v *vethLink) func() {
 // listener's own solicitation still carries a checksum a router's kernel
 // accepts.
 func TestListenerTakesABadChecksumForAnInvalidMessageNotALoss(t *testing.T) {
-	v := newVethLink(t)
-	tx := v.router(t)
+	v := vethtest.New(t, "rxtime")
+	tx := speaker(t, v)
 	// tx hears all routers' group, as a router does.
 	if err := tx.JoinGroup(allRouters); err != nil {
 		t.Fatal(err)

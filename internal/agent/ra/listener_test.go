@@ -7,121 +7,39 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/mdlayher/ndp"
-	"github.com/vishvananda/netns"
 	"golang.org/x/net/ipv6"
 	"k8s.io/utils/clock"
 
 	"github.com/renumber/renumber/internal/agent/observe"
+
+	"github.com/renumber/renumber/internal/agent/vethtest"
 )
 
-// vethLink is a veth pair in a network namespace the test made: the listener
-// reads on "rx", the test speaks as a router on "tx". No packet leaves it.
-type vethLink struct {
-	ns   netns.NsHandle
-	name string
-}
-
-func newVethLink(t *testing.T) *vethLink {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a network namespace)")
-	}
-	name := fmt.Sprintf("rxtime-%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	// No DAD: the link-local addresses are usable at once.
-	run("ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.default.accept_ra=0")
-	run("ip", "-n", name, "link", "add", "rx", "type", "veth", "peer", "name", "tx")
-	run("ip", "-n", name, "link", "set", "dev", "rx", "up")
-	run("ip", "-n", name, "link", "set", "dev", "tx", "up")
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return &vethLink{ns: ns, name: name}
-}
-
-// recreate deletes the veth pair and makes it again under the same names
-// (new indexes), as when an uplink is re-created.
-func (v *vethLink) recreate(t *testing.T) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"link", "del", "rx"},
-		{"link", "add", "rx", "type", "veth", "peer", "name", "tx"},
-		{"link", "set", "dev", "rx", "up"},
-		{"link", "set", "dev", "tx", "up"},
-	} {
-		if out, err := exec.Command("ip", append([]string{"-n", v.name}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-}
-
-// in runs f on a thread in the namespace (sockets stay in the namespace
-// they were made in); the thread dies with the goroutine.
-func (v *vethLink) in(t *testing.T, f func()) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(v.ns); err != nil {
-			errc <- err
-			return
-		}
-		errc <- nil
-		f()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// router opens the speaking end on tx (retrying while the link-local
+// speaker opens the speaking end on tx (retrying while the link-local
 // address is not there yet).
-func (v *vethLink) router(t *testing.T) *ndp.Conn {
+func speaker(t *testing.T, v *vethtest.Pair) *ndp.Conn {
 	t.Helper()
-	type res struct {
-		c   *ndp.Conn
-		err error
-	}
-	got := make(chan res, 1)
-	v.in(t, func() {
+	var c *ndp.Conn
+	v.Do(t, func() error {
 		ifi, err := net.InterfaceByName("tx")
 		if err != nil {
-			got <- res{err: err}
-			return
+			return err
 		}
 		for range 100 {
-			var c *ndp.Conn
 			if c, _, err = ndp.Listen(ifi, ndp.LinkLocal); err == nil {
-				got <- res{c: c}
-				return
+				return nil
 			}
 			time.Sleep(10 * time.Millisecond) // the kernel adds the address
 		}
-		got <- res{err: err}
+		return err
 	})
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { r.c.Close() })
-	return r.c
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 var allNodes = netip.MustParseAddr("ff02::1")
@@ -140,7 +58,7 @@ type report struct {
 
 // startListener runs a listener on rx; each RA blocks in Heard until the
 // test takes it from the channel (an agent slow to read).
-func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan report) {
+func startListener(t *testing.T, v *vethtest.Pair) (*Listener, chan heard, chan report) {
 	t.Helper()
 	ras := make(chan heard)
 	reports := make(chan report, 16)
@@ -169,7 +87,7 @@ func startListener(t *testing.T, v *vethLink) (*Listener, chan heard, chan repor
 		Reopened:  func(_ string, at time.Time) { send(report{"reopened", at}) },
 	}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	done := make(chan struct{})
-	v.in(t, func() { l.Run(ctx); close(done) })
+	v.Go(t, func() { l.Run(ctx); close(done) })
 	t.Cleanup(func() { cancel(); <-done })
 	return l, ras, reports
 }
@@ -186,8 +104,8 @@ func prefixOf(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("20
 // off the link (hop limit below 255) is not handed over, and one sent to
 // the node alone is told apart from one sent to all nodes.
 func TestListenerStampsArrivalAndReportsWhenCaughtUp(t *testing.T) {
-	v := newVethLink(t)
-	tx := v.router(t)
+	v := vethtest.New(t, "rxtime")
+	tx := speaker(t, v)
 	l, ras, reports := startListener(t, v)
 	clk := clock.RealClock{}
 
@@ -283,8 +201,8 @@ func TestListenerStampsArrivalAndReportsWhenCaughtUp(t *testing.T) {
 // reported as lost before anything read after the gap, and before the link
 // is reported read.
 func TestListenerReportsTheKernelsDrops(t *testing.T) {
-	v := newVethLink(t)
-	tx := v.router(t)
+	v := vethtest.New(t, "rxtime")
+	tx := speaker(t, v)
 	l, ras, reports := startListener(t, v)
 	solicitedAfterRead(t, reports)
 	// One RA in the handler, blocked; then far more than the queue holds.
@@ -322,7 +240,7 @@ func TestListenerReportsTheKernelsDrops(t *testing.T) {
 // solicitation, not one the last socket sent (its answer may have come in
 // the gap). The first socket reports no gap: there was no socket before.
 func TestAReopenedSocketReportsTheGap(t *testing.T) {
-	v := newVethLink(t)
+	v := vethtest.New(t, "rxtime")
 	l, _, reports := startListener(t, v)
 	var got []string
 	for r := range reports {
@@ -362,10 +280,10 @@ func TestAReopenedSocketReportsTheGap(t *testing.T) {
 // index Go caches for up to a minute, and every attempt failed with ENODEV
 // until the cache ran out (the agent deaf for 60-70 s in the world).
 func TestARecreatedLinkIsListenedOnAtOnce(t *testing.T) {
-	v := newVethLink(t)
+	v := vethtest.New(t, "rxtime")
 	l, _, reports := startListener(t, v)
 	solicitedAfterRead(t, reports)
-	v.recreate(t)
+	v.Recreate(t)
 	failures := metricErrors.With("rx").Value()
 	l.Restart()
 	never := time.After(time.Minute)
@@ -389,27 +307,18 @@ func TestARecreatedLinkIsListenedOnAtOnce(t *testing.T) {
 }
 
 // interfaceAddr is the link-local address of the interface name.
-func interfaceAddr(t *testing.T, v *vethLink, name string) netip.Addr {
+func interfaceAddr(t *testing.T, v *vethtest.Pair, name string) netip.Addr {
 	t.Helper()
-	type res struct {
-		addr netip.Addr
-		err  error
-	}
-	got := make(chan res, 1)
-	v.in(t, func() {
+	var a netip.Addr
+	v.Do(t, func() error {
 		ifi, err := net.InterfaceByName(name)
 		if err != nil {
-			got <- res{err: err}
-			return
+			return err
 		}
-		a, err := linkLocal(ifi)
-		got <- res{a, err}
+		a, err = linkLocal(ifi)
+		return err
 	})
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.addr
+	return a
 }
 
 // solicitedAfterRead waits for the report of the solicitation the listener

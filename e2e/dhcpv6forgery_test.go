@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,4 +210,65 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 	if to == afterAFlood {
 		t.Logf("the client's node's listener dropped %v packets unread", agentMetric(t, w, client, `renumber_agent_dhcpv6_listener_dropped_total{link="eth0"}`))
 	}
+}
+
+// TestDHCPv6PDALifetimeHintInTheClientsNameIsReported: a Renew in the
+// client's name (its DUID, IAID and dhcpd's DUID, copied from the client's
+// Renew; a transaction ID of its own) for the prefix the client holds, but
+// hinting a valid and preferred lifetime of one second. The agents' client
+// hints none, so the client's node reports it at once, before anything
+// comes of it: renumber_agent_dhcpv6_impersonations_total counts it and
+// RouterConflict turns True. What ISC dhcpd does with the hint is logged,
+// not asserted (the Reply PD line it writes for the forged Renew), and so
+// is the cluster's prefix a minute on.
+func TestDHCPv6PDALifetimeHintInTheClientsNameIsReported(t *testing.T) {
+	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
+	w, _, _ := pdClientWorld(t, 2, first)
+	speaker := rogueSpeaker(t, w)
+	p1, client, confirmer := delegationConfirmed(t, w)
+	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
+	renew := renewHeard(t, speaker)
+	metric := `renumber_agent_dhcpv6_impersonations_total{link="eth0"}`
+	before := agentMetric(t, w, client, metric)
+	time.Sleep(time.Second) // past the client's own exchange
+	dhcpdLog := filepath.Join(w.Dir, "rt-dhcpd.log")
+	b, _ := os.ReadFile(dhcpdLog)
+	logged := len(b)
+
+	hint, err := dhcpv6.NewMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hint.MessageType = dhcpv6.MessageTypeRenew
+	hint.AddOption(dhcpv6.OptClientID(renew.Options.ClientID()))
+	hint.AddOption(dhcpv6.OptServerID(renew.Options.ServerID()))
+	hint.AddOption(dhcpv6.OptElapsedTime(0))
+	ia := &dhcpv6.OptIAPD{IaId: renew.Options.OneIAPD().IaId}
+	ia.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: time.Second, ValidLifetime: time.Second,
+		Prefix: &net.IPNet{IP: p1.Addr().AsSlice(), Mask: net.CIDRMask(p1.Bits(), 128)}})
+	hint.AddOption(ia)
+	if err := speaker.SpeakToServers(hint.ToBytes()); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	eventuallyWithin(t, time.Minute, "the hinting Renew counted on the client's node and RouterConflict True", func() (bool, string) {
+		got := agentMetric(t, w, client, metric)
+		status := condition(dpStatus(t, w, "home"), render.RouterConflict)
+		return got == before+1 && status == "True RouterConflict", fmt.Sprintf("impersonations %v (before %v), %s", got, before, status)
+	})
+	t.Logf("reported %s after the forged Renew", time.Since(sent).Round(time.Millisecond))
+	if got := agentMetric(t, w, confirmer, metric); got != 0 {
+		t.Errorf("the confirmer counted %v impersonations: only the client's node listens", got)
+	}
+	time.Sleep(time.Minute)
+	st := dpStatus(t, w, "home")
+	b, _ = os.ReadFile(dhcpdLog)
+	var answered []string
+	for _, l := range strings.Split(string(b[min(logged, len(b)):]), "\n") {
+		if strings.Contains(l, "Reply PD") && len(answered) < 3 {
+			answered = append(answered, l)
+		}
+	}
+	t.Logf("dhcpd's first Replies since the forgery: %q; a minute on: current %s (was %s), bindings dropped on %s: %v",
+		answered, st.CurrentPrefix, p1, client, agentMetric(t, w, client, `renumber_agent_dhcpv6_bindings_dropped_total{link="eth0"}`))
 }

@@ -115,6 +115,13 @@ type DHCPv6PD struct {
 	// allowed), of the only servers the built-in client listens to (empty:
 	// any server, and two offering delegations are a conflict).
 	TrustedServers []string `json:"trustedServers,omitempty"`
+	// TrustClientAfter (renumber addition): a Go duration; once the
+	// client has held a delegation other than the current prefix,
+	// unconfirmed, this long, its word counts alone (empty: never - the
+	// stall is reported and waits for the admin). An opt-in bound on a
+	// stall nothing else ends, paid for with the confirmation: a liar client
+	// whose confirmers are kept from confirming wins after it.
+	TrustClientAfter string `json:"trustClientAfter,omitempty"`
 }
 
 // DHCPv6PD modes.
@@ -160,6 +167,11 @@ type DHCPv6PDStatus struct {
 	// renumbering lands (a liar client delaying it, a liar confirmer
 	// taking the client over).
 	OtherOffered string `json:"otherOffered,omitempty"`
+	// UnconfirmedSince: with trustClientAfter set, since when the client
+	// has held a delegation other than the current prefix that no
+	// confirmer agrees with (RFC 3339), through every rotation while it
+	// stays the client; past trustClientAfter its word counts alone.
+	UnconfirmedSince string `json:"unconfirmedSince,omitempty"`
 }
 
 type PrefixFilter struct {

@@ -45,6 +45,10 @@ type Model struct {
 	// preference (empty: any).
 	PDClient bool
 	PDNodes  []string
+	// PDTrustAfter: once the client has held a delegation other than the
+	// current prefix, unconfirmed, this long, its word counts alone (0:
+	// never; dhcpv6pd.trustClientAfter).
+	PDTrustAfter time.Duration
 	// PDTakenBy names the DynamicPrefix, first by name, that already runs
 	// the agents' client on PDInterface ("": none; set by the writer from
 	// the other DynamicPrefixes, LinkTakenBy). The agents run one client
@@ -124,6 +128,17 @@ func Parse(name string, s dynamicprefix.Spec) Model {
 	if pd := a.DHCPv6PD; pd != nil {
 		m.DHCPv6PD, m.PDInterface = true, pd.Interface
 		m.PDClient, m.PDNodes = pd.Client(), pd.NodeNames
+		if v := pd.TrustClientAfter; v != "" {
+			t, err := time.ParseDuration(v)
+			switch {
+			case err != nil || t < time.Minute || t > 30*24*time.Hour:
+				errs = append(errs, fmt.Errorf("dhcpv6pd: trustClientAfter %q is not a duration from 1m to 720h", v))
+			case !m.PDClient:
+				errs = append(errs, errors.New("dhcpv6pd: trustClientAfter is for mode client: in mode host nothing confirms a delegation"))
+			default:
+				m.PDTrustAfter = t
+			}
+		}
 	}
 	if a.DNS != nil {
 		d, err := parseDNS(a.DNS)

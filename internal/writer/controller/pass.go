@@ -273,6 +273,17 @@ func (c *Controller) announceDelegation(u *unstructured.Unstructured, name strin
 		c.log.Info(name + ": the DHCPv6 client and its confirmer agree again")
 		c.events.Announce("dp/"+name+"/delegation", u, false, render.ReasonConfirmed, "DHCPv6 client "+d.PDClient+" and confirmer "+d.Confirm.Confirmer+" agree again")
 	}
+	if !d.Confirm.Trusted.IsZero() {
+		// Once per episode (the message names the client and when):
+		// the user's bound, not a confirmation, moves the delegation.
+		msg := render.TrustedMessage(d)
+		c.events.Announce("dp/"+name+"/trusted", u, true, render.ReasonTrusted, msg)
+		if was == nil || was.Reason != render.ReasonTrusted {
+			c.log.Warn(name + ": " + msg)
+		}
+	} else {
+		c.events.Forget("dp/" + name + "/trusted")
+	}
 	if d.PDStalled {
 		// Once per stall (the message names the pair and the start):
 		// what only the user can settle.

@@ -127,3 +127,18 @@ func pdConverged(t *testing.T, n int) *fixture {
 }
 
 func (r *recorder) reset() { r.reasons, r.messages, r.warnings = nil, nil, nil }
+
+// atRest passes the writer an hour, every two minutes, the digests re-sent
+// as resend makes them, and fails at the first pass that writes anything
+// (what: where in the story this is).
+func (f *fixture) atRest(what string, resend func()) {
+	f.t.Helper()
+	begin := f.clock.Now()
+	for range 30 {
+		f.clock.Step(2 * time.Minute)
+		resend()
+		if got := f.sync(passHome); len(got) != 0 {
+			f.t.Fatalf("%v %s, nothing new: wrote %q", f.clock.Since(begin), what, got)
+		}
+	}
+}

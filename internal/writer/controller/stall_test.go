@@ -69,13 +69,7 @@ func stalled(t *testing.T) (*fixture, []string, time.Time) {
 	f.catchUp()
 	f.events.reset()
 	// An hour of passes, the digests re-sent unchanged: nothing written.
-	for range 30 {
-		f.clock.Step(2 * time.Minute)
-		disagree()
-		if got := f.sync(passHome); len(got) != 0 {
-			t.Fatalf("%v into the stall, nothing new: wrote %q", f.clock.Since(begin), got)
-		}
-	}
+	f.atRest("into the stall", disagree)
 	if len(f.events.reasons) != 0 {
 		t.Errorf("through the stall, events %q", f.events.reasons)
 	}

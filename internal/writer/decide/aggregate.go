@@ -436,6 +436,9 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			}
 		}
 	}
+	if at := d.Confirm.TrustsAt(); !at.IsZero() && (d.Wake.IsZero() || at.Before(d.Wake)) {
+		d.Wake = at // the client's word counts alone then
+	}
 	for _, h := range d.History {
 		if h.State == model.StateExpired {
 			continue

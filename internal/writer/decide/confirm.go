@@ -30,6 +30,15 @@
 //     alone kept it for ever), counted from the first pass a confirmer was
 //     offered another delegation (dhcpv6pd.otherOffered): the server had
 //     stopped stating it by then, however late the renumbering lands.
+//   - Trusted after a bound the user sets (spec.dhcpv6pd.trustClientAfter;
+//     none by default): once the client has held a delegation other than
+//     the current prefix, unconfirmed, that long - through every rotation,
+//     while it stays the client - its word counts alone, until a confirmer
+//     agrees or another node is the client. Nothing else ends a stall no
+//     rotation settles (two eligible nodes disagreeing; a LAN host
+//     contradicting every confirmer's Solicit, so that none is offered
+//     anything); the price is the confirmation's: a liar client whose
+//     confirmers are kept from confirming wins once the bound passes.
 //   - No confirmer: spec.dhcpv6pd.nodeNames names exactly one node (the
 //     admin trusts it), or nodeNames is empty, one node is eligible and
 //     none ever confirmed, and no agent is awaited (nobody to confirm). The client's word counts alone,
@@ -96,6 +105,15 @@ type Confirmation struct {
 	// other than the current prefix while it stayed current
 	// (status.dhcpv6pd.otherOffered; zero: not since it became current).
 	otherOffered time.Time
+	// Trusted is when the client's unconfirmed word began to count alone
+	// under spec.dhcpv6pd.trustClientAfter (zero: it does not).
+	Trusted time.Time
+	// unconfirmedSince is since when the client has held, unconfirmed, a
+	// delegation other than the current prefix (status.dhcpv6pd.
+	// unconfirmedSince; kept only with trustClientAfter set), and trustsAt
+	// when that passes the bound (zero: trusted already, or nothing
+	// waits).
+	unconfirmedSince, trustsAt time.Time
 }
 
 // Rotates is when the disagreement that began at Since outlives
@@ -113,7 +131,7 @@ func (c Confirmation) Rotates() time.Time { return c.Since.Add(ConfirmWithin) }
 // client's T1 may be anything, and a Degraded there would be a false
 // alarm; DelegationConfirmed still says what only the user can do).
 func (c Confirmation) StallsAt() time.Time {
-	if !c.Alone || c.Agree || c.Solo != "" || c.Since.IsZero() || c.valid == 0 {
+	if !c.Alone || c.Agree || c.Solo != "" || !c.Trusted.IsZero() || c.Since.IsZero() || c.valid == 0 {
 		return time.Time{}
 	}
 	return c.Since.Add(max(c.valid, ConfirmWithin))
@@ -142,7 +160,43 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 	if !c.otherOffered.IsZero() {
 		st.OtherOffered = c.otherOffered.UTC().Format(time.RFC3339)
 	}
+	if !c.unconfirmedSince.IsZero() {
+		st.UnconfirmedSince = c.unconfirmedSince.UTC().Format(time.RFC3339)
+	}
 	return st
+}
+
+// TrustsAt is when the client's unconfirmed word will count alone
+// (spec.dhcpv6pd.trustClientAfter) unless something changes first (zero:
+// nothing waits for it).
+func (c Confirmation) TrustsAt() time.Time { return c.trustsAt }
+
+// trust applies spec.dhcpv6pd.trustClientAfter to the confirmation c of
+// client's word: an episode begins when the client holds, unconfirmed, a
+// delegation other than current, and lasts while the same node is the
+// client and no confirmer agrees - kept in the status (was), across
+// rotations of the confirmer, which reset Since. Past the bound the
+// client's word counts alone for the rest of the episode: the renumbering
+// it landed, and any it holds later (a liar could have claimed its last
+// one from the start; and an episode that ended when the prefix landed
+// would be one more status write, and a stall begun again). A node
+// flapping its claim writes nothing.
+func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, client string, current netip.Prefix, now time.Time) {
+	if m.PDTrustAfter <= 0 || c.Solo != "" || client == "" || c.Agree {
+		return
+	}
+	if t, err := time.Parse(time.RFC3339, was.UnconfirmedSince); err == nil && client == was.ClientNode && !t.After(now) {
+		c.unconfirmedSince = t
+	} else if slices.ContainsFunc(c.Held, func(p netip.Prefix) bool { return p != current }) {
+		c.unconfirmedSince = now.Truncate(time.Second)
+	} else {
+		return
+	}
+	if at := c.unconfirmedSince.Add(m.PDTrustAfter); now.Before(at) {
+		c.trustsAt = at
+	} else {
+		c.Trusted = at
+	}
 }
 
 // stated keeps c.valid for current: what the status held while current
@@ -224,8 +278,21 @@ func validLifetime(st *dynamicprefix.DHCPv6PDStatus) (time.Duration, string) {
 }
 
 // confirm names the client and the confirmer and judges their agreement:
-// the client clientNode picks, unless a disagreement outlived ConfirmWithin.
+// the client clientNode picks, unless a disagreement outlived ConfirmWithin;
+// then whether the client's word counts alone past trustClientAfter.
 func confirm(m model.Model, prev Status, reports []Report, now time.Time) (string, Confirmation) {
+	client, c := roles(m, prev, reports, now)
+	var was dynamicprefix.DHCPv6PDStatus
+	if prev.DHCPv6PD != nil {
+		was = *prev.DHCPv6PD
+	}
+	current, _ := netip.ParsePrefix(prev.CurrentPrefix)
+	c.trust(m, was, client, current, now)
+	return client, c
+}
+
+// roles names the client and the confirmer and judges their agreement.
+func roles(m model.Model, prev Status, reports []Report, now time.Time) (string, Confirmation) {
 	client := clientNode(m, prev, reports)
 	var c Confirmation
 	var was dynamicprefix.DHCPv6PDStatus
@@ -357,7 +424,7 @@ func (c *Confirmation) judge(m model.Model, reports []Report, client string) {
 
 // confirms reports whether node's delegation p counts under c.
 func (c Confirmation) confirms(p netip.Prefix) bool {
-	return c.Solo != "" || c.Agree && slices.Contains(c.Offered, p)
+	return c.Solo != "" || !c.Trusted.IsZero() || c.Agree && slices.Contains(c.Offered, p)
 }
 
 // preferredOn lists, sorted, the acceptable preferred prefixes r reports from

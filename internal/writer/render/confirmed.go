@@ -20,7 +20,18 @@ const (
 	// ReasonStalled (of Degraded): the client and the confirmer, with
 	// nobody else eligible, disagree past the server's stated lifetime.
 	ReasonStalled = "DelegationStalled"
+	// ReasonTrusted: the client's delegation went unconfirmed longer than
+	// spec.acquisition.dhcpv6pd.trustClientAfter, and its word counts
+	// alone (decide.Confirmation.Trusted).
+	ReasonTrusted = "ClientTrusted"
 )
+
+// TrustedMessage says that the client's unconfirmed word counts alone, and
+// why (the bound the user set).
+func TrustedMessage(d decide.Decision) string {
+	return "no confirmer has agreed with client " + d.PDClient + "'s delegation for spec.acquisition.dhcpv6pd.trustClientAfter: its word counts alone from " +
+		d.Confirm.Trusted.UTC().Format(time.RFC3339) + " until a confirmer agrees or another node is the client (a liar client whose confirmers are kept from confirming wins so: remove trustClientAfter to wait for the confirmation)"
+}
 
 // next says what follows a disagreement that began at c.Since: another node
 // confirms from the rotation, or, with nobody else eligible, nothing moves
@@ -28,7 +39,7 @@ const (
 func next(c decide.Confirmation) string {
 	switch at := c.StallsAt(); {
 	case c.Alone && at.IsZero():
-		return "no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible)"
+		return "no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, make a third node eligible, or set spec.acquisition.dhcpv6pd.trustClientAfter)"
 	case c.Alone:
 		return "no other node is eligible to confirm: the pair stays, reported Degraded from " + at.UTC().Format("15:04:05")
 	}
@@ -42,7 +53,7 @@ func StalledMessage(d decide.Decision) string {
 	return "client " + d.PDClient + " and confirmer " + c.Confirmer + " have disagreed since " + c.Since.UTC().Format(time.RFC3339) +
 		", longer than the lifetime the server stated for the current prefix, and no third node is eligible: nothing tells which of the two is lying (a node's digest forged), so " +
 		"the delegation holds as it was - a prefix the server may have let lapse, or its real one a liar would remove. " +
-		"Name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible"
+		"Name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, make a third node eligible, or set spec.acquisition.dhcpv6pd.trustClientAfter to trust the client after a bound"
 }
 
 // TakenMessage says why m adopts nothing from its interface's delegations.
@@ -61,6 +72,8 @@ func ConfirmedCondition(d decide.Decision) (bool, string, string) {
 	switch {
 	case c.Solo != "":
 		return true, ReasonNoConfirmer, c.Solo
+	case !c.Trusted.IsZero():
+		return false, ReasonTrusted, TrustedMessage(d)
 	case c.Agree && len(c.Held) == 0:
 		return true, ReasonConfirmed, "nothing to confirm: client " + d.PDClient + " holds no delegation, and none is offered to confirmer " + c.Confirmer
 	case c.Agree:

@@ -35,8 +35,13 @@ func TestDelegationConfirmedSaysWhoSaysWhat(t *testing.T) {
 		// field is the decision's) nothing bounds the stall, and the
 		// message says what only the user can do.
 		{"disagree, nobody else eligible", decide.Confirmation{Confirmer: "b", Held: bad, Offered: a, Since: since, Alone: true},
-			cond{false, ReasonDisagree, "client a and confirmer b disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, or make a third node eligible)"}},
+			cond{false, ReasonDisagree, "client a and confirmer b disagree (a node's digest forged, or a renumbering one has not seen yet; the log names what each reports): the delegation holds as it was; no other node is eligible to confirm: the pair stays (the server stated no finite lifetime to bound it; name the node to trust in spec.acquisition.dhcpv6pd.nodeNames, make a third node eligible, or set spec.acquisition.dhcpv6pd.trustClientAfter)"}},
 		{"nobody to confirm", decide.Confirmation{Solo: "only a is eligible"}, cond{true, ReasonNoConfirmer, "only a is eligible"}},
+		// Past trustClientAfter: the client's word counts alone, said
+		// without the claim or the confirmer (both change within the
+		// episode: a rotation would write the status and announce again).
+		{"trusted past trustClientAfter", decide.Confirmation{Confirmer: "b", Held: bad, Since: since, Trusted: since.Add(time.Hour)},
+			cond{false, ReasonTrusted, "no confirmer has agreed with client a's delegation for spec.acquisition.dhcpv6pd.trustClientAfter: its word counts alone from 2026-03-01T13:00:00Z until a confirmer agrees or another node is the client (a liar client whose confirmers are kept from confirming wins so: remove trustClientAfter to wait for the confirmation)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ok, reason, msg := ConfirmedCondition(decide.Decision{PDClient: "a", Confirm: c.confirm})

@@ -20,7 +20,7 @@ import (
 // lifetime when counting down, an hour afresh when not).
 func countdownWorld(t *testing.T, countdown bool) (lastPooled, statedEnd time.Time) {
 	t.Helper()
-	w := newPDWorld(2, true)
+	w := newPDWorld(2, true, "")
 	w.valid, w.life, w.countdown = time.Hour, time.Hour, countdown
 	a := w.bind
 	const pass = 30 * time.Second

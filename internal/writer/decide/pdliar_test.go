@@ -21,7 +21,7 @@ import (
 // the last decision.
 func liarClientWorld(t *testing.T, honest int, say func(w *pdWorld, a netip.Prefix) string, run time.Duration) (lastPooled, statedEnd time.Time, stalled []time.Time, last Decision) {
 	t.Helper()
-	w := newPDWorld(honest, true)
+	w := newPDWorld(honest, true, "")
 	a := w.bind
 	const pass = 30 * time.Second
 	for w.now.Sub(t0) < run {
@@ -147,7 +147,7 @@ func TestALiarClientOfThreeNodesKeepsNoLapsedDelegation(t *testing.T) {
 // then claims B and A deprecated with 2^32-1 s left.
 func probingWorld(t *testing.T, renumberAt time.Duration) (lastPooled, statedEnd, transition time.Time) {
 	t.Helper()
-	w := newPDWorld(2, true)
+	w := newPDWorld(2, true, "")
 	a := w.bind
 	const pass = 30 * time.Second
 	lastProbe := map[string]time.Time{}
@@ -289,7 +289,7 @@ func TestASecondDynamicPrefixOnOneLinkAdoptsNoOtherDelegation(t *testing.T) {
 // last statement about it (h0's Renew, h1's Advertise) ended.
 func takeoverWorld(t *testing.T, renumberAt time.Duration, liar bool) (lastPooled, statedEnd time.Time) {
 	t.Helper()
-	w := newPDWorld(2, false)
+	w := newPDWorld(2, false, "")
 	a := w.bind
 	const pass = 30 * time.Second
 	// h0 took its lease a pass before the writer's first pass (its T1
@@ -398,7 +398,7 @@ func TestALiarConfirmerTakingTheClientOverKeepsNoReplacedDelegation(t *testing.T
 // from since + the stated lifetime (t0+15m) on, steadily. It failed
 // before: nothing was reported.
 func TestALiarConfirmerOfTwoNodesKeepsNoReplacedDelegationPooled(t *testing.T) {
-	w := newPDWorld(1, false) // h0 client, x confirmer
+	w := newPDWorld(1, false, "") // h0 client, x confirmer
 	a := w.bind
 	var last, statedEnd time.Time
 	var stalled []time.Time

@@ -150,14 +150,7 @@ func TestDHCPv6PDCopierOfTheServersDUIDMovesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	speaker := rogueSpeaker(t, w)
-	duid, err := hex.DecodeString(strings.ReplaceAll(first.ServerDUID(), ":", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverDUID, err := dhcpv6.DUIDFromBytes(duid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	serverDUID := serverDUIDOf(t, first)
 	bad := netip.MustParsePrefix("2001:db8:bad::/56")
 	cp := &copier{s: speaker, duid: serverDUID, own: bad, answered: map[dhcpv6.MessageType]int{}}
 	cctx, stop := context.WithCancel(ctx)
@@ -295,4 +288,18 @@ func rogueSpeaker(t *testing.T, w *world.World) *world.DHCPv6Speaker {
 	}
 	t.Cleanup(func() { speaker.Close() })
 	return speaker
+}
+
+// serverDUIDOf is the DUID of dhcpd configured with d (d.Name set).
+func serverDUIDOf(t *testing.T, d world.Delegation) dhcpv6.DUID {
+	t.Helper()
+	b, err := hex.DecodeString(strings.ReplaceAll(d.ServerDUID(), ":", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	duid, err := dhcpv6.DUIDFromBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return duid
 }

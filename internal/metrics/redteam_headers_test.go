@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,12 @@ import (
 // timeout is lengthened here so that the reading, not the clock, is measured
 // (5 s is ample to send 1 MiB on a LAN).
 func TestHeadersBeingSentCostLittleMemory(t *testing.T) {
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP", true: "HTTPS"}[tlsOn], func(t *testing.T) { headersBeingSent(t, tlsOn) })
+	}
+}
+
+func headersBeingSent(t *testing.T, tlsOn bool) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +41,11 @@ func TestHeadersBeingSentCostLittleMemory(t *testing.T) {
 	defer cancel()
 	conns := NewConns("redteam")
 	ep := Endpoint{Listener: l, Conns: conns, Timeouts: Timeouts{Header: time.Minute, Read: time.Minute}}
+	if tlsOn {
+		if ep.TLS, err = SelfSigned("renumber-metrics", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	go func() {
 		_ = Serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), ep, NewRegistry(), nil, nil, nil)
 	}()
@@ -52,13 +64,19 @@ func TestHeadersBeingSentCostLittleMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tlsOn {
+				c = tls.Client(c, &tls.Config{InsecureSkipVerify: true}) // the LAN host checks nothing
+			}
 			held = append(held, c)
 			go func() { _, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: node\r\nX-Pad: %s", pad) }()
 		}
 	}
-	defer func() {
+	defer func() { // the next case measures from a clean heap
 		for _, c := range held {
 			_ = c.Close()
+		}
+		for i := 0; conns.Open() > 0 && i < 100; i++ {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	// The server reads at its own pace: watch the heap until it stops

@@ -73,7 +73,7 @@ func server(log *slog.Logger, h http.Handler, cfg *tls.Config, t Timeouts) *http
 	protocols.SetHTTP1(true)
 	return &http.Server{Handler: h, TLSConfig: cfg, Protocols: &protocols, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		MaxHeaderBytes:    MaxHeaderBytes,
-		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return WithConn(ctx) },
+		ConnContext:       withConnOf,
 		ReadHeaderTimeout: or(t.Header, DefaultTimeouts.Header), ReadTimeout: or(t.Read, DefaultTimeouts.Read),
 		WriteTimeout: or(t.Write, DefaultTimeouts.Write), IdleTimeout: or(t.Idle, DefaultTimeouts.Idle)}
 }

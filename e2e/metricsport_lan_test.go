@@ -1,39 +1,46 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mdlayher/ndp"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/renumber/renumber/internal/metrics"
 )
 
-// TestALANHostIsOneClientOfTheMetricsPort (red team, issue 42 item 14): the
-// metrics port caps connections per client, a client being a /64 (or /24),
-// because "a host on the LAN can take any free address of its subnet, but
-// cannot complete a handshake from outside it, where no route brings the
-// answer back" (internal/metrics Client, docs/security.md). A host on the
-// LAN can bring the route: an RA (from any link-local source; router
-// lifetime 0, so it is nobody's default router) whose prefix options say
-// 2001:db8:f00:N::/64 is on-link, addresses not to be formed, is taken by
-// every node's kernel (accept_ra=2, as SLAAC nodes have), and the node then
-// answers those addresses on the link directly. One host becomes any number
-// of clients, 8 connections each, up to the port's cap of 64 - past which the
-// oldest connection, the scraper's among them, is closed, and each of which
-// can hold a 1 MiB header (TestHeadersBeingSentCostLittleMemory).
+// TestALANHostIsOneClientOfTheMetricsPort (issue 42): the metrics port caps
+// connections per client. A client was a /64 (or /24), on the reasoning
+// that a host on the LAN can take any free address of its subnet but cannot
+// complete a handshake from outside it, where no route brings the answer
+// back. A host on the LAN can bring the route: an RA (from any link-local
+// source; router lifetime 0, so it is nobody's default router) whose prefix
+// options say 2001:db8:f00:N::/64 is on-link, addresses not to be formed, is
+// taken by every node's kernel (accept_ra=2, as SLAAC nodes have), and the
+// node then answers those addresses on the link directly. Found by a red
+// team: one host, 8 connections from each of 9 /64s, held all 64, past
+// which the oldest connection - the scraper's among them - is closed.
+// Now every source the node answers on the link (or through a router the
+// link named) is one client, as the kernel's route to it says
+// (metrics.KernelRoutes, as the agent configures it): the host holds 8, and
+// a connection from elsewhere - here the node's own address, as the
+// kubelet's probes come - stays open and is answered.
 //
-// The port here is internal/metrics' own server with its caps (NewConns),
-// on node1's address on the LAN; the host is the world's rogue router's
+// The port here is internal/metrics' own server with the agent's caps, on
+// node1's address on the LAN; the host is the world's rogue router's
 // namespace, with a route to the LAN only.
 func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 	w := newWorld(t, 1)
@@ -45,13 +52,26 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conns := metrics.NewConns("redteam")
+	conns := metrics.NewConns("agent")
+	nodeNS, err := netns.GetFromName(node.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nodeNS.Close() })
+	routes, err := netlink.NewHandleAt(nodeNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = routes.Close() })
+	conns.Routes = metrics.KernelRoutes{H: routes}.Route // the agent's, in node1's namespace
 	target := netip.AddrPortFrom(node.ControlAddr, 9470)
+	var accepted atomic.Int64
 	inNetns(t, node.NS, func() {
-		l, err := net.Listen("tcp", target.String())
+		inner, err := net.Listen("tcp", target.String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		l := &counting{Listener: inner, n: &accepted}
 		sctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
 		go func() {
@@ -81,6 +101,17 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 		})
 		return c, err
 	}
+
+	// The scraper's stand-in: a connection from node1's own address,
+	// answered on loopback.
+	var probe net.Conn
+	inNetns(t, node.NS, func() {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(node.ControlAddr, 0))}
+		if probe, err = d.Dial("tcp", target.String()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { _ = probe.Close() })
 
 	// Control: from outside the LAN's /64, no answer comes back.
 	if c, err := dial(from(1), 3*time.Second); err == nil {
@@ -118,13 +149,42 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 			held = append(held, c)
 		}
 	}
-	time.Sleep(time.Second) // the server accepts at its own pace
+	// Every handshake completed was accepted (the probe's too): the caps
+	// have acted on all of them.
+	eventually(t, "the server accepted every connection", func() (bool, string) {
+		return accepted.Load() == int64(len(held)+1), fmt.Sprintf("%d of %d", accepted.Load(), len(held)+1)
+	})
 	t.Logf("one LAN host opened %d connections from %d /64s; the port holds %d (cap %d, %d a client)",
 		len(held), subnets, conns.Open(), conns.Max, conns.PerClient)
-	if conns.Open() > conns.PerClient {
+	if conns.Open() > conns.PerClient+1 {
 		t.Errorf("one host on the LAN holds %d connections to the metrics port, past the %d of one client: each on-link /64 it advertised is a client of its own",
-			conns.Open(), conns.PerClient)
+			conns.Open()-1, conns.PerClient)
 	}
+	if _, err := fmt.Fprintf(probe, "GET /metrics HTTP/1.1\r\nHost: node\r\n\r\n"); err != nil {
+		t.Fatalf("the probe's connection: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(probe), nil)
+	if err != nil {
+		t.Fatalf("the probe's connection, opened before the flood, was closed: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the probe's scrape: %s", resp.Status)
+	}
+}
+
+// counting counts the connections it accepts.
+type counting struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l *counting) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // inNetns runs f on a thread in the network namespace named ns (sockets it

@@ -43,6 +43,34 @@ import (
 // node1's address on the LAN; the host is the world's rogue router's
 // namespace, with a route to the LAN only.
 func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
+	lanHostAsManyClients(t, "2001:db8:f00:%x::1", func(from []netip.Prefix) *ndp.RouterAdvertisement {
+		ra := &ndp.RouterAdvertisement{CurrentHopLimit: 64} // these /64s are on-link
+		for _, p := range from {
+			ra.Options = append(ra.Options, &ndp.PrefixInformation{PrefixLength: 64, Prefix: p.Addr(), OnLink: true,
+				ValidLifetime: time.Hour, PreferredLifetime: 0})
+		}
+		return ra
+	})
+}
+
+// TestALANHostRoutingTheNodeIsOneClientOfTheMetricsPort: the same host
+// without a prefix option, advertising itself a default router of high
+// preference (router lifetime 30 min): node1 then answers every address off
+// the LAN through it, and it answers from 9 /64s of the documentation
+// prefix that are nobody's on the link. Those too are the link's one client
+// (the kernel's route to them is the default one, which the link named).
+func TestALANHostRoutingTheNodeIsOneClientOfTheMetricsPort(t *testing.T) {
+	lanHostAsManyClients(t, "2001:db8:beef:%x::1", func([]netip.Prefix) *ndp.RouterAdvertisement {
+		return &ndp.RouterAdvertisement{CurrentHopLimit: 64, RouterSelectionPreference: ndp.High, RouterLifetime: 30 * time.Minute}
+	})
+}
+
+// lanHostAsManyClients has the world's rogue host send node1 the RA ra
+// makes for 9 /64s (formatted from source, %x the 1-9), then open 8
+// connections from each /64 to a metrics port with the agent's caps on
+// node1's LAN address: it must hold no more than one client's 8, and a
+// connection from node1's own address, opened before, is answered after.
+func lanHostAsManyClients(t *testing.T, source string, ra func([]netip.Prefix) *ndp.RouterAdvertisement) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	advertise(t, w, prefixA) // node1 has a default router, the real one
@@ -80,7 +108,7 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 	})
 
 	const subnets = 9
-	from := func(n int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("2001:db8:f00:%x::1", n)) }
+	from := func(n int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf(source, n)) }
 	for n := 1; n <= subnets; n++ {
 		if out, err := exec.Command("ip", "-n", rogue.NS, "addr", "add", from(n).String()+"/64", "dev", "eth0", "nodad").CombinedOutput(); err != nil {
 			t.Fatalf("%v: %s", err, out)
@@ -113,19 +141,18 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = probe.Close() })
 
-	// Control: from outside the LAN's /64, no answer comes back.
+	// Control: from outside the LAN's /64, no answer comes back (node1
+	// answers it through the real router).
 	if c, err := dial(from(1), 3*time.Second); err == nil {
 		_ = c.Close()
 		t.Fatalf("control: a handshake from %s completed before any RA", from(1))
 	}
 
-	// One RA: these /64s are on-link.
-	ra := &ndp.RouterAdvertisement{CurrentHopLimit: 64}
+	var prefixes []netip.Prefix
 	for n := 1; n <= subnets; n++ {
-		ra.Options = append(ra.Options, &ndp.PrefixInformation{PrefixLength: 64, Prefix: netip.PrefixFrom(from(n), 64).Masked().Addr(), OnLink: true,
-			ValidLifetime: time.Hour, PreferredLifetime: 0})
+		prefixes = append(prefixes, netip.PrefixFrom(from(n), 64).Masked())
 	}
-	b, err := ndp.MarshalMessage(ra)
+	b, err := ndp.MarshalMessage(ra(prefixes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +184,7 @@ func TestALANHostIsOneClientOfTheMetricsPort(t *testing.T) {
 	t.Logf("one LAN host opened %d connections from %d /64s; the port holds %d (cap %d, %d a client)",
 		len(held), subnets, conns.Open(), conns.Max, conns.PerClient)
 	if conns.Open() > conns.PerClient+1 {
-		t.Errorf("one host on the LAN holds %d connections to the metrics port, past the %d of one client: each on-link /64 it advertised is a client of its own",
+		t.Errorf("one host on the LAN holds %d connections to the metrics port, past the %d of one client: each /64 it answers from is a client of its own",
 			conns.Open()-1, conns.PerClient)
 	}
 	if _, err := fmt.Fprintf(probe, "GET /metrics HTTP/1.1\r\nHost: node\r\n\r\n"); err != nil {

@@ -100,6 +100,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ep := metrics.Endpoint{Addr: *metricsAddr, Conns: metrics.NewConns("agent")}
+	// Host networking: whoever is on the LAN is one client of the port,
+	// however many addresses it answers from (metrics.ClientOf).
+	ep.Conns.Routes = metrics.KernelRoutes{}.Route
 	var audiences []string
 	if *audience != "" {
 		audiences = []string{*audience}

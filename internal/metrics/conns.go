@@ -7,7 +7,7 @@ import (
 )
 
 // Conns caps the connections a listener holds open: at most PerClient from
-// one client (Client: a /24 or a /64) and Max in all.
+// one client (ClientOf: a link, a /24 or a /64) and Max in all.
 //
 // A new connection beyond a cap is not refused and does not wait (a
 // netutil.LimitListener would make the real scraper wait behind whoever
@@ -18,6 +18,10 @@ import (
 // one connection a scrape is closed only once every client holds one.
 type Conns struct {
 	Max, PerClient int
+	// Routes, when set, says how the node answers a source (KernelRoutes):
+	// the sources anyone on one link can take are one client (ClientOf).
+	// Unset (the writer, in its Pod's network), clients are prefixes.
+	Routes func(netip.Addr) (Route, bool)
 
 	mu      sync.Mutex
 	seq     uint64
@@ -64,7 +68,7 @@ func (l *capped) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &conn{Conn: nc, client: Client(nc.RemoteAddr().String())}
+	x := &conn{Conn: nc, client: l.c.client(nc.RemoteAddr().String())}
 	if victim := l.c.add(x); victim != nil {
 		_ = victim.Close()
 	}
@@ -139,11 +143,52 @@ func (x *conn) Close() error {
 	return x.Conn.Close()
 }
 
-// Client names who a remote address is for the per-client limits: its /24
-// (IPv4) or /64 (IPv6). A host on the LAN can take any free address in its
-// subnet (answering ARP or Neighbor Solicitations for it), and the common
-// subnets are these; it cannot complete a TCP handshake from outside them,
-// where no route brings the answer back.
+// client is remote's client, as Routes has the node answer it.
+func (c *Conns) client(remote string) string {
+	if c.Routes == nil {
+		return Client(remote)
+	}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return remote
+	}
+	r, ok := c.Routes(ap.Addr().Unmap().WithZone(""))
+	return ClientOf(remote, r, ok)
+}
+
+// Route is how the node answers a source: the link the answer leaves by,
+// and whether whoever is on that link can have chosen it.
+type Route struct {
+	Link string
+	// Direct: the source is on the link (no gateway). Learned: through a
+	// gateway the link itself named - a default route (from an RA, or from
+	// DHCP on IPv4), a route an RA or a redirect set.
+	Direct, Learned bool
+}
+
+// ClientOf names who remote is for the per-client limits, given how the
+// node answers it (routed: a route was found). A host on a link can take
+// any address the node answers on that link: any free address of the
+// link's subnets, and - one RA saying so, router lifetime 0 - any /64 it
+// likes marked on-link, or, advertising itself a default router (or
+// redirecting), any address the node reaches through one. So every source
+// answered directly on a link, or through a gateway the link named, is one
+// client: the link. What it cannot take is an address the node answers
+// elsewhere - a Pod's, through the CNI's own link or a route it set to
+// another node - and those are each their prefix's client (Client): a
+// scraper there keeps its connection and its review budget whatever the LAN
+// does. Found by a red team (issue 42): one host, 9 on-link /64s, all 64
+// connections.
+func ClientOf(remote string, r Route, routed bool) string {
+	if routed && r.Link != "" && (r.Direct || r.Learned) {
+		return "link " + r.Link
+	}
+	return Client(remote)
+}
+
+// Client names who a remote address is for the per-client limits when no
+// route says more: its /24 (IPv4) or /64 (IPv6), the common subnets (the
+// writer, in its Pod's network, sees the LAN only through its node).
 func Client(remote string) string {
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {

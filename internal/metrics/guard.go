@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"crypto/sha256"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -119,14 +120,26 @@ func (g *Guard) Collect(w *Writer) {
 // projected token rotates, the new one comes on a connection that already
 // proved itself, and is reviewed without waiting for a budget that made-up
 // tokens from its subnet (a tenant Pod beside it) may keep empty.
-type connMemory struct{ vouched atomic.Bool }
+type connMemory struct {
+	vouched atomic.Bool
+	// client is the connection's client as Conns counted it ("": by its
+	// address, Client).
+	client string
+}
 
 type connKey struct{}
 
 // WithConn returns ctx carrying a new connection's memory (http.Server's
 // ConnContext).
-func WithConn(ctx context.Context) context.Context {
-	return context.WithValue(ctx, connKey{}, &connMemory{})
+func WithConn(ctx context.Context) context.Context { return withConnOf(ctx, nil) }
+
+// withConnOf is WithConn for nc, knowing its client when Conns counted it.
+func withConnOf(ctx context.Context, nc net.Conn) context.Context {
+	m := &connMemory{}
+	if x, ok := nc.(*conn); ok {
+		m.client = x.client
+	}
+	return context.WithValue(ctx, connKey{}, m)
 }
 
 // Wrap guards next.
@@ -139,7 +152,11 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		c, _ := r.Context().Value(connKey{}).(*connMemory)
-		v, outcome := g.verdict(r.Context(), Client(r.RemoteAddr), token, c != nil && c.vouched.Load())
+		client := Client(r.RemoteAddr)
+		if c != nil && c.client != "" {
+			client = c.client // one budget for a link, as one cap
+		}
+		v, outcome := g.verdict(r.Context(), client, token, c != nil && c.vouched.Load())
 		switch {
 		case outcome != "":
 		case v == Allowed:

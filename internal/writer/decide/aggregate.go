@@ -684,6 +684,9 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 				h.ExpiresAt = now.Add(drain).Truncate(time.Second)
 			}
 		}
+		if h.State == model.StateDraining && fallback > 0 {
+			h.ExpiresAt = drainBound(h, fallback, now)
+		}
 		if h.State == model.StateDraining {
 			// Unreported (by a majority) ends a drain, unless the name's
 			// deadline does (an entry from before the name was followed
@@ -704,6 +707,38 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		out = append(out, h)
 	}
 	return out, wake
+}
+
+// MaxTTL is the longest TTL a resolver's answer is read as (RFC 8767's
+// seven days; resolve.MaxTTL, which imports this package): no answer makes
+// a replaced prefix drain longer than max(maxInterval, MaxTTL).
+const MaxTTL = 7 * 24 * time.Hour
+
+// drainBound is a followed name's drain deadline as the writer can justify
+// it: the status's, but no later than max(maxInterval, MaxTTL) after the
+// prefix was replaced - the longest drain the writer itself sets. The
+// status is the writer's only memory, and a stolen token writes it: a
+// deadline it forged (expiresAt 9999) would otherwise keep a prefix no
+// server names in the pools for as long as it says, after the token is
+// revoked (issue 42, found by a red team). A deprecatedAt in the future is
+// forged too, and counts as now: the bound then runs from the first
+// decision that reads it, and is written back.
+func drainBound(h HistoryEntry, maxInterval time.Duration, now time.Time) time.Time {
+	if h.ExpiresAt.IsZero() {
+		return h.ExpiresAt
+	}
+	from := h.DeprecatedAt
+	if from.IsZero() || from.After(now) {
+		from = now.Truncate(time.Second)
+	}
+	// Rounded up to a second: the writer's own deadline,
+	// now.Add(drain).Truncate(time.Second), can pass deprecatedAt (now,
+	// truncated) plus the drain by that fraction, and is kept as written.
+	longest := (max(maxInterval, MaxTTL) + time.Second - 1).Truncate(time.Second)
+	if bound := from.Add(longest); h.ExpiresAt.After(bound) {
+		return bound
+	}
+	return h.ExpiresAt
 }
 
 // String summarises the decision for logs and events.

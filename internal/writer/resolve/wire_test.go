@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // serve runs a server on loopback that answers each question with what
@@ -173,5 +175,13 @@ func TestATTLIsCappedAtSevenDays(t *testing.T) {
 		if a, err := exchange(t, srv); err != nil || a.TTL != want {
 			t.Errorf("TTL %d: answer %+v, %v; want a TTL of %v", ttl, a, err, want)
 		}
+	}
+}
+
+// The writer bounds a drain deadline read from the status by the longest
+// TTL an answer is read as (decide.MaxTTL): the two are one number.
+func TestTheLongestTTLReadIsTheLongestDrainBelieved(t *testing.T) {
+	if got := time.Duration(MaxTTL) * time.Second; got != decide.MaxTTL {
+		t.Errorf("resolve reads a TTL as at most %v, decide believes a drain of at most %v", got, decide.MaxTTL)
 	}
 }

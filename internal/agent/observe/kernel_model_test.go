@@ -44,7 +44,10 @@ const twoHours = 2 * time.Hour
 
 // kernelHears applies one RA's prefix options to the kernel's addresses at
 // now and reports each change to the agent.
-func (m *model) kernelHears(ps []RAPrefix) {
+func (m *model) kernelHears(link string, ps []RAPrefix) {
+	if link != "eth0" {
+		return // the second link's addresses are not modelled (routers_model_test.go)
+	}
 	if m.kernel == nil {
 		m.kernel = map[netip.Prefix]kernelAddr{}
 	}
@@ -99,8 +102,8 @@ func (m *model) restart() {
 	case m.shadow == nil:
 		m.shadow, m.restartAt = old, m.now // the agent that did not restart (quietrestart_test.go)
 	}
-	s := New("eth0")
-	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay
+	s := New(m.links()...)
+	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay, s.ConflictBound = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay, old.ConflictBound
 	s.SetPolicies(old.policies)
 	s.Seed(m.published)
 	s.Remember(m.memory, m.now)
@@ -131,10 +134,10 @@ func (m *model) restart() {
 	}
 	m.reopened = m.now
 	m.now = m.now.Add(time.Nanosecond) // the listener solicits as it starts
-	m.sendSolicitation()
-	if !m.land.IsZero() {
-		m.land = later(m.land, m.now.Add(m.landing()))
+	for _, name := range m.links() {
+		m.sendSolicitation(name)
 	}
+	m.postpone()
 }
 
 // goDown: the agent process stops at now and restarts after down (a node
@@ -162,6 +165,7 @@ func (m *model) checkDigest(n digest.Node) {
 		m.memory = mem
 	}
 	for _, dl := range n.Links {
+		l := m.s.links[dl.Name]
 		for _, dp := range dl.Prefixes {
 			if dp.Deprecated {
 				continue

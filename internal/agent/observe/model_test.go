@@ -106,9 +106,10 @@ type modelRouter struct {
 	// land: its renumbering to check at land (zero: none).
 	land time.Time
 	// pool: the prefixes it renumbers onto, in turn; spokenAt: when the
-	// adversary last spoke from its address.
-	pool     []netip.Prefix
-	spokenAt time.Time
+	// adversary last spoke from its address; resaid: its first RA since
+	// (zero: none yet).
+	pool             []netip.Prefix
+	spokenAt, resaid time.Time
 }
 
 // maxInitialRAs is RFC 4861's MAX_INITIAL_RTR_ADVERTISEMENTS.
@@ -331,6 +332,9 @@ func (m *model) send(r *modelRouter, prefixes []RAPrefix, multicast bool) {
 		}
 	}
 	r.sent = append(r.sent, prefixes)
+	if r.resaid.IsZero() {
+		r.resaid = m.now
+	}
 	m.kernelHears(r.link, prefixes)
 	defer func() {
 		if r == m.r && m.rearm && !m.r.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
@@ -810,7 +814,7 @@ func (m *model) trust(trusted bool) {
 // speak: the adversary says ps from as's address, on as's link.
 func (m *model) speak(as *modelRouter, ps []RAPrefix, multicast bool) {
 	m.reopenDue()
-	as.spokenAt = m.now
+	as.spokenAt, as.resaid = m.now, time.Time{}
 	m.tracef("adversary says %v multicast=%v as %s", ps, multicast, as.addr)
 	m.kernelHears(as.link, ps)
 	if as != m.r {

@@ -146,7 +146,9 @@ func (m *model) postpone() {
 
 // checkSecondLands checks the second router's offer at every step, not
 // only at its renumbering's land: once its offer was first sent landing
-// ago, and since then the adversary did not speak from its address, no
+// ago, and since then the adversary did not speak from its address (or
+// the router sent an RA since it last did: a contradiction drops what was
+// pending, and nothing is put to the router again until it speaks), no
 // word was dropped (its renumbering, perhaps, said again only at its next
 // interval), the agent did not restart nor reopen its socket, what it
 // believes of the second router's address is that offer - whatever was
@@ -160,7 +162,10 @@ func (m *model) checkSecondLands() {
 	if o.first.IsZero() {
 		return
 	}
-	from := later(o.first, r.spokenAt)
+	if !r.spokenAt.IsZero() && r.resaid.IsZero() {
+		return // a contradiction leaves nothing pending: its next RA puts it again
+	}
+	from := later(o.first, r.resaid)
 	if !m.droppedAt.IsZero() {
 		from = later(from, m.droppedAt.Add(r.interval))
 	}

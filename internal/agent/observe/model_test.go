@@ -110,6 +110,9 @@ type modelRouter struct {
 	// (zero: none yet).
 	pool             []netip.Prefix
 	spokenAt, resaid time.Time
+	// npt: it advertises its global prefix deprecated beside a preferred
+	// ULA (nptOffer).
+	npt bool
 }
 
 // maxInitialRAs is RFC 4861's MAX_INITIAL_RTR_ADVERTISEMENTS.
@@ -205,6 +208,8 @@ type model struct {
 	as, replayed *modelRouter
 	prefixes     []netip.Prefix
 	doubts       map[doubtKey]*doubtTimes
+	// follow: the links follow a deprecated prefix (FollowDeprecated).
+	follow bool
 	// kernel: the kernel's SLAAC addresses (kernel_model_test.go).
 	kernel map[netip.Prefix]kernelAddr
 	// published: the digest on the Node; restarted: the agent restarted;
@@ -883,6 +888,9 @@ func (m *model) renumber(r *modelRouter, op byte) {
 	default:
 		next := r.pool[len(r.offers)%len(r.pool)]
 		ps = []RAPrefix{{Prefix: next, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}
+		if r.npt {
+			ps = r.nptOffer(next)
+		}
 		if old := cur.prefixes; op&0x10 == 0 && len(old) > 0 && old[0].Valid > 0 && old[0].Prefix != next {
 			ps = append(ps, RAPrefix{Prefix: old[0].Prefix, Valid: time.Hour, Autonomous: true})
 		}
@@ -918,7 +926,7 @@ func runModel(t testing.TB, input []byte) int { return runWorld(t, world{}, inpu
 func runWorld(t testing.TB, w world, input []byte) int {
 	m := &model{t: t, s: New(w.links()...), now: t0, input: input, lastMove: t0, prefixes: modelPrefixes}
 	m.s.AwaitReads = awaitReads
-	m.s.ConflictBound = w.bound
+	m.s.ConflictBound, m.follow = w.bound, w.follow
 	cfg := m.next()
 	m.r = &modelRouter{
 		addr:     routerA,

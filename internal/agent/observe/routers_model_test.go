@@ -45,17 +45,23 @@ type world struct {
 	// how often it multicasts its offer.
 	secondUnicast  bool
 	secondInterval time.Duration
+	// follow: the links follow a deprecated prefix (followDeprecated),
+	// and the second router is a home router behind NPTv6: it advertises
+	// its global prefix deprecated beside a preferred ULA.
+	follow bool
 }
 
 // worldOf reads a world from b: bits 0-1 where the second router is (none,
 // eth0, eth1, eth0), bits 2-3 the bound (0, 30 s, 2 min, 5 min), bit 4
-// whether the second router unicasts its answers, bits 5-7 its interval.
+// whether the second router unicasts its answers, bits 5-6 its interval
+// (3, 19, 35 or 51 s), bit 7 followDeprecated.
 func worldOf(b byte) world {
 	w := world{
 		second:         []string{"", "eth0", "eth1", "eth0"}[b&3],
 		bound:          []time.Duration{0, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}[b>>2&3],
 		secondUnicast:  b&0x10 != 0,
-		secondInterval: MinDelayBetweenRAs + time.Duration(b>>5)*8*time.Second,
+		secondInterval: MinDelayBetweenRAs + time.Duration(b>>5&3)*16*time.Second,
+		follow:         b&0x80 != 0,
 	}
 	return w
 }
@@ -70,11 +76,14 @@ func (w world) links() []string {
 
 // secondPool is the second router's pool: its own prefixes, a ULA (which
 // the links' policy, GlobalOnly, leaves out of the digest), and one of
-// routerA's.
-var secondPool = []netip.Prefix{
-	netip.MustParsePrefix("2001:db8:e::/64"), netip.MustParsePrefix("fd00:b::/64"),
-	netip.MustParsePrefix("2001:db8:f::/64"), netip.MustParsePrefix("2001:db8:c::/64"),
-}
+// routerA's. Behind NPTv6 it advertises nptULA beside its global prefix.
+var (
+	nptULA     = netip.MustParsePrefix("fd00:b::/64")
+	secondPool = []netip.Prefix{
+		netip.MustParsePrefix("2001:db8:e::/64"), nptULA,
+		netip.MustParsePrefix("2001:db8:f::/64"), netip.MustParsePrefix("2001:db8:c::/64"),
+	}
+)
 
 // secondRouter is w's second router, about to multicast its first offer.
 func (w world) secondRouter() *modelRouter {
@@ -92,7 +101,40 @@ func (w world) secondRouter() *modelRouter {
 		offers:       []*routerOffer{{prefixes: []RAPrefix{{Prefix: secondPool[0], Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}}},
 		nextPeriodic: t0.Add(500 * time.Millisecond),
 	}
+	if w.follow {
+		r.npt = true
+		r.pool = slices.DeleteFunc(slices.Clone(secondPool), func(p netip.Prefix) bool { return p == nptULA })
+		r.offers[0].prefixes = r.nptOffer(r.pool[0])
+	}
 	return r
+}
+
+// nptOffer is what a router behind NPTv6 advertises: its global prefix
+// deprecated, a ULA preferred.
+func (r *modelRouter) nptOffer(global netip.Prefix) []RAPrefix {
+	return []RAPrefix{
+		{Prefix: global, Valid: time.Hour, Autonomous: true},
+		{Prefix: nptULA, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true},
+	}
+}
+
+// standsIn reports whether p, reported preferred on link name with no
+// believed RA keeping it preferred, may be the link's stand-in
+// (standin.go): the links follow a deprecated prefix, no router is
+// believed to prefer a prefix the link accepts, and a router is believed
+// to advertise p valid (what it states, as check asserts).
+func (m *model) standsIn(name string, p netip.Prefix) bool {
+	if !m.follow {
+		return false
+	}
+	l, valid := m.s.links[name], false
+	for k, e := range l.ra {
+		if m.s.policies[name].Check(name, k.prefix) == nil && !e.preferred.passed(m.now) {
+			return false
+		}
+		valid = valid || k.prefix == p && !e.valid.passed(m.now)
+	}
+	return valid
 }
 
 // routers is the model's routers, routerA first.
@@ -127,9 +169,10 @@ func (m *model) setPolicies(pol policy.Policy) {
 	if m.b != nil && m.b.link == m.r.link && len(pol.Trusted) > 0 {
 		pol.Trusted = append(slices.Clip(pol.Trusted), m.b.addr)
 	}
+	pol.FollowDeprecated = m.follow
 	pols := map[string]policy.Policy{m.r.link: pol}
 	for _, name := range m.links()[1:] {
-		pols[name] = policy.Policy{GlobalOnly: true}
+		pols[name] = policy.Policy{GlobalOnly: true, FollowDeprecated: m.follow}
 	}
 	m.s.SetPolicies(pols)
 }
@@ -267,6 +310,12 @@ func FuzzTwoRouters(f *testing.F) {
 	// A 5 min bound, the second router on eth1: a spoofer contradicts it,
 	// the agent restarts, its listener reopens.
 	f.Add([]byte{0x0e, 0xfe, 0, 10, 0, 7, 60, 0, 0, 1, 1, 25, 4, 0, 0x4d, 0, 0, 7, 60, 0, 0x45, 0, 9, 0, 7, 120})
+	// followDeprecated, the second router behind NPTv6 on eth0 (its global
+	// prefix deprecated beside a ULA), heard first: routerA withdraws its
+	// prefix, so the second router's stands in; a spoofer adds pX
+	// deprecated and valid for ever from routerA's address, then from the
+	// second router's (issue 42's first hole): it never stands in.
+	f.Add([]byte{0x81, 1, 0, 100, 0, 7, 60, 0, 0x66, 0, 0, 7, 60, 0, 0, 0, 1, 6, 4, 0, 7, 60, 0, 0, 1, 1, 6, 4, 0, 7, 90})
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if len(input) == 0 {
 			return

@@ -109,24 +109,26 @@ func (m *model) restart() {
 	s.Remember(m.memory, m.now)
 	m.s = s
 	m.restarted, m.restartedAt = true, m.now
-	m.deprecatedBefore = map[netip.Prefix]bool{}
+	m.counted = nil // a new process counts from zero
+	m.restartMemory = m.memory.At
+	m.deprecatedBefore = map[linkPrefix]bool{}
 	for _, l := range m.published.Links {
 		for _, dp := range l.Prefixes {
 			if dp.Deprecated {
-				m.deprecatedBefore[dp.Prefix] = true
+				m.deprecatedBefore[linkPrefix{l.Name, dp.Prefix}] = true
 			}
 		}
 	}
 	// What the old process's socket held unread is gone with it.
 	m.unread, m.lostAt, m.drop, m.gap = nil, time.Time{}, 0, time.Time{}
-	m.conflictBy = time.Time{}
+	m.forgetConflicts()
 	m.kernelExpire()
 	m.seededPreferred = map[netip.Prefix]deadline{}
 	for p, a := range m.kernel {
 		m.kernelReports(p, a)
 		for _, l := range m.published.Links {
 			for _, dp := range l.Prefixes {
-				if dp.Prefix == p && !dp.Deprecated {
+				if l.Name == "eth0" && dp.Prefix == p && !dp.Deprecated { // the kernel's link
 					m.seededPreferred[p] = a.preferred
 				}
 			}
@@ -180,13 +182,14 @@ func (m *model) checkDigest(n digest.Node) {
 				// preferred again only on a word believed since.
 				// (What the agent publishes: once a word is believed, or
 				// its startup grace ran out, twice 10 s at most.)
-				if k.prefix == dp.Prefix && !e.preferred.passed(m.now) && m.deprecatedBefore[dp.Prefix] && e.at.Before(m.restartedAt) &&
+				if k.prefix == dp.Prefix && !e.preferred.passed(m.now) && m.deprecatedBefore[linkPrefix{dl.Name, dp.Prefix}] && e.at.Before(m.restartedAt) &&
 					(l.sawRA || !m.now.Before(m.restartedAt.Add(2*modelGrace))) {
 					m.fail("reports %s preferred on a word of +%s, before the restart at +%s; the digest then carried it deprecated",
 						dp.Prefix, e.at.Sub(t0), m.restartedAt.Sub(t0))
 				}
 			}
 			end, seeded := m.seededPreferred[dp.Prefix]
+			seeded = seeded && dl.Name == "eth0" // the kernel's link
 			if believed || m.restarted && !l.sawRA && seeded && !end.passed(m.now) && m.statesPreferred(dp.Prefix) {
 				continue
 			}

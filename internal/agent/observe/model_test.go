@@ -103,8 +103,9 @@ type modelRouter struct {
 	answerMcast                       bool
 	// initial: the RAs left of its initial phase (after a reload).
 	initial int
-	// land: its renumbering to check at land (zero: none).
-	land time.Time
+	// land: its renumbering to check at land (zero: none); conflictBy: a
+	// contradiction of its offer to be reported by then.
+	land, conflictBy time.Time
 	// pool: the prefixes it renumbers onto, in turn; spokenAt: when the
 	// adversary last spoke from its address; resaid: its first RA since
 	// (zero: none yet).
@@ -176,8 +177,6 @@ type model struct {
 	// said.
 	echo, echoOwn bool
 	said          []RAPrefix
-	// conflictBy: a contradiction of the router's offer to be reported by then.
-	conflictBy time.Time
 	// gap: no socket is open until then (zero: one is); reopened: when one
 	// last opened after a gap.
 	gap, reopened time.Time
@@ -208,6 +207,10 @@ type model struct {
 	as, replayed *modelRouter
 	prefixes     []netip.Prefix
 	doubts       map[doubtKey]*doubtTimes
+	counted      contradictions
+	lostTimes    map[time.Time]bool
+	// restartMemory: when the memory the last restart put back was written.
+	restartMemory time.Time
 	// follow: the links follow a deprecated prefix (FollowDeprecated).
 	follow bool
 	// kernel: the kernel's SLAAC addresses (kernel_model_test.go).
@@ -230,7 +233,7 @@ type model struct {
 	// restart; deprecatedBefore: what the digest carried deprecated then.
 	memoryStuck      bool
 	restartedAt      time.Time
-	deprecatedBefore map[netip.Prefix]bool
+	deprecatedBefore map[linkPrefix]bool
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -286,6 +289,10 @@ func (m *model) arrive(from *modelRouter, prefixes []RAPrefix, multicast bool) b
 // lost reports the drops not yet reported, at at.
 func (m *model) lost(at time.Time) {
 	m.tracef("agent learns of drops, at +%s", at.Sub(t0))
+	if m.lostTimes == nil {
+		m.lostTimes = map[time.Time]bool{}
+	}
+	m.lostTimes[at] = true
 	for _, name := range m.links() {
 		m.both(func(s *State) { s.Lost(name, at) })
 	}
@@ -418,9 +425,9 @@ func (m *model) runUntil(t time.Time) {
 		if len(m.unread) > 0 {
 			readAt = m.unread[0].readAt
 		}
-		lands := []time.Time{solicitAt, m.conflictBy, readAt, m.gap}
+		lands := []time.Time{solicitAt, readAt, m.gap}
 		for _, r := range m.routers() {
-			lands = append(lands, r.land)
+			lands = append(lands, r.land, r.conflictBy)
 		}
 		for _, c := range lands {
 			if !c.IsZero() && c.After(m.now) && c.Before(at) {
@@ -499,7 +506,7 @@ func (m *model) closeSocket(gap time.Duration) {
 	m.tracef("listener closes its socket for %s, %d words unread", gap, len(m.unread))
 	m.unread, m.lostAt, m.drop = nil, time.Time{}, 0
 	m.gap = m.now.Add(gap)
-	m.conflictBy = time.Time{}
+	m.forgetConflicts()
 }
 
 // reopenDue opens the socket whose gap ended by now.
@@ -559,7 +566,7 @@ func (m *model) check() {
 		// Nothing the router says is heard: no renumbering lands, no
 		// contradiction is reported (nor owed once it is trusted again:
 		// its words are heard afresh, as a new router's).
-		m.r.land, m.conflictBy = time.Time{}, time.Time{}
+		m.r.land, m.r.conflictBy = time.Time{}, time.Time{}
 	}
 	if !m.r.land.IsZero() && !m.rearm && !m.now.Before(m.r.land) && !m.down {
 		if m.lastAdversary.Before(m.r.land.Add(-m.landing())) {
@@ -568,11 +575,13 @@ func (m *model) check() {
 		m.r.land = time.Time{}
 	}
 	m.checkSecondLands()
-	if !m.conflictBy.IsZero() {
-		if len(m.s.Conflicts("eth0", m.now)) > 0 {
-			m.conflictBy = time.Time{}
-		} else if !m.now.Before(m.conflictBy) {
-			m.fail("an adversary word contradicting the router was not reported as a conflict")
+	for _, r := range m.routers() {
+		switch {
+		case r.conflictBy.IsZero():
+		case slices.Contains(m.s.Conflicts(r.link, m.now), r.addr):
+			r.conflictBy = time.Time{}
+		case !m.now.Before(r.conflictBy):
+			m.fail("an adversary word contradicting the router %s was not reported as a conflict", r.addr)
 		}
 	}
 }
@@ -822,28 +831,23 @@ func (m *model) speak(as *modelRouter, ps []RAPrefix, multicast bool) {
 	as.spokenAt, as.resaid = m.now, time.Time{}
 	m.tracef("adversary says %v multicast=%v as %s", ps, multicast, as.addr)
 	m.kernelHears(as.link, ps)
-	if as != m.r {
-		// As the second router: no conflict is owed (the model owes
-		// conflicts of routerA's alone), its safety and liveness hold.
-		m.arrive(as, ps, multicast)
-		m.agent()
-		return
+	if as == m.r {
+		m.lastAdversary, m.said = m.now, ps
 	}
-	m.lastAdversary, m.said = m.now, ps
 	if m.now.Before(m.gap) {
 		m.arrive(as, ps, multicast) // queued nowhere
 		return
 	}
 	// A word that contradicts the router's offer and would change what
 	// believing that offer left (omitting a deprecated prefix does not).
-	router := New("eth0")
+	router := New(as.link)
 	router.OmitDeprecates = m.s.OmitDeprecates
 	router.Corroboration = 0
-	router.RA("eth0", routerA, m.now, m.r.stating().prefixes)
+	router.RA(as.link, as.addr, m.now, as.stating().prefixes)
 	router.Corroboration = DefaultCorroboration
-	rl := router.links["eth0"]
+	rl := router.links[as.link]
 	w := newWord(m.now, ps, m.s.OmitDeprecates)
-	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, m.s.OmitDeprecates), w)
+	contradicts, _ := compare(newWord(m.now, as.stating().prefixes, m.s.OmitDeprecates), w)
 	// Nor after a drop: the router's change may have been dropped, and the
 	// word then looks to the agent like the router's own before it.
 	owed := (m.reopened.IsZero() || !m.now.Before(m.reopened.Add(m.landing()))) &&
@@ -856,8 +860,8 @@ func (m *model) speak(as *modelRouter, ps []RAPrefix, multicast bool) {
 	if !m.arrive(as, ps, multicast) {
 		owed = false // dropped
 	}
-	if contradicts && owed && rl.changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
-		m.conflictBy = m.now.Add(m.landing())
+	if contradicts && owed && rl.changes(as.addr, w) && as.conflictBy.IsZero() && !as.current().first.IsZero() && len(as.sent) > as.unheard {
+		as.conflictBy = m.now.Add(m.landing())
 	}
 	m.agent()
 }
@@ -903,9 +907,7 @@ func (m *model) renumber(r *modelRouter, op byte) {
 		r.answerAt = time.Time{} // the old daemon's answer is gone with it
 	}
 	m.tracef("router %s renumbers to %v, answering unicast %v", r.addr, ps, r.unicast)
-	if r == m.r {
-		m.conflictBy = time.Time{} // the adversary's last word may be the new offer
-	}
+	r.conflictBy = time.Time{} // the adversary's last word may be the new offer
 	// It says so at once, as radvd does on a new configuration.
 	at := m.now
 	if !r.unicast && !r.lastMcast.IsZero() && at.Sub(r.lastMcast) < r.minDelay {

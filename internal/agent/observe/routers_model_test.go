@@ -32,8 +32,9 @@ import (
 // address on a word from before the agent counted a contradiction on that
 // address is no longer preferred once the bound ran out (docs/security.md,
 // --conflict-bound): only a word believed since keeps it preferred.
-// Conflicts are owed for routerA alone; the second link's kernel addresses
-// are not modelled.
+// A word from either router's address contradicting that router's offer
+// is reported as a conflict of that address within landing. The second
+// link's kernel addresses are not modelled.
 
 // world is what the input's first byte chooses (FuzzTwoRouters).
 type world struct {
@@ -187,6 +188,14 @@ func (m *model) postpone() {
 	}
 }
 
+// forgetConflicts: the agent forgot what was pending (a closed socket, a
+// restart): no contradiction said before is owed.
+func (m *model) forgetConflicts() {
+	for _, r := range m.routers() {
+		r.conflictBy = time.Time{}
+	}
+}
+
 // checkSecondLands checks the second router's offer at every step, not
 // only at its renumbering's land: once its offer was first sent landing
 // ago, and since then the adversary did not speak from its address (or
@@ -233,6 +242,9 @@ type doubtTimes struct {
 	at    []time.Time // each contradiction counted
 }
 
+// contradictions: the links' contradiction counts last seen (checkBound).
+type contradictions map[string]uint64
+
 // checkBound asserts the conflict bound at now (the comment above).
 func (m *model) checkBound() {
 	if m.s.ConflictBound <= 0 {
@@ -241,10 +253,17 @@ func (m *model) checkBound() {
 	if m.doubts == nil {
 		m.doubts = map[doubtKey]*doubtTimes{}
 	}
+	if m.counted == nil {
+		m.counted = contradictions{}
+	}
 	for _, name := range m.links() {
 		l := m.s.links[name]
-		// A contradiction on an address sets its conflict to run out
-		// ConflictHold after it: the time it was counted, exactly.
+		// A contradiction on an address is counted, and sets its conflict
+		// to run out ConflictHold after it: the time it was counted,
+		// exactly. (A drop reports a conflict too, from its own time,
+		// and counts none: no word was contradicted, nothing is doubted.)
+		counted := l.contradictions > m.counted[name]
+		m.counted[name] = l.contradictions
 		for addr, sp := range l.speakers {
 			k := doubtKey{name, addr}
 			d := m.doubts[k]
@@ -252,10 +271,10 @@ func (m *model) checkBound() {
 				d = &doubtTimes{}
 				m.doubts[k] = d
 			}
-			if !sp.conflictUntil.IsZero() && !sp.conflictUntil.Equal(d.until) {
-				d.until = sp.conflictUntil
-				d.at = append(d.at, sp.conflictUntil.Add(-m.s.ConflictHold))
+			if c := sp.conflictUntil.Add(-m.s.ConflictHold); counted && !sp.conflictUntil.IsZero() && !sp.conflictUntil.Equal(d.until) && !m.lostTimes[c] {
+				d.at = append(d.at, c)
 			}
+			d.until = sp.conflictUntil
 		}
 		for k, e := range l.ra {
 			if e.preferred.passed(m.now) {
@@ -265,7 +284,7 @@ func (m *model) checkBound() {
 			if d == nil {
 				continue
 			}
-			i := slices.IndexFunc(d.at, func(c time.Time) bool { return c.After(e.at) })
+			i := slices.IndexFunc(d.at, func(c time.Time) bool { return c.After(e.at) && m.remembers(c) })
 			if i < 0 {
 				continue
 			}
@@ -282,6 +301,15 @@ func (m *model) checkBound() {
 			}
 		}
 	}
+}
+
+// remembers reports whether the agent running now knows of a
+// contradiction counted at c: counted since its last restart, or written
+// in the memory that restart put back. (A memory whose writes failed
+// since puts the words back as it last wrote them, not doubted: the bound
+// then counts from the next contradiction.)
+func (m *model) remembers(c time.Time) bool {
+	return !m.restarted || !c.Before(m.restartedAt) || !m.restartMemory.Before(c)
 }
 
 // FuzzTwoRouters plays the model in the world its input's first byte

@@ -97,10 +97,10 @@ type lifetimes struct {
 	// doubted: a word from the router's address contradicted another since
 	// this was believed; restating it is a proposal too (corroborate.go).
 	doubted bool
-	// omitted: a believed word of its router that offered nothing omitted
-	// it (the router stopped mentioning it, and left it to its lifetimes);
-	// restating it is a proposal too, never a re-send: a replay of the
-	// router's old RA would refresh it for ever.
+	// omitted: a believed word of its router omitted it - one that offered
+	// nothing, or its whole offer (the router stopped mentioning it, and
+	// left it to its lifetimes); restating it is a proposal too, never a
+	// re-send: a replay of the router's old RA would refresh it for ever.
 	omitted bool
 }
 
@@ -369,8 +369,14 @@ func (s *State) believe(name string, router netip.Addr, w word, ends map[netip.P
 		}
 		if !e.preferred.passed(now) {
 			e.preferred = deadline(now)
-			l.ra[k] = e
 		}
+		// No longer mentioned, deprecated before or not: restating it is a
+		// proposal. A replay of a router's old RA that changes nothing
+		// preferred (one behind NPTv6, its global prefix deprecated beside a
+		// ULA) refreshed the prefix it had dropped, and made it stand in
+		// again (FuzzTwoRouters 4daaaf3b0e0a069d).
+		e.omitted, e.alike = true, false
+		l.ra[k] = e
 	}
 }
 

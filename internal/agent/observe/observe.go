@@ -288,7 +288,7 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 // all nodes (multicast) or to this one: believed at once when they change
 // nothing or Corroboration is off, else once corroborated (corroborate.go).
 // An RA from a router the link's policy does not trust is not believed: it
-// returns false and records nothing.
+// returns false and records only that an address spoke (voiceFloor).
 func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []RAPrefix, multicast bool) bool {
 	l := s.links[name]
 	if l == nil {
@@ -298,6 +298,11 @@ func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []
 	// before it (reads.go), believed or not.
 	l.read = later(l.read, now)
 	if !s.policies[name].Trusts(router) {
+		// Not believed, but spoken: named in trustedRouters later, the
+		// address may have answered the last solicitation unread, and a
+		// word after that is no answer to it (voiceOf; FuzzTwoRouters
+		// 14a75d1d90c638ea).
+		l.voiceFloor = later(l.voiceFloor, now)
 		return false
 	}
 	w := newWord(now, prefixes, s.OmitDeprecates)

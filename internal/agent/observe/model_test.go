@@ -314,11 +314,14 @@ func (m *model) read() {
 		m.tracef("agent reads the word of +%s %v multicast=%v", a.at.Sub(t0), a.prefixes, a.multicast)
 		m.both(func(s *State) { s.Heard(a.from.link, a.from.addr, a.at, a.prefixes, a.multicast) })
 	}
-	if len(m.unread) == 0 {
-		if !m.lostAt.IsZero() {
-			m.lost(m.now) // the socket's count of drops, read on a sync
-		}
-		for _, name := range m.links() {
+	if len(m.unread) == 0 && !m.lostAt.IsZero() {
+		m.lost(m.now) // the socket's count of drops, read on a sync
+	}
+	// Each link has its own socket: one with nothing left unread is read
+	// up to now, whatever the other link's queue holds (unless a drop, on
+	// either link in the model, is yet to be reported).
+	for _, name := range m.links() {
+		if m.lostAt.IsZero() && !slices.ContainsFunc(m.unread, func(a arrival) bool { return a.from.link == name }) {
 			m.both(func(s *State) { s.Read(name, m.now) })
 		}
 	}

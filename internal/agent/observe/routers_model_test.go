@@ -246,8 +246,12 @@ type doubtKey struct {
 // doubtTimes: when the agent counted contradictions on one address.
 type doubtTimes struct {
 	until time.Time   // the speaker's conflictUntil last seen
-	at    []time.Time // each contradiction counted
+	at    []contradiction
 }
+
+// contradiction: one counted, stamped with its word's arrival (at), seen
+// counted at seen.
+type contradiction struct{ at, seen time.Time }
 
 // contradictions: the links' contradiction counts last seen (checkBound).
 type contradictions map[string]uint64
@@ -279,7 +283,7 @@ func (m *model) checkBound() {
 				m.doubts[k] = d
 			}
 			if c := sp.conflictUntil.Add(-m.s.ConflictHold); counted && !sp.conflictUntil.IsZero() && !sp.conflictUntil.Equal(d.until) && !m.lostTimes[c] {
-				d.at = append(d.at, c)
+				d.at = append(d.at, contradiction{c, m.now})
 			}
 			d.until = sp.conflictUntil
 		}
@@ -291,11 +295,11 @@ func (m *model) checkBound() {
 			if d == nil {
 				continue
 			}
-			i := slices.IndexFunc(d.at, func(c time.Time) bool { return c.After(e.at) && m.remembers(c) })
+			i := slices.IndexFunc(d.at, func(c contradiction) bool { return c.at.After(e.at) && m.remembers(c) })
 			if i < 0 {
 				continue
 			}
-			c := d.at[i]
+			c := d.at[i].at
 			end := c.Add(m.s.ConflictBound)
 			if m.restarted && m.restartedAt.After(c) {
 				// The memory puts a doubted word back preferred no longer
@@ -310,13 +314,13 @@ func (m *model) checkBound() {
 	}
 }
 
-// remembers reports whether the agent running now knows of a
-// contradiction counted at c: counted since its last restart, or written
-// in the memory that restart put back. (A memory whose writes failed
-// since puts the words back as it last wrote them, not doubted: the bound
-// then counts from the next contradiction.)
-func (m *model) remembers(c time.Time) bool {
-	return !m.restarted || !c.Before(m.restartedAt) || !m.restartMemory.Before(c)
+// remembers reports whether the agent running now knows of contradiction
+// c: counted since its last restart, or written in the memory that restart
+// put back (the memory is written, when it moved, after each step). A
+// memory whose writes failed since puts the words back as it last wrote
+// them, not doubted: the bound then counts from the next contradiction.
+func (m *model) remembers(c contradiction) bool {
+	return !m.restarted || !c.seen.Before(m.restartedAt) || !m.restartMemory.Before(c.seen)
 }
 
 // FuzzTwoRouters plays the model in the world its input's first byte

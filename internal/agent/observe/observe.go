@@ -127,6 +127,7 @@ type link struct {
 	speakers       map[netip.Addr]*speaker
 	voices         map[netip.Addr]*voice // how each address speaks (answer.go)
 	voiceFloor     time.Time             // the latest an address forgotten spoke
+	untrusted      time.Time             // the latest an address not trusted spoke
 	firstAsked     time.Time             // the first solicitation since the link was up
 	minDelay       time.Duration         // the routers' MinDelayBetweenRAs (State.fit)
 	asked          time.Time             // the last Router Solicitation sent
@@ -288,7 +289,7 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 // all nodes (multicast) or to this one: believed at once when they change
 // nothing or Corroboration is off, else once corroborated (corroborate.go).
 // An RA from a router the link's policy does not trust is not believed: it
-// returns false and records only that an address spoke (voiceFloor).
+// returns false and records only that an address spoke (untrusted).
 func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []RAPrefix, multicast bool) bool {
 	l := s.links[name]
 	if l == nil {
@@ -298,11 +299,7 @@ func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []
 	// before it (reads.go), believed or not.
 	l.read = later(l.read, now)
 	if !s.policies[name].Trusts(router) {
-		// Not believed, but spoken: named in trustedRouters later, the
-		// address may have answered the last solicitation unread, and a
-		// word after that is no answer to it (voiceOf; FuzzTwoRouters
-		// 14a75d1d90c638ea).
-		l.voiceFloor = later(l.voiceFloor, now)
+		l.untrusted = later(l.untrusted, now) // not believed, but spoken (SetPolicies)
 		return false
 	}
 	w := newWord(now, prefixes, s.OmitDeprecates)

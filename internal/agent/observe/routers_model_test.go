@@ -245,7 +245,7 @@ type doubtKey struct {
 
 // doubtTimes: when the agent counted contradictions on one address.
 type doubtTimes struct {
-	until time.Time   // the speaker's conflictUntil last seen
+	until time.Time // the speaker's conflictUntil last seen
 	at    []contradiction
 }
 

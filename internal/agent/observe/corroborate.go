@@ -25,7 +25,8 @@
 //     or withdrawals only - contradicts a word offering a prefix it omits.
 //     It deprecates nothing it omits (only an RA offering something is
 //     its router's whole offer), but a prefix it omits is no longer
-//     re-sent alike: restating it is a proposal (lifetimes.omitted).
+//     re-sent alike: restating it is a proposal (lifetimes.omitted), as
+//     after a whole offer that omits it.
 //   - Two words from one address that state one prefix differently are a
 //     contradiction: the proposal is dropped, the believed offer holds, and
 //     the router is in conflict until ConflictHold passes without another.

@@ -44,7 +44,10 @@ const twoHours = 2 * time.Hour
 
 // kernelHears applies one RA's prefix options to the kernel's addresses at
 // now and reports each change to the agent.
-func (m *model) kernelHears(ps []RAPrefix) {
+func (m *model) kernelHears(link string, ps []RAPrefix) {
+	if link != "eth0" {
+		return // the second link's addresses are not modelled (routers_model_test.go)
+	}
 	if m.kernel == nil {
 		m.kernel = map[netip.Prefix]kernelAddr{}
 	}
@@ -99,31 +102,33 @@ func (m *model) restart() {
 	case m.shadow == nil:
 		m.shadow, m.restartAt = old, m.now // the agent that did not restart (quietrestart_test.go)
 	}
-	s := New("eth0")
-	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay
+	s := New(m.links()...)
+	s.AwaitReads, s.OmitDeprecates, s.RouterMinDelay, s.ConflictBound = old.AwaitReads, old.OmitDeprecates, old.RouterMinDelay, old.ConflictBound
 	s.SetPolicies(old.policies)
 	s.Seed(m.published)
 	s.Remember(m.memory, m.now)
 	m.s = s
 	m.restarted, m.restartedAt = true, m.now
-	m.deprecatedBefore = map[netip.Prefix]bool{}
+	m.counted = nil // a new process counts from zero
+	m.restartMemory = m.memory.At
+	m.deprecatedBefore = map[linkPrefix]bool{}
 	for _, l := range m.published.Links {
 		for _, dp := range l.Prefixes {
 			if dp.Deprecated {
-				m.deprecatedBefore[dp.Prefix] = true
+				m.deprecatedBefore[linkPrefix{l.Name, dp.Prefix}] = true
 			}
 		}
 	}
 	// What the old process's socket held unread is gone with it.
 	m.unread, m.lostAt, m.drop, m.gap = nil, time.Time{}, 0, time.Time{}
-	m.conflictBy = time.Time{}
+	m.forgetConflicts()
 	m.kernelExpire()
 	m.seededPreferred = map[netip.Prefix]deadline{}
 	for p, a := range m.kernel {
 		m.kernelReports(p, a)
 		for _, l := range m.published.Links {
 			for _, dp := range l.Prefixes {
-				if dp.Prefix == p && !dp.Deprecated {
+				if l.Name == "eth0" && dp.Prefix == p && !dp.Deprecated { // the kernel's link
 					m.seededPreferred[p] = a.preferred
 				}
 			}
@@ -131,10 +136,10 @@ func (m *model) restart() {
 	}
 	m.reopened = m.now
 	m.now = m.now.Add(time.Nanosecond) // the listener solicits as it starts
-	m.sendSolicitation()
-	if !m.land.IsZero() {
-		m.land = later(m.land, m.now.Add(m.landing()))
+	for _, name := range m.links() {
+		m.sendSolicitation(name)
 	}
+	m.postpone()
 }
 
 // goDown: the agent process stops at now and restarts after down (a node
@@ -162,6 +167,7 @@ func (m *model) checkDigest(n digest.Node) {
 		m.memory = mem
 	}
 	for _, dl := range n.Links {
+		l := m.s.links[dl.Name]
 		for _, dp := range dl.Prefixes {
 			if dp.Deprecated {
 				continue
@@ -176,15 +182,19 @@ func (m *model) checkDigest(n digest.Node) {
 				// preferred again only on a word believed since.
 				// (What the agent publishes: once a word is believed, or
 				// its startup grace ran out, twice 10 s at most.)
-				if k.prefix == dp.Prefix && !e.preferred.passed(m.now) && m.deprecatedBefore[dp.Prefix] && e.at.Before(m.restartedAt) &&
+				if k.prefix == dp.Prefix && !e.preferred.passed(m.now) && m.deprecatedBefore[linkPrefix{dl.Name, dp.Prefix}] && e.at.Before(m.restartedAt) &&
 					(l.sawRA || !m.now.Before(m.restartedAt.Add(2*modelGrace))) {
 					m.fail("reports %s preferred on a word of +%s, before the restart at +%s; the digest then carried it deprecated",
 						dp.Prefix, e.at.Sub(t0), m.restartedAt.Sub(t0))
 				}
 			}
 			end, seeded := m.seededPreferred[dp.Prefix]
+			seeded = seeded && dl.Name == "eth0" // the kernel's link
 			if believed || m.restarted && !l.sawRA && seeded && !end.passed(m.now) && m.statesPreferred(dp.Prefix) {
 				continue
+			}
+			if m.standsIn(dl.Name, dp.Prefix) {
+				continue // FuzzTwoRouters' followDeprecated (routers_model_test.go)
 			}
 			if m.keepOmitted && m.restarted && !l.sawRA && seeded && !end.passed(m.now) {
 				// Open, across a restart: what the spoofer added was

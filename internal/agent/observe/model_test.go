@@ -68,6 +68,8 @@ import (
 //
 // The kernel's SLAAC addresses (formed from every RA that reaches the host),
 // agent restarts, and the check of the digest itself: kernel_model_test.go.
+// A second router, on the same link or another, and --conflict-bound:
+// routers_model_test.go (FuzzTwoRouters).
 
 var modelPrefixes = []netip.Prefix{pA, pB, netip.MustParsePrefix("2001:db8:c::/64"), netip.MustParsePrefix("2001:db8:d::/64"), pX, netip.MustParsePrefix("2001:db8:bad:1::/64")}
 
@@ -81,6 +83,9 @@ type routerOffer struct {
 }
 
 type modelRouter struct {
+	// addr, link: its link-local address and the link it advertises on.
+	addr     netip.Addr
+	link     string
 	unicast  bool
 	interval time.Duration
 	// minDelay: its MinDelayBetweenRAs (RFC 4861's 3 s, or radvd's option
@@ -98,6 +103,17 @@ type modelRouter struct {
 	answerMcast                       bool
 	// initial: the RAs left of its initial phase (after a reload).
 	initial int
+	// land: its renumbering to check at land (zero: none); conflictBy: a
+	// contradiction of its offer to be reported by then.
+	land, conflictBy time.Time
+	// pool: the prefixes it renumbers onto, in turn; spokenAt: when the
+	// adversary last spoke from its address; resaid: its first RA since
+	// (zero: none yet).
+	pool             []netip.Prefix
+	spokenAt, resaid time.Time
+	// npt: it advertises its global prefix deprecated beside a preferred
+	// ULA (nptOffer).
+	npt bool
 }
 
 // maxInitialRAs is RFC 4861's MAX_INITIAL_RTR_ADVERTISEMENTS.
@@ -139,6 +155,7 @@ func (m *model) landing() time.Duration {
 
 // arrival is a word the agent has yet to read.
 type arrival struct {
+	from       *modelRouter // the router whose address it came from
 	at, readAt time.Time
 	prefixes   []RAPrefix
 	multicast  bool
@@ -160,10 +177,6 @@ type model struct {
 	// said.
 	echo, echoOwn bool
 	said          []RAPrefix
-	// land: a renumbering to check at land (zero: none).
-	land time.Time
-	// conflictBy: a contradiction of the router's offer to be reported by then.
-	conflictBy time.Time
 	// gap: no socket is open until then (zero: one is); reopened: when one
 	// last opened after a gap.
 	gap, reopened time.Time
@@ -186,6 +199,20 @@ type model struct {
 	// keepOmitted: the agent runs with --keep-omitted-prefixes.
 	keepOmitted bool
 	steps       int
+	// b: the second router (nil: none); as, replayed: whose address the
+	// adversary's move speaks from, whose RA it replays; prefixes: the
+	// prefixes it speaks of; doubts: the contradictions counted
+	// (routers_model_test.go).
+	b            *modelRouter
+	as, replayed *modelRouter
+	prefixes     []netip.Prefix
+	doubts       map[doubtKey]*doubtTimes
+	counted      contradictions
+	lostTimes    map[time.Time]bool
+	// restartMemory: when the memory the last restart put back was written.
+	restartMemory time.Time
+	// follow: the links follow a deprecated prefix (FollowDeprecated).
+	follow bool
 	// kernel: the kernel's SLAAC addresses (kernel_model_test.go).
 	kernel map[netip.Prefix]kernelAddr
 	// published: the digest on the Node; restarted: the agent restarted;
@@ -206,7 +233,7 @@ type model struct {
 	// restart; deprecatedBefore: what the digest carried deprecated then.
 	memoryStuck      bool
 	restartedAt      time.Time
-	deprecatedBefore map[netip.Prefix]bool
+	deprecatedBefore map[linkPrefix]bool
 }
 
 // next returns the fuzzer's next choice (0 once the input runs out).
@@ -232,7 +259,7 @@ func (m *model) delay() time.Duration {
 
 // arrive queues a word arriving at now; the agent reads it after a delay in
 // [0, maxReadDelay] the fuzzer chooses, and after every word before it.
-func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
+func (m *model) arrive(from *modelRouter, prefixes []RAPrefix, multicast bool) bool {
 	if m.now.Before(m.gap) {
 		m.tracef("no socket: the word is queued nowhere")
 		return false
@@ -241,7 +268,9 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 		m.drop--
 		m.lostAt, m.droppedAt = m.now, m.now
 		m.tracef("the kernel drops the word")
-		m.rearm = !m.land.IsZero() // the router says it again, at its next word
+		if from == m.r {
+			m.rearm = !m.r.land.IsZero() // the router says it again, at its next word
+		}
 		return false
 	}
 	m.jitter++
@@ -253,14 +282,20 @@ func (m *model) arrive(prefixes []RAPrefix, multicast bool) bool {
 	if n := len(m.unread); n > 0 {
 		readAt = later(readAt, m.unread[n-1].readAt)
 	}
-	m.unread = append(m.unread, arrival{at: m.now, readAt: readAt, prefixes: prefixes, multicast: multicast})
+	m.unread = append(m.unread, arrival{from: from, at: m.now, readAt: readAt, prefixes: prefixes, multicast: multicast})
 	return true
 }
 
 // lost reports the drops not yet reported, at at.
 func (m *model) lost(at time.Time) {
 	m.tracef("agent learns of drops, at +%s", at.Sub(t0))
-	m.both(func(s *State) { s.Lost("eth0", at) })
+	if m.lostTimes == nil {
+		m.lostTimes = map[time.Time]bool{}
+	}
+	m.lostTimes[at] = true
+	for _, name := range m.links() {
+		m.both(func(s *State) { s.Lost(name, at) })
+	}
 	m.lostAt = time.Time{}
 }
 
@@ -277,13 +312,18 @@ func (m *model) read() {
 			m.lost(a.at) // the kernel's count of drops comes with it
 		}
 		m.tracef("agent reads the word of +%s %v multicast=%v", a.at.Sub(t0), a.prefixes, a.multicast)
-		m.both(func(s *State) { s.Heard("eth0", routerA, a.at, a.prefixes, a.multicast) })
+		m.both(func(s *State) { s.Heard(a.from.link, a.from.addr, a.at, a.prefixes, a.multicast) })
 	}
-	if len(m.unread) == 0 {
-		if !m.lostAt.IsZero() {
-			m.lost(m.now) // the socket's count of drops, read on a sync
+	if len(m.unread) == 0 && !m.lostAt.IsZero() {
+		m.lost(m.now) // the socket's count of drops, read on a sync
+	}
+	// Each link has its own socket: one with nothing left unread is read
+	// up to now, whatever the other link's queue holds (unless a drop, on
+	// either link in the model, is yet to be reported).
+	for _, name := range m.links() {
+		if m.lostAt.IsZero() && !slices.ContainsFunc(m.unread, func(a arrival) bool { return a.from.link == name }) {
+			m.both(func(s *State) { s.Read(name, m.now) })
 		}
-		m.both(func(s *State) { s.Read("eth0", m.now) })
 	}
 }
 
@@ -296,22 +336,24 @@ func (m *model) tracef(format string, args ...any) {
 	}
 }
 
-func (m *model) send(prefixes []RAPrefix, multicast bool) {
-	m.tracef("router says %v multicast=%v", prefixes, multicast)
-	r := m.r
+func (m *model) send(r *modelRouter, prefixes []RAPrefix, multicast bool) {
+	m.tracef("router %s says %v multicast=%v", r.addr, prefixes, multicast)
 	cur := r.current()
 	if cur.first.IsZero() {
 		cur.first = m.now
 		if len(r.offers) > 1 {
 			r.offers[len(r.offers)-2].until = m.now
-			m.land = m.now.Add(m.landing())
+			r.land = m.now.Add(m.landing())
 		}
 	}
 	r.sent = append(r.sent, prefixes)
-	m.kernelHears(prefixes)
+	if r.resaid.IsZero() {
+		r.resaid = m.now
+	}
+	m.kernelHears(r.link, prefixes)
 	defer func() {
-		if m.rearm && !m.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
-			m.land, m.rearm = later(m.land, m.now.Add(m.landing())), false
+		if r == m.r && m.rearm && !m.r.land.IsZero() && len(m.unread) > 0 && m.unread[len(m.unread)-1].at.Equal(m.now) {
+			m.r.land, m.rearm = later(m.r.land, m.now.Add(m.landing())), false
 		}
 	}()
 	if multicast {
@@ -327,12 +369,11 @@ func (m *model) send(prefixes []RAPrefix, multicast bool) {
 			r.answerAt = time.Time{} // this one answers
 		}
 	}
-	m.arrive(prefixes, multicast)
+	m.arrive(r, prefixes, multicast)
 }
 
 // solicited: the router hears a solicitation at now.
-func (m *model) solicited() {
-	r := m.r
+func (m *model) solicited(r *modelRouter) {
 	d := m.delay()
 	if r.unicast {
 		if r.answerAt.IsZero() {
@@ -373,17 +414,25 @@ func (m *model) runUntil(t time.Time) {
 		if stuck++; stuck > 10000 {
 			m.fail("the model is stuck")
 		}
-		r := m.r
-		at := r.nextPeriodic
-		if !r.answerAt.IsZero() && r.answerAt.Before(at) {
-			at = r.answerAt
+		var at time.Time
+		for i, r := range m.routers() {
+			if i == 0 || r.nextPeriodic.Before(at) {
+				at = r.nextPeriodic
+			}
+			if !r.answerAt.IsZero() && r.answerAt.Before(at) {
+				at = r.answerAt
+			}
 		}
 		solicitAt := m.solicit()
 		var readAt time.Time
 		if len(m.unread) > 0 {
 			readAt = m.unread[0].readAt
 		}
-		for _, c := range []time.Time{solicitAt, m.land, m.conflictBy, readAt, m.gap} {
+		lands := []time.Time{solicitAt, readAt, m.gap}
+		for _, r := range m.routers() {
+			lands = append(lands, r.land, r.conflictBy)
+		}
+		for _, c := range lands {
 			if !c.IsZero() && c.After(m.now) && c.Before(at) {
 				at = c
 			}
@@ -399,13 +448,15 @@ func (m *model) runUntil(t time.Time) {
 		}
 		m.now = later(m.now, at)
 		m.reopenDue()
-		switch {
-		case !r.answerAt.IsZero() && !r.answerAt.After(m.now):
-			mc := r.answerMcast
-			r.answerAt = time.Time{}
-			m.send(r.current().prefixes, mc)
-		case !r.nextPeriodic.After(m.now):
-			m.send(r.current().prefixes, true)
+		for _, r := range m.routers() {
+			switch {
+			case !r.answerAt.IsZero() && !r.answerAt.After(m.now):
+				mc := r.answerMcast
+				r.answerAt = time.Time{}
+				m.send(r, r.current().prefixes, mc)
+			case !r.nextPeriodic.After(m.now):
+				m.send(r, r.current().prefixes, true)
+			}
 		}
 		m.agent()
 	}
@@ -420,19 +471,23 @@ func (m *model) solicit() time.Time {
 		return time.Time{} // no socket: the next one solicits as it opens
 	}
 	due, next := m.s.Solicit(m.now)
-	if len(due) > 0 {
-		m.tracef("agent solicits")
-		m.sendSolicitation()
+	for _, name := range due {
+		m.tracef("agent solicits on %s", name)
+		m.sendSolicitation(name)
 	}
 	return next
 }
 
 // sendSolicitation: the listener's solicitation goes out at now, and is
 // reported; the router hears it, and the adversary answers it if it does.
-func (m *model) sendSolicitation() {
-	m.both(func(s *State) { s.Solicited("eth0", m.now) })
-	m.solicited()
-	if m.echo {
+func (m *model) sendSolicitation(name string) {
+	m.both(func(s *State) { s.Solicited(name, m.now) })
+	for _, r := range m.routers() {
+		if r.link == name {
+			m.solicited(r)
+		}
+	}
+	if m.echo && name == m.r.link {
 		m.now = m.now.Add(time.Nanosecond) // after the solicitation, never before the model's clock
 		m.tracef("adversary answers at once")
 		m.lastAdversary = m.now
@@ -440,10 +495,10 @@ func (m *model) sendSolicitation() {
 		if m.echoOwn {
 			ps = m.said
 		}
-		m.kernelHears(ps)
+		m.kernelHears(m.r.link, ps)
 		// Queued behind what arrived before it: handed over at once, it
 		// was read before words that came earlier, which no listener does.
-		m.arrive(ps, false)
+		m.arrive(m.r, ps, false)
 		m.read()
 	}
 }
@@ -454,7 +509,7 @@ func (m *model) closeSocket(gap time.Duration) {
 	m.tracef("listener closes its socket for %s, %d words unread", gap, len(m.unread))
 	m.unread, m.lostAt, m.drop = nil, time.Time{}, 0
 	m.gap = m.now.Add(gap)
-	m.conflictBy = time.Time{}
+	m.forgetConflicts()
 }
 
 // reopenDue opens the socket whose gap ended by now.
@@ -473,12 +528,14 @@ func (m *model) reopenDue() {
 func (m *model) reopen() {
 	m.gap, m.reopened = time.Time{}, m.now
 	m.tracef("listener reopens its socket")
-	m.s.Reopened("eth0", m.now)
-	m.now = m.now.Add(time.Nanosecond) // the solicitation goes out after the socket opened
-	m.sendSolicitation()
-	if !m.land.IsZero() {
-		m.land = later(m.land, m.now.Add(m.landing()))
+	for _, name := range m.links() {
+		m.s.Reopened(name, m.now)
 	}
+	m.now = m.now.Add(time.Nanosecond) // the solicitation goes out after the socket opened
+	for _, name := range m.links() {
+		m.sendSolicitation(name)
+	}
+	m.postpone()
 }
 
 // agent does what the agent's loop does at now, then checks.
@@ -495,18 +552,57 @@ func (m *model) agent() {
 // check asserts safety and liveness at now.
 func (m *model) check() {
 	m.steps++
-	if n := m.s.RouterAnswers("eth0", m.now)[AnswersUnicast]; n > 0 && !m.r.wasUnicast {
-		m.fail("takes the router, which multicasts its answers, for one that unicasts them")
+	for _, r := range m.routers() {
+		l := m.s.links[r.link]
+		if v := l.voices[r.addr]; v != nil && !r.wasUnicast {
+			if mode, _, _ := v.learnt(m.s.readTo(l, m.now)); mode == AnswersUnicast {
+				m.fail("takes the router %s, which multicasts its answers, for one that unicasts them", r.addr)
+			}
+		}
 	}
+	for _, name := range m.links() {
+		m.checkLink(name)
+	}
+	m.checkBound()
 	l := m.s.links["eth0"]
+	if m.distrusted {
+		// Nothing the router says is heard: no renumbering lands, no
+		// contradiction is reported (nor owed once it is trusted again:
+		// its words are heard afresh, as a new router's).
+		m.r.land, m.r.conflictBy = time.Time{}, time.Time{}
+	}
+	if !m.r.land.IsZero() && !m.rearm && !m.now.Before(m.r.land) && !m.down {
+		if m.lastAdversary.Before(m.r.land.Add(-m.landing())) {
+			m.landed(m.r, l)
+		}
+		m.r.land = time.Time{}
+	}
+	m.checkSecondLands()
+	for _, r := range m.routers() {
+		switch {
+		case r.conflictBy.IsZero():
+		case slices.Contains(m.s.Conflicts(r.link, m.now), r.addr):
+			r.conflictBy = time.Time{}
+		case !m.now.Before(r.conflictBy):
+			m.fail("an adversary word contradicting the router %s was not reported as a conflict", r.addr)
+		}
+	}
+}
+
+// checkLink asserts safety on one link at now: every word believed is of
+// a router the link trusts, and everything believed of a router's address
+// is something that router stated.
+func (m *model) checkLink(name string) {
+	l := m.s.links[name]
 	for k, e := range l.ra {
-		if !m.s.policies["eth0"].Trusts(k.router) {
-			m.fail("believes %s's word of %s, a router the link does not trust", k.router, k.prefix)
+		if !m.s.policies[name].Trusts(k.router) {
+			m.fail("believes %s's word of %s on %s, a router the link does not trust", k.router, k.prefix, name)
 		}
-		if k.router != routerA {
-			continue
+		r := m.router(name, k.router)
+		if r == nil {
+			m.fail("believes %s's word of %s on %s, where no router has that address", k.router, k.prefix, name)
 		}
-		if m.keepOmitted && (!m.r.stating().states(k.prefix) || !m.r.statingAt(e.at).offersPrefix(k.prefix) || m.r.omittedSince(k.prefix, e.at)) {
+		if m.keepOmitted && (!r.stating().states(k.prefix) || !r.statingAt(e.at).offersPrefix(k.prefix) || r.omittedSince(k.prefix, e.at)) {
 			// Open (docs/security.md): with --keep-omitted-prefixes no RA
 			// is its router's whole offer, so a prefix a spoofer adds, or
 			// restates when the router no longer mentions it, is as a
@@ -515,48 +611,34 @@ func (m *model) check() {
 			// set when the router did not offer it, or stopped since).
 			continue
 		}
-		validBy, prefBy, stated, statedPreferred, infinite := m.statements(k.prefix)
+		validBy, prefBy, stated, statedPreferred, infinite := r.statements(k.prefix, m.now)
 		switch {
 		case !stated:
-			m.fail("believes %s, which the router never offered", k.prefix)
+			m.fail("believes %s of %s, which the router never offered", k.prefix, r.addr)
 		case e.valid.never() && !infinite, !e.valid.never() && time.Time(e.valid).After(validBy.Add(LifetimeSlack)):
-			m.fail("believes %s valid until %v, the router stated it until %s at most", k.prefix, m.at(e.valid), validBy.Sub(t0))
+			m.fail("believes %s of %s valid until %v, the router stated it until %s at most", k.prefix, r.addr, m.at(e.valid), validBy.Sub(t0))
 		case !e.preferred.passed(m.now) && !statedPreferred:
-			m.fail("believes %s preferred, which the router never stated", k.prefix)
+			m.fail("believes %s of %s preferred, which the router never stated", k.prefix, r.addr)
 		case !e.preferred.passed(m.now) && (e.preferred.never() || time.Time(e.preferred).After(prefBy.Add(LifetimeSlack))):
-			m.fail("believes %s preferred until %v, the router stated it until %s at most", k.prefix, m.at(e.preferred), prefBy.Sub(t0))
+			m.fail("believes %s of %s preferred until %v, the router stated it until %s at most", k.prefix, r.addr, m.at(e.preferred), prefBy.Sub(t0))
 		}
 	}
-	if m.distrusted {
-		// Nothing the router says is heard: no renumbering lands, no
-		// contradiction is reported (nor owed once it is trusted again:
-		// its words are heard afresh, as a new router's).
-		m.land, m.conflictBy = time.Time{}, time.Time{}
-	}
-	if !m.land.IsZero() && !m.rearm && !m.now.Before(m.land) && !m.down {
-		if m.lastAdversary.Before(m.land.Add(-m.landing())) {
-			m.landed(l)
-		}
-		m.land = time.Time{}
-	}
-	if !m.conflictBy.IsZero() {
-		if len(m.s.Conflicts("eth0", m.now)) > 0 {
-			m.conflictBy = time.Time{}
-		} else if !m.now.Before(m.conflictBy) {
-			m.fail("an adversary word contradicting the router was not reported as a conflict")
-		}
-	}
+}
+
+// statements is what the router at routerA stated of p (statements).
+func (m *model) statements(p netip.Prefix) (validBy, prefBy time.Time, stated, statedPreferred, infinite bool) {
+	return m.r.statements(p, m.now)
 }
 
 // statements is what the router's offers stated of p, up to now: the
 // latest its valid and preferred lifetimes end, whether any offered it,
 // any stated it preferred, any stated an infinite valid lifetime.
-func (m *model) statements(p netip.Prefix) (validBy, prefBy time.Time, stated, statedPreferred, infinite bool) {
-	for _, o := range m.r.offers {
+func (r *modelRouter) statements(p netip.Prefix, now time.Time) (validBy, prefBy time.Time, stated, statedPreferred, infinite bool) {
+	for _, o := range r.offers {
 		if o.first.IsZero() {
 			continue
 		}
-		to := m.now
+		to := now
 		if !o.until.IsZero() {
 			to = o.until
 		}
@@ -581,12 +663,12 @@ func (m *model) statements(p netip.Prefix) (validBy, prefBy time.Time, stated, s
 // withdraws is not, and what it omits is not either where its RA is its
 // whole offer (it offers something, and the agent deprecates on omission).
 // An RA that offers nothing says nothing of a prefix it omits.
-func (m *model) landed(l *link) {
-	o := m.r.stating()
+func (m *model) landed(r *modelRouter, l *link) {
+	o := r.stating()
 	var want, got []netip.Prefix
 	whole := !m.keepOmitted && o.offers()
 	for k, e := range l.ra {
-		if k.router != routerA || e.preferred.passed(m.now) {
+		if k.router != r.addr || e.preferred.passed(m.now) {
 			continue
 		}
 		st, ok := o.statement(k.prefix)
@@ -596,13 +678,13 @@ func (m *model) landed(l *link) {
 		got = append(got, k.prefix)
 	}
 	for _, p := range o.prefixes {
-		if e, ok := l.ra[raKey{p.Prefix, routerA}]; p.Valid > 0 && p.Preferred > 0 && (!ok || e.preferred.passed(m.now)) {
+		if e, ok := l.ra[raKey{p.Prefix, r.addr}]; p.Valid > 0 && p.Preferred > 0 && (!ok || e.preferred.passed(m.now)) {
 			want = append(want, p.Prefix)
 		}
 	}
 	if len(got)+len(want) > 0 {
-		m.fail("a renumbering no adversary word followed, at +%s: believed preferred %v, which the router no longer states preferred; not believed preferred %v, which it does (its offer %v)",
-			m.landing(), got, want, o.prefixes)
+		m.fail("a renumbering of %s no adversary word followed, at +%s: believed preferred %v, which the router no longer states preferred; not believed preferred %v, which it does (its offer %v)",
+			r.addr, m.landing(), got, want, o.prefixes)
 	}
 }
 
@@ -671,6 +753,18 @@ func (m *model) adversary() {
 	if op%8 != 7 {
 		m.moved(op)
 	}
+	m.as, m.replayed = m.r, m.r
+	if m.b != nil && op%8 != 7 {
+		// Two routers: whose address the adversary speaks from (or which
+		// router renumbers, or is solicited), whose RA it replays.
+		who := m.next()
+		if who&1 == 1 {
+			m.as = m.b
+		}
+		if who&2 != 0 {
+			m.replayed = m.b
+		}
+	}
 	switch op % 8 {
 	case 0, 1, 2: // any RA (no prefix option at all, too)
 		n := int(m.next() % 5)
@@ -679,13 +773,13 @@ func (m *model) adversary() {
 			b := m.next()
 			v := modelLifetimes[int(b)%len(modelLifetimes)]
 			pr := modelLifetimes[int(b>>3)%len(modelLifetimes)]
-			pfx := modelPrefixes[int(m.next())%len(modelPrefixes)]
+			pfx := m.prefixes[int(m.next())%len(m.prefixes)]
 			ps = append(ps, RAPrefix{Prefix: pfx, Valid: v, Preferred: min(pr, v), Autonomous: true})
 		}
-		m.speak(ps, op&0x10 == 0)
-	case 3, 4: // a replay of the router's own RA
-		if len(m.r.sent) > 0 {
-			m.speak(m.r.sent[int(m.next())%len(m.r.sent)], op&0x10 == 0)
+		m.speak(m.as, ps, op&0x10 == 0)
+	case 3, 4: // a replay of a router's own RA
+		if r := m.replayed; len(r.sent) > 0 {
+			m.speak(m.as, r.sent[int(m.next())%len(r.sent)], op&0x10 == 0)
 		}
 	case 5:
 		switch {
@@ -705,10 +799,10 @@ func (m *model) adversary() {
 		case op&0x18 == 0x10: // not the adversary: the user drops the router from trustedRouters, or names it again
 			m.trust(m.distrusted)
 		default:
-			m.solicited() // the adversary solicits the router
+			m.solicited(m.as) // the adversary solicits the router
 		}
 	case 6: // the router renumbers (a reload)
-		m.renumber(op)
+		m.renumber(m.as, op)
 	case 7: // the adversary is quiet for a while
 		m.runUntil(m.now.Add(time.Duration(m.next()) * time.Second))
 	}
@@ -730,29 +824,33 @@ func (m *model) trust(trusted bool) {
 		// changes nothing; FuzzCorroboration 59bf5215a7f35cd3).
 		m.reopened = m.now
 	}
-	m.s.SetPolicies(map[string]policy.Policy{"eth0": pol})
+	m.setPolicies(pol)
 	m.agent()
 }
 
-func (m *model) speak(ps []RAPrefix, multicast bool) {
+// speak: the adversary says ps from as's address, on as's link.
+func (m *model) speak(as *modelRouter, ps []RAPrefix, multicast bool) {
 	m.reopenDue()
-	m.lastAdversary, m.said = m.now, ps
-	m.tracef("adversary says %v multicast=%v", ps, multicast)
-	m.kernelHears(ps)
+	as.spokenAt, as.resaid = m.now, time.Time{}
+	m.tracef("adversary says %v multicast=%v as %s", ps, multicast, as.addr)
+	m.kernelHears(as.link, ps)
+	if as == m.r {
+		m.lastAdversary, m.said = m.now, ps
+	}
 	if m.now.Before(m.gap) {
-		m.arrive(ps, multicast) // queued nowhere
+		m.arrive(as, ps, multicast) // queued nowhere
 		return
 	}
 	// A word that contradicts the router's offer and would change what
 	// believing that offer left (omitting a deprecated prefix does not).
-	router := New("eth0")
+	router := New(as.link)
 	router.OmitDeprecates = m.s.OmitDeprecates
 	router.Corroboration = 0
-	router.RA("eth0", routerA, m.now, m.r.stating().prefixes)
+	router.RA(as.link, as.addr, m.now, as.stating().prefixes)
 	router.Corroboration = DefaultCorroboration
-	rl := router.links["eth0"]
+	rl := router.links[as.link]
 	w := newWord(m.now, ps, m.s.OmitDeprecates)
-	contradicts, _ := compare(newWord(m.now, m.r.stating().prefixes, m.s.OmitDeprecates), w)
+	contradicts, _ := compare(newWord(m.now, as.stating().prefixes, m.s.OmitDeprecates), w)
 	// Nor after a drop: the router's change may have been dropped, and the
 	// word then looks to the agent like the router's own before it.
 	owed := (m.reopened.IsZero() || !m.now.Before(m.reopened.Add(m.landing()))) &&
@@ -762,11 +860,11 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 	// its offer over several RAs) is set aside, to come again: said once,
 	// it moves nothing and owes no conflict.
 	owed = owed && !m.keepOmitted
-	if !m.arrive(ps, multicast) {
+	if !m.arrive(as, ps, multicast) {
 		owed = false // dropped
 	}
-	if contradicts && owed && rl.changes(routerA, w) && m.conflictBy.IsZero() && !m.r.current().first.IsZero() && len(m.r.sent) > m.r.unheard {
-		m.conflictBy = m.now.Add(m.landing())
+	if contradicts && owed && rl.changes(as.addr, w) && as.conflictBy.IsZero() && !as.current().first.IsZero() && len(as.sent) > as.unheard {
+		as.conflictBy = m.now.Add(m.landing())
 	}
 	m.agent()
 }
@@ -778,8 +876,7 @@ func (m *model) speak(ps []RAPrefix, multicast bool) {
 // lifetime 0) or no prefix option at all (a home router that lost its ISP
 // prefix). With 0x80 the reload also changes how it answers solicitations
 // (unicast to multicast or back: a new configuration, a failover peer).
-func (m *model) renumber(op byte) {
-	r := m.r
+func (m *model) renumber(r *modelRouter, op byte) {
 	cur := r.current()
 	if cur.first.IsZero() {
 		return // the last renumbering was never advertised
@@ -796,8 +893,11 @@ func (m *model) renumber(op byte) {
 		}
 	case op&0x20 != 0:
 	default:
-		next := modelPrefixes[len(r.offers)%4]
+		next := r.pool[len(r.offers)%len(r.pool)]
 		ps = []RAPrefix{{Prefix: next, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}
+		if r.npt {
+			ps = r.nptOffer(next)
+		}
 		if old := cur.prefixes; op&0x10 == 0 && len(old) > 0 && old[0].Valid > 0 && old[0].Prefix != next {
 			ps = append(ps, RAPrefix{Prefix: old[0].Prefix, Valid: time.Hour, Autonomous: true})
 		}
@@ -809,8 +909,8 @@ func (m *model) renumber(op byte) {
 		r.wasUnicast = r.wasUnicast || r.unicast
 		r.answerAt = time.Time{} // the old daemon's answer is gone with it
 	}
-	m.tracef("router renumbers to %v, answering unicast %v", ps, r.unicast)
-	m.conflictBy = time.Time{} // the adversary's last word may be the new offer
+	m.tracef("router %s renumbers to %v, answering unicast %v", r.addr, ps, r.unicast)
+	r.conflictBy = time.Time{} // the adversary's last word may be the new offer
 	// It says so at once, as radvd does on a new configuration.
 	at := m.now
 	if !r.unicast && !r.lastMcast.IsZero() && at.Sub(r.lastMcast) < r.minDelay {
@@ -825,18 +925,29 @@ func (m *model) renumber(op byte) {
 // (reads.go); off, by its clock, as before kernel receive times.
 var awaitReads = os.Getenv("MODEL_SETTLE_BY_CLOCK") == ""
 
-func runModel(t testing.TB, input []byte) int {
-	m := &model{t: t, s: New("eth0"), now: t0, input: input, lastMove: t0}
+func runModel(t testing.TB, input []byte) int { return runWorld(t, world{}, input) }
+
+// runWorld plays the model in w (routers_model_test.go).
+func runWorld(t testing.TB, w world, input []byte) int {
+	m := &model{t: t, s: New(w.links()...), now: t0, input: input, lastMove: t0, prefixes: modelPrefixes}
 	m.s.AwaitReads = awaitReads
-	m.s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true}})
+	m.s.ConflictBound, m.follow = w.bound, w.follow
 	cfg := m.next()
 	m.r = &modelRouter{
+		addr:     routerA,
+		link:     "eth0",
+		pool:     modelPrefixes[:4],
 		unicast:  cfg&1 == 1,
 		interval: MinDelayBetweenRAs + time.Duration(cfg>>1)*time.Second/4,
 		offers:   []*routerOffer{{prefixes: []RAPrefix{{Prefix: pA, Valid: time.Hour, Preferred: 30 * time.Minute, Autonomous: true}}}},
 		minDelay: MinDelayBetweenRAs,
 	}
 	m.r.wasUnicast = m.r.unicast
+	m.b = w.secondRouter()
+	if m.b != nil {
+		m.prefixes = append(slices.Clip(modelPrefixes), m.b.pool...)
+	}
+	m.setPolicies(policy.Policy{GlobalOnly: true})
 	// The agent's options: --keep-omitted-prefixes, and the router's
 	// MinDelayBetweenRAs above RFC 4861's 3 s (radvd's option; the user
 	// tells the agent, --router-min-delay).
@@ -865,8 +976,14 @@ func runModel(t testing.TB, input []byte) int {
 		r.nextPeriodic = r.lastMcast.Add(min(r.interval, MaxInitialRtrAdvertInterval))
 	}
 	// The agent starts: its listener solicits.
-	m.s.Solicited("eth0", m.now)
-	m.solicited()
+	for _, name := range m.links() {
+		m.s.Solicited(name, m.now)
+		for _, r := range m.routers() {
+			if r.link == name {
+				m.solicited(r)
+			}
+		}
+	}
 	m.agent()
 	for len(m.input) > 0 {
 		d := time.Duration(m.next()) * 20 * time.Millisecond

@@ -97,10 +97,10 @@ type lifetimes struct {
 	// doubted: a word from the router's address contradicted another since
 	// this was believed; restating it is a proposal too (corroborate.go).
 	doubted bool
-	// omitted: a believed word of its router that offered nothing omitted
-	// it (the router stopped mentioning it, and left it to its lifetimes);
-	// restating it is a proposal too, never a re-send: a replay of the
-	// router's old RA would refresh it for ever.
+	// omitted: a believed word of its router omitted it - one that offered
+	// nothing, or its whole offer (the router stopped mentioning it, and
+	// left it to its lifetimes); restating it is a proposal too, never a
+	// re-send: a replay of the router's old RA would refresh it for ever.
 	omitted bool
 }
 
@@ -127,6 +127,7 @@ type link struct {
 	speakers       map[netip.Addr]*speaker
 	voices         map[netip.Addr]*voice // how each address speaks (answer.go)
 	voiceFloor     time.Time             // the latest an address forgotten spoke
+	untrusted      time.Time             // the latest an address not trusted spoke
 	firstAsked     time.Time             // the first solicitation since the link was up
 	minDelay       time.Duration         // the routers' MinDelayBetweenRAs (State.fit)
 	asked          time.Time             // the last Router Solicitation sent
@@ -288,7 +289,7 @@ func (s *State) RA(name string, router netip.Addr, now time.Time, prefixes []RAP
 // all nodes (multicast) or to this one: believed at once when they change
 // nothing or Corroboration is off, else once corroborated (corroborate.go).
 // An RA from a router the link's policy does not trust is not believed: it
-// returns false and records nothing.
+// returns false and records only that an address spoke (untrusted).
 func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []RAPrefix, multicast bool) bool {
 	l := s.links[name]
 	if l == nil {
@@ -298,6 +299,7 @@ func (s *State) Heard(name string, router netip.Addr, now time.Time, prefixes []
 	// before it (reads.go), believed or not.
 	l.read = later(l.read, now)
 	if !s.policies[name].Trusts(router) {
+		l.untrusted = later(l.untrusted, now) // not believed, but spoken (SetPolicies)
 		return false
 	}
 	w := newWord(now, prefixes, s.OmitDeprecates)
@@ -369,8 +371,14 @@ func (s *State) believe(name string, router netip.Addr, w word, ends map[netip.P
 		}
 		if !e.preferred.passed(now) {
 			e.preferred = deadline(now)
-			l.ra[k] = e
 		}
+		// No longer mentioned, deprecated before or not: restating it is a
+		// proposal. A replay of a router's old RA that changes nothing
+		// preferred (one behind NPTv6, its global prefix deprecated beside a
+		// ULA) refreshed the prefix it had dropped, and made it stand in
+		// again (FuzzTwoRouters 4daaaf3b0e0a069d).
+		e.omitted, e.alike = true, false
+		l.ra[k] = e
 	}
 }
 

@@ -3,6 +3,7 @@ package observe
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/renumber/renumber/internal/agent/policy"
@@ -23,9 +24,19 @@ var ErrUntrusted = errors.New("observe: no trusted router advertised it")
 // reported as any address the router's word once vouched for: never
 // preferred.
 func (s *State) SetPolicies(p map[string]policy.Policy) {
+	old := s.policies
 	s.policies = p
 	for name, l := range s.links {
 		pol := p[name]
+		if !slices.Equal(old[name].Trusted, pol.Trusted) {
+			// An address trusted now may have spoken while it was not,
+			// unread - its answer to the last solicitation among its
+			// words: a word from it after that is no answer to that
+			// solicitation (voiceOf). Taken for one silent since, a
+			// spoofer's word just after the router was named again
+			// passed for its answer (FuzzTwoRouters 14a75d1d90c638ea).
+			l.voiceFloor = later(l.voiceFloor, l.untrusted)
+		}
 		for k := range l.ra {
 			if !pol.Trusts(k.router) {
 				delete(l.ra, k)

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,59 @@ func TestAReplayAfterTheRouterStopsMentioningItsPrefixRefreshesNothing(t *testin
 		t.Errorf("A believed valid %s past the router's last word of it", got.Sub(stated))
 	}
 	if c := s.Conflicts("eth0", replay.Add(time.Second)); len(c) != 1 {
+		t.Errorf("conflicts %v, want routerA's reported", c)
+	}
+}
+
+// A router behind NPTv6 (followDeprecated) advertises its global prefix
+// deprecated beside a preferred ULA; renumbering, it stops mentioning the
+// old global prefix. A replay of its old RA after that is no re-send
+// either: it changes nothing preferred, yet it would keep a prefix the
+// router no longer mentions valid, and standing in, for as long as replays
+// came. Found by FuzzTwoRouters (4daaaf3b0e0a069d): before, a whole offer
+// that omitted an already deprecated prefix left it re-sent alike, and the
+// replay refreshed it at once, unreported.
+func TestAReplayAfterTheRouterStopsMentioningItsDeprecatedPrefixRefreshesNothing(t *testing.T) {
+	npt := func(global netip.Prefix) []RAPrefix {
+		return []RAPrefix{{global, time.Hour, 0, true}, {ula, time.Hour, 30 * time.Minute, true}}
+	}
+	s := newState()
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, FollowDeprecated: true}})
+	told := func(at time.Time, word []RAPrefix) { // said, put to the router, said again
+		s.RA("eth0", routerA, at, word)
+		if due, _ := s.Solicit(at.Add(time.Millisecond)); len(due) > 0 {
+			s.Solicited("eth0", at.Add(time.Millisecond))
+		}
+		s.RA("eth0", routerA, at.Add(2*time.Millisecond), word)
+		s.Settle(at.Add(initialWindow + time.Second))
+	}
+	told(t0, npt(pA))
+	told(t0.Add(30*time.Second), npt(pA)) // re-sent alike
+	last := t0.Add(30*time.Second + 2*time.Millisecond)
+	renumbered := t0.Add(10 * time.Minute)
+	told(renumbered, npt(pB))           // A omitted
+	standsIn := func(got string) bool { // B reported preferred, A deprecated
+		return strings.Contains(got, "2001:db8:b::/64 p ") && !strings.Contains(got, "2001:db8:a::/64 p ")
+	}
+	if got := encode(t, s, renumbered.Add(time.Minute)); !standsIn(got) {
+		t.Fatalf("the renumbering, corroborated: %s, want B standing in", got)
+	}
+	for at := renumbered.Add(time.Minute); at.Before(renumbered.Add(time.Hour)); at = at.Add(10 * time.Second) {
+		s.RA("eth0", routerA, at, npt(pA)) // the replay
+		if due, _ := s.Solicit(at.Add(time.Millisecond)); len(due) > 0 {
+			s.Solicited("eth0", at.Add(time.Millisecond))
+			s.RA("eth0", routerA, at.Add(2*time.Millisecond), npt(pA)) // it answers at once
+			s.RA("eth0", routerA, at.Add(3*time.Millisecond), npt(pB)) // so does the router
+		}
+		s.Settle(at.Add(5 * time.Second))
+		if e, ok := s.links["eth0"].ra[raKey{pA, routerA}]; ok && time.Time(e.valid).After(last.Add(time.Hour+LifetimeSlack)) {
+			t.Fatalf("+%s: A believed valid %s past the router's last word of it", at.Sub(t0), time.Time(e.valid).Sub(last.Add(time.Hour)))
+		}
+		if got := encode(t, s, at.Add(5*time.Second)); !standsIn(got) {
+			t.Fatalf("+%s: %s, want B standing in", at.Sub(t0), got)
+		}
+	}
+	if c := s.Conflicts("eth0", renumbered.Add(time.Hour)); len(c) != 1 {
 		t.Errorf("conflicts %v, want routerA's reported", c)
 	}
 }

@@ -3,6 +3,7 @@ package observe
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,35 @@ func TestAProposalOfARouterDroppedFromTrustedRoutersIsNotBelieved(t *testing.T) 
 	}
 	if s.Senior("eth0", routerB) {
 		t.Error("routerB, no longer trusted, is still the link's senior router")
+	}
+}
+
+// A router named again in trustedRouters is heard afresh, as a new
+// router's address, but not as one that has been silent: while it was
+// dropped it went on speaking, unread - its answer to the last
+// solicitation among its words. A spoofer's word from its address just
+// after it is named again is no answer to that solicitation: it is put to
+// the router by a new one, whose answer contradicts it. Found by
+// FuzzTwoRouters (14a75d1d90c638ea): before, the spoofer's word was taken
+// for the first word since the solicitation, its window passed with the
+// router's answer already gone, and routerA was believed to offer X.
+func TestARouterNamedAgainInTrustedRoutersIsAskedAfresh(t *testing.T) {
+	s := agreed(t)
+	trustAll := map[string]policy.Policy{"eth0": {GlobalOnly: true}}
+	s.SetPolicies(map[string]policy.Policy{"eth0": {GlobalOnly: true, Trusted: []netip.Addr{routerB}}}) // routerA dropped
+	asked := t0.Add(time.Minute)
+	s.Solicited("eth0", asked)                                        // the listener solicits (a reopened socket)
+	s.Heard("eth0", routerA, asked.Add(time.Millisecond), nil, false) // the router's answer: it offers nothing now, unread
+	named := asked.Add(time.Second)
+	s.SetPolicies(trustAll)
+	spoof := named.Add(time.Millisecond)
+	s.RA("eth0", routerA, spoof, offer(pX))
+	if due, _ := s.Solicit(spoof.Add(time.Millisecond)); len(due) > 0 {
+		s.Solicited("eth0", spoof.Add(time.Millisecond))
+		s.Heard("eth0", routerA, spoof.Add(2*time.Millisecond), nil, false) // it answers at once
+	}
+	at := spoof.Add(initialWindow + time.Second)
+	if got := encode(t, s, at); strings.Contains(got, pX.Addr().String()) {
+		t.Errorf("the spoofer's X is believed of routerA: %s", got)
 	}
 }

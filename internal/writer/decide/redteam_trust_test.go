@@ -1,0 +1,67 @@
+package decide
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+)
+
+// Red team on trustClientAfter (issue 42, "one node"): the documented price
+// of the bound is a liar CLIENT whose confirmers are kept from confirming
+// (a LAN accomplice, or with two eligible nodes the only other node). With
+// three eligible nodes and no accomplice, the honest confirmers are offered
+// the server's real binding: the rotation must take the client role from
+// the liar before its forgery counts - for every bound the spec accepts
+// (1m to 720h) and every --dhcpv6-confirm-within.
+
+// roleWorld passes the writer every step over three nodes a (the liar,
+// named client), b and c (honest: the client holds what the server binds,
+// the confirmer is offered it), the status fed back as the API server
+// keeps it. It returns how long, in all, the liar's forgery was current.
+func roleWorld(t *testing.T, after string, step, until time.Duration) (forged time.Duration, first time.Time) {
+	t.Helper()
+	m := trusting(after)
+	st := Status{CurrentPrefix: trustCurrent, PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
+	for at := time.Duration(0); at <= until; at += step {
+		digests := []string{heldZ, offeredA, offeredA}
+		for i, n := range []string{"b", "c"} {
+			if st.DHCPv6PD != nil && st.DHCPv6PD.ClientNode == n {
+				digests[i+1] = heldA
+			}
+		}
+		d := For(m, st, reports(t, digests...), t0.Add(at))
+		if d.Current.String() == "2001:db8:bad::/56" {
+			forged += step
+			if first.IsZero() {
+				first = t0.Add(at)
+			}
+		}
+		st = stored(t, st, pdStatus(d))
+	}
+	return forged, first
+}
+
+// With three eligible nodes, a liar client and no LAN accomplice, the
+// forgery is never current, whatever the bound - the two honest nodes
+// are offered the real binding alike, and take the client over.
+func TestRedTeamTrustAShortBoundTrustsALiarClientTheRotationWouldReplace(t *testing.T) {
+	for _, c := range []struct {
+		after  string
+		within time.Duration // --dhcpv6-confirm-within
+	}{
+		{"1m", 2 * time.Minute}, // the bound's floor under the default
+		{"2m", 2 * time.Minute},
+		{"3m", 2 * time.Minute},
+		{"10m", 15 * time.Minute}, // a longer confirm-within the flag allows
+	} {
+		t.Run(fmt.Sprintf("trustClientAfter %s, confirm-within %v", c.after, c.within), func(t *testing.T) {
+			defer func(was time.Duration) { ConfirmWithin = was }(ConfirmWithin)
+			ConfirmWithin = c.within
+			if forged, first := roleWorld(t, c.after, 10*time.Second, 2*time.Hour); forged > 0 {
+				t.Errorf("the liar client's forgery was current from %v, %v in all; want never (three nodes, honest confirmers offered the real binding)", first.Sub(t0), forged)
+			}
+		})
+	}
+}

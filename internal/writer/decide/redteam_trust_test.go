@@ -24,8 +24,10 @@ import (
 // roleWorld passes the writer every step over three nodes a (the liar,
 // named client), b and c (honest: the client holds what the server binds,
 // the confirmer is offered it), the status fed back as the API server
-// keeps it. It returns how long, in all, the liar's forgery was current.
-func roleWorld(t *testing.T, after string, step, until time.Duration) (forged time.Duration, first time.Time) {
+// keeps it. It returns how long, in all, the liar's forgery was current,
+// when it first was, and how long the server's real prefix was out of the
+// pools.
+func roleWorld(t *testing.T, after string, step, until time.Duration) (forged time.Duration, first time.Time, unpooled time.Duration) {
 	t.Helper()
 	m := trusting(after)
 	st := Status{CurrentPrefix: trustCurrent, PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
@@ -43,9 +45,12 @@ func roleWorld(t *testing.T, after string, step, until time.Duration) (forged ti
 				first = t0.Add(at)
 			}
 		}
+		if !slices.Contains(d.Pooled, netip.MustParsePrefix(trustCurrent)) {
+			unpooled += step
+		}
 		st = stored(t, st, pdStatus(d))
 	}
-	return forged, first
+	return forged, first, unpooled
 }
 
 // With three eligible nodes, a liar client and no LAN accomplice, the
@@ -64,8 +69,8 @@ func TestRedTeamTrustAShortBoundTrustsALiarClientTheRotationWouldReplace(t *test
 		t.Run(fmt.Sprintf("trustClientAfter %s, confirm-within %v", c.after, c.within), func(t *testing.T) {
 			defer func(was time.Duration) { ConfirmWithin = was }(ConfirmWithin)
 			ConfirmWithin = c.within
-			if forged, first := roleWorld(t, c.after, 10*time.Second, 2*time.Hour); forged > 0 {
-				t.Errorf("the liar client's forgery was current from %v, %v in all; want never (three nodes, honest confirmers offered the real binding)", first.Sub(t0), forged)
+			if forged, first, unpooled := roleWorld(t, c.after, 10*time.Second, 2*time.Hour); forged > 0 || unpooled > 0 {
+				t.Errorf("the liar client's forgery was current from %v, %v in all, and the server's prefix out of the pools %v; want never (three nodes, honest confirmers offered the real binding)", first.Sub(t0), forged, unpooled)
 			}
 		})
 	}

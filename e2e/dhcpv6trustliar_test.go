@@ -15,7 +15,7 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// TestDHCPv6PDALiarClientOfThreeIsNotTrustedUnderAShortBound (red team):
+// TestDHCPv6PDALiarClientOfThreeIsNotTrustedUnderAShortBound:
 // three nodes, no LAN accomplice - the two honest nodes are offered dhcpd's
 // real binding. trustClientAfter is 1m, the spec's floor, under the
 // default --dhcpv6-confirm-within (2m). The client's Node is taken and

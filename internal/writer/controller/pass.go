@@ -260,7 +260,9 @@ func (c *Controller) announceDissent(u *unstructured.Unstructured, name string, 
 func (c *Controller) announceDelegation(u *unstructured.Unstructured, name string, d decide.Decision, prior api.Status) {
 	was := meta.FindStatusCondition(prior.Conditions, render.DelegationConfirmed)
 	switch {
-	case d.Confirm.Disagrees():
+	case d.Confirm.Disagrees() && d.Confirm.Trusted.IsZero():
+		// (Trusted: the client's word moved the delegation; the
+		// ClientTrusted Warning below says so, not "it holds as it was".)
 		if was == nil || was.Reason != render.ReasonDisagree {
 			c.log.Warn(name+": "+render.DisagreeMessage(d), "client", d.PDClient, "confirmer", d.Confirm.Confirmer)
 		} else {

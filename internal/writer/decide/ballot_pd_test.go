@@ -219,7 +219,10 @@ func (w *pdWorld) liarTrusted(d Decision, prevCurrent netip.Prefix) bool {
 			}
 		}
 	}
-	return !w.liarUnconfirmed.IsZero() && d.Current != prevCurrent && w.now.Sub(w.liarUnconfirmed) >= w.m.PDTrustAfter
+	// The bound as documented, not as TrustAfter computes it: the spec's,
+	// and never less than three ConfirmWithin (the rotation's turn).
+	bound := max(w.m.PDTrustAfter, 3*ConfirmWithin)
+	return !w.liarUnconfirmed.IsZero() && d.Current != prevCurrent && w.now.Sub(w.liarUnconfirmed) >= bound
 }
 
 func (h *pdAgent) encode(now time.Time) string {

@@ -171,6 +171,21 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // nothing waits for it).
 func (c Confirmation) TrustsAt() time.Time { return c.trustsAt }
 
+// TrustAfter is how long m's client must go unconfirmed before its word
+// counts alone: spec.dhcpv6pd.trustClientAfter, but never before the
+// rotation has had its turn - a liar client with no accomplice is taken
+// over within two ConfirmWithin (the second takeover clause in roles), and
+// one more leaves room for confirmers slow to solicit. A bound no longer
+// than ConfirmWithin trusted such a liar first, its forgery current and the
+// server's prefix out of the pools until the rotation replaced it (found by
+// a red team: 1m under the default 2m, 63 s in the world).
+func TrustAfter(m model.Model) time.Duration {
+	if m.PDTrustAfter <= 0 {
+		return 0
+	}
+	return max(m.PDTrustAfter, 3*ConfirmWithin)
+}
+
 // trust applies spec.dhcpv6pd.trustClientAfter to the confirmation c of
 // client's word: an episode begins when the client holds, unconfirmed, a
 // delegation other than current, and lasts while the same node is the
@@ -192,7 +207,7 @@ func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, cl
 	} else {
 		return
 	}
-	if at := c.unconfirmedSince.Add(m.PDTrustAfter); now.Before(at) {
+	if at := c.unconfirmedSince.Add(TrustAfter(m)); now.Before(at) {
 		c.trustsAt = at
 	} else {
 		c.Trusted = at

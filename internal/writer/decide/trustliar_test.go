@@ -1,19 +1,18 @@
 package decide
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
-
-	"fmt"
-	"github.com/renumber/renumber/internal/digest"
 	"testing"
 	"time"
 
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 )
 
-// Red team on trustClientAfter (issue 42, "one node"): the documented price
+// trustClientAfter against one liar (issue 42, "one node"): the documented price
 // of the bound is a liar CLIENT whose confirmers are kept from confirming
 // (a LAN accomplice, or with two eligible nodes the only other node). With
 // three eligible nodes and no accomplice, the honest confirmers are offered
@@ -56,7 +55,7 @@ func roleWorld(t *testing.T, after string, step, until time.Duration) (forged ti
 // With three eligible nodes, a liar client and no LAN accomplice, the
 // forgery is never current, whatever the bound - the two honest nodes
 // are offered the real binding alike, and take the client over.
-func TestRedTeamTrustAShortBoundTrustsALiarClientTheRotationWouldReplace(t *testing.T) {
+func TestNoBoundTrustsALiarClientTheRotationReplaces(t *testing.T) {
 	for _, c := range []struct {
 		after  string
 		within time.Duration // --dhcpv6-confirm-within
@@ -80,7 +79,7 @@ func TestRedTeamTrustAShortBoundTrustsALiarClientTheRotationWouldReplace(t *test
 // how long does it stay pooled? Nothing but the liar ever stated it; the
 // liar keeps saying it holds it, preferred or deprecated with the longest
 // lifetime a digest carries.
-func TestRedTeamTrustAReplacedForgeryDrains(t *testing.T) {
+func TestATrustedForgeryReplacedLeavesThePools(t *testing.T) {
 	zDep, err := digest.Encode(digest.Node{Links: []digest.Link{{Name: "wan", Prefixes: []digest.Prefix{{Prefix: netip.MustParsePrefix("2001:db8:bad::/56"), Deprecated: true, Remaining: (digest.MaxLifetime - 1) * time.Second, Sources: digest.SourcePD}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +123,7 @@ func TestRedTeamTrustAReplacedForgeryDrains(t *testing.T) {
 // Write churn: a liar client flapping its claim between the confirmed
 // prefix and a forgery, or between a forgery and nothing, every pass,
 // writes no more status with trustClientAfter set than without it.
-func TestRedTeamTrustAFlappingClientWritesNoMoreWithTheBound(t *testing.T) {
+func TestAFlappingClientWritesNoMoreWithTheBound(t *testing.T) {
 	writes := func(after string, claims []string) int {
 		m := trusting(after)
 		st := Status{CurrentPrefix: trustCurrent, PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}

@@ -71,7 +71,8 @@ func (c *solicitContradictor) counts() (client string, answered int) {
 // client holds the new delegation, and no confirmer is ever offered it.
 // By default nothing moves: for 90 s the old prefix stays current and
 // DelegationConfirmed is False. Then the admin sets
-// spec.acquisition.dhcpv6pd.trustClientAfter to 1m: a minute later the
+// spec.acquisition.dhcpv6pd.trustClientAfter to 1m: the writer waits at
+// least three --dhcpv6-confirm-within (30 s here), and 90 s later the
 // client's delegation is current (DelegationConfirmed False ClientTrusted,
 // a Warning event ClientTrusted), and the contradictor's prefix never is.
 func TestDHCPv6PDASolicitContradictorIsBoundedByTrustClientAfter(t *testing.T) {
@@ -152,10 +153,10 @@ func TestDHCPv6PDASolicitContradictorIsBoundedByTrustClientAfter(t *testing.T) {
 		return true, ""
 	})
 	// The bound is counted from the writer's first pass after the change:
-	// not sooner than a minute after it was made (less the second the
-	// status's times are truncated to).
-	if landed.Sub(set) < time.Minute-time.Second {
-		t.Errorf("landed %v after trustClientAfter was set, before its minute", landed.Sub(set))
+	// not sooner than max(1m, 3 x 30 s) after it was made (less the second
+	// the status's times are truncated to).
+	if landed.Sub(set) < 90*time.Second-time.Second {
+		t.Errorf("landed %v after trustClientAfter was set, before the 90 s the writer waits", landed.Sub(set))
 	}
 	st = dpStatus(t, w, "home")
 	if got := condition(st, render.DelegationConfirmed); got != "False "+render.ReasonTrusted {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/api"
 )
@@ -233,5 +234,26 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 	if err := s.patch(api.GVR, "", "home", `{"status":{"currentPrefix":"2001:db8:3::/64","history":[{"prefix":"2001:db8:3::/64","state":"active"},`+
 		`{"prefix":"2001:db8:1::/64","state":"draining","expiresAt":"2030-01-01T00:00:00Z"}]}}`, "status"); !denied(err) {
 		t.Errorf("the expired 2001:db8:3::/64, outside allowedPrefixes, made current: %s", errString(err))
+	}
+	// A drain with a deadline: it may come closer, never go further.
+	drain := func(deadline string) string {
+		return `{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},` +
+			`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z","expiresAt":"` + deadline + `"}]}}`
+	}
+	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(drain("2030-01-01T00:00:00Z")), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.patch(api.GVR, "", "home", drain("2030-01-01T00:00:01Z"), "status"); !denied(err) {
+		t.Errorf("a drain's deadline a second later: %s", errString(err))
+	}
+	if err := s.patch(api.GVR, "", "home", `{"status":{"history":[{"prefix":"2001:db8:1::/64","state":"active"},`+
+		`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:01Z","expiresAt":"2030-01-01T00:00:00Z"}]}}`, "status"); !denied(err) {
+		t.Errorf("a drain deprecated a second later: %s", errString(err))
+	}
+	if err := s.patch(api.GVR, "", "home", drain("2030-01-01T00:00:00Z"), "status"); err != nil {
+		t.Errorf("a drain's deadline as it was: %v", err)
+	}
+	if err := s.patch(api.GVR, "", "home", drain("2029-06-01T00:00:00Z"), "status"); err != nil {
+		t.Errorf("a drain's deadline brought closer: %v", err)
 	}
 }

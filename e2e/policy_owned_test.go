@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,19 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 	}
 	if err := s.patch(api.GVR, "", "home", drain("2029-06-01T00:00:00Z"), "status"); err != nil {
 		t.Errorf("a drain's deadline brought closer: %v", err)
+	}
+	// At the bound (16 entries, renumber-writer-sizes), each checked against
+	// each old one with its timestamps, the policy that fails closed stays
+	// inside its cost: the writer's own write, the status as it was, passes.
+	entries := []string{`{"prefix":"2001:db8:1::/64","state":"active"}`}
+	for i := range 15 {
+		entries = append(entries, fmt.Sprintf(`{"prefix":"2001:db8:2:%x::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z","expiresAt":"2030-01-01T00:00:%02dZ"}`, i, i))
+	}
+	full := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` + strings.Join(entries, ",") + `]}}`
+	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(full), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.patch(api.GVR, "", "home", full, "status"); err != nil {
+		t.Errorf("the status as it was, at 16 entries: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,26 +29,23 @@ import (
 // (spec.serviceNamespaces). The pools of a kind that claims addresses
 // (backends.Kind.Claims: Gateways) are written here too, under the same two
 // rules. No two of them get one address: the one that holds it keeps it
-// (else the one created first), the other is released, and the conflicts are
-// returned for the DynamicPrefix's status.
+// (render.Hold: what its owner cannot write decides; else the one created
+// first), the other is released, and the conflicts are returned for the
+// DynamicPrefix's status.
 func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
 	out, asks := w.serviceAsks(ctx, services, spec, d)
 	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
-	// The oldest asks first; who holds an address keeps it: one whose
-	// record already names an address it asks for claims before the
-	// others, so a tenant cannot take an address by copying its suffix onto
-	// an older object of its own.
+	// The strongest hold first (render.Hold: what the writer gave, what
+	// the load balancer publishes, only then the owner's own record), then
+	// the oldest: a tenant cannot take an address by copying its suffix, or
+	// the address into its record, onto an older object of its own.
+	given := w.lastGiven(spec.Name)
+	for i := range asks {
+		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].published, asks[i].recorded, given)
+	}
 	slices.SortFunc(asks, byAge)
-	slices.SortStableFunc(asks, func(a, b ask) int {
-		switch {
-		case a.held == b.held:
-			return 0
-		case a.held:
-			return -1
-		}
-		return 1
-	})
+	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
 	var conflicts []render.Conflict
 	claims := render.Claims{}
 	for _, x := range asks {
@@ -72,6 +70,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			break
 		}
 	}
+	w.gave(spec.Name, claims)
 	render.SortConflicts(conflicts)
 	return out, conflicts
 }
@@ -114,7 +113,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		sa := &serviceAsk{m.Service, self, live, want}
 		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), held: sa.holds(), svc: sa})
+			ips: canonical(want.ManagedIPs), published: m.Ingress, recorded: canonical(live.ManagedIPs), svc: sa})
 	}
 	return out, asks
 }
@@ -155,14 +154,6 @@ type serviceAsk struct {
 	m          *corev1.Service
 	self       permit.Object
 	live, want holdings.Annotations
-}
-
-// holds reports whether the Service's record already names an address it
-// asks for.
-func (x serviceAsk) holds() bool {
-	return slices.ContainsFunc(x.want.ManagedIPs, func(a string) bool {
-		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return holdings.Canonical(a) == holdings.Canonical(b) })
-	})
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name

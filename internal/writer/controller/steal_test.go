@@ -97,3 +97,29 @@ func tenantOlderThanWeb(t *testing.T) *fixture {
 	}
 	return f
 }
+
+// A new leader term forgets what the writer gave, and reads who holds an
+// address from what the load balancer publishes: web, whose
+// status.loadBalancer.ingress carries its address (LB-IPAM writes it; a
+// tenant's rights over Services do not reach services/status), keeps it
+// against the older tenant/old with the suffix and the address copied into
+// its own record. Without the status, the new term would have only the two
+// records to go on, and the older would win.
+func TestANewTermReadsWhoHoldsAnAddressFromTheLoadBalancer(t *testing.T) {
+	f := tenantOlderThanWeb(t)
+	f.publish("192.0.2.7", "2001:db8:a:0:ffff::1")
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(t.Context(), "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1","dynamic-prefix.io/managed-ips":"2001:db8:a:0:ffff::1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.ctl.write.Forget()
+	t.Logf("the new term's pass wrote %q", f.sync(passHome))
+	f.catchUp()
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], "2001:db8:a:0:ffff::1") {
+		t.Errorf("default/web lost its address: %q", f.service()[holdings.AnnotationIPs])
+	}
+	if c := f.condition(render.ServiceAddressConflict); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "tenant/old") {
+		t.Errorf("condition %s %s %q, want True naming tenant/old", render.ServiceAddressConflict, c.Status, c.Message)
+	}
+}

@@ -70,7 +70,9 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			break
 		}
 	}
-	w.gave(spec.Name, claims)
+	if ctx.Err() == nil { // a pass cut short has not weighed every ask
+		w.gave(spec.Name, claims)
+	}
 	render.SortConflicts(conflicts)
 	return out, conflicts
 }

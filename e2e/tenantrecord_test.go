@@ -6,12 +6,14 @@ import (
 	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // TestATenantsOwnRecordTakesNoAddress (issue 42 item 11, one tenant)
@@ -26,27 +28,11 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 	ctx := t.Context()
 	advertise(t, w, prefixA)
 	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
-	team := newTenant(t, w, "team")
-	follow := func(suffix string) map[string]string {
-		return map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix, holdings.AnnotationSkipDNS: "true"}
-	}
-	createServiceWith(t, team.cs, team.ns, "old", follow("::ffff:0:9"))
-	eventually(t, "a later creation second", func() (bool, string) {
-		s, err := w.API.Client.CoreV1().Services(team.ns).Get(ctx, "old", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return metav1.Now().Unix() > s.CreationTimestamp.Unix(), ""
-	})
-	createService(t, w, "web", follow("::ffff:0:1"))
+	team := olderThanWeb(t, w)
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 
-	webs, err := model.Splice(prefixA, netip.MustParseAddr("::ffff:0:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := webs.String()
+	web := websAddress(t)
 	ips := func(ns, name string) []string {
 		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -59,18 +45,8 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 		return slices.Contains(got, web), fmt.Sprint(got)
 	})
 
-	patch := `{"metadata":{"annotations":{"` + holdings.AnnotationSuffix + `":"::ffff:0:1","` + holdings.AnnotationManagedIPs + `":"` + web + `"}}}`
-	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "old", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("the tenant patching its own Service: %v", err)
-	}
-	// Either the writer reports the conflict on old, or web loses its address.
-	eventually(t, "the writer weighed the claims", func() (bool, string) {
-		if !slices.Contains(ips("default", "web"), web) {
-			return true, "web lost it"
-		}
-		c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict)
-		return c == "True "+render.ServiceAddressConflict, c
-	})
+	copyWebsAddress(t, team, web)
+	claimsWeighed(t, w, func() bool { return slices.Contains(ips("default", "web"), web) })
 	settleWrites()
 	if got := ips("default", "web"); !slices.Contains(got, web) {
 		t.Errorf("default/web lost %s (now %v); team/old has %v: the tenant took it with a record it wrote itself", web, got, ips(team.ns, "old"))
@@ -78,4 +54,114 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 	if got := ips(team.ns, "old"); slices.Contains(got, web) {
 		t.Errorf("team/old holds web's %s: %v", web, got)
 	}
+}
+
+// TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM is
+// TestATenantsOwnRecordTakesNoAddress across a change of writer: the
+// writer that gave web its address is gone (killed) when the tenant of team
+// copies web's suffix and address into the record of its older Service, so
+// the next leader has no memory of what was given and reads who holds the
+// address from what the tenant cannot write - web's
+// status.loadBalancer.ingress, where the real LB-IPAM published it. The
+// tenant's Role over Services does not reach services/status: its own try
+// to publish web's address there is refused.
+func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
+	apply(t, w, poolGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
+	})
+	team := olderThanWeb(t, w)
+	startAgent(t, w, "node1")
+	writer := startWriter(t, w, "writer-a")
+
+	web := websAddress(t)
+	read := func(ns, name string) (ips, published []string) {
+		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return holdings.Split(s.Annotations[holdings.AnnotationIPs]), holdings.Ingress(s)
+	}
+	eventually(t, "web holds "+web+" and LB-IPAM publishes it", func() (bool, string) {
+		ips, published := read("default", "web")
+		return slices.Contains(ips, web) && slices.Contains(published, web), fmt.Sprint(ips, published)
+	})
+	_ = writer.Process.Kill() // SIGKILL: the next leader starts with no memory
+
+	status := `{"status":{"loadBalancer":{"ingress":[{"ip":"` + web + `"}]}}}`
+	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "old", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); !apierrors.IsForbidden(err) {
+		t.Fatalf("the tenant publishing web's address in its own Service's status: %v, want forbidden", err)
+	}
+	copyWebsAddress(t, team, web)
+	startWriter(t, w, "writer-b")
+	claimsWeighed(t, w, func() bool { ips, _ := read("default", "web"); return slices.Contains(ips, web) })
+	settleWrites()
+	if ips, published := read("default", "web"); !slices.Contains(ips, web) || !slices.Contains(published, web) {
+		t.Errorf("default/web asks for %v, LB-IPAM publishes %v: it lost %s to team/old (%v)", ips, published, web, fmt.Sprint(read(team.ns, "old")))
+	}
+	if ips, published := read(team.ns, "old"); slices.Contains(ips, web) || slices.Contains(published, web) {
+		t.Errorf("team/old asks for %v, LB-IPAM publishes %v: it took web's %s", ips, published, web)
+	}
+}
+
+// olderThanWeb makes the tenant of team, its Service team/old (suffix
+// ::ffff:0:9) and, a creation second later, default/web (::ffff:0:1), both
+// following home without DNS.
+func olderThanWeb(t *testing.T, w *world.World) tenant {
+	t.Helper()
+	team := newTenant(t, w, "team")
+	follow := func(suffix string) map[string]string {
+		return map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix, holdings.AnnotationSkipDNS: "true"}
+	}
+	createServiceWith(t, team.cs, team.ns, "old", follow("::ffff:0:9"))
+	eventually(t, "a later creation second", func() (bool, string) {
+		s, err := w.API.Client.CoreV1().Services(team.ns).Get(t.Context(), "old", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return metav1.Now().Unix() > s.CreationTimestamp.Unix(), ""
+	})
+	createService(t, w, "web", follow("::ffff:0:1"))
+	return team
+}
+
+// websAddress is web's address on prefix A.
+func websAddress(t *testing.T) string {
+	t.Helper()
+	a, err := model.Splice(prefixA, netip.MustParseAddr("::ffff:0:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.String()
+}
+
+// copyWebsAddress is the tenant of team copying web's suffix onto team/old
+// and, in the same patch, web's address into old's managed-ips record.
+func copyWebsAddress(t *testing.T, team tenant, web string) {
+	t.Helper()
+	patch := `{"metadata":{"annotations":{"` + holdings.AnnotationSuffix + `":"::ffff:0:1","` + holdings.AnnotationManagedIPs + `":"` + web + `"}}}`
+	if _, err := team.cs.CoreV1().Services(team.ns).Patch(t.Context(), "old", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("the tenant patching its own Service: %v", err)
+	}
+}
+
+// claimsWeighed waits until the writer reported the conflict on home, or
+// web lost its address (webHolds false).
+func claimsWeighed(t *testing.T, w *world.World, webHolds func() bool) {
+	t.Helper()
+	eventually(t, "the writer weighed the claims", func() (bool, string) {
+		if !webHolds() {
+			return true, "web lost it"
+		}
+		c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict)
+		return c == "True "+render.ServiceAddressConflict, c
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,6 +38,17 @@ func byAge(a, b ask) int {
 		return c
 	}
 	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name), cmp.Compare(a.kind, b.kind))
+}
+
+// offer puts asks in the order their claims are honoured: the strongest
+// hold first (render.HoldOf, given what the writer gave in its last pass),
+// then the oldest (byAge).
+func offer(asks []ask, given render.Given) {
+	for i := range asks {
+		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].published, asks[i].recorded, given)
+	}
+	slices.SortFunc(asks, byAge)
+	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
 }
 
 // claimantAsks is what each pool of a claiming kind following model's

@@ -1,11 +1,9 @@
 package apply
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,12 +38,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// the load balancer publishes, only then the owner's own record), then
 	// the oldest: a tenant cannot take an address by copying its suffix, or
 	// the address into its record, onto an older object of its own.
-	given := w.lastGiven(spec.Name)
-	for i := range asks {
-		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].published, asks[i].recorded, given)
-	}
-	slices.SortFunc(asks, byAge)
-	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
+	offer(asks, w.lastGiven(spec.Name))
 	var conflicts []render.Conflict
 	claims := render.Claims{}
 	for _, x := range asks {

@@ -2,16 +2,16 @@ package e2e
 
 import (
 	"fmt"
-	"net/netip"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/holdings"
-	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -32,7 +32,7 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer-a")
 
-	web := websAddress(t)
+	web := on(t, prefixA, "::ffff:0:1")
 	ips := func(ns, name string) []string {
 		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -45,7 +45,7 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 		return slices.Contains(got, web), fmt.Sprint(got)
 	})
 
-	copyWebsAddress(t, team, web)
+	forgeRecord(t, team, "::ffff:0:1", web)
 	claimsWeighed(t, w, func() bool { return slices.Contains(ips("default", "web"), web) })
 	settleWrites()
 	if got := ips("default", "web"); !slices.Contains(got, web) {
@@ -82,7 +82,7 @@ func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
 	startAgent(t, w, "node1")
 	writer := startWriter(t, w, "writer-a")
 
-	web := websAddress(t)
+	web := on(t, prefixA, "::ffff:0:1")
 	read := func(ns, name string) (ips, published []string) {
 		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -100,7 +100,7 @@ func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
 	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "old", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant publishing web's address in its own Service's status: %v, want forbidden", err)
 	}
-	copyWebsAddress(t, team, web)
+	forgeRecord(t, team, "::ffff:0:1", web)
 	startWriter(t, w, "writer-b")
 	claimsWeighed(t, w, func() bool { ips, _ := read("default", "web"); return slices.Contains(ips, web) })
 	settleWrites()
@@ -112,16 +112,23 @@ func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
 	}
 }
 
-// olderThanWeb makes the tenant of team, its Service team/old (suffix
-// ::ffff:0:9) and, a creation second later, default/web (::ffff:0:1), both
-// following home without DNS.
+// olderThanWeb makes tenantsOlderService and then default/web (suffix
+// ::ffff:0:1, without DNS).
 func olderThanWeb(t *testing.T, w *world.World) tenant {
 	t.Helper()
+	team := tenantsOlderService(t, w)
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1", holdings.AnnotationSkipDNS: "true"})
+	return team
+}
+
+// tenantsOlderService makes the tenant of team and its Service team/old
+// (suffix ::ffff:0:9, following home without DNS), and waits for the next
+// creation second: what is made next is younger.
+func tenantsOlderService(t *testing.T, w *world.World) tenant {
+	t.Helper()
 	team := newTenant(t, w, "team")
-	follow := func(suffix string) map[string]string {
-		return map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: suffix, holdings.AnnotationSkipDNS: "true"}
-	}
-	createServiceWith(t, team.cs, team.ns, "old", follow("::ffff:0:9"))
+	createServiceWith(t, team.cs, team.ns, "old", map[string]string{"dynamic-prefix.io/name": "home",
+		holdings.AnnotationSuffix: "::ffff:0:9", holdings.AnnotationSkipDNS: "true"})
 	eventually(t, "a later creation second", func() (bool, string) {
 		s, err := w.API.Client.CoreV1().Services(team.ns).Get(t.Context(), "old", metav1.GetOptions{})
 		if err != nil {
@@ -129,25 +136,14 @@ func olderThanWeb(t *testing.T, w *world.World) tenant {
 		}
 		return metav1.Now().Unix() > s.CreationTimestamp.Unix(), ""
 	})
-	createService(t, w, "web", follow("::ffff:0:1"))
 	return team
 }
 
-// websAddress is web's address on prefix A.
-func websAddress(t *testing.T) string {
+// forgeRecord is the tenant of team copying a suffix onto team/old and, in
+// the same patch, the address it gives into old's managed-ips record.
+func forgeRecord(t *testing.T, team tenant, suffix, address string) {
 	t.Helper()
-	a, err := model.Splice(prefixA, netip.MustParseAddr("::ffff:0:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.String()
-}
-
-// copyWebsAddress is the tenant of team copying web's suffix onto team/old
-// and, in the same patch, web's address into old's managed-ips record.
-func copyWebsAddress(t *testing.T, team tenant, web string) {
-	t.Helper()
-	patch := `{"metadata":{"annotations":{"` + holdings.AnnotationSuffix + `":"::ffff:0:1","` + holdings.AnnotationManagedIPs + `":"` + web + `"}}}`
+	patch := `{"metadata":{"annotations":{"` + holdings.AnnotationSuffix + `":"` + suffix + `","` + holdings.AnnotationManagedIPs + `":"` + address + `"}}}`
 	if _, err := team.cs.CoreV1().Services(team.ns).Patch(t.Context(), "old", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("the tenant patching its own Service: %v", err)
 	}
@@ -164,4 +160,61 @@ func claimsWeighed(t *testing.T, w *world.World, webHolds func() bool) {
 		c := condition(dpStatus(t, w, "home"), render.ServiceAddressConflict)
 		return c == "True "+render.ServiceAddressConflict, c
 	})
+}
+
+// TestANewWriterReadsWhoHoldsAGatewaysAddressFromItsStatus is
+// TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM for a Gateway
+// (manifests/examples/gateway.yaml) with Cilium's own Gateway controller,
+// which publishes the Gateway's addresses in its status.addresses: the
+// tenant of team, whose Service is older than the Gateway, copies the
+// Gateway's suffix and address into its own record while no writer runs,
+// and the next leader leaves the address with the Gateway.
+func TestANewWriterReadsWhoHoldsAGatewaysAddressFromItsStatus(t *testing.T) {
+	w, repo := ciliumGatewayWorld(t)
+	ctx := t.Context()
+	team := tenantsOlderService(t, w)
+	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "examples", "gateway.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, w, "node1")
+	writer := startWriter(t, w, "writer-a")
+
+	gw := on(t, prefixA, "::ffff:0:0:3")
+	gateway := func() (addresses, published []string) {
+		u, err := w.API.Dynamic.Resource(gatewayGVR).Namespace("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for field, into := range map[string]*[]string{"spec": &addresses, "status": &published} {
+			list, _, _ := unstructured.NestedSlice(u.Object, field, "addresses")
+			for _, a := range list {
+				*into = append(*into, fmt.Sprint(a.(map[string]any)["value"]))
+			}
+		}
+		return addresses, published
+	}
+	holds := func() bool {
+		addresses, published := gateway()
+		return slices.Contains(addresses, gw) && slices.Contains(published, gw)
+	}
+	eventually(t, "the Gateway holds "+gw+" and its controller publishes it", func() (bool, string) {
+		addresses, published := gateway()
+		return holds(), fmt.Sprint(addresses, published)
+	})
+	_ = writer.Process.Kill() // SIGKILL: the next leader starts with no memory
+
+	forgeRecord(t, team, "::ffff:0:0:3", gw)
+	startWriter(t, w, "writer-b")
+	claimsWeighed(t, w, holds)
+	settleWrites()
+	if addresses, published := gateway(); !holds() {
+		t.Errorf("Gateway default/web has %v, its controller publishes %v: it lost %s", addresses, published, gw)
+	}
+	s, err := w.API.Client.CoreV1().Services(team.ns).Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ips := holdings.Split(s.Annotations[holdings.AnnotationIPs]); slices.Contains(ips, gw) {
+		t.Errorf("team/old asks LB-IPAM for %v: it took the Gateway's %s", ips, gw)
+	}
 }

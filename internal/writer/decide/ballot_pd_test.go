@@ -171,6 +171,28 @@ func (w *pdWorld) act(i int) {
 	}
 }
 
+// question is what the status asks the confirmer: it solicits again when
+// unconfirmed changes (uplink.Client: the prober is poked when Ask does).
+type question struct{ confirmer, unconfirmed string }
+
+func (w *pdWorld) asked() question {
+	if pd := w.st.DHCPv6PD; pd != nil {
+		return question{pd.ConfirmerNode, pd.Unconfirmed}
+	}
+	return question{}
+}
+
+// poke: an honest Ready confirmer asked again solicits at once (its answer
+// is in its digest by the next pass).
+func (w *pdWorld) poke() {
+	_, confirmer := w.roles()
+	for i, h := range w.honest {
+		if h.name == confirmer && h.notReadySince.IsZero() {
+			w.act(i)
+		}
+	}
+}
+
 // settle: an honest agent drops what a role it lost held (the supervisor
 // withdraws it when the status names another node).
 func (w *pdWorld) settle() {
@@ -408,14 +430,6 @@ func (w *pdWorld) step(t *testing.T) {
 			heldBy = h
 		}
 	}
-	if st := w.st.DHCPv6PD; heldBy != nil && st != nil && st.Backing != "" && st.Backing != w.bind.String() {
-		// Open (docs/security.md, "One node"): a backing the server no
-		// longer binds (the confirmer backed it before the server moved
-		// on) is never aged, and the liar echoing it takes the role
-		// (input b89af4ad46f279f5). Voiding it when the client's claim
-		// changes would let a liar client keep the role by flapping.
-		heldBy = nil
-	}
 	d := For(w.m, w.st, reports, w.now)
 	if heldBy != nil && d.PDClient == w.liar.name {
 		t.Fatalf("at %v the liar took the client role from honest %s holding the server's live binding %v (liar %q, status %+v)",
@@ -444,11 +458,15 @@ func (w *pdWorld) step(t *testing.T) {
 			w.now.Sub(t0), d.Wake.Sub(t0), w.st.DHCPv6PD)
 	}
 	want := pdStatus(d)
+	asked := w.asked()
 	w.st = stored(t, w.st, want)
 	if diff := cmp.Diff(want, w.st); diff != "" {
 		t.Fatalf("at %v the status stored differs from the status written (-written +stored):\n%s", w.now.Sub(t0), diff)
 	}
 	w.settle()
+	if a := w.asked(); a != asked && a.unconfirmed != "" {
+		w.poke()
+	}
 	if d.Current.IsValid() && !w.gave[d.Current] {
 		t.Fatalf("at %v current is %v, which the server never delegated (server gave %v)\nliar %s: %q\nreports: %+v\nstatus: %+v",
 			w.now.Sub(t0), d.Current, w.gave, w.liar.name, w.liar.digest, reports, w.st.DHCPv6PD)

@@ -97,17 +97,26 @@ func TestAStaleBackingTakesNoClientOver(t *testing.T) {
 // delegation at every pass; b and c, honest, are offered B. Past b's bound
 // c confirms, B backed against a's first claim, which a no longer makes;
 // past c's bound (its offer stale too, but alike) B is kept: no claim
-// makes it stale, and b, offered B again, takes the client over.
+// makes it stale, and b, offered B again, takes the client over. The
+// status is written when the disagreement begins, at each rotation and at
+// the takeover: never for a claim.
 func TestAFlappingLiarClientLosesTheRoleAtTheSecondRotation(t *testing.T) {
 	const offeredB = "v1;wan=2001:db8:b00::/56 p offer"
 	p := &passes{t: t, m: parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}),
 		st: Status{CurrentPrefix: "2001:db8:a00::/56"}}
-	rotations, confirmer := 0, ""
+	rotations, confirmer, writes := 0, "", 0
 	for i := range 40 {
 		at := time.Duration(i) * 10 * time.Second
 		claim := fmt.Sprintf("v1;wan=2001:db8:bad%x::/56 p pd", i%16)
+		before := p.st
 		d := p.pass(at, claim, offeredB, offeredB)
+		if !cmp.Equal(before, p.st) {
+			writes++
+		}
 		if d.PDClient != "a" {
+			if writes > rotations+2 {
+				t.Errorf("%d status writes for %d rotations: a claim changing at every pass wrote the status (want the disagreement's start, each rotation and the takeover)", writes, rotations)
+			}
 			if rotations > 2 {
 				t.Errorf("the liar a lost the client role at %v, after %d rotations; want at most 2", at, rotations)
 			}

@@ -164,18 +164,8 @@ spec:
 // controller reports them in the Gateway's status and keeps it Programmed.
 // The writer never writes that Service (audit log).
 func TestCiliumsGatewayControllerFollows(t *testing.T) {
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	skipWithoutCiliumGateway(t)
-	w := newWorld(t, 1)
+	w, repo := ciliumGatewayWorld(t)
 	ctx := t.Context()
-	if err := w.API.InstallGatewayAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	startCiliumGateway(t, w)
-	advertise(t, w, prefixA)
 	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "examples", "gateway.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +220,25 @@ func TestCiliumsGatewayControllerFollows(t *testing.T) {
 			t.Errorf("the writer wrote the Service Cilium generates: %s", wr)
 		}
 	}
+}
+
+// ciliumGatewayWorld is a world of one node with the Gateway API CRDs,
+// Cilium's LB-IPAM and Gateway API controller (startCiliumGateway) and the
+// router advertising prefix A; and the repository's root (its examples).
+func ciliumGatewayWorld(t *testing.T) (*world.World, string) {
+	t.Helper()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipWithoutCiliumGateway(t)
+	w := newWorld(t, 1)
+	if err := w.API.InstallGatewayAPI(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	startCiliumGateway(t, w)
+	advertise(t, w, prefixA)
+	return w, repo
 }
 
 // skipWithoutCiliumGateway skips t when Cilium's Gateway API controller is

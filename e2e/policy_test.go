@@ -269,10 +269,13 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a Service's records removed":       {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
 		"its entries out of a Service that does not follow": {svc, "default", "other",
 			`{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9","external-dns.kubernetes.io/target":"a.example.org"}}}`},
-		"a pool's blocks and record":                  {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
-		"a MetalLB pool's addresses":                  {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
-		"a Calico pool's CIDR and record":             {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
-		"a sibling created":                           {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+		"a pool's blocks and record":      {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
+		"a MetalLB pool's addresses":      {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64"]}}`},
+		"a Calico pool's CIDR and record": {ipPools, "", "user", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:2::/64"}},"spec":{"cidr":"2001:db8:2::/64"}}`},
+		"a sibling created": {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1",` +
+			`"labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home","dynamic-prefix.io/sibling-of":"user"},` +
+			`"ownerReferences":[{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","name":"user","uid":"` + string(get(t, w, ipPools, "user").GetUID()) + `"}]},` +
+			`"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
 		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
 		"a pool's range":                              {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
 		"a MetalLB range":                             {addressPools, "default", "mlb", `{"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
@@ -361,12 +364,15 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			"a policy ipBlock outside the prefixes":    {networkPolicyGVR, "default", "lan", `{"spec":{"egress":[{"to":[{"ipBlock":{"cidr":"::/0"}}]}]}}`},
 			"a MetalLB range outside the prefixes":     {addressPools, "default", "mlb", `{"spec":{"addresses":["2001:db8:bad::10-2001:db8:bad::20"]}}`},
 			"a Calico pool's CIDR outside":             {ipPools, "", "user", `{"spec":{"cidr":"2001:db8:bad::/64"}}`},
-			"a sibling outside the prefixes":           {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2","labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home"}},"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},
-			"a Service address outside the prefixes":   {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1,2001:db8:bad::1"}}}`},
-			"a DNS target outside the prefixes":        {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:bad::1"}}}`},
-			"a Gateway address outside the prefixes":   {gatewayGVR, "default", "gw", `{"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"},{"type":"IPAddress","value":"2001:db8:bad::1"}]}}`},
-			"a Gateway LB-IPAM address outside":        {gatewayGVR, "default", "gw", `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}}`},
-			"a Gateway DNS target outside":             {gatewayGVR, "default", "gw", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+			"a sibling outside the prefixes": {ipPools, "", "user-2", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-2",` +
+				`"labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home","dynamic-prefix.io/sibling-of":"user"},` +
+				`"ownerReferences":[{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","name":"user","uid":"` + string(get(t, w, ipPools, "user").GetUID()) + `"}]},` +
+				`"spec":{"cidr":"2001:db8:bad::/64","disabled":true}}`},
+			"a Service address outside the prefixes": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1,2001:db8:bad::1"}}}`},
+			"a DNS target outside the prefixes":      {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:bad::1"}}}`},
+			"a Gateway address outside the prefixes": {gatewayGVR, "default", "gw", `{"spec":{"addresses":[{"type":"IPAddress","value":"192.0.2.9"},{"type":"IPAddress","value":"2001:db8:bad::1"}]}}`},
+			"a Gateway LB-IPAM address outside":      {gatewayGVR, "default", "gw", `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9,2001:db8:bad::1"}}}}`},
+			"a Gateway DNS target outside":           {gatewayGVR, "default", "gw", `{"metadata":{"annotations":{"external-dns.alpha.kubernetes.io/target":"2001:db8:bad::1"}}}`},
 		} {
 			refused[name] = x
 		}

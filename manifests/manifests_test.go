@@ -121,22 +121,34 @@ func read(t *testing.T, path string, v any) {
 	}
 }
 
+// crd is the part of a CustomResourceDefinition the tests read: each
+// version's schema.
+type crd struct {
+	Spec struct {
+		Versions []struct {
+			Name   string
+			Schema struct {
+				OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+			}
+		}
+	}
+}
+
+// dynamicPrefixCRD reads the DynamicPrefix CRD (the chart's copy is kept
+// equal to it: tools/chartfiles).
+func dynamicPrefixCRD(t *testing.T) crd {
+	t.Helper()
+	var c crd
+	read(t, "crds/dynamicprefixes.yaml", &c)
+	return c
+}
+
 // Every field of the DynamicPrefix CRD has a description, so `kubectl
 // explain dynamicprefix.spec...` answers for each, as the CRD it replaces did
 // (but metadata, which the API server describes itself and lets no CRD
 // describe).
 func TestEveryCRDFieldIsDescribed(t *testing.T) {
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Name   string
-				Schema struct {
-					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
-				}
-			}
-		}
-	}
-	read(t, "crds/dynamicprefixes.yaml", &crd)
+	crd := dynamicPrefixCRD(t)
 	var nodes int
 	var walk func(path string, n map[string]any)
 	walk = func(path string, n map[string]any) {

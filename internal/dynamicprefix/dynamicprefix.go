@@ -152,6 +152,17 @@ type DHCPv6PDStatus struct {
 	// node) takes the client over, and so does one offered another once
 	// its own bound passes.
 	Backing string `json:"backing,omitempty"`
+	// BackedAgainst: what the confirmer that Backing records was asked to
+	// confirm (that bound's Unconfirmed; empty: the client held nothing).
+	// While the client holds anything else the backing is stale - the
+	// server answered the client after it answered the confirmer - and
+	// takes nobody over.
+	BackedAgainst string `json:"backedAgainst,omitempty"`
+	// BackingKept: Backing was recorded at the end of a bound whose backing
+	// was stale, the confirmer offered it alike: no claim of the client's
+	// makes it stale (a client changing its claim after each probe keeps
+	// the role for two rotations at most).
+	BackingKept bool `json:"backingKept,omitempty"`
 	// ValidLifetime: the shortest valid lifetime (seconds) a confirmer
 	// heard the server state for the current prefix since it became
 	// current (an infinite one bounds nothing and is left out; 0: none

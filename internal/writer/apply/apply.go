@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -9,6 +10,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // Writer makes the writes.
@@ -31,6 +33,10 @@ type Writer struct {
 	deleted  permit.Memo[struct{}] // advertisements deleted, until the cache shows it
 	// finalized: DynamicPrefixes whose finalizer was removed, likewise.
 	finalized permit.Memo[struct{}]
+	// given is who each DynamicPrefix's last pass gave each address
+	// (render.HeldByWriter), per DynamicPrefix, for this leader term.
+	givenMu sync.Mutex
+	given   map[string]render.Given
 }
 
 // CacheBehind is when a pass that left an object alone because its cache
@@ -46,4 +52,7 @@ func (w *Writer) Forget() {
 	w.adverts.Reset()
 	w.deleted.Reset()
 	w.finalized.Reset()
+	w.givenMu.Lock()
+	w.given = nil
+	w.givenMu.Unlock()
 }

@@ -24,7 +24,8 @@ type ask struct {
 	created               metav1.Time
 	namespace, name, kind string
 	ips                   []string // canonical
-	held                  bool     // its record already names one of ips
+	published, recorded   []string // canonical: what its load balancer publishes, what its record names
+	hold                  render.Hold
 	svc                   *serviceAsk
 	pool                  *backends.Pool
 }
@@ -37,6 +38,17 @@ func byAge(a, b ask) int {
 		return c
 	}
 	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name), cmp.Compare(a.kind, b.kind))
+}
+
+// offer puts asks in the order their claims are honoured: the strongest
+// hold first (render.HoldOf, given what the writer gave in its last pass),
+// then the oldest (byAge).
+func offer(asks []ask, given render.Given) {
+	for i := range asks {
+		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].published, asks[i].recorded, given)
+	}
+	slices.SortFunc(asks, byAge)
+	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
 }
 
 // claimantAsks is what each pool of a claiming kind following model's
@@ -69,10 +81,9 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 				out = append(out, w.pool(ctx, p, spec, d)) // reports it
 				continue
 			}
-			ips := canonical(pl.write.Record)
-			held := slices.ContainsFunc(ips, func(a string) bool { return slices.Contains(canonical(pl.po.Record.Entries), a) })
 			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
-				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: ips, held: held, pool: p})
+				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: canonical(pl.write.Record),
+				published: canonical(p.Kind.PublishedOf(p.Live)), recorded: canonical(pl.po.Record.Entries), pool: p})
 		}
 	}
 	return out, asks
@@ -98,4 +109,22 @@ func canonical(v []string) []string {
 		out[i] = holdings.Canonical(e)
 	}
 	return out
+}
+
+// lastGiven is who the writer gave each of dp's addresses in its last pass
+// of this leader term (none after Forget).
+func (w *Writer) lastGiven(dp string) render.Given {
+	w.givenMu.Lock()
+	defer w.givenMu.Unlock()
+	return w.given[dp]
+}
+
+// gave remembers the claims a pass over dp ended with.
+func (w *Writer) gave(dp string, claims render.Claims) {
+	w.givenMu.Lock()
+	defer w.givenMu.Unlock()
+	if w.given == nil {
+		w.given = map[string]render.Given{}
+	}
+	w.given[dp] = render.Given(claims)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,26 +27,18 @@ import (
 // (spec.serviceNamespaces). The pools of a kind that claims addresses
 // (backends.Kind.Claims: Gateways) are written here too, under the same two
 // rules. No two of them get one address: the one that holds it keeps it
-// (else the one created first), the other is released, and the conflicts are
-// returned for the DynamicPrefix's status.
+// (render.Hold: what its owner cannot write decides; else the one created
+// first), the other is released, and the conflicts are returned for the
+// DynamicPrefix's status.
 func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
 	out, asks := w.serviceAsks(ctx, services, spec, d)
 	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
-	// The oldest asks first; who holds an address keeps it: one whose
-	// record already names an address it asks for claims before the
-	// others, so a tenant cannot take an address by copying its suffix onto
-	// an older object of its own.
-	slices.SortFunc(asks, byAge)
-	slices.SortStableFunc(asks, func(a, b ask) int {
-		switch {
-		case a.held == b.held:
-			return 0
-		case a.held:
-			return -1
-		}
-		return 1
-	})
+	// The strongest hold first (render.Hold: what the writer gave, what
+	// the load balancer publishes, only then the owner's own record), then
+	// the oldest: a tenant cannot take an address by copying its suffix, or
+	// the address into its record, onto an older object of its own.
+	offer(asks, w.lastGiven(spec.Name))
 	var conflicts []render.Conflict
 	claims := render.Claims{}
 	for _, x := range asks {
@@ -71,6 +62,9 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	if ctx.Err() == nil { // a pass cut short has not weighed every ask
+		w.gave(spec.Name, claims)
 	}
 	render.SortConflicts(conflicts)
 	return out, conflicts
@@ -114,7 +108,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		sa := &serviceAsk{m.Service, self, live, want}
 		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), held: sa.holds(), svc: sa})
+			ips: canonical(want.ManagedIPs), published: m.Ingress, recorded: canonical(live.ManagedIPs), svc: sa})
 	}
 	return out, asks
 }
@@ -155,14 +149,6 @@ type serviceAsk struct {
 	m          *corev1.Service
 	self       permit.Object
 	live, want holdings.Annotations
-}
-
-// holds reports whether the Service's record already names an address it
-// asks for.
-func (x serviceAsk) holds() bool {
-	return slices.ContainsFunc(x.want.ManagedIPs, func(a string) bool {
-		return slices.ContainsFunc(x.live.ManagedIPs, func(b string) bool { return holdings.Canonical(a) == holdings.Canonical(b) })
-	})
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name

@@ -67,6 +67,13 @@ type Kind struct {
 	// nil. A kind whose writes read the live object (Place) needs only its
 	// entries there.
 	Kept func(u *unstructured.Unstructured) any
+	// Published, when set, reads the addresses the object's own controller
+	// publishes in its status (a Gateway's status.addresses), which the
+	// claims weigh as who holds an address (render.HeldByStatus): its owner
+	// cannot write the status subresource. KeptStatus is what the cache
+	// keeps of the status for it (Slim).
+	Published  func(u *unstructured.Unstructured) []string
+	KeptStatus func(u *unstructured.Unstructured) any
 	// FollowOf, when set, reads what an object of this kind asks for
 	// (PoolFollowOf when nil: a pool's address-range and subnet); Keys are
 	// the annotations it and Entries read, which the cache keeps (Slim)
@@ -277,6 +284,11 @@ func (k *Kind) Slim(o any) (any, error) {
 		}
 		slim.Object[top] = v
 	}
+	if k.KeptStatus != nil {
+		if v := k.KeptStatus(u); v != nil {
+			slim.Object["status"] = v
+		}
+	}
 	if jsonSize(slim.Object, MaxKeptBytes) > MaxKeptBytes {
 		mark := identity(u)
 		kept := map[string]string{oversized: ""}
@@ -285,6 +297,15 @@ func (k *Kind) Slim(o any) (any, error) {
 		return mark, nil
 	}
 	return slim, nil
+}
+
+// PublishedOf is what u's controller publishes in its status
+// (Kind.Published; none when the kind has no such status).
+func (k *Kind) PublishedOf(u *unstructured.Unstructured) []string {
+	if k.Published == nil || u == nil {
+		return nil
+	}
+	return k.Published(u)
 }
 
 // followOf reads what u asks for (Kind.FollowOf).

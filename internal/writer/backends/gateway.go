@@ -70,6 +70,10 @@ func GatewayKind(v string) *Kind {
 		Place:    placeGateway,
 		Annotate: gatewayTargets,
 		Kept:     keptGateway,
+		// Its Gateway controller publishes the addresses it serves in
+		// status.addresses; the claims weigh them as held.
+		Published:  gatewayPublished,
+		KeptStatus: keptGatewayStatus,
 	}
 }
 
@@ -229,6 +233,38 @@ func keptGateway(u *unstructured.Unstructured) any {
 		spec["infrastructure"] = map[string]any{"annotations": map[string]any{holdings.AnnotationIPs: v}}
 	}
 	return spec
+}
+
+// maxKeptPublished bounds the status addresses the cache keeps of a Gateway
+// (as holdings bounds a Service's status.loadBalancer.ingress).
+const maxKeptPublished = 64
+
+// gatewayPublished is the IPAddress values of the Gateway's status.addresses,
+// written by its Gateway controller.
+func gatewayPublished(u *unstructured.Unstructured) []string {
+	list, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
+	var out []string
+	for _, a := range list {
+		if m, ok := a.(map[string]any); ok {
+			if v, ok := ipValue(m); ok && len(out) < maxKeptPublished {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// keptGatewayStatus is what the cache keeps of a Gateway's status: the
+// IPAddress values of status.addresses (gatewayPublished), nil if none.
+func keptGatewayStatus(u *unstructured.Unstructured) any {
+	var kept []any
+	for _, v := range gatewayPublished(u) {
+		kept = append(kept, map[string]any{"type": gatewayAddressType, "value": v})
+	}
+	if kept == nil {
+		return nil
+	}
+	return map[string]any{"addresses": kept}
 }
 
 // canonicalSet is every entry of v in canonical form.

@@ -222,6 +222,44 @@ func TestTheGatewayCacheKeepsWhatTheWriterReads(t *testing.T) {
 	}
 }
 
+// The cache keeps the IPAddress values of a Gateway's status.addresses,
+// which its Gateway controller writes and its owner cannot: the claims read
+// who holds an address from them (render.HeldByStatus). Hostnames and
+// named addresses there are not kept, nor more than maxKeptPublished.
+func TestTheGatewayCacheKeepsTheAddressesItsControllerPublishes(t *testing.T) {
+	k := GatewayKind("v1")
+	for _, tc := range []struct {
+		name   string
+		status []any
+		want   []string
+	}{
+		{"none published", nil, nil},
+		{"addresses and a hostname", []any{
+			map[string]any{"type": "IPAddress", "value": "192.0.2.8"},
+			map[string]any{"type": "Hostname", "value": "gw.example"},
+			map[string]any{"value": "2001:db8:b:0:ffff::1"},
+		}, []string{"192.0.2.8", "2001:db8:b:0:ffff::1"}},
+		{"more than the cache keeps", slices.Repeat([]any{map[string]any{"type": "IPAddress", "value": "192.0.2.9"}}, maxKeptPublished+10),
+			slices.Repeat([]string{"192.0.2.9"}, maxKeptPublished)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := written(t, []string{"2001:db8:b:0:ffff::1"})
+			if tc.status != nil {
+				if err := unstructured.SetNestedSlice(u.Object, tc.status, "status", "addresses"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			slim, err := k.Slim(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, k.PublishedOf(slim.(*unstructured.Unstructured))); diff != "" {
+				t.Errorf("published, as cached (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 type gatewayAPI struct{ served bool }
 
 func (g gatewayAPI) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {

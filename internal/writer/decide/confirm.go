@@ -17,7 +17,8 @@
 //   - A disagreement is bounded (ConfirmWithin): past it, a confirmer that
 //     offers nothing is replaced by the next eligible node; one that offers
 //     another delegation takes over the client (it requests, and the server
-//     answers whoever asks with the identity), and the next node confirms.
+//     answers whoever asks with the identity), and the next node confirms -
+//     not on an offer older than the client's claim (backing.go).
 //     A lying node in either role costs one bound each time the rotation
 //     reaches it; with three eligible nodes or more the rotation reaches two
 //     honest ones, who agree. With two, a liar stalls the delegation (the
@@ -95,8 +96,11 @@ type Confirmation struct {
 	// (status.dhcpv6pd.unconfirmed: the confirmer solicits when it is set).
 	unconfirmed string
 	// backing is what the confirmer replaced at the last rotation of this
-	// disagreement was offered (status.dhcpv6pd.backing).
-	backing string
+	// disagreement was offered (status.dhcpv6pd.backing), against what the
+	// client held then (backedAgainst), kept (no claim makes it stale) when
+	// the bound before went stale (backing.go).
+	backing, backedAgainst string
+	backingKept            bool
 	// valid is the shortest finite valid lifetime a confirmer heard the
 	// server state for the current prefix since it became current
 	// (status.dhcpv6pd.validLifetime; zero: none heard).
@@ -156,6 +160,9 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 		st.Since = c.Since.UTC().Format(time.RFC3339)
 	}
 	st.Backing = c.backing
+	if c.backing != "" {
+		st.BackedAgainst, st.BackingKept = c.backedAgainst, c.backingKept
+	}
 	st.ValidLifetime = int64(c.valid / time.Second)
 	if !c.otherOffered.IsZero() {
 		st.OtherOffered = c.otherOffered.UTC().Format(time.RFC3339)
@@ -351,12 +358,13 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 		// Kept until the pair agrees on a delegation (a confirmer just
 		// named, which has not solicited yet, agrees with a silent
 		// client on nothing).
-		c.backing = was.Backing
+		c.backing, c.backedAgainst, c.backingKept = was.Backing, was.BackedAgainst, was.BackingKept
 	}
+	stale := staleBacking(was, c.Held)
 	past := was.Since != "" && !now.Before(since.Add(ConfirmWithin))
 	switch {
 	case !samePair || c.Agree:
-	case len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) && (joinPrefixes(c.Offered) == was.Backing || was.Backing != "" && past && joinPrefixes(c.Held) != was.Backing):
+	case len(c.Offered) > 0 && slices.Contains(ready, c.Confirmer) && !stale && (joinPrefixes(c.Offered) == was.Backing || was.Backing != "" && past && joinPrefixes(c.Held) != was.Backing):
 		// Two nodes besides the client, one after the other, were
 		// offered the same delegation the client does not hold: the
 		// confirmer takes the client over (it requests, and the server
@@ -378,6 +386,12 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 		// backed what it holds now (it renewed late), so only this
 		// confirmer contradicts it - a liar reached by the rotation took
 		// an honest client over so (found by a red team).
+		//
+		// Neither while the backing is stale (backing.go): the client
+		// holds something else than it held when the backing was
+		// recorded, so the server answered it after it answered the
+		// backer, and a liar reached by the rotation echoing the stale
+		// offer took an honest client holding the live binding over.
 		others := func(ns []string) []string {
 			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == was.ClientNode })
 		}
@@ -385,7 +399,7 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 		if n := confirmerNode(m, client, was.ConfirmerNode, others(ready), others(all)); n != "" {
 			c.Confirmer = n
 		}
-		c.backing = ""
+		c.back("", "", false)
 		c.judge(m, reports, client)
 	case past:
 		// Past the bound: the next node confirms, and what this
@@ -393,7 +407,8 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 		// (with two eligible nodes there is none: the pair stays,
 		// reported).
 		if n := after(client, c.Confirmer, ready); n != "" && n != c.Confirmer {
-			c.backing = joinPrefixes(c.Offered)
+			offered := joinPrefixes(c.Offered)
+			c.back(offered, was.Unconfirmed, stale && offered == was.Backing && slices.Contains(ready, c.Confirmer))
 			c.Confirmer = n
 			c.judge(m, reports, client)
 			if !c.Agree && len(c.Offered) > 0 && joinPrefixes(c.Offered) == c.backing {
@@ -417,7 +432,7 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 			c.Since, c.unconfirmed = since, cmp.Or(was.Unconfirmed, c.unconfirmed)
 		}
 	} else if len(c.Held) > 0 {
-		c.backing = ""
+		c.back("", "", false)
 	}
 	return client, c
 }

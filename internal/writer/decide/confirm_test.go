@@ -24,8 +24,10 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		}
 		return st
 	}
-	backed := func(st *dynamicprefix.DHCPv6PDStatus, offer string) *dynamicprefix.DHCPv6PDStatus {
-		st.Backing = offer
+	// backed: the confirmer the last rotation replaced was offered offer,
+	// while the client held against.
+	backed := func(st *dynamicprefix.DHCPv6PDStatus, offer, against string) *dynamicprefix.DHCPv6PDStatus {
+		st.Backing, st.BackedAgainst = offer, against
 		return st
 	}
 	// other: a confirmer was first offered, or the client held, another
@@ -67,11 +69,11 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		{"a new claim keeps the disagreement's start and first claim", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{forged, offeredB, nothing}, beforeEnd, current, other(roles("a", "b", current, t0), t0.Add(beforeEnd))},
 		{"past the bound a disagreeing confirmer is replaced, its offer waiting for a second node", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, nothing}, later, current, other(backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56"), t0.Add(later))},
-		{"a second node offered alike takes the client over, and the third confirms", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56")},
+			[]string{real, offeredB, nothing}, later, current, other(backed(roles("a", "c", current, t0.Add(later)), "2001:db8:b00::/56", current), t0.Add(later))},
+		{"a second node offered alike takes the client over, and the third confirms", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:b00::/56", current)},
 			[]string{real, nothing, offeredB}, 0, current, other(roles("c", "b", "", time.Time{}), t0)}, // neither holds nor is offered anything yet
-		{"a second node offered another does not", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56")},
-			[]string{real, nothing, offeredB}, 0, current, other(backed(roles("a", "c", current, t0), "2001:db8:bad::/56"), t0)},
+		{"a second node offered another does not", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:bad::/56", current)},
+			[]string{real, nothing, offeredB}, 0, current, other(backed(roles("a", "c", current, t0), "2001:db8:bad::/56", current), t0)},
 		// A server whose binding moves faster than the rotation (a
 		// lifetime under the bound nobody renews, a fresh prefix for
 		// each Solicit) offers no two confirmers the same: past the
@@ -79,10 +81,10 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 		// it, and the second takes it over (FuzzBallot found a liar
 		// client holding nothing keep the role for ever, nothing
 		// adopted, under a server stating 1 s).
-		{"a second node offered another past its own bound takes the client over", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:c00::/56")},
+		{"a second node offered another past its own bound takes the client over", pd(), Status{CurrentPrefix: current, DHCPv6PD: backed(roles("a", "c", current, t0), "2001:db8:c00::/56", "2001:db8:bad::/56")},
 			[]string{forged, nothing, offeredB}, later, current, other(roles("c", "b", "", time.Time{}), t0.Add(later))},
 		{"a second node already offered alike takes the client over on the next pass", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
-			[]string{real, offeredB, offeredB}, later, current, other(backed(roles("a", "c", current, t0), "2001:db8:b00::/56"), t0.Add(later))},
+			[]string{real, offeredB, offeredB}, later, current, other(backed(roles("a", "c", current, t0), "2001:db8:b00::/56", current), t0.Add(later))},
 		{"past the bound a silent confirmer is replaced", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("a", "b", current, t0)},
 			[]string{realB, nothing, nothing}, later, current, other(roles("a", "c", "2001:db8:b00::/56", t0.Add(later)), t0.Add(later))},
 		{"the rotation wraps by name", pd(), Status{CurrentPrefix: current, DHCPv6PD: roles("b", "c", current, t0)},

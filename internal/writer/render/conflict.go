@@ -16,9 +16,9 @@ import (
 const ServiceAddressConflict = "ServiceAddressConflict"
 
 // Conflict is one address two Services (or Gateways: "Gateway
-// namespace/name") following one DynamicPrefix ask for. The one that holds it (its record names it) keeps it, else the one
-// that asked first (created first; then by namespace and name); Loser gets no address of renumber's until the conflict is gone
-// (its user's entries stay).
+// namespace/name") following one DynamicPrefix ask for. The one that holds it most strongly (Hold: read from what its
+// owner cannot write) keeps it, else the one that asked first (created first; then by namespace and name); Loser gets no
+// address of renumber's until the conflict is gone (its user's entries stay).
 type Conflict struct {
 	Address       string
 	Holder, Loser string // namespace/name of a Service, "Gateway namespace/name"

@@ -9,16 +9,16 @@ import (
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
-// Red team, round 2 (issue 42, one tenant): HoldOf's HeldByWriter is "one of
-// the addresses it asks for is one the writer gave it in its last pass". A
-// renumbering with no drain (the old prefix is gone from the nodes'
-// reports: expired at once) makes every ask new: web asks for B::1, which
-// the writer never gave anyone, its load balancer still publishes A::1, and
-// its record names A::1 - web holds nothing. A tenant whose record already
-// names B::1 (a record is a list the tenant writes freely: every candidate
-// of the ISP's next prefix fits) holds it "by record" and is served first,
-// whatever its age: it takes web's new address within one leader term.
-func TestRT2ARecordOfThePredictedAddressTakesItAtARenumbering(t *testing.T) {
+// Issue 42, one tenant: a renumbering with no drain (the old prefix gone
+// from the nodes' reports at once) makes every ask new: web asks for B::1,
+// which nobody was given, while its load balancer and record still name
+// A::1. A tenant whose record already names B::1 (a list the tenant writes
+// freely: every candidate of the ISP's next prefix fits) must not take it:
+// the writer gave web A::1, and B::1 is that address renumbered (same host
+// bits under the new prefix), so web holds it by the writer
+// (render.HeldByWriter). Before, HeldByWriter matched the address alone:
+// web held nothing and the tenant's record won, whatever the ages.
+func TestARecordOfThePredictedAddressDoesNotTakeItAtARenumbering(t *testing.T) {
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
 	const onB = "2001:db8:b:0:ffff::1"

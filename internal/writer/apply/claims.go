@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +24,8 @@ type ask struct {
 	who                   string // "namespace/name" of a Service, "Kind namespace/name" of a pool
 	created               metav1.Time
 	namespace, name, kind string
-	ips                   []string // canonical
-	published, recorded   []string // canonical: what its load balancer publishes, what its record names
+	ips                   []string    // canonical
+	seen                  render.Seen // what its status and record say it holds
 	hold                  render.Hold
 	svc                   *serviceAsk
 	pool                  *backends.Pool
@@ -41,11 +42,12 @@ func byAge(a, b ask) int {
 }
 
 // offer puts asks in the order their claims are honoured: the strongest
-// hold first (render.HoldOf, given what the writer gave in its last pass),
-// then the oldest (byAge).
-func offer(asks []ask, given render.Given) {
+// hold first (render.HoldOf, given what the writer gave in its last pass and
+// the prefixes pooled now), then the oldest (byAge).
+func offer(asks []ask, given render.Given, pooled []netip.Prefix) {
+	mine := given.Holders()
 	for i := range asks {
-		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].published, asks[i].recorded, given)
+		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].seen, given, mine[asks[i].who], pooled)
 	}
 	slices.SortFunc(asks, byAge)
 	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
@@ -83,7 +85,9 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 			}
 			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
 				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: canonical(pl.write.Record),
-				published: canonical(p.Kind.PublishedOf(p.Live)), recorded: canonical(pl.po.Record.Entries), pool: p})
+				// A Gateway's status echoes its spec.addresses, which its
+				// owner chooses: it outweighs only a record (HeldByEcho).
+				seen: render.Seen{Echoed: canonical(p.Kind.PublishedOf(p.Live)), Recorded: canonical(pl.po.Record.Entries)}, pool: p})
 		}
 	}
 	return out, asks

@@ -35,10 +35,11 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
 	// The strongest hold first (render.Hold: what the writer gave, what
-	// the load balancer publishes, only then the owner's own record), then
-	// the oldest: a tenant cannot take an address by copying its suffix, or
-	// the address into its record, onto an older object of its own.
-	offer(asks, w.lastGiven(spec.Name))
+	// the load balancer publishes, what a Gateway's status echoes, only then
+	// the owner's own record), then the oldest: a tenant cannot take an
+	// address by copying its suffix, or the address into its record or its
+	// Gateway's spec, onto an older object of its own.
+	offer(asks, w.lastGiven(spec.Name), d.Pooled)
 	var conflicts []render.Conflict
 	claims := render.Claims{}
 	for _, x := range asks {
@@ -108,7 +109,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		sa := &serviceAsk{m.Service, self, live, want}
 		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), published: m.Ingress, recorded: canonical(live.ManagedIPs), svc: sa})
+			ips: canonical(want.ManagedIPs), seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
 	}
 	return out, asks
 }

@@ -69,8 +69,9 @@ type Kind struct {
 	Kept func(u *unstructured.Unstructured) any
 	// Published, when set, reads the addresses the object's own controller
 	// publishes in its status (a Gateway's status.addresses), which the
-	// claims weigh as who holds an address (render.HeldByStatus): its owner
-	// cannot write the status subresource. KeptStatus is what the cache
+	// claims weigh as who holds an address (render.HeldByEcho): its owner
+	// cannot write the status subresource, but chooses what it echoes (its
+	// spec), so a Service's load balancer outweighs it. KeptStatus is what the cache
 	// keeps of the status for it (Slim).
 	Published  func(u *unstructured.Unstructured) []string
 	KeptStatus func(u *unstructured.Unstructured) any

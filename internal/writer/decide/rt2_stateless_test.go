@@ -1,0 +1,43 @@
+package decide
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/writer/model"
+)
+
+// Red team, round 2 (issue 42, a stolen writer token): the CRD enumerates a
+// history entry's state (active, draining, expired) but does not require
+// it, and renumber-writer-status checks the draining, active and expired
+// entries only - an entry with no state is checked only as a prefix the
+// status already named (or the filter accepts). The writer reads such an
+// entry as neither active nor draining: it never expires (history keeps
+// it as it is) and, not expired, it is pooled. So one write dropping the
+// state of an honest draining entry keeps the prefix in every following
+// pool for ever, past its deadline and the token's revocation - the
+// extension renumber-writer-status says no write makes. And the writer
+// writes the entry back with "state": "", which the CRD's enum refuses: its
+// status writes stall too.
+func TestRT2AHistoryEntryWithoutAStateIsNotPooledForEver(t *testing.T) {
+	long := answer("s1", pubB, "", pubA)
+	long.Digest.Links[0].Prefixes[1].Remaining = 2 * time.Hour
+	moved := For(parse(byName()), st0(t), []Report{long, long, answer("s3", pubB, "")}, t0.Add(time.Hour))
+	forged := status(moved)
+	if forged.History[1].Prefix != pubA.String() || forged.History[1].State != model.StateDraining {
+		t.Fatalf("before: history %+v", forged.History)
+	}
+	// The token's write: A's entry without its state (and its deadline).
+	forged.History[1].State, forged.History[1].ExpiresAt = "", time.Time{}
+	now := t0.Add(30 * 24 * time.Hour)
+	d := For(parse(byName()), forged, []Report{answer("s1", pubB, ""), answer("s2", pubB, ""), answer("s3", pubB, "")}, now)
+	if slices.Contains(d.Pooled, pubA) {
+		t.Errorf("30 days on, no server naming it, %s is still pooled (history %+v): an entry without a state drains for ever", pubA, d.History)
+	}
+	for _, h := range d.History {
+		if !slices.Contains([]string{model.StateActive, model.StateDraining, model.StateExpired}, h.State) {
+			t.Errorf("the writer would write history entry %s with state %q, which the CRD's enum [active, draining, expired] refuses: every status write fails", h.Prefix, h.State)
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Red team, round 2 (issue 42, the LAN): the guard's review budget is the
+// Issue 42, the LAN: the guard's review budget is the
 // connection's client's only where ConnContext is handed the capped
 // listener's *conn (withConnOf). The agent guards its port only with TLS
 // (agent/main.go: guard on, ep.TLS set), and http.Server.ServeTLS wraps
@@ -17,7 +17,7 @@ import (
 // *tls.Conn, the client is lost, and the budget falls back to the remote's
 // /64 (Client). One LAN host from 100 on-link /64s again has 100 budgets
 // of reviews - TestOneLANHostFromManyPrefixesSpendsOneBudget, as served.
-func TestRT2OneLANHostFromManyPrefixesSpendsOneBudgetOverTLS(t *testing.T) {
+func TestOneLANHostFromManyPrefixesSpendsOneBudgetOverTLS(t *testing.T) {
 	x := newGuarded()
 	conns := &Conns{Max: 1 << 20, PerClient: 1 << 20, Routes: lanRoutes}
 	reviewed := 0

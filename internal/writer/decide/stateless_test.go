@@ -8,7 +8,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/model"
 )
 
-// Red team, round 2 (issue 42, a stolen writer token): the CRD enumerates a
+// Issue 42, a stolen writer token: the CRD enumerates a
 // history entry's state (active, draining, expired) but does not require
 // it, and renumber-writer-status checks the draining, active and expired
 // entries only - an entry with no state is checked only as a prefix the
@@ -20,7 +20,7 @@ import (
 // extension renumber-writer-status says no write makes. And the writer
 // writes the entry back with "state": "", which the CRD's enum refuses: its
 // status writes stall too.
-func TestRT2AHistoryEntryWithoutAStateIsNotPooledForEver(t *testing.T) {
+func TestAHistoryEntryWithoutAStateIsNotPooledForEver(t *testing.T) {
 	long := answer("s1", pubB, "", pubA)
 	long.Digest.Links[0].Prefixes[1].Remaining = 2 * time.Hour
 	moved := For(parse(byName()), st0(t), []Report{long, long, answer("s3", pubB, "")}, t0.Add(time.Hour))

@@ -8,18 +8,15 @@ import (
 	"github.com/renumber/renumber/internal/writer/model"
 )
 
-// Issue 42, a stolen writer token: the CRD enumerates a
-// history entry's state (active, draining, expired) but does not require
-// it, and renumber-writer-status checks the draining, active and expired
-// entries only - an entry with no state is checked only as a prefix the
-// status already named (or the filter accepts). The writer reads such an
-// entry as neither active nor draining: it never expires (history keeps
-// it as it is) and, not expired, it is pooled. So one write dropping the
-// state of an honest draining entry keeps the prefix in every following
-// pool for ever, past its deadline and the token's revocation - the
-// extension renumber-writer-status says no write makes. And the writer
-// writes the entry back with "state": "", which the CRD's enum refuses: its
-// status writes stall too.
+// Issue 42, a stolen writer token: the CRD enumerates a history entry's
+// state (active, draining, expired) but does not require it, and a status
+// written before renumber-writer-status required it (or with the policies
+// off) may hold an entry without one. Read as neither active nor draining,
+// it never expired and, not expired, was pooled: one write dropping the
+// state of an honest draining entry kept the prefix in every following
+// pool for ever, past its deadline and the token's revocation. And the
+// writer wrote it back as "state": "", which the CRD's enum refuses, so its
+// status writes stalled too. Such an entry expires.
 func TestAHistoryEntryWithoutAStateIsNotPooledForEver(t *testing.T) {
 	long := answer("s1", pubB, "", pubA)
 	long.Digest.Links[0].Prefixes[1].Remaining = 2 * time.Hour

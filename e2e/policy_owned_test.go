@@ -227,6 +227,8 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 		"2001:db8:2::/64 active beside the current prefix":               `{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64","state":"active"}`,
 		"the current 2001:db8:1::/64 named draining":                     `{"prefix":"2001:db8:1::/64","state":"draining","expiresAt":"9999-12-31T00:00:00Z"},{"prefix":"2001:db8:2::/64","state":"draining"}`,
 		"a prefix never named, expired":                                  `{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:9::/64","state":"expired"}`,
+		"2001:db8:2::/64's state dropped (never expires)":                `{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64"}`,
+		"an entry without a prefix":                                      `{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64","state":"draining"},{"state":"expired"}`,
 	} {
 		if err := s.patch(api.GVR, "", "home", `{"status":{"history":[`+history+`]}}`, "status"); !denied(err) {
 			t.Errorf("the status with %s: %s", name, errString(err))
@@ -250,6 +252,12 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 	if err := s.patch(api.GVR, "", "home", `{"status":{"history":[{"prefix":"2001:db8:1::/64","state":"active"},`+
 		`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:01Z","expiresAt":"2030-01-01T00:00:00Z"}]}}`, "status"); !denied(err) {
 		t.Errorf("a drain deprecated a second later: %s", errString(err))
+	}
+	// Nor earlier: decide bounds a drain by its deprecatedAt, and an
+	// earlier one would cut an honest drain short.
+	if err := s.patch(api.GVR, "", "home", `{"status":{"history":[{"prefix":"2001:db8:1::/64","state":"active"},`+
+		`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2028-12-31T23:59:59Z","expiresAt":"2030-01-01T00:00:00Z"}]}}`, "status"); !denied(err) {
+		t.Errorf("a drain deprecated a second earlier: %s", errString(err))
 	}
 	if err := s.patch(api.GVR, "", "home", drain("2030-01-01T00:00:00Z"), "status"); err != nil {
 		t.Errorf("a drain's deadline as it was: %v", err)

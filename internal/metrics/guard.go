@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"slices"
@@ -134,8 +135,14 @@ type connKey struct{}
 func WithConn(ctx context.Context) context.Context { return withConnOf(ctx, nil) }
 
 // withConnOf is WithConn for nc, knowing its client when Conns counted it.
+// ServeTLS (the agent guards its port only over TLS) hands ConnContext a
+// *tls.Conn around the capped listener's: unwrapped, or every connection
+// would fall back to its remote's /64 budget (issue 42).
 func withConnOf(ctx context.Context, nc net.Conn) context.Context {
 	m := &connMemory{}
+	if t, ok := nc.(*tls.Conn); ok {
+		nc = t.NetConn()
+	}
 	if x, ok := nc.(*conn); ok {
 		m.client = x.client
 	}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -111,32 +112,55 @@ func TestOneLANHostFromManyPrefixesIsOneClient(t *testing.T) {
 }
 
 // The guard's review budget is the connection's client's: made-up tokens
-// from 100 /64s on the LAN spend one budget, and leave the scraper its own.
+// from 100 /64s on the LAN spend one budget, and leave the scraper its own -
+// over TLS too, the agent's only guarded mode, where ServeTLS hands
+// ConnContext a *tls.Conn around the capped listener's (issue 42).
 func TestOneLANHostFromManyPrefixesSpendsOneBudget(t *testing.T) {
-	x := newGuarded()
-	conns := &Conns{Max: 1 << 20, PerClient: 1 << 20, Routes: lanRoutes}
-	reviewed := 0
-	for n := range 100 {
-		before := x.r.asked
-		x.scrapeOn(conns.conn(t, fmt.Sprintf("[2001:db8:f00:%x::1]:4000", n)), fmt.Sprintf("[2001:db8:f00:%x::1]:4000", n), fmt.Sprintf("Bearer made-up-%d", n))
-		reviewed += x.r.asked - before
-	}
-	if reviewed != x.g.ClientBurst {
-		t.Errorf("100 /64s on the LAN had %d tokens reviewed at once, want one client's burst, %d", reviewed, x.g.ClientBurst)
-	}
-	x.r.verdicts["new-scraper-token"] = Allowed
-	if got := x.scrapeOn(conns.conn(t, scraper), scraper, "Bearer new-scraper-token"); got != http.StatusOK {
-		t.Errorf("the scraper's first scrape, on a new connection: %d, want 200", got)
+	for _, tc := range []struct {
+		name string
+		conn func(c *Conns, t *testing.T, remote string) context.Context
+	}{
+		{"plain", (*Conns).conn},
+		{"over TLS", (*Conns).connTLS},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newGuarded()
+			conns := &Conns{Max: 1 << 20, PerClient: 1 << 20, Routes: lanRoutes}
+			reviewed := 0
+			for n := range 100 {
+				remote := fmt.Sprintf("[2001:db8:f00:%x::1]:4000", n)
+				before := x.r.asked
+				x.scrapeOn(tc.conn(conns, t, remote), remote, fmt.Sprintf("Bearer made-up-%d", n))
+				reviewed += x.r.asked - before
+			}
+			if reviewed != x.g.ClientBurst {
+				t.Errorf("100 /64s on the LAN had %d tokens reviewed at once, want one client's burst, %d", reviewed, x.g.ClientBurst)
+			}
+			x.r.verdicts["new-scraper-token"] = Allowed
+			if got := x.scrapeOn(tc.conn(conns, t, scraper), scraper, "Bearer new-scraper-token"); got != http.StatusOK {
+				t.Errorf("the scraper's first scrape, on a new connection: %d, want 200", got)
+			}
+		})
 	}
 }
 
 // conn is a new connection's context from remote, as the server makes it
 // for a connection c accepted.
 func (c *Conns) conn(t *testing.T, remote string) context.Context {
+	return c.connVia(t, remote, func(l net.Listener) net.Listener { return l })
+}
+
+// connTLS is conn as http.Server.ServeTLS makes it: the capped listener
+// wrapped in tls.NewListener.
+func (c *Conns) connTLS(t *testing.T, remote string) context.Context {
+	return c.connVia(t, remote, func(l net.Listener) net.Listener { return tls.NewListener(l, &tls.Config{}) })
+}
+
+func (c *Conns) connVia(t *testing.T, remote string, wrap func(net.Listener) net.Listener) context.Context {
 	t.Helper()
 	l := &fakeListener{next: make(chan net.Conn, 1)}
 	l.next <- &fakeConn{remote: remote}
-	nc, err := c.Listen(l).Accept()
+	nc, err := wrap(c.Listen(l)).Accept()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -684,6 +684,13 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 				h.ExpiresAt = now.Add(drain).Truncate(time.Second)
 			}
 		}
+		if h.State != model.StateDraining {
+			// Expired, or a state the writer never writes: the CRD does
+			// not require one, and a stolen token's entry without it
+			// would otherwise never expire - pooled for ever, and written
+			// back as "", which the CRD's enum refuses (issue 42).
+			h.State = model.StateExpired
+		}
 		if h.State == model.StateDraining && fallback > 0 {
 			h.ExpiresAt = drainBound(h, fallback, now)
 		}

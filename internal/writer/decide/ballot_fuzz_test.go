@@ -83,7 +83,7 @@ func FuzzBallot(f *testing.F) {
 	// The liar confirmer states lifetimes both ways: longer than the
 	// server's (it cannot raise the bound), then 1 s.
 	f.Add([]byte{0xc3, 0xc0, 2, 3, 4, 2, 5, 1, 36, 1, 3, 5, 1, 12, 1, 1, 3, 0, 10, 3})
-	// trustClientAfter 3m (bits 0x30: 1; the writer waits TrustAfter, 6m),
+	// trustClientAfter 3m (bits 0x30: 1; the writer waits trustAfter, 6m),
 	// the liar first by name and so the client, claiming a forged /56
 	// while a second server keeps the confirmers from being offered
 	// anything (the accomplice): past the bound the forgery is current,

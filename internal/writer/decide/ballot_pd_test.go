@@ -253,7 +253,7 @@ func (w *pdWorld) liarTrusted(d Decision, prevCurrent netip.Prefix) bool {
 			}
 		}
 	}
-	// The bound as documented, not as TrustAfter computes it: the spec's,
+	// The bound as documented, not as trustAfter computes it: the spec's,
 	// and never less than three ConfirmWithin (the rotation's turn).
 	bound := max(w.m.PDTrustAfter, 3*ConfirmWithin)
 	return !w.liarUnconfirmed.IsZero() && d.Current != prevCurrent && w.now.Sub(w.liarUnconfirmed) >= bound

@@ -178,7 +178,7 @@ func (c Confirmation) Status(client string) *dynamicprefix.DHCPv6PDStatus {
 // nothing waits for it).
 func (c Confirmation) TrustsAt() time.Time { return c.trustsAt }
 
-// TrustAfter is how long m's client must go unconfirmed before its word
+// trustAfter is how long m's client must go unconfirmed before its word
 // counts alone: spec.dhcpv6pd.trustClientAfter, but never before the
 // rotation has had its turn - a liar client with no accomplice is taken
 // over within two ConfirmWithin (the second takeover clause in roles), and
@@ -186,7 +186,7 @@ func (c Confirmation) TrustsAt() time.Time { return c.trustsAt }
 // than ConfirmWithin trusted such a liar first, its forgery current and the
 // server's prefix out of the pools until the rotation replaced it (found by
 // a red team: 1m under the default 2m, 63 s in the world).
-func TrustAfter(m model.Model) time.Duration {
+func trustAfter(m model.Model) time.Duration {
 	if m.PDTrustAfter <= 0 {
 		return 0
 	}
@@ -214,7 +214,7 @@ func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, cl
 	} else {
 		return
 	}
-	if at := c.unconfirmedSince.Add(TrustAfter(m)); now.Before(at) {
+	if at := c.unconfirmedSince.Add(trustAfter(m)); now.Before(at) {
 		c.trustsAt = at
 	} else {
 		c.Trusted = at

@@ -16,7 +16,7 @@ import (
 // server speaks; the liar writes any digest from a menu at any step, goes
 // NotReady and back, may be first by name, may be the client named at the
 // start; the server renumbers; time passes. The bound is 1m, 3m, 10m or 1h
-// (the writer waits at least TrustAfter: the rotation's turn). Property: what the server
+// (the writer waits at least trustAfter: the rotation's turn). Property: what the server
 // never delegated is never current - the documented price (a liar client
 // whose confirmers are kept from confirming) needs an accomplice here.
 func FuzzTrustAgainstOneLiar(f *testing.F) {

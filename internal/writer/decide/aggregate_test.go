@@ -38,6 +38,11 @@ func eth0() dynamicprefix.Spec {
 // parse parses s as the writer does.
 func parse(s dynamicprefix.Spec) model.Model { return model.Parse("home", s) }
 
+// wanPD is a DynamicPrefix following the agents' own DHCPv6 client on wan.
+func wanPD() model.Model {
+	return parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+}
+
 const (
 	onA   = "v1;eth0=2001:db8:a::/64 p ra+addr"
 	onB   = "v1;eth0=2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr"

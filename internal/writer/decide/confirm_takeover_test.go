@@ -24,7 +24,7 @@ import (
 // the client role from a Ready honest client holding the server's live
 // binding.
 func TestALiarConfirmerDoesNotTakeOverAClientHoldingTheBacking(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	const (
 		current   = "2001:db8:a00::/56"
 		realB     = "v1;wan=2001:db8:b00::/56 p pd"
@@ -75,7 +75,7 @@ func TestAStaleBackingTakesNoClientOver(t *testing.T) {
 		holdsY   = "v1;wan=2001:db8:1100::/56 p pd"
 		nothing  = "v1;wan="
 	)
-	p := &passes{t: t, m: parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})}
+	p := &passes{t: t, m: wanPD()}
 	p.pass(0, nothing, offeredX, offeredX)
 	if d := p.pass(ConfirmWithin+time.Second, nothing, offeredX, offeredX); d.PDClient != "a" || p.st.DHCPv6PD.ConfirmerNode != "c" || p.st.DHCPv6PD.Backing != x {
 		t.Fatalf("past the bound: client %q, status %+v; want a, c confirming, X backed", d.PDClient, p.st.DHCPv6PD)
@@ -102,7 +102,7 @@ func TestAStaleBackingTakesNoClientOver(t *testing.T) {
 // the takeover: never for a claim.
 func TestAFlappingLiarClientLosesTheRoleAtTheSecondRotation(t *testing.T) {
 	const offeredB = "v1;wan=2001:db8:b00::/56 p offer"
-	p := &passes{t: t, m: parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}}),
+	p := &passes{t: t, m: wanPD(),
 		st: Status{CurrentPrefix: "2001:db8:a00::/56"}}
 	rotations, confirmer, writes := 0, "", 0
 	for i := range 40 {

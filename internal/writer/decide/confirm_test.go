@@ -117,7 +117,7 @@ func TestTheConfirmerDecidesWithTheClient(t *testing.T) {
 // At rest - the client holds what the confirmer is offered - the status
 // is reproduced exactly: no write.
 func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	r := reports(t, "v1;wan=2001:db8:a00::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer")
 	st := pdStatus(For(m, Status{}, r, t0))
 	again := pdStatus(For(m, st, r, t0.Add(time.Hour)))
@@ -133,7 +133,7 @@ func TestAConfirmedDelegationWritesNothingAtRest(t *testing.T) {
 // client's digest claims another: the prefix is not reported missing, and
 // its source stays dhcpv6-pd.
 func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	prev := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd", DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	d := For(m, prev, reports(t, "v1;wan=2001:db8:bad::/56 p pd", "v1;wan=2001:db8:a00::/56 p offer"), t0)
 	if d.Current.String() != "2001:db8:a00::/56" || d.Unreported || d.Source != "dhcpv6-pd" || !d.Confirm.Disagrees() {
@@ -147,7 +147,7 @@ func TestAnOfferKeepsTheCurrentPrefixReported(t *testing.T) {
 // bound later - never at or before now, which would make the writer pass
 // again at once, for as long as they disagree.
 func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	st := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	for _, c := range []struct {
@@ -177,7 +177,7 @@ func TestAStalledPairWakesTheWriterABoundLater(t *testing.T) {
 // it is never handed to a node on its own offer (as client, the liar would
 // claim the current prefix and never renew it). Nodes a, b (the liar), c.
 func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	const cur = "2001:db8:a00::/56"
 	st := Status{CurrentPrefix: cur, PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
@@ -210,7 +210,7 @@ func TestAConfirmersOfferAloneNeverHandsItTheClient(t *testing.T) {
 // adopts the new one and on the next (nothing can confirm it: the server
 // offers the confirmer only the binding it has now).
 func TestAReplacedDelegationDrains(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	prev := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b"}}
 	r := reports(t, "v1;wan=2001:db8:a00::/56 d3600 pd,2001:db8:b00::/56 p pd", "v1;wan=2001:db8:b00::/56 p offer", "v1;wan=")
@@ -230,7 +230,7 @@ func TestAReplacedDelegationDrains(t *testing.T) {
 // warning once in TestDHCPv6PDBuiltInClient). With nobody reporting it, or
 // once the new client holds a delegation, the usual rules apply.
 func TestAHandoverDoesNotReportTheCurrentPrefixMissing(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	moved := Status{CurrentPrefix: "2001:db8:a00::/56", PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "b", ConfirmerNode: "c"}}
 	for _, c := range []struct {

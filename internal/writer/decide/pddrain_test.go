@@ -18,7 +18,7 @@ import (
 // old delegation pooled as long as it said - 136 years (a red team's decide
 // scratch test: still pooled 30 days on).
 func TestAReplacedDelegationDrainsNoLongerThanTheServerStated(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	const (
 		old      = "2001:db8:a00::/56"
 		renumber = "2001:db8:b00::/56 p pd"
@@ -69,7 +69,7 @@ func TestAReplacedDelegationDrainsNoLongerThanTheServerStated(t *testing.T) {
 // or infinite statement does not raise it, the client's word never enters
 // it, and a renumbering starts it again from the new delegation's offer.
 func TestTheStatusKeepsTheShortestLifetimeAConfirmerHeard(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	const (
 		holdsA = "v1;wan=2001:db8:a00::/56 p pd"
 		holdsB = "v1;wan=2001:db8:a00::/56 d3000 pd,2001:db8:b00::/56 p pd"
@@ -116,7 +116,7 @@ func TestTheStatusKeepsTheShortestLifetimeAConfirmerHeard(t *testing.T) {
 // server's last word on the old one ended by t0 + 10 min; counted from the
 // transition it drained until t0+3m+10m.
 func TestAStaleConfirmerDelaysNoReplacedDelegationsCap(t *testing.T) {
-	m := parse(dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{DHCPv6PD: &dynamicprefix.DHCPv6PD{Interface: "wan"}}})
+	m := wanPD()
 	const old = "2001:db8:a00::/56"
 	st := Status{CurrentPrefix: old, PrefixSource: "dhcpv6-pd",
 		DHCPv6PD: &dynamicprefix.DHCPv6PDStatus{ClientNode: "a", ConfirmerNode: "b", ValidLifetime: 600}}

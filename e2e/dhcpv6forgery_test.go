@@ -128,12 +128,8 @@ const (
 // counted it in renumber_agent_dhcpv6_<counter>_total with RouterConflict
 // True on the DynamicPrefix.
 func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv6.Message, w *world.World) []byte, to sentTo) {
-	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
-	w, _, _ := pdClientWorld(t, 2, first)
-	speaker := rogueSpeaker(t, w)
-	p1, client, confirmer := delegationConfirmed(t, w)
-	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
-	renew := renewHeard(t, speaker)
+	h := aRenewHeard(t)
+	w, speaker, p1, client, renew := h.w, h.speaker, h.p1, h.client, h.renew
 	metric := `renumber_agent_dhcpv6_` + counter + `_total{link="eth0"}`
 	before := agentMetric(t, w, client, metric)
 	releases := countLog(w, "rt-dhcpd.log", "releases prefix")
@@ -222,12 +218,8 @@ func forgedReleaseReported(t *testing.T, counter string, forge func(renew *dhcpv
 // not asserted (the Reply PD line it writes for the forged Renew), and so
 // is the cluster's prefix a minute on.
 func TestDHCPv6PDALifetimeHintInTheClientsNameIsReported(t *testing.T) {
-	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
-	w, _, _ := pdClientWorld(t, 2, first)
-	speaker := rogueSpeaker(t, w)
-	p1, client, confirmer := delegationConfirmed(t, w)
-	t.Logf("%s: client %s, confirmer %s", p1, client, confirmer)
-	renew := renewHeard(t, speaker)
+	h := aRenewHeard(t)
+	w, speaker, p1, client, confirmer, renew := h.w, h.speaker, h.p1, h.client, h.confirmer, h.renew
 	metric := `renumber_agent_dhcpv6_impersonations_total{link="eth0"}`
 	before := agentMetric(t, w, client, metric)
 	time.Sleep(time.Second) // past the client's own exchange
@@ -271,4 +263,27 @@ func TestDHCPv6PDALifetimeHintInTheClientsNameIsReported(t *testing.T) {
 	}
 	t.Logf("dhcpd's first Replies since the forgery: %q; a minute on: current %s (was %s), bindings dropped on %s: %v",
 		answered, st.CurrentPrefix, p1, client, agentMetric(t, w, client, `renumber_agent_dhcpv6_bindings_dropped_total{link="eth0"}`))
+}
+
+// heardRenew is a two-node pdClientWorld whose dhcpd delegates /56s of
+// 2001:db8:a00::/52 (valid 60 s, preferred 30 s), a host on its link, the
+// delegation confirmed and the client's first Renew as that host heard it.
+type heardRenew struct {
+	w                 *world.World
+	speaker           *world.DHCPv6Speaker
+	p1                netip.Prefix
+	client, confirmer string
+	renew             *dhcpv6.Message
+}
+
+func aRenewHeard(t *testing.T) heardRenew {
+	t.Helper()
+	first := world.Delegation{Pool: netip.MustParsePrefix("2001:db8:a00::/52"), Length: 56, Valid: 60 * time.Second, Preferred: 30 * time.Second}
+	h := heardRenew{}
+	h.w, _, _ = pdClientWorld(t, 2, first)
+	h.speaker = rogueSpeaker(t, h.w)
+	h.p1, h.client, h.confirmer = delegationConfirmed(t, h.w)
+	t.Logf("%s: client %s, confirmer %s", h.p1, h.client, h.confirmer)
+	h.renew = renewHeard(t, h.speaker)
+	return h
 }

@@ -130,6 +130,16 @@ func TestL2AnnouncerNudge(t *testing.T) {
 		}
 		return out
 	}
+	// inOrder says, on a failure, which writes the counts came from.
+	inOrder := func(m world.Mark) string {
+		var b strings.Builder
+		for _, wr := range writesBy(t, w, m, writerUser) {
+			if wr.Resource == "services" || wr.Resource == "dynamicprefixes" {
+				fmt.Fprintf(&b, "\n\t%s %s", wr.At.Format("15:04:05.000"), wr)
+			}
+		}
+		return b.String()
+	}
 
 	asked(prefixA)
 	publishManaged(t, w, all...)
@@ -143,7 +153,7 @@ func TestL2AnnouncerNudge(t *testing.T) {
 	nudged("nudges on the new address", old)
 	want := map[string]int{"web": 2, "bare": 2, "opted-out": 1, "forced": 2}
 	if got := perService(m); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("writes per Service for a renumbering on Cilium v1.19.4: %v, want %v (web's nudge rides with its DNS move)", got, want)
+		t.Errorf("writes per Service for a renumbering on Cilium v1.19.4: %v, want %v (web's nudge rides with its DNS move); the writes:%s", got, want, inOrder(m))
 	}
 
 	m = mark(t, w)
@@ -167,7 +177,7 @@ func TestL2AnnouncerNudge(t *testing.T) {
 	})
 	want = map[string]int{"web": 2, "bare": 1, "opted-out": 1, "forced": 2}
 	if got := perService(m); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("writes per Service for a renumbering on Cilium v1.20.1: %v, want %v (only the forced one nudged)", got, want)
+		t.Errorf("writes per Service for a renumbering on Cilium v1.20.1: %v, want %v (only the forced one nudged); the writes:%s", got, want, inOrder(m))
 	}
 	for _, name := range all {
 		if name == "forced" {

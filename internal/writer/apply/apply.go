@@ -44,14 +44,14 @@ type Writer struct {
 // event that shows the write queues the pass sooner.
 const CacheBehind = time.Second
 
-// Forget drops every memo: a new leader term trusts only what the caches show.
+// Forget starts a new leader term: who was given each address is read
+// again from what the caches show. The memos of the writer's own writes
+// stay: each lasts only until the caches show a newer version of its
+// object, and while they do not, a write would be made against a version
+// the last term's write replaced (a conflict, and the object written twice:
+// a renewal missed on a slow API server ends a term in the middle of a
+// renumbering).
 func (w *Writer) Forget() {
-	w.statuses.Reset()
-	w.pools.Reset()
-	w.services.Reset()
-	w.adverts.Reset()
-	w.deleted.Reset()
-	w.finalized.Reset()
 	w.givenMu.Lock()
 	w.given = nil
 	w.givenMu.Unlock()

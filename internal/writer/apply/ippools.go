@@ -35,8 +35,6 @@ type IPPools struct {
 	memo permit.Memo[string] // what was written last, until the cache shows it
 }
 
-// Forget drops the memo: a new leader term trusts only what the cache shows.
-func (w *IPPools) Forget() { w.memo.Reset() }
 
 // Sync writes the Calico IPPools that follow m's DynamicPrefix (the cache is
 // nil when IPPools are not served): siblings no longer draining are deleted

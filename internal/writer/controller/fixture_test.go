@@ -1048,3 +1048,26 @@ func TestTheChangeLatencyRunsFromTheNodesToTheWrites(t *testing.T) {
 		t.Errorf("counted %d latencies summing %gs, want two summing 0.35s (the quiet second not counted)", n, s)
 	}
 }
+
+// TestANewTermWritesNothingTheCachesHaveNotCaughtUpWith: leadership lost and
+// won again (a renewal past its deadline on a slow API server) before the
+// caches showed the last term's writes. Writing again then would be made
+// against versions those writes replaced: a conflict for each, and the
+// object written twice. The new term waits for the caches instead, and
+// then finds nothing to change.
+func TestANewTermWritesNothingTheCachesHaveNotCaughtUpWith(t *testing.T) {
+	f := newFixture(t, generous)
+	f.report(3, prefixA)
+	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
+	if got := f.sync(passHome); !slices.Equal(got, want) {
+		t.Fatalf("first pass wrote %q, want %q", got, want)
+	}
+	f.ctl.write.Forget()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("a new term wrote %q again before its caches showed the last term's writes", got)
+	}
+	f.catchUp()
+	if got := f.sync(passHome); len(got) != 0 {
+		t.Errorf("once the caches caught up, the new term wrote %q", got)
+	}
+}

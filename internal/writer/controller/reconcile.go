@@ -285,8 +285,7 @@ func (c *Controller) enqueueAll(after time.Duration) {
 // DynamicPrefix, released pool and released Service is checked once at the
 // start of a term.
 func (c *Controller) Lead(ctx context.Context) {
-	c.write.Forget() // a new term trusts only what the caches show
-	c.ippools.Forget()
+	c.write.Forget() // a new term reads who holds each address from the caches
 	clear(c.admitting)
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {

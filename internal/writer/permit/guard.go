@@ -76,13 +76,6 @@ func (m *Memo[T]) Behind(key Object, cached string) bool {
 	return err1 == nil && err2 == nil && c < w
 }
 
-// Reset forgets everything (a new leader term trusts only the caches).
-func (m *Memo[T]) Reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.m = nil
-}
-
 // Recorder emits Kubernetes events.
 type Recorder interface {
 	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)

@@ -35,7 +35,6 @@ type IPPools struct {
 	memo permit.Memo[string] // what was written last, until the cache shows it
 }
 
-
 // Sync writes the Calico IPPools that follow m's DynamicPrefix (the cache is
 // nil when IPPools are not served): siblings no longer draining are deleted
 // first, then each annotated pool gets the current CIDR, then the draining

@@ -362,13 +362,20 @@ func rangeOn(p string) string {
 
 // converged: home follows prefix A and everything holds what it should.
 func converged(t testing.TB, limits permit.Limits) *fixture {
+	f := adopted(t, limits)
+	f.catchUp()
+	return f
+}
+
+// adopted: the first pass has written prefix A everywhere; the caches have
+// not shown those writes yet.
+func adopted(t testing.TB, limits permit.Limits) *fixture {
 	f := newFixture(t, limits)
 	f.report(3, prefixA)
 	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
 	if got := f.sync(passHome); !slices.Equal(got, want) {
 		t.Fatalf("first pass wrote %q, want %q", got, want)
 	}
-	f.catchUp()
 	return f
 }
 
@@ -1056,12 +1063,7 @@ func TestTheChangeLatencyRunsFromTheNodesToTheWrites(t *testing.T) {
 // object written twice. The new term waits for the caches instead, and
 // then finds nothing to change.
 func TestANewTermWritesNothingTheCachesHaveNotCaughtUpWith(t *testing.T) {
-	f := newFixture(t, generous)
-	f.report(3, prefixA)
-	want := []string{"patch ciliumloadbalancerippools lb", "patch dynamicprefixes/status home", "patch services web"}
-	if got := f.sync(passHome); !slices.Equal(got, want) {
-		t.Fatalf("first pass wrote %q, want %q", got, want)
-	}
+	f := adopted(t, generous)
 	f.ctl.write.Forget()
 	if got := f.sync(passHome); len(got) != 0 {
 		t.Errorf("a new term wrote %q again before its caches showed the last term's writes", got)

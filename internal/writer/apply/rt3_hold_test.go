@@ -23,31 +23,39 @@ import (
 // a POOLED prefix that contains the address, and 2001:db8:2:ff::1 is in no
 // pooled /64: web holds nothing, the tenant wins by its record (or by age).
 func TestRT3AServiceOnASubnetOfTheDelegationKeepsItsAddressAtARenumbering(t *testing.T) {
-	m := model.Model{Name: "dp", Delegated: 56, Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}}}
-	follow := holdings.ServiceFollow{Suffix: "::1", Subnet: "lb"}
+	m := model.Model{Name: "dp", Delegated: 56, Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}},
+		Ranges: []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
 	before, after := netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64")
-	addr := func(p netip.Prefix) string {
-		a, err := render.ServiceAddress(m, follow, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a.String()
-	}
-	old, next := addr(before), addr(after) // 2001:db8:1:ff::1, 2001:db8:2:ff::1
-	given := render.Given{old: "default/web"}
 	for _, tc := range []struct {
 		name   string
-		record []string
+		follow holdings.ServiceFollow
+		record bool
 	}{
-		{"the tenant records the next address", []string{next}},
-		{"the tenant only copies suffix and subnet", nil},
+		// The control: the second red team's case, which the fix closed.
+		{"on the /64 itself, the tenant records the next address", holdings.ServiceFollow{Suffix: "::1"}, true},
+		{"on a subnet, the tenant records the next address", holdings.ServiceFollow{Suffix: "::1", Subnet: "lb"}, true},
+		{"on a subnet, the tenant only copies suffix and subnet", holdings.ServiceFollow{Suffix: "::1", Subnet: "lb"}, false},
+		{"in a range, the tenant records the next address", holdings.ServiceFollow{Suffix: "::ff:0:0:0:1", Range: "r"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			addr := func(p netip.Prefix) string {
+				a, err := render.ServiceAddress(m, tc.follow, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a.String()
+			}
+			old, next := addr(before), addr(after) // e.g. 2001:db8:1:ff::1, 2001:db8:2:ff::1
+			given := render.Given{old: "default/web"}
+			var record []string
+			if tc.record {
+				record = []string{next}
+			}
 			asks := []ask{
 				{who: "default/web", namespace: "default", name: "web", created: metav1.Unix(1000, 0), ips: []string{next},
 					seen: render.Seen{Published: []string{old}, Recorded: []string{old}}},
 				{who: "tenant/old", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{next},
-					seen: render.Seen{Recorded: tc.record}},
+					seen: render.Seen{Recorded: record}},
 			}
 			offer(asks, given, []netip.Prefix{after})
 			claims := render.Claims{}

@@ -34,3 +34,28 @@ func TestRT3AnOlderTenantGatewayEchoingAGatewaysAddressDoesNotTakeIt(t *testing.
 		}
 	}
 }
+
+// TestRT3AYoungerTenantGatewayDoesNotTakeTheAddressOfAServiceNoLoadBalancerPublishes:
+// docs/security.md - "an object no load balancer publishes for (a Service
+// not of type LoadBalancer, or one whose load balancer has not answered
+// yet) holds only by the writer's memory; across a writer restart, two such
+// asks are told apart by their records and then their age". A tenant's
+// Gateway is not such an ask: at a new term its echo of the address it put
+// in its own spec.addresses (HeldByEcho) outranks web's record, so a Gateway
+// created after web takes web's address - age never comes into it.
+func TestRT3AYoungerTenantGatewayDoesNotTakeTheAddressOfAServiceNoLoadBalancerPublishes(t *testing.T) {
+	const a = "2001:db8:1::1"
+	asks := []ask{
+		{who: "default/web", namespace: "default", name: "web", created: metav1.Unix(0, 0), ips: []string{a},
+			seen: render.Seen{Recorded: []string{a}}},
+		{who: "Gateway tenant/new", kind: "Gateway", namespace: "tenant", name: "new", created: metav1.Unix(1000, 0), ips: []string{a},
+			seen: render.Seen{Echoed: []string{a}}},
+	}
+	offer(asks, nil, []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")})
+	claims := render.Claims{}
+	for _, x := range asks {
+		if c, ok := claims.Claim(x.who, x.ips); x.who == "default/web" && !ok {
+			t.Fatalf("web, the older, lost %s to %s (offered %v)", c.Address, c.Holder, describe(asks))
+		}
+	}
+}

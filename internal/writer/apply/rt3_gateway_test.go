@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -26,7 +27,7 @@ func TestRT3AnOlderTenantGatewayEchoingAGatewaysAddressDoesNotTakeIt(t *testing.
 		{who: "Gateway tenant/old", kind: "Gateway", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{a},
 			seen: render.Seen{Echoed: []string{a}, Recorded: []string{a}}},
 	}
-	offer(asks, nil, []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")})
+	offer(asks, render.Given{}, model.Model{}, []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")})
 	claims := render.Claims{}
 	for _, x := range asks {
 		if c, ok := claims.Claim(x.who, x.ips); x.who == "Gateway default/gw" && !ok {
@@ -51,7 +52,7 @@ func TestRT3AYoungerTenantGatewayDoesNotTakeTheAddressOfAServiceNoLoadBalancerPu
 		{who: "Gateway tenant/new", kind: "Gateway", namespace: "tenant", name: "new", created: metav1.Unix(1000, 0), ips: []string{a},
 			seen: render.Seen{Echoed: []string{a}}},
 	}
-	offer(asks, nil, []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")})
+	offer(asks, render.Given{}, model.Model{}, []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")})
 	claims := render.Claims{}
 	for _, x := range asks {
 		if c, ok := claims.Claim(x.who, x.ips); x.who == "default/web" && !ok {

@@ -11,18 +11,20 @@ import (
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
-// TestRT3AServiceOnASubnetOfTheDelegationKeepsItsAddressAtARenumbering:
-// a DynamicPrefix whose advertised /64 is part of a /56 delegation
-// (delegatedPrefixLength 56) with a subnet "lb" (offset 0xff, /64) that its
-// Services use (dynamic-prefix.io/service-subnet): their addresses lie in
-// the delegation, outside the pooled /64. The renumbering 2001:db8:1::/64 ->
-// 2001:db8:2::/64 with no drain makes web's address new; the writer gave web
-// 2001:db8:1:ff::1 in its last pass of this term. A tenant's older Service
-// copies web's suffix and subnet (and, for good measure, records the next
-// address). render.HoldOf's renumbered() looks for the host bits only under
-// a POOLED prefix that contains the address, and 2001:db8:2:ff::1 is in no
-// pooled /64: web holds nothing, the tenant wins by its record (or by age).
-func TestRT3AServiceOnASubnetOfTheDelegationKeepsItsAddressAtARenumbering(t *testing.T) {
+// A DynamicPrefix whose advertised /64 is part of a /56 delegation
+// (delegatedPrefixLength 56) places Services on a subnet "lb" (offset 0xff,
+// a /64: dynamic-prefix.io/service-subnet) or in an address range "r" of
+// the delegation: their addresses lie outside the pooled /64. The
+// renumbering 2001:db8:1::/64 -> 2001:db8:2::/64 with no drain makes web's
+// address new; the writer gave web its address, and its placement, in its
+// last pass of this term. A tenant's older Service copies web's suffix and
+// placement (and records web's next address): web holds its next address
+// by the placement the writer gave it (render.Given.Following), the tenant
+// by nothing but its record, and web keeps it. Found by the third red team:
+// the writer's memory followed the host bits only under a pooled prefix
+// containing the address, so on a subnet or in a range web held nothing and
+// the tenant won by its record or its age.
+func TestAServiceOnASubnetKeepsItsAddressAtARenumbering(t *testing.T) {
 	m := model.Model{Name: "dp", Delegated: 56, Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}},
 		Ranges: []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
 	before, after := netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64")
@@ -31,7 +33,7 @@ func TestRT3AServiceOnASubnetOfTheDelegationKeepsItsAddressAtARenumbering(t *tes
 		follow holdings.ServiceFollow
 		record bool
 	}{
-		// The control: the second red team's case, which the fix closed.
+		// The second red team's case: web on the /64 itself.
 		{"on the /64 itself, the tenant records the next address", holdings.ServiceFollow{Suffix: "::1"}, true},
 		{"on a subnet, the tenant records the next address", holdings.ServiceFollow{Suffix: "::1", Subnet: "lb"}, true},
 		{"on a subnet, the tenant only copies suffix and subnet", holdings.ServiceFollow{Suffix: "::1", Subnet: "lb"}, false},
@@ -46,18 +48,18 @@ func TestRT3AServiceOnASubnetOfTheDelegationKeepsItsAddressAtARenumbering(t *tes
 				return a.String()
 			}
 			old, next := addr(before), addr(after) // e.g. 2001:db8:1:ff::1, 2001:db8:2:ff::1
-			given := render.Given{old: "default/web"}
+			given := render.Given{To: render.Claims{old: "default/web"}, Placed: map[string]holdings.ServiceFollow{"default/web": tc.follow}}
 			var record []string
 			if tc.record {
 				record = []string{next}
 			}
 			asks := []ask{
-				{who: "default/web", namespace: "default", name: "web", created: metav1.Unix(1000, 0), ips: []string{next},
+				{who: "default/web", namespace: "default", name: "web", created: metav1.Unix(1000, 0), ips: []string{next}, place: tc.follow,
 					seen: render.Seen{Published: []string{old}, Recorded: []string{old}}},
-				{who: "tenant/old", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{next},
+				{who: "tenant/old", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{next}, place: tc.follow,
 					seen: render.Seen{Recorded: record}},
 			}
-			offer(asks, given, []netip.Prefix{after})
+			offer(asks, given, m, []netip.Prefix{after})
 			claims := render.Claims{}
 			for _, x := range asks {
 				if c, ok := claims.Claim(x.who, x.ips); x.who == "default/web" && !ok {

@@ -24,8 +24,9 @@ type ask struct {
 	who                   string // "namespace/name" of a Service, "Kind namespace/name" of a pool
 	created               metav1.Time
 	namespace, name, kind string
-	ips                   []string    // canonical
-	seen                  render.Seen // what its status and record say it holds
+	ips                   []string               // canonical
+	place                 holdings.ServiceFollow // its suffix, subnet or range: where ips lie under any prefix
+	seen                  render.Seen            // what its status and record say it holds
 	hold                  render.Hold
 	svc                   *serviceAsk
 	pool                  *backends.Pool
@@ -42,12 +43,12 @@ func byAge(a, b ask) int {
 }
 
 // offer puts asks in the order their claims are honoured: the strongest
-// hold first (render.HoldOf, given what the writer gave in its last pass and
-// the prefixes pooled now), then the oldest (byAge).
-func offer(asks []ask, given render.Given, pooled []netip.Prefix) {
-	mine := given.Holders()
+// hold first (render.HoldOf, given what the writer gave in its last pass,
+// followed through m's placements onto the prefixes pooled now), then the
+// oldest (byAge).
+func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix) {
 	for i := range asks {
-		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].seen, given, mine[asks[i].who], pooled)
+		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].seen, given.To, given.Following(m, asks[i].who, pooled))
 	}
 	slices.SortFunc(asks, byAge)
 	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
@@ -85,6 +86,7 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 			}
 			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
 				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: canonical(pl.write.Record),
+				place: holdings.ServiceFollow{Suffix: pl.po.Follow.Suffix, Range: pl.po.Follow.AddressRange, Subnet: pl.po.Follow.Subnet},
 				// A Gateway's status echoes its spec.addresses, which its
 				// owner chooses: it outweighs only a record (HeldByEcho).
 				seen: render.Seen{Echoed: canonical(p.Kind.PublishedOf(p.Live)), Recorded: canonical(pl.po.Record.Entries)}, pool: p})
@@ -116,19 +118,19 @@ func canonical(v []string) []string {
 }
 
 // lastGiven is who the writer gave each of dp's addresses in its last pass
-// of this leader term (none after Forget).
+// of this leader term, and where it placed them (none after Forget).
 func (w *Writer) lastGiven(dp string) render.Given {
 	w.givenMu.Lock()
 	defer w.givenMu.Unlock()
 	return w.given[dp]
 }
 
-// gave remembers the claims a pass over dp ended with.
-func (w *Writer) gave(dp string, claims render.Claims) {
+// gave remembers what a pass over dp ended with.
+func (w *Writer) gave(dp string, given render.Given) {
 	w.givenMu.Lock()
 	defer w.givenMu.Unlock()
 	if w.given == nil {
 		w.given = map[string]render.Given{}
 	}
-	w.given[dp] = render.Given(claims)
+	w.given[dp] = given
 }

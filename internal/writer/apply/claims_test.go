@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,36 +10,73 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // FuzzATenantTakesNoAddressItWasNotGiven plays one tenant against the
 // claims (offer, then render.Claims in that order, as Writer.Services
-// weighs them). Two honest Services, each with a suffix of its own, were
-// given their addresses in the writer's last pass; the prefixes may then be
-// renumbered (a new one in front, the old one draining, or gone at once).
-// The fuzzer plays up to three tenant objects: each picks any suffix (an
-// honest one's too), any creation time (older than everyone), any record
+// weighs them). The DynamicPrefix advertises a /64 of a /56 delegation (at
+// an offset the fuzzer picks: 0, 1 or 0xff, where subnet "one" or "lb"
+// lies) and carves from the delegation subnets "one" and "lb" and an
+// address range "r" inside "lb": an address is a suffix on the /64, on a
+// subnet, or in the range (render.ServiceAddress), and placements of
+// different kinds collide. Two honest Services, each with a suffix of its
+// own and any placement, were given their addresses in the writer's last
+// pass; the prefix may then be renumbered (a new one in front, the old one
+// draining, or gone at once). The fuzzer plays up to three tenant objects:
+// each picks any placement and suffix (an honest one's too), the placement
+// it had in the writer's last pass (it was given its address there where
+// nobody held it), any creation time (older than everyone), any record
 // naming any address, and any status the load balancer could publish for
 // it - any address not published for another object (a tenant's own
 // lbipam.cilium.io/ips may win it a new address before the writer asks for
 // it) - or, as a Gateway, any status.addresses at all (its controller echoes
-// the spec the tenant writes). Property: every
-// honest Service wins its whole claim. In a new leader term (no memory of
-// what was given) the fuzzer may not give a tenant status on an address an
-// honest Service asks for (docs/security.md: across a restart in that
-// window age decides); the honest Services hold by the addresses their load
-// balancer publishes, which the fuzzer chooses among theirs (at least one).
+// the spec the tenant writes). Property: every honest Service wins its
+// whole claim. In a new leader term (no memory of what was given) the
+// fuzzer may not give a tenant status on an address an honest Service asks
+// for (docs/security.md: across a restart in that window age decides); the
+// honest Services hold by the addresses their load balancer publishes,
+// which the fuzzer chooses among theirs (at least one).
 func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add([]byte{1, 3, 0, 1, 0xff, 0x0f, 1, 0, 0xff, 0x3})       // renumbered, a tenant copies web's suffix, forges, is older
-	f.Add([]byte{1, 1, 3, 1, 0xff, 0x0f, 0x0c, 1, 2, 0xff, 0x3}) // a new term, tenants published on their own
-	f.Add([]byte{1, 0, 2, 0, 0, 0x0f, 0x0c, 0, 1, 0, 0xf0, 0xff})
-	f.Add([]byte{2, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0}) // renumbered with no drain, a tenant records web's next address
-	f.Add([]byte{1, 1, 0, 0, 1, 0, 0, 0, 0, 0x01, 0, 1}) // a new term, an older tenant Gateway echoes web's address
+	// A seed is: the /64's offset, the renumbering, a new term, web's and
+	// api's placements, what their load balancers publish, how many
+	// tenants, and for each its age, placement, suffix, whether it moved
+	// since the last pass (and from where), whether it is a Gateway, and
+	// its record and status (a bit per address of the universe: 36 where
+	// the /64 is at offset 0, five bytes each).
+	none, all := make([]byte, 5), bytes.Repeat([]byte{0xff}, 5)
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0})
+	// Renumbered, a tenant copies web's suffix, forges everything, is older.
+	f.Add(slices.Concat([]byte{0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0}, all, all))
+	// A new term, tenants published on their own.
+	f.Add(slices.Concat([]byte{0, 0, 1, 0, 1, 1, 1, 3, 0, 2, 2, 0, 0}, none, all, []byte{1, 0, 3, 0, 0}, all, none))
+	// Renumbered with no drain, a tenant records web's next address (bit 1).
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, []byte{2, 0, 0, 0, 0}, none))
+	// A new term, an older tenant Gateway echoes web's address (bit 0).
+	f.Add(slices.Concat([]byte{0, 0, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1}, none, []byte{1, 0, 0, 0, 0}))
+	// No drain, an older tenant copies api's subnet and suffix, forges everything.
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 1, 1, 1, 0, 1, 1, 0, 0}, all, all))
+	// No drain, api in the range, an older tenant copies its placement.
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 3, 0, 0, 1, 0, 3, 1, 0, 0}, none, none))
+	// No drain, an older tenant given ::1 on subnet "one" moves onto web's
+	// placement: the same host bits under the /64, not the same placement.
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
 
+	m := model.Model{Name: "dp", Delegated: 56,
+		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
+		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
+	placements := []holdings.ServiceFollow{{}, {Subnet: "lb"}, {Subnet: "one"}, {Range: "r"}}
 	const prefixes, suffixes = 3, 4
-	addr := func(p, s int) string { return fmt.Sprintf("2001:db8:%d::%d", p+1, s+1) }
+	placed := func(place, suffix int) holdings.ServiceFollow {
+		fl := placements[place%len(placements)]
+		fl.Suffix = fmt.Sprintf("::%x", suffix%suffixes+1)
+		if fl.Range != "" {
+			fl.Suffix = fmt.Sprintf("::ff:0:0:0:%x", suffix%suffixes+1)
+		}
+		return fl
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		next := func() int {
 			if len(in) == 0 {
@@ -48,95 +86,124 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			in = in[1:]
 			return int(b)
 		}
-		pooledBefore := []int{0}
+		var prefix [prefixes]netip.Prefix
+		offset := []int{0, 1, 0xff}[next()%3] // the advertised /64 in the delegation
+		for p := range prefixes {
+			prefix[p] = netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:%x::/64", p+1, offset))
+		}
+		pooledBefore := []netip.Prefix{prefix[0]}
 		pooled := pooledBefore
 		switch next() % 3 {
 		case 1:
-			pooled = []int{1, 0} // renumbered: 1 current, 0 draining
+			pooled = []netip.Prefix{prefix[1], prefix[0]} // renumbered: 1 current, 0 draining
 		case 2:
-			pooled = []int{1} // renumbered with no drain: 0 gone at once
+			pooled = []netip.Prefix{prefix[1]} // renumbered with no drain: 0 gone at once
 		}
 		newTerm := next()%2 == 1
-		if newTerm && len(pooled) == 1 && pooled[0] == 1 {
+		if newTerm && len(pooled) == 1 && pooled[0] == prefix[1] {
 			// Nothing the new leader reads names the new addresses: not
 			// covered (docs/security.md), the fuzzer stays within the term.
 			newTerm = false
 		}
-		asks := func(suffix int, on []int) []string {
+		addrs := func(fl holdings.ServiceFollow, on []netip.Prefix) []string {
 			var out []string
 			for _, p := range on {
-				out = append(out, addr(p, suffix))
+				a, err := render.ServiceAddress(m, fl, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, a.String())
 			}
 			return out
 		}
-		// The writer's last pass gave the honest Services their addresses.
-		honest := []struct {
-			who    string
-			suffix int
-		}{{"default/web", 0}, {"default/api", 1}}
-		isHonest := map[string]bool{}
-		given := render.Given{}
-		for _, h := range honest {
-			isHonest[h.who] = true
-			for _, a := range asks(h.suffix, pooledBefore) {
-				given[a] = h.who
+		// Every address a tenant can name: any placement, suffix and prefix.
+		var universe []string
+		for pl := range placements {
+			for s := range suffixes {
+				for _, a := range addrs(placed(pl, s), prefix[:]) {
+					if !slices.Contains(universe, a) {
+						universe = append(universe, a)
+					}
+				}
 			}
 		}
-		if newTerm {
-			given = nil
+		mask := func() (bits uint64) {
+			for i := 0; i < len(universe); i += 8 {
+				bits |= uint64(next()) << i
+			}
+			return bits
+		}
+		// The writer's last pass gave the honest Services their addresses
+		// (suffixes 1 and 2: no two placements put them on one address).
+		honest := []struct {
+			who string
+			fl  holdings.ServiceFollow
+		}{{"default/web", placed(next(), 0)}, {"default/api", placed(next(), 1)}}
+		isHonest := map[string]bool{}
+		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		for _, h := range honest {
+			isHonest[h.who] = true
+			given.To.Claim(h.who, addrs(h.fl, pooledBefore))
+			given.Placed[h.who] = h.fl
 		}
 		publishedFor := map[string]string{} // address -> the one object it is published for
 		var all []ask
 		for _, h := range honest {
-			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: asks(h.suffix, pooled)}
-			mask := next()
-			for i, a := range asks(h.suffix, pooledBefore) {
-				if mask&(1<<i) != 0 || newTerm && i == 0 {
+			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: addrs(h.fl, pooled), place: h.fl}
+			published := next()
+			for i, a := range addrs(h.fl, pooledBefore) {
+				if published&(1<<i) != 0 || newTerm && i == 0 {
 					x.seen.Published = append(x.seen.Published, a)
 					publishedFor[a] = h.who
 				}
 			}
-			x.seen.Recorded = asks(h.suffix, pooledBefore)
+			x.seen.Recorded = addrs(h.fl, pooledBefore)
 			all = append(all, x)
 		}
 		for i := range next() % 4 {
 			who := fmt.Sprintf("tenant/t%d", i)
 			x := ask{who: who, namespace: "tenant", name: fmt.Sprintf("t%d", i), created: metav1.Unix(int64(next()%3)*900, 0)}
-			x.ips = asks(next()%suffixes, pooled)
-			rec, pub := next()|next()<<8, next()|next()<<8
+			x.place = placed(next(), next())
+			x.ips = addrs(x.place, pooled)
+			// Its placement in the writer's last pass (the same, or moved
+			// since), and its address there where nobody held it.
+			then := x.place
+			if next()%2 == 1 {
+				then = placed(next(), next())
+			}
+			if _, ok := given.To.Claim(who, addrs(then, pooledBefore)); ok {
+				given.Placed[who] = then
+			}
 			// A Gateway: its status echoes its spec.addresses, any
 			// address its owner chooses (HeldByEcho).
 			gateway := next()%2 == 1
-			for p := range prefixes {
-				for s := range suffixes {
-					a, bit := addr(p, s), 1<<(p*suffixes+s)
-					if rec&bit != 0 {
-						x.seen.Recorded = append(x.seen.Recorded, a)
-					}
-					honestAsks := slices.ContainsFunc(all[:len(honest)], func(h ask) bool { return slices.Contains(h.ips, a) })
-					switch {
-					case pub&bit == 0:
-					case gateway:
-						x.seen.Echoed = append(x.seen.Echoed, a)
-					case publishedFor[a] == "" && !(newTerm && honestAsks):
-						x.seen.Published = append(x.seen.Published, a)
-						publishedFor[a] = who
-					}
+			rec, pub := mask(), mask()
+			for j, a := range universe {
+				if rec&(1<<j) != 0 {
+					x.seen.Recorded = append(x.seen.Recorded, a)
+				}
+				honestAsks := slices.ContainsFunc(all[:len(honest)], func(h ask) bool { return slices.Contains(h.ips, a) })
+				switch {
+				case pub&(1<<j) == 0:
+				case gateway:
+					x.seen.Echoed = append(x.seen.Echoed, a)
+				case publishedFor[a] == "" && !(newTerm && honestAsks):
+					x.seen.Published = append(x.seen.Published, a)
+					publishedFor[a] = who
 				}
 			}
 			all = append(all, x)
 		}
-		slices.Reverse(all) // the cache lists them in any order
-		var prefixed []netip.Prefix
-		for _, p := range pooled {
-			prefixed = append(prefixed, netip.MustParsePrefix(fmt.Sprintf("2001:db8:%d::/48", p+1)))
+		if newTerm {
+			given = render.Given{}
 		}
-		offer(all, given, prefixed)
+		slices.Reverse(all) // the cache lists them in any order
+		offer(all, given, m, pooled)
 		claims := render.Claims{}
 		for _, x := range all {
 			c, ok := claims.Claim(x.who, x.ips)
 			if isHonest[x.who] && !ok {
-				t.Fatalf("honest %s lost %s to %s (new term %v; offered %v)", x.who, c.Address, c.Holder, newTerm, describe(all))
+				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
 			}
 		}
 	})

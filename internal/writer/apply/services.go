@@ -39,12 +39,14 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// the owner's own record), then the oldest: a tenant cannot take an
 	// address by copying its suffix, or the address into its record or its
 	// Gateway's spec, onto an older object of its own.
-	offer(asks, w.lastGiven(spec.Name), d.Pooled)
+	offer(asks, w.lastGiven(spec.Name), spec, d.Pooled)
 	var conflicts []render.Conflict
-	claims := render.Claims{}
+	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 	for _, x := range asks {
-		c, ok := claims.Claim(x.who, x.ips)
-		if !ok {
+		c, ok := given.To.Claim(x.who, x.ips)
+		if ok {
+			given.Placed[x.who] = x.place
+		} else {
 			conflicts = append(conflicts, c)
 		}
 		switch {
@@ -65,7 +67,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 		}
 	}
 	if ctx.Err() == nil { // a pass cut short has not weighed every ask
-		w.gave(spec.Name, claims)
+		w.gave(spec.Name, given)
 	}
 	render.SortConflicts(conflicts)
 	return out, conflicts
@@ -109,7 +111,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		sa := &serviceAsk{m.Service, self, live, want}
 		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
+			ips: canonical(want.ManagedIPs), place: m.Follow, seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
 	}
 	return out, asks
 }

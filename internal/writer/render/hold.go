@@ -3,6 +3,9 @@ package render
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Hold is how an object (a Service, or a Gateway) holds the addresses it
@@ -30,15 +33,43 @@ const (
 	// written by LB-IPAM, MetalLB or kube-vip from their own pools).
 	HeldByStatus
 	// HeldByWriter: this writer gave it one in its last pass of this leader
-	// term (Claims kept as Given), or gave it the same address under a prefix
-	// the renumbering replaced (same host bits under a pooled prefix). A new
+	// term (Given.To), or gave it the placement that puts it there under a
+	// prefix pooled now (Given.Following: its address, renumbered). A new
 	// term forgets it and starts from what the load balancers publish.
 	HeldByWriter
 )
 
-// Given is who the writer gave each address in its last pass over a
-// DynamicPrefix (the Claims it ended with).
-type Given Claims
+// Given is what the writer gave in its last pass over a DynamicPrefix: who
+// got each address (To: the Claims it ended with), and where each of them
+// asked for its addresses (Placed: its suffix on the prefix, on a subnet of
+// the delegation or in an address range). What it gave follows the object,
+// not the address: a renumbering with no drain makes every address new, and
+// who held web's address must still be web, wherever web's placement puts
+// it - not a tenant whose record already names the address under the next
+// prefix.
+type Given struct {
+	To     Claims
+	Placed map[string]holdings.ServiceFollow // who -> the placement it won with
+}
+
+// Following is where the writer's last pass placed who, under each prefix
+// of pooled (canonical): what it gave who, renumbered. A placement the model
+// no longer resolves (a subnet or range removed) follows nowhere. Another's
+// placement copied since is not who's: the writer remembers the one who
+// won with.
+func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []string {
+	f, ok := g.Placed[who]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, p := range pooled {
+		if a, err := ServiceAddress(m, f, p); err == nil {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
 
 // Seen is what, besides the writer's memory, says an object holds an
 // address (each canonical).
@@ -48,29 +79,18 @@ type Seen struct {
 	Recorded  []string // its dynamic-prefix.io/managed-ips record
 }
 
-// Holders is what the writer gave each object in its last pass: Given
-// turned round, read once per pass.
-func (g Given) Holders() map[string][]string {
-	out := map[string][]string{}
-	for a, who := range g {
-		out[who] = append(out[who], a)
-	}
-	return out
-}
-
-// HoldOf is how who holds one of ips (canonical), given what seen says and
-// what the writer gave in its last pass (given; mine: what it gave who, of
-// Holders); pooled are the prefixes the pools hold now, under which an
-// address the writer gave is matched by its host bits too: a renumbering
-// with no drain makes every address new, and who held web's address must
-// still be web, not a tenant whose record already names the address under
-// the next prefix.
-func HoldOf(who string, ips []string, seen Seen, given Given, mine []string, pooled []netip.Prefix) Hold {
+// HoldOf is how who holds one of ips (canonical), given what seen says, who
+// the writer gave each address in its last pass (given), and where it placed
+// who then, under the prefixes pooled now (following: Given.Following). An
+// address the writer gave another is never who's by its placement.
+func HoldOf(who string, ips []string, seen Seen, given Claims, following []string) Hold {
 	asks := func(have []string) bool {
 		return slices.ContainsFunc(have, func(a string) bool { return slices.Contains(ips, a) })
 	}
 	switch {
-	case slices.ContainsFunc(ips, func(a string) bool { return given[a] == who || renumbered(a, mine, given, pooled) }):
+	case slices.ContainsFunc(ips, func(a string) bool {
+		return given[a] == who || given[a] == "" && slices.Contains(following, a)
+	}):
 		return HeldByWriter
 	case asks(seen.Published):
 		return HeldByStatus
@@ -80,46 +100,4 @@ func HoldOf(who string, ips []string, seen Seen, given Given, mine []string, poo
 		return HeldByRecord
 	}
 	return HoldsNothing
-}
-
-// renumbered: a is under a pooled prefix, nobody was given a itself, and
-// mine holds an address with a's host bits under that prefix's length - a
-// with its prefix renumbered. Another's suffix copied gives other host bits.
-func renumbered(a string, mine []string, given Given, pooled []netip.Prefix) bool {
-	addr, err := netip.ParseAddr(a)
-	if err != nil || given[a] != "" {
-		return false
-	}
-	for _, p := range pooled {
-		if !p.Contains(addr) {
-			continue
-		}
-		for _, g := range mine {
-			if old, err := netip.ParseAddr(g); err == nil && old.Is6() == addr.Is6() && sameHost(old, addr, p.Bits()) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// sameHost: a and b agree on every bit after the first bits.
-func sameHost(a, b netip.Addr, bits int) bool {
-	x, y := a.As16(), b.As16()
-	if a.Is4() {
-		bits += 96
-	}
-	for i := range 16 {
-		keep := byte(0xff)
-		switch {
-		case (i+1)*8 <= bits:
-			keep = 0
-		case i*8 < bits:
-			keep = 0xff >> (bits - i*8)
-		}
-		if x[i]&keep != y[i]&keep {
-			return false
-		}
-	}
-	return true
 }

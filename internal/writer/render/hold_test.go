@@ -3,18 +3,23 @@ package render
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Who holds an address is read from what the object's owner cannot write:
 // what this writer gave (its memory, for this leader term; under a
-// renumbered prefix, the address with the same host bits), then what the
+// renumbered prefix, where the placement it gave puts it now), then what the
 // load balancer publishes in the object's status, then what a controller
 // echoes from its owner's spec (a Gateway's status); the owner's own record
 // counts last, only against asks that nothing else tells apart.
 func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 	const a, b, onC, otherOnC = "2001:db8:1::1", "2001:db8:2::1", "2001:db8:3::1", "2001:db8:3::9"
-	given := Given{a: "default/web", "2001:db8:1::9": "tenant/old"}
-	pooled := []netip.Prefix{netip.MustParsePrefix("2001:db8:3::/48")}
+	given := Claims{a: "default/web", "2001:db8:1::9": "tenant/old"}
+	following := map[string][]string{"default/web": {onC}, "tenant/old": {otherOnC}}
 	for _, tc := range []struct {
 		name                        string
 		who                         string
@@ -24,6 +29,7 @@ func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 		{"the writer gave it the address under the prefix renumbered away", "default/web", []string{onC}, []string{a}, nil, []string{a}, HeldByWriter},
 		{"another's address under the new prefix is not its own renumbered", "tenant/old", []string{onC}, nil, nil, []string{onC}, HeldByRecord},
 		{"its own renumbered address", "tenant/old", []string{otherOnC}, nil, nil, nil, HeldByWriter},
+		{"its placement puts it on an address the writer gave another", "default/web", []string{"2001:db8:1::9"}, nil, nil, nil, HoldsNothing},
 		{"its load balancer outweighs an echo of its owner's spec", "tenant/lb", []string{b}, []string{b}, []string{b}, nil, HeldByStatus},
 		{"its controller echoes one its owner chose", "tenant/gw", []string{b, a}, nil, []string{a}, []string{a}, HeldByEcho},
 		{"the writer gave it one of the addresses it asks for", "default/web", []string{b, a}, nil, nil, nil, HeldByWriter},
@@ -36,8 +42,40 @@ func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 		{"it asks for nothing", "tenant/none", nil, []string{a}, []string{a}, []string{a}, HoldsNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := HoldOf(tc.who, tc.ips, Seen{Published: tc.published, Echoed: tc.echoed, Recorded: tc.rec}, given, given.Holders()[tc.who], pooled); got != tc.want {
+			if got := HoldOf(tc.who, tc.ips, Seen{Published: tc.published, Echoed: tc.echoed, Recorded: tc.rec}, given, following[tc.who]); got != tc.want {
 				t.Errorf("HoldOf = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// What the writer gave follows the object's placement - its suffix on the
+// advertised prefix, on a subnet of the delegation, or in an address range -
+// onto each prefix pooled now: a Service on a subnet of a /56 delegation lies
+// outside the advertised /64, and its address renumbered is its own still.
+func TestWhatTheWriterGaveFollowsThePlacementItGave(t *testing.T) {
+	m := model.Model{Name: "dp", Delegated: 56, Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}},
+		Ranges: []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
+	given := Given{Placed: map[string]holdings.ServiceFollow{
+		"default/web":  {Suffix: "::1"},
+		"default/api":  {Suffix: "::2", Subnet: "lb"},
+		"default/db":   {Suffix: "::ff:0:0:0:3", Range: "r"},
+		"default/gone": {Suffix: "::4", Subnet: "removed"},
+	}}
+	pooled := []netip.Prefix{netip.MustParsePrefix("2001:db8:2::/64"), netip.MustParsePrefix("2001:db8:1::/64")}
+	for _, tc := range []struct {
+		who  string
+		want []string
+	}{
+		{"default/web", []string{"2001:db8:2::1", "2001:db8:1::1"}},
+		{"default/api", []string{"2001:db8:2:ff::2", "2001:db8:1:ff::2"}},
+		{"default/db", []string{"2001:db8:2:ff::3", "2001:db8:1:ff::3"}},
+		{"default/gone", nil},    // a subnet the spec no longer has
+		{"tenant/unplaced", nil}, // given nothing in the last pass
+	} {
+		t.Run(tc.who, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, given.Following(m, tc.who, pooled)); diff != "" {
+				t.Errorf("Following (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -644,6 +644,34 @@ func TestDisablingThePoliciesMustBeSaid(t *testing.T) {
 	}
 }
 
+// TestThePoolPoliciesComeWithTheirPools: renumber-writer-siblings takes a
+// Calico IPPool as its param, renumber-writer-advertised-services a Cilium
+// LB-IPAM pool, and an API server that does not serve a policy's param kind
+// logs an error every second for it (measured: "failed to find resource
+// referenced by paramKind", once a second): the chart renders each only
+// where its kind is served.
+func TestThePoolPoliciesComeWithTheirPools(t *testing.T) {
+	helm, repo := helmBin(t)
+	for policy, kind := range map[string]string{
+		"ValidatingAdmissionPolicy /renumber-writer-siblings":            "crd.projectcalico.org/v1/IPPool",
+		"ValidatingAdmissionPolicy /renumber-writer-advertised-services": "cilium.io/v2/CiliumLoadBalancerIPPool",
+	} {
+		for _, served := range []bool{false, true} {
+			args := []string{"template", "renumber", filepath.Join(repo, "charts", "renumber"), "-n", world.Namespace, "--kube-version", "1.35.0"}
+			if served {
+				args = append(args, "--api-versions", kind)
+			}
+			out, err := exec.Command(helm, args...).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := objects(t, out)[policy]; ok != served {
+				t.Errorf("with %s served %v: %s rendered %v", kind, served, policy, ok)
+			}
+		}
+	}
+}
+
 // TestAnUnauthenticatedPortOnTheNodeIsRefused: the agents run with host
 // networking, so their metrics port on the node's IP is reachable wherever
 // the node is and no NetworkPolicy applies: the chart serves it only behind

@@ -30,7 +30,8 @@ import (
 func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
 		"routerAdvertisement": map[string]any{"interface": "eth0"},
-		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8:1::/64", "2001:db8:2::/64"}}}})
+		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8:1::/64", "2001:db8:2::/64"}}},
+		"subnets": []any{map[string]any{"name": "public", "offset": 1, "prefixLength": 120, "bgp": map[string]any{"advertise": true, "community": "65000:100"}}}})
 	if err := s.w.API.InstallCalico(s.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,9 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 		"enabled":                    func(_, spec map[string]any) { spec["disabled"] = false },
 		"without the pool it copies": func(meta, _ map[string]any) { delete(meta["labels"].(map[string]any), "dynamic-prefix.io/sibling-of") },
 		"owned by nobody":            func(meta, _ map[string]any) { delete(meta, "ownerReferences") },
-		"with a label of its own":    func(meta, _ map[string]any) { meta["labels"].(map[string]any)["ippool"] = "ours" },
+		"labelled as the existing operator's too": func(meta, _ map[string]any) {
+			meta["labels"].(map[string]any)["dynamic-prefix.io/parent-pool"] = "home-v6"
+		},
 	} {
 		obj := sibling("home", "2001:db8:2::/64")
 		meta, spec := obj["metadata"].(map[string]any), obj["spec"].(map[string]any)
@@ -116,8 +119,9 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 			t.Errorf("its sibling %s: %s", name, errString(err))
 		}
 	}
-	if err := s.patch(ippoolGVR, "", honest, `{"spec":{"natOutgoing":true}}`); err != nil {
-		t.Errorf("its sibling's settings, copied from its pool: %v", err)
+	// Its settings are its pool's (TestAStolenWriterTokenGivesItsObjectsOnlyTheWritersValues).
+	if err := s.patch(ippoolGVR, "", honest, `{"spec":{"natOutgoing":true}}`); !denied(err) {
+		t.Errorf("its sibling given natOutgoing, which its pool does not have: %s", errString(err))
 	}
 
 	// A BGP advertisement of its own: the writer only ever advertises the

@@ -113,7 +113,8 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	byValue := minor >= 31
 	createDP(t, w, "home", map[string]any{"acquisition": map[string]any{
 		"routerAdvertisement": map[string]any{"interface": "eth0"},
-		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8::/32"}, "minPrefixLength": 48, "maxPrefixLength": 64}}})
+		"prefixFilter":        map[string]any{"allowedPrefixes": []any{"2001:db8::/32"}, "minPrefixLength": 48, "maxPrefixLength": 64}},
+		"subnets": []any{map[string]any{"name": "svc", "offset": 1, "prefixLength": 120, "bgp": map[string]any{"advertise": true, "community": "65000:100"}}}})
 	status := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` +
 		`{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:2::/64","state":"draining"},` +
 		`{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
@@ -176,7 +177,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	for _, name := range []string{"dp-home-svc", "dp-home-old"} {
 		apply(t, w, advertGVR, map[string]any{
 			"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement", "metadata": map[string]any{"name": name,
-				"labels": map[string]any{"app.kubernetes.io/managed-by": "dynamic-prefix-operator", "dynamic-prefix.io/name": "home"}},
+				"labels": map[string]any{"app.kubernetes.io/managed-by": "dynamic-prefix-operator", "dynamic-prefix.io/name": "home", "dynamic-prefix.io/subnet": "svc"}},
 			"spec": map[string]any{"advertisements": []any{map[string]any{"advertisementType": "Service",
 				"service": map[string]any{"addresses": []any{"LoadBalancerIP"}}}}},
 		})
@@ -275,7 +276,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a sibling created": {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1",` +
 			`"labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home","dynamic-prefix.io/sibling-of":"user"},` +
 			`"ownerReferences":[{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","name":"user","uid":"` + string(get(t, w, ipPools, "user").GetUID()) + `"}]},` +
-			`"spec":{"cidr":"2001:db8:1::/64","disabled":true}}`},
+			`"spec":{"cidr":"2001:db8:1::/64","disabled":true,"natOutgoing":false}}`},
 		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
 		"a pool's range":                              {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
 		"a MetalLB range":                             {addressPools, "default", "mlb", `{"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
@@ -327,7 +328,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"the user's advertisement":                                 {advertGVR, "", "users", `{"spec":{"advertisements":[{"advertisementType":"Service"}]}}`},
 		"the user's advertisement deleted":                         {advertGVR, "", "users", "delete"},
 		"the operator's advertisement relabelled":                  {advertGVR, "", "dp-home-svc", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
-		"the operator's advertisement annotated":                   {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"x":"y"}}}`},
+		"the operator's advertisement's record annotated":          {advertGVR, "", "dp-home-svc", `{"metadata":{"annotations":{"dynamic-prefix.io/last-sync":"y"}}}`},
 		"an entry into a pool that follows nothing":                {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
 		"the user's entry out of a pool that follows nothing":      {poolGVR, "", "free", `{"spec":{"blocks":[]}}`},
 		"the user's net out of a set that follows nothing":         {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":[]}}`},

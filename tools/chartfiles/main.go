@@ -27,6 +27,8 @@ var sources = map[string]string{
 	"rules.yaml":                "monitoring/rules.yaml",
 	"shadow-rbac.yaml":          "shadow/rbac.yaml",
 	"writer-policy.yaml":        "writer/policy.yaml",
+	"writer-policy-calico.yaml": "writer/policy-calico.yaml",
+	"writer-policy-cilium.yaml": "writer/policy-cilium.yaml",
 	"writer-policy-values.yaml": "writer/policy-values.yaml",
 	"writer-rbac.yaml":          "writer/rbac.yaml",
 }

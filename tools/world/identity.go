@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -197,16 +198,49 @@ func (cp *ControlPlane) InstallPrometheusCRD(ctx context.Context) error {
 const CalicoVersion = "v1.11.0-cni-plugin.0.20250813170300-a0db560f0520"
 
 // InstallCalico installs Calico's real crd.projectcalico.org/v1 CRDs of the
-// kinds renumber follows: IPPool, NetworkSet and GlobalNetworkSet.
+// kinds renumber follows: IPPool, NetworkSet and GlobalNetworkSet - and the
+// writer's admission policy whose param is an IPPool (as the chart does where
+// Calico is installed), once the API server resolves that param kind.
 func (cp *ControlPlane) InstallCalico(ctx context.Context) error {
 	dir, err := moduleDir("github.com/projectcalico/calico@" + CalicoVersion)
 	if err != nil {
 		return err
 	}
 	crds := filepath.Join(dir, "libcalico-go", "config", "crd")
-	return cp.Apply(ctx, filepath.Join(crds, "crd.projectcalico.org_ippools.yaml"),
+	if err := cp.Apply(ctx, filepath.Join(crds, "crd.projectcalico.org_ippools.yaml"),
 		filepath.Join(crds, "crd.projectcalico.org_networksets.yaml"),
-		filepath.Join(crds, "crd.projectcalico.org_globalnetworksets.yaml"))
+		filepath.Join(crds, "crd.projectcalico.org_globalnetworksets.yaml")); err != nil {
+		return err
+	}
+	return cp.applyParamPolicy(ctx, "policy-calico.yaml",
+		schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"},
+		map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+			"metadata": map[string]any{"name": "world-probe"}, "spec": map[string]any{"cidr": "fd00:ffff::/64"}})
+}
+
+// applyParamPolicy applies manifests/writer/<file>, a policy whose param is
+// a kind of another project's, and returns once the API server resolved that
+// kind: until then the policy fails every request it matches, the admin's
+// too, which a dry-run create of probe, of a kind it matches, shows.
+func (cp *ControlPlane) applyParamPolicy(ctx context.Context, file string, gvr schema.GroupVersionResource, probe map[string]any) error {
+	if err := cp.Apply(ctx, filepath.Join(cp.w.repo, "manifests", "writer", file)); err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: probe}
+	for {
+		_, err := cp.Dynamic.Resource(gvr).Create(ctx, u.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "failed to configure policy") {
+			return fmt.Errorf("probing %s after %s: %w", gvr.Resource, file, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s never resolved its param kind: %w", file, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // GatewayAPIVersion is the Gateway API release whose standard-channel CRDs
@@ -292,7 +326,21 @@ func (cp *ControlPlane) InstallRBAC(ctx context.Context) error {
 	for _, f := range rbacFiles(minor) {
 		files = append(files, filepath.Join(cp.w.repo, "manifests", f))
 	}
-	return cp.Apply(ctx, files...)
+	if err := cp.Apply(ctx, files...); err != nil {
+		return err
+	}
+	// Where Cilium's pools are served (InstallCRDs), the policy whose param
+	// is one, as the chart installs it there.
+	pools := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumloadbalancerippools"}
+	if _, err := cp.Dynamic.Resource(pools).List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsNotFound(err) {
+		return nil // not served: nothing to install
+	} else if err != nil {
+		return err
+	}
+	return cp.applyParamPolicy(ctx, "policy-cilium.yaml",
+		schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumbgpadvertisements"},
+		map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumBGPAdvertisement",
+			"metadata": map[string]any{"name": "world-probe"}, "spec": map[string]any{"advertisements": []any{}}})
 }
 
 // rbacFiles are the files of manifests/ InstallRBAC applies to an API server

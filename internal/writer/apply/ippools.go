@@ -184,9 +184,19 @@ func (w *IPPools) sibling(ctx context.Context, pools backends.IPPools, gvr schem
 		w.Events.Event(parent, "PoolCreated", fmt.Sprintf("IPPool %s holds draining %v, disabled", s.Name, s.Spec["cidr"]))
 		return permit.Outcome{}
 	}
+	// A setting its pool no longer has goes too (null, in a merge patch): a
+	// sibling is its pool's copy, and renumber-writer-siblings admits no
+	// other.
+	spec := map[string]any{}
+	for k := range cached.Settings {
+		spec[k] = nil
+	}
+	for k, v := range s.Spec {
+		spec[k] = v
+	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "labels": s.Labels},
-		"spec":     s.Spec,
+		"spec":     spec,
 	})
 	if err != nil {
 		return permit.Final(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -280,5 +281,45 @@ func TestTheExistingOperatorsSiblingIsAdopted(t *testing.T) {
 	w.settle(a, b)
 	if got, want := fmt.Sprint(w.pools()), fmt.Sprint(holds([]string{a, b})); got != want {
 		t.Errorf("A back: %s, want %s", got, want)
+	}
+}
+
+// TestASiblingLosesTheSettingItsPoolLost: a sibling is its pool's copy (and
+// renumber-writer-siblings admits no other): a setting the user takes off
+// the pool goes off its siblings too, where a merge patch of the pool's
+// settings alone left it there.
+func TestASiblingLosesTheSettingItsPoolLost(t *testing.T) {
+	w := newWorld(t, permit.Limits{ObjectBurst: 100, ObjectPerMinute: 100, TotalBurst: 100, TotalPerMinute: 100})
+	setPool := func(spec map[string]any) {
+		u, err := w.client.Resource(gvr).Get(context.Background(), "home-v6", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
+		spec["cidr"] = cidr
+		u.Object["spec"] = spec
+		if _, err := w.client.Resource(gvr).Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.sync()
+	}
+	sibling := func() map[string]any {
+		u, err := w.client.Resource(gvr).Get(context.Background(), backends.CalicoSiblingName("home-v6", a), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Object["spec"].(map[string]any)
+	}
+	setPool(map[string]any{"blockSize": int64(122), "natOutgoing": true})
+	w.settle(a)
+	w.settle(b, a)
+	if got := sibling()["natOutgoing"]; got != true {
+		t.Fatalf("the sibling's natOutgoing %v, want its pool's, true", got)
+	}
+	setPool(map[string]any{"blockSize": int64(122)})
+	w.settle(b, a)
+	want := map[string]any{"cidr": a, "disabled": true, "blockSize": int64(122)}
+	if diff := cmp.Diff(want, sibling()); diff != "" {
+		t.Errorf("the sibling after its pool lost natOutgoing (-want +got):\n%s", diff)
 	}
 }

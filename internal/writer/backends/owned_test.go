@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,19 @@ func TestWhatTheWriterCreatesIsTheShapeItsPolicyAdmits(t *testing.T) {
 	}
 	if !strings.HasPrefix(sibling.Name, sibling.Labels[LabelSiblingOf]+"-") {
 		t.Errorf("sibling %s is not named after the pool it copies, %s", sibling.Name, sibling.Labels[LabelSiblingOf])
+	}
+	// The community it renders is the DynamicPrefix's bgp.community verbatim:
+	// the policy admits the form the CRD admits, no other.
+	crd, err := os.ReadFile(filepath.Join("..", "..", "..", "manifests", "crds", "dynamicprefixes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := regexp.MustCompile(`(?m)^\s+community:\n\s+type: string\n\s+pattern: '([^']+)'`).FindSubmatch(crd)
+	if pattern == nil {
+		t.Fatal("no pattern for bgp.community in manifests/crds/dynamicprefixes.yaml")
+	}
+	if want := "c.matches('" + string(pattern[1]) + "')"; !strings.Contains(rule(t, owned, "'LoadBalancerIP'"), want) {
+		t.Errorf("renumber-writer-owned does not hold a community to the CRD's pattern, %s", want)
 	}
 	ads := advert.Spec["advertisements"].([]any)
 	a := ads[0].(map[string]any)

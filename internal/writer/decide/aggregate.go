@@ -660,6 +660,15 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		}
 		byPrefix[h.Prefix] = h
 		order = append(order, h.Prefix)
+		if h.State == model.StateActive && h.Prefix != current.String() && h.AcquiredAt.After(stamp) {
+			// The transition is stamped no earlier than the entry it
+			// replaces was acquired (renumber-writer-status admits no
+			// earlier deprecatedAt, and the new entry's acquiredAt is
+			// the same time): a leader whose clock is behind the last
+			// one's, or a stolen token's acquiredAt in the future,
+			// would otherwise have every status write refused.
+			stamp = h.AcquiredAt
+		}
 	}
 	if current.IsValid() {
 		h, ok := byPrefix[current.String()]

@@ -286,7 +286,8 @@ func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, curr
 
 // otherOffered is when the status says a confirmer was first offered
 // another delegation than its current prefix (zero: never, unreadable, after
-// now, or before the current prefix's entry was acquired). The writer sets
+// now, or before the current prefix's entry was acquired - unless that is
+// in the future, forged too, and bounds nothing). The writer sets
 // it only while that prefix is current: an earlier one is a stolen token's,
 // and with validLifetime it ended the next renumbering's drain at once.
 func otherOffered(prev Status, now time.Time) time.Time {
@@ -299,7 +300,7 @@ func otherOffered(prev Status, now time.Time) time.Time {
 		return time.Time{}
 	}
 	for _, h := range prev.History {
-		if h.State == model.StateActive && h.Prefix == prev.CurrentPrefix && t.Before(h.AcquiredAt) {
+		if h.State == model.StateActive && h.Prefix == prev.CurrentPrefix && t.Before(h.AcquiredAt) && !h.AcquiredAt.After(now) {
 			return time.Time{}
 		}
 	}

@@ -31,7 +31,7 @@ import (
 //     (TestAForgedOtherOfferedCutsNoDrainShort). A low validLifetime cannot
 //     be told from a server that lowered its lifetime ahead of a
 //     renumbering: it ends the next drain early, as `state: expired` ends
-//     one now (docs/security.md).
+//     one now (TestAForgedValidLifetimeEndsADrainEarlyAndExtendsNone).
 
 // pdAt is a status with current A, client a and confirmer b, agreeing.
 func pdAt(pd dynamicprefix.DHCPv6PDStatus) Status {
@@ -146,6 +146,36 @@ func TestAForgedOtherOfferedCutsNoDrainShort(t *testing.T) {
 	for _, h := range d.History {
 		if h.Prefix == old && (h.State != model.StateDraining || !h.ExpiresAt.Equal(t0.Add(time.Hour))) {
 			t.Errorf("%s: %+v, want draining until %v", old, h, t0.Add(time.Hour))
+		}
+	}
+}
+
+// validLifetime, the shortest valid lifetime a confirmer heard for the
+// current prefix, caps a replaced delegation's drain whatever the client
+// says is left of it. Forged, with the client honest (the old delegation
+// deprecated with the hour the server stated left): a low one ends the
+// drain early - what remains, since nothing the writer reads tells it from
+// a server that lowered its lifetime ahead of a renumbering (the token
+// ends a drain outright with state: expired, but only while it holds the
+// token); a raised one (renumber-writer-status refuses it while the prefix
+// stays current) keeps nothing past the client's word.
+func TestAForgedValidLifetimeEndsADrainEarlyAndExtendsNone(t *testing.T) {
+	r := reports(t, "v1;wan=2001:db8:a00::/56 d3600 pd,2001:db8:b00::/56 p pd",
+		"v1;wan=2001:db8:b00::/56 p3600 offer", "v1;wan=2001:db8:b00::/56 p3600 offer")
+	for _, c := range []struct {
+		name  string
+		valid int64
+		want  HistoryEntry
+	}{
+		{"as the server stated it", 3600, HistoryEntry{State: model.StateDraining, ExpiresAt: t0.Add(time.Hour)}},
+		{"1 s", 1, HistoryEntry{State: model.StateDraining, ExpiresAt: t0.Add(time.Second)}},
+		{"raised to 2^31 s", 1 << 31, HistoryEntry{State: model.StateDraining, ExpiresAt: t0.Add(time.Hour)}},
+	} {
+		d := For(wanPD(), pdAt(dynamicprefix.DHCPv6PDStatus{ValidLifetime: c.valid}), r, t0)
+		for _, h := range d.History {
+			if h.Prefix == trustCurrent && (h.State != c.want.State || !h.ExpiresAt.Equal(c.want.ExpiresAt)) {
+				t.Errorf("validLifetime %s: %s %s until %v, want %s until %v", c.name, h.Prefix, h.State, h.ExpiresAt, c.want.State, c.want.ExpiresAt)
+			}
 		}
 	}
 }

@@ -55,9 +55,9 @@ func feedBack(t *testing.T, m model.Model, st Status, r []Report, step, until ti
 
 // With every node honest - the client a still holding A until it renews,
 // the confirmer b and the third node c offered the server's renumbering B -
-// no forged role or backing makes anything but A or B current: each costs
-// a client move or a rotation at most.
-func TestAForgedRoleOrBackingCostsARotation(t *testing.T) {
+// no forged role or backing makes anything but A or B current over ten
+// bounds: what it changes is who holds which role, and when they rotate.
+func TestAForgedRoleOrBackingMakesNoOtherPrefixCurrent(t *testing.T) {
 	const offeredB = "v1;wan=2001:db8:b00::/56 p offer"
 	r := reports(t, heldA, offeredB, offeredB)
 	for _, c := range []struct {

@@ -398,10 +398,13 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		return
 	}
 	// What the status may name: what home's prefixFilter accepts (inside
-	// 2001:db8::/32, /48 to /64); what it named before stays.
+	// 2001:db8::/32, /48 to /64); what it named before stays. The
+	// renumbering as the writer writes it: the new entry acquired when the
+	// old one drains from.
 	named := func(cur string) write {
 		return write{api.GVR, "", "home", `{"status":{"currentPrefix":"` + cur + `","history":[{"prefix":"` + cur +
-			`","state":"active"},{"prefix":"2001:db8:1::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`}
+			`","state":"active","acquiredAt":"2029-01-01T00:00:00Z"},{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z"},` +
+			`{"prefix":"2001:db8:3::/64","state":"expired"}]}}`}
 	}
 	for name, cur := range map[string]string{"outside allowedPrefixes": "2001:db9:1::/64", "longer than /64": "2001:db8:5::/80",
 		"shorter than /48": "2001:db8::/40", "not global unicast": "fd00:1::/64"} {
@@ -417,7 +420,8 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	// prefix shortened to the spec's delegatedPrefixLength.
 	delegated := func(cur, delegation, draining string) write {
 		return write{api.GVR, "", "home", `{"status":{"currentPrefix":"` + cur + `","delegatedPrefix":"` + delegation + `","history":[{"prefix":"` + cur +
-			`","state":"active","delegatedPrefix":"` + delegation + `"},{"prefix":"2001:db8:1::/64","state":"draining","delegatedPrefix":"` + draining + `"}]}}`}
+			`","state":"active","acquiredAt":"2029-01-01T00:00:00Z","delegatedPrefix":"` + delegation + `"},` +
+			`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z","delegatedPrefix":"` + draining + `"}]}}`}
 	}
 	if err := do(delegated("2001:db8:4::/64", "2001:db8:4::/48", "2001:db8:1::/48")); !denied(err) {
 		t.Errorf("a delegation without delegatedPrefixLength: got %v, want refused", errString(err))

@@ -81,6 +81,11 @@ type Report struct {
 	// startup wait): it counts toward the majority a first adoption needs,
 	// and votes for nothing.
 	Pending bool
+	// Since is when this writer's ballot first saw the digest as it is now
+	// (zero: unknown). The status is the writer's memory, and a stolen
+	// token writes it: a time it names before the writer heard the claim
+	// it dates is not believed (trust).
+	Since time.Time
 }
 
 // Rejected is a prefix some node reported that the spec does not accept.
@@ -355,7 +360,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	}
 	d.Changed = d.Current != prevCurrent
 	prevValid, prevConfirmer := validLifetime(prev.DHCPv6PD) // stated for prevCurrent
-	prevOther := otherOffered(prev.DHCPv6PD, now)
+	prevOther := otherOffered(prev, now)
 	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
 		d.Confirm.stated(m, reports, prevCurrent, d.Current, prevValid, prevConfirmer, prevOther, now)
 	}
@@ -655,6 +660,15 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		}
 		byPrefix[h.Prefix] = h
 		order = append(order, h.Prefix)
+		if h.State == model.StateActive && h.Prefix != current.String() && h.AcquiredAt.After(stamp) {
+			// The transition is stamped no earlier than the entry it
+			// replaces was acquired (renumber-writer-status admits no
+			// earlier deprecatedAt, and the new entry's acquiredAt is
+			// the same time): a leader whose clock is behind the last
+			// one's, or a stolen token's acquiredAt in the future,
+			// would otherwise have every status write refused.
+			stamp = h.AcquiredAt
+		}
 	}
 	if current.IsValid() {
 		h, ok := byPrefix[current.String()]

@@ -91,6 +91,9 @@ type pdWorld struct {
 	// current prefix (zero: it is not); and what it made current so.
 	liarUnconfirmed time.Time
 	trusted         map[netip.Prefix]bool
+	// token: the script's lies are a stolen writer token's status writes
+	// (forge), and the liar node never reports (tokenfuzz_test.go).
+	token bool
 }
 
 type pdAgent struct {
@@ -419,7 +422,11 @@ func (w *pdWorld) run(t *testing.T, s *[]byte) {
 				a.notReadySince = time.Time{}
 			}
 		case 5:
-			w.lie(s)
+			if w.token {
+				w.forge(s) // tokenfuzz_test.go: a stolen writer token, the liar silent
+			} else {
+				w.lie(s)
+			}
 		}
 		w.step(t)
 	}

@@ -203,7 +203,7 @@ func trustAfter(m model.Model) time.Duration {
 // one from the start; and an episode that ended when the prefix landed
 // would be one more status write, and a stall begun again). A node
 // flapping its claim writes nothing.
-func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, client string, current netip.Prefix, now time.Time) {
+func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, reports []Report, client string, current netip.Prefix, now time.Time) {
 	if m.PDTrustAfter <= 0 || c.Solo != "" || client == "" || c.Agree {
 		return
 	}
@@ -214,7 +214,17 @@ func (c *Confirmation) trust(m model.Model, was dynamicprefix.DHCPv6PDStatus, cl
 	} else {
 		return
 	}
-	if at := c.unconfirmedSince.Add(trustAfter(m)); now.Before(at) {
+	// The anchor is kept as written (a new leader reads it there), but
+	// counts from no earlier than this writer first saw the client's
+	// digest as it is: a stolen token's unconfirmedSince of 2000 trusted
+	// the client at once. An honest anchor loses the time before this
+	// writer's term, or before the client's digest last changed - a later
+	// trust, never an earlier one.
+	from := c.unconfirmedSince
+	if i := slices.IndexFunc(reports, func(r Report) bool { return r.Node == client }); i >= 0 && reports[i].Since.After(from) {
+		from = reports[i].Since
+	}
+	if at := from.Add(trustAfter(m)); now.Before(at) {
 		c.trustsAt = at
 	} else {
 		c.Trusted = at
@@ -274,15 +284,25 @@ func (c *Confirmation) stated(m model.Model, reports []Report, prevCurrent, curr
 	}
 }
 
-// otherOffered is when st says a confirmer was first offered another
-// delegation than its current prefix (zero: never, unreadable, or after now).
-func otherOffered(st *dynamicprefix.DHCPv6PDStatus, now time.Time) time.Time {
+// otherOffered is when the status says a confirmer was first offered
+// another delegation than its current prefix (zero: never, unreadable, after
+// now, or before the current prefix's entry was acquired - unless that is
+// in the future, forged too, and bounds nothing). The writer sets
+// it only while that prefix is current: an earlier one is a stolen token's,
+// and with validLifetime it ended the next renumbering's drain at once.
+func otherOffered(prev Status, now time.Time) time.Time {
+	st := prev.DHCPv6PD
 	if st == nil || st.OtherOffered == "" {
 		return time.Time{}
 	}
 	t, err := time.Parse(time.RFC3339, st.OtherOffered)
 	if err != nil || t.After(now) {
 		return time.Time{}
+	}
+	for _, h := range prev.History {
+		if h.State == model.StateActive && h.Prefix == prev.CurrentPrefix && t.Before(h.AcquiredAt) && !h.AcquiredAt.After(now) {
+			return time.Time{}
+		}
 	}
 	return t
 }
@@ -309,7 +329,7 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 		was = *prev.DHCPv6PD
 	}
 	current, _ := netip.ParsePrefix(prev.CurrentPrefix)
-	c.trust(m, was, client, current, now)
+	c.trust(m, was, reports, client, current, now)
 	return client, c
 }
 
@@ -342,6 +362,12 @@ func roles(m model.Model, prev Status, reports []Report, now time.Time) (string,
 		return client, c
 	}
 	since, _ := time.Parse(time.RFC3339, was.Since)
+	if since.After(now) {
+		// Forged (a stolen token: the writer only ever writes a past
+		// pass's time): believed, it held the rotation back for as long
+		// as it said. Read as now, and written back so.
+		since = now.Truncate(time.Second)
+	}
 	c.Confirmer = confirmerNode(m, client, was.ConfirmerNode, ready, all)
 	if c.Confirmer == "" {
 		// Nobody else votes: the node named stays named, absent, and

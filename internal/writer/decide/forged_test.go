@@ -92,3 +92,29 @@ func TestAForgedDrainDeadlineEndsWithTheNodesReports(t *testing.T) {
 		t.Errorf("its lifetime passed on a majority, and %s is pooled: %s", x, d)
 	}
 }
+
+// At a renumbering the writer stamps the replaced entry's deprecatedAt and
+// the new entry's acquiredAt with one time, never before the replaced
+// entry was acquired: renumber-writer-status admits nothing else (a
+// backdated deprecatedAt would cut a drain short through drainBound). The
+// last leader's clock ahead of this one's, or a stolen token's acquiredAt
+// in the future, would otherwise have every status write refused from then
+// on; the transition is stamped at that acquiredAt instead.
+func TestATransitionIsStampedNoEarlierThanTheEntryItReplaces(t *testing.T) {
+	for _, acquired := range []time.Time{t0.Add(-time.Hour), t0.Add(3 * time.Second), forever} {
+		prev := Status{CurrentPrefix: "2001:db8:a::/64", PrefixSource: "router-advertisement",
+			History: []HistoryEntry{{Prefix: "2001:db8:a::/64", State: model.StateActive, AcquiredAt: acquired}}}
+		d := For(parse(eth0()), prev, reports(t, onlyB, onlyB, onlyB), t0)
+		stamp := t0
+		if acquired.After(t0) {
+			stamp = acquired
+		}
+		want := []HistoryEntry{
+			{Prefix: "2001:db8:b::/64", State: model.StateActive, AcquiredAt: stamp},
+			{Prefix: "2001:db8:a::/64", State: model.StateExpired, AcquiredAt: acquired, DeprecatedAt: stamp},
+		}
+		if diff := cmp.Diff(want, d.History); diff != "" {
+			t.Errorf("the entry acquired at %v replaced at %v (-want +got):\n%s", acquired, t0, diff)
+		}
+	}
+}

@@ -81,6 +81,7 @@ type decoded struct {
 	value string
 	node  digest.Node
 	err   error
+	since time.Time // when a vote first read this value (Report.Since)
 }
 
 // NoteKind is what a Note tells.
@@ -116,6 +117,16 @@ func (b *Ballot) decode(m Node) (digest.Node, error) {
 	}
 	b.decoded[m.Name] = decoded{value: m.Digest, node: n, err: err}
 	return n, err
+}
+
+// since is when a vote first read node's digest as it is now.
+func (b *Ballot) since(node string, now time.Time) time.Time {
+	d := b.decoded[node]
+	if d.since.IsZero() {
+		d.since = now
+		b.decoded[node] = d
+	}
+	return d.since
 }
 
 // Vote is one Node with a digest, as the ballot judges it at a time.
@@ -211,6 +222,7 @@ func (b *Ballot) Votes(nodes []Node, now time.Time) ([]Vote, time.Time, []Note) 
 			wake = lapse
 		}
 		vote.Digest, vote.Err = b.decode(m)
+		vote.Since = b.since(m.Name, now)
 		if vote.Err != nil {
 			if b.bad[m.Name] != m.Digest {
 				notes = append(notes, Note{Kind: Garbled, Node: m, Err: vote.Err})

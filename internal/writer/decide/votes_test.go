@@ -131,3 +131,28 @@ func TestNodeRule(t *testing.T) {
 		t.Errorf("rule off: %d voting, want 3", len(got))
 	}
 }
+
+// A report says since when the ballot has read the node's digest as it is
+// (Report.Since): the status's times are a stolen token's to forge, and
+// decide counts the client's word from no earlier than this.
+func TestAReportSaysSinceWhenItsDigestIsAsItIs(t *testing.T) {
+	b := New(time.Minute)
+	ns := nodes{"a": node("a", heldA, "")}
+	for _, c := range []struct {
+		name  string
+		at    time.Duration
+		value string
+		want  time.Duration
+	}{
+		{"first read", 0, heldA, 0},
+		{"read again", time.Minute, heldA, 0},
+		{"changed", 2 * time.Minute, heldB, 2 * time.Minute},
+		{"as it changed", 3 * time.Minute, heldB, 2 * time.Minute},
+	} {
+		ns["a"] = node("a", c.value, "")
+		r, _, _ := b.Reports(ns.list(), t0.Add(c.at))
+		if len(r) != 1 || !r[0].Since.Equal(t0.Add(c.want)) {
+			t.Errorf("%s: %+v, want since %v", c.name, r, t0.Add(c.want))
+		}
+	}
+}

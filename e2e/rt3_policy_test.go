@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/writer/api"
 )
@@ -44,5 +47,55 @@ func TestRT3AStolenWriterTokenNamesNoPrefixOutsideTheLengthBounds(t *testing.T) 
 		t.Errorf("the Service following home got 2a00:1450::1, an address no prefix the writer could adopt holds")
 	} else {
 		t.Logf("2a00:1450::1 refused: %s", errString(err))
+	}
+}
+
+// Red team r3 (issue 42, a stolen writer token stalls the writer):
+// renumber-writer-status freezes a draining entry's deprecatedAt - equal as
+// a timestamp to the old one. The token may write any deprecatedAt where an
+// entry starts draining (it was current), fractional seconds included; the
+// writer reads it (metav1.Time keeps the fraction) and writes it back
+// through metav1.Time, which serialises whole seconds: a second earlier than
+// what it read, so every status write the writer makes - a condition, a real
+// renumbering (named in the status before any object gets it) - is refused
+// for as long as that prefix drains, after the token is revoked too.
+// Two writes: make the draining 2001:db8:2::/64 current, then the real
+// current prefix 2001:db8:1::/64 current again with 2001:db8:2::/64
+// draining, deprecated at 2026-11-29T00:00:00.5Z.
+func TestRT3AFractionalDeprecatedAtDoesNotStallTheWriter(t *testing.T) {
+	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
+		"routerAdvertisement": map[string]any{"interface": "eth0"}}})
+	for _, body := range []string{
+		`{"status":{"currentPrefix":"2001:db8:2::/64","history":[{"prefix":"2001:db8:2::/64","state":"active"},` +
+			`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+		`{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},` +
+			`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00.5Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+	} {
+		if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
+			t.Fatalf("the token's write refused (the stall needs it): %v", err)
+		}
+	}
+	// The writer's next status write, made as apply.Status makes it: the
+	// status read into api.Status, one condition changed, the whole status
+	// sent back (api.StatusPatch).
+	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := dp.Status
+	st := live
+	st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced",
+		LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))}}
+	patch, err := api.StatusPatch(live, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(map[string]any{"status": patch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the writer's write: %s", body)
+	if err := s.patch(api.GVR, "", "home", string(body), "status"); err != nil {
+		t.Errorf("the writer's own status write, the history as it read it, refused: %v", err)
 	}
 }

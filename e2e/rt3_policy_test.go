@@ -65,37 +65,47 @@ func TestRT3AStolenWriterTokenNamesNoPrefixOutsideTheLengthBounds(t *testing.T) 
 func TestRT3AFractionalDeprecatedAtDoesNotStallTheWriter(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
 		"routerAdvertisement": map[string]any{"interface": "eth0"}}})
-	for _, body := range []string{
-		`{"status":{"currentPrefix":"2001:db8:2::/64","history":[{"prefix":"2001:db8:2::/64","state":"active"},` +
-			`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
-		`{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},` +
-			`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00.5Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+	// Each drain the token starts; the writer writes each back as it
+	// reads it: the fraction cut off, the year-1 time (metav1.Time's
+	// zero) left out.
+	for _, drain := range []string{
+		`"deprecatedAt":"2026-11-29T00:00:00.5Z"`,
+		`"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"0001-01-01T00:00:00Z"`,
 	} {
-		if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
-			t.Fatalf("the token's write refused (the stall needs it): %v", err)
-		}
-	}
-	// The writer's next status write, made as apply.Status makes it: the
-	// status read into api.Status, one condition changed, the whole status
-	// sent back (api.StatusPatch).
-	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := dp.Status
-	st := live
-	st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced",
-		LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))}}
-	patch, err := api.StatusPatch(live, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(map[string]any{"status": patch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the writer's write: %s", body)
-	if err := s.patch(api.GVR, "", "home", string(body), "status"); err != nil {
-		t.Errorf("the writer's own status write, the history as it read it, refused: %v", err)
+		t.Run(drain, func(t *testing.T) {
+			for _, body := range []string{
+				`{"status":{"currentPrefix":"2001:db8:2::/64","history":[{"prefix":"2001:db8:2::/64","state":"active"},` +
+					`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+				`{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},` +
+					`{"prefix":"2001:db8:2::/64","state":"draining",` + drain + `},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+			} {
+				if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
+					t.Fatalf("the token's write refused (the stall needs it): %v", err)
+				}
+			}
+			// The writer's next status write, made as apply.Status makes
+			// it: the status read into api.Status, one condition changed,
+			// the whole status sent back (api.StatusPatch).
+			dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := dp.Status
+			st := live
+			st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced",
+				LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))}}
+			patch, err := api.StatusPatch(live, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := json.Marshal(map[string]any{"status": patch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the writer's write: %s", body)
+			if err := s.patch(api.GVR, "", "home", string(body), "status"); err != nil {
+				t.Errorf("the writer's own status write, the history as it read it, refused: %v", err)
+			}
+		})
 	}
 }

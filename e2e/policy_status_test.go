@@ -10,9 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/model"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // homeStatus is the status stealWriterToken leaves on home.
@@ -129,62 +132,140 @@ func parsedModel(t *testing.T, spec map[string]any) model.Model {
 	return model.Parse("home", s)
 }
 
-// Red team r3 (issue 42, a stolen writer token stalls the writer):
-// renumber-writer-status freezes a draining entry's deprecatedAt - equal as
-// a timestamp to the old one. The token may write any deprecatedAt where an
-// entry starts draining (it was current), fractional seconds included; the
-// writer reads it (metav1.Time keeps the fraction) and writes it back
-// through metav1.Time, which serialises whole seconds: a second earlier than
-// what it read, so every status write the writer makes - a condition, a real
-// renumbering (named in the status before any object gets it) - is refused
-// for as long as that prefix drains, after the token is revoked too.
-// Two writes: make the draining 2001:db8:2::/64 current, then the real
-// current prefix 2001:db8:1::/64 current again with 2001:db8:2::/64
-// draining, deprecated at 2026-11-29T00:00:00.5Z.
-func TestRT3AFractionalDeprecatedAtDoesNotStallTheWriter(t *testing.T) {
+// TestTheWritersStatusWriteIsAdmittedWhateverTheStatusHolds (issue 42, a
+// stolen writer token stalls the writer): renumber-writer-status compares a
+// draining entry's times old against new, and the writer writes back what
+// it read through metav1.Time - to the second, in UTC, its zero (year 1)
+// left out. Compared exactly, a token that started a drain with
+// deprecatedAt ...00.5Z, or expiresAt 0001-01-01T00:00:00Z, had every later
+// status write of the writer refused - a condition, a real renumbering
+// (named in the status before any object gets it) - for as long as the
+// prefix drained, after the token was revoked too (found by the third red
+// team). And the CRD's date-time format admits times metav1.Time cannot
+// read at all (2026-11-29t00:00:00z), with which the writer could not read
+// the DynamicPrefix again.
+//
+// Each time below is left on a draining entry (2001:db8:2::/64, drained by
+// two writes: made current, then replaced by 2001:db8:1::/64 again) by the
+// token - whose writes may be refused, leaving nothing - and, where a user
+// may write it, by the user (unchecked); and the current prefix in text
+// other than the writer's (which writes it as netip does, and gives it an
+// entry in that text when it has none). Whatever is left, the writer reads
+// the DynamicPrefix, and its next passes' status writes (decide and render
+// on what it read, the router still advertising 2001:db8:1::/64, then
+// renumbering to 2001:db8:4::/64) are admitted.
+func TestTheWritersStatusWriteIsAdmittedWhateverTheStatusHolds(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
 		"routerAdvertisement": map[string]any{"interface": "eth0"}}})
-	// Each drain the token starts; the writer writes each back as it
-	// reads it: the fraction cut off, the year-1 time (metav1.Time's
-	// zero) left out.
-	for _, drain := range []string{
-		`"deprecatedAt":"2026-11-29T00:00:00.5Z"`,
-		`"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"0001-01-01T00:00:00Z"`,
+	for _, tc := range []struct {
+		drain string
+		user  bool // a user may leave it: the writer carries on
+		// current: the current prefix as the token writes it back, its
+		// active entry left out ("": 2001:db8:1::/64, with its entry).
+		current string
+	}{
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"2026-11-29T06:00:00Z"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00.5Z"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00.999999999Z","expiresAt":"2026-11-29T06:00:00.5Z"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"0001-01-01T00:00:00Z"`, user: true},
+		{drain: `"deprecatedAt":"0001-01-01T00:00:00Z","expiresAt":"0001-01-01T00:00:00.5Z"`, user: true},
+		{drain: `"deprecatedAt":"1969-12-31T23:59:59.5Z","expiresAt":"1970-01-01T00:00:00.5Z"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29T01:00:00+01:00","expiresAt":"2026-11-29T05:30:00-00:30"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00,5Z"`, user: true},
+		{drain: `"deprecatedAt":"2026-11-29t00:00:00z"`},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00x5Z"`},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"2026-11-29T00:00:00+99:99"`},
+		{drain: `"deprecatedAt":"0001-01-01T00:30:00+01:00"`},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z","expiresAt":"0000-06-01T00:00:00Z"`},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z","acquiredAt":"2026-11-28t00:00:00z"`},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z"`, current: "2001:DB8:1::/64", user: true},
+		{drain: `"deprecatedAt":"2026-11-29T00:00:00Z"`, current: "2001:db8:1:0::/64", user: true},
 	} {
-		t.Run(drain, func(t *testing.T) {
-			for _, body := range []string{
-				`{"status":{"currentPrefix":"2001:db8:2::/64","history":[{"prefix":"2001:db8:2::/64","state":"active"},` +
-					`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
-				`{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},` +
-					`{"prefix":"2001:db8:2::/64","state":"draining",` + drain + `},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
-			} {
-				if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
-					t.Fatalf("the token's write refused (the stall needs it): %v", err)
+		for _, by := range []string{"token", "user"} {
+			if by == "user" && !tc.user {
+				continue
+			}
+			t.Run(by+" "+tc.current+" "+tc.drain, func(t *testing.T) {
+				admin := s.w.API.Dynamic.Resource(api.GVR)
+				leave := func() {
+					if _, err := admin.Patch(t.Context(), "home", types.MergePatchType, []byte(homeStatus), metav1.PatchOptions{}, "status"); err != nil {
+						t.Fatal(err)
+					}
+					second := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[{"prefix":"2001:db8:1::/64","state":"active"},`
+					if tc.current != "" {
+						second = `{"status":{"currentPrefix":"` + tc.current + `","history":[`
+					}
+					second += `{"prefix":"2001:db8:2::/64","state":"draining",` + tc.drain + `},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
+					for _, body := range []string{
+						`{"status":{"currentPrefix":"2001:db8:2::/64","history":[{"prefix":"2001:db8:2::/64","state":"active"},` +
+							`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`,
+						second,
+					} {
+						var err error
+						if by == "user" {
+							_, err = admin.Patch(t.Context(), "home", types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status")
+						} else {
+							err = s.patch(api.GVR, "", "home", body, "status")
+						}
+						if err != nil {
+							if by == "user" {
+								t.Fatalf("the user's write refused: %v", err)
+							}
+							t.Logf("the token's write refused: %v", err)
+						}
+					}
 				}
-			}
-			// The writer's next status write, made as apply.Status makes
-			// it: the status read into api.Status, one condition changed,
-			// the whole status sent back (api.StatusPatch).
-			dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			live := dp.Status
-			st := live
-			st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced",
-				LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))}}
-			patch, err := api.StatusPatch(live, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := json.Marshal(map[string]any{"status": patch})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("the writer's write: %s", body)
-			if err := s.patch(api.GVR, "", "home", string(body), "status"); err != nil {
-				t.Errorf("the writer's own status write, the history as it read it, refused: %v", err)
-			}
-		})
+				// The writer's next pass, as the controller makes it
+				// (decode, decide, render, apply.Status's patch), on what
+				// was left: the router still advertising 2001:db8:1::/64,
+				// or renumbering to 2001:db8:4::/64.
+				for _, now := range []netip.Prefix{p1, p4} {
+					leave()
+					dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+					if err != nil {
+						t.Fatalf("the writer cannot read home: %v", err)
+					}
+					m := model.Parse("home", dp.Spec)
+					d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(now)}, at)
+					if d.Current != now {
+						t.Fatalf("the writer's decision: current %s, want %s", d.Current, now)
+					}
+					if err := s.writeStatus(t, dp.Status, render.Status(dp, m, d, render.Problems{}, at)); err != nil {
+						t.Errorf("the writer's status write (current %s), refused: %v", now, err)
+					}
+				}
+			})
+		}
 	}
+}
+
+var (
+	p1, p4 = netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:4::/64")
+	at     = time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
+)
+
+// advertising is one node's digest: the router advertises cur on eth0, and
+// 2001:db8:1::/64 and 2001:db8:2::/64 deprecated with an hour left.
+func advertising(cur netip.Prefix) decide.Report {
+	l := digest.Link{Name: "eth0", Prefixes: []digest.Prefix{{Prefix: cur, Sources: digest.SourceRA}}}
+	for _, p := range []string{"2001:db8:1::/64", "2001:db8:2::/64"} {
+		if q := netip.MustParsePrefix(p); q != cur {
+			l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: q, Deprecated: true, Remaining: time.Hour, Sources: digest.SourceRA})
+		}
+	}
+	return decide.Report{Node: "a", Digest: digest.Node{Links: []digest.Link{l}}}
+}
+
+// writeStatus writes st over live as the writer (apply.Status's patch).
+func (s stolen) writeStatus(t *testing.T, live, st api.Status) error {
+	t.Helper()
+	patch, err := api.StatusPatch(live, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(map[string]any{"status": patch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.patch(api.GVR, "", "home", string(body), "status")
 }

@@ -269,3 +269,33 @@ func (s stolen) writeStatus(t *testing.T, live, st api.Status) error {
 	}
 	return s.patch(api.GVR, "", "home", string(body), "status")
 }
+
+// TestTheWritersStatusWriteIsAdmittedAfterAllowedPrefixesNarrow: the
+// writer names each entry's delegation (routerAdvertisement.
+// delegatedPrefixLength), and renumber-writer-status admits a delegation
+// only inside allowedPrefixes. The user narrows allowedPrefixes to the
+// current prefix's delegation while 2001:db8:2::/64 drains: the writer's
+// next status write is admitted.
+func TestTheWritersStatusWriteIsAdmittedAfterAllowedPrefixesNarrow(t *testing.T) {
+	ra := map[string]any{"interface": "eth0", "delegatedPrefixLength": 56}
+	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{"routerAdvertisement": ra}})
+	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(
+		`{"status":{"currentPrefix":"2001:db8:1::/64","delegatedPrefix":"2001:db8:1::/56","history":[`+
+			`{"prefix":"2001:db8:1::/64","state":"active","delegatedPrefix":"2001:db8:1::/56"},`+
+			`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z","delegatedPrefix":"2001:db8:2::/56"}]}}`),
+		metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	setSpec(t, s, map[string]any{"acquisition": map[string]any{"routerAdvertisement": ra,
+		"prefixFilter": map[string]any{"allowedPrefixes": []any{"2001:db8:1::/56"}}}})
+	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model.Parse("home", dp.Spec)
+	d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(p1)}, at)
+	st := render.Status(dp, m, d, render.Problems{}, at)
+	if err := s.writeStatus(t, dp.Status, st); err != nil {
+		t.Errorf("the writer's status write refused: %v", err)
+	}
+}

@@ -34,7 +34,7 @@ func TestNoStatusAStolenWriterTokenLeavesStopsTheWriter(t *testing.T) {
 	g := statusGen{rand.New(rand.NewPCG(42, 2))}
 	const steps = 200
 	var admitted, written int
-	now := at
+	now := passTime
 	for step := range steps {
 		before := s.read(t, api.GVR, "", "home").Object["status"].(map[string]any)
 		body := g.write(before, now)

@@ -219,19 +219,19 @@ func TestTheWritersStatusWriteIsAdmittedWhateverTheStatusHolds(t *testing.T) {
 				// (decode, decide, render, apply.Status's patch), on what
 				// was left: the router still advertising 2001:db8:1::/64,
 				// or renumbering to 2001:db8:4::/64.
-				for _, now := range []netip.Prefix{p1, p4} {
+				for _, router := range []netip.Prefix{homePrefix, renumberedPrefix} {
 					leave()
 					dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
 					if err != nil {
 						t.Fatalf("the writer cannot read home: %v", err)
 					}
 					m := model.Parse("home", dp.Spec)
-					d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(now)}, at)
-					if d.Current != now {
-						t.Fatalf("the writer's decision: current %s, want %s", d.Current, now)
+					d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(router)}, passTime)
+					if d.Current != router {
+						t.Fatalf("the writer's decision: current %s, want %s", d.Current, router)
 					}
-					if err := s.writeStatus(t, dp.Status, render.Status(dp, m, d, render.Problems{}, at)); err != nil {
-						t.Errorf("the writer's status write (current %s), refused: %v", now, err)
+					if err := s.writeStatus(t, dp.Status, render.Status(dp, m, d, render.Problems{}, passTime)); err != nil {
+						t.Errorf("the writer's status write (current %s), refused: %v", router, err)
 					}
 				}
 			})
@@ -239,9 +239,10 @@ func TestTheWritersStatusWriteIsAdmittedWhateverTheStatusHolds(t *testing.T) {
 	}
 }
 
+// The writer's passes here: home's prefix, the one it renumbers to, and when.
 var (
-	p1, p4 = netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:4::/64")
-	at     = time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
+	homePrefix, renumberedPrefix = netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:4::/64")
+	passTime                     = time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
 )
 
 // advertising is one node's digest: the router advertises cur on eth0, and
@@ -293,8 +294,8 @@ func TestTheWritersStatusWriteIsAdmittedAfterAllowedPrefixesNarrow(t *testing.T)
 		t.Fatal(err)
 	}
 	m := model.Parse("home", dp.Spec)
-	d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(p1)}, at)
-	st := render.Status(dp, m, d, render.Problems{}, at)
+	d := decide.For(m, render.Prior(dp.Status), []decide.Report{advertising(homePrefix)}, passTime)
+	st := render.Status(dp, m, d, render.Problems{}, passTime)
 	if err := s.writeStatus(t, dp.Status, st); err != nil {
 		t.Errorf("the writer's status write refused: %v", err)
 	}

@@ -341,6 +341,10 @@ func (m Model) Accept(p netip.Prefix) string {
 	return ""
 }
 
+// Allows reports whether p lies inside allowedPrefixes (any p, when none
+// are set).
+func (m Model) Allows(p netip.Prefix) bool { return m.allowed(p) }
+
 // allowed reports whether p lies inside allowedPrefixes (if any are set).
 func (m Model) allowed(p netip.Prefix) bool {
 	if m.Allowed == nil {

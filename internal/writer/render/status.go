@@ -245,9 +245,15 @@ func StatusEqual(a, b api.Status) bool {
 
 // namedDelegation is the delegation a status names for p: p shortened to
 // delegatedPrefixLength; none without one, or when p is shorter (subnets
-// are then carved from p itself, which the status names already).
+// are then carved from p itself, which the status names already), or when
+// it lies outside allowedPrefixes. renumber-writer-status admits no such
+// delegation, nor renumber-writer-values any address in it: the user who
+// narrowed allowedPrefixes while a prefix drained had every status write
+// of the writer refused until it expired (and a current prefix's
+// delegation outside is an invalid spec, Model.Check, which the status
+// must be able to say).
 func namedDelegation(m model.Model, p netip.Prefix) string {
-	if m.Delegated == 0 || p.Bits() < m.Delegated {
+	if m.Delegated == 0 || p.Bits() < m.Delegated || !m.Allows(m.Delegation(p)) {
 		return ""
 	}
 	return m.Delegation(p).String()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/renumber/renumber/internal/digest"
@@ -174,6 +175,35 @@ func TestAStatusNamesTheDelegationOfEachPrefix(t *testing.T) {
 		t.Errorf("a /48 under delegatedPrefixLength 56: delegation %q, history %+v, subnets %v", st.DelegatedPrefix, st.History, st.Subnets)
 	} else if NamesNewPrefix(st, m, short) {
 		t.Error("a status naming a /48 and no delegation asks to be written first")
+	}
+}
+
+// A delegation outside allowedPrefixes is not named (renumber-writer-status
+// refuses it): the user narrowed them to the current prefix's delegation
+// while 2001:db8:2::/64 drains, or to the current prefix alone.
+func TestAStatusNamesNoDelegationOutsideAllowedPrefixes(t *testing.T) {
+	cur, old := netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64")
+	d := decide.Decision{Current: cur, Pooled: []netip.Prefix{cur, old}, History: []decide.HistoryEntry{
+		{Prefix: cur.String(), State: model.StateActive}, {Prefix: old.String(), State: model.StateDraining}}}
+	for _, c := range []struct {
+		allowed []string
+		want    []string // the current prefix's delegation, then each entry's
+	}{
+		{nil, []string{"2001:db8:1::/56", "2001:db8:1::/56", "2001:db8:2::/56"}},
+		{[]string{"2001:db8:1::/56"}, []string{"2001:db8:1::/56", "2001:db8:1::/56", ""}},
+		{[]string{"2001:db8:1::/64", "2001:db8:2::/64"}, []string{"", "", ""}},
+	} {
+		m := model.Parse("home", dynamicprefix.Spec{Acquisition: dynamicprefix.Acquisition{
+			RouterAdvertisement: &dynamicprefix.RouterAdvertisement{DelegatedPrefixLength: new(56)},
+			PrefixFilter:        &dynamicprefix.PrefixFilter{AllowedPrefixes: c.allowed}}})
+		st := Status(&api.DynamicPrefix{}, m, d, Problems{}, t0)
+		got := []string{st.DelegatedPrefix}
+		for _, h := range st.History {
+			got = append(got, h.DelegatedPrefix)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("allowedPrefixes %v: delegations (-want +got):\n%s", c.allowed, diff)
+		}
 	}
 }
 

@@ -41,8 +41,12 @@ func TestAStolenWriterTokenNamesNoPrefixOutsideTheLengthBounds(t *testing.T) {
 	if err := s.annotate("default", "web", map[string]any{"lbipam.cilium.io/ips": "2a00:1450::1"}); !denied(err) {
 		t.Fatalf("control: 2a00:1450::1 on web before the status names it: %s", errString(err))
 	}
+	// Both renumberings below are in the writer's shape (the replaced entry's
+	// deprecatedAt is the new one's acquiredAt), so that only the length can
+	// refuse them.
 	err := s.patch(api.GVR, "", "home", `{"status":{"currentPrefix":"2000::/3","history":[`+
-		`{"prefix":"2000::/3","state":"active"},{"prefix":"2001:db8:1::/64","state":"draining"},`+
+		`{"prefix":"2000::/3","state":"active","acquiredAt":"2026-11-29T00:00:00Z"},`+
+		`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},`+
 		`{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`, "status")
 	if !denied(err) {
 		t.Errorf("2000::/3 (a /3: the writer adopts only a /64 here) made current: %s", errString(err))
@@ -98,7 +102,8 @@ func TestAStolenWriterTokenNamesNoPrefixOutsideTheLengthBounds(t *testing.T) {
 					t.Fatal(err)
 				}
 				err := s.patch(api.GVR, "", "home", fmt.Sprintf(`{"status":{"currentPrefix":%q,"history":[`+
-					`{"prefix":%q,"state":"active"},{"prefix":"2001:db8:1::/64","state":"draining"},`+
+					`{"prefix":%q,"state":"active","acquiredAt":"2026-11-29T00:00:00Z"},`+
+					`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T00:00:00Z"},`+
 					`{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`, p, p), "status")
 				if got := err == nil; got != want || !got && !denied(err) {
 					t.Errorf("%s made current: admitted %v, want %v (the model: %q): %s", p, got, want, m.Accept(p), errString(err))

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -105,4 +107,98 @@ func TestTheWriterIsNotStoppedByAConfirmerNamedAsItsOwnClient(t *testing.T) {
 	if err := s.writeStatus(t, dp.Status, st); err != nil {
 		t.Errorf("the writer's status write after the token named n1 its own confirmer: %v", err)
 	}
+}
+
+// TestNoDHCPv6PDStatusAStolenWriterTokenLeavesStopsTheWriter extends
+// TestNoStatusAStolenWriterTokenLeavesStopsTheWriter's generator (fourth red
+// team) to a DynamicPrefix that follows a delegation: each step the user
+// may edit spec.acquisition.dhcpv6pd.nodeNames, the token writes the status
+// as it is with history moves (statusGen) or status.dhcpv6pd moves (the
+// roles, validLifetime, the times, the backing), and the writer makes its
+// pass over one to three nodes' digests (each holding or offered one of two
+// delegations on wan). The property: the writer's status write is admitted.
+func TestNoDHCPv6PDStatusAStolenWriterTokenLeavesStopsTheWriter(t *testing.T) {
+	pdSpec := func(nodeNames []any) map[string]any {
+		pd := map[string]any{"interface": "wan"}
+		if nodeNames != nil {
+			pd["nodeNames"] = nodeNames
+		}
+		return map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"enabled": false}, "dhcpv6pd": pd,
+			"prefixFilter": map[string]any{"minPrefixLength": 48, "maxPrefixLength": 64}}}
+	}
+	s := stealWriterToken(t, pdSpec(nil))
+	g := statusGen{rand.New(rand.NewPCG(42, 4))}
+	nodes := []string{"n1", "n2", "n3"}
+	pick := func(from ...any) any { return from[g.IntN(len(from))] }
+	const steps = 200
+	var admitted, written, refused int
+	now := passTime
+	for step := range steps {
+		if g.IntN(10) == 0 { // the user edits nodeNames
+			names, _ := pick(nil, []any{"n1"}, []any{"n1", "n2"}, []any{"n1", "n2", "n3"}, []any{"n2", "n3"}).([]any)
+			setSpec(t, s, pdSpec(names))
+		}
+		before := s.read(t, api.GVR, "", "home").Object["status"].(map[string]any)
+		var body string
+		if g.IntN(2) == 0 {
+			body = g.write(before, now)
+		} else {
+			pd := map[string]any{}
+			for range 1 + g.IntN(3) {
+				switch g.IntN(7) {
+				case 0:
+					pd["clientNode"] = pick(nil, "n1", "n2", "n3", "n9")
+				case 1:
+					pd["confirmerNode"] = pick(nil, "n1", "n2", "n3", "n9")
+				case 2:
+					pd["validLifetime"] = pick(nil, 1, 600, 3600, 86400)
+				case 3:
+					k := pick("since", "unconfirmedSince", "otherOffered").(string)
+					pd[k] = pick(nil, g.time(now.Add(time.Duration(g.IntN(7200)-3600)*time.Second)))
+				case 4:
+					pd["backing"] = pick(nil, "2001:db8:4::/64", "2001:db8:1::/64")
+					pd["backedAgainst"] = pick(nil, "2001:db8:1::/64")
+					pd["backingKept"] = pick(nil, true)
+				case 5:
+					pd["unconfirmed"] = pick(nil, "2001:db8:4::/64", "2001:db8:1::/64")
+				case 6:
+					pd["clientNode"], pd["confirmerNode"] = "n1", "n1"
+				}
+			}
+			b, _ := json.Marshal(map[string]any{"status": map[string]any{"dhcpv6pd": pd}})
+			body = string(b)
+		}
+		if err := s.patch(api.GVR, "", "home", body, "status"); err == nil {
+			admitted++
+		}
+		dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+		if err != nil {
+			t.Fatalf("step %d: the writer cannot read home (the token's write %s): %v", step, trim(body), err)
+		}
+		m := model.Parse("home", dp.Spec)
+		var reports []decide.Report
+		for _, n := range nodes[:1+g.IntN(3)] {
+			var ps []digest.Prefix
+			if held := pick("", "2001:db8:1::/64", "2001:db8:4::/64").(string); held != "" {
+				ps = append(ps, digest.Prefix{Prefix: netip.MustParsePrefix(held), Sources: digest.SourcePD, Remaining: time.Hour})
+			}
+			if offered := pick("", "2001:db8:1::/64", "2001:db8:4::/64").(string); offered != "" {
+				ps = append(ps, digest.Prefix{Prefix: netip.MustParsePrefix(offered), Sources: digest.SourceOffer, Remaining: time.Hour})
+			}
+			reports = append(reports, decide.Report{Node: n, Digest: digest.Node{Links: []digest.Link{{Name: "wan", Prefixes: ps}}}})
+		}
+		st := render.Status(dp, m, decide.For(m, render.Prior(dp.Status), reports, now), render.Problems{}, now)
+		now = now.Add(time.Duration(g.IntN(3600)) * time.Second)
+		if render.StatusEqual(st, dp.Status) {
+			continue
+		}
+		written++
+		if err := s.writeStatus(t, dp.Status, st); err != nil {
+			refused++
+			if refused <= 5 {
+				t.Errorf("step %d: the writer's status write refused (the token's write %s; the writer's dhcpv6pd %+v): %v", step, trim(body), st.DHCPv6PD, err)
+			}
+		}
+	}
+	t.Logf("%d token writes, %d admitted; %d writer writes, %d refused", steps, admitted, written, refused)
 }

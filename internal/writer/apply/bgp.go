@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,7 +39,16 @@ func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements
 		if !s.Advertise {
 			continue
 		}
-		selector, found := poolSelector(pools, m.Name, s.Name)
+		selector, found, err := poolSelector(pools, m.Name, s.Name)
+		if err != nil {
+			for _, a := range bgp.MadeFor(m.Name) {
+				if a.Subnet == s.Name {
+					want[a.Live.GetName()] = true // left as it is until the pools agree
+				}
+			}
+			out = append(out, permit.Final(err))
+			continue
+		}
 		if !found {
 			out = append(out, permit.Final(fmt.Errorf("%w: no CiliumLoadBalancerIPPool uses subnet %q: nothing to advertise", model.ErrInvalid, s.Name)))
 			continue
@@ -130,19 +140,33 @@ func (w *Writer) deleteAdvertisements(ctx context.Context, bgp backends.Advertis
 	return out
 }
 
-// poolSelector finds the serviceSelector of the pool using dp's subnet.
-func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, bool) {
+// poolSelector finds the serviceSelector of the pools using dp's subnet. The
+// subnet's one advertisement selects their Services, so they must share it:
+// two that differ are an error naming both (the advertisement stays as it
+// was), where rendering the first one's had the write refused at every pass
+// (renumber-writer-advertised-services holds it to each) and the second
+// pool's Services went unannounced.
+func poolSelector(pools []backends.Cached, dp, subnet string) (map[string]any, bool, error) {
+	var first *backends.Pool
 	for _, c := range pools {
 		if c.Kind.Resource != backends.PoolResource {
 			continue
 		}
 		for _, p := range c.Following(dp) {
-			if p.Follow.Subnet == subnet {
-				return p.Selector, true
+			switch {
+			case p.Follow.Subnet != subnet:
+			case first == nil:
+				first = p
+			case !reflect.DeepEqual(first.Selector, p.Selector):
+				return nil, true, fmt.Errorf("%w: CiliumLoadBalancerIPPools %s and %s both use subnet %q with different serviceSelectors: its one CiliumBGPAdvertisement cannot select the Services of each alone; give them one serviceSelector",
+					model.ErrInvalid, first.Key(), p.Key(), subnet)
 			}
 		}
 	}
-	return nil, false
+	if first == nil {
+		return nil, false, nil
+	}
+	return first.Selector, true, nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,50 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/writer/holdings"
+)
+
+// Red team r4a, one tenant, a renumbering with no drain: the writer
+// remembers the placement of every ask that won its claim
+// (render.Given.Placed) - also of one that asked for no address at all. The
+// tenant's older Service copies web's suffix and lists web's address in its
+// own lbipam.cilium.io/ips (a user's entry, not in its managed-ips record):
+// the address its suffix puts on A is "the user's", so it asks for nothing,
+// wins that empty claim, and the writer remembers web's placement as the
+// tenant's. No conflict is reported; LB-IPAM keeps web's address for web.
+// At the renumbering the tenant asks for web's next address, and its
+// remembered placement puts it there too: both hold it by the writer
+// (HeldByWriter), and the older - the tenant - takes it. Web loses its
+// address, LB-IPAM allocation and DNS target; the tenant's name points at it.
+func TestRT4AnEmptyClaimRemembersNoPlacement(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	// The tenant copies web's suffix, and lists web's address as its own
+	// entry (the target record the writer wrote keeps the geometric rule
+	// away, so nothing of its entries is the writer's).
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1","lbipam.cilium.io/ips":"`+onA+`","dynamic-prefix.io/managed-ips":null}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Fatalf("before: web has %q, want %s", f.service()[holdings.AnnotationIPs], onA)
+	}
+	old := renumberedWithNoDrain(t, f)
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onB) {
+		t.Errorf("default/web did not get its new address %s: %q", onB, f.service()[holdings.AnnotationIPs])
+	}
+	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onB) {
+		t.Errorf("tenant/old holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}

@@ -33,7 +33,12 @@ import (
 // it - any address not published for another object (a tenant's own
 // lbipam.cilium.io/ips may win it a new address before the writer asks for
 // it) - or, as a Gateway, any status.addresses at all (its controller echoes
-// the spec the tenant writes). Property: every honest Service wins its
+// the spec the tenant writes). In the writer's last pass a tenant may also
+// have asked for nothing under its placement: the address it puts on the
+// old prefix already one of its own entries (in its lbipam.cilium.io/ips or
+// a Gateway's spec.addresses, outside its record: the user's), or its DNS
+// target mapped (dynamic-prefix.io/mapping); an empty claim is won, and the
+// writer remembers what Writer.Services remembers of a winner. Property: every honest Service wins its
 // whole claim. In a new leader term (no memory of what was given) the
 // fuzzer may not give a tenant status on an address an honest Service asks
 // for (docs/security.md: across a restart in that window age decides); the
@@ -52,6 +57,10 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	f.Add(slices.Concat([]byte{0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0}, all, all))
 	// A new term, tenants published on their own.
 	f.Add(slices.Concat([]byte{0, 0, 1, 0, 1, 1, 1, 3, 0, 2, 2, 0, 0}, none, all, []byte{1, 0, 3, 0, 0}, all, none))
+	// Red team r4a: no drain, an older tenant copying web's placement asked
+	// for nothing in the last pass (web's address its own entry): it won
+	// that empty claim, and the placement it won with is web's.
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, none, none, []byte{1}))
 	// Renumbered with no drain, a tenant records web's next address (bit 1).
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, []byte{2, 0, 0, 0, 0}, none))
 	// A new term, an older tenant Gateway echoes web's address (bit 0).
@@ -147,7 +156,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			given.Placed[h.who] = h.fl
 		}
 		publishedFor := map[string]string{} // address -> the one object it is published for
-		var all []ask
+		var all, lastPass []ask
 		for _, h := range honest {
 			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: addrs(h.fl, pooled), place: h.fl}
 			published := next()
@@ -171,9 +180,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if next()%2 == 1 {
 				then = placed(next(), next())
 			}
-			if _, ok := given.To.Claim(who, addrs(then, pooledBefore)); ok {
-				given.Placed[who] = then
-			}
+			lastPass = append(lastPass, ask{who: who, ips: addrs(then, pooledBefore), place: then})
 			// A Gateway: its status echoes its spec.addresses, any
 			// address its owner chooses (HeldByEcho).
 			gateway := next()%2 == 1
@@ -193,6 +200,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				}
 			}
 			all = append(all, x)
+		}
+		// The tenants' asks in the writer's last pass, after the honest
+		// ones', remembered as Writer.Services remembers a winner's; an
+		// empty one (bit i: tenant i's) claims nothing, and wins.
+		empty := next()
+		for i, x := range lastPass {
+			if empty&(1<<i) != 0 {
+				x.ips = nil
+			}
+			if _, ok := given.To.Claim(x.who, x.ips); ok {
+				given.Placed[x.who] = x.place
+			}
 		}
 		if newTerm {
 			given = render.Given{}

@@ -19,7 +19,8 @@ import (
 // claims (offer, then render.Claims in that order, as Writer.Services
 // weighs them). The DynamicPrefix advertises a /64 of a /56 delegation (at
 // an offset the fuzzer picks: 0, 1 or 0xff, where subnet "one" or "lb"
-// lies) and carves from the delegation subnets "one" and "lb" and an
+// lies; a renumbering may move it to another offset of the next
+// delegation) and carves from the delegation subnets "one" and "lb" and an
 // address range "r" inside "lb": an address is a suffix on the /64, on a
 // subnet, or in the range (render.ServiceAddress), and placements of
 // different kinds collide. Two honest Services, each with a suffix of its
@@ -45,7 +46,8 @@ import (
 // honest Services hold by the addresses their load balancer publishes,
 // which the fuzzer chooses among theirs (at least one).
 func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
-	// A seed is: the /64's offset, the renumbering, a new term, web's and
+	// A seed is: the /64's offset (before, and after a renumbering:
+	// offset%3, offset/3%3), the renumbering, a new term, web's and
 	// api's placements, what their load balancers publish, how many
 	// tenants, and for each its age, placement, suffix, whether it moved
 	// since the last pass (and from where), whether it is a Gateway, and
@@ -61,6 +63,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// for nothing in the last pass (web's address its own entry): it won
 	// that empty claim, and the placement it won with is web's.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, none, none, []byte{1}))
+	// Red team r4a: the renumbering moves the /64 inside the delegation
+	// (offset 1, then 0xff: onto subnet "lb"), the old prefix draining; web
+	// on "lb" with ::1, an older tenant on the /64 with ::1 (its own
+	// address, given). Its placement now puts it on web's next address:
+	// both hold it by the writer, age gives it to the tenant, and web loses
+	// its whole claim - its draining address too.
+	f.Add(slices.Concat([]byte{1 + 3*2, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0}, none, none, []byte{0}))
 	// Renumbered with no drain, a tenant records web's next address (bit 1).
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, []byte{2, 0, 0, 0, 0}, none))
 	// A new term, an older tenant Gateway echoes web's address (bit 0).
@@ -96,9 +105,15 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			return int(b)
 		}
 		var prefix [prefixes]netip.Prefix
-		offset := []int{0, 1, 0xff}[next()%3] // the advertised /64 in the delegation
+		o := next()
+		offsets := []int{0, 1, 0xff}
+		offset, moved := offsets[o%3], offsets[o/3%3] // the advertised /64 in the delegation, before and after
 		for p := range prefixes {
-			prefix[p] = netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:%x::/64", p+1, offset))
+			at := offset
+			if p > 0 {
+				at = moved
+			}
+			prefix[p] = netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x:%x::/64", p+1, at))
 		}
 		pooledBefore := []netip.Prefix{prefix[0]}
 		pooled := pooledBefore

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
@@ -46,5 +48,46 @@ func TestRT4AnEmptyClaimRemembersNoPlacement(t *testing.T) {
 	}
 	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onB) {
 		t.Errorf("tenant/old holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// Red team r4a, one tenant, two DynamicPrefixes: the claims are weighed
+// per DynamicPrefix (Writer.Services gets one spec), so two that pool one
+// prefix - "home" for the load balancer's Services, and a second on the
+// same link for anything else, its spec.serviceNamespaces left unset - never
+// see each other's asks. The tenant's Service follows the second with
+// web's suffix: the writer gives it web's address, no conflict is
+// reported, and the load balancer decides between two Services asking for
+// one address (issue 42 item 11, across DynamicPrefixes).
+func TestRT4ASecondDynamicPrefixOnOnePrefixGivesNoAddressTwice(t *testing.T) {
+	const onA = "2001:db8:a:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"]}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/name":"second","dynamic-prefix.io/suffix":"::ffff:0:0:1"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	for _, k := range []Key{passHome, {Action: SyncDynamicPrefix, Name: "second"}, passHome, {Action: SyncDynamicPrefix, Name: "second"}} {
+		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
+		f.catchUp()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web %q; tenant/old %q", f.service()[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationIPs])
+	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onA) && strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Errorf("the writer gave %s to default/web (home) and to tenant/old (second): the load balancer decides who answers it", onA)
 	}
 }

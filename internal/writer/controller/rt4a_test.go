@@ -91,3 +91,74 @@ func TestRT4ASecondDynamicPrefixOnOnePrefixGivesNoAddressTwice(t *testing.T) {
 		t.Errorf("the writer gave %s to default/web (home) and to tenant/old (second): the load balancer decides who answers it", onA)
 	}
 }
+
+// Red team r4a, one tenant and an admin's edit: the admin renames the
+// subnet web is placed on (spec.subnets "lb6" becomes "svc", the same
+// 255th /64), then moves web's dynamic-prefix.io/service-subnet to the new
+// name. For the passes in between web's placement resolves to nothing
+// (InvalidServiceAnnotations): it asks for nothing, and the writer's memory
+// forgets it. A tenant's Service - younger than web - that names "svc"
+// and web's suffix then asks for web's address, which nobody was given:
+// it wins it, and is remembered as its holder. When web asks again, the
+// tenant holds it by the writer (HeldByWriter), web by what its load
+// balancer publishes (HeldByStatus, weaker), and web loses its address for
+// the rest of the term, whatever the ages.
+func TestRT4AWebOutOfOnePassLosesItsAddressToAYoungerTenant(t *testing.T) {
+	const onA = "2001:db8:a:ff:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	subnets := func(name string) {
+		t.Helper()
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(56), "spec", "acquisition", "routerAdvertisement", "delegatedPrefixLength"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": name, "offset": int64(255), "prefixLength": int64(64)}}, "spec", "subnets"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.dyn.Resource(api.GVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := func(ns, name, annotations string) {
+		t.Helper()
+		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
+			[]byte(`{"metadata":{`+annotations+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass := func() {
+		t.Helper()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	subnets("lb6")
+	// web is the older: age is not what decides here.
+	patch("default", "web", `"creationTimestamp":"2020-01-01T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"lb6"}`)
+	pass()
+	f.publish("192.0.2.7", onA)
+	pass()
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onA) {
+		t.Fatalf("before: web has %q, want %s", got, onA)
+	}
+	subnets("svc") // the admin renames the subnet ...
+	patch("tenant", "old", `"annotations":{"dynamic-prefix.io/service-subnet":"svc","dynamic-prefix.io/suffix":"::ffff:0:0:1"}`)
+	patch("tenant", "old", `"creationTimestamp":"2026-11-28T00:00:00Z"`)
+	pass()
+	patch("default", "web", `"annotations":{"dynamic-prefix.io/service-subnet":"svc"}`) // ... and moves web to it
+	pass()
+	pass()
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web %q target %q; tenant/old %q target %q", f.service()[holdings.AnnotationIPs], f.service()[holdings.AnnotationTarget],
+		old.Annotations[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationTarget])
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Errorf("default/web, older and published at %s by its load balancer, lost it to the younger tenant/old (%q)", onA, old.Annotations[holdings.AnnotationIPs])
+	}
+}

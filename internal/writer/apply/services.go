@@ -43,10 +43,8 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	var conflicts []render.Conflict
 	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 	for _, x := range asks {
-		c, ok := given.To.Claim(x.who, x.ips)
-		if ok {
-			given.Placed[x.who] = x.place
-		} else {
+		c, ok := given.Won(spec, d.Pooled, x.who, x.ips, x.place)
+		if !ok {
 			conflicts = append(conflicts, c)
 		}
 		switch {

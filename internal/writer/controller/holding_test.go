@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,19 +12,19 @@ import (
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
-// Red team r4a, one tenant, a renumbering with no drain: the writer
-// remembers the placement of every ask that won its claim
-// (render.Given.Placed) - also of one that asked for no address at all. The
+// Issue 42 (red team r4a), one tenant, a renumbering with no drain: the
+// writer remembers the placement an ask won with (render.Given.Won) only
+// where it asked for every address that placement puts on the pooled
+// prefixes - never for a claim of nothing. The
 // tenant's older Service copies web's suffix and lists web's address in its
 // own lbipam.cilium.io/ips (a user's entry, not in its managed-ips record):
 // the address its suffix puts on A is "the user's", so it asks for nothing,
 // wins that empty claim, and the writer remembers web's placement as the
-// tenant's. No conflict is reported; LB-IPAM keeps web's address for web.
-// At the renumbering the tenant asks for web's next address, and its
-// remembered placement puts it there too: both hold it by the writer
-// (HeldByWriter), and the older - the tenant - takes it. Web loses its
-// address, LB-IPAM allocation and DNS target; the tenant's name points at it.
-func TestRT4AnEmptyClaimRemembersNoPlacement(t *testing.T) {
+// tenant's. At the renumbering the tenant asks for web's next address: had
+// its placement been remembered, both would hold it by the writer
+// (HeldByWriter) and the older - the tenant - would take it, with web's
+// DNS target (it did, before render.Given.Won).
+func TestAClaimOfNothingRemembersNoPlacement(t *testing.T) {
 	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
@@ -160,5 +161,55 @@ func TestRT4AWebOutOfOnePassLosesItsAddressToAYoungerTenant(t *testing.T) {
 		old.Annotations[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationTarget])
 	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
 		t.Errorf("default/web, older and published at %s by its load balancer, lost it to the younger tenant/old (%q)", onA, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// TestAClaimOfNothingRemembersNoPlacement on a Gateway: the tenant's older
+// Gateway copies web's suffix and lists web's address in its own
+// spec.addresses (its owner's field: the writer's record leaves it out), so
+// it asks for nothing and wins; at a renumbering with no drain its placement,
+// had it been remembered, would give it web's next address by age.
+func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := converged(t, generous)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json",
+		[]byte(`{"metadata":{"creationTimestamp":"2026-11-01T00:00:00Z"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publish("192.0.2.7", onA)
+	g := olderGatewayNaming(t, f, onA, false)
+	u, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Get(t.Context(), "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := u.GetAnnotations()
+	// A record naming an address its spec lacks (dropped as read): present,
+	// so nothing in its spec is the writer's by where it lies.
+	ann[holdings.AnnotationManagedIPs] = "2001:db8:a:0:ffff::99"
+	u.SetAnnotations(ann)
+	if _, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pass := func() {
+		t.Helper()
+		g.catchUp()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		g.catchUp()
+		f.catchUp()
+	}
+	pass()
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Fatalf("before: web has %q, want %s", f.service()[holdings.AnnotationIPs], onA)
+	}
+	f.report(3, prefixB)
+	pass()
+	pass()
+	t.Logf("web %q; gw holds %v", f.service()[holdings.AnnotationIPs], g.holds())
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onB) {
+		t.Errorf("default/web did not get its new address %s: %q", onB, f.service()[holdings.AnnotationIPs])
+	}
+	if got, _ := g.holds()["addresses"].([]string); slices.Contains(got, onB) {
+		t.Errorf("Gateway tenant/gw holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, got)
 	}
 }

@@ -70,6 +70,11 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// both hold it by the writer, age gives it to the tenant, and web loses
 	// its whole claim - its draining address too.
 	f.Add(slices.Concat([]byte{1 + 3*2, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0}, none, none, []byte{0}))
+	// Web absent from the last pass (its annotations did not render), a
+	// younger tenant asking for web's address there; web back now.
+	f.Add(slices.Concat([]byte{0, 0, 0, 0, 1, 1, 0, 1, 2, 0, 0, 0, 0}, none, none, []byte{0, 1}))
+	// Web absent from this pass, a younger tenant asking for its address.
+	f.Add(slices.Concat([]byte{0, 0, 0, 0, 1, 1, 0, 1, 2, 0, 0, 0, 0}, none, none, []byte{0, 4}))
 	// Renumbered with no drain, a tenant records web's next address (bit 1).
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}, []byte{2, 0, 0, 0, 0}, none))
 	// A new term, an older tenant Gateway echoes web's address (bit 0).
@@ -164,10 +169,8 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			fl  holdings.ServiceFollow
 		}{{"default/web", placed(next(), 0)}, {"default/api", placed(next(), 1)}}
 		isHonest := map[string]bool{}
-		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, h := range honest {
 			isHonest[h.who] = true
-			given.Won(m, pooledBefore, h.who, addrs(h.fl, pooledBefore), h.fl)
 		}
 		publishedFor := map[string]string{} // address -> the one object it is published for
 		var all, lastPass []ask
@@ -194,7 +197,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if next()%2 == 1 {
 				then = placed(next(), next())
 			}
-			lastPass = append(lastPass, ask{who: who, ips: addrs(then, pooledBefore), place: then})
+			lastPass = append(lastPass, ask{who: who, namespace: x.namespace, name: x.name, created: x.created, ips: addrs(then, pooledBefore), place: then})
 			// A Gateway: its status echoes its spec.addresses, any
 			// address its owner chooses (HeldByEcho).
 			gateway := next()%2 == 1
@@ -215,16 +218,39 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 			all = append(all, x)
 		}
-		// The tenants' asks in the writer's last pass, after the honest
-		// ones', remembered as Writer.Services remembers a winner's
-		// (Given.Won); an empty one (bit i: tenant i's) claims nothing, and
-		// wins.
-		empty := next()
+		// The writer's last pass, weighed as Writer.Services weighs one
+		// (offer, then ask.claim): the pass before it gave the honest
+		// Services their addresses; in it they asked for them again - or
+		// one was absent from it (bit i of absent: honest i; its
+		// annotations did not render), holding only what it was given and
+		// what is published for it - and the tenants asked for theirs (an
+		// empty ask, bit i of empty: tenant i's, claims nothing, and wins).
+		// In this pass an honest Service may be absent too (bit 2+i).
+		empty, absent := next(), next()
+		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		var last []ask
+		for i, h := range honest {
+			before.Won(m, pooledBefore, h.who, addrs(h.fl, pooledBefore), h.fl)
+			x := all[i]
+			x.ips = addrs(h.fl, pooledBefore)
+			if absent&(1<<i) != 0 {
+				x = absentHonest(x)
+			}
+			last = append(last, x)
+			if absent&(1<<(2+i)) != 0 {
+				all[i] = absentHonest(all[i])
+			}
+		}
 		for i, x := range lastPass {
 			if empty&(1<<i) != 0 {
 				x.ips = nil
 			}
-			given.Won(m, pooledBefore, x.who, x.ips, x.place)
+			last = append(last, x)
+		}
+		offer(last, before, m, pooledBefore)
+		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		for _, x := range last {
+			x.claim(given, before, m, pooledBefore)
 		}
 		if newTerm {
 			given = render.Given{}
@@ -239,9 +265,17 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			return offset != moved && len(pooled) > 0 && pooled[0] == prefix[1] &&
 				slices.Contains(given.Following(m, c.Holder, pooled), c.Address)
 		}
-		claims := render.Claims{}
+		now := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range all {
-			c, ok := claims.Claim(x.who, x.ips)
+			c, ok := x.claim(now, given, m, pooled)
+			if x.absent && isHonest[x.who] {
+				// Absent, it keeps every address it holds.
+				for _, a := range x.ips {
+					if h := now.To[a]; h != x.who {
+						c, ok = render.Conflict{Address: a, Holder: h}, false
+					}
+				}
+			}
 			if isHonest[x.who] && !ok && movedOnto(c) {
 				// The limit (docs/security.md): the /64 moved inside the
 				// delegation at this renumbering, and the placement the
@@ -256,6 +290,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 		}
 	})
+}
+
+// absentHonest is x (an honest Service's ask) absent from a pass: what
+// its load balancer publishes, as absentAsk has it.
+func absentHonest(x ask) ask {
+	return ask{who: x.who, namespace: x.namespace, name: x.name, created: x.created,
+		ips: slices.Clone(x.seen.Published), seen: render.Seen{Published: x.seen.Published}, absent: true}
 }
 
 // describe is the asks as offered, for a failure's message.

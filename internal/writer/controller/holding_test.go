@@ -93,18 +93,18 @@ func TestRT4ASecondDynamicPrefixOnOnePrefixGivesNoAddressTwice(t *testing.T) {
 	}
 }
 
-// Red team r4a, one tenant and an admin's edit: the admin renames the
-// subnet web is placed on (spec.subnets "lb6" becomes "svc", the same
-// 255th /64), then moves web's dynamic-prefix.io/service-subnet to the new
-// name. For the passes in between web's placement resolves to nothing
-// (InvalidServiceAnnotations): it asks for nothing, and the writer's memory
-// forgets it. A tenant's Service - younger than web - that names "svc"
-// and web's suffix then asks for web's address, which nobody was given:
-// it wins it, and is remembered as its holder. When web asks again, the
-// tenant holds it by the writer (HeldByWriter), web by what its load
-// balancer publishes (HeldByStatus, weaker), and web loses its address for
-// the rest of the term, whatever the ages.
-func TestRT4AWebOutOfOnePassLosesItsAddressToAYoungerTenant(t *testing.T) {
+// Issue 42 (red team r4a), one tenant and an admin's edit: the admin
+// renames the subnet web is placed on (spec.subnets "lb6" becomes "svc",
+// the same 255th /64), then moves web's dynamic-prefix.io/service-subnet to
+// the new name. For the passes in between web's placement resolves to
+// nothing (InvalidServiceAnnotations): it asks for nothing, but it still
+// holds what the writer gave it and what its load balancer publishes for
+// it (an absent ask). A younger tenant's Service naming "svc" and web's
+// suffix asks for web's address meanwhile, and gets none of it. Before,
+// the writer's memory forgot web for that pass, gave the tenant the
+// address, and then held it for the tenant (HeldByWriter) over web's load
+// balancer status (HeldByStatus) for the rest of the term.
+func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
 	const onA = "2001:db8:a:ff:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()

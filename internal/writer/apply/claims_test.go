@@ -252,18 +252,46 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		for _, x := range last {
 			x.claim(given, before, m, pooledBefore)
 		}
+		lastGiven := given
 		if newTerm {
 			given = render.Given{}
 		}
 		slices.Reverse(all) // the cache lists them in any order
 		offer(all, given, m, pooled)
 		// movedOnto says whether c is the limit the /64's move inside the
-		// delegation leaves: the address lost is where the holder's own
-		// placement, given in the last pass, lands under the prefix pooled
-		// now, and the /64 lies at another offset than before.
+		// delegation leaves: the /64 lies at another offset than before,
+		// and the address lost is where the holder's placement - the one
+		// the writer gave it, or its own now, from an address it held
+		// under the old prefix (given, or published for it) - lands now:
+		// two placements each held, one address.
 		movedOnto := func(c render.Conflict) bool {
-			return offset != moved && len(pooled) > 0 && pooled[0] == prefix[1] &&
-				slices.Contains(given.Following(m, c.Holder, pooled), c.Address)
+			if offset == moved || pooled[0] != prefix[1] {
+				return false
+			}
+			i := slices.IndexFunc(all, func(x ask) bool { return x.who == c.Holder })
+			if i < 0 || all[i].absent {
+				return false
+			}
+			if slices.ContainsFunc(given.Following(m, c.Holder, pooled), func(a string) bool { return slices.Contains(all[i].ips, a) }) {
+				// The placement it was given, renumbered across the
+				// move, lands on an address it asks for: it holds its
+				// ask by the writer (a hold is of the ask, not of the
+				// address contested).
+				return true
+			}
+			if newTerm && all[i].hold == render.HeldByStatus {
+				// A new term with no memory: where the move makes the
+				// holder's placement meet the loser's under one prefix
+				// only, each holds by its load balancer an address of
+				// its own, and age decides.
+				return true
+			}
+			was, err := render.ServiceAddress(m, all[i].place, prefix[0])
+			if err != nil || lastGiven.To[was.String()] != c.Holder && publishedFor[was.String()] != c.Holder {
+				return false
+			}
+			now, err := render.ServiceAddress(m, all[i].place, prefix[1])
+			return err == nil && now.String() == c.Address
 		}
 		now := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range all {
@@ -278,10 +306,11 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 			if isHonest[x.who] && !ok && movedOnto(c) {
 				// The limit (docs/security.md): the /64 moved inside the
-				// delegation at this renumbering, and the placement the
-				// writer gave the holder lands, renumbered, on this
-				// Service's address; both hold it by the writer, and age
-				// decides - for the whole claim.
+				// delegation at this renumbering, and the holder's own
+				// placement lands, renumbered, on this Service's address;
+				// both hold it alike (by the writer, or at a new term by
+				// their load balancers), and age decides - for the whole
+				// claim.
 				t.Logf("limit: honest %s lost %s to %s, whose own placement the /64's move put there", x.who, c.Address, c.Holder)
 				continue
 			}

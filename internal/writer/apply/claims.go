@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/decide"
 	"github.com/renumber/renumber/internal/writer/holdings"
@@ -28,8 +29,13 @@ type ask struct {
 	place                 holdings.ServiceFollow // its suffix, subnet or range: where ips lie under any prefix
 	seen                  render.Seen            // what its status and record say it holds
 	hold                  render.Hold
-	svc                   *serviceAsk
-	pool                  *backends.Pool
+	// absent: it follows, but asked for nothing this pass (its annotations
+	// did not render): it holds only what the writer gave it last and what
+	// its load balancer publishes for it (ips), address by address, and
+	// nothing is written for it.
+	absent bool
+	svc    *serviceAsk
+	pool   *backends.Pool
 }
 
 // byAge orders asks as their claims are honoured: the oldest first, then by
@@ -48,10 +54,46 @@ func byAge(a, b ask) int {
 // oldest (byAge).
 func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix) {
 	for i := range asks {
+		if asks[i].absent {
+			for a, who := range given.To {
+				if who == asks[i].who && !slices.Contains(asks[i].ips, a) {
+					asks[i].ips = append(asks[i].ips, a)
+				}
+			}
+			slices.Sort(asks[i].ips)
+		}
 		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].seen, given.To, given.Following(m, asks[i].who, pooled))
 	}
 	slices.SortFunc(asks, byAge)
 	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
+}
+
+// claim weighs x's claim in given (the pass so far; last: the pass before).
+// An absent object keeps, one by one, the addresses it holds that nobody
+// stronger took, and the placement it was remembered with: an honest
+// Service out of one pass (its subnet renamed before its annotation
+// follows) loses nothing to whoever asks for its address meanwhile.
+func (x ask) claim(given, last render.Given, m model.Model, pooled []netip.Prefix) (render.Conflict, bool) {
+	if !x.absent {
+		return given.Won(m, pooled, x.who, x.ips, x.place)
+	}
+	kept := false
+	for _, a := range x.ips {
+		_, ok := given.To.Claim(x.who, []string{a})
+		kept = kept || ok
+	}
+	if f, ok := last.Placed[x.who]; ok && kept {
+		given.Placed[x.who] = f
+	}
+	return render.Conflict{}, true
+}
+
+// absentAsk is what a Service following this DynamicPrefix that asked for
+// nothing this pass holds: the addresses its load balancer publishes for it
+// (lastTo adds those the writer gave it in its last pass, in offer).
+func absentAsk(m *holdings.CachedService) ask {
+	return ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
+		ips: canonical(m.Ingress), seen: render.Seen{Published: canonical(m.Ingress)}, absent: true}
 }
 
 // claimantAsks is what each pool of a claiming kind following model's

@@ -39,17 +39,17 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// the owner's own record), then the oldest: a tenant cannot take an
 	// address by copying its suffix, or the address into its record or its
 	// Gateway's spec, onto an older object of its own.
-	offer(asks, w.lastGiven(spec.Name), spec, d.Pooled)
+	last := w.lastGiven(spec.Name)
+	offer(asks, last, spec, d.Pooled)
 	var conflicts []render.Conflict
 	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 	for _, x := range asks {
-		c, ok := given.To.Claim(x.who, x.ips)
-		if ok {
-			given.Placed[x.who] = x.place
-		} else {
+		c, ok := x.claim(given, last, spec, d.Pooled)
+		if !ok {
 			conflicts = append(conflicts, c)
 		}
 		switch {
+		case x.absent: // nothing to write
 		case x.pool != nil:
 			out = append(out, w.claimantPool(ctx, x.pool, spec, d, c, ok))
 		case ok:
@@ -96,6 +96,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
 			out = append(out, permit.Final(err))
+			asks = append(asks, absentAsk(m))
 			continue
 		}
 		live := m.LiveUnder(w.TargetKeys)
@@ -107,6 +108,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
 			out = append(out, permit.Final(err))
+			asks = append(asks, absentAsk(m))
 			continue
 		}
 		sa := &serviceAsk{m.Service, self, live, want}

@@ -125,6 +125,16 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	if d.Current.IsValid() {
 		problems.Spec = m.Check(d.Current)
 	}
+	// Another DynamicPrefix handing out addresses where this one does:
+	// neither weighs the other's claims (render.PrefixOverlap). Reported
+	// here and, by a pass of its own, there: when what this one reports
+	// changes, every DynamicPrefix looks again (rare; a pass that finds
+	// its report unchanged queues nothing).
+	problems.Overlaps = Overlapping(c.caches.DynamicPrefixes().List(), name, render.Space(m, d.Pooled))
+	if was := meta.FindStatusCondition(prior.Conditions, render.PrefixOverlap); (was == nil) != (len(problems.Overlaps) == 0) ||
+		was != nil && was.Message != render.OverlapMessage(problems.Overlaps) {
+		c.enqueueAll(0)
+	}
 	var steps, bgp permit.Outcomes
 	live := apply.Live{Object: u, Status: dp.Status}
 	if d.Current.IsValid() && problems.Spec == nil {
@@ -209,6 +219,11 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		c.events.Announce("dp/"+name+"/conflict", u, false, "RoutersAgree", "every node's routers agree again")
 	}
 	c.announceDelegation(u, name, d, prior)
+	if len(problems.Overlaps) > 0 {
+		c.events.Announce("dp/"+name+"/overlap", u, true, render.PrefixOverlap, render.OverlapMessage(problems.Overlaps))
+	} else {
+		c.events.Forget("dp/" + name + "/overlap")
+	}
 	if len(problems.Conflicts) > 0 {
 		c.events.Announce("dp/"+name+"/services", u, true, render.ServiceAddressConflict, render.ServiceConflictMessage(problems.Conflicts))
 	} else {

@@ -90,20 +90,29 @@ func aRecordOfWebsNextAddress(t *testing.T, f *fixture, onA, onB, tenant string)
 		t.Fatal(err)
 	}
 	f.catchUp()
-	f.report(3, prefixB)
-	for range 2 {
-		t.Logf("the pass wrote %q", f.sync(passHome))
-		f.catchUp()
-	}
-	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("web %q; tenant/old %q", f.service()[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationIPs])
+	old := renumberedWithNoDrain(t, f)
 	if !strings.Contains(f.service()[holdings.AnnotationIPs], onB) {
 		t.Errorf("default/web did not get its new address %s: %q", onB, f.service()[holdings.AnnotationIPs])
 	}
 	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onB) {
 		t.Errorf("tenant/old holds web's new address %s (%q): a record it wrote itself took it", onB, old.Annotations[holdings.AnnotationIPs])
 	}
+}
+
+// renumberedWithNoDrain has every node report B alone (A gone at once),
+// runs the passes that follow, and returns tenant/old as they left it.
+func renumberedWithNoDrain(t *testing.T, f *fixture) *metav1.PartialObjectMetadata {
+	t.Helper()
+	f.report(3, prefixB)
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web %q target %q; tenant/old %q target %q", f.service()[holdings.AnnotationIPs], f.service()[holdings.AnnotationTarget],
+		old.Annotations[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationTarget])
+	return old
 }

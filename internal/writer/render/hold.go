@@ -71,6 +71,28 @@ func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []str
 	return out
 }
 
+// Won claims ips for who (Claims.Claim) and, if it wins, remembers the
+// placement it won with - only where the claim holds every address that
+// placement puts on pooled, and at least one. A claim of nothing (the
+// addresses already the owner's own entries, or a mapped target) or of part
+// of them wins without taking the addresses: remembering its placement would
+// give it, at the next renumbering, the address of whoever holds them now
+// (red team r4a: a tenant's Service listing web's address as its own
+// lbipam.cilium.io/ips, or a Gateway listing it in spec.addresses).
+func (g Given) Won(m model.Model, pooled []netip.Prefix, who string, ips []string, place holdings.ServiceFollow) (Conflict, bool) {
+	c, ok := g.To.Claim(who, ips)
+	if !ok || len(ips) == 0 {
+		return c, ok
+	}
+	for _, p := range pooled {
+		if a, err := ServiceAddress(m, place, p); err == nil && !slices.Contains(ips, a.String()) {
+			return c, ok
+		}
+	}
+	g.Placed[who] = place
+	return c, ok
+}
+
 // Seen is what, besides the writer's memory, says an object holds an
 // address (each canonical).
 type Seen struct {

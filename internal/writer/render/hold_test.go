@@ -80,3 +80,34 @@ func TestWhatTheWriterGaveFollowsThePlacementItGave(t *testing.T) {
 		})
 	}
 }
+
+// The writer remembers the placement a claim won with only where the claim
+// holds every address that placement puts on the pooled prefixes: a claim
+// of nothing (its addresses its owner's own entries, or a mapped target) or
+// of part of them would carry, at the next renumbering, the placement of
+// whoever holds them now.
+func TestAPlacementIsRememberedOnlyForAClaimOfEveryAddressItPuts(t *testing.T) {
+	m := model.Model{Name: "dp"}
+	pooled := []netip.Prefix{netip.MustParsePrefix("2001:db8:2::/64"), netip.MustParsePrefix("2001:db8:1::/64")}
+	place := holdings.ServiceFollow{Suffix: "::1"}
+	for _, tc := range []struct {
+		name string
+		ips  []string
+		want bool
+	}{
+		{"every address it puts", []string{"2001:db8:2::1", "2001:db8:1::1"}, true},
+		{"nothing", nil, false},
+		{"the draining address alone", []string{"2001:db8:1::1"}, false},
+		{"another's address", []string{"2001:db8:2::9", "2001:db8:1::9"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Given{To: Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+			if _, ok := g.Won(m, pooled, "tenant/old", tc.ips, place); !ok {
+				t.Fatal("the claim lost with nobody else asking")
+			}
+			if _, got := g.Placed["tenant/old"]; got != tc.want {
+				t.Errorf("placement remembered: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

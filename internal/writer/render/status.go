@@ -57,6 +57,9 @@ type Problems struct {
 	BGPErr error
 	// Conflicts are the addresses two following Services ask for.
 	Conflicts []Conflict
+	// Overlaps are the other DynamicPrefixes whose addresses overlap this
+	// one's (PrefixOverlap).
+	Overlaps []string
 }
 
 // Status returns the status for dp (whose spec parsed to m) given the decision
@@ -139,6 +142,11 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 		set(ServiceAddressConflict, true, ServiceAddressConflict, ServiceConflictMessage(p.Conflicts))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, ServiceAddressConflict)
+	}
+	if len(p.Overlaps) > 0 {
+		set(PrefixOverlap, true, PrefixOverlap, OverlapMessage(p.Overlaps))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, PrefixOverlap)
 	}
 	poolReason := "PoolError"
 	if errors.Is(p.Pools, model.ErrBudgetExceeded) {

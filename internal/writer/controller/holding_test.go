@@ -1,0 +1,235 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// Issue 42 (red team r4a), one tenant, a renumbering with no drain: the
+// writer remembers the placement an ask won with (render.Given.Won) only
+// where it asked for every address that placement puts on the pooled
+// prefixes - never for a claim of nothing. The
+// tenant's older Service copies web's suffix and lists web's address in its
+// own lbipam.cilium.io/ips (a user's entry, not in its managed-ips record):
+// the address its suffix puts on A is "the user's", so it asks for nothing,
+// wins that empty claim, and the writer remembers web's placement as the
+// tenant's. At the renumbering the tenant asks for web's next address: had
+// its placement been remembered, both would hold it by the writer
+// (HeldByWriter) and the older - the tenant - would take it, with web's
+// DNS target (it did, before render.Given.Won).
+func TestAClaimOfNothingRemembersNoPlacement(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	// The tenant copies web's suffix, and lists web's address as its own
+	// entry (the target record the writer wrote keeps the geometric rule
+	// away, so nothing of its entries is the writer's).
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1","lbipam.cilium.io/ips":"`+onA+`","dynamic-prefix.io/managed-ips":null}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Fatalf("before: web has %q, want %s", f.service()[holdings.AnnotationIPs], onA)
+	}
+	old := renumberedWithNoDrain(t, f)
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onB) {
+		t.Errorf("default/web did not get its new address %s: %q", onB, f.service()[holdings.AnnotationIPs])
+	}
+	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onB) {
+		t.Errorf("tenant/old holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// Issue 42 (red team r4a), one tenant, two DynamicPrefixes: the claims
+// are weighed per DynamicPrefix (Writer.Services gets one spec), so two that
+// pool one prefix - "home" for the load balancer's Services, and a second
+// on the same link for anything else, its spec.serviceNamespaces left unset
+// - never see each other's asks. The tenant's Service follows the second
+// with web's suffix and is given web's address beside web (not weighed:
+// a limit, docs/security.md). What is asked here: each DynamicPrefix
+// reports the other (condition PrefixOverlap True and a Warning event,
+// naming it). Before, nothing said so.
+func TestTwoDynamicPrefixesOnOnePrefixReportEachOther(t *testing.T) {
+	const onA = "2001:db8:a:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"]}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/name":"second","dynamic-prefix.io/suffix":"::ffff:0:0:1"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	for _, k := range []Key{passHome, {Action: SyncDynamicPrefix, Name: "second"}, passHome, {Action: SyncDynamicPrefix, Name: "second"}} {
+		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
+		f.catchUp()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web %q; tenant/old %q", f.service()[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationIPs])
+	if strings.Contains(old.Annotations[holdings.AnnotationIPs], onA) && strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Logf("the limit: the writer gave %s to default/web (home) and to tenant/old (second)", onA)
+	}
+	for dp, other := range map[string]string{"home": "second", "second": "home"} {
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, dp, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := api.FromUnstructured(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "DynamicPrefix "+other+" overlap") {
+			t.Errorf("%s's condition %s is %+v, want True naming %s", dp, render.PrefixOverlap, c, other)
+		}
+		if !slices.Contains(f.events.reasons, render.PrefixOverlap+" "+dp) {
+			t.Errorf("events %q, want %s on %s", f.events.reasons, render.PrefixOverlap, dp)
+		}
+	}
+}
+
+// Issue 42 (red team r4a), one tenant and an admin's edit: the admin
+// renames the subnet web is placed on (spec.subnets "lb6" becomes "svc",
+// the same 255th /64), then moves web's dynamic-prefix.io/service-subnet to
+// the new name. For the passes in between web's placement resolves to
+// nothing (InvalidServiceAnnotations): it asks for nothing, but it still
+// holds what the writer gave it and what its load balancer publishes for
+// it (an absent ask). A younger tenant's Service naming "svc" and web's
+// suffix asks for web's address meanwhile, and gets none of it. Before,
+// the writer's memory forgot web for that pass, gave the tenant the
+// address, and then held it for the tenant (HeldByWriter) over web's load
+// balancer status (HeldByStatus) for the rest of the term.
+func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
+	const onA = "2001:db8:a:ff:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	subnets := func(name string) {
+		t.Helper()
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(56), "spec", "acquisition", "routerAdvertisement", "delegatedPrefixLength"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": name, "offset": int64(255), "prefixLength": int64(64)}}, "spec", "subnets"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.dyn.Resource(api.GVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := func(ns, name, annotations string) {
+		t.Helper()
+		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
+			[]byte(`{"metadata":{`+annotations+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass := func() {
+		t.Helper()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	subnets("lb6")
+	// web is the older: age is not what decides here.
+	patch("default", "web", `"creationTimestamp":"2020-01-01T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"lb6"}`)
+	pass()
+	f.publish("192.0.2.7", onA)
+	pass()
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onA) {
+		t.Fatalf("before: web has %q, want %s", got, onA)
+	}
+	subnets("svc") // the admin renames the subnet ...
+	patch("tenant", "old", `"annotations":{"dynamic-prefix.io/service-subnet":"svc","dynamic-prefix.io/suffix":"::ffff:0:0:1"}`)
+	patch("tenant", "old", `"creationTimestamp":"2026-11-28T00:00:00Z"`)
+	pass()
+	patch("default", "web", `"annotations":{"dynamic-prefix.io/service-subnet":"svc"}`) // ... and moves web to it
+	pass()
+	pass()
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web %q target %q; tenant/old %q target %q", f.service()[holdings.AnnotationIPs], f.service()[holdings.AnnotationTarget],
+		old.Annotations[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationTarget])
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Errorf("default/web, older and published at %s by its load balancer, lost it to the younger tenant/old (%q)", onA, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// TestAClaimOfNothingRemembersNoPlacement on a Gateway: the tenant's older
+// Gateway copies web's suffix and lists web's address in its own
+// spec.addresses (its owner's field: the writer's record leaves it out), so
+// it asks for nothing and wins; at a renumbering with no drain its placement,
+// had it been remembered, would give it web's next address by age.
+func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := converged(t, generous)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json",
+		[]byte(`{"metadata":{"creationTimestamp":"2026-11-01T00:00:00Z"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publish("192.0.2.7", onA)
+	g := olderGatewayNaming(t, f, onA, false)
+	u, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Get(t.Context(), "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := u.GetAnnotations()
+	// A record naming an address its spec lacks (dropped as read): present,
+	// so nothing in its spec is the writer's by where it lies.
+	ann[holdings.AnnotationManagedIPs] = "2001:db8:a:0:ffff::99"
+	u.SetAnnotations(ann)
+	if _, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pass := func() {
+		t.Helper()
+		g.catchUp()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		g.catchUp()
+		f.catchUp()
+	}
+	pass()
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
+		t.Fatalf("before: web has %q, want %s", f.service()[holdings.AnnotationIPs], onA)
+	}
+	f.report(3, prefixB)
+	pass()
+	pass()
+	t.Logf("web %q; gw holds %v", f.service()[holdings.AnnotationIPs], g.holds())
+	if !strings.Contains(f.service()[holdings.AnnotationIPs], onB) {
+		t.Errorf("default/web did not get its new address %s: %q", onB, f.service()[holdings.AnnotationIPs])
+	}
+	if got, _ := g.holds()["addresses"].([]string); slices.Contains(got, onB) {
+		t.Errorf("Gateway tenant/gw holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, got)
+	}
+}

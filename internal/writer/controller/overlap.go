@@ -1,0 +1,28 @@
+package controller
+
+import (
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/caches"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// Overlapping is, of dps (a DynamicPrefix cache's list) but name and those
+// being deleted, the DynamicPrefixes whose status names addresses space
+// shares (render.Overlapping).
+func Overlapping(dps []any, name string, space []netip.Prefix) []string {
+	others := map[string][]netip.Prefix{}
+	for _, o := range dps {
+		u, ok := caches.Unwrap(o).(*unstructured.Unstructured)
+		if !ok || u.GetName() == name || u.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if dp, err := api.FromUnstructured(u); err == nil {
+			others[u.GetName()] = render.StatusSpace(dp.Status)
+		}
+	}
+	return render.Overlapping(space, others)
+}

@@ -83,6 +83,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 1, 1, 1, 0, 1, 1, 0, 0}, all, all))
 	// No drain, api in the range, an older tenant copies its placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 3, 0, 0, 1, 0, 3, 1, 0, 0}, none, none))
+	// Red team r5: renumbered (the old prefix draining), an older tenant
+	// given ::3 makes itself absent; its own lbipam.cilium.io/ips won it
+	// web's next address (bit 1) beside its own (bit 6) before the writer
+	// asked for it. Its hold is of the ask: by the writer (its ::3), so
+	// it claims web's next address before web - and web loses its whole
+	// claim, its draining address too.
+	f.Add(slices.Concat([]byte{0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, []byte{0x42, 0, 0, 0, 0}, []byte{0, 0, 1}))
 	// No drain, an older tenant given ::1 on subnet "one" moves onto web's
 	// placement: the same host bits under the /64, not the same placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
@@ -227,6 +234,17 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		// empty ask, bit i of empty: tenant i's, claims nothing, and wins).
 		// In this pass an honest Service may be absent too (bit 2+i).
 		empty, absent := next(), next()
+		// Red team r5: a tenant may make itself absent from this pass on
+		// purpose (bit i of gone: tenant i; an annotation that does not
+		// render): it then holds what it was given last and what its load
+		// balancer publishes for it - which its own lbipam.cilium.io/ips,
+		// no longer rewritten by the writer, chose.
+		gone := next()
+		for i := range all[len(honest):] {
+			if gone&(1<<i) != 0 {
+				all[len(honest)+i] = absentHonest(all[len(honest)+i])
+			}
+		}
 		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		var last []ask
 		for i, h := range honest {

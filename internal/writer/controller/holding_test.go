@@ -233,3 +233,40 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 		t.Errorf("Gateway tenant/gw holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, got)
 	}
 }
+
+// Issue 42 (red team r5), one tenant absent on purpose: its older Service
+// (given ::ffff:0:0:99 on A in the writer's last pass) names a subnet the
+// spec lacks, so its annotations do not render and it is an absent ask -
+// and the writer no longer rewrites its lbipam.cilium.io/ips, which the
+// tenant sets to its own address and web's next one. Its load balancer
+// grants both before the writer asks for web's (the pool gets B, the
+// tenant's request was waiting) and publishes them. An absent ask's hold
+// is of the whole ask: by the writer (its own address), the strongest, and
+// it is older, so it claims web's next address first, address by address;
+// web, which holds by the writer too, loses its whole claim - its address
+// on A, still draining, with it.
+func TestAnAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
+	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q", got, f.service()[holdings.AnnotationTarget])
+	if !strings.Contains(got, onB) || !strings.Contains(got, onA) {
+		t.Errorf("default/web has %q, want its new address %s and its draining %s: the absent tenant/old's hold by its own address took web's", got, onB, onA)
+	}
+}

@@ -270,3 +270,51 @@ func TestAnAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
 		t.Errorf("default/web has %q, want its new address %s and its draining %s: the absent tenant/old's hold by its own address took web's", got, onB, onA)
 	}
 }
+
+// Issue 42 (red team r5), an honest Service absent across a renumbering:
+// web's annotations stop rendering (a subnet name the spec lacks: the
+// admin's edit, or web's owner's slip) and then the prefix is renumbered
+// with no drain. An absent ask keeps what it was given and what its load
+// balancer publishes - its address on A - but not the placement it was
+// given, renumbered: nobody asks for web's address on B for web, and a
+// tenant Service copying web's suffix is given it. When web renders again
+// it asks for that address, which the writer now gave the tenant
+// (HeldByWriter), while web's load balancer still publishes only the old
+// one: web loses it for the term.
+func TestAServiceAbsentAcrossARenumberingKeepsItsNextAddress(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	patch := func(ns, name, annotations string) {
+		t.Helper()
+		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":`+annotations+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass := func() {
+		t.Helper()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	patch("default", "web", `{"dynamic-prefix.io/service-subnet":"nosuch"}`)
+	patch("tenant", "old", `{"dynamic-prefix.io/suffix":"::ffff:0:0:1"}`)
+	pass()
+	f.report(3, prefixB)
+	pass()
+	pass()
+	patch("default", "web", `{"dynamic-prefix.io/service-subnet":null}`)
+	pass()
+	pass()
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q; tenant/old %q", got, f.service()[holdings.AnnotationTarget], old.Annotations[holdings.AnnotationIPs])
+	if !strings.Contains(got, onB) {
+		t.Errorf("default/web has %q, want its next address %s: tenant/old (%q) was given it while web was absent", got, onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}

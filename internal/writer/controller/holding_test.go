@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -316,5 +317,61 @@ func TestAServiceAbsentAcrossARenumberingKeepsItsNextAddress(t *testing.T) {
 	t.Logf("web %q target %q; tenant/old %q", got, f.service()[holdings.AnnotationTarget], old.Annotations[holdings.AnnotationIPs])
 	if !strings.Contains(got, onB) {
 		t.Errorf("default/web has %q, want its next address %s: tenant/old (%q) was given it while web was absent", got, onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// Issue 42 (red team r5): PrefixOverlap's queueing (syncDynamicPrefix
+// queues every DynamicPrefix at once when the overlap it finds differs from
+// the condition in its status) compares with the status read at the start
+// of the pass - which a pass that ends before its status write never
+// changes. home names B (a renumbering) and waits for admission to see
+// that status (Config.StatusSeen; the dry runs of its pool write refused
+// meanwhile); "second", on the same prefix, is created then. Each pass of
+// the wait finds the overlap its status does not report yet, queues home
+// again at once, and asks another dry run: the wait's backoff
+// (firstDryRun, doubling) is bypassed, and the passes and the API server's
+// dry runs loop with the clock standing still until admission sees the
+// status. Wanted: a pass on the clock, a dry run each.
+func TestAnOverlapFoundWhileWaitingForAdmissionDoesNotLoop(t *testing.T) {
+	f := converged(t, generous)
+	dryRuns := f.admitting(generous, 10*time.Second, -1)
+	ctx := t.Context()
+	f.report(3, prefixB, prefixA)
+	if got, o := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) {
+		t.Fatalf("the pass naming B wrote %q (%+v)", got, o)
+	}
+	f.catchUp()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
+		"status": map[string]any{"currentPrefix": prefixA}}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	for f.ctl.queue.Len() > 0 { // what the test's edits queued
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+	}
+	passes := 0
+	for range 30 { // the clock stands still
+		f.pass()
+		passes++
+		again := false
+		for f.ctl.queue.Len() > 0 {
+			k, _ := f.ctl.queue.Get()
+			f.ctl.queue.Done(k)
+			again = again || k == passHome
+		}
+		if !again {
+			break
+		}
+	}
+	t.Logf("%d passes over home and %d dry runs with the clock standing still", passes, dryRuns.Load())
+	if passes > 2 {
+		t.Errorf("home passed %d times and asked %d dry runs at one instant, each queueing itself again at once: want one, then a pass on the clock", passes, dryRuns.Load())
 	}
 }

@@ -1,14 +1,18 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
@@ -373,5 +377,58 @@ func TestAnOverlapFoundWhileWaitingForAdmissionDoesNotLoop(t *testing.T) {
 	t.Logf("%d passes over home and %d dry runs with the clock standing still", passes, dryRuns.Load())
 	if passes > 2 {
 		t.Errorf("home passed %d times and asked %d dry runs at one instant, each queueing itself again at once: want one, then a pass on the clock", passes, dryRuns.Load())
+	}
+}
+
+// Issue 42 (red team r5): the same queueing when the status write fails
+// (here refused every time, as by an admission policy or an API server
+// that times out): the failed pass is retried by the queue's rate limiter
+// (backing off), but the overlap it found, never written, queues it again
+// at once first - a status write a pass, with the clock standing still,
+// for as long as the write fails.
+func TestAnOverlapWithAFailingStatusWriteDoesNotLoop(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
+		"status": map[string]any{"currentPrefix": prefixA}}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	var refused int
+	f.dyn.PrependReactor("patch", "dynamicprefixes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		refused++
+		return true, nil, apierrors.NewForbidden(api.GVR.GroupResource(), "home", errors.New("refused"))
+	})
+	for f.ctl.queue.Len() > 0 {
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+	}
+	passes := 0
+	for range 30 { // the clock stands still
+		f.writes = nil
+		f.ctl.Sync(ctx, passHome)
+		passes++
+		again := false
+		for f.ctl.queue.Len() > 0 {
+			k, _ := f.ctl.queue.Get()
+			f.ctl.queue.Done(k)
+			again = again || k == passHome
+		}
+		if !again {
+			break
+		}
+	}
+	t.Logf("%d passes over home and %d refused status writes with the clock standing still", passes, refused)
+	if passes > 2 {
+		t.Errorf("home passed %d times, %d status writes refused, at one instant: want the queue's backoff", passes, refused)
 	}
 }

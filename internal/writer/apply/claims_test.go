@@ -90,6 +90,15 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// it claims web's next address before web - and web loses its whole
 	// claim, its draining address too.
 	f.Add(slices.Concat([]byte{0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, []byte{0x42, 0, 0, 0, 0}, []byte{0, 0, 1}))
+	// Red team r5: the /64 moves (offset 1, then 0xff: onto subnet "lb"),
+	// the old prefix draining; web on subnet "one" with ::1 (on A, the
+	// /64 itself). An older tenant given ::1 on "lb" moves its placement to
+	// ::1 on the /64 as the /64 moves: on B that is where it was given
+	// (lb ::1), so it holds its whole ask by the writer - and on A it is
+	// web's address. Web loses its draining address and, all or nothing,
+	// its new one, which nobody else asks for: not the stated limit (the
+	// holder's placement landing, renumbered, on web's address).
+	f.Add(slices.Concat([]byte{1 + 3*2, 1, 0, 2, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0}, none, none, []byte{0, 0, 0}))
 	// No drain, an older tenant given ::1 on subnet "one" moves onto web's
 	// placement: the same host bits under the /64, not the same placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
@@ -290,11 +299,14 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if i < 0 || all[i].absent {
 				return false
 			}
-			if slices.ContainsFunc(given.Following(m, c.Holder, pooled), func(a string) bool { return slices.Contains(all[i].ips, a) }) {
+			if slices.Contains(given.Following(m, c.Holder, pooled), c.Address) {
 				// The placement it was given, renumbered across the
-				// move, lands on an address it asks for: it holds its
-				// ask by the writer (a hold is of the ask, not of the
-				// address contested).
+				// move, lands on the address contested: it holds it by
+				// the writer. (Red team r5: not any address it asks
+				// for - a hold is of the ask, so a tenant that moves
+				// its placement as the /64 moves, back onto where it
+				// was given, holds by the writer every address its
+				// new placement puts on the old prefix too.)
 				return true
 			}
 			if newTerm && all[i].hold == render.HeldByStatus {

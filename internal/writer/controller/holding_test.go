@@ -432,3 +432,30 @@ func TestAnOverlapWithAFailingStatusWriteDoesNotLoop(t *testing.T) {
 		t.Errorf("home passed %d times, %d status writes refused, at one instant: want the queue's backoff", passes, refused)
 	}
 }
+
+// TestAnAbsentTenantTakesNoAddressItWasNotGiven with a younger tenant and a
+// renumbering with no drain: the pass before the renumbering already
+// claimed web's next address for the absent tenant (published for it, on
+// no pooled prefix yet) and remembered it as given (Given.To): at the
+// renumbering the tenant holds it by the writer, and web - whose placement
+// lands there but on an address the writer gave another, and whose load
+// balancer publishes only its old one - holds nothing: age does not enter.
+func TestAYoungerAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
+	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"creationTimestamp":"2026-11-28T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	old := renumberedWithNoDrain(t, f)
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
+		t.Errorf("default/web (older) has %q, want its new address %s: the younger absent tenant/old (%q) holds it by the writer", got, onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}

@@ -274,17 +274,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 			last = append(last, x)
 		}
-		offer(last, before, m, pooledBefore)
+		last = offer(last, before, m, pooledBefore)
 		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range last {
 			x.claim(given, before, m, pooledBefore)
 		}
+		given = remembered(given, before, last, m, pooledBefore)
 		lastGiven := given
 		if newTerm {
 			given = render.Given{}
 		}
 		slices.Reverse(all) // the cache lists them in any order
-		offer(all, given, m, pooled)
+		all = offer(all, given, m, pooled)
 		// movedOnto says whether c is the limit the /64's move inside the
 		// delegation leaves: the /64 lies at another offset than before,
 		// and the address lost is where the holder's placement - the one
@@ -296,18 +297,24 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				return false
 			}
 			i := slices.IndexFunc(all, func(x ask) bool { return x.who == c.Holder })
-			if i < 0 || all[i].absent {
+			if i < 0 {
 				return false
 			}
 			if slices.Contains(given.Following(m, c.Holder, pooled), c.Address) {
 				// The placement it was given, renumbered across the
 				// move, lands on the address contested: it holds it by
-				// the writer. (Red team r5: not any address it asks
-				// for - a hold is of the ask, so a tenant that moves
-				// its placement as the /64 moves, back onto where it
-				// was given, holds by the writer every address its
-				// new placement puts on the old prefix too.)
+				// the writer, absent or not. (Red team r5: only that
+				// address, not any address it asks for - a hold is of
+				// the ask, so a tenant that moves its placement as the
+				// /64 moves, back onto where it was given, would hold
+				// by the writer every address its new placement puts on
+				// the old prefix too.)
 				return true
+			}
+			if all[i].absent {
+				// An absent holder holds nothing else by a placement:
+				// it asked for none this pass.
+				return false
 			}
 			if newTerm && all[i].hold == render.HeldByStatus {
 				// A new term with no memory: where the move makes the

@@ -247,10 +247,13 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 // grants both before the writer asks for web's (the pool gets B, the
 // tenant's request was waiting) and publishes them. An absent ask's hold
 // is of the whole ask: by the writer (its own address), the strongest, and
-// it is older, so it claims web's next address first, address by address;
-// web, which holds by the writer too, loses its whole claim - its address
-// on A, still draining, with it.
-func TestAnAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
+// it is older, so it claimed web's next address first, address by address;
+// web, which holds by the writer too, lost its whole claim - its address
+// on A, still draining, with it. Wanted: an absent ask weighed address by
+// address, each at its own hold (offer), and an ask naming an address the
+// writer gave another holding nothing by the writer (render.HoldOf): the
+// tenant keeps its own address, web both of its.
+func TestAnAbsentServiceIsWeighedAddressByAddress(t *testing.T) {
 	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
@@ -285,8 +288,10 @@ func TestAnAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
 // tenant Service copying web's suffix is given it. When web renders again
 // it asks for that address, which the writer now gave the tenant
 // (HeldByWriter), while web's load balancer still publishes only the old
-// one: web loses it for the term.
-func TestAServiceAbsentAcrossARenumberingKeepsItsNextAddress(t *testing.T) {
+// one: web lost it for the term. Wanted: an absent ask offered on its
+// remembered placement renumbered too (Given.Following), which it holds by
+// the writer: web keeps its address on B.
+func TestAnAbsentServiceKeepsItsPlacementRenumbered(t *testing.T) {
 	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
@@ -336,7 +341,7 @@ func TestAServiceAbsentAcrossARenumberingKeepsItsNextAddress(t *testing.T) {
 // (firstDryRun, doubling) is bypassed, and the passes and the API server's
 // dry runs loop with the clock standing still until admission sees the
 // status. Wanted: a pass on the clock, a dry run each.
-func TestAnOverlapFoundWhileWaitingForAdmissionDoesNotLoop(t *testing.T) {
+func TestAPassWaitingForAdmissionKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 	f := converged(t, generous)
 	dryRuns := f.admitting(generous, 10*time.Second, -1)
 	ctx := t.Context()
@@ -386,7 +391,7 @@ func TestAnOverlapFoundWhileWaitingForAdmissionDoesNotLoop(t *testing.T) {
 // (backing off), but the overlap it found, never written, queues it again
 // at once first - a status write a pass, with the clock standing still,
 // for as long as the write fails.
-func TestAnOverlapWithAFailingStatusWriteDoesNotLoop(t *testing.T) {
+func TestAFailingStatusWriteKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 	f := converged(t, generous)
 	ctx := t.Context()
 	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
@@ -433,14 +438,17 @@ func TestAnOverlapWithAFailingStatusWriteDoesNotLoop(t *testing.T) {
 	}
 }
 
-// TestAnAbsentTenantTakesNoAddressItWasNotGiven with a younger tenant and a
+// TestAnAbsentServiceIsWeighedAddressByAddress with a younger tenant and a
 // renumbering with no drain: the pass before the renumbering already
 // claimed web's next address for the absent tenant (published for it, on
 // no pooled prefix yet) and remembered it as given (Given.To): at the
 // renumbering the tenant holds it by the writer, and web - whose placement
 // lands there but on an address the writer gave another, and whose load
-// balancer publishes only its old one - holds nothing: age does not enter.
-func TestAYoungerAbsentTenantTakesNoAddressItWasNotGiven(t *testing.T) {
+// balancer publishes only its old one - held nothing: age did not enter.
+// Wanted: what an absent ask keeps only by its load balancer's status is
+// its for that pass, not remembered as given (apply's remembered): web keeps its
+// next address.
+func TestWhatAnAbsentServiceKeepsByItsStatusIsNotRememberedAsGiven(t *testing.T) {
 	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()

@@ -467,3 +467,67 @@ func TestWhatAnAbsentServiceKeepsByItsStatusIsNotRememberedAsGiven(t *testing.T)
 		t.Errorf("default/web (older) has %q, want its new address %s: the younger absent tenant/old (%q) holds it by the writer", got, onB, old.Annotations[holdings.AnnotationIPs])
 	}
 }
+
+// Issue 42: a DynamicPrefix deleted while it overlapped another ends the
+// overlap the other reports. The other's status said PrefixOverlap True,
+// naming it, and nothing queued the other again: the condition and its
+// warning stayed until some other change passed over it. Wanted: the
+// deleted one's pass queues every DynamicPrefix (what it found changes to
+// nothing), and the other's next pass reports no overlap.
+func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
+		"status": map[string]any{"currentPrefix": prefixA}}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	for _, k := range []Key{{Action: SyncDynamicPrefix, Name: "second"}, passHome} {
+		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
+		f.catchUp()
+	}
+	overlap := func() *metav1.Condition {
+		t.Helper()
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := api.FromUnstructured(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
+	}
+	if c := overlap(); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("home's %s is %+v before the deletion, want True", render.PrefixOverlap, c)
+	}
+	for f.ctl.queue.Len() > 0 { // what the test's edits and passes queued
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+	}
+	if err := f.dyn.Resource(api.GVR).Delete(ctx, "second", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	t.Logf("the pass over the deleted second wrote %q", f.sync(Key{Action: SyncDynamicPrefix, Name: "second"}))
+	queued := false
+	for f.ctl.queue.Len() > 0 {
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+		queued = queued || k == passHome
+	}
+	if !queued {
+		t.Fatalf("deleting second, which home reports overlapping it, queued no pass over home")
+	}
+	t.Logf("the pass over home wrote %q", f.sync(passHome))
+	f.catchUp()
+	if c := overlap(); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("home's %s is %+v after second's deletion, want none or False", render.PrefixOverlap, c)
+	}
+}

@@ -70,6 +70,9 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		delete(c.problems, name)
+		if len(c.overlaps[name]) > 0 {
+			c.enqueueAll(0) // those it overlapped report it no more
+		}
 		delete(c.overlaps, name) // one made again under this name is found anew
 		delete(c.admitting, name)
 		c.stopResolving(name)

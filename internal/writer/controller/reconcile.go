@@ -294,10 +294,10 @@ func (c *Controller) enqueueAll(after time.Duration) {
 func (c *Controller) Lead(ctx context.Context) {
 	c.write.Forget() // a new term reads who holds each address from the caches
 	clear(c.admitting)
-	// The overlap each DynamicPrefix found is found again: a term that
-	// kept the last term's would not queue every DynamicPrefix when a pass
-	// finds the same overlap, though a status written under another leader
-	// may not say it.
+	// What each DynamicPrefix's passes found overlapping it is this term's,
+	// as the writer's memory is: another leader's term may have changed it
+	// since. (Every DynamicPrefix is queued here anyway; a pass that finds
+	// an overlap queues them all once more, at most once a term.)
 	clear(c.overlaps)
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {

@@ -344,38 +344,18 @@ func TestAnAbsentServiceKeepsItsPlacementRenumbered(t *testing.T) {
 func TestAPassWaitingForAdmissionKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 	f := converged(t, generous)
 	dryRuns := f.admitting(generous, 10*time.Second, -1)
-	ctx := t.Context()
 	f.report(3, prefixB, prefixA)
 	if got, o := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) {
 		t.Fatalf("the pass naming B wrote %q (%+v)", got, o)
 	}
 	f.catchUp()
-	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
-		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
-		"status": map[string]any{"currentPrefix": prefixA}}}
-	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
-	for f.ctl.queue.Len() > 0 { // what the test's edits queued
-		k, _ := f.ctl.queue.Get()
-		f.ctl.queue.Done(k)
-	}
+	f.overlapHome(t)
+	f.emptyQueue() // what the test's edits and passes queued
 	passes := 0
 	for range 30 { // the clock stands still
 		f.pass()
 		passes++
-		again := false
-		for f.ctl.queue.Len() > 0 {
-			k, _ := f.ctl.queue.Get()
-			f.ctl.queue.Done(k)
-			again = again || k == passHome
-		}
-		if !again {
+		if !f.emptyQueue() {
 			break
 		}
 	}
@@ -394,17 +374,7 @@ func TestAPassWaitingForAdmissionKeepsItsBackoffWhenItFindsAnOverlap(t *testing.
 func TestAFailingStatusWriteKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 	f := converged(t, generous)
 	ctx := t.Context()
-	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
-		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
-		"status": map[string]any{"currentPrefix": prefixA}}}
-	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
+	f.overlapHome(t)
 	var refused int
 	f.dyn.PrependReactor("patch", "dynamicprefixes", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "status" {
@@ -413,22 +383,13 @@ func TestAFailingStatusWriteKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 		refused++
 		return true, nil, apierrors.NewForbidden(api.GVR.GroupResource(), "home", errors.New("refused"))
 	})
-	for f.ctl.queue.Len() > 0 {
-		k, _ := f.ctl.queue.Get()
-		f.ctl.queue.Done(k)
-	}
+	f.emptyQueue() // what the test's edits and passes queued
 	passes := 0
 	for range 30 { // the clock stands still
 		f.writes = nil
 		f.ctl.Sync(ctx, passHome)
 		passes++
-		again := false
-		for f.ctl.queue.Len() > 0 {
-			k, _ := f.ctl.queue.Get()
-			f.ctl.queue.Done(k)
-			again = again || k == passHome
-		}
-		if !again {
+		if !f.emptyQueue() {
 			break
 		}
 	}
@@ -477,17 +438,7 @@ func TestWhatAnAbsentServiceKeepsByItsStatusIsNotRememberedAsGiven(t *testing.T)
 func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
 	f := converged(t, generous)
 	ctx := t.Context()
-	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
-		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
-		"status": map[string]any{"currentPrefix": prefixA}}}
-	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.catchUp()
+	f.overlapHome(t)
 	for _, k := range []Key{{Action: SyncDynamicPrefix, Name: "second"}, passHome} {
 		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
 		f.catchUp()
@@ -507,22 +458,13 @@ func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
 	if c := overlap(); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("home's %s is %+v before the deletion, want True", render.PrefixOverlap, c)
 	}
-	for f.ctl.queue.Len() > 0 { // what the test's edits and passes queued
-		k, _ := f.ctl.queue.Get()
-		f.ctl.queue.Done(k)
-	}
+	f.emptyQueue() // what the test's edits and passes queued
 	if err := f.dyn.Resource(api.GVR).Delete(ctx, "second", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp()
 	t.Logf("the pass over the deleted second wrote %q", f.sync(Key{Action: SyncDynamicPrefix, Name: "second"}))
-	queued := false
-	for f.ctl.queue.Len() > 0 {
-		k, _ := f.ctl.queue.Get()
-		f.ctl.queue.Done(k)
-		queued = queued || k == passHome
-	}
-	if !queued {
+	if !f.emptyQueue() {
 		t.Fatalf("deleting second, which home reports overlapping it, queued no pass over home")
 	}
 	t.Logf("the pass over home wrote %q", f.sync(passHome))
@@ -530,4 +472,33 @@ func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
 	if c := overlap(); c != nil && c.Status == metav1.ConditionTrue {
 		t.Errorf("home's %s is %+v after second's deletion, want none or False", render.PrefixOverlap, c)
 	}
+}
+
+// overlapHome creates "second": home's spec, its current prefix A - a
+// DynamicPrefix overlapping home.
+func (f *fixture) overlapHome(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
+		"status": map[string]any{"currentPrefix": prefixA}}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+}
+
+// emptyQueue empties the controller's queue (its delayed keys stay), saying
+// whether a pass over home was queued.
+func (f *fixture) emptyQueue() (home bool) {
+	for f.ctl.queue.Len() > 0 {
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+		home = home || k == passHome
+	}
+	return home
 }

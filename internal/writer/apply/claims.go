@@ -30,9 +30,11 @@ type ask struct {
 	seen                  render.Seen            // what its status and record say it holds
 	hold                  render.Hold
 	// absent: it follows, but asked for nothing this pass (its annotations
-	// did not render): it holds only what the writer gave it last and what
-	// its load balancer publishes for it (ips), address by address, and
-	// nothing is written for it.
+	// did not render): it holds by the writer only what the writer gave it
+	// last and its placement then, renumbered; what its load balancer
+	// publishes for it (ips) at that status's rank, address by address
+	// (offer), and for this pass alone (remembered). Nothing is written
+	// for it.
 	absent bool
 	svc    *serviceAsk
 	pool   *backends.Pool

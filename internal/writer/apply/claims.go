@@ -30,9 +30,11 @@ type ask struct {
 	seen                  render.Seen            // what its status and record say it holds
 	hold                  render.Hold
 	// absent: it follows, but asked for nothing this pass (its annotations
-	// did not render): it holds only what the writer gave it last and what
-	// its load balancer publishes for it (ips), address by address, and
-	// nothing is written for it.
+	// did not render): it holds by the writer only what the writer gave it
+	// last and its placement then, renumbered; what its load balancer
+	// publishes for it (ips) at that status's rank, address by address
+	// (offer), and for this pass alone (remembered). Nothing is written
+	// for it.
 	absent bool
 	svc    *serviceAsk
 	pool   *backends.Pool
@@ -51,21 +53,67 @@ func byAge(a, b ask) int {
 // offer puts asks in the order their claims are honoured: the strongest
 // hold first (render.HoldOf, given what the writer gave in its last pass,
 // followed through m's placements onto the prefixes pooled now), then the
-// oldest (byAge).
-func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix) {
+// oldest (byAge). An absent ask is offered address by address - what it was
+// given last, its remembered placement renumbered (Given.Following), and
+// what its load balancer publishes for it - each at its own hold: a hold is
+// of the whole ask, so one address given it would otherwise lend the writer's
+// rank to every address its owner's lbipam.cilium.io/ips added beside it
+// (red team r5).
+func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix) []ask {
+	var each []ask // an absent ask's second and later addresses, one ask each
 	for i := range asks {
-		if asks[i].absent {
-			for a, who := range given.To {
-				if who == asks[i].who && !slices.Contains(asks[i].ips, a) {
-					asks[i].ips = append(asks[i].ips, a)
-				}
-			}
-			slices.Sort(asks[i].ips)
+		if !asks[i].absent {
+			continue
 		}
+		for a, who := range given.To {
+			if who == asks[i].who && !slices.Contains(asks[i].ips, a) {
+				asks[i].ips = append(asks[i].ips, a)
+			}
+		}
+		for _, a := range given.Following(m, asks[i].who, pooled) {
+			if !slices.Contains(asks[i].ips, a) {
+				asks[i].ips = append(asks[i].ips, a)
+			}
+		}
+		slices.Sort(asks[i].ips)
+		for _, a := range asks[i].ips[min(1, len(asks[i].ips)):] {
+			one := asks[i]
+			one.ips = []string{a}
+			each = append(each, one)
+		}
+		asks[i].ips = asks[i].ips[:min(1, len(asks[i].ips))]
+	}
+	asks = append(asks, each...)
+	for i := range asks {
 		asks[i].hold = render.HoldOf(asks[i].who, asks[i].ips, asks[i].seen, given.To, given.Following(m, asks[i].who, pooled))
 	}
 	slices.SortFunc(asks, byAge)
 	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
+	return asks
+}
+
+// remembered is given (a whole pass's claims, honoured in asks' order;
+// last: the pass before) as the writer remembers it for its next pass
+// (Writer.gave): an address an absent ask kept only by its load balancer's
+// status - neither given it last nor on its remembered placement renumbered
+// - is its for this pass, not given. Remembered, it would be the writer's at
+// the next pass: a tenant absent on purpose whose own lbipam.cilium.io/ips
+// published web's next address would hold it by the writer at the
+// renumbering (red team r5). The tenant fuzzer's model of the writer's last
+// pass uses it too.
+func remembered(given, last render.Given, asks []ask, m model.Model, pooled []netip.Prefix) render.Given {
+	for _, x := range asks {
+		if !x.absent {
+			continue
+		}
+		following := last.Following(m, x.who, pooled)
+		for _, a := range x.ips {
+			if given.To[a] == x.who && last.To[a] != x.who && !slices.Contains(following, a) {
+				delete(given.To, a)
+			}
+		}
+	}
+	return given
 }
 
 // claim weighs x's claim in given (the pass so far; last: the pass before).

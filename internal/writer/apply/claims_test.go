@@ -83,6 +83,22 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 1, 1, 1, 0, 1, 1, 0, 0}, all, all))
 	// No drain, api in the range, an older tenant copies its placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 3, 0, 0, 1, 0, 3, 1, 0, 0}, none, none))
+	// Red team r5: renumbered (the old prefix draining), an older tenant
+	// given ::3 makes itself absent; its own lbipam.cilium.io/ips won it
+	// web's next address (bit 1) beside its own (bit 6) before the writer
+	// asked for it. Its hold is of the ask: by the writer (its ::3), so
+	// it claims web's next address before web - and web loses its whole
+	// claim, its draining address too.
+	f.Add(slices.Concat([]byte{0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, []byte{0x42, 0, 0, 0, 0}, []byte{0, 0, 1}))
+	// Red team r5: the /64 moves (offset 1, then 0xff: onto subnet "lb"),
+	// the old prefix draining; web on subnet "one" with ::1 (on A, the
+	// /64 itself). An older tenant given ::1 on "lb" moves its placement to
+	// ::1 on the /64 as the /64 moves: on B that is where it was given
+	// (lb ::1), so it holds its whole ask by the writer - and on A it is
+	// web's address. Web loses its draining address and, all or nothing,
+	// its new one, which nobody else asks for: not the stated limit (the
+	// holder's placement landing, renumbered, on web's address).
+	f.Add(slices.Concat([]byte{1 + 3*2, 1, 0, 2, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0}, none, none, []byte{0, 0, 0}))
 	// No drain, an older tenant given ::1 on subnet "one" moves onto web's
 	// placement: the same host bits under the /64, not the same placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
@@ -227,6 +243,17 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		// empty ask, bit i of empty: tenant i's, claims nothing, and wins).
 		// In this pass an honest Service may be absent too (bit 2+i).
 		empty, absent := next(), next()
+		// Red team r5: a tenant may make itself absent from this pass on
+		// purpose (bit i of gone: tenant i; an annotation that does not
+		// render): it then holds what it was given last and what its load
+		// balancer publishes for it - which its own lbipam.cilium.io/ips,
+		// no longer rewritten by the writer, chose.
+		gone := next()
+		for i := range all[len(honest):] {
+			if gone&(1<<i) != 0 {
+				all[len(honest)+i] = absentHonest(all[len(honest)+i])
+			}
+		}
 		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		var last []ask
 		for i, h := range honest {
@@ -247,17 +274,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 			last = append(last, x)
 		}
-		offer(last, before, m, pooledBefore)
+		last = offer(last, before, m, pooledBefore)
 		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range last {
 			x.claim(given, before, m, pooledBefore)
 		}
+		given = remembered(given, before, last, m, pooledBefore)
 		lastGiven := given
 		if newTerm {
 			given = render.Given{}
 		}
 		slices.Reverse(all) // the cache lists them in any order
-		offer(all, given, m, pooled)
+		all = offer(all, given, m, pooled)
 		// movedOnto says whether c is the limit the /64's move inside the
 		// delegation leaves: the /64 lies at another offset than before,
 		// and the address lost is where the holder's placement - the one
@@ -269,15 +297,24 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				return false
 			}
 			i := slices.IndexFunc(all, func(x ask) bool { return x.who == c.Holder })
-			if i < 0 || all[i].absent {
+			if i < 0 {
 				return false
 			}
-			if slices.ContainsFunc(given.Following(m, c.Holder, pooled), func(a string) bool { return slices.Contains(all[i].ips, a) }) {
+			if slices.Contains(given.Following(m, c.Holder, pooled), c.Address) {
 				// The placement it was given, renumbered across the
-				// move, lands on an address it asks for: it holds its
-				// ask by the writer (a hold is of the ask, not of the
-				// address contested).
+				// move, lands on the address contested: it holds it by
+				// the writer, absent or not. (Red team r5: only that
+				// address, not any address it asks for - a hold is of
+				// the ask, so a tenant that moves its placement as the
+				// /64 moves, back onto where it was given, would hold
+				// by the writer every address its new placement puts on
+				// the old prefix too.)
 				return true
+			}
+			if all[i].absent {
+				// An absent holder holds nothing else by a placement:
+				// it asked for none this pass.
+				return false
 			}
 			if newTerm && all[i].hold == render.HeldByStatus {
 				// A new term with no memory: where the move makes the

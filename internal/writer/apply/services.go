@@ -40,7 +40,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// address by copying its suffix, or the address into its record or its
 	// Gateway's spec, onto an older object of its own.
 	last := w.lastGiven(spec.Name)
-	offer(asks, last, spec, d.Pooled)
+	asks = offer(asks, last, spec, d.Pooled)
 	var conflicts []render.Conflict
 	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 	for _, x := range asks {
@@ -67,7 +67,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 		}
 	}
 	if ctx.Err() == nil { // a pass cut short has not weighed every ask
-		w.gave(spec.Name, given)
+		w.gave(spec.Name, remembered(given, last, asks, spec, d.Pooled))
 	}
 	render.SortConflicts(conflicts)
 	return out, conflicts

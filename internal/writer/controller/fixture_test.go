@@ -76,6 +76,9 @@ type fixture struct {
 	// published is what web's load balancer publishes in its
 	// status.loadBalancer.ingress (none until a test says).
 	published []string
+	// publishedFor is what another Service's load balancer publishes
+	// ("namespace/name" -> its ingress).
+	publishedFor map[string][]string
 }
 
 func (f *fixture) DynamicPrefixes() cache.Store { return f.dps }
@@ -224,10 +227,11 @@ func (f *fixture) catchUp() {
 	var objs []any
 	for i := range list.Items {
 		s := &corev1.Service{ObjectMeta: list.Items[i].ObjectMeta}
-		for _, ip := range f.published {
-			if s.Namespace != "default" || s.Name != "web" {
-				break // web's load balancer alone
-			}
+		ips := f.publishedFor[s.Namespace+"/"+s.Name]
+		if s.Namespace == "default" && s.Name == "web" {
+			ips = f.published
+		}
+		for _, ip := range ips {
 			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
 		}
 		if rv := f.bump("services/"+s.Name, s); rv != "" {

@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
@@ -232,4 +237,268 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 	if got, _ := g.holds()["addresses"].([]string); slices.Contains(got, onB) {
 		t.Errorf("Gateway tenant/gw holds web's new address %s (%q): a placement remembered for a claim of nothing took it", onB, got)
 	}
+}
+
+// Issue 42 (red team r5), one tenant absent on purpose: its older Service
+// (given ::ffff:0:0:99 on A in the writer's last pass) names a subnet the
+// spec lacks, so its annotations do not render and it is an absent ask -
+// and the writer no longer rewrites its lbipam.cilium.io/ips, which the
+// tenant sets to its own address and web's next one. Its load balancer
+// grants both before the writer asks for web's (the pool gets B, the
+// tenant's request was waiting) and publishes them. An absent ask's hold
+// is of the whole ask: by the writer (its own address), the strongest, and
+// it is older, so it claimed web's next address first, address by address;
+// web, which holds by the writer too, lost its whole claim - its address
+// on A, still draining, with it. Wanted: an absent ask weighed address by
+// address, each at its own hold (offer), and an ask naming an address the
+// writer gave another holding nothing by the writer (render.HoldOf): the
+// tenant keeps its own address, web both of its.
+func TestAnAbsentServiceIsWeighedAddressByAddress(t *testing.T) {
+	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q", got, f.service()[holdings.AnnotationTarget])
+	if !strings.Contains(got, onB) || !strings.Contains(got, onA) {
+		t.Errorf("default/web has %q, want its new address %s and its draining %s: the absent tenant/old's hold by its own address took web's", got, onB, onA)
+	}
+}
+
+// Issue 42 (red team r5), an honest Service absent across a renumbering:
+// web's annotations stop rendering (a subnet name the spec lacks: the
+// admin's edit, or web's owner's slip) and then the prefix is renumbered
+// with no drain. An absent ask keeps what it was given and what its load
+// balancer publishes - its address on A - but not the placement it was
+// given, renumbered: nobody asks for web's address on B for web, and a
+// tenant Service copying web's suffix is given it. When web renders again
+// it asks for that address, which the writer now gave the tenant
+// (HeldByWriter), while web's load balancer still publishes only the old
+// one: web lost it for the term. Wanted: an absent ask offered on its
+// remembered placement renumbered too (Given.Following), which it holds by
+// the writer: web keeps its address on B.
+func TestAnAbsentServiceKeepsItsPlacementRenumbered(t *testing.T) {
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	patch := func(ns, name, annotations string) {
+		t.Helper()
+		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":`+annotations+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass := func() {
+		t.Helper()
+		f.catchUp()
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	patch("default", "web", `{"dynamic-prefix.io/service-subnet":"nosuch"}`)
+	patch("tenant", "old", `{"dynamic-prefix.io/suffix":"::ffff:0:0:1"}`)
+	pass()
+	f.report(3, prefixB)
+	pass()
+	pass()
+	patch("default", "web", `{"dynamic-prefix.io/service-subnet":null}`)
+	pass()
+	pass()
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q; tenant/old %q", got, f.service()[holdings.AnnotationTarget], old.Annotations[holdings.AnnotationIPs])
+	if !strings.Contains(got, onB) {
+		t.Errorf("default/web has %q, want its next address %s: tenant/old (%q) was given it while web was absent", got, onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// Issue 42 (red team r5): PrefixOverlap's queueing (syncDynamicPrefix
+// queues every DynamicPrefix at once when the overlap it finds differs from
+// the condition in its status) compares with the status read at the start
+// of the pass - which a pass that ends before its status write never
+// changes. home names B (a renumbering) and waits for admission to see
+// that status (Config.StatusSeen; the dry runs of its pool write refused
+// meanwhile); "second", on the same prefix, is created then. Each pass of
+// the wait finds the overlap its status does not report yet, queues home
+// again at once, and asks another dry run: the wait's backoff
+// (firstDryRun, doubling) is bypassed, and the passes and the API server's
+// dry runs loop with the clock standing still until admission sees the
+// status. Wanted: a pass on the clock, a dry run each.
+func TestAPassWaitingForAdmissionKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
+	f := converged(t, generous)
+	dryRuns := f.admitting(generous, 10*time.Second, -1)
+	f.report(3, prefixB, prefixA)
+	if got, o := f.pass(); !slices.Equal(got, []string{"patch dynamicprefixes/status home"}) {
+		t.Fatalf("the pass naming B wrote %q (%+v)", got, o)
+	}
+	f.catchUp()
+	f.overlapHome(t)
+	f.emptyQueue() // what the test's edits and passes queued
+	passes := 0
+	for range 30 { // the clock stands still
+		f.pass()
+		passes++
+		if !f.emptyQueue() {
+			break
+		}
+	}
+	t.Logf("%d passes over home and %d dry runs with the clock standing still", passes, dryRuns.Load())
+	if passes > 2 {
+		t.Errorf("home passed %d times and asked %d dry runs at one instant, each queueing itself again at once: want one, then a pass on the clock", passes, dryRuns.Load())
+	}
+}
+
+// Issue 42 (red team r5): the same queueing when the status write fails
+// (here refused every time, as by an admission policy or an API server
+// that times out): the failed pass is retried by the queue's rate limiter
+// (backing off), but the overlap it found, never written, queues it again
+// at once first - a status write a pass, with the clock standing still,
+// for as long as the write fails.
+func TestAFailingStatusWriteKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	f.overlapHome(t)
+	var refused int
+	f.dyn.PrependReactor("patch", "dynamicprefixes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		refused++
+		return true, nil, apierrors.NewForbidden(api.GVR.GroupResource(), "home", errors.New("refused"))
+	})
+	f.emptyQueue() // what the test's edits and passes queued
+	passes := 0
+	for range 30 { // the clock stands still
+		f.writes = nil
+		f.ctl.Sync(ctx, passHome)
+		passes++
+		if !f.emptyQueue() {
+			break
+		}
+	}
+	t.Logf("%d passes over home and %d refused status writes with the clock standing still", passes, refused)
+	if passes > 2 {
+		t.Errorf("home passed %d times, %d status writes refused, at one instant: want the queue's backoff", passes, refused)
+	}
+}
+
+// TestAnAbsentServiceIsWeighedAddressByAddress with a younger tenant and a
+// renumbering with no drain: the pass before the renumbering already
+// claimed web's next address for the absent tenant (published for it, on
+// no pooled prefix yet) and remembered it as given (Given.To): at the
+// renumbering the tenant holds it by the writer, and web - whose placement
+// lands there but on an address the writer gave another, and whose load
+// balancer publishes only its old one - held nothing: age did not enter.
+// Wanted: what an absent ask keeps only by its load balancer's status is
+// its for that pass, not remembered as given (apply's remembered): web keeps its
+// next address.
+func TestWhatAnAbsentServiceKeepsByItsStatusIsNotRememberedAsGiven(t *testing.T) {
+	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
+	f := tenantOlderThanWeb(t)
+	ctx := t.Context()
+	f.publish("192.0.2.7", onA)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{"creationTimestamp":"2026-11-28T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	old := renumberedWithNoDrain(t, f)
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
+		t.Errorf("default/web (older) has %q, want its new address %s: the younger absent tenant/old (%q) holds it by the writer", got, onB, old.Annotations[holdings.AnnotationIPs])
+	}
+}
+
+// Issue 42: a DynamicPrefix deleted while it overlapped another ends the
+// overlap the other reports. The other's status said PrefixOverlap True,
+// naming it, and nothing queued the other again: the condition and its
+// warning stayed until some other change passed over it. Wanted: the
+// deleted one's pass queues every DynamicPrefix (what it found changes to
+// nothing), and the other's next pass reports no overlap.
+func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	f.overlapHome(t)
+	for _, k := range []Key{{Action: SyncDynamicPrefix, Name: "second"}, passHome} {
+		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
+		f.catchUp()
+	}
+	overlap := func() *metav1.Condition {
+		t.Helper()
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := api.FromUnstructured(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
+	}
+	if c := overlap(); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("home's %s is %+v before the deletion, want True", render.PrefixOverlap, c)
+	}
+	f.emptyQueue() // what the test's edits and passes queued
+	if err := f.dyn.Resource(api.GVR).Delete(ctx, "second", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	t.Logf("the pass over the deleted second wrote %q", f.sync(Key{Action: SyncDynamicPrefix, Name: "second"}))
+	if !f.emptyQueue() {
+		t.Fatalf("deleting second, which home reports overlapping it, queued no pass over home")
+	}
+	t.Logf("the pass over home wrote %q", f.sync(passHome))
+	f.catchUp()
+	if c := overlap(); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("home's %s is %+v after second's deletion, want none or False", render.PrefixOverlap, c)
+	}
+}
+
+// overlapHome creates "second": home's spec, its current prefix A - a
+// DynamicPrefix overlapping home.
+func (f *fixture) overlapHome(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	home, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": home.GetAPIVersion(), "kind": home.GetKind(),
+		"metadata": map[string]any{"name": "second"}, "spec": home.Object["spec"],
+		"status": map[string]any{"currentPrefix": prefixA}}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+}
+
+// emptyQueue empties the controller's queue (its delayed keys stay), saying
+// whether a pass over home was queued.
+func (f *fixture) emptyQueue() (home bool) {
+	for f.ctl.queue.Len() > 0 {
+		k, _ := f.ctl.queue.Get()
+		f.ctl.queue.Done(k)
+		home = home || k == passHome
+	}
+	return home
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,6 +70,10 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		// Deleted: what was written for it goes (the user's entries stay).
 		c.events.Forget("dp/" + name)
 		delete(c.problems, name)
+		if len(c.overlaps[name]) > 0 {
+			c.enqueueAll(0) // those it overlapped report it no more
+		}
+		delete(c.overlaps, name) // one made again under this name is found anew
 		delete(c.admitting, name)
 		c.stopResolving(name)
 		return c.release(ctx, name).Retry()
@@ -127,12 +132,13 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	}
 	// Another DynamicPrefix handing out addresses where this one does:
 	// neither weighs the other's claims (render.PrefixOverlap). Reported
-	// here and, by a pass of its own, there: when what this one reports
-	// changes, every DynamicPrefix looks again (rare; a pass that finds
-	// its report unchanged queues nothing).
+	// here and, by a pass of its own, there: when what this one finds
+	// changes from what its last pass found (c.overlaps; the status may
+	// not have been written), every DynamicPrefix looks again (rare; a
+	// pass that finds the same queues nothing).
 	problems.Overlaps = Overlapping(c.caches.DynamicPrefixes().List(), name, render.Space(m, d.Pooled))
-	if was := meta.FindStatusCondition(prior.Conditions, render.PrefixOverlap); (was == nil) != (len(problems.Overlaps) == 0) ||
-		was != nil && was.Message != render.OverlapMessage(problems.Overlaps) {
+	if !slices.Equal(c.overlaps[name], problems.Overlaps) { // none found, none before: equal
+		c.overlaps[name] = problems.Overlaps
 		c.enqueueAll(0)
 	}
 	var steps, bgp permit.Outcomes

@@ -139,6 +139,13 @@ type Controller struct {
 	// problems are the last pass's, per DynamicPrefix (a status written
 	// before the pools expects them again).
 	problems map[string]render.Problems
+	// overlaps is, per DynamicPrefix, the overlap its last pass found
+	// (PrefixOverlap): a change queues every DynamicPrefix, once. Not the
+	// status read: a pass that does not write its status (waiting for
+	// admission, a failed write) would find it changed again at once, and
+	// queue itself ahead of the queue's backoff (red team r5). Cleared at a
+	// new term (Lead).
+	overlaps map[string][]string
 	// admitting: DynamicPrefixes whose status names a new prefix that the
 	// API server's admission may not see yet (admission).
 	admitting map[string]admission
@@ -157,7 +164,7 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		problems: map[string]render.Problems{}, admitting: map[string]admission{},
+		problems: map[string]render.Problems{}, overlaps: map[string][]string{}, admitting: map[string]admission{},
 		events:  &permit.Events{Recorder: rec},
 		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -287,6 +294,11 @@ func (c *Controller) enqueueAll(after time.Duration) {
 func (c *Controller) Lead(ctx context.Context) {
 	c.write.Forget() // a new term reads who holds each address from the caches
 	clear(c.admitting)
+	// What each DynamicPrefix's passes found overlapping it is this term's,
+	// as the writer's memory is: another leader's term may have changed it
+	// since. (Every DynamicPrefix is queued here anyway; a pass that finds
+	// an overlap queues them all once more, at most once a term.)
+	clear(c.overlaps)
 	c.enqueueAll(0)
 	for _, p := range c.caches.Pools() {
 		for _, o := range p.Store.List() {

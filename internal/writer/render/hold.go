@@ -104,13 +104,18 @@ type Seen struct {
 // HoldOf is how who holds one of ips (canonical), given what seen says, who
 // the writer gave each address in its last pass (given), and where it placed
 // who then, under the prefixes pooled now (following: Given.Following). An
-// address the writer gave another is never who's by its placement.
+// address the writer gave another is never who's by its placement, and an
+// ask naming one holds nothing by the writer: a hold is of the whole ask,
+// so one address of its own would otherwise put the other's first in line
+// (red team r5: a tenant's lbipam.cilium.io/ips listing its address and
+// web's next one).
 func HoldOf(who string, ips []string, seen Seen, given Claims, following []string) Hold {
 	asks := func(have []string) bool {
 		return slices.ContainsFunc(have, func(a string) bool { return slices.Contains(ips, a) })
 	}
+	anothers := slices.ContainsFunc(ips, func(a string) bool { return given[a] != "" && given[a] != who })
 	switch {
-	case slices.ContainsFunc(ips, func(a string) bool {
+	case !anothers && slices.ContainsFunc(ips, func(a string) bool {
 		return given[a] == who || given[a] == "" && slices.Contains(following, a)
 	}):
 		return HeldByWriter

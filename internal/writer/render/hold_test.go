@@ -34,6 +34,7 @@ func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 		{"its controller echoes one its owner chose", "tenant/gw", []string{b, a}, nil, []string{a}, []string{a}, HeldByEcho},
 		{"the writer gave it one of the addresses it asks for", "default/web", []string{b, a}, nil, nil, nil, HeldByWriter},
 		{"the writer gave it, and its load balancer publishes it", "default/web", []string{b, a}, []string{a}, nil, []string{a}, HeldByWriter},
+		{"it asks for its own address and one the writer gave another: its load balancer's rank at most", "tenant/old", []string{"2001:db8:1::9", a}, []string{"2001:db8:1::9", a}, nil, nil, HeldByStatus},
 		{"another was given it: its own record and status do not outweigh that", "tenant/old", []string{b, a}, []string{b}, nil, []string{a}, HeldByStatus},
 		{"its load balancer publishes one", "tenant/lb", []string{b, a}, []string{"192.0.2.7", b}, nil, nil, HeldByStatus},
 		{"its load balancer publishes only addresses it no longer asks for", "tenant/lb", []string{b}, []string{a}, nil, nil, HoldsNothing},

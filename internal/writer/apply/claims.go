@@ -138,7 +138,8 @@ func (x ask) claim(given, last render.Given, m model.Model, pooled []netip.Prefi
 
 // absentAsk is what a Service following this DynamicPrefix that asked for
 // nothing this pass holds: the addresses its load balancer publishes for it
-// (lastTo adds those the writer gave it in its last pass, in offer).
+// (offer adds those the writer gave it in its last pass, and its placement
+// renumbered).
 func absentAsk(m *holdings.CachedService) ask {
 	return ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
 		ips: canonical(m.Ingress), seen: render.Seen{Published: canonical(m.Ingress)}, absent: true}

@@ -661,7 +661,6 @@ func (f *fixture) publish(ips ...string) {
 // keeps the target on the old one, which still answers; the load balancer
 // publishing the new address moves the target, in a second Service write.
 func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
-	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := converged(t, generous)
 	f.publish("192.0.2.7", onA)
 	if got := f.sync(passHome); len(got) != 0 {
@@ -704,7 +703,6 @@ func TestTheTargetMovesOnceTheLoadBalancerPublishesTheAddress(t *testing.T) {
 // the write that moves the target: a renumbering still costs the Service two
 // writes, and the load balancer publishing nothing new costs none.
 func TestTheL2NudgeRidesWithTheTargetMove(t *testing.T) {
-	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := converged(t, generous)
 	f.ctl.cfg.L2Nudge = func() bool { return true }
 	f.ctl.write.L2Nudge = f.ctl.cfg.L2Nudge

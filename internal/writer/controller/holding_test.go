@@ -32,7 +32,6 @@ import (
 // (HeldByWriter) and the older - the tenant - would take it, with web's
 // DNS target (it did, before render.Given.Won).
 func TestAClaimOfNothingRemembersNoPlacement(t *testing.T) {
-	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
 	f.publish("192.0.2.7", onA)
@@ -195,7 +194,6 @@ func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
 // it asks for nothing and wins; at a renumbering with no drain its placement,
 // had it been remembered, would give it web's next address by age.
 func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
-	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := converged(t, generous)
 	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json",
 		[]byte(`{"metadata":{"creationTimestamp":"2026-11-01T00:00:00Z"}}`), metav1.PatchOptions{}); err != nil {
@@ -239,6 +237,31 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 	}
 }
 
+// web's address on A and on B (suffix ::ffff:0:0:1 on the /64), and the
+// absent tenant's own on A.
+const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
+
+// absentOnPurpose is tenantOlderThanWeb with web published on A and
+// tenant/old made absent (a subnet name the spec lacks) with its own
+// lbipam.cilium.io/ips naming its address and web's next one, both
+// published for it; extra is more of its metadata (JSON members, each with a
+// trailing comma). One pass on A has run.
+func absentOnPurpose(t *testing.T, extra string) *fixture {
+	t.Helper()
+	f := tenantOlderThanWeb(t)
+	f.publish("192.0.2.7", onA)
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(t.Context(), "old", "application/merge-patch+json",
+		[]byte(`{"metadata":{`+extra+`"annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	return f
+}
+
 // Issue 42 (red team r5), one tenant absent on purpose: its older Service
 // (given ::ffff:0:0:99 on A in the writer's last pass) names a subnet the
 // spec lacks, so its annotations do not render and it is an absent ask -
@@ -254,19 +277,7 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 // writer gave another holding nothing by the writer (render.HoldOf): the
 // tenant keeps its own address, web both of its.
 func TestAnAbsentServiceIsWeighedAddressByAddress(t *testing.T) {
-	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
-	f := tenantOlderThanWeb(t)
-	ctx := t.Context()
-	f.publish("192.0.2.7", onA)
-	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
-		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
-		metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
-	f.catchUp()
-	t.Logf("the pass before wrote %q", f.sync(passHome))
-	f.catchUp()
+	f := absentOnPurpose(t, "")
 	f.report(3, prefixB, prefixA)
 	for range 2 {
 		t.Logf("the pass wrote %q", f.sync(passHome))
@@ -292,7 +303,6 @@ func TestAnAbsentServiceIsWeighedAddressByAddress(t *testing.T) {
 // remembered placement renumbered too (Given.Following), which it holds by
 // the writer: web keeps its address on B.
 func TestAnAbsentServiceKeepsItsPlacementRenumbered(t *testing.T) {
-	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
 	f.publish("192.0.2.7", onA)
@@ -410,19 +420,7 @@ func TestAFailingStatusWriteKeepsItsBackoffWhenItFindsAnOverlap(t *testing.T) {
 // its for that pass, not remembered as given (apply's remembered): web keeps its
 // next address.
 func TestWhatAnAbsentServiceKeepsByItsStatusIsNotRememberedAsGiven(t *testing.T) {
-	const onA, onB, oldOnA = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1", "2001:db8:a:0:ffff:0:0:99"
-	f := tenantOlderThanWeb(t)
-	ctx := t.Context()
-	f.publish("192.0.2.7", onA)
-	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(ctx, "old", "application/merge-patch+json",
-		[]byte(`{"metadata":{"creationTimestamp":"2026-11-28T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"nosuch","lbipam.cilium.io/ips":"`+oldOnA+`,`+onB+`"}}}`),
-		metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.publishedFor = map[string][]string{"tenant/old": {oldOnA, onB}}
-	f.catchUp()
-	t.Logf("the pass before wrote %q", f.sync(passHome))
-	f.catchUp()
+	f := absentOnPurpose(t, `"creationTimestamp":"2026-11-28T00:00:00Z",`)
 	old := renumberedWithNoDrain(t, f)
 	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
 		t.Errorf("default/web (older) has %q, want its new address %s: the younger absent tenant/old (%q) holds it by the writer", got, onB, old.Annotations[holdings.AnnotationIPs])
@@ -443,19 +441,7 @@ func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
 		t.Logf("the pass over %s wrote %q", k.Name, f.sync(k))
 		f.catchUp()
 	}
-	overlap := func() *metav1.Condition {
-		t.Helper()
-		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := api.FromUnstructured(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
-	}
-	if c := overlap(); c == nil || c.Status != metav1.ConditionTrue {
+	if c := f.condition(render.PrefixOverlap); c.Status != metav1.ConditionTrue {
 		t.Fatalf("home's %s is %+v before the deletion, want True", render.PrefixOverlap, c)
 	}
 	f.emptyQueue() // what the test's edits and passes queued
@@ -469,7 +455,7 @@ func TestDeletingAnOverlappingDynamicPrefixEndsTheOthersReport(t *testing.T) {
 	}
 	t.Logf("the pass over home wrote %q", f.sync(passHome))
 	f.catchUp()
-	if c := overlap(); c != nil && c.Status == metav1.ConditionTrue {
+	if c := f.condition(render.PrefixOverlap); c.Status == metav1.ConditionTrue {
 		t.Errorf("home's %s is %+v after second's deletion, want none or False", render.PrefixOverlap, c)
 	}
 }

@@ -276,6 +276,24 @@ func (s stolen) writeStatus(t *testing.T, live, st api.Status) error {
 	return s.patch(api.GVR, "", "home", string(body), "status")
 }
 
+// writerPass is the writer's pass over home as the controller makes it -
+// decode, decide over reports at now, render, apply.Status's patch: the
+// status it rendered, whether that is a write, and what the API server
+// answered. what names the pass in a failure to read home.
+func (s stolen) writerPass(t *testing.T, what string, reports []decide.Report, now time.Time) (api.Status, bool, error) {
+	t.Helper()
+	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatalf("%s: the writer cannot read home: %v", what, err)
+	}
+	m := model.Parse("home", dp.Spec)
+	st := render.Status(dp, m, decide.For(m, render.Prior(dp.Status), reports, now), render.Problems{}, now)
+	if render.StatusEqual(st, dp.Status) {
+		return st, false, nil // apply.Status writes nothing
+	}
+	return st, true, s.writeStatus(t, dp.Status, st)
+}
+
 // TestTheWritersStatusWriteIsAdmittedAfterAllowedPrefixesNarrow: the
 // writer names each entry's delegation (routerAdvertisement.
 // delegatedPrefixLength), and renumber-writer-status admits a delegation

@@ -11,8 +11,9 @@ import (
 )
 
 // Overlapping is, of dps (a DynamicPrefix cache's list) but name and those
-// being deleted, the DynamicPrefixes whose status names addresses space
-// shares (render.Overlapping).
+// being deleted, the DynamicPrefixes that can hand out an address space
+// holds (render.Overlapping; each one's space from its spec and the
+// prefixes its status names pooled, render.SpaceOf).
 func Overlapping(dps []any, name string, space []netip.Prefix) []string {
 	others := map[string][]netip.Prefix{}
 	for _, o := range dps {
@@ -21,7 +22,7 @@ func Overlapping(dps []any, name string, space []netip.Prefix) []string {
 			continue
 		}
 		if dp, err := api.FromUnstructured(u); err == nil {
-			others[u.GetName()] = render.StatusSpace(dp.Status)
+			others[u.GetName()] = render.SpaceOf(u.GetName(), dp)
 		}
 	}
 	return render.Overlapping(space, others)

@@ -6,26 +6,45 @@ import (
 	"strings"
 
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/decide"
+	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // PrefixOverlap is the condition (True, and a Warning event) of a
-// DynamicPrefix whose addresses overlap another's: each weighs only the
-// claims of the Services and Gateways following it (apply.Writer.Services
-// gets one spec), so two of them, one following each, may be given one
-// address - the load balancer then decides who answers it. Reported, not
-// weighed: the fix is the admin's (one DynamicPrefix per prefix, or subnets
-// and ranges of their own).
+// DynamicPrefix that can hand out an address another can too (Space): each
+// weighs only the claims of the Services and Gateways following it
+// (apply.Writer.Services gets one spec), so two of them, one following
+// each, may be given one address - the load balancer then decides who
+// answers it. Reported, not weighed: the fix is the admin's (one
+// DynamicPrefix per prefix, or subnets and ranges of their own).
 const PrefixOverlap = "PrefixOverlap"
 
-// Space is where a DynamicPrefix hands out addresses from: each of pooled
-// and, with a delegation (spec delegatedPrefixLength), the delegation it is
-// part of (its subnets and ranges lie there).
+// Space is where a DynamicPrefix can hand out addresses from: on each of
+// pooled, the prefix itself (an object following it with no subnet or
+// range is placed there) and each subnet and address range its spec names,
+// each placed as the writer places a pool's entries (PoolEntries: in the
+// delegation the prefix is part of; a range as its covering CIDR, as the
+// CIDR-only kinds hold it, which also holds every address a Service is
+// given in it). Not the whole delegation: two DynamicPrefixes with subnets
+// and ranges of their own in one /56 share no address. A placement that
+// does not fit a prefix hands out nothing there (the pass reports it).
 func Space(m model.Model, pooled []netip.Prefix) []netip.Prefix {
+	placements := []holdings.PoolFollow{{}}
+	for _, s := range m.Subnets {
+		placements = append(placements, holdings.PoolFollow{Subnet: s.Name})
+	}
+	for _, r := range m.Ranges {
+		placements = append(placements, holdings.PoolFollow{AddressRange: r.Name})
+	}
 	var out []netip.Prefix
 	for _, p := range pooled {
-		for _, q := range []netip.Prefix{p.Masked(), m.Delegation(p)} {
-			if q.IsValid() && !slices.Contains(out, q) {
+		for _, f := range placements {
+			e, err := entry(m, f, p, holdings.CIDRs)
+			if err != nil {
+				continue
+			}
+			if q, err := netip.ParsePrefix(e); err == nil && !slices.Contains(out, q) {
 				out = append(out, q)
 			}
 		}
@@ -33,20 +52,23 @@ func Space(m model.Model, pooled []netip.Prefix) []netip.Prefix {
 	return out
 }
 
-// StatusSpace is Space as another DynamicPrefix's status names it: its
-// current prefix and the draining ones of its history, with the
-// delegations the status names.
-func StatusSpace(st api.Status) []netip.Prefix {
-	named := []string{st.CurrentPrefix, st.DelegatedPrefix}
-	for _, h := range st.History {
-		if h.State == model.StateActive || h.State == model.StateDraining {
-			named = append(named, h.Prefix, h.DelegatedPrefix)
-		}
-	}
+// SpaceOf is Space of another DynamicPrefix, name, as the cache shows it:
+// its spec, and what its status names pooled (StatusPooled) - computed as a
+// pass computes its own from its decision.
+func SpaceOf(name string, dp *api.DynamicPrefix) []netip.Prefix {
+	return Space(model.Parse(name, dp.Spec), StatusPooled(dp.Status))
+}
+
+// StatusPooled is what st names pooled: its current prefix and every one of
+// its history but the expired (decide.Pooled, as a decision's Pooled is).
+func StatusPooled(st api.Status) []netip.Prefix {
 	var out []netip.Prefix
-	for _, s := range named {
-		if p, err := netip.ParsePrefix(s); err == nil && !slices.Contains(out, p.Masked()) {
-			out = append(out, p.Masked())
+	if p, err := netip.ParsePrefix(st.CurrentPrefix); err == nil {
+		out = append(out, p)
+	}
+	for _, p := range decide.Pooled(Prior(st).History) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	return out

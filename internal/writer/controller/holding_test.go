@@ -108,7 +108,7 @@ func TestTwoDynamicPrefixesOnOnePrefixReportEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
-		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "DynamicPrefix "+other+" overlap") {
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "DynamicPrefix "+other+" (on "+prefixA+")") {
 			t.Errorf("%s's condition %s is %+v, want True naming %s", dp, render.PrefixOverlap, c, other)
 		}
 		if !slices.Contains(f.events.reasons, render.PrefixOverlap+" "+dp) {

@@ -14,7 +14,7 @@ import (
 // being deleted, the DynamicPrefixes that can hand out an address space
 // holds (render.Overlapping; each one's space from its spec and the
 // prefixes its status names pooled, render.SpaceOf).
-func Overlapping(dps []any, name string, space []netip.Prefix) []string {
+func Overlapping(dps []any, name string, space []netip.Prefix) []render.Overlap {
 	others := map[string][]netip.Prefix{}
 	for _, o := range dps {
 		u, ok := caches.Unwrap(o).(*unstructured.Unstructured)

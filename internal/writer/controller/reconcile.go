@@ -145,7 +145,7 @@ type Controller struct {
 	// admission, a failed write) would find it changed again at once, and
 	// queue itself ahead of the queue's backoff (red team r5). Cleared at a
 	// new term (Lead).
-	overlaps map[string][]string
+	overlaps map[string][]render.Overlap
 	// admitting: DynamicPrefixes whose status names a new prefix that the
 	// API server's admission may not see yet (admission).
 	admitting map[string]admission
@@ -164,7 +164,7 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		problems: map[string]render.Problems{}, overlaps: map[string][]string{}, admitting: map[string]admission{},
+		problems: map[string]render.Problems{}, overlaps: map[string][]render.Overlap{}, admitting: map[string]admission{},
 		events:  &permit.Events{Recorder: rec},
 		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -74,20 +75,66 @@ func StatusPooled(st api.Status) []netip.Prefix {
 	return out
 }
 
-// Overlapping is, sorted, the names in others (name -> its space) whose
-// space shares an address with space.
-func Overlapping(space []netip.Prefix, others map[string][]netip.Prefix) []string {
-	var out []string
+// Overlap is another DynamicPrefix whose space shares addresses with a
+// DynamicPrefix's, and where: of each two placements that meet, the longer
+// (it lies in the other), the outermost of them, sorted.
+type Overlap struct {
+	Name string
+	On   []netip.Prefix
+}
+
+// Equal reports whether o and p name one DynamicPrefix on the same places.
+func (o Overlap) Equal(p Overlap) bool { return o.Name == p.Name && slices.Equal(o.On, p.On) }
+
+// Overlapping is, sorted by name, the DynamicPrefixes in others (name ->
+// its space) whose space shares an address with space, and where.
+func Overlapping(space []netip.Prefix, others map[string][]netip.Prefix) []Overlap {
+	var out []Overlap
 	for name, theirs := range others {
-		if slices.ContainsFunc(space, func(p netip.Prefix) bool { return slices.ContainsFunc(theirs, p.Overlaps) }) {
-			out = append(out, name)
+		var on []netip.Prefix
+		for _, p := range space {
+			for _, q := range theirs {
+				if !p.Overlaps(q) {
+					continue
+				}
+				if q.Bits() > p.Bits() {
+					p, q = q, p
+				}
+				if !slices.Contains(on, p) {
+					on = append(on, p)
+				}
+			}
+		}
+		// A place inside another named says nothing more.
+		on = slices.DeleteFunc(slices.Clone(on), func(p netip.Prefix) bool {
+			return slices.ContainsFunc(on, func(q netip.Prefix) bool { return q.Bits() < p.Bits() && q.Contains(p.Addr()) })
+		})
+		if len(on) > 0 {
+			slices.SortFunc(on, netip.Prefix.Compare)
+			out = append(out, Overlap{Name: name, On: on})
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b Overlap) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// OverlapMessage is PrefixOverlap's message, naming the others.
-func OverlapMessage(others []string) string {
-	return "the addresses of DynamicPrefix " + strings.Join(others, ", ") + " overlap this one's: neither weighs the other's Services' and Gateways' claims, so two objects following different DynamicPrefixes may be given one address; give each its own prefix, or subnets and ranges of its own"
+// overlapPlaces is how many places of each overlap a message names (a
+// condition's message is bounded).
+const overlapPlaces = 3
+
+// OverlapMessage is PrefixOverlap's message, naming the others and where
+// they meet this one.
+func OverlapMessage(others []Overlap) string {
+	var names []string
+	for _, o := range others {
+		var on []string
+		for _, p := range o.On[:min(len(o.On), overlapPlaces)] {
+			on = append(on, p.String())
+		}
+		if more := len(o.On) - overlapPlaces; more > 0 {
+			on = append(on, fmt.Sprintf("%d more", more))
+		}
+		names = append(names, o.Name+" (on "+strings.Join(on, ", ")+")")
+	}
+	return "the addresses of DynamicPrefix " + strings.Join(names, ", ") + " overlap this one's: neither weighs the other's Services' and Gateways' claims, so two objects following different DynamicPrefixes may be given one address; give each its own prefix (two that follow one link share its prefix, where an object following either with no subnet or range is placed), or subnets and ranges of its own"
 }

@@ -3,6 +3,7 @@ package render
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,35 @@ func TestPrefixOverlapIsReportedOnlyWhereTwoCanHandOutOneAddress(t *testing.T) {
 				t.Errorf("a %v, b %v: b reports %q, want an overlap: %v", a, b, got, tc.want)
 			}
 		})
+	}
+}
+
+// PrefixOverlap says where two DynamicPrefixes meet - the docs promise
+// "which DynamicPrefix, and what they share" - naming each place once (not
+// one inside another named), at most three of them.
+func TestPrefixOverlapSaysWhereTheyMeet(t *testing.T) {
+	p := netip.MustParsePrefix
+	mine := []netip.Prefix{p("2001:db8:a::/64"), p("2001:db8:a:10::/64"), p("2001:db8:a:20::/120")}
+	got := Overlapping(mine, map[string][]netip.Prefix{
+		"link":     {p("2001:db8:a::/64"), p("2001:db8:a::ff00/120")},     // one link, and a range on it
+		"subnet":   {p("2001:db8:a:1::/64"), p("2001:db8:a:10::/64")},     // the same subnet
+		"range":    {p("2001:db8:a:2::/64"), p("2001:db8:a:10::100/120")}, // a range inside my subnet
+		"wide":     {p("2001:db8:a::/56")},                                // a /56 pooled (a delegation followed whole)
+		"disjoint": {p("2001:db8:a:1::/64"), p("2001:db8:a:11::/64")},
+	})
+	want := []Overlap{
+		{Name: "link", On: []netip.Prefix{p("2001:db8:a::/64")}},
+		{Name: "range", On: []netip.Prefix{p("2001:db8:a:10::100/120")}},
+		{Name: "subnet", On: []netip.Prefix{p("2001:db8:a:10::/64")}},
+		{Name: "wide", On: []netip.Prefix{p("2001:db8:a::/64"), p("2001:db8:a:10::/64"), p("2001:db8:a:20::/120")}},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("Overlapping (-want +got):\n%s", diff)
+	}
+	four := Overlap{Name: "wide", On: []netip.Prefix{p("2001:db8:a::/64"), p("2001:db8:a:1::/64"), p("2001:db8:a:2::/64"), p("2001:db8:a:3::/64")}}
+	msg := OverlapMessage([]Overlap{got[0], four})
+	if want := "the addresses of DynamicPrefix link (on 2001:db8:a::/64), wide (on 2001:db8:a::/64, 2001:db8:a:1::/64, 2001:db8:a:2::/64, 1 more) overlap this one's: "; !strings.HasPrefix(msg, want) {
+		t.Errorf("the message %q, want it to begin %q", msg, want)
 	}
 }
 

@@ -68,6 +68,75 @@ func TestDisjointSubnetsOfOneDelegationAreNoOverlap(t *testing.T) {
 	}
 }
 
+// Issue 42: a DynamicPrefix reads another's space from its status (the
+// other's spec and what its status names pooled), so a pass over it that
+// runs before the cache shows the other's status write - the other's own
+// pass queues it, at once, when what that pass finds changes - finds what
+// the status named before. "second" (on eth1, its own prefix C) renumbers
+// onto home's prefix A, and later away again; each time home's pass ran
+// first. Before, nothing passed over home again: the overlap went
+// unreported, and once reported stayed so after it ended. Wanted: the
+// status event that shows what second pools moved queues home, whose pass
+// then reports what is true.
+func TestAnotherDynamicPrefixsStatusMovingQueuesAPassThatSeesIt(t *testing.T) {
+	f := converged(t, generous)
+	ctx := t.Context()
+	second := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "second"},
+		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth1"}}},
+		"status":   map[string]any{"currentPrefix": "2001:db8:c::/64", "history": []any{map[string]any{"prefix": "2001:db8:c::/64", "state": "active"}}},
+	}}
+	if _, err := f.dyn.Resource(api.GVR).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	f.ctl.DynamicPrefixChanged("second") // the informer's add
+	moveSecond := func(history ...any) {
+		t.Helper()
+		u, err := f.dyn.Resource(api.GVR).Get(ctx, "second", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, history[0].(map[string]any)["prefix"], "status", "currentPrefix"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, history, "status", "history"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.dyn.Resource(api.GVR).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name    string
+		history []any
+		want    metav1.ConditionStatus
+	}{
+		{"second renumbers onto A", []any{map[string]any{"prefix": prefixA, "state": "active"}, map[string]any{"prefix": "2001:db8:c::/64", "state": "draining"}}, metav1.ConditionTrue},
+		{"second renumbers away from A, its drain ended", []any{map[string]any{"prefix": "2001:db8:d::/64", "state": "active"}, map[string]any{"prefix": prefixA, "state": "expired"}}, ""},
+	} {
+		t.Logf("%s: home's pass before the cache shows it wrote %q", step.name, f.sync(passHome))
+		f.emptyQueue() // what that pass queued
+		moveSecond(step.history...)
+		f.catchUp()
+		f.ctl.DynamicPrefixStatusChanged("second") // the informer's update
+		if !f.emptyQueue() {
+			t.Errorf("%s: the status event that shows it queued no pass over home", step.name)
+			continue
+		}
+		t.Logf("%s: home's pass then wrote %q", step.name, f.sync(passHome))
+		f.catchUp()
+		if c := f.condition(render.PrefixOverlap); c.Status != step.want {
+			t.Errorf("%s: home's %s is %+v, want status %q", step.name, render.PrefixOverlap, c, step.want)
+		}
+	}
+	f.emptyQueue()
+	f.ctl.DynamicPrefixStatusChanged("second") // again, nothing moved
+	if f.emptyQueue() {
+		t.Errorf("a status event of second that moved nothing it pools queued home")
+	}
+}
+
 // delegateHome gives home delegatedPrefixLength 56 and one subnet, name:
 // the /56's /64 number 255 (2001:db8:a:ff::/64 under A), as the admin does.
 func (f *fixture) delegateHome(t *testing.T, subnet string) {

@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -156,6 +157,9 @@ type Controller struct {
 	seeing struct {
 		sync.Mutex
 		names map[string]bool
+		// pooled is what each DynamicPrefix's status names pooled, as
+		// the cache's handlers last saw it (notePooled).
+		pooled map[string][]netip.Prefix
 	}
 }
 
@@ -183,11 +187,16 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 func (c *Controller) DynamicPrefixChanged(name string) {
 	c.enqueue(name, 0)
 	c.pdLinkChanged(name)
+	if c.notePooled(name) {
+		c.enqueueOthers(name)
+	}
 }
 
 // DynamicPrefixStatusChanged queues a pass over name if one waits for the
-// cache to show the writer's own status write (lookAgain is the fallback);
-// otherwise a status write of ours changes nothing a pass acts on.
+// cache to show the writer's own status write (lookAgain is the fallback),
+// and one over every other DynamicPrefix when what the status names pooled
+// moved (notePooled); otherwise a status write of ours changes nothing a
+// pass acts on.
 func (c *Controller) DynamicPrefixStatusChanged(name string) {
 	c.seeing.Lock()
 	waiting := c.seeing.names[name]
@@ -195,6 +204,9 @@ func (c *Controller) DynamicPrefixStatusChanged(name string) {
 	c.seeing.Unlock()
 	if waiting {
 		c.enqueue(name, 0)
+	}
+	if c.notePooled(name) {
+		c.enqueueOthers(name)
 	}
 }
 
@@ -285,6 +297,15 @@ func (c *Controller) enqueue(name string, after time.Duration) {
 func (c *Controller) enqueueAll(after time.Duration) {
 	for _, o := range c.caches.DynamicPrefixes().List() {
 		c.enqueue(caches.Name(o), after)
+	}
+}
+
+// enqueueOthers queues a pass over every DynamicPrefix but name, at once.
+func (c *Controller) enqueueOthers(name string) {
+	for _, o := range c.caches.DynamicPrefixes().List() {
+		if n := caches.Name(o); n != name {
+			c.enqueue(n, 0)
+		}
 	}
 }
 

@@ -108,7 +108,7 @@ func TestTwoDynamicPrefixesOnOnePrefixReportEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := meta.FindStatusCondition(st.Status.Conditions, render.PrefixOverlap)
-		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "DynamicPrefix "+other+" overlap") {
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "DynamicPrefix "+other+" (on "+prefixA+")") {
 			t.Errorf("%s's condition %s is %+v, want True naming %s", dp, render.PrefixOverlap, c, other)
 		}
 		if !slices.Contains(f.events.reasons, render.PrefixOverlap+" "+dp) {
@@ -132,22 +132,6 @@ func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
 	const onA = "2001:db8:a:ff:ffff::1"
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
-	subnets := func(name string) {
-		t.Helper()
-		u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unstructured.SetNestedField(u.Object, int64(56), "spec", "acquisition", "routerAdvertisement", "delegatedPrefixLength"); err != nil {
-			t.Fatal(err)
-		}
-		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": name, "offset": int64(255), "prefixLength": int64(64)}}, "spec", "subnets"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.dyn.Resource(api.GVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	patch := func(ns, name, annotations string) {
 		t.Helper()
 		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
@@ -161,7 +145,7 @@ func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
 		t.Logf("the pass wrote %q", f.sync(passHome))
 		f.catchUp()
 	}
-	subnets("lb6")
+	f.delegateHome(t, "lb6")
 	// web is the older: age is not what decides here.
 	patch("default", "web", `"creationTimestamp":"2020-01-01T00:00:00Z","annotations":{"dynamic-prefix.io/service-subnet":"lb6"}`)
 	pass()
@@ -170,7 +154,7 @@ func TestAServiceOutOfOnePassKeepsItsAddress(t *testing.T) {
 	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onA) {
 		t.Fatalf("before: web has %q, want %s", got, onA)
 	}
-	subnets("svc") // the admin renames the subnet ...
+	f.delegateHome(t, "svc") // the admin renames the subnet ...
 	patch("tenant", "old", `"annotations":{"dynamic-prefix.io/service-subnet":"svc","dynamic-prefix.io/suffix":"::ffff:0:0:1"}`)
 	patch("tenant", "old", `"creationTimestamp":"2026-11-28T00:00:00Z"`)
 	pass()

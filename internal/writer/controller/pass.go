@@ -137,7 +137,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 	// not have been written), every DynamicPrefix looks again (rare; a
 	// pass that finds the same queues nothing).
 	problems.Overlaps = Overlapping(c.caches.DynamicPrefixes().List(), name, render.Space(m, d.Pooled))
-	if !slices.Equal(c.overlaps[name], problems.Overlaps) { // none found, none before: equal
+	if !slices.EqualFunc(c.overlaps[name], problems.Overlaps, render.Overlap.Equal) { // none found, none before: equal
 		c.overlaps[name] = problems.Overlaps
 		c.enqueueAll(0)
 	}

@@ -5,9 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
 
@@ -41,19 +39,7 @@ func TestARecordOfThePredictedAddressDoesNotTakeItAtARenumbering(t *testing.T) {
 func TestARecordOfThePredictedAddressOnASubnetDoesNotTakeItAtARenumbering(t *testing.T) {
 	f := tenantOlderThanWeb(t)
 	ctx := t.Context()
-	u, err := f.dyn.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(u.Object, int64(56), "spec", "acquisition", "routerAdvertisement", "delegatedPrefixLength"); err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "lb6", "offset": int64(255), "prefixLength": int64(64)}}, "spec", "subnets"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.dyn.Resource(api.GVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.delegateHome(t, "lb6")
 	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(ctx, "web", "application/merge-patch+json",
 		[]byte(`{"metadata":{"annotations":{"dynamic-prefix.io/service-subnet":"lb6"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -145,7 +146,7 @@ type Controller struct {
 	// admission, a failed write) would find it changed again at once, and
 	// queue itself ahead of the queue's backoff (red team r5). Cleared at a
 	// new term (Lead).
-	overlaps map[string][]string
+	overlaps map[string][]render.Overlap
 	// admitting: DynamicPrefixes whose status names a new prefix that the
 	// API server's admission may not see yet (admission).
 	admitting map[string]admission
@@ -156,6 +157,9 @@ type Controller struct {
 	seeing struct {
 		sync.Mutex
 		names map[string]bool
+		// pooled is what each DynamicPrefix's status names pooled, as
+		// the cache's handlers last saw it (notePooled).
+		pooled map[string][]netip.Prefix
 	}
 }
 
@@ -164,7 +168,7 @@ type Controller struct {
 func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Interface, meta metadata.Interface, clk clock.WithTicker, log *slog.Logger, rec Recorder) *Controller {
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
-		problems: map[string]render.Problems{}, overlaps: map[string][]string{}, admitting: map[string]admission{},
+		problems: map[string]render.Problems{}, overlaps: map[string][]render.Overlap{}, admitting: map[string]admission{},
 		events:  &permit.Events{Recorder: rec},
 		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -183,11 +187,16 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 func (c *Controller) DynamicPrefixChanged(name string) {
 	c.enqueue(name, 0)
 	c.pdLinkChanged(name)
+	if c.notePooled(name) {
+		c.enqueueOthers(name)
+	}
 }
 
 // DynamicPrefixStatusChanged queues a pass over name if one waits for the
-// cache to show the writer's own status write (lookAgain is the fallback);
-// otherwise a status write of ours changes nothing a pass acts on.
+// cache to show the writer's own status write (lookAgain is the fallback),
+// and one over every other DynamicPrefix when what the status names pooled
+// moved (notePooled); otherwise a status write of ours changes nothing a
+// pass acts on.
 func (c *Controller) DynamicPrefixStatusChanged(name string) {
 	c.seeing.Lock()
 	waiting := c.seeing.names[name]
@@ -195,6 +204,9 @@ func (c *Controller) DynamicPrefixStatusChanged(name string) {
 	c.seeing.Unlock()
 	if waiting {
 		c.enqueue(name, 0)
+	}
+	if c.notePooled(name) {
+		c.enqueueOthers(name)
 	}
 }
 
@@ -285,6 +297,15 @@ func (c *Controller) enqueue(name string, after time.Duration) {
 func (c *Controller) enqueueAll(after time.Duration) {
 	for _, o := range c.caches.DynamicPrefixes().List() {
 		c.enqueue(caches.Name(o), after)
+	}
+}
+
+// enqueueOthers queues a pass over every DynamicPrefix but name, at once.
+func (c *Controller) enqueueOthers(name string) {
+	for _, o := range c.caches.DynamicPrefixes().List() {
+		if n := caches.Name(o); n != name {
+			c.enqueue(n, 0)
+		}
 	}
 }
 

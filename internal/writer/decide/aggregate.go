@@ -444,14 +444,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	if at := d.Confirm.TrustsAt(); !at.IsZero() && (d.Wake.IsZero() || at.Before(d.Wake)) {
 		d.Wake = at // the client's word counts alone then
 	}
-	for _, h := range d.History {
-		if h.State == model.StateExpired {
-			continue
-		}
-		if p, err := netip.ParsePrefix(h.Prefix); err == nil {
-			d.Pooled = append(d.Pooled, p)
-		}
-	}
+	d.Pooled = Pooled(d.History)
 	d.Managed = slices.Clone(d.Pooled)
 	for _, s := range append([]string{prev.CurrentPrefix}, historyPrefixes(prev.History)...) {
 		if p, err := netip.ParsePrefix(s); err == nil && !slices.Contains(d.Managed, p.Masked()) {

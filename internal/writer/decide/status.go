@@ -7,9 +7,11 @@
 package decide
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // Status is what For reads of a DynamicPrefix's previous status.
@@ -54,4 +56,20 @@ func (s Status) acquired() time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// Pooled is every prefix of history whose entries belong in the pools, in
+// its order: all but the expired (Decision.Pooled; another DynamicPrefix's
+// read from its status, render.StatusPooled, the same way).
+func Pooled(history []HistoryEntry) []netip.Prefix {
+	var out []netip.Prefix
+	for _, h := range history {
+		if h.State == model.StateExpired {
+			continue
+		}
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

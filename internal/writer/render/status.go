@@ -57,9 +57,9 @@ type Problems struct {
 	BGPErr error
 	// Conflicts are the addresses two following Services ask for.
 	Conflicts []Conflict
-	// Overlaps are the other DynamicPrefixes whose addresses overlap this
-	// one's (PrefixOverlap).
-	Overlaps []string
+	// Overlaps are the other DynamicPrefixes that can hand out addresses
+	// this one can, and where (PrefixOverlap).
+	Overlaps []Overlap
 }
 
 // Status returns the status for dp (whose spec parsed to m) given the decision

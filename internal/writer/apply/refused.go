@@ -3,6 +3,7 @@ package apply
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,15 +52,18 @@ const RefusedForMetadata = "WriteRefusedMetadataChanged"
 func metadataRefusal(what string, err error) error {
 	return fmt.Errorf("%s: the admission policy refused the writer's write, which changes only what the writer owns, "+
 		"so something changed the object on the way (a mutating webhook or policy adding labels or annotations on update? "+
-		"exclude the writer's ServiceAccount from it: docs/security.md); not retried until the object or its DynamicPrefix changes: %w", what, err)
+		"exclude the writer's ServiceAccount from it: docs/security.md); tried again quietly every %s: %w", what, RefusedLookAgain, err)
 }
 
 // failed is the outcome of the writer's write to self (regarding, for its
-// event) that failed with err: a refusal for metadata is said once - one
-// warning event on the object, one log line - and final (retried, the same
-// refusal would fill the log at every backoff); anything else is worth
-// retrying. A later write that succeeds ends the announcement.
-func (w *Writer) failed(self permit.Object, regarding *unstructured.Unstructured, what string, err error) permit.Outcome {
+// event), for the DynamicPrefix dp, that failed with err: a refusal for
+// metadata is said once - one warning event on the object, one log line -
+// and final, the pass looking again quietly after RefusedLookAgain (retried
+// with backoff, the same refusal filled the log at each retry; never
+// looked at again, the object would wait for the next renumbering once the
+// admin fixed the webhook); anything else is worth retrying. A later write
+// that succeeds ends the announcement.
+func (w *Writer) failed(self permit.Object, regarding *unstructured.Unstructured, dp, what string, err error) permit.Outcome {
 	if !refusedForMetadata(err) {
 		return permit.Transient(err)
 	}
@@ -67,5 +71,10 @@ func (w *Writer) failed(self permit.Object, regarding *unstructured.Unstructured
 	if w.Events.Announce("refused/"+self.String(), regarding, true, RefusedForMetadata, err.Error()) {
 		w.Log.Warn(err.Error())
 	}
+	w.Requeue(dp, RefusedLookAgain)
 	return permit.Final(err)
 }
+
+// RefusedLookAgain is how long after a refusal for metadata the writer
+// tries the object again: the cap of its retry backoff.
+const RefusedLookAgain = 5 * time.Minute

@@ -141,7 +141,7 @@ func (w *Writer) writeService(ctx context.Context, x *serviceAsk, spec model.Mod
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
 			return permit.Final(err)
 		}
-		return w.failed(self, serviceRef(m), fmt.Sprintf("service %s/%s", m.Namespace, m.Name), err)
+		return w.failed(self, serviceRef(m), spec.Name, fmt.Sprintf("service %s/%s", m.Namespace, m.Name), err)
 	}
 	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
@@ -196,7 +196,7 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 		return permit.Outcome{}
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return w.failed(self, serviceRef(m), fmt.Sprintf("service %s/%s", ns, name), err)
+		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err)
 	}
 	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))

@@ -13,10 +13,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	write "github.com/renumber/renumber/internal/writer/apply"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // The label and the annotation a policy engine's mutating webhook adds to
@@ -52,7 +54,7 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}}})
 	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationIPs: "192.0.2.7"})
 
-	calls := labellingWebhook(t, s, []admissionregistrationv1.RuleWithOperations{
+	calls := labellingWebhook(t, s.w, []admissionregistrationv1.RuleWithOperations{
 		rule("", "services"), rule("networking.k8s.io", "networkpolicies"),
 		rule("cilium.io", "ciliumloadbalancerippools", "ciliumcidrgroups"), rule("dynamic-prefix.io", "dynamicprefixes")})
 
@@ -116,6 +118,84 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 	}
 }
 
+// TestAServiceAWebhookLabelsIsReportedOnce (issue 42): a Service's labels
+// stay frozen (selectors pick its pool and its announcements by them), so a
+// mutating webhook that labels every update by the writer has every write
+// of the writer's to it refused. The real writer says so once - one
+// warning event on the Service naming the likely cause, one log line -
+// through its first pass and a renumbering, where it logged "sync failed"
+// at every retry and emitted no event; once the admin leaves the writer
+// out of the webhook, the Service's next change brings its addresses.
+func TestAServiceAWebhookLabelsIsReportedOnce(t *testing.T) {
+	w := newWorld(t, 1)
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1", holdings.AnnotationIPs: "192.0.2.7"})
+	labellingWebhook(t, w, []admissionregistrationv1.RuleWithOperations{rule("", "services")})
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a")
+
+	waitEvent(t, w, write.RefusedForMetadata, "web")
+	advertise(t, w, prefixB, prefixA)
+	eventually(t, "home follows "+prefixB.String(), func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return st.CurrentPrefix == prefixB.String(), st.CurrentPrefix
+	})
+	settleWrites()
+	evs, err := w.API.Client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Reason == write.RefusedForMetadata && e.Regarding.Name == "web" {
+			n++
+			if e.Series != nil {
+				n += int(e.Series.Count) - 1
+			}
+			if !strings.Contains(e.Note, "mutating webhook") {
+				t.Errorf("the event says %q, want the likely cause (a mutating webhook)", e.Note)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d %s events for web through a renumbering, want 1", n, write.RefusedForMetadata)
+	}
+	if got := countLog(w, "writer-a.log", "the admission policy refused the writer's write"); got != 1 {
+		t.Errorf("the writer's log says the refusal %d times, want once", got)
+	}
+	if got := countLog(w, "writer-a.log", "sync failed"); got != 0 {
+		t.Errorf("the writer's log says \"sync failed\" %d times, want none", got)
+	}
+	for _, c := range dpStatus(t, w, "home").Conditions {
+		if c.Type == "PoolsSynced" && (c.Status != "False" || !strings.Contains(c.Message, "web")) {
+			t.Errorf("PoolsSynced %s %q, want False naming web", c.Status, c.Message)
+		}
+	}
+
+	if err := w.API.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(t.Context(), "labels.policy.example.org", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := []string{"192.0.2.7", "192.0.2.8"}
+	eventually(t, "web given its address once the webhook leaves the writer alone", func() (bool, string) {
+		s, err := w.API.Client.CoreV1().Services("default").Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := s.Annotations[holdings.AnnotationIPs]
+		if strings.Contains(got, "2001:db8:") {
+			return true, ""
+		}
+		// The admin's change of what the writer reads brings a pass (the
+		// writer also looks again by itself, after write.RefusedLookAgain);
+		// one made before the API server dropped the webhook is refused.
+		user[0], user[1] = user[1], user[0]
+		_, _ = w.API.Client.CoreV1().Services("default").Patch(t.Context(), "web", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+holdings.AnnotationIPs+`":"`+user[0]+`"}}}`), metav1.PatchOptions{})
+		return false, got
+	})
+}
+
 func rule(group string, resources ...string) admissionregistrationv1.RuleWithOperations {
 	return admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources}}
@@ -124,13 +204,13 @@ func rule(group string, resources ...string) admissionregistrationv1.RuleWithOpe
 // labellingWebhook serves, over TLS on loopback, a mutating webhook that adds
 // webhookLabel and webhookAnnotation to every object the writer's identity
 // updates under rules, and registers it; it counts its calls.
-func labellingWebhook(t *testing.T, s stolen, rules []admissionregistrationv1.RuleWithOperations) *atomic.Int64 {
+func labellingWebhook(t *testing.T, w *world.World, rules []admissionregistrationv1.RuleWithOperations) *atomic.Int64 {
 	t.Helper()
 	var calls atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+			http.Error(rw, "not an AdmissionReview", http.StatusBadRequest)
 			return
 		}
 		calls.Add(1)
@@ -154,7 +234,7 @@ func labellingWebhook(t *testing.T, s stolen, rules []admissionregistrationv1.Ru
 		jsonPatch := admissionv1.PatchTypeJSONPatch
 		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true, Patch: body, PatchType: &jsonPatch}
 		review.Request = nil
-		_ = json.NewEncoder(w).Encode(review)
+		_ = json.NewEncoder(rw).Encode(review)
 	}))
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -175,7 +255,7 @@ func labellingWebhook(t *testing.T, s stolen, rules []admissionregistrationv1.Ru
 				Expression: "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':renumber-writer')"}},
 		}},
 	}
-	if _, err := s.w.API.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(s.ctx, cfg, metav1.CreateOptions{}); err != nil {
+	if _, err := w.API.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return &calls

@@ -128,8 +128,9 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m model.Model, d de
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())
 			return permit.Final(err)
 		}
-		return permit.Transient(err)
+		return w.failed(self, u, m.Name, fmt.Sprintf("%s %q", k.Name, po.Key()), err)
 	}
+	w.Events.Forget("refused/" + self.String())
 	w.pools.Put(self, po.ResourceVersion, po.After(write))
 	permit.Counted(k.Resource)
 	added, removed := changed(po.Entries, write.Entries)
@@ -191,8 +192,9 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 		return permit.Outcome{}, wait
 	}
 	if err := patchPool(ctx, w.Client, k, po, write, true, nil); err != nil {
-		return permit.Transient(err), 0
+		return w.failed(self, u, dp, fmt.Sprintf("%s %q", k.Name, po.Key()), err), 0
 	}
+	w.Events.Forget("refused/" + self.String())
 	w.pools.Put(self, po.ResourceVersion, po.After(write))
 	permit.Counted(k.Resource)
 	_, removed := changed(po.Entries, write.Entries)

@@ -141,8 +141,9 @@ func (w *Writer) writeService(ctx context.Context, x *serviceAsk, spec model.Mod
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())
 			return permit.Final(err)
 		}
-		return permit.Transient(err)
+		return w.failed(self, serviceRef(m), spec.Name, fmt.Sprintf("service %s/%s", m.Namespace, m.Name), err)
 	}
+	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s addresses updated", m.Namespace, m.Name), "ips", want.ManagedIPs, "dns", want.ManagedTargets, "l2_nudged", want.L2Nudged)
@@ -195,8 +196,9 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 		return permit.Outcome{}
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return permit.Transient(err)
+		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err)
 	}
+	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)

@@ -94,8 +94,8 @@ type Events struct {
 const maxAnnounced = 4096
 
 // Announce emits an event about regarding when reason and note differ from the
-// last ones announced for subject.
-func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) {
+// last ones announced for subject, and reports whether it did.
+func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) bool {
 	e.mu.Lock()
 	same := e.last[subject] == reason+note
 	if e.last == nil || (!same && len(e.last) >= maxAnnounced) {
@@ -106,6 +106,7 @@ func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, 
 	if !same {
 		e.Recorder.Event(regarding, warning, reason, note)
 	}
+	return !same
 }
 
 // Event emits a normal event that marks a write (every write is a transition).

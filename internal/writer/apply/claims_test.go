@@ -103,6 +103,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// placement: the same host bits under the /64, not the same placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
 
+	// Red team r6a: the admin renames subnet "lb" (rename 1) while web, on
+	// it, has not followed (absent from this pass, bit 2 of absent), and the
+	// prefix is renumbered with no drain: web's remembered placement names
+	// "lb", which no longer resolves (Given.Following), so a younger tenant
+	// following the rename with web's suffix is given web's next address.
+	f.Add(slices.Concat([]byte{0, 2, 0, 1, 0, 1, 1, 1, 2, 1, 0, 0, 0}, none, none, []byte{0, 4, 0, 1}))
+
 	m := model.Model{Name: "dp", Delegated: 56,
 		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
 		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
@@ -254,6 +261,12 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				all[len(honest)+i] = absentHonest(all[len(honest)+i])
 			}
 		}
+		// Red team r6a: the admin renames a subnet or the range between the
+		// last pass and this one (rename: 1 "lb", 2 "one", 3 "r"; an honest
+		// edit, the same geometry under a new name). Every object not
+		// absent from this pass follows the rename (one that did not is
+		// absent: bit 2+i of absent, bit i of gone).
+		mNow, rename := renamed(m, next()%4)
 		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		var last []ask
 		for i, h := range honest {
@@ -284,8 +297,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		if newTerm {
 			given = render.Given{}
 		}
+		for i := range all {
+			if !all[i].absent {
+				all[i].place = rename(all[i].place)
+			}
+		}
 		slices.Reverse(all) // the cache lists them in any order
-		all = offer(all, given, m, pooled)
+		all = offer(all, given, mNow, pooled)
 		// movedOnto says whether c is the limit the /64's move inside the
 		// delegation leaves: the /64 lies at another offset than before,
 		// and the address lost is where the holder's placement - the one
@@ -300,7 +318,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if i < 0 {
 				return false
 			}
-			if slices.Contains(given.Following(m, c.Holder, pooled), c.Address) {
+			if slices.Contains(given.Following(mNow, c.Holder, pooled), c.Address) {
 				// The placement it was given, renumbered across the
 				// move, lands on the address contested: it holds it by
 				// the writer, absent or not. (Red team r5: only that
@@ -323,16 +341,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				// its own, and age decides.
 				return true
 			}
-			was, err := render.ServiceAddress(m, all[i].place, prefix[0])
+			was, err := render.ServiceAddress(mNow, all[i].place, prefix[0])
 			if err != nil || lastGiven.To[was.String()] != c.Holder && publishedFor[was.String()] != c.Holder {
 				return false
 			}
-			now, err := render.ServiceAddress(m, all[i].place, prefix[1])
+			now, err := render.ServiceAddress(mNow, all[i].place, prefix[1])
 			return err == nil && now.String() == c.Address
 		}
 		now := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range all {
-			c, ok := x.claim(now, given, m, pooled)
+			c, ok := x.claim(now, given, mNow, pooled)
 			if x.absent && isHonest[x.who] {
 				// Absent, it keeps every address it holds.
 				for _, a := range x.ips {
@@ -355,7 +373,48 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
 			}
 		}
+		// Red team r6a: an honest Service absent from this pass (within the
+		// term) has nothing of its placement, under the prefixes pooled
+		// now, given to another: when it renders again it asks for it, and
+		// the other then holds it by the writer (render.HoldOf: its ask
+		// names an address the writer gave another).
+		for i, h := range honest {
+			if newTerm || !all[slices.IndexFunc(all, func(x ask) bool { return x.who == h.who })].absent {
+				continue
+			}
+			for _, a := range addrs(h.fl, pooled) {
+				if o := now.To[a]; o != "" && o != h.who && !isHonest[o] {
+					t.Fatalf("honest %s (absent, rename %v) had its address %s given to %s (pooled %v; offered %v)", honest[i].who, mNow.Subnets, a, o, pooled, describe(all))
+				}
+			}
+		}
 	})
+}
+
+// renamed is m with the admin's rename (1: subnet "lb", 2: subnet "one",
+// 3: range "r"; 0: none), and how a placement naming it follows.
+func renamed(m model.Model, which int) (model.Model, func(holdings.ServiceFollow) holdings.ServiceFollow) {
+	out := m
+	out.Subnets, out.Ranges = slices.Clone(m.Subnets), slices.Clone(m.Ranges)
+	from := ""
+	switch which {
+	case 1, 2:
+		from = out.Subnets[which-1].Name
+		out.Subnets[which-1].Name += "2"
+	case 3:
+		from = out.Ranges[0].Name
+		out.Ranges[0].Name += "2"
+	}
+	return out, func(fl holdings.ServiceFollow) holdings.ServiceFollow {
+		switch {
+		case from == "":
+		case which < 3 && fl.Subnet == from:
+			fl.Subnet = from + "2"
+		case which == 3 && fl.Range == from:
+			fl.Range = from + "2"
+		}
+		return fl
+	}
 }
 
 // absentHonest is x (an honest Service's ask) absent from a pass: what

@@ -116,6 +116,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// web's next address, and age gives it to the tenant.
 	f.Add(slices.Concat([]byte{0, 2, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0}, none, none, []byte{0, 0, 0, 1}))
 
+	// Red team r6a: a new term during the drain; the older tenant absent on
+	// purpose (its own address ::3 on A) was granted web's next address by
+	// its load balancer (its own lbipam.cilium.io/ips, waiting when the
+	// pool got B: race). Both hold by status, age decides, and web loses
+	// its whole claim - its draining address too.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, []byte{0x42, 0, 0, 0, 0}, []byte{0, 0, 1, 0, 1}))
+	// Red team r6a: the same with the tenant present, copying web's suffix,
+	// web's next address a user entry of its own lbipam.cilium.io/ips.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, none, []byte{0x02, 0, 0, 0, 0}, []byte{0, 0, 0, 0, 1}))
+
 	m := model.Model{Name: "dp", Delegated: 56,
 		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
 		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
@@ -202,6 +212,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			isHonest[h.who] = true
 		}
 		publishedFor := map[string]string{} // address -> the one object it is published for
+		// Red team r6a: at a new term, a tenant's address on the new prefix
+		// that an honest Service asks for, granted by its load balancer to
+		// the tenant's own lbipam.cilium.io/ips, waiting when the pool got
+		// the prefix, before the writer asked for it for the honest one
+		// (applied where race, read last, is odd).
+		type grant struct {
+			i int
+			a string
+		}
+		var raced []grant
 		var all, lastPass []ask
 		for _, h := range honest {
 			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: addrs(h.fl, pooled), place: h.fl}
@@ -243,6 +263,8 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				case publishedFor[a] == "" && !(newTerm && honestAsks):
 					x.seen.Published = append(x.seen.Published, a)
 					publishedFor[a] = who
+				case publishedFor[a] == "" && !slices.ContainsFunc(pooledBefore, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(a)) }):
+					raced = append(raced, grant{len(all), a})
 				}
 			}
 			all = append(all, x)
@@ -273,6 +295,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		// absent from this pass follows the rename (one that did not is
 		// absent: bit 2+i of absent, bit i of gone).
 		mNow, rename := renamed(m, next()%4)
+		if next()%2 == 1 {
+			for _, g := range raced {
+				if publishedFor[g.a] != "" {
+					continue
+				}
+				publishedFor[g.a] = all[g.i].who
+				all[g.i].seen.Published = append(all[g.i].seen.Published, g.a)
+				if all[g.i].absent {
+					all[g.i].ips = append(all[g.i].ips, g.a)
+				}
+			}
+		}
 		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		var last []ask
 		for i, h := range honest {

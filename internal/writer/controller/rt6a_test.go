@@ -155,3 +155,41 @@ func TestRT6AGatewayOutOfOnePassKeepsItsAddress(t *testing.T) {
 			got, gwA, old.Annotations[holdings.AnnotationIPs])
 	}
 }
+
+// Issue 42 (red team r6a), TestAnAbsentServiceIsWeighedAddressByAddress
+// across a new leader term (a failover or an upgrade, any time after the
+// renumbering - not the documented window of a new term meeting a
+// renumbering with no drain before its first pass). The absent tenant's
+// own lbipam.cilium.io/ips won it web's next address from its load
+// balancer before the writer asked for it (the pool got B, the tenant's
+// request was waiting), and the load balancer keeps it for the tenant: the
+// writer never writes an absent Service. Within the term the writer's
+// memory gives web both addresses; a new term reads who holds them from
+// the load balancers: the tenant's split ask [onB] holds by its status
+// (HeldByStatus, a status its own annotation chose), web's ask [onB, onA]
+// by its status too (onA), and the tenant is older: it claims onB first and
+// web loses its whole claim, onA - still draining - with it. Wanted: web
+// keeps onA at least (the loser keeps what nobody else asks for), and an
+// absent Service's status weighs no more than an echo of its owner's choice
+// (HeldByEcho): the writer no longer writes its lbipam.cilium.io/ips.
+func TestRT6AnAbsentTenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *testing.T) {
+	f := absentOnPurpose(t, "")
+	f.report(3, prefixB, prefixA)
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) || !strings.Contains(got, onA) {
+		t.Fatalf("before the new term: default/web has %q, want %s and %s", got, onB, onA)
+	}
+	f.ctl.write.Forget() // a new leader term
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q", got, f.service()[holdings.AnnotationTarget])
+	if !strings.Contains(got, onA) {
+		t.Errorf("default/web has %q after a new term, want at least its draining address %s: the absent tenant/old, older, holding web's next address by a status its own annotation chose, took web's whole claim", got, onA)
+	}
+}

@@ -193,3 +193,46 @@ func TestRT6AnAbsentTenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *t
 		t.Errorf("default/web has %q after a new term, want at least its draining address %s: the absent tenant/old, older, holding web's next address by a status its own annotation chose, took web's whole claim", got, onA)
 	}
 }
+
+// Issue 42 (red team r6a), the same with the tenant present: tenant/old,
+// older, copies web's suffix; its own lbipam.cilium.io/ips (a user entry,
+// not absent: the writer keeps a user's entries) asked for web's next
+// address before the renumbering and its load balancer granted it first.
+// Within the term web holds both by the writer; just before a failover the
+// tenant writes its managed-ips record naming that address (its owner's
+// annotation), so its ask is web's [onB, onA]. The new term's first pass
+// reads holds from the load balancers: both by status, the tenant older -
+// it takes web's whole claim.
+func TestRT6ATenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *testing.T) {
+	f := tenantOlderThanWeb(t)
+	f.publish("192.0.2.7", onA)
+	annotate(t, f, "tenant", "old", `"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1","lbipam.cilium.io/ips":"`+onB+`"}`)
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	f.publishedFor = map[string][]string{"tenant/old": {onB}}
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) || !strings.Contains(got, onA) {
+		t.Fatalf("before the new term: default/web has %q, want %s and %s", got, onB, onA)
+	}
+	annotate(t, f, "tenant", "old", `"annotations":{"dynamic-prefix.io/managed-ips":"`+onB+`"}`)
+	f.catchUp()
+	f.ctl.write.Forget() // a new leader term
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.service()[holdings.AnnotationIPs]
+	t.Logf("web %q target %q; tenant/old %q record %q", got, f.service()[holdings.AnnotationTarget], old.Annotations[holdings.AnnotationIPs], old.Annotations[holdings.AnnotationManagedIPs])
+	if !strings.Contains(got, onA) {
+		t.Errorf("default/web has %q after a new term, want at least its draining address %s: the older tenant/old, holding web's next address by a status its own lbipam.cilium.io/ips chose, took web's whole claim", got, onA)
+	}
+}

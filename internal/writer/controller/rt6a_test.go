@@ -236,3 +236,54 @@ func TestRT6ATenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *testing.
 		t.Errorf("default/web has %q after a new term, want at least its draining address %s: the older tenant/old, holding web's next address by a status its own lbipam.cilium.io/ips chose, took web's whole claim", got, onA)
 	}
 }
+
+// Issue 42 (red team r6a), within one term: docs/security.md says a tenant
+// whose load balancer published an address for it directly ranks with the
+// holder only where the writer's memory is gone. The tenant's Service
+// (present, not copying web's suffix: it asks for nothing of web's) lists
+// web's next address as a user entry of its own lbipam.cilium.io/ips, which
+// the writer keeps; waiting when the pool gets B (the status names B first,
+// while admission catches up), it is granted by its load balancer before
+// the writer asks for it for web. The writer's memory gives web the address
+// - in its claims; the load balancer publishes it for the tenant, never for
+// web. When A's drain ends, the writer points web's DNS target at it (web's
+// traffic to the tenant's Service) and reports Ready, "every object in
+// step"; nothing names the tenant. Wanted: an address the writer gave web
+// that the load balancer publishes for another object is not web's DNS
+// target, and is reported (ServiceAddressConflict naming the other; not
+// Ready).
+func TestRT6AWebsTargetIsNotAnAddressPublishedForATenant(t *testing.T) {
+	f := tenantOlderThanWeb(t)
+	f.publish("192.0.2.7", onA)
+	annotate(t, f, "tenant", "old", `"annotations":{"lbipam.cilium.io/ips":"`+onB+`"}`)
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	f.publishedFor = map[string][]string{"tenant/old": {onB}}
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	f.report(3, prefixB) // the drain ends
+	f.publish("192.0.2.7") // LB-IPAM: A left the pool; B is the tenant's
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(old.Annotations[holdings.AnnotationIPs], onB) {
+		t.Fatalf("tenant/old's own entry %s is gone: %q", onB, old.Annotations[holdings.AnnotationIPs])
+	}
+	target := f.service()[holdings.AnnotationTarget]
+	t.Logf("web %q target %q; tenant/old %q; Ready: %s", f.service()[holdings.AnnotationIPs], target, old.Annotations[holdings.AnnotationIPs], f.condition("Ready").Message)
+	if target == onB {
+		t.Errorf("default/web's DNS target is %s, which its load balancer publishes for tenant/old, not for web", onB)
+	}
+	if f.condition("Ready").Status == metav1.ConditionTrue {
+		t.Errorf("Ready %q while web's address %s is published for tenant/old", f.condition("Ready").Message, onB)
+	}
+}

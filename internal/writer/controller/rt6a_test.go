@@ -204,18 +204,7 @@ func TestRT6AnAbsentTenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *t
 // reads holds from the load balancers: both by status, the tenant older -
 // it takes web's whole claim.
 func TestRT6ATenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *testing.T) {
-	f := tenantOlderThanWeb(t)
-	f.publish("192.0.2.7", onA)
-	annotate(t, f, "tenant", "old", `"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:1","lbipam.cilium.io/ips":"`+onB+`"}`)
-	f.catchUp()
-	t.Logf("the pass before wrote %q", f.sync(passHome))
-	f.catchUp()
-	f.report(3, prefixB, prefixA)
-	f.publishedFor = map[string][]string{"tenant/old": {onB}}
-	for range 2 {
-		t.Logf("the pass wrote %q", f.sync(passHome))
-		f.catchUp()
-	}
+	f := grantedWebsNext(t, `"dynamic-prefix.io/suffix":"::ffff:0:0:1",`)
 	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) || !strings.Contains(got, onA) {
 		t.Fatalf("before the new term: default/web has %q, want %s and %s", got, onB, onA)
 	}
@@ -253,19 +242,8 @@ func TestRT6ATenantsGrantedNextAddressDoesNotTakeWebsClaimAtANewTerm(t *testing.
 // target, and is reported (ServiceAddressConflict naming the other; not
 // Ready).
 func TestRT6AWebsTargetIsNotAnAddressPublishedForATenant(t *testing.T) {
-	f := tenantOlderThanWeb(t)
-	f.publish("192.0.2.7", onA)
-	annotate(t, f, "tenant", "old", `"annotations":{"lbipam.cilium.io/ips":"`+onB+`"}`)
-	f.catchUp()
-	t.Logf("the pass before wrote %q", f.sync(passHome))
-	f.catchUp()
-	f.report(3, prefixB, prefixA)
-	f.publishedFor = map[string][]string{"tenant/old": {onB}}
-	for range 2 {
-		t.Logf("the pass wrote %q", f.sync(passHome))
-		f.catchUp()
-	}
-	f.report(3, prefixB) // the drain ends
+	f := grantedWebsNext(t, "")
+	f.report(3, prefixB)   // the drain ends
 	f.publish("192.0.2.7") // LB-IPAM: A left the pool; B is the tenant's
 	for range 2 {
 		t.Logf("the pass wrote %q", f.sync(passHome))
@@ -286,4 +264,26 @@ func TestRT6AWebsTargetIsNotAnAddressPublishedForATenant(t *testing.T) {
 	if f.condition("Ready").Status == metav1.ConditionTrue {
 		t.Errorf("Ready %q while web's address %s is published for tenant/old", f.condition("Ready").Message, onB)
 	}
+}
+
+// grantedWebsNext is tenantOlderThanWeb with web published on A and
+// tenant/old's own lbipam.cilium.io/ips naming web's next address (more of
+// its annotations: extra, JSON members each with a trailing comma), which
+// its load balancer grants when the pool gets B: renumbered (A draining),
+// two passes run.
+func grantedWebsNext(t *testing.T, extra string) *fixture {
+	t.Helper()
+	f := tenantOlderThanWeb(t)
+	f.publish("192.0.2.7", onA)
+	annotate(t, f, "tenant", "old", `"annotations":{`+extra+`"lbipam.cilium.io/ips":"`+onB+`"}`)
+	f.catchUp()
+	t.Logf("the pass before wrote %q", f.sync(passHome))
+	f.catchUp()
+	f.report(3, prefixB, prefixA)
+	f.publishedFor = map[string][]string{"tenant/old": {onB}}
+	for range 2 {
+		t.Logf("the pass wrote %q", f.sync(passHome))
+		f.catchUp()
+	}
+	return f
 }

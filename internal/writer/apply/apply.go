@@ -37,6 +37,9 @@ type Writer struct {
 	// (render.HeldByWriter), per DynamicPrefix, for this leader term.
 	givenMu sync.Mutex
 	given   map[string]render.Given
+	// published is, per DynamicPrefix, who its last pass found a load
+	// balancer publishing an address it gave another for (Concerned).
+	published map[string][]string
 }
 
 // CacheBehind is when a pass that left an object alone because its cache
@@ -53,6 +56,6 @@ const CacheBehind = time.Second
 // renumbering).
 func (w *Writer) Forget() {
 	w.givenMu.Lock()
-	w.given = nil
+	w.given, w.published = nil, nil
 	w.givenMu.Unlock()
 }

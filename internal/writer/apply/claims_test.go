@@ -103,6 +103,35 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// placement: the same host bits under the /64, not the same placement.
 	f.Add(slices.Concat([]byte{0, 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0}, none, none))
 
+	// Red team r6a: the admin renames subnet "lb" (rename 1) while web, on
+	// it, has not followed (absent from this pass, bit 2 of absent), and the
+	// prefix is renumbered with no drain: web's remembered placement names
+	// "lb", which no longer resolves (Given.Following), so a younger tenant
+	// following the rename with web's suffix is given web's next address.
+	f.Add(slices.Concat([]byte{0, 2, 0, 1, 0, 1, 1, 1, 2, 1, 0, 0, 0}, none, none, []byte{0, 4, 0, 1}))
+
+	// Red team r6a: the same rename with web following it in this pass (not
+	// absent) and an older tenant doing the same with web's suffix: web's
+	// placement, remembered by the name "lb", follows nowhere; neither holds
+	// web's next address, and age gives it to the tenant.
+	f.Add(slices.Concat([]byte{0, 2, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0}, none, none, []byte{0, 0, 0, 1}))
+
+	// Red team r6a: a new term during the drain; the older tenant absent on
+	// purpose (its own address ::3 on A) was granted web's next address by
+	// its load balancer (its own lbipam.cilium.io/ips, waiting when the
+	// pool got B: race). Both hold by status, age decides, and web loses
+	// its whole claim - its draining address too.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, []byte{0x42, 0, 0, 0, 0}, []byte{0, 0, 1, 0, 1}))
+	// Red team r6a: the same with the tenant present, copying web's suffix,
+	// web's next address a user entry of its own lbipam.cilium.io/ips.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, none, []byte{0x02, 0, 0, 0, 0}, []byte{0, 0, 0, 0, 1}))
+
+	// Red team r6a: web absent from the first pass of a new term (it keeps
+	// its published address, not remembered: no placement either) and from
+	// this one, renumbered with no drain: a younger tenant copying web's
+	// suffix is given web's next address.
+	f.Add(slices.Concat([]byte{0, 2, 0, 0, 0, 1, 1, 1, 2, 0, 0, 0, 0}, none, none, []byte{0, 5, 0, 0, 0, 1}))
+
 	m := model.Model{Name: "dp", Delegated: 56,
 		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
 		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
@@ -189,6 +218,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			isHonest[h.who] = true
 		}
 		publishedFor := map[string]string{} // address -> the one object it is published for
+		// Red team r6a: at a new term, a tenant's address on the new prefix
+		// that an honest Service asks for, granted by its load balancer to
+		// the tenant's own lbipam.cilium.io/ips, waiting when the pool got
+		// the prefix, before the writer asked for it for the honest one
+		// (applied where race, read last, is odd).
+		type grant struct {
+			i int
+			a string
+		}
+		var raced []grant
 		var all, lastPass []ask
 		for _, h := range honest {
 			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: addrs(h.fl, pooled), place: h.fl}
@@ -230,6 +269,8 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				case publishedFor[a] == "" && !(newTerm && honestAsks):
 					x.seen.Published = append(x.seen.Published, a)
 					publishedFor[a] = who
+				case publishedFor[a] == "" && !slices.ContainsFunc(pooledBefore, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(a)) }):
+					raced = append(raced, grant{len(all), a})
 				}
 			}
 			all = append(all, x)
@@ -254,6 +295,30 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				all[len(honest)+i] = absentHonest(all[len(honest)+i])
 			}
 		}
+		// Red team r6a: the admin renames a subnet or the range between the
+		// last pass and this one (rename: 1 "lb", 2 "one", 3 "r"; an honest
+		// edit, the same geometry under a new name). Every object not
+		// absent from this pass follows the rename (one that did not is
+		// absent: bit 2+i of absent, bit i of gone).
+		mNow, rename := renamed(m, next()%4)
+		race := next()%2 == 1
+		// Red team r6a: the writer's last pass was the first of its term
+		// (termBefore, read last: the pass before it is forgotten), so an
+		// honest Service absent from it keeps what is published for it but
+		// no placement.
+		termBefore := next()%2 == 1
+		if race {
+			for _, g := range raced {
+				if publishedFor[g.a] != "" {
+					continue
+				}
+				publishedFor[g.a] = all[g.i].who
+				all[g.i].seen.Published = append(all[g.i].seen.Published, g.a)
+				if all[g.i].absent {
+					all[g.i].ips = append(all[g.i].ips, g.a)
+				}
+			}
+		}
 		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		var last []ask
 		for i, h := range honest {
@@ -267,6 +332,9 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if absent&(1<<(2+i)) != 0 {
 				all[i] = absentHonest(all[i])
 			}
+		}
+		if termBefore {
+			before = render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		}
 		for i, x := range lastPass {
 			if empty&(1<<i) != 0 {
@@ -284,8 +352,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		if newTerm {
 			given = render.Given{}
 		}
+		for i := range all {
+			if !all[i].absent {
+				all[i].place = rename(all[i].place)
+			}
+		}
 		slices.Reverse(all) // the cache lists them in any order
-		all = offer(all, given, m, pooled)
+		all = offer(all, given, mNow, pooled)
 		// movedOnto says whether c is the limit the /64's move inside the
 		// delegation leaves: the /64 lies at another offset than before,
 		// and the address lost is where the holder's placement - the one
@@ -300,7 +373,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			if i < 0 {
 				return false
 			}
-			if slices.Contains(given.Following(m, c.Holder, pooled), c.Address) {
+			if slices.Contains(given.Following(mNow, c.Holder, pooled), c.Address) {
 				// The placement it was given, renumbered across the
 				// move, lands on the address contested: it holds it by
 				// the writer, absent or not. (Red team r5: only that
@@ -323,16 +396,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				// its own, and age decides.
 				return true
 			}
-			was, err := render.ServiceAddress(m, all[i].place, prefix[0])
+			was, err := render.ServiceAddress(mNow, all[i].place, prefix[0])
 			if err != nil || lastGiven.To[was.String()] != c.Holder && publishedFor[was.String()] != c.Holder {
 				return false
 			}
-			now, err := render.ServiceAddress(m, all[i].place, prefix[1])
+			now, err := render.ServiceAddress(mNow, all[i].place, prefix[1])
 			return err == nil && now.String() == c.Address
 		}
 		now := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
 		for _, x := range all {
-			c, ok := x.claim(now, given, m, pooled)
+			c, ok := x.claim(now, given, mNow, pooled)
 			if x.absent && isHonest[x.who] {
 				// Absent, it keeps every address it holds.
 				for _, a := range x.ips {
@@ -355,7 +428,48 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
 			}
 		}
+		// Red team r6a: an honest Service absent from this pass (within the
+		// term) has nothing of its placement, under the prefixes pooled
+		// now, given to another: when it renders again it asks for it, and
+		// the other then holds it by the writer (render.HoldOf: its ask
+		// names an address the writer gave another).
+		for i, h := range honest {
+			if newTerm || !all[slices.IndexFunc(all, func(x ask) bool { return x.who == h.who })].absent {
+				continue
+			}
+			for _, a := range addrs(h.fl, pooled) {
+				if o := now.To[a]; o != "" && o != h.who && !isHonest[o] && !movedOnto(render.Conflict{Address: a, Holder: o}) {
+					t.Fatalf("honest %s (absent, rename %v) had its address %s given to %s (pooled %v; offered %v)", honest[i].who, mNow.Subnets, a, o, pooled, describe(all))
+				}
+			}
+		}
 	})
+}
+
+// renamed is m with the admin's rename (1: subnet "lb", 2: subnet "one",
+// 3: range "r"; 0: none), and how a placement naming it follows.
+func renamed(m model.Model, which int) (model.Model, func(holdings.ServiceFollow) holdings.ServiceFollow) {
+	out := m
+	out.Subnets, out.Ranges = slices.Clone(m.Subnets), slices.Clone(m.Ranges)
+	from := ""
+	switch which {
+	case 1, 2:
+		from = out.Subnets[which-1].Name
+		out.Subnets[which-1].Name += "2"
+	case 3:
+		from = out.Ranges[0].Name
+		out.Ranges[0].Name += "2"
+	}
+	return out, func(fl holdings.ServiceFollow) holdings.ServiceFollow {
+		switch {
+		case from == "":
+		case which < 3 && fl.Subnet == from:
+			fl.Subnet = from + "2"
+		case which == 3 && fl.Range == from:
+			fl.Range = from + "2"
+		}
+		return fl
+	}
 }
 
 // absentHonest is x (an honest Service's ask) absent from a pass: what

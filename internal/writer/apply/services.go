@@ -31,7 +31,7 @@ import (
 // first), the other is released, and the conflicts are returned for the
 // DynamicPrefix's status.
 func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
-	out, asks := w.serviceAsks(ctx, services, spec, d)
+	out, asks := w.serviceAsks(ctx, services, pools, spec, d)
 	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
 	// The strongest hold first (render.Hold: what the writer gave, what
@@ -54,8 +54,10 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			out = append(out, w.claimantPool(ctx, x.pool, spec, d, c, ok))
 		case ok:
 			w.Events.Forget("svc/" + x.svc.self.String() + "/conflict")
+			conflicts = append(conflicts, w.publishedElsewhere(x.svc)...)
 			out = append(out, w.writeService(ctx, x.svc, spec))
 		default:
+			w.Events.Forget("svc/" + x.svc.self.String() + "/published")
 			m := x.svc.m
 			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
 				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
@@ -68,6 +70,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	}
 	if ctx.Err() == nil { // a pass cut short has not weighed every ask
 		w.gave(spec.Name, remembered(given, last, asks, spec, d.Pooled))
+		w.sawPublished(spec.Name, conflicts)
 	}
 	render.SortConflicts(conflicts)
 	return out, conflicts
@@ -75,8 +78,10 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 
 // serviceAsks is what each Service following model's DynamicPrefix asks for;
 // those that may not follow, or ask for nothing, are released or refused
-// here (the outcomes).
-func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
+// here (the outcomes). Each is rendered with what the load balancers
+// publish - for it, and for the other Services and the objects of pools'
+// claiming kinds (render.Served).
+func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
 	var out permit.Outcomes
 	var asks []ask
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
@@ -103,7 +108,8 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		want, err := render.Service(spec, m.Follow, d.Pooled, live, m.Ingress, opt)
+		served := render.Served{Ingress: m.Ingress, Others: func(a string) []string { return backends.PublishedFor(services, pools, a) }}
+		want, err := render.Service(spec, m.Follow, d.Pooled, live, served, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
@@ -111,8 +117,9 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 			asks = append(asks, absentAsk(m))
 			continue
 		}
-		sa := &serviceAsk{m.Service, self, live, want}
-		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
+		who := api.Key(m.Namespace, m.Name)
+		sa := &serviceAsk{m.Service, self, live, want, render.PublishedElsewhere(who, canonical(want.ManagedIPs), served)}
+		asks = append(asks, ask{who: who, created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
 			ips: canonical(want.ManagedIPs), place: m.Follow, seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
 	}
 	return out, asks
@@ -155,6 +162,9 @@ type serviceAsk struct {
 	m          *corev1.Service
 	self       permit.Object
 	live, want holdings.Annotations
+	// elsewhere: its addresses a load balancer publishes for another
+	// object only (render.PublishedElsewhere), none its DNS target.
+	elsewhere []render.Conflict
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name

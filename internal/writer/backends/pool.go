@@ -8,6 +8,7 @@ package backends
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,20 +60,64 @@ func (k *Kind) Read(o any) (any, error) {
 // Pool follows.
 const ByDynamicPrefix = "dynamicprefix"
 
+// ByPublished is the index of a pool cache and of the Service cache by the
+// IPv6 addresses a load balancer publishes for each object: a Service's
+// status.loadBalancer.ingress, a claiming kind's status (a Gateway's
+// status.addresses, Kind.Published). renumber gives only IPv6 addresses.
+const ByPublished = "published"
+
 // Indexers are the indexes of a pool cache and of the Service cache.
-var Indexers = cache.Indexers{ByDynamicPrefix: func(o any) ([]string, error) {
-	dp := ""
-	switch o := o.(type) {
-	case *Pool:
-		dp = o.Follow.DynamicPrefix
-	case *holdings.CachedService:
-		dp = o.Follow.DynamicPrefix
+var Indexers = cache.Indexers{
+	ByDynamicPrefix: func(o any) ([]string, error) {
+		dp := ""
+		switch o := o.(type) {
+		case *Pool:
+			dp = o.Follow.DynamicPrefix
+		case *holdings.CachedService:
+			dp = o.Follow.DynamicPrefix
+		}
+		if dp == "" {
+			return nil, nil
+		}
+		return []string{dp}, nil
+	},
+	ByPublished: func(o any) ([]string, error) {
+		var published []string
+		switch o := o.(type) {
+		case *Pool:
+			published = o.Kind.PublishedOf(o.Live)
+		case *holdings.CachedService:
+			published = o.Ingress
+		}
+		var out []string
+		for _, e := range published {
+			if a, err := netip.ParseAddr(e); err == nil && a.Is6() && !a.Is4In6() && !slices.Contains(out, a.String()) {
+				out = append(out, a.String())
+			}
+		}
+		return out, nil
+	},
+}
+
+// PublishedFor is who a load balancer publishes addr (canonical) for, as
+// the claims name them: a Service of services as "namespace/name", an
+// object of a claiming kind of pools as "Kind namespace/name" (a Gateway).
+func PublishedFor(services cache.Indexer, pools []Cached, addr string) []string {
+	var out []string
+	key := func(s *holdings.CachedService) string { return s.Namespace + "/" + s.Name }
+	for _, s := range indexed(services, ByPublished, addr, key) {
+		out = append(out, key(s))
 	}
-	if dp == "" {
-		return nil, nil
+	for _, c := range pools {
+		if !c.Kind.Claims {
+			continue
+		}
+		for _, p := range indexed(c.Store, ByPublished, addr, (*Pool).Key) {
+			out = append(out, p.Kind.Name+" "+p.Key())
+		}
 	}
-	return []string{dp}, nil
-}}
+	return out
+}
 
 // ServicesFollowing returns the Services of the Service cache that follow
 // the DynamicPrefix dp.

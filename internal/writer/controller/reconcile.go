@@ -256,6 +256,9 @@ func (c *Controller) AdvertisementChanged(a *backends.CachedAdvertisement) { c.e
 // release when it follows none but carries our record.
 func (c *Controller) PoolChanged(p *backends.Pool) {
 	release := Key{Action: ReleasePool, Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
+	if p.Kind.Claims {
+		c.publishedChanged(p.Kind.Name+" "+p.Key(), p.Kind.PublishedOf(p.Live))
+	}
 	switch {
 	case !p.Ours:
 	case p.Err != nil: // garbled entries: the pass over its DynamicPrefix reports them
@@ -275,10 +278,22 @@ func (c *Controller) PoolChanged(p *backends.Pool) {
 func (c *Controller) ServiceChanged(m *holdings.CachedService) {
 	name := m.Follow.DynamicPrefix
 	c.enqueue(name, 0)
+	c.publishedChanged(api.Key(m.Namespace, m.Name), m.Ingress)
 	// A shadow passes over the release too: one it planned before may be
 	// planned no more.
 	if (m.Live.IPsRecorded || m.Live.TargetsRecorded) && (name == "" || c.cfg.Plan != nil) {
 		c.queue.Add(Key{Action: ReleaseService, Namespace: m.Namespace, Name: m.Name})
+	}
+}
+
+// publishedChanged queues a pass over each DynamicPrefix whose last pass
+// what a load balancer publishes for who (now: published) may undo
+// (apply.Writer.Concerned): one of its Services' DNS targets is withheld
+// from, or could move onto, an address published for who
+// (render.PublishedElsewhere) - who need not follow it.
+func (c *Controller) publishedChanged(who string, published []string) {
+	for _, dp := range c.write.Concerned(who, published) {
+		c.enqueue(dp, 0)
 	}
 }
 

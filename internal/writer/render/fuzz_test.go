@@ -11,12 +11,16 @@ import (
 // A tenant who owns a Service may write anything into its annotations,
 // our records included. Whatever they write: rendering never fails for a
 // well-formed follow, never removes an entry the records do not claim, and
-// writing the rendering then rendering again changes nothing.
+// writing the rendering then rendering again changes nothing. Whatever a
+// load balancer publishes for another object (elsewhere), no target of
+// ours is such an address.
 func FuzzServiceAnnotations(f *testing.F) {
-	f.Add("192.0.2.7,2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "lb.example.org,2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "", "", "2001:db8:b::ffff:0:1", false)
-	f.Add("", "", "x,,y", "", "external-dns.kubernetes.io/target", "kube-vip.io/loadbalancerIPs", "", true)
-	f.Add("::1,::1", "::1,garbage", "2001:db8:b::ffff:0:1", "2001:db8:b::ffff:0:1", "lbipam.cilium.io/ips,,", "", "2001:db8:a::ffff:0:1,::1", false)
-	f.Fuzz(func(t *testing.T, ips, managedIPs, targets, managedTargets, targetKeys, ipsKey, ingress string, kubevip bool) {
+	f.Add("192.0.2.7,2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "lb.example.org,2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "", "", "2001:db8:b::ffff:0:1", "", false)
+	f.Add("", "", "x,,y", "", "external-dns.kubernetes.io/target", "kube-vip.io/loadbalancerIPs", "", "", true)
+	f.Add("::1,::1", "::1,garbage", "2001:db8:b::ffff:0:1", "2001:db8:b::ffff:0:1", "lbipam.cilium.io/ips,,", "", "2001:db8:a::ffff:0:1,::1", "", false)
+	f.Add("192.0.2.7,2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "2001:db8:a::ffff:0:1", "", "", "192.0.2.7", "2001:db8:b::ffff:0:1", false)
+	f.Add("2001:db8:b::ffff:0:1", "2001:db8:b::ffff:0:1", "2001:db8:b::ffff:0:1", "2001:db8:b::ffff:0:1", "", "", "2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", false)
+	f.Fuzz(func(t *testing.T, ips, managedIPs, targets, managedTargets, targetKeys, ipsKey, ingress, elsewhere string, kubevip bool) {
 		ann := map[string]string{holdings.AnnotationIPs: ips, holdings.AnnotationKubeVIPIPs: ips, holdings.AnnotationManagedIPs: managedIPs,
 			holdings.AnnotationTarget: targets, holdings.AnnotationTargetAlpha: targets, holdings.AnnotationManagedTarget: managedTargets,
 			holdings.AnnotationManagedTargetKeys: targetKeys, holdings.AnnotationManagedIPsKey: ipsKey}
@@ -31,9 +35,21 @@ func FuzzServiceAnnotations(f *testing.F) {
 		}
 		o := ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: []netip.Prefix{cur, prefixOld}, L2Nudge: true}
 		live := holdings.Live(ann, o.TargetKeys)
-		got, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, live, holdings.Split(ingress), o)
+		others := holdings.Split(elsewhere)
+		served := Served{Ingress: holdings.Split(ingress), Others: func(a string) []string {
+			if slices.Contains(others, a) {
+				return []string{"tenant/squat"}
+			}
+			return nil
+		}}
+		got, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, live, served, o)
 		if err != nil {
 			t.Fatalf("rendering: %v", err)
+		}
+		for _, a := range got.ManagedTargets {
+			if served.Elsewhere(a) != "" {
+				t.Errorf("the target %s is published for tenant/squat, not for the Service (%q)", a, served.Ingress)
+			}
 		}
 		claimedIPs := claimed(geometric(live, o.Managed).ManagedIPs)
 		claimedTargets := claimed(geometric(live, o.Managed).ManagedTargets)
@@ -57,7 +73,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 				t.Errorf("the patch leaves %s empty", k)
 			}
 		}
-		again, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, holdings.Live(written, o.TargetKeys), holdings.Split(ingress), o)
+		again, err := Service(specS, follow, []netip.Prefix{cur, prefixOld}, holdings.Live(written, o.TargetKeys), served, o)
 		if err != nil || !again.Equal(got) {
 			t.Errorf("rendering what was written changes it:\n%+v\n%+v (%v)", got, again, err)
 		}

@@ -71,10 +71,12 @@ type ServiceOptions struct {
 }
 
 // Service merges the managed addresses for the pooled prefixes (current first)
-// with what the Service carries now. ingress is what the Service's
-// status.loadBalancer.ingress publishes: the target moves to the current
-// address only once it is published there (Held), and the nudge follows it.
-func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, ingress []string, o ServiceOptions) (holdings.Annotations, error) {
+// with what the Service carries now. served is what the load balancers
+// publish: the target moves to the current address only once the Service's
+// status.loadBalancer.ingress publishes it (Held), never onto one published
+// for another object only (target), and the nudge follows it.
+func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, live holdings.Annotations, served Served, o ServiceOptions) (holdings.Annotations, error) {
+	ingress := served.Ingress
 	if f.Mapping != "" {
 		return renderMapped(m, f, pooled, live, ingress, o)
 	}
@@ -100,10 +102,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 	}
 	var current []string
 	if len(addrs) > 0 && !f.SkipDNS {
-		current = addrs[:1]
-		if held := Held(live, addrs, ingress); held != nil {
-			current = held
-		}
+		current = target(live, addrs, served)
 	}
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
 	out.L2Nudged = live.L2Nudged

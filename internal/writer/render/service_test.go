@@ -53,7 +53,7 @@ func TestRenderHA(t *testing.T) {
 		holdings.AnnotationIPs: "192.0.2.7,2001:db8:a::ffff:0:1", holdings.AnnotationManagedIPs: "2001:db8:a::ffff:0:1",
 		holdings.AnnotationTargetAlpha: "lb.example.org,2001:db8:a::ffff:0:1", holdings.AnnotationManagedTarget: "2001:db8:a::ffff:0:1",
 	}, holdings.DefaultTargetKeys)
-	got, err := Service(specS, f, []netip.Prefix{cur, prefixOld}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	got, err := Service(specS, f, []netip.Prefix{cur, prefixOld}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +69,13 @@ func TestRenderHA(t *testing.T) {
 	if !slices.Equal(got.TargetKeys, holdings.DefaultTargetKeys) || !slices.Equal(got.ManagedTargets, []string{"2001:db8:b::ffff:0:1"}) {
 		t.Errorf("records: keys %q targets %q", got.TargetKeys, got.ManagedTargets)
 	}
-	again, _ := Service(specS, f, []netip.Prefix{cur, prefixOld}, got, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	again, _ := Service(specS, f, []netip.Prefix{cur, prefixOld}, got, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if !again.Equal(got) {
 		t.Errorf("rendering twice changes the Service:\n%+v\n%+v", got, again)
 	}
 	skip := f
 	skip.SkipDNS = true
-	got, _ = Service(specS, skip, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	got, _ = Service(specS, skip, []netip.Prefix{cur}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if !slices.Equal(got.Targets[holdings.AnnotationTargetAlpha], []string{"lb.example.org"}) || len(got.Targets[holdings.AnnotationTarget]) != 0 ||
 		len(got.ManagedTargets) != 0 || len(got.TargetKeys) != 0 {
 		t.Errorf("skip-external-dns-update: %+v", got)
@@ -86,7 +86,7 @@ func TestRenderHA(t *testing.T) {
 // a key added gets the target; the record follows the list.
 func TestTargetKeysFollowTheList(t *testing.T) {
 	f := holdings.ServiceFollow{Suffix: "::ffff:0:1"}
-	both, _ := Service(specS, f, []netip.Prefix{cur}, holdings.Live(map[string]string{holdings.AnnotationTargetAlpha: "lb.example.org"}, holdings.DefaultTargetKeys), nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	both, _ := Service(specS, f, []netip.Prefix{cur}, holdings.Live(map[string]string{holdings.AnnotationTargetAlpha: "lb.example.org"}, holdings.DefaultTargetKeys), Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	ann := map[string]string{}
 	for k, v := range both.Patch(holdings.Annotations{}) {
 		if v != nil {
@@ -98,7 +98,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 	if !slices.Equal(live.Targets[holdings.AnnotationTargetAlpha], []string{"lb.example.org", "2001:db8:b::ffff:0:1"}) {
 		t.Fatalf("the record's keys are read even when not asked for: %+v", live)
 	}
-	got, _ := Service(specS, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: newOnly})
+	got, _ := Service(specS, f, []netip.Prefix{cur}, live, Served{}, ServiceOptions{TargetKeys: newOnly})
 	if !slices.Equal(got.Targets[holdings.AnnotationTargetAlpha], []string{"lb.example.org"}) {
 		t.Errorf("alpha after being dropped: %q, want the user's entry only", got.Targets[holdings.AnnotationTargetAlpha])
 	}
@@ -110,7 +110,7 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 		t.Errorf("patch %v", patch)
 	}
 	// No key at all: every target of ours goes, the records too.
-	none, _ := Service(specS, f, []netip.Prefix{cur}, holdings.Live(ann, nil), nil, ServiceOptions{})
+	none, _ := Service(specS, f, []netip.Prefix{cur}, holdings.Live(ann, nil), Served{}, ServiceOptions{})
 	if len(none.Targets[holdings.AnnotationTarget]) != 0 || none.Targets[holdings.AnnotationTargetAlpha][0] != "lb.example.org" || none.TargetKeys != nil || none.ManagedTargets != nil {
 		t.Errorf("no keys: %+v", none)
 	}
@@ -121,11 +121,11 @@ func TestTargetKeysFollowTheList(t *testing.T) {
 func TestATargetTheUserListsIsNeverClaimed(t *testing.T) {
 	f := holdings.ServiceFollow{Suffix: "::ffff:0:1"}
 	live := holdings.Live(map[string]string{holdings.AnnotationTarget: "2001:db8:b::ffff:0:1"}, holdings.DefaultTargetKeys)
-	got, _ := Service(specS, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	got, _ := Service(specS, f, []netip.Prefix{cur}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if len(got.ManagedTargets) != 0 {
 		t.Errorf("record %q claims an entry the user wrote", got.ManagedTargets)
 	}
-	later, _ := Service(specS, f, []netip.Prefix{prefixOld}, got, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	later, _ := Service(specS, f, []netip.Prefix{prefixOld}, got, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if !slices.Contains(later.Targets[holdings.AnnotationTarget], "2001:db8:b::ffff:0:1") {
 		t.Errorf("the user's entry was removed: %q", later.Targets[holdings.AnnotationTarget])
 	}
@@ -144,7 +144,7 @@ func TestTheTargetWaitsForTheLoadBalancer(t *testing.T) {
 	}, []string{holdings.AnnotationTarget})
 	render := func(pooled []netip.Prefix, ingress ...string) holdings.Annotations {
 		t.Helper()
-		got, err := Service(specS, f, pooled, live, ingress, ServiceOptions{TargetKeys: []string{holdings.AnnotationTarget}})
+		got, err := Service(specS, f, pooled, live, Served{Ingress: ingress}, ServiceOptions{TargetKeys: []string{holdings.AnnotationTarget}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestTheL2Nudge(t *testing.T) {
 	render := func(f holdings.ServiceFollow, o ServiceOptions, live holdings.Annotations, pooled []netip.Prefix, ingress ...string) holdings.Annotations {
 		t.Helper()
 		f.Suffix = "::ffff:0:1"
-		got, err := Service(specS, f, pooled, live, ingress, o)
+		got, err := Service(specS, f, pooled, live, Served{Ingress: ingress}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	}, nil)
 	opt := ServiceOptions{L2Nudge: true}
 	kv := holdings.ServiceFollow{Suffix: "::ffff:0:1", Provider: "kube-vip"}
-	got, err := Service(specS, kv, []netip.Prefix{cur}, live, []string{now}, opt)
+	got, err := Service(specS, kv, []netip.Prefix{cur}, live, Served{Ingress: []string{now}}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,12 +256,12 @@ func TestSwitchingProviderMovesOurAddresses(t *testing.T) {
 	if patch[holdings.AnnotationIPs] != "192.0.2.7" || patch[holdings.AnnotationKubeVIPIPs] != "192.0.2.8,"+now || patch[holdings.AnnotationManagedIPsKey] != holdings.AnnotationKubeVIPIPs {
 		t.Errorf("patch %v", patch)
 	}
-	back, _ := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, nil, ServiceOptions{})
+	back, _ := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1", Provider: "cilium"}, []netip.Prefix{cur}, got, Served{}, ServiceOptions{})
 	if !slices.Equal(back.IPs[holdings.AnnotationIPs], []string{"192.0.2.7", now}) || !slices.Equal(back.IPs[holdings.AnnotationKubeVIPIPs], []string{"192.0.2.8"}) ||
 		back.IPsKey != "" || back.Patch(got)[holdings.AnnotationManagedIPsKey] != nil {
 		t.Errorf("back to cilium: %+v", back)
 	}
-	if _, err := Service(specS, holdings.ServiceFollow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, nil, opt); !errors.Is(err, model.ErrInvalid) {
+	if _, err := Service(specS, holdings.ServiceFollow{Suffix: "::1", Provider: "metallb"}, []netip.Prefix{cur}, live, Served{}, opt); !errors.Is(err, model.ErrInvalid) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
 	if r := ReleaseService(got); !slices.Equal(r.IPs[holdings.AnnotationKubeVIPIPs], []string{"192.0.2.8"}) || r.IPsKey != "" || r.Owned() {
@@ -299,7 +299,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 	}
 	alpha := []string{holdings.AnnotationTargetAlpha}
 	live := holdings.Live(ann, alpha)
-	want, err := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: alpha})
+	want, err := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, Served{}, ServiceOptions{TargetKeys: alpha})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestTheExistingOperatorsServiceNeedsNoWriteUnderItsKeys(t *testing.T) {
 		t.Errorf("under the alpha key alone: a write, patch %v", want.Patch(live))
 	}
 	live = holdings.Live(ann, holdings.DefaultTargetKeys)
-	want, _ = Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	want, _ = Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1"}, pooled, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if want.Equal(live) || want.Patch(live)[holdings.AnnotationTarget] != "2001:db8:b::ffff:0:1" {
 		t.Errorf("under both keys: want one write adding %s, patch %v", holdings.AnnotationTarget, want.Patch(live))
 	}
@@ -319,7 +319,7 @@ func TestAnAddressThatBecomesCurrentAgainMovesToTheFront(t *testing.T) {
 		holdings.AnnotationIPs:        "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1",
 		holdings.AnnotationManagedIPs: "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", holdings.AnnotationSkipDNS: "true",
 	}, holdings.DefaultTargetKeys)
-	want, err := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	want, err := Service(specS, holdings.ServiceFollow{Suffix: "::ffff:0:1", SkipDNS: true}, []netip.Prefix{prefixOld, cur}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,12 +346,12 @@ func TestAMappedTargetFollowsThePrefixNotTheAddress(t *testing.T) {
 	live := holdings.Live(map[string]string{holdings.AnnotationIPs: ula, holdings.AnnotationTarget: "192.0.2.10", holdings.AnnotationTargetAlpha: "192.0.2.10"}, holdings.DefaultTargetKeys)
 
 	// Nothing published yet: no target of ours.
-	got, err := Service(m, f, []netip.Prefix{a}, live, nil, opt)
+	got, err := Service(m, f, []netip.Prefix{a}, live, Served{}, opt)
 	if err != nil || len(got.ManagedTargets) != 0 || !got.Equal(live) {
 		t.Fatalf("before the load balancer publishes: %+v, %v", got, err)
 	}
 	// Published: RFC 6296's example, on the /48 the advertised /64 is part of.
-	got, err = Service(m, f, []netip.Prefix{a}, live, []string{ula, "192.0.2.99"}, opt)
+	got, err = Service(m, f, []netip.Prefix{a}, live, Served{Ingress: []string{ula, "192.0.2.99"}}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,14 +367,14 @@ func TestAMappedTargetFollowsThePrefixNotTheAddress(t *testing.T) {
 	// The ISP renumbers: the target moves to B's mapping; A's is gone at once
 	// (the router maps only the current prefix).
 	live = got
-	got, _ = Service(m, f, []netip.Prefix{b, a}, live, []string{ula}, opt)
+	got, _ = Service(m, f, []netip.Prefix{b, a}, live, Served{Ingress: []string{ula}}, opt)
 	if want := []string{"192.0.2.10", "2001:db8:2:d54f::1234"}; !slices.Equal(got.Targets[holdings.AnnotationTarget], want) {
 		t.Errorf("after renumbering: %q, want %q", got.Targets[holdings.AnnotationTarget], want)
 	}
 	// The load balancer restarts and publishes nothing for a while: the
 	// target stays.
 	live = got
-	if again, _ := Service(m, f, []netip.Prefix{b, a}, live, nil, opt); !again.Equal(live) {
+	if again, _ := Service(m, f, []netip.Prefix{b, a}, live, Served{}, opt); !again.Equal(live) {
 		t.Errorf("with nothing published the target moved: %v", again.Targets)
 	}
 }
@@ -387,7 +387,7 @@ func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
 		{holdings.AnnotationMapping: model.MappingNPTv6, holdings.AnnotationMappingPrefix: "10.0.0.0/8"},
 		{holdings.AnnotationMapping: model.MappingNPTv6, holdings.AnnotationMappingPrefix: "fd01::/48"}, // the followed prefix is a /64, no delegation
 	} {
-		if _, err := Service(specS, holdings.ServiceFollowOf(ann), a, holdings.Annotations{}, []string{"fd01::1"}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys}); !errors.Is(err, model.ErrInvalid) {
+		if _, err := Service(specS, holdings.ServiceFollowOf(ann), a, holdings.Annotations{}, Served{Ingress: []string{"fd01::1"}}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys}); !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("%v: %v, want ErrInvalid", ann, err)
 		}
 	}
@@ -398,7 +398,7 @@ func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
 func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 	live := holdings.Live(map[string]string{holdings.AnnotationIPs: "2001:db8:1:100::1,fd01::1", holdings.AnnotationManagedIPs: "2001:db8:1:100::1"}, holdings.DefaultTargetKeys)
 	f := holdings.ServiceFollowOf(map[string]string{holdings.AnnotationMapping: model.MappingNetmap, holdings.AnnotationMappingPrefix: "fd01::/64"})
-	got, err := Service(specS, f, []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}, live, []string{"fd01::1"}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+	got, err := Service(specS, f, []netip.Prefix{netip.MustParsePrefix("2001:db8:1:100::/64")}, live, Served{Ingress: []string{"fd01::1"}}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

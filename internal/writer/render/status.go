@@ -138,9 +138,12 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 	}
 	// Only while there is one (no condition otherwise: a DynamicPrefix
 	// without conflicts keeps the status it had, and costs no write).
-	if len(p.Conflicts) > 0 {
+	switch {
+	case AnyPublished(p.Conflicts):
+		set(ServiceAddressConflict, true, ReasonPublishedElsewhere, ServiceConflictMessage(p.Conflicts))
+	case len(p.Conflicts) > 0:
 		set(ServiceAddressConflict, true, ServiceAddressConflict, ServiceConflictMessage(p.Conflicts))
-	} else {
+	default:
 		meta.RemoveStatusCondition(&st.Conditions, ServiceAddressConflict)
 	}
 	if len(p.Overlaps) > 0 {
@@ -188,6 +191,12 @@ func Status(dp *api.DynamicPrefix, m model.Model, d decide.Decision, p Problems,
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status != metav1.ConditionTrue {
 			notReady = append(notReady, t+" is "+string(c.Status)+" ("+c.Reason+")")
 		}
+	}
+	if AnyPublished(p.Conflicts) {
+		// An object is not served where the writer put it: a load
+		// balancer publishes its address for another (an ordinary
+		// conflict leaves the holder served, and Ready as it is).
+		notReady = append(notReady, ServiceAddressConflict+" is True ("+ReasonPublishedElsewhere+")")
 	}
 	switch {
 	case len(degraded) > 0:

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// Issue 42 (red team r6a, F1), with the real LB-IPAM: a tenant's Service,
+// following nothing, lists web's next address in its own
+// lbipam.cilium.io/ips before the renumbering - a request LB-IPAM leaves
+// waiting (no pool holds it). When the router renumbers, the writer names
+// B in home's status, the pool gains B, and then web's Service asks for
+// its address on B: LB-IPAM grants the tenant's waiting request first
+// (what the red team assumed; logged). Web keeps asking for it, but its
+// DNS target is never it: it stays on A while A drains, and has none once
+// the drain ends; home says so (ServiceAddressConflict
+// AddressPublishedForAnother, Ready False), with no write while it lasts.
+// When the tenant takes its entry out, LB-IPAM gives the address to web
+// and web's target moves onto it.
+func TestATenantsGrantedAddressIsNotWebsDNSTarget(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	createPool(t, w)
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"})
+	onA, onB := on(t, prefixA, "::ffff:0:1"), on(t, prefixB, "::ffff:0:1")
+	team := newTenant(t, w, "team")
+	createServiceWith(t, team.cs, team.ns, "squat", map[string]string{holdings.AnnotationIPs: onB})
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer")
+
+	read := func(ns, name string) (map[string]string, []string) {
+		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Annotations, holdings.Ingress(s)
+	}
+	eventually(t, "web's target "+onA+", published for it", func() (bool, string) {
+		ann, published := read("default", "web")
+		return ann[holdings.AnnotationTarget] == onA && slices.Contains(published, onA), fmt.Sprint(ann, published)
+	})
+	// The router renumbers; A drains for 30 s.
+	if err := w.Net.Router.Advertise(ctx, world.Advert{Prefix: prefixB, Valid: 600 * time.Second, Preferred: 300 * time.Second},
+		world.Advert{Prefix: prefixA, Valid: 30 * time.Second, Preferred: 0}); err != nil {
+		t.Fatal(err)
+	}
+	winner := ""
+	eventually(t, "LB-IPAM grants "+onB, func() (bool, string) {
+		_, web := read("default", "web")
+		_, squat := read(team.ns, "squat")
+		switch {
+		case slices.Contains(squat, onB):
+			winner = "team/squat"
+		case slices.Contains(web, onB):
+			winner = "default/web"
+		}
+		return winner != "", fmt.Sprint(web, squat)
+	})
+	t.Logf("LB-IPAM granted %s to %s first", onB, winner)
+	if winner != "team/squat" {
+		t.Skipf("LB-IPAM granted %s to web, not to the tenant's waiting request: the red team's premise did not happen here", onB)
+	}
+	noTarget := func(ann map[string]string) bool {
+		return ann[holdings.AnnotationTarget] != onB && ann[holdings.AnnotationTargetAlpha] != onB
+	}
+	eventuallyWithin(t, 90*time.Second, "A's drain ends", func() (bool, string) {
+		pooled := render.StatusPooled(dpStatus(t, w, "home"))
+		return slices.Equal(pooled, []netip.Prefix{prefixB}), fmt.Sprint(pooled)
+	})
+	eventually(t, "home reports the address published for team/squat", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return condition(st, render.ServiceAddressConflict) == "True "+render.ReasonPublishedElsewhere, condition(st, render.ServiceAddressConflict)
+	})
+	settleWrites()
+	m := mark(t, w)
+	settleWrites()
+	ann, published := read("default", "web")
+	if !noTarget(ann) || !slices.Contains(holdings.Split(ann[holdings.AnnotationIPs]), onB) {
+		t.Errorf("web: ips %q target %q/%q (LB-IPAM publishes %v): want it asking for %s, and no target on it",
+			ann[holdings.AnnotationIPs], ann[holdings.AnnotationTarget], ann[holdings.AnnotationTargetAlpha], published, onB)
+	}
+	if r := condition(dpStatus(t, w, "home"), render.Ready); r != "False NotReady" {
+		t.Errorf("home's Ready is %q while web's address is published for team/squat", r)
+	}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); len(got) != 0 {
+		t.Errorf("the writer wrote %q while the conflict lasted", got)
+	}
+	events, err := w.API.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=" + render.ServiceAddressConflict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != 1 || events.Items[0].Count > 1 {
+		t.Errorf("%d %s events on web (%+v), want one, once", len(events.Items), render.ServiceAddressConflict, events.Items)
+	}
+
+	// The tenant lets it go.
+	if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "squat", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+holdings.AnnotationIPs+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web's target "+onB+", published for it", func() (bool, string) {
+		ann, published := read("default", "web")
+		return ann[holdings.AnnotationTarget] == onB && slices.Contains(published, onB), fmt.Sprint(ann, published)
+	})
+	eventually(t, "home Ready again", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return condition(st, render.Ready) == "True Ready" && condition(st, render.ServiceAddressConflict) == "", fmt.Sprint(st.Conditions)
+	})
+}

@@ -96,7 +96,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
 			out = append(out, permit.Final(err))
-			asks = append(asks, absentAsk(m))
+			asks = append(asks, absentAsk(serviceAskOf(m)))
 			continue
 		}
 		live := m.LiveUnder(w.TargetKeys)
@@ -108,12 +108,14 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, spec m
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
 			out = append(out, permit.Final(err))
-			asks = append(asks, absentAsk(m))
+			asks = append(asks, absentAsk(serviceAskOf(m)))
 			continue
 		}
 		sa := &serviceAsk{m.Service, self, live, want}
-		asks = append(asks, ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), place: m.Follow, seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
+		x := serviceAskOf(m)
+		x.ips, x.place, x.svc = canonical(want.ManagedIPs), m.Follow, sa
+		x.seen.Recorded = canonical(live.ManagedIPs)
+		asks = append(asks, x)
 	}
 	return out, asks
 }

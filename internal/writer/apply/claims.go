@@ -136,20 +136,43 @@ func (x ask) claim(given, last render.Given, m model.Model, pooled []netip.Prefi
 	return render.Conflict{}, true
 }
 
-// absentAsk is what a Service following this DynamicPrefix that asked for
-// nothing this pass holds: the addresses its load balancer publishes for it
-// (offer adds those the writer gave it in its last pass, and its placement
-// renumbered).
-func absentAsk(m *holdings.CachedService) ask {
+// absentAsk is what x - a Service, or a pool of a claiming kind, following
+// this DynamicPrefix that asked for nothing this pass - holds: the
+// addresses its status shows, each at that status's rank (a Service's load
+// balancer publishes them; a Gateway's echoes its owner's spec.addresses),
+// not its record or a placement (it asked for none); offer adds those the
+// writer gave it in its last pass, and its placement renumbered. Nothing
+// is written for it.
+func absentAsk(x ask) ask {
+	seen := render.Seen{Published: x.seen.Published, Echoed: x.seen.Echoed}
+	return ask{who: x.who, created: x.created, namespace: x.namespace, name: x.name, kind: x.kind,
+		ips: slices.Concat(seen.Published, seen.Echoed), seen: seen, absent: true}
+}
+
+// serviceAskOf is who m is, and what its load balancer publishes for it,
+// as the claims weigh it.
+func serviceAskOf(m *holdings.CachedService) ask {
 	return ask{who: api.Key(m.Namespace, m.Name), created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-		ips: canonical(m.Ingress), seen: render.Seen{Published: canonical(m.Ingress)}, absent: true}
+		seen: render.Seen{Published: canonical(m.Ingress)}}
+}
+
+// poolAskOf is who p is, and what its status echoes, as the claims weigh
+// it. A Gateway's status echoes its spec.addresses, which its owner
+// chooses: it outweighs only a record (HeldByEcho).
+func poolAskOf(p *backends.Pool) ask {
+	return ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
+		namespace: p.Namespace, name: p.Name, kind: p.Kind.Name,
+		seen: render.Seen{Echoed: canonical(p.Kind.PublishedOf(p.Live))}}
 }
 
 // claimantAsks is what each pool of a claiming kind following model's
-// DynamicPrefix asks for: its addresses on the pooled prefixes. One that
-// cannot be read, whose reference the spec cannot resolve, or in a namespace
-// the DynamicPrefix does not let follow (spec.serviceNamespaces, as for
-// Services) asks for nothing: it is reported, and released if it holds ours.
+// DynamicPrefix asks for: its addresses on the pooled prefixes. One in a
+// namespace the DynamicPrefix does not let follow (spec.serviceNamespaces,
+// as for Services) asks for nothing: it is reported, and released if it
+// holds ours. One that cannot be read, or whose reference the spec cannot
+// resolve (its subnet renamed before its owner follows), is reported and
+// asks as an absent Service does (absentAsk): out of one pass, it keeps
+// what the writer gave it, and nobody younger is given its address.
 func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
 	var out permit.Outcomes
 	var asks []ask
@@ -161,6 +184,7 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 			self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
 			if p.Err != nil {
 				out = append(out, w.unreadable(p))
+				asks = append(asks, absentAsk(poolAskOf(p)))
 				continue
 			}
 			if !spec.LetsFollow(p.Namespace) {
@@ -173,14 +197,14 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 			pl, err := w.plan(p.Kind, p.Object, spec, d)
 			if err != nil {
 				out = append(out, w.pool(ctx, p, spec, d)) // reports it
+				asks = append(asks, absentAsk(poolAskOf(p)))
 				continue
 			}
-			asks = append(asks, ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
-				namespace: p.Namespace, name: p.Name, kind: p.Kind.Name, ips: canonical(pl.write.Record),
-				place: holdings.ServiceFollow{Suffix: pl.po.Follow.Suffix, Range: pl.po.Follow.AddressRange, Subnet: pl.po.Follow.Subnet},
-				// A Gateway's status echoes its spec.addresses, which its
-				// owner chooses: it outweighs only a record (HeldByEcho).
-				seen: render.Seen{Echoed: canonical(p.Kind.PublishedOf(p.Live)), Recorded: canonical(pl.po.Record.Entries)}, pool: p})
+			x := poolAskOf(p)
+			x.ips, x.pool = canonical(pl.write.Record), p
+			x.place = holdings.ServiceFollow{Suffix: pl.po.Follow.Suffix, Range: pl.po.Follow.AddressRange, Subnet: pl.po.Follow.Subnet}
+			x.seen.Recorded = canonical(pl.po.Record.Entries)
+			asks = append(asks, x)
 		}
 	}
 	return out, asks

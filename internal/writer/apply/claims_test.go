@@ -472,12 +472,9 @@ func renamed(m model.Model, which int) (model.Model, func(holdings.ServiceFollow
 	}
 }
 
-// absentHonest is x (an honest Service's ask) absent from a pass: what
-// its load balancer publishes, as absentAsk has it.
-func absentHonest(x ask) ask {
-	return ask{who: x.who, namespace: x.namespace, name: x.name, created: x.created,
-		ips: slices.Clone(x.seen.Published), seen: render.Seen{Published: x.seen.Published}, absent: true}
-}
+// absentHonest is x (a Service's ask, or a tenant Gateway's) absent from a
+// pass: what its status shows, as Writer.Services has it (absentAsk).
+func absentHonest(x ask) ask { return absentAsk(x) }
 
 // describe is the asks as offered, for a failure's message.
 func describe(asks []ask) []string {

@@ -101,7 +101,7 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
 			out = append(out, permit.Final(err))
-			asks = append(asks, absentAsk(m))
+			asks = append(asks, absentAsk(serviceAskOf(m)))
 			continue
 		}
 		live := m.LiveUnder(w.TargetKeys)
@@ -114,13 +114,15 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m.Service), true, "InvalidServiceAnnotations", err.Error())
 			out = append(out, permit.Final(err))
-			asks = append(asks, absentAsk(m))
+			asks = append(asks, absentAsk(serviceAskOf(m)))
 			continue
 		}
 		who := api.Key(m.Namespace, m.Name)
 		sa := &serviceAsk{m.Service, self, live, want, render.PublishedElsewhere(who, canonical(want.ManagedIPs), served)}
-		asks = append(asks, ask{who: who, created: m.CreationTimestamp, namespace: m.Namespace, name: m.Name,
-			ips: canonical(want.ManagedIPs), place: m.Follow, seen: render.Seen{Published: m.Ingress, Recorded: canonical(live.ManagedIPs)}, svc: sa})
+		x := serviceAskOf(m)
+		x.ips, x.place, x.svc = canonical(want.ManagedIPs), m.Follow, sa
+		x.seen.Recorded = canonical(live.ManagedIPs)
+		asks = append(asks, x)
 	}
 	return out, asks
 }

@@ -120,16 +120,10 @@ func PublishedFor(services cache.Indexer, pools []Cached, addr string) []string 
 }
 
 // ServicesFollowing returns the Services of the Service cache that follow
-// the DynamicPrefix dp.
+// the DynamicPrefix dp, in the order of their keys: a pass names the same
+// one first each time (the first error is its status's message).
 func ServicesFollowing(services cache.Indexer, dp string) []*holdings.CachedService {
-	objs, _ := services.ByIndex(ByDynamicPrefix, dp)
-	out := make([]*holdings.CachedService, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*holdings.CachedService); ok {
-			out = append(out, s)
-		}
-	}
-	return out
+	return indexed(services, ByDynamicPrefix, dp, func(s *holdings.CachedService) string { return s.Namespace + "/" + s.Name })
 }
 
 // Following returns the Pools of the cache that follow the DynamicPrefix dp,

@@ -40,8 +40,8 @@ func squatter(t *testing.T, f *fixture, addr string) (changed func()) {
 	}
 }
 
-// count is how many of got equal want.
-func count(got []string, want string) int {
+// equal is how many of got equal want.
+func equal(got []string, want string) int {
 	n := 0
 	for _, g := range got {
 		if g == want {
@@ -116,7 +116,7 @@ func TestAnAddressPublishedForAnotherIsNotTheTargetAndIsReportedOnce(t *testing.
 		}
 	}
 	for _, on := range []string{"home", "web"} {
-		if n := count(f.events.warnings, render.ServiceAddressConflict+" "+on); n != 1 {
+		if n := equal(f.events.warnings, render.ServiceAddressConflict+" "+on); n != 1 {
 			t.Errorf("%d %s warnings on %s, want 1 (events %q)", n, render.ServiceAddressConflict, on, f.events.messages)
 		}
 	}

@@ -169,7 +169,7 @@ func NewController(cfg Config, caches Caches, voters Voters, client dynamic.Inte
 	c := &Controller{
 		cfg: cfg, caches: caches, voters: voters, clock: clk, log: log,
 		problems: map[string]render.Problems{}, overlaps: map[string][]render.Overlap{}, admitting: map[string]admission{},
-		events:  &permit.Events{Recorder: rec},
+		events:  &permit.Events{Recorder: rec, Clock: clk},
 		breaker: permit.NewBreaker(cfg.Budget),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](time.Second, 5*time.Minute),

@@ -145,15 +145,7 @@ func TestRT6AGatewayOutOfOnePassKeepsItsAddress(t *testing.T) {
 	setSubnet("svc") // the Gateway's owner follows the rename
 	pass()
 	pass()
-	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("gateway holds %v; tenant/old %q", g.holds(), old.Annotations[holdings.AnnotationIPs])
-	if got, _ := g.holds()["addresses"].([]string); !slices.Contains(got, gwA) {
-		t.Errorf("Gateway default/web (older) holds %v, want %s: the younger tenant/old (%q) was given it while the Gateway was out of one pass",
-			got, gwA, old.Annotations[holdings.AnnotationIPs])
-	}
+	gatewayKeeps(t, f, g, gwA, "was out of one pass")
 }
 
 // Issue 42 (red team r6a), TestAnAbsentServiceIsWeighedAddressByAddress

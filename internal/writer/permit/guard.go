@@ -1,6 +1,6 @@
-// Memo, Breaker and Events keep the writer from writing more than it must. Memo stands in
-// for a write the caches do not show yet, so the next pass does not write it
-// again; Breaker tracks the write-storm breaker's episodes per object; Events
+// Memo, Breaker and Events (events.go) keep the writer from writing more than it must.
+// Memo stands in for a write the caches do not show yet, so the next pass does not
+// write it again; Breaker tracks the write-storm breaker's episodes per object; Events
 // emits an event only when its text for a subject changes, so a steady problem
 // costs one event, not one per pass.
 
@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Memo remembers what was written last to each object and from which
@@ -74,51 +72,6 @@ func (m *Memo[T]) Behind(key Object, cached string) bool {
 	c, err1 := strconv.ParseUint(cached, 10, 64)
 	w, err2 := strconv.ParseUint(e.made, 10, 64)
 	return err1 == nil && err2 == nil && c < w
-}
-
-// Recorder emits Kubernetes events.
-type Recorder interface {
-	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
-}
-
-// Events deduplicates events per subject.
-type Events struct {
-	Recorder Recorder
-	mu       sync.Mutex
-	last     map[string]string
-}
-
-// maxAnnounced bounds the subjects Announce remembers: subjects name prefixes
-// that nodes report, which a hostile node chooses. Past it, everything is
-// forgotten at once: at worst an announcement is made once more.
-const maxAnnounced = 4096
-
-// Announce emits an event about regarding when reason and note differ from the
-// last ones announced for subject, and reports whether it did.
-func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) bool {
-	e.mu.Lock()
-	same := e.last[subject] == reason+note
-	if e.last == nil || (!same && len(e.last) >= maxAnnounced) {
-		e.last = map[string]string{}
-	}
-	e.last[subject] = reason + note
-	e.mu.Unlock()
-	if !same {
-		e.Recorder.Event(regarding, warning, reason, note)
-	}
-	return !same
-}
-
-// Event emits a normal event that marks a write (every write is a transition).
-func (e *Events) Event(regarding *unstructured.Unstructured, reason, note string) {
-	e.Recorder.Event(regarding, false, reason, note)
-}
-
-// Forget ends subject's announcement: the next one is emitted again.
-func (e *Events) Forget(subject string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.last, subject)
 }
 
 // Breaker is the write budget with episodes: a key whose write the budget

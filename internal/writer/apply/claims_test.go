@@ -319,7 +319,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				}
 			}
 		}
-		before := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		before := render.NewGiven()
 		var last []ask
 		for i, h := range honest {
 			before.Won(m, pooledBefore, h.who, addrs(h.fl, pooledBefore), h.fl)
@@ -334,7 +334,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 		}
 		if termBefore {
-			before = render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+			before = render.NewGiven()
 		}
 		for i, x := range lastPass {
 			if empty&(1<<i) != 0 {
@@ -343,7 +343,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			last = append(last, x)
 		}
 		last = offer(last, before, m, pooledBefore)
-		given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		given := render.NewGiven()
 		for _, x := range last {
 			x.claim(given, before, m, pooledBefore)
 		}
@@ -403,7 +403,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			now, err := render.ServiceAddress(mNow, all[i].place, prefix[1])
 			return err == nil && now.String() == c.Address
 		}
-		now := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+		now := render.NewGiven()
 		for _, x := range all {
 			c, ok := x.claim(now, given, mNow, pooled)
 			if x.absent && isHonest[x.who] {

@@ -40,7 +40,7 @@ func TestAnEchoOutranksARecordAndTwoEchoesGoByAge(t *testing.T) {
 			place: holdings.ServiceFollow{Suffix: "::10"}, seen: render.Seen{Recorded: []string{a}}}
 	}
 	gaveTo := func(who string) render.Given {
-		return render.Given{To: render.Claims{a: who}, Placed: map[string]holdings.ServiceFollow{who: {Suffix: "::10"}}}
+		return render.Given{To: render.Claims{a: who}, Placed: map[string]render.Placement{who: {Suffix: "::10"}}}
 	}
 	for _, tc := range []struct {
 		name  string

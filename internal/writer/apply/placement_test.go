@@ -48,7 +48,8 @@ func TestAServiceOnASubnetKeepsItsAddressAtARenumbering(t *testing.T) {
 				return a.String()
 			}
 			old, next := addr(before), addr(after) // e.g. 2001:db8:1:ff::1, 2001:db8:2:ff::1
-			given := render.Given{To: render.Claims{old: "default/web"}, Placed: map[string]holdings.ServiceFollow{"default/web": tc.follow}}
+			placed, _ := render.PlacementOf(m, tc.follow)
+			given := render.Given{To: render.Claims{old: "default/web"}, Placed: map[string]render.Placement{"default/web": placed}}
 			var record []string
 			if tc.record {
 				record = []string{next}

@@ -42,7 +42,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	last := w.lastGiven(spec.Name)
 	asks = offer(asks, last, spec, d.Pooled)
 	var conflicts []render.Conflict
-	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+	given := render.NewGiven()
 	for _, x := range asks {
 		c, ok := x.claim(given, last, spec, d.Pooled)
 		if !ok {

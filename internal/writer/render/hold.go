@@ -49,14 +49,74 @@ const (
 // prefix.
 type Given struct {
 	To     Claims
-	Placed map[string]holdings.ServiceFollow // who -> the placement it won with
+	Placed map[string]Placement // who -> the placement it won with, resolved
+}
+
+// NewGiven is an empty Given, ready for a pass's claims.
+func NewGiven() Given {
+	return Given{To: Claims{}, Placed: map[string]Placement{}}
+}
+
+// Placement is where a placement put an object, resolved against the spec
+// it was won under: its suffix on the advertised prefix, on a subnet (the
+// subnet's offset and length in the delegation) or in an address range
+// (the range's bounds) - what the names meant, not the names. An honest
+// rename of a subnet or range changes no address, so it keeps the
+// placement; remembered by name, the placement followed nowhere after a
+// rename, and a younger tenant following the renamed subnet with web's
+// suffix was given web's next address (red team r6a).
+type Placement struct {
+	Suffix string
+	Subnet model.Subnet // Length 0: not on a subnet (Name unused)
+	Range  model.Range  // Start invalid: not in a range (Name unused)
+}
+
+// placedName is the name a resolved subnet or range goes by in the
+// one-entry model Address builds.
+const placedName = "placed"
+
+// PlacementOf is f resolved against m: false where m does not resolve its
+// subnet or range (then it follows nowhere).
+func PlacementOf(m model.Model, f holdings.ServiceFollow) (Placement, bool) {
+	out := Placement{Suffix: f.Suffix}
+	if f.Subnet != "" {
+		i := slices.IndexFunc(m.Subnets, func(s model.Subnet) bool { return s.Name == f.Subnet })
+		if i < 0 || f.Range != "" {
+			return Placement{}, false
+		}
+		out.Subnet = m.Subnets[i]
+		out.Subnet.Name = placedName
+	}
+	if f.Range != "" {
+		i := slices.IndexFunc(m.Ranges, func(r model.Range) bool { return r.Name == f.Range })
+		if i < 0 || !m.Ranges[i].Start.IsValid() {
+			return Placement{}, false
+		}
+		out.Range = m.Ranges[i]
+		out.Range.Name = placedName
+	}
+	return out, true
+}
+
+// Address is where p lies under prefix on, with m's delegation length (the
+// subnet or range placed in the delegation of on).
+func (p Placement) Address(m model.Model, on netip.Prefix) (netip.Addr, error) {
+	placed := model.Model{Name: m.Name, Delegated: m.Delegated}
+	f := holdings.ServiceFollow{Suffix: p.Suffix}
+	if p.Subnet.Length != 0 {
+		placed.Subnets, f.Subnet = []model.Subnet{p.Subnet}, placedName
+	}
+	if p.Range.Start.IsValid() {
+		placed.Ranges, f.Range = []model.Range{p.Range}, placedName
+	}
+	return ServiceAddress(placed, f, on)
 }
 
 // Following is where the writer's last pass placed who, under each prefix
-// of pooled (canonical): what it gave who, renumbered. A placement the model
-// no longer resolves (a subnet or range removed) follows nowhere. Another's
-// placement copied since is not who's: the writer remembers the one who
-// won with.
+// of pooled (canonical): what it gave who, renumbered. A placement that no
+// longer fits (the delegation's length changed under it) follows nowhere;
+// a subnet or range renamed since changes nothing. Another's placement
+// copied since is not who's: the writer remembers the one who won with.
 func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []string {
 	f, ok := g.Placed[who]
 	if !ok {
@@ -64,7 +124,7 @@ func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []str
 	}
 	var out []string
 	for _, p := range pooled {
-		if a, err := ServiceAddress(m, f, p); err == nil {
+		if a, err := f.Address(m, p); err == nil {
 			out = append(out, a.String())
 		}
 	}
@@ -89,7 +149,9 @@ func (g Given) Won(m model.Model, pooled []netip.Prefix, who string, ips []strin
 			return c, ok
 		}
 	}
-	g.Placed[who] = place
+	if at, resolved := PlacementOf(m, place); resolved {
+		g.Placed[who] = at
+	}
 	return c, ok
 }
 

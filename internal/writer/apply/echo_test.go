@@ -60,7 +60,7 @@ func TestAnEchoOutranksARecordAndTwoEchoesGoByAge(t *testing.T) {
 			gaveTo("Gateway default/gw"), []ask{gateway("default", young, true), gateway("tenant", old, true)}, "Gateway default/gw"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			offer(tc.asks, tc.given, model.Model{}, pooled)
+			offer(tc.asks, tc.given, model.Model{}, pooled, pooled)
 			claims := render.Claims{}
 			for _, x := range tc.asks {
 				claims.Claim(x.who, x.ips)

@@ -60,7 +60,7 @@ func TestAServiceOnASubnetKeepsItsAddressAtARenumbering(t *testing.T) {
 				{who: "tenant/old", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{next}, place: tc.follow,
 					seen: render.Seen{Recorded: record}},
 			}
-			offer(asks, given, m, []netip.Prefix{after})
+			offer(asks, given, m, []netip.Prefix{after}, []netip.Prefix{after, before})
 			claims := render.Claims{}
 			for _, x := range asks {
 				if c, ok := claims.Claim(x.who, x.ips); x.who == "default/web" && !ok {

@@ -40,7 +40,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// address by copying its suffix, or the address into its record or its
 	// Gateway's spec, onto an older object of its own.
 	last := w.lastGiven(spec.Name)
-	asks = offer(asks, last, spec, d.Pooled)
+	asks = offer(asks, last, spec, d.Pooled, d.Managed)
 	var conflicts []render.Conflict
 	given := render.NewGiven()
 	for _, x := range asks {

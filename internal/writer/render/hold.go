@@ -32,6 +32,18 @@ const (
 	// neither writes nor chooses (a Service's status.loadBalancer.ingress,
 	// written by LB-IPAM, MetalLB or kube-vip from their own pools).
 	HeldByStatus
+	// HeldByEarlierStatus: its load balancer publishes, on a prefix that
+	// handed out addresses before the current one (Earlier: draining, or
+	// gone), one it asks for or one its placement then puts, renumbered,
+	// where it asks now (Renumbered). One on the current prefix
+	// may have been granted to a tenant's own lbipam.cilium.io/ips entry,
+	// waiting when the pool got the prefix, before the writer asked for it
+	// on the holder's behalf; at a new leader term, which has no memory of
+	// what was given, that status tied with the holder's on its draining
+	// address, age decided, and the holder lost its whole claim (red team
+	// r6a). Its placement's address on the earlier prefix is the holder's
+	// alone: the load balancer gives one address to one object.
+	HeldByEarlierStatus
 	// HeldByWriter: this writer gave it one in its last pass of this leader
 	// term (Given.To), or gave it the placement that puts it there under a
 	// prefix pooled now (Given.Following: its address, renumbered). A new
@@ -159,8 +171,11 @@ func (g Given) Won(m model.Model, pooled []netip.Prefix, who string, ips []strin
 // address (each canonical).
 type Seen struct {
 	Published []string // its load balancer's status, which its owner does not choose
-	Echoed    []string // its controller's status, echoing its owner's spec
-	Recorded  []string // its dynamic-prefix.io/managed-ips record
+	// Earlier: what Published names on a prefix handed out before the
+	// current one, and renumbered onto the prefixes pooled now (Renumbered).
+	Earlier  []string
+	Echoed   []string // its controller's status, echoing its owner's spec
+	Recorded []string // its dynamic-prefix.io/managed-ips record
 }
 
 // HoldOf is how who holds one of ips (canonical), given what seen says, who
@@ -181,6 +196,8 @@ func HoldOf(who string, ips []string, seen Seen, given Claims, following []strin
 		return given[a] == who || given[a] == "" && slices.Contains(following, a)
 	}):
 		return HeldByWriter
+	case asks(seen.Earlier):
+		return HeldByEarlierStatus
 	case asks(seen.Published):
 		return HeldByStatus
 	case asks(seen.Echoed):

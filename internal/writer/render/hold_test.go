@@ -2,6 +2,7 @@ package render
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,6 +31,8 @@ func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 		{"another's address under the new prefix is not its own renumbered", "tenant/old", []string{onC}, nil, nil, []string{onC}, HeldByRecord},
 		{"its own renumbered address", "tenant/old", []string{otherOnC}, nil, nil, nil, HeldByWriter},
 		{"its placement puts it on an address the writer gave another", "default/web", []string{"2001:db8:1::9"}, nil, nil, nil, HoldsNothing},
+		{"its load balancer published it before the current prefix (red team r6a)", "default/web", []string{b, "2001:db8:9::1"}, []string{"2001:db8:9::1"}, nil, nil, HeldByEarlierStatus},
+		{"its load balancer published, before, what its placement renumbered puts here", "default/web", []string{b}, []string{"2001:db8:9::1"}, nil, nil, HeldByEarlierStatus},
 		{"its load balancer outweighs an echo of its owner's spec", "tenant/lb", []string{b}, []string{b}, []string{b}, nil, HeldByStatus},
 		{"its controller echoes one its owner chose", "tenant/gw", []string{b, a}, nil, []string{a}, []string{a}, HeldByEcho},
 		{"the writer gave it one of the addresses it asks for", "default/web", []string{b, a}, nil, nil, nil, HeldByWriter},
@@ -43,7 +46,11 @@ func TestAHoldIsReadFromWhatItsOwnerCannotWrite(t *testing.T) {
 		{"it asks for nothing", "tenant/none", nil, []string{a}, []string{a}, []string{a}, HoldsNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := HoldOf(tc.who, tc.ips, Seen{Published: tc.published, Echoed: tc.echoed, Recorded: tc.rec}, given, following[tc.who]); got != tc.want {
+			seen := Seen{Published: tc.published, Echoed: tc.echoed, Recorded: tc.rec}
+			if slices.Contains(tc.published, "2001:db8:9::1") {
+				seen.Earlier = []string{"2001:db8:9::1", b} // published on 2001:db8:9::/64, renumbered onto b's
+			}
+			if got := HoldOf(tc.who, tc.ips, seen, given, following[tc.who]); got != tc.want {
 				t.Errorf("HoldOf = %d, want %d", got, tc.want)
 			}
 		})

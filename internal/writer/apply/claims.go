@@ -32,9 +32,11 @@ type ask struct {
 	// absent: it follows, but asked for nothing this pass (its annotations
 	// did not render): it holds by the writer only what the writer gave it
 	// last and its placement then, renumbered; what its load balancer
-	// publishes for it (ips) at that status's rank, address by address
-	// (offer), and for this pass alone (remembered). Nothing is written
-	// for it.
+	// publishes for it (ips) at that status's rank, and what it published
+	// before the current prefix renumbered (render.Renumbered: where its
+	// placement lies now, though the writer's memory of it is gone), address
+	// by address (offer), and for this pass alone (remembered). Nothing is
+	// written for it.
 	absent bool
 	svc    *serviceAsk
 	pool   *backends.Pool
@@ -52,17 +54,31 @@ func byAge(a, b ask) int {
 
 // offer puts asks in the order their claims are honoured: the strongest
 // hold first (render.HoldOf, given what the writer gave in its last pass,
-// followed through m's placements onto the prefixes pooled now), then the
+// followed through m's placements onto the prefixes pooled now, and what
+// each one's load balancer published on a prefix named (a decision's
+// Managed) before the current one, renumbered: render.Renumbered), then the
 // oldest (byAge). An absent ask is offered address by address - what it was
-// given last, its remembered placement renumbered (Given.Following), and
-// what its load balancer publishes for it - each at its own hold: a hold is
-// of the whole ask, so one address given it would otherwise lend the writer's
-// rank to every address its owner's lbipam.cilium.io/ips added beside it
-// (red team r5).
-func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix) []ask {
+// given last, its remembered placement renumbered (Given.Following), what
+// its load balancer publishes for it, and what it published before the
+// current prefix, renumbered - each at its own hold: a hold is of the whole
+// ask, so one address given it would otherwise lend the writer's rank to
+// every address its owner's lbipam.cilium.io/ips added beside it (red team
+// r5).
+func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.Prefix) []ask {
+	earlier := render.Earlier(m, pooled, named)
 	var each []ask // an absent ask's second and later addresses, one ask each
 	for i := range asks {
+		asks[i].seen.Earlier = render.Renumbered(m, asks[i].seen.Published, earlier, pooled)
 		if !asks[i].absent {
+			if slices.ContainsFunc(render.Under(m, asks[i].ips, earlier), func(a string) bool { return !slices.Contains(asks[i].seen.Published, a) }) {
+				// It asks for an address handed out before that its
+				// load balancer does not publish for it: another's, or
+				// nobody's. What it published before, renumbered, would
+				// lend that address its rank - a hold is of the whole
+				// ask (as an ask naming one the writer gave another
+				// holds nothing by the writer).
+				asks[i].seen.Earlier = nil
+			}
 			continue
 		}
 		for a, who := range given.To {
@@ -70,7 +86,10 @@ func offer(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix)
 				asks[i].ips = append(asks[i].ips, a)
 			}
 		}
-		for _, a := range given.Following(m, asks[i].who, pooled) {
+		// Red team r6a: one absent since its term began has no placement
+		// remembered; what its load balancer published before the current
+		// prefix, renumbered, is where its placement lies now.
+		for _, a := range slices.Concat(given.Following(m, asks[i].who, pooled), asks[i].seen.Earlier) {
 			if !slices.Contains(asks[i].ips, a) {
 				asks[i].ips = append(asks[i].ips, a)
 			}

@@ -40,7 +40,7 @@ func TestAnEchoOutranksARecordAndTwoEchoesGoByAge(t *testing.T) {
 			place: holdings.ServiceFollow{Suffix: "::10"}, seen: render.Seen{Recorded: []string{a}}}
 	}
 	gaveTo := func(who string) render.Given {
-		return render.Given{To: render.Claims{a: who}, Placed: map[string]holdings.ServiceFollow{who: {Suffix: "::10"}}}
+		return render.Given{To: render.Claims{a: who}, Placed: map[string]render.Placement{who: {Suffix: "::10"}}}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -60,7 +60,7 @@ func TestAnEchoOutranksARecordAndTwoEchoesGoByAge(t *testing.T) {
 			gaveTo("Gateway default/gw"), []ask{gateway("default", young, true), gateway("tenant", old, true)}, "Gateway default/gw"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			offer(tc.asks, tc.given, model.Model{}, pooled)
+			offer(tc.asks, tc.given, model.Model{}, pooled, pooled)
 			claims := render.Claims{}
 			for _, x := range tc.asks {
 				claims.Claim(x.who, x.ips)

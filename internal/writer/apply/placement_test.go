@@ -48,7 +48,8 @@ func TestAServiceOnASubnetKeepsItsAddressAtARenumbering(t *testing.T) {
 				return a.String()
 			}
 			old, next := addr(before), addr(after) // e.g. 2001:db8:1:ff::1, 2001:db8:2:ff::1
-			given := render.Given{To: render.Claims{old: "default/web"}, Placed: map[string]holdings.ServiceFollow{"default/web": tc.follow}}
+			placed, _ := render.PlacementOf(m, tc.follow)
+			given := render.Given{To: render.Claims{old: "default/web"}, Placed: map[string]render.Placement{"default/web": placed}}
 			var record []string
 			if tc.record {
 				record = []string{next}
@@ -59,7 +60,7 @@ func TestAServiceOnASubnetKeepsItsAddressAtARenumbering(t *testing.T) {
 				{who: "tenant/old", namespace: "tenant", name: "old", created: metav1.Unix(0, 0), ips: []string{next}, place: tc.follow,
 					seen: render.Seen{Recorded: record}},
 			}
-			offer(asks, given, m, []netip.Prefix{after})
+			offer(asks, given, m, []netip.Prefix{after}, []netip.Prefix{after, before})
 			claims := render.Claims{}
 			for _, x := range asks {
 				if c, ok := claims.Claim(x.who, x.ips); x.who == "default/web" && !ok {

@@ -40,9 +40,9 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 	// address by copying its suffix, or the address into its record or its
 	// Gateway's spec, onto an older object of its own.
 	last := w.lastGiven(spec.Name)
-	asks = offer(asks, last, spec, d.Pooled)
+	asks = offer(asks, last, spec, d.Pooled, d.Managed)
 	var conflicts []render.Conflict
-	given := render.Given{To: render.Claims{}, Placed: map[string]holdings.ServiceFollow{}}
+	given := render.NewGiven()
 	for _, x := range asks {
 		c, ok := x.claim(given, last, spec, d.Pooled)
 		if !ok {

@@ -57,6 +57,12 @@ func Splice(p netip.Prefix, suffix netip.Addr) (netip.Addr, error) {
 	return fromInt(s.Or(s, toInt(p.Addr()))), nil
 }
 
+// HostBits is a's bits below p's length (the suffix Splice puts back).
+func HostBits(a netip.Addr, p netip.Prefix) netip.Addr {
+	s := toInt(a)
+	return fromInt(s.And(s, hostMask(p.Bits())))
+}
+
 // SpliceRange splices start and end onto p and checks start <= end.
 func SpliceRange(p netip.Prefix, start, end netip.Addr) (netip.Addr, netip.Addr, error) {
 	first, err := Splice(p, start)

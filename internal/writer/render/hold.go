@@ -32,6 +32,18 @@ const (
 	// neither writes nor chooses (a Service's status.loadBalancer.ingress,
 	// written by LB-IPAM, MetalLB or kube-vip from their own pools).
 	HeldByStatus
+	// HeldByEarlierStatus: its load balancer publishes, on a prefix that
+	// handed out addresses before the current one (Earlier: draining, or
+	// gone), one it asks for or one its placement then puts, renumbered,
+	// where it asks now (Renumbered). One on the current prefix
+	// may have been granted to a tenant's own lbipam.cilium.io/ips entry,
+	// waiting when the pool got the prefix, before the writer asked for it
+	// on the holder's behalf; at a new leader term, which has no memory of
+	// what was given, that status tied with the holder's on its draining
+	// address, age decided, and the holder lost its whole claim (red team
+	// r6a). Its placement's address on the earlier prefix is the holder's
+	// alone: the load balancer gives one address to one object.
+	HeldByEarlierStatus
 	// HeldByWriter: this writer gave it one in its last pass of this leader
 	// term (Given.To), or gave it the placement that puts it there under a
 	// prefix pooled now (Given.Following: its address, renumbered). A new
@@ -49,14 +61,74 @@ const (
 // prefix.
 type Given struct {
 	To     Claims
-	Placed map[string]holdings.ServiceFollow // who -> the placement it won with
+	Placed map[string]Placement // who -> the placement it won with, resolved
+}
+
+// NewGiven is an empty Given, ready for a pass's claims.
+func NewGiven() Given {
+	return Given{To: Claims{}, Placed: map[string]Placement{}}
+}
+
+// Placement is where a placement put an object, resolved against the spec
+// it was won under: its suffix on the advertised prefix, on a subnet (the
+// subnet's offset and length in the delegation) or in an address range
+// (the range's bounds) - what the names meant, not the names. An honest
+// rename of a subnet or range changes no address, so it keeps the
+// placement; remembered by name, the placement followed nowhere after a
+// rename, and a younger tenant following the renamed subnet with web's
+// suffix was given web's next address (red team r6a).
+type Placement struct {
+	Suffix string
+	Subnet model.Subnet // Length 0: not on a subnet (Name unused)
+	Range  model.Range  // Start invalid: not in a range (Name unused)
+}
+
+// placedName is the name a resolved subnet or range goes by in the
+// one-entry model Address builds.
+const placedName = "placed"
+
+// PlacementOf is f resolved against m: false where m does not resolve its
+// subnet or range (then it follows nowhere).
+func PlacementOf(m model.Model, f holdings.ServiceFollow) (Placement, bool) {
+	out := Placement{Suffix: f.Suffix}
+	if f.Subnet != "" {
+		i := slices.IndexFunc(m.Subnets, func(s model.Subnet) bool { return s.Name == f.Subnet })
+		if i < 0 || f.Range != "" {
+			return Placement{}, false
+		}
+		out.Subnet = m.Subnets[i]
+		out.Subnet.Name = placedName
+	}
+	if f.Range != "" {
+		i := slices.IndexFunc(m.Ranges, func(r model.Range) bool { return r.Name == f.Range })
+		if i < 0 || !m.Ranges[i].Start.IsValid() {
+			return Placement{}, false
+		}
+		out.Range = m.Ranges[i]
+		out.Range.Name = placedName
+	}
+	return out, true
+}
+
+// Address is where p lies under prefix on, with m's delegation length (the
+// subnet or range placed in the delegation of on).
+func (p Placement) Address(m model.Model, on netip.Prefix) (netip.Addr, error) {
+	placed := model.Model{Name: m.Name, Delegated: m.Delegated}
+	f := holdings.ServiceFollow{Suffix: p.Suffix}
+	if p.Subnet.Length != 0 {
+		placed.Subnets, f.Subnet = []model.Subnet{p.Subnet}, placedName
+	}
+	if p.Range.Start.IsValid() {
+		placed.Ranges, f.Range = []model.Range{p.Range}, placedName
+	}
+	return ServiceAddress(placed, f, on)
 }
 
 // Following is where the writer's last pass placed who, under each prefix
-// of pooled (canonical): what it gave who, renumbered. A placement the model
-// no longer resolves (a subnet or range removed) follows nowhere. Another's
-// placement copied since is not who's: the writer remembers the one who
-// won with.
+// of pooled (canonical): what it gave who, renumbered. A placement that no
+// longer fits (the delegation's length changed under it) follows nowhere;
+// a subnet or range renamed since changes nothing. Another's placement
+// copied since is not who's: the writer remembers the one who won with.
 func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []string {
 	f, ok := g.Placed[who]
 	if !ok {
@@ -64,7 +136,7 @@ func (g Given) Following(m model.Model, who string, pooled []netip.Prefix) []str
 	}
 	var out []string
 	for _, p := range pooled {
-		if a, err := ServiceAddress(m, f, p); err == nil {
+		if a, err := f.Address(m, p); err == nil {
 			out = append(out, a.String())
 		}
 	}
@@ -89,7 +161,9 @@ func (g Given) Won(m model.Model, pooled []netip.Prefix, who string, ips []strin
 			return c, ok
 		}
 	}
-	g.Placed[who] = place
+	if at, resolved := PlacementOf(m, place); resolved {
+		g.Placed[who] = at
+	}
 	return c, ok
 }
 
@@ -97,8 +171,11 @@ func (g Given) Won(m model.Model, pooled []netip.Prefix, who string, ips []strin
 // address (each canonical).
 type Seen struct {
 	Published []string // its load balancer's status, which its owner does not choose
-	Echoed    []string // its controller's status, echoing its owner's spec
-	Recorded  []string // its dynamic-prefix.io/managed-ips record
+	// Earlier: what Published names on a prefix handed out before the
+	// current one, and renumbered onto the prefixes pooled now (Renumbered).
+	Earlier  []string
+	Echoed   []string // its controller's status, echoing its owner's spec
+	Recorded []string // its dynamic-prefix.io/managed-ips record
 }
 
 // HoldOf is how who holds one of ips (canonical), given what seen says, who
@@ -119,6 +196,8 @@ func HoldOf(who string, ips []string, seen Seen, given Claims, following []strin
 		return given[a] == who || given[a] == "" && slices.Contains(following, a)
 	}):
 		return HeldByWriter
+	case asks(seen.Earlier):
+		return HeldByEarlierStatus
 	case asks(seen.Published):
 		return HeldByStatus
 	case asks(seen.Echoed):

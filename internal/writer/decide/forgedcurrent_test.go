@@ -1,0 +1,51 @@
+package decide
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/renumber/renumber/internal/writer/model"
+)
+
+// TestAForgedCurrentPrefixNoNodeReportsIsNotHeldByATie (sixth red team,
+// r6b): renumber-writer-status admits a prefix made current whenever the
+// spec's prefixFilter accepts it - with allowedPrefixes unset (the default)
+// any global /64 - and the writer replaces it at its next pass only if one
+// prefix leads the ballot. Where two prefixes tie on every node (a second
+// router on the link, each prefix preferred: TestASecondRoutersPrefixDoesNotWinTheRenumberingTie),
+// choose holds "the current prefix" - here the token's, which no node
+// reports and no ballot ever elected - and the honest writer pools it: it
+// puts 2001:db8:bad::/64 into every following pool and onto every following
+// Service, for as long as the two routers both advertise, after the token
+// is revoked. The tie rule is for a current prefix the nodes still hold; one
+// no node reports has nothing to hold it.
+func TestAForgedCurrentPrefixNoNodeReportsIsNotHeldByATie(t *testing.T) {
+	const (
+		bad = "2001:db8:bad::/64"
+		// A, the real router's, and the second router's 2000::/64: both
+		// preferred on every node, for good.
+		twoRouters = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 p ra+addr"
+	)
+	m := parse(eth0())
+	honest := status(For(m, status(For(m, Status{}, reports(t, onA, onA, onA), t0)), reports(t, twoRouters, twoRouters, twoRouters), t0.Add(time.Minute)))
+	if honest.CurrentPrefix != "2001:db8:a::/64" {
+		t.Fatalf("honest current prefix %s, want A", honest.CurrentPrefix)
+	}
+	// The token's write, in the shape renumber-writer-status admits: the
+	// new prefix active and current, acquired now; A draining from then.
+	at := t0.Add(2 * time.Minute)
+	forged := Status{CurrentPrefix: bad, PrefixSource: honest.PrefixSource, History: []HistoryEntry{
+		{Prefix: bad, State: model.StateActive, AcquiredAt: at},
+		{Prefix: "2001:db8:a::/64", State: model.StateDraining, AcquiredAt: honest.History[0].AcquiredAt, DeprecatedAt: at}}}
+	st := forged
+	for i := range 3 {
+		d := For(m, st, reports(t, twoRouters, twoRouters, twoRouters), at.Add(time.Duration(i+1)*time.Minute))
+		if d.Current.String() == bad || slices.ContainsFunc(d.Pooled, func(p netip.Prefix) bool { return p.String() == bad }) {
+			t.Errorf("pass %d after the token's write: current %s, pooled %v - no node reports %s, and the honest writer pools it", i+1, d.Current, d.Pooled, bad)
+			break
+		}
+		st = status(d)
+	}
+}

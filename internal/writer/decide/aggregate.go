@@ -427,10 +427,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		// (two eligible nodes), the pair and since stay: look again a bound
 		// later, never at or before now (the writer would pass again at
 		// once, for as long as they disagree).
-		at := d.Confirm.Rotates()
-		if !at.After(now) {
-			at = at.Add((now.Sub(at)/ConfirmWithin + 1) * ConfirmWithin)
-		}
+		at := nextAfter(d.Confirm.Rotates(), now, ConfirmWithin)
 		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
 		}
@@ -459,6 +456,20 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		}
 	}
 	return d
+}
+
+// nextAfter is the first at + k*every (k >= 0) after now. In steps: now.Sub
+// saturates at 292 years, and the since it counts from is the status's,
+// which a stolen token may set in year 1 - one multiplication put the wake
+// in year ~293, before now, and the writer passed again at once for as long
+// as two nodes disagreed (red team r6b). Each step moves at by at least
+// every, and by up to 292 years: a few dozen from year 1.
+func nextAfter(at, now time.Time, every time.Duration) time.Time {
+	for !at.After(now) {
+		step := now.Sub(at) / every * every
+		at = at.Add(max(step, every))
+	}
+	return at
 }
 
 // dissent lists the servers whose answer is not current, and why.

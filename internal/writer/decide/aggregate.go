@@ -340,7 +340,8 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			expected += d.Pending // the first adoption: not the first to report alone
 		}
 		var tied []netip.Prefix
-		d.Current, tied = choose(seen, prevCurrent, func(p netip.Prefix) int {
+		reported := seen[prevCurrent] != nil || handover.holds()
+		d.Current, tied = choose(seen, prevCurrent, reported, lastReplaced(prev.History), func(p netip.Prefix) int {
 			// Nothing current, or nobody prefers it to p: a majority of
 			// the nodes expected to vote decides, never one node - but a
 			// delegation is held where a DHCPv6 client runs, often on one
@@ -573,10 +574,16 @@ func pdClient(m model.Model, prev Status, client, node string) bool {
 // with a quorum. When current has a prefix to follow, and two or more lead
 // it alike (a second router on the link offers one beside the real router's
 // renumbering, which no vote can tell apart), nothing moves: current is
-// returned with the tied prefixes, to be reported. With nothing current the
-// lowest of tied prefixes is taken, as before (a second router can be
+// returned with the tied prefixes, to be reported - while some node reports
+// current (reported: preferred, deprecated while it drains, or offered to
+// the confirmer). A current prefix no node reports holds no tie: a stolen
+// writer token named one the filter accepts, and the tie kept it current,
+// and pooled, for as long as the two routers advertised (red team r6b).
+// Then, as with nothing current, one of the tied is taken: the one the
+// status replaced last (replaced, newest first: the nodes elected it, and
+// the token's write is undone), else the lowest (a second router can be
 // adopted when nothing is current: docs/security.md).
-func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, reported bool, replaced []netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
 			return t.votes
@@ -604,11 +611,32 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(neti
 				tied = append(tied, p)
 			}
 		}
-		if len(tied) > 1 {
+		if len(tied) > 1 && reported {
 			return current, tied
+		}
+		for _, p := range replaced {
+			if slices.Contains(tied, p) && votes(p) >= quorum(p) {
+				return p, nil
+			}
 		}
 	}
 	return best, nil
+}
+
+// lastReplaced lists the prefixes history names replaced and not expired,
+// the last replaced first.
+func lastReplaced(h []HistoryEntry) []netip.Prefix {
+	h = slices.DeleteFunc(slices.Clone(h), func(e HistoryEntry) bool {
+		return e.State != model.StateDraining || e.DeprecatedAt.IsZero()
+	})
+	slices.SortStableFunc(h, func(a, b HistoryEntry) int { return b.DeprecatedAt.Compare(a.DeprecatedAt) })
+	var out []netip.Prefix
+	for _, e := range h {
+		if p, err := netip.ParsePrefix(e.Prefix); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // joinPrefixes lists ps, comma-separated.

@@ -3,6 +3,7 @@ package decide
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,55 @@ func TestAForgedCurrentPrefixNoNodeReportsIsNotHeldByATie(t *testing.T) {
 			break
 		}
 		st = status(d)
+	}
+}
+
+// A tie holds the current prefix while some node reports it - preferred
+// beside a second router's, or deprecated while it drains, or on one node
+// while the others restart - and not otherwise: a current prefix no node
+// reports gives way to the tied prefix the status replaced last (the one
+// the nodes elected, undoing a stolen token's write), else to the lowest,
+// as when nothing is current.
+func TestATieHoldsOnlyACurrentPrefixSomeNodeReports(t *testing.T) {
+	const (
+		a, c       = "2001:db8:a::/64", "2000::/64"
+		twoRouters = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 p ra+addr"
+		renumbered = "v1;eth0=2000::/64 p ra+addr,2001:db8:a::/64 d600 ra+addr,2001:db8:b::/64 p ra+addr"
+		restarted  = "v1;eth0="
+		aGone      = "v1;eth0=2000::/64 p ra+addr,2001:db8:b::/64 p ra+addr"
+	)
+	at := t0.Add(2 * time.Minute)
+	onTwo := status(For(parse(eth0()), status(For(parse(eth0()), Status{}, reports(t, onA, onA, onA), t0)), reports(t, twoRouters, twoRouters, twoRouters), t0.Add(time.Minute)))
+	forge := func(current string, replaced ...string) Status {
+		st := Status{CurrentPrefix: current, PrefixSource: onTwo.PrefixSource, History: []HistoryEntry{{Prefix: current, State: model.StateActive, AcquiredAt: at}}}
+		for i, p := range replaced {
+			st.History = append(st.History, HistoryEntry{Prefix: p, State: model.StateDraining, AcquiredAt: t0, DeprecatedAt: at.Add(-time.Duration(i) * time.Second)})
+		}
+		return st
+	}
+	for _, c := range []struct {
+		name    string
+		st      Status
+		digests []string
+		want    string
+		tied    bool // the tie is reported (PrefixRejected)
+	}{
+		{"a second router's prefix beside the current one", onTwo, []string{twoRouters, twoRouters, twoRouters}, a, false},
+		{"the router renumbers beside a second router: the current one drains", onTwo, []string{renumbered, renumbered, renumbered}, a, true},
+		{"an agent restarts", onTwo, []string{renumbered, renumbered, restarted}, a, true},
+		{"one node still reports the current one", onTwo, []string{renumbered, aGone, aGone}, a, true},
+		{"a forged current no node reports, A replaced last", forge("2001:db8:bad::/64", a, c), []string{twoRouters, twoRouters, twoRouters}, a, false},
+		{"a forged current no node reports, 2000::/64 replaced last", forge("2001:db8:bad::/64", c, a), []string{twoRouters, twoRouters, twoRouters}, c, false},
+		{"a forged current no node reports, nothing tied replaced", forge("2001:db8:bad::/64"), []string{twoRouters, twoRouters, twoRouters}, c, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := For(parse(eth0()), c.st, reports(t, c.digests...), at.Add(time.Minute))
+			if d.Current.String() != c.want {
+				t.Errorf("current %s, want %s", d.Current, c.want)
+			}
+			if tied := slices.ContainsFunc(d.Rejected, func(r Rejected) bool { return strings.Contains(r.Reason, "ties with") }); tied != c.tied {
+				t.Errorf("tie reported %v, want %v: %+v", tied, c.tied, d.Rejected)
+			}
+		})
 	}
 }

@@ -247,10 +247,17 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		c.events.Announce("dp/"+name+"/prefix", u, false, "PrefixChanged", fmt.Sprintf("following %s (was %s)", d.Current, prev))
 	}
 	if !d.Wake.IsZero() {
-		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), 0))
+		c.queue.AddAfter(Key{Action: SyncDynamicPrefix, Name: name}, max(d.Wake.Sub(now), minWake))
 	}
 	return append(steps, bgp...).Retry()
 }
+
+// minWake is the soonest a decision's wake queues the next pass. decide
+// never asks for one at or before now, but its times come from the status,
+// which a stolen token writes: a wake there would pass again at once, and
+// again, a busy loop (red team r6b: a since in year 1). A wake a second
+// late costs nothing an honest pass needs.
+const minWake = time.Second
 
 // voterKind names who votes for a DynamicPrefix, for the log.
 func voterKind(m model.Model) string {

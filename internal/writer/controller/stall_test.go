@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/render"
 )
 
@@ -160,4 +161,29 @@ func TestAStallEndsInOneWriteAndNothingMoves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A status.dhcpv6pd.since a stolen writer token sets in year 1 (the
+// earliest renumber-writer-status admits) while the pair disagrees: each
+// pass asks for the next a bound later, never at once - now.Sub saturated
+// at 292 years, the wake landed before now and the pass queued itself
+// again at once, for as long as the two disagreed (red team r6b).
+func TestAForgedSinceQueuesNoPassAtOnce(t *testing.T) {
+	f := pdConverged(t, 2)
+	disagree := func() { f.delegations(pdNode{held: delegA}, pdNode{offered: delegB}) }
+	disagree()
+	f.sync(passHome)
+	f.catchUp()
+	f.edit(api.GVR, "home", `{"status":{"dhcpv6pd":{"since":"0001-01-01T00:00:01Z"}}}`)
+	for i := range 5 { // the clock stands still: a wake later than now never comes due
+		f.emptyQueue()
+		disagree()
+		f.sync(passHome)
+		if f.emptyQueue() {
+			t.Fatalf("pass %d over a since in year 1 (status %+v) queued the next at once", i, f.status().DHCPv6PD)
+		}
+		f.catchUp()
+	}
+	held, _ := f.pool()
+	f.held(held)
 }

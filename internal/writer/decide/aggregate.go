@@ -340,7 +340,8 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 			expected += d.Pending // the first adoption: not the first to report alone
 		}
 		var tied []netip.Prefix
-		d.Current, tied = choose(seen, prevCurrent, func(p netip.Prefix) int {
+		reported := seen[prevCurrent] != nil || handover.holds()
+		d.Current, tied = choose(seen, prevCurrent, reported, lastReplaced(prev.History), func(p netip.Prefix) int {
 			// Nothing current, or nobody prefers it to p: a majority of
 			// the nodes expected to vote decides, never one node - but a
 			// delegation is held where a DHCPv6 client runs, often on one
@@ -427,10 +428,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		// (two eligible nodes), the pair and since stay: look again a bound
 		// later, never at or before now (the writer would pass again at
 		// once, for as long as they disagree).
-		at := d.Confirm.Rotates()
-		if !at.After(now) {
-			at = at.Add((now.Sub(at)/ConfirmWithin + 1) * ConfirmWithin)
-		}
+		at := nextAfter(d.Confirm.Rotates(), now, ConfirmWithin)
 		if d.Wake.IsZero() || at.Before(d.Wake) {
 			d.Wake = at
 		}
@@ -452,6 +450,20 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		}
 	}
 	return d
+}
+
+// nextAfter is the first at + k*every (k >= 0) after now. In steps: now.Sub
+// saturates at 292 years, and the since it counts from is the status's,
+// which a stolen token may set in year 1 - one multiplication put the wake
+// in year ~293, before now, and the writer passed again at once for as long
+// as two nodes disagreed (red team r6b). Each step moves at by at least
+// every, and by up to 292 years: a few dozen from year 1.
+func nextAfter(at, now time.Time, every time.Duration) time.Time {
+	for !at.After(now) {
+		step := now.Sub(at) / every * every
+		at = at.Add(max(step, every))
+	}
+	return at
 }
 
 // dissent lists the servers whose answer is not current, and why.
@@ -555,10 +567,16 @@ func pdClient(m model.Model, prev Status, client, node string) bool {
 // with a quorum. When current has a prefix to follow, and two or more lead
 // it alike (a second router on the link offers one beside the real router's
 // renumbering, which no vote can tell apart), nothing moves: current is
-// returned with the tied prefixes, to be reported. With nothing current the
-// lowest of tied prefixes is taken, as before (a second router can be
+// returned with the tied prefixes, to be reported - while some node reports
+// current (reported: preferred, deprecated while it drains, or offered to
+// the confirmer). A current prefix no node reports holds no tie: a stolen
+// writer token named one the filter accepts, and the tie kept it current,
+// and pooled, for as long as the two routers advertised (red team r6b).
+// Then, as with nothing current, one of the tied is taken: the one the
+// status replaced last (replaced, newest first: the nodes elected it, and
+// the token's write is undone), else the lowest (a second router can be
 // adopted when nothing is current: docs/security.md).
-func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
+func choose(seen map[netip.Prefix]*tally, current netip.Prefix, reported bool, replaced []netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
 			return t.votes
@@ -586,11 +604,32 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, quorum func(neti
 				tied = append(tied, p)
 			}
 		}
-		if len(tied) > 1 {
+		if len(tied) > 1 && reported {
 			return current, tied
+		}
+		for _, p := range replaced {
+			if slices.Contains(tied, p) && votes(p) >= quorum(p) {
+				return p, nil
+			}
 		}
 	}
 	return best, nil
+}
+
+// lastReplaced lists the prefixes history names replaced and not expired,
+// the last replaced first.
+func lastReplaced(h []HistoryEntry) []netip.Prefix {
+	h = slices.DeleteFunc(slices.Clone(h), func(e HistoryEntry) bool {
+		return e.State != model.StateDraining || e.DeprecatedAt.IsZero()
+	})
+	slices.SortStableFunc(h, func(a, b HistoryEntry) int { return b.DeprecatedAt.Compare(a.DeprecatedAt) })
+	var out []netip.Prefix
+	for _, e := range h {
+		if p, err := netip.ParsePrefix(e.Prefix); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // joinPrefixes lists ps, comma-separated.

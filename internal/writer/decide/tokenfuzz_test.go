@@ -24,6 +24,9 @@ func FuzzAStolenTokenInTheBallotsMemory(f *testing.F) {
 	f.Add([]byte{0x02, 3, 1, 2, 1, 5, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 30, 2, 1, 0, 30, 0, 30})
 	// unconfirmedSince long past under trustClientAfter 3m.
 	f.Add([]byte{0x11, 3, 1, 3, 5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 20, 3})
+	// since in year 1 while two nodes disagree: now.Sub saturated and the
+	// wake landed in year ~293, before now (red team r6b).
+	f.Add([]byte{0x00, 3, 1, 2, 1, 5, 4, 0xff, 1, 0, 30, 2, 1, 0, 30, 0, 30})
 	f.Fuzz(func(t *testing.T, script []byte) {
 		script = script[:min(len(script), maxScript)]
 		s := &script
@@ -35,10 +38,11 @@ func FuzzAStolenTokenInTheBallotsMemory(f *testing.F) {
 }
 
 // forge is the token's write of status.dhcpv6pd, from the script, in the
-// shapes renumber-writer-status admits: times in RFC 3339 UTC (any),
-// validLifetime no higher than the status's while the current prefix
-// stays, a backing's companions only with it, a confirmer once named never
-// dropped (nodeNames is empty here: any node may be named).
+// shapes renumber-writer-status admits: times in RFC 3339 UTC (any: near
+// now, 100000 h either side, year 1, year 9999), validLifetime no higher
+// than the status's while the current prefix stays, a backing's companions
+// only with it, a confirmer once named never dropped (nodeNames is empty
+// here: any node may be named).
 func (w *pdWorld) forge(s *[]byte) {
 	pd := dynamicprefix.DHCPv6PDStatus{}
 	if w.st.DHCPv6PD != nil {
@@ -51,7 +55,12 @@ func (w *pdWorld) forge(s *[]byte) {
 	prefixes := []string{"", serverPrefix(w.serial).String(), serverPrefix(w.serial + 1).String(), "2001:db8:bad::/56", w.st.CurrentPrefix}
 	times := []time.Duration{-100000 * time.Hour, -time.Hour, -ConfirmWithin, 0, ConfirmWithin, 100000 * time.Hour}
 	at := func(i byte) string {
-		if i%7 == 6 {
+		switch {
+		case i == 0xff: // the earliest it admits: now.Sub saturates (red team r6b)
+			return "0001-01-01T00:00:01Z"
+		case i == 0xfe:
+			return "9999-12-31T23:59:59Z"
+		case i%7 == 6:
 			return ""
 		}
 		return w.now.Add(times[int(i%7)]).UTC().Truncate(time.Second).Format(time.RFC3339)

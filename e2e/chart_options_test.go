@@ -22,12 +22,13 @@ var optionsAndComponents = []struct{ values, component, resource string }{
 	{values: "shadow: {enabled: true}\n", component: "shadow"},
 	{values: "writer: {pdb: {enabled: true}}\n", component: "pdb"},
 	{values: "kubeVIP: {configMap: kube-system/kubevip}\n", component: "kube-vip"},
+	{values: "admissionPolicies: {webhookKeys: [policy.example.org/team, audit.example.org/]}\n", component: "webhook-keys"},
 	{values: "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}\n", resource: "monitoring"},
 }
 
 // TestEveryOptionOfTheChartRendersItsManifests: the chart with every
 // optional part on (the shadow, the writers' PodDisruptionBudget, kube-vip,
-// monitoring) renders exactly the objects of manifests/ with the matching
+// the admin's webhook keys, monitoring) renders exactly the objects of manifests/ with the matching
 // components and resources, field for field, as its defaults render
 // manifests/ itself (TestChartRendersTheManifests) - so no object of either
 // drifts from the other, whichever kind it is. The manifests are the source

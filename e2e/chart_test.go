@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -668,6 +669,55 @@ func TestThePoolPoliciesComeWithTheirPools(t *testing.T) {
 			if _, ok := objects(t, out)[policy]; ok != served {
 				t.Errorf("with %s served %v: %s rendered %v", kind, served, policy, ok)
 			}
+		}
+	}
+}
+
+// TestTheChartRendersTheWebhookKeys: admissionPolicies.webhookKeys, the
+// admin's closed list of the keys their mutating webhook adds, is the first
+// variable of each writer policy that holds it - a CEL list of the keys as
+// given, [] by default (no key may change) - and in no other policy; a
+// key that is no label or annotation key, nor a prefix ending in /, is
+// refused by values.schema.json.
+func TestTheChartRendersTheWebhookKeys(t *testing.T) {
+	helm, repo := helmBin(t)
+	for values, want := range map[string]string{
+		"":                                     "[]",
+		"admissionPolicies: {webhookKeys: []}": "[]",
+		`admissionPolicies: {webhookKeys: [policy.example.org/team, "audit.example.org/", team]}`: `["policy.example.org/team","audit.example.org/","team"]`,
+	} {
+		out, err := helmTemplate(t, helm, repo, values)
+		if err != nil {
+			t.Fatalf("%q: %v", values, err)
+		}
+		got := map[string]string{}
+		for k, o := range objects(t, out) {
+			if !strings.HasPrefix(k, "ValidatingAdmissionPolicy ") {
+				continue
+			}
+			vars, _, _ := unstructured.NestedSlice(o, "spec", "variables")
+			for i, v := range vars {
+				if v, _ := v.(map[string]any); v["name"] == "webhookKeys" {
+					got[fmt.Sprintf("%s, variable %d", strings.TrimPrefix(k, "ValidatingAdmissionPolicy /"), i)] = fmt.Sprint(v["expression"])
+				}
+			}
+		}
+		wantAll := map[string]string{}
+		for _, p := range webhookPolicies {
+			wantAll[p+", variable 0"] = want
+		}
+		if d := cmp.Diff(wantAll, got); d != "" {
+			t.Errorf("values %q: the webhook keys in the policies (-want +got):\n%s", values, d)
+		}
+	}
+	for name, key := range map[string]string{
+		"a space":                  `"policy example/team"`,
+		"a prefix without a name":  `"/"`,
+		"an empty key":             `""`,
+		"a prefix of two segments": `"a.example.org/b/"`,
+	} {
+		if _, err := helmTemplate(t, helm, repo, "admissionPolicies: {webhookKeys: ["+key+"]}\n"); err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("%s (%s): rendered (%v), want refused by values.schema.json", name, key, err)
 		}
 	}
 }

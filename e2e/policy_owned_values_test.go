@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,9 @@ import (
 // that follows nothing - each admitted in the writer's shape before. The
 // writer renders a community only from its DynamicPrefix's subnet, a
 // sibling's settings only from the pool it copies; beside each refusal the
-// writer's own write passes, and labels the writer and the policies never
-// read (a policy engine's mutating webhook adds such) pass too.
+// writer's own write passes, and a label the writer and the policies never
+// read (a policy engine's mutating webhook adds such) passes once the admin
+// lists it as the webhook's, and only then; a GitOps tool's never does.
 func TestAStolenWriterTokenGivesItsObjectsOnlyTheWritersValues(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"subnets": []any{
 		map[string]any{"name": "public", "offset": 1, "prefixLength": 120, "bgp": map[string]any{"advertise": true, "community": "65000:100"}},
@@ -235,17 +237,43 @@ const webhookLabel = "policy.example.org/team"
 
 // webhookLabelsPass: an object of the writer's own, obj, created with
 // webhookLabel, and webhookLabel added to its object name on an update,
-// are admitted (neither the writer nor a policy reads it); its DynamicPrefix
-// changed, its managed-by dropped and each relabel (a label fragment) are
-// refused.
+// are refused while the admin lists no webhook key - as are a GitOps
+// tool's tracking keys, and an annotation - and admitted once webhookLabel
+// is listed (neither the writer nor a policy reads it); a GitOps tool's
+// keys stay refused, and so do its DynamicPrefix changed, its managed-by
+// dropped and each relabel (a label fragment). The list is empty again
+// when it returns.
 func webhookLabelsPass(t *testing.T, s stolen, gvr schema.GroupVersionResource, obj map[string]any, name string, relabels map[string]string) {
 	t.Helper()
 	kind := obj["kind"].(string)
-	if _, err := s.writer.Resource(gvr).Create(s.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Errorf("the writer's %s with a label a mutating webhook added: %v", kind, err)
+	create := func() error {
+		_, err := s.writer.Resource(gvr).Create(s.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+		return err
 	}
+	closed := map[string]string{
+		"the webhook's label":       `{"metadata":{"labels":{"` + webhookLabel + `":"net"}}}`,
+		"an annotation of its own":  `{"metadata":{"annotations":{"policy.example.org/audited":"true"}}}`,
+		"a dynamic-prefix.io/ note": `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`,
+	}
+	for what, p := range gitOpsKeys {
+		closed[what] = p
+	}
+	if err := create(); !denied(err) {
+		t.Errorf("the writer's %s created with a label no webhook key lists: %s", kind, errString(err))
+	}
+	for what, p := range closed {
+		if err := s.patch(gvr, "", name, p); !denied(err) {
+			t.Errorf("its %s given %s, no webhook key listed: %s", kind, what, errString(err))
+		}
+	}
+
+	listWebhookKeys(t, s.w, webhookLabel)
+	eventually(t, "the writer's "+kind+" created with the webhook's label, listed", func() (bool, string) {
+		err := create()
+		return err == nil, errString(err)
+	})
 	if err := s.patch(gvr, "", name, `{"metadata":{"labels":{"`+webhookLabel+`":"net"}}}`); err != nil {
-		t.Errorf("a label a mutating webhook adds to its %s on update: %v", kind, err)
+		t.Errorf("a label a mutating webhook adds to its %s on update, listed: %v", kind, err)
 	}
 	relabels["another DynamicPrefix"] = `"dynamic-prefix.io/name":"other"`
 	relabels["its managed-by dropped"] = `"app.kubernetes.io/managed-by":null`
@@ -254,4 +282,18 @@ func webhookLabelsPass(t *testing.T, s stolen, gvr schema.GroupVersionResource, 
 			t.Errorf("its %s relabelled to %s: %s", kind, what, errString(err))
 		}
 	}
+	delete(closed, "the webhook's label")
+	for what, p := range closed {
+		if err := s.patch(gvr, "", name, p); !denied(err) {
+			t.Errorf("its %s given %s, the webhook's label listed: %s", kind, what, errString(err))
+		}
+	}
+
+	listWebhookKeys(t, s.w)
+	n := 0
+	eventually(t, "the webhook keys unlisted", func() (bool, string) {
+		n++
+		err := s.patch(gvr, "", name, fmt.Sprintf(`{"metadata":{"labels":{"%s":"%d"}}}`, webhookLabel, n))
+		return denied(err), errString(err)
+	})
 }

@@ -319,6 +319,8 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a pool's selector":                                        {poolGVR, "", "lb", `{"spec":{"serviceSelector":{"matchLabels":{"app":"all"}}}}`},
 		"a pool disabled":                                          {poolGVR, "", "lb", `{"spec":{"disabled":true}}`},
 		"a pool's DynamicPrefix label":                             {poolGVR, "", "lb", `{"metadata":{"labels":{"dynamic-prefix.io/name":"other"}}}`},
+		"a pool's label no webhook key lists":                      {poolGVR, "", "lb", `{"metadata":{"labels":{"evil":"true"}}}`},
+		"a pool's annotation no webhook key lists":                 {poolGVR, "", "lb", `{"metadata":{"annotations":{"argocd.argoproj.io/tracking-id":"evil"}}}`},
 		"a CIDR group's label (a CiliumNetworkPolicy selects it)":  {groupGVR, "", "grp", `{"metadata":{"labels":{"role":"everyone"}}}`},
 		"a MetalLB pool's label (an advertisement selects it)":     {addressPools, "default", "mlb", `{"metadata":{"labels":{"announce":"everywhere"}}}`},
 		"a pool's name annotation":                                 {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},

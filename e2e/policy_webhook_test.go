@@ -21,38 +21,54 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// The label and the annotation a policy engine's mutating webhook adds to
-// whatever the writer updates (as a Kyverno mutate rule or Gatekeeper's
-// AssignMetadata would).
+// The annotation a policy engine's mutating webhook adds to whatever the
+// writer updates (as a Kyverno mutate rule or Gatekeeper's AssignMetadata
+// would), beside webhookLabel; the admin lists it by its prefix.
 const (
-	webhookAnnotation = "policy.example.org/audited"
+	webhookAnnotation = "audit.example.org/seen"
+	webhookPrefix     = "audit.example.org/"
 )
+
+// The keys a GitOps tool tracks objects by: added by a stolen writer token,
+// Argo CD or Flux may prune the object (a NetworkPolicy deleted opens
+// traffic) or stop reconciling it.
+var gitOpsKeys = map[string]string{
+	"Argo CD's tracking label":      `{"metadata":{"labels":{"app.kubernetes.io/instance":"other"}}}`,
+	"Argo CD's tracking annotation": `{"metadata":{"annotations":{"argocd.argoproj.io/tracking-id":"other:networking.k8s.io/NetworkPolicy:default/lan"}}}`,
+	"Flux's kustomization label":    `{"metadata":{"labels":{"kustomize.toolkit.fluxcd.io/name":"other"}}}`,
+}
 
 // TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead (issue 42):
 // a real mutating webhook, served by the test over TLS on loopback, adds a
 // label and an annotation to every object the writer's identity updates.
-// Where nothing reads such keys for addresses - a CiliumLoadBalancerIPPool,
-// a NetworkPolicy, a DynamicPrefix whose finalizer the writer removes - the
-// writer's honest write is admitted with them (before, renumber-writer-pools
-// and -dynamicprefixes refused it, for ever), and the stolen token's change
-// of a key something reads is still refused. Where selectors read them - a
-// Service's labels (LB-IPAM pools, BGP advertisements, MetalLB), a CIDR
+// The keys that may change on the writer's writes are a closed list the
+// admin names (webhookKeys, empty by default): with it empty, the webhook's
+// keys are refused on every kind, and so is a GitOps tool's tracking key
+// that a stolen token adds to a NetworkPolicy. With the webhook's keys
+// listed - as the kustomize user patches the policies - the writer's honest
+// write is admitted with them where nothing reads such keys for addresses
+// (a CiliumLoadBalancerIPPool, a NetworkPolicy, a DynamicPrefix whose
+// finalizer the writer removes), a key not listed stays refused, and so
+// does a key something reads, listed or not. Where selectors read them -
+// a Service's labels (LB-IPAM pools, BGP advertisements, MetalLB), a CIDR
 // group's (CiliumNetworkPolicy's cidrGroupSelector) - the write stays
 // refused, with a message the writer takes as "changed on the way" (said
 // once: TestAWriteRefusedForWhatAWebhookAddedIsSaidOnce).
 func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 	s := stealWriterToken(t, nil)
-	apply(t, s.w, poolGVR, map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}}})
-	apply(t, s.w, networkPolicyGVR, map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-		"metadata": map[string]any{"name": "lan", "namespace": "default", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec": map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Ingress"}, "ingress": []any{
-			map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/8"}}}}}}})
+	followingPoolAndPolicy(t, s)
 	apply(t, s.w, api.GVR, map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "old", "finalizers": []any{"dynamic-prefix.io/finalizer"}},
 		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}}})
 	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationIPs: "192.0.2.7"})
+
+	// The list empty (the default): a GitOps tool's key, or any other, is
+	// refused on the kinds the writer updates.
+	for what, p := range gitOpsKeys {
+		if err := s.patch(networkPolicyGVR, "default", "lan", p); !denied(err) || !strings.Contains(err.Error(), write.MetadataRefusal) {
+			t.Errorf("%s on a NetworkPolicy, no webhook key listed: %s, want refused, beginning %q", what, errString(err), write.MetadataRefusal)
+		}
+	}
 
 	calls := labellingWebhook(t, s.w, []admissionregistrationv1.RuleWithOperations{
 		rule("", "services"), rule("networking.k8s.io", "networkpolicies"),
@@ -61,52 +77,72 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 	// The writer's own writes, as it makes them: its entries and record.
 	lbWrite := `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},` +
 		`"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`
+	npWrite := `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64"}},"spec":{"ingress":[{"from":[` +
+		`{"ipBlock":{"cidr":"10.0.0.0/8"}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}]}]}}`
+	const dpWrite = `{"metadata":{"finalizers":null}}`
 	eventually(t, "the webhook called on the writer's update", func() (bool, string) {
 		_ = s.patch(poolGVR, "", "lb", lbWrite)
 		return calls.Load() > 0, "not called"
 	})
-	if err := s.patch(poolGVR, "", "lb", lbWrite); err != nil {
-		t.Errorf("the writer's entries and record on an LB-IPAM pool, with a label and an annotation the webhook adds: %v", err)
+	honest := map[string]objectPatch{
+		"entries and record on an LB-IPAM pool":                 {poolGVR, "", "lb", lbWrite},
+		"ipBlock and record on a NetworkPolicy":                 {networkPolicyGVR, "default", "lan", npWrite},
+		"the existing operator's finalizer off a DynamicPrefix": {api.GVR, "", "old", dpWrite},
+	}
+	for what, p := range honest {
+		if err := s.patch(p.gvr, p.ns, p.name, p.patch); !denied(err) || !strings.Contains(err.Error(), write.MetadataRefusal) {
+			t.Errorf("the writer's %s, with the webhook's keys not listed: %s, want refused, beginning %q", what, errString(err), write.MetadataRefusal)
+		}
+	}
+
+	// The admin lists the webhook's keys (the label exactly, the
+	// annotation by its prefix) - and, in vain, keys the writer and the
+	// policies read.
+	listWebhookKeys(t, s.w, webhookLabel, webhookPrefix, "dynamic-prefix.io/", "app.kubernetes.io/managed-by", "advertise")
+	eventually(t, "the writer's LB-IPAM pool write admitted once the webhook's keys are listed", func() (bool, string) {
+		err := s.patch(poolGVR, "", "lb", lbWrite)
+		return err == nil, errString(err)
+	})
+	for what, p := range honest {
+		if err := s.patch(p.gvr, p.ns, p.name, p.patch); err != nil {
+			t.Errorf("the writer's %s, with what the webhook adds, listed: %v", what, err)
+		}
 	}
 	if u := s.read(t, poolGVR, "", "lb"); u.GetLabels()[webhookLabel] != "net" || u.GetAnnotations()[webhookAnnotation] != "true" {
 		t.Errorf("the LB-IPAM pool holds labels %v, annotations %v: the webhook's are missing (did it run?)", u.GetLabels(), u.GetAnnotations())
 	}
-	npWrite := `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64"}},"spec":{"ingress":[{"from":[` +
-		`{"ipBlock":{"cidr":"10.0.0.0/8"}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}]}]}}`
-	if err := s.patch(networkPolicyGVR, "default", "lan", npWrite); err != nil {
-		t.Errorf("the writer's ipBlock and record on a NetworkPolicy, with what the webhook adds: %v", err)
-	}
-	if err := s.patch(api.GVR, "", "old", `{"metadata":{"finalizers":null}}`); err != nil {
-		t.Errorf("the existing operator's finalizer removed from a DynamicPrefix, with what the webhook adds: %v", err)
-	}
 
-	// What something reads stays frozen, the webhook's keys or not.
-	for what, p := range map[string]struct {
-		gvr             schema.GroupVersionResource
-		ns, name, patch string
-	}{
+	// What something reads stays frozen, listed or not; a key not listed
+	// stays refused.
+	refused := map[string]objectPatch{
 		"an LB-IPAM pool given another DynamicPrefix (label)":     {poolGVR, "", "lb", `{"metadata":{"labels":{"dynamic-prefix.io/name":"other"}}}`},
 		"an LB-IPAM pool given another DynamicPrefix":             {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/name":"other"}}}`},
 		"an LB-IPAM pool given a subnet":                          {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/subnet":"public"}}}`},
 		"an LB-IPAM pool labelled managed-by renumber":            {poolGVR, "", "lb", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+		"an LB-IPAM pool given a key only like a listed one":      {poolGVR, "", "lb", `{"metadata":{"labels":{"policy.example.org/team2":"x"}}}`},
 		"a NetworkPolicy following nothing":                       {networkPolicyGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/name":null}}}`},
 		"a NetworkPolicy labelled advertise: bgp":                 {networkPolicyGVR, "default", "lan", `{"metadata":{"labels":{"advertise":"bgp"}}}`},
 		"a CIDR group relabelled (a CiliumNetworkPolicy selects)": {groupGVR, "", "probe", `{"metadata":{"labels":{"role":"vpn"}}}`},
 		"a Service relabelled (an LB-IPAM pool selects)":          {serviceGVR, "default", "web", `{"metadata":{"labels":{"expose":"public"}}}`},
 		"a Service moved to another MetalLB pool":                 {serviceGVR, "default", "web", `{"metadata":{"annotations":{"metallb.io/address-pool":"public"}}}`},
 		"a DynamicPrefix's dynamic-prefix.io/ label":              {api.GVR, "", "home", `{"metadata":{"labels":{"dynamic-prefix.io/name":"other"}}}`},
-	} {
+		"a DynamicPrefix's managed-by label":                      {api.GVR, "", "home", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"renumber"}}}`},
+	}
+	for what, p := range gitOpsKeys {
+		refused[what+" on a NetworkPolicy"] = objectPatch{networkPolicyGVR, "default", "lan", p}
+		refused[what+" on an LB-IPAM pool"] = objectPatch{poolGVR, "", "lb", p}
+		refused[what+" on a DynamicPrefix"] = objectPatch{api.GVR, "", "home", p}
+	}
+	for what, p := range refused {
 		if err := s.patch(p.gvr, p.ns, p.name, p.patch); !denied(err) {
 			t.Errorf("%s: %s", what, errString(err))
 		}
 	}
 
 	// Where the webhook's label is read, the writer's honest write is
-	// refused as a change of metadata: the writer says so, once.
-	for what, p := range map[string]struct {
-		gvr             schema.GroupVersionResource
-		ns, name, patch string
-	}{
+	// refused as a change of metadata, listed or not: the writer says so,
+	// once.
+	for what, p := range map[string]objectPatch{
 		"a Service's address and record": {serviceGVR, "default", "web",
 			`{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.7,2001:db8:1::7","dynamic-prefix.io/managed-ips":"2001:db8:1::7"}}}`},
 		"a CIDR group's entry and record": {groupGVR, "", "probe",
@@ -114,6 +150,53 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 	} {
 		if err := s.patch(p.gvr, p.ns, p.name, p.patch); !denied(err) || !strings.Contains(err.Error(), write.MetadataRefusal) {
 			t.Errorf("the writer's write of %s, with the webhook's label: %s, want refused, beginning %q", what, errString(err), write.MetadataRefusal)
+		}
+	}
+}
+
+// followingPoolAndPolicy makes the LB-IPAM pool lb and the NetworkPolicy
+// default/lan, each following home.
+func followingPoolAndPolicy(t *testing.T, s stolen) {
+	t.Helper()
+	apply(t, s.w, poolGVR, map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}}})
+	apply(t, s.w, networkPolicyGVR, map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+		"metadata": map[string]any{"name": "lan", "namespace": "default", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec": map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Ingress"}, "ingress": []any{
+			map[string]any{"from": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/8"}}}}}}})
+}
+
+// objectPatch is a merge patch of one object.
+type objectPatch struct {
+	gvr             schema.GroupVersionResource
+	ns, name, patch string
+}
+
+// webhookPolicies are the writer's policies that hold the admin's list of
+// webhook keys, as their first variable.
+var webhookPolicies = []string{"renumber-writer-pools", "renumber-writer-owned", "renumber-writer-dynamicprefixes"}
+
+// listWebhookKeys sets the admin's list of the keys their webhook adds in
+// each policy that holds it, as a kustomize user's patch does (the chart
+// renders admissionPolicies.webhookKeys there); the API server enforces it
+// a moment later.
+func listWebhookKeys(t *testing.T, w *world.World, keys ...string) {
+	t.Helper()
+	list, err := json.Marshal(append([]string{}, keys...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/spec/variables/0/name", "value": "webhookKeys"},
+		{"op": "replace", "path": "/spec/variables/0/expression", "value": string(list)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range webhookPolicies {
+		if _, err := w.API.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Patch(t.Context(), name,
+			types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("listing webhook keys in %s: %v", name, err)
 		}
 	}
 }

@@ -21,6 +21,11 @@ files) as writer.ciliumNamespace says, and the chart's labels on every object. *
 {{- define "renumber.file" -}}
 {{- $text := .root.Files.Get .file | replace "namespace: renumber-system" (printf "namespace: %s" (include "renumber.namespace" .root)) | replace ":renumber-system:" (printf ":%s:" (include "renumber.namespace" .root)) | replace "namespace: kube-system" (printf "namespace: %s" .root.Values.writer.ciliumNamespace) -}}
 {{- $text = include "renumber.rename" (dict "root" .root "text" $text) -}}
+{{- /* The admin's closed list of the keys their webhook adds: the first
+variable of the writer's policies that hold it, a CEL list literal (JSON's
+strings are CEL's), quoted for YAML. */ -}}
+{{- $keys := dig "webhookKeys" list (.root.Values.admissionPolicies | default dict) -}}
+{{- $text = replace "- name: webhookKeys\n      expression: \"[]\"" (printf "- name: webhookKeys\n      expression: %s" ($keys | toJson | toJson)) $text -}}
 {{- $labels := include "renumber.labels" .root | fromYaml -}}
 {{- $root := .root }}
 {{- range regexSplit "(?m)^---[ \t]*$" $text -1 }}

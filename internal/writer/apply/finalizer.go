@@ -43,7 +43,8 @@ func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructu
 	}
 	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
-		return permit.Transient(fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err))
+		err = fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err)
+		return w.failed(self, u, u.GetName(), "DynamicPrefix "+u.GetName(), err)
 	}
 	w.finalized.Put(self, u.GetResourceVersion(), struct{}{})
 	permit.Counted("dynamicprefixes")

@@ -27,7 +27,8 @@ func refusedForItsSize(err error) bool {
 }
 
 // MetadataRefusal begins every message with which the field policies
-// (renumber-writer-services, -gateways, -pools, -owned) refuse a change of
+// (renumber-writer-services, -gateways, -pools, -owned, -dynamicprefixes)
+// refuse a change of
 // a label, an annotation, a finalizer or an owner the writer does not write
 // (TestEveryMetadataRefusalIsRecognised keeps them in step).
 const MetadataRefusal = "the writer may not change"
@@ -38,8 +39,10 @@ const MetadataRefusal = "the writer may not change"
 // writer's patch and the policy: a mutating admission webhook or policy
 // that adds a label or an annotation on update (Kyverno, Gatekeeper's
 // AssignMetadata, a MutatingAdmissionPolicy). No retry changes that: every
-// write of the writer's to the object is refused until the admin excludes
-// the writer's ServiceAccount from it, or the key from the object.
+// write of the writer's to the object is refused until the admin lists the
+// key in the policies' closed list of webhook keys (where nothing reads it
+// for addresses: LB-IPAM pools, NetworkPolicies, DynamicPrefixes, the
+// writer's own objects) or excludes the writer's ServiceAccount from it.
 func refusedForMetadata(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), MetadataRefusal)
 }
@@ -51,8 +54,11 @@ const RefusedForMetadata = "WriteRefusedMetadataChanged"
 // metadataRefusal is err, a refusal refusedForMetadata, saying its cause.
 func metadataRefusal(what string, err error) error {
 	return fmt.Errorf("%s: the admission policy refused the writer's write, which changes only what the writer owns, "+
-		"so something changed the object on the way (a mutating webhook or policy adding labels or annotations on update? "+
-		"exclude the writer's ServiceAccount from it: docs/security.md); tried again quietly every %s: %w", what, RefusedLookAgain, err)
+		"so something changed the object on the way (a mutating webhook or policy adding labels or annotations on update?): "+
+		"add the key it adds to the admission policies' webhookKeys (the chart's admissionPolicies.webhookKeys; it passes on LB-IPAM pools, "+
+		"NetworkPolicies, DynamicPrefixes and the writer's own IPPools and BGP advertisements, never on Services, Gateways or pools "+
+		"selected by label), or leave the writer's ServiceAccount out of the webhook (docs/security.md, Labels); "+
+		"tried again quietly every %s: %w", what, RefusedLookAgain, err)
 }
 
 // failed is the outcome of the writer's write to self (regarding, for its

@@ -72,6 +72,12 @@ func TestAWriteRefusedForWhatAWebhookAddedIsSaidOnce(t *testing.T) {
 			if cond := f.condition(render.PoolsSynced); cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "mutating webhook") {
 				t.Errorf("PoolsSynced %s %q, want False naming a mutating webhook as the likely cause", cond.Status, cond.Message)
 			}
+			// and both fixes: the key listed, or the writer left out.
+			for _, fix := range []string{"admissionPolicies.webhookKeys", "leave the writer's ServiceAccount out of the webhook"} {
+				if cond := f.condition(render.PoolsSynced); !strings.Contains(cond.Message, fix) {
+					t.Errorf("PoolsSynced says %q, want the fix %q", cond.Message, fix)
+				}
+			}
 		})
 	}
 }

@@ -355,7 +355,7 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 		for _, p := range tied {
 			d.Rejected = append(d.Rejected, Rejected{Prefix: p, Nodes: seen[p].votes, Reason: fmt.Sprintf(
 				"it ties with %s, and nothing tells whose router replaced %s: %s holds until one leads (trustedRouters names the router)",
-				joinPrefixes(slices.DeleteFunc(slices.Clone(tied), func(q netip.Prefix) bool { return q == p })), prevCurrent, prevCurrent)})
+				joinPrefixes(slices.DeleteFunc(slices.Clone(tied), func(q netip.Prefix) bool { return q == p })), d.Current, d.Current)})
 		}
 		slices.SortFunc(d.Rejected, func(a, b Rejected) int { return digest.ComparePrefix(a.Prefix, b.Prefix) })
 	}
@@ -567,15 +567,17 @@ func pdClient(m model.Model, prev Status, client, node string) bool {
 // with a quorum. When current has a prefix to follow, and two or more lead
 // it alike (a second router on the link offers one beside the real router's
 // renumbering, which no vote can tell apart), nothing moves: current is
-// returned with the tied prefixes, to be reported - while some node reports
-// current (reported: preferred, deprecated while it drains, or offered to
-// the confirmer). A current prefix no node reports holds no tie: a stolen
-// writer token named one the filter accepts, and the tie kept it current,
-// and pooled, for as long as the two routers advertised (red team r6b).
-// Then, as with nothing current, one of the tied is taken: the one the
-// status replaced last (replaced, newest first: the nodes elected it, and
-// the token's write is undone), else the lowest (a second router can be
-// adopted when nothing is current: docs/security.md).
+// returned with the tied prefixes, to be reported. A current prefix no node
+// reports (reported: preferred, deprecated while it drains, or offered to
+// the confirmer) gives way to the prefix the status replaced last
+// (replaced, newest first) that some node still reports: a stolen writer
+// token named one the filter accepts, and the tie kept it current, and
+// pooled, for as long as the two routers advertised (red team r6b); the
+// replaced one is what the tie held, and the token's write is undone.
+// Where none is, current holds, reported - never the lowest tied, which a
+// host advertising 2000::/64 from its own address would take once the
+// router's lifetime for current ran out. With nothing current the lowest
+// is taken (a second router can be adopted then: docs/security.md).
 func choose(seen map[netip.Prefix]*tally, current netip.Prefix, reported bool, replaced []netip.Prefix, quorum func(netip.Prefix) int) (netip.Prefix, []netip.Prefix) {
 	votes := func(p netip.Prefix) int {
 		if t := seen[p]; t != nil {
@@ -604,13 +606,26 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, reported bool, r
 				tied = append(tied, p)
 			}
 		}
-		if len(tied) > 1 && reported {
-			return current, tied
-		}
-		for _, p := range replaced {
-			if slices.Contains(tied, p) && votes(p) >= quorum(p) {
-				return p, nil
+		if len(tied) > 1 {
+			if !reported {
+				// A current prefix no node reports holds no tie: a
+				// stolen writer token named it (red team r6b). The
+				// prefix the status replaced last that a node still
+				// reports is the one the tie held before it.
+				for _, p := range replaced {
+					if seen[p] != nil {
+						if slices.Contains(tied, p) {
+							return p, nil
+						}
+						return p, tied
+					}
+				}
 			}
+			// Otherwise nothing moves: which tied prefix is whose router's
+			// no vote tells, and taking the lowest is what a host
+			// advertising 2000::/64 from its own address chooses - also
+			// once the router's lifetime for current ran out.
+			return current, tied
 		}
 	}
 	return best, nil

@@ -54,9 +54,13 @@ func TestAForgedCurrentPrefixNoNodeReportsIsNotHeldByATie(t *testing.T) {
 // A tie holds the current prefix while some node reports it - preferred
 // beside a second router's, or deprecated while it drains, or on one node
 // while the others restart - and not otherwise: a current prefix no node
-// reports gives way to the tied prefix the status replaced last (the one
-// the nodes elected, undoing a stolen token's write), else to the lowest,
-// as when nothing is current.
+// reports gives way to the prefix the status replaced last that some node
+// still reports (the one the tie held before the token named another,
+// undoing its write). Where none is, nothing moves and the tie is
+// reported: the current prefix holds once the router's lifetime for it ran
+// out (the lowest tied would be what a host advertising 2000::/64 from its
+// own address chooses), and a token's prefix holds where it also erased
+// the replaced one from the history (a limit, docs/security.md).
 func TestATieHoldsOnlyACurrentPrefixSomeNodeReports(t *testing.T) {
 	const (
 		a, c       = "2001:db8:a::/64", "2000::/64"
@@ -87,7 +91,9 @@ func TestATieHoldsOnlyACurrentPrefixSomeNodeReports(t *testing.T) {
 		{"one node still reports the current one", onTwo, []string{renumbered, aGone, aGone}, a, true},
 		{"a forged current no node reports, A replaced last", forge("2001:db8:bad::/64", a, c), []string{twoRouters, twoRouters, twoRouters}, a, false},
 		{"a forged current no node reports, 2000::/64 replaced last", forge("2001:db8:bad::/64", c, a), []string{twoRouters, twoRouters, twoRouters}, c, false},
-		{"a forged current no node reports, nothing tied replaced", forge("2001:db8:bad::/64"), []string{twoRouters, twoRouters, twoRouters}, c, false},
+		{"a forged current no node reports, A replaced before a renumbering's tie", forge("2001:db8:bad::/64", a), []string{renumbered, renumbered, renumbered}, a, true},
+		{"the router's lifetime for the current one ran out during the tie", onTwo, []string{aGone, aGone, aGone}, a, true},
+		{"a forged current no node reports, the replaced one erased", forge("2001:db8:bad::/64"), []string{twoRouters, twoRouters, twoRouters}, "2001:db8:bad::/64", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := For(parse(eth0()), c.st, reports(t, c.digests...), at.Add(time.Minute))

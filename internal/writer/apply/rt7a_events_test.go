@@ -1,17 +1,9 @@
 package apply
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes/fake"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/renumber/renumber/internal/writer/permit"
 )
@@ -24,45 +16,19 @@ import (
 // honest warning is silenced for as long as the problem lasts - the "memory of
 // its own, which no tenant fills" notwithstanding, as the budget is shared.
 func TestRT7AWarningDroppedByTheBudgetIsAnnouncedOnceItRefills(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	client := fake.NewClientset()
-	rec := &EventRecorder{Client: client.EventsV1(), Component: "renumber-writer", Instance: "w", Clock: clk,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Budget: permit.NewEventBudget(permit.Limits{EventBurst: 100, EventsPerMinute: 30})}
-	e := &permit.Events{Recorder: rec, Clock: clk}
-	tenant := func(i int) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("v1")
-		u.SetKind("Service")
-		u.SetNamespace("tenant")
-		u.SetName(fmt.Sprintf("s%d", i))
-		return u
-	}
-	dp := &unstructured.Unstructured{}
-	dp.SetAPIVersion("dynamic-prefix.io/v1alpha1")
-	dp.SetKind("DynamicPrefix")
-	dp.SetName("home")
+	// One budget for all, as r7a found it: forgetting what was dropped
+	// must be enough on its own.
+	e, clk, recorded := budgeted(t, false)
 	for i := range 100 { // the tenant's Services, one warning each: the burst
-		e.Announce(fmt.Sprintf("svc/tenant/s%d", i), tenant(i), true, "InvalidServiceAnnotations", "no such subnet")
+		e.Announce(fmt.Sprintf("svc/tenant/s%d", i), object("v1", "Service", "tenant", fmt.Sprintf("s%d", i)), true, "InvalidServiceAnnotations", "no such subnet")
 	}
-	warned := func() int {
-		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, ev := range list.Items {
-			if ev.Reason == "RouterConflict" {
-				n++
-			}
-		}
-		return n
-	}
+	dp := object("dynamic-prefix.io/v1alpha1", "DynamicPrefix", "", "home")
 	// The DynamicPrefix's problem begins now and lasts: every pass announces it.
 	for range 10 {
 		e.Announce(permit.OwnSubjects+"home/conflict", dp, true, "RouterConflict", "two routers disagree")
 		clk.Step(time.Minute)
 	}
-	if got := warned(); got != 1 {
+	if got := recorded()["RouterConflict"]; got != 1 {
 		t.Errorf("RouterConflict recorded in ten passes over ten minutes (the budget refilled after the first): %d events, want 1", got)
 	}
 }

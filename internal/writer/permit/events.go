@@ -45,7 +45,7 @@ type OwnRecorder interface {
 // of their own, which no node or tenant fills: what a tenant's Services
 // crowd out is theirs, not the warnings about the DynamicPrefix. Nor do they
 // spend its budget: Announce records them with the Recorder's Own when it
-// has one (OwnRecorder).
+// has one (OwnRecorder) - all but its Services' conflicts (ownBudget).
 //
 // A text the Recorder does not record (its budget dropped it, the API
 // refused it) is not remembered: the next pass announces it again, until it
@@ -86,13 +86,22 @@ func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, 
 		return false
 	}
 	rec := e.Recorder
-	if o, ok := rec.(OwnRecorder); ok && strings.HasPrefix(subject, OwnSubjects) {
+	if o, ok := rec.(OwnRecorder); ok && ownBudget(subject) {
 		rec = o.Own()
 	}
 	if !rec.Event(regarding, warning, reason, note) {
 		e.Forget(subject)
 	}
 	return changed
+}
+
+// ownBudget reports whether subject is recorded with the Recorder's Own: a
+// DynamicPrefix's own problem, but for its Services' conflicts (subject
+// "dp/<name>/services"), whose text names tenants' objects and changes as
+// they do - a tenant could spend the own budget with it, and a warning
+// announced only when it begins (RouterConflict) would then be lost.
+func ownBudget(subject string) bool {
+	return strings.HasPrefix(subject, OwnSubjects) && !strings.HasSuffix(subject, "/services")
 }
 
 func (e *Events) memory(subject string) *memory {

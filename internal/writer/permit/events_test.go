@@ -201,3 +201,39 @@ func TestATextTheRecorderDroppedIsAnnouncedUntilRecordedOnce(t *testing.T) {
 		t.Errorf("recorded %d times, want 1; announced per pass (-want +got):\n%s", d.recorded, diff)
 	}
 }
+
+// twoBudgets records which recorder each event went to.
+type twoBudgets struct{ shared, own []string }
+
+type ownView struct{ b *twoBudgets }
+
+func (b *twoBudgets) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) bool {
+	b.shared = append(b.shared, reason)
+	return true
+}
+
+func (b *twoBudgets) Own() Recorder { return ownView{b} }
+
+func (v ownView) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) bool {
+	v.b.own = append(v.b.own, reason)
+	return true
+}
+
+// A DynamicPrefix's own problems go to the recorder's own budget, but for
+// its Services' conflicts (a tenant's objects steer their text) and anything
+// not the DynamicPrefix's.
+func TestADynamicPrefixsOwnProblemsHaveTheOwnBudget(t *testing.T) {
+	b := &twoBudgets{}
+	e := Events{Recorder: b}
+	u := &unstructured.Unstructured{}
+	e.Announce(OwnSubjects+"home/conflict", u, true, "RouterConflict", "")
+	e.Announce(OwnSubjects+"home", u, true, "InvalidSpec", "")
+	e.Announce(OwnSubjects+"home/services", u, true, "ServiceAddressConflict", "")
+	e.Announce("svc/tenant/squat", u, true, "InvalidServiceAnnotations", "")
+	if diff := cmp.Diff([]string{"ServiceAddressConflict", "InvalidServiceAnnotations"}, b.shared); diff != "" {
+		t.Errorf("recorded under the shared budget (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"RouterConflict", "InvalidSpec"}, b.own); diff != "" {
+		t.Errorf("recorded under the own budget (-want +got):\n%s", diff)
+	}
+}

@@ -52,17 +52,27 @@ func Bounded(published []string) (kept []string, more []netip.Prefix) {
 		}
 	}
 	for _, bits := range moreBits {
-		more = more[:0]
-		for _, p := range surplus {
-			if m := netip.PrefixFrom(p.Addr(), min(bits, p.Bits())).Masked(); !slices.Contains(more, m) {
-				more = append(more, m)
-			}
-		}
-		if len(more) <= maxMore {
+		if more = prefixesOf(surplus, bits); more != nil || len(surplus) == 0 {
 			break
 		}
 	}
 	return kept, more
+}
+
+// prefixesOf is the distinct prefixes of length bits (or shorter, as given)
+// that surplus falls in, nil past maxMore: it stops there, so a tenant's
+// thousands of addresses cost a pass over them, not their square.
+func prefixesOf(surplus []netip.Prefix, bits int) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range surplus {
+		if m := netip.PrefixFrom(p.Addr(), min(bits, p.Bits())).Masked(); !slices.Contains(out, m) {
+			if len(out) == maxMore {
+				return nil
+			}
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // MoreKeys are the keys a published-address index files addr (canonical)

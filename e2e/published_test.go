@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,20 @@ import (
 // When the tenant takes its entry out, LB-IPAM gives the address to web
 // and web's target moves onto it.
 func TestATenantsGrantedAddressIsNotWebsDNSTarget(t *testing.T) {
+	tenantsGrantedAddress(t, 0)
+}
+
+// Red team r7a (F1): the same with the tenant's lbipam.cilium.io/ips listing
+// 64 addresses of its own on B before web's: the writer's caches keep 64
+// load-balancer addresses of one object whole (holdings.Bounded), the rest
+// only as the prefixes they fall in - which still names the tenant.
+func TestATenantsGrantedAddressPastTheCachesBoundIsNotWebsDNSTarget(t *testing.T) {
+	tenantsGrantedAddress(t, holdings.MaxKeptPublished)
+}
+
+// tenantsGrantedAddress plays TestATenantsGrantedAddressIsNotWebsDNSTarget
+// with padding addresses of the tenant's own on B listed before web's.
+func tenantsGrantedAddress(t *testing.T, padding int) {
 	w := newWorld(t, 1)
 	ctx := t.Context()
 	if _, err := w.StartLBIPAM(); err != nil {
@@ -39,7 +54,11 @@ func TestATenantsGrantedAddressIsNotWebsDNSTarget(t *testing.T) {
 	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"})
 	onA, onB := on(t, prefixA, "::ffff:0:1"), on(t, prefixB, "::ffff:0:1")
 	team := newTenant(t, w, "team")
-	createServiceWith(t, team.cs, team.ns, "squat", map[string]string{holdings.AnnotationIPs: onB})
+	var asks []string
+	for i := range padding {
+		asks = append(asks, on(t, prefixB, fmt.Sprintf("::eeee:0:%x", i+1)))
+	}
+	createServiceWith(t, team.cs, team.ns, "squat", map[string]string{holdings.AnnotationIPs: strings.Join(append(asks, onB), ",")})
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer")
 
@@ -71,7 +90,8 @@ func TestATenantsGrantedAddressIsNotWebsDNSTarget(t *testing.T) {
 		}
 		return winner != "", fmt.Sprint(web, squat)
 	})
-	t.Logf("LB-IPAM granted %s to %s first", onB, winner)
+	_, squat := read(team.ns, "squat")
+	t.Logf("LB-IPAM granted %s to %s first (entry %d of the tenant's %d)", onB, winner, slices.Index(squat, onB)+1, len(squat))
 	if winner != "team/squat" {
 		t.Skipf("LB-IPAM granted %s to web, not to the tenant's waiting request: the red team's premise did not happen here", onB)
 	}

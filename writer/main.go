@@ -102,7 +102,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	clk := clock.RealClock{}
 	rec := &apply.EventRecorder{Client: cl.Events, Component: "renumber-writer", Instance: o.election.Identity, Clock: clk, Log: log,
-		Budget: permit.NewEventBudget(o.pipeline.Reconcile.Budget)}
+		Budget: permit.NewEventBudget(o.pipeline.Reconcile.Budget), OwnBudget: permit.NewEventBudget(o.pipeline.Reconcile.Budget)}
 	p := controller.NewPipeline(o.pipeline, cl, rec, clk, log)
 	c, ctl := p.Caches, p.Controller
 	collectors := append(p.Collectors(), counter)

@@ -147,6 +147,13 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// on the current prefix (HeldByEarlierStatus).
 	f.Add(slices.Concat([]byte{0, 2, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, none, []byte{0x02, 0, 0, 0, 0}, []byte{0, 0, 0, 0, 1}))
 
+	// Red team r7a: a new term during the drain; web created since the
+	// renumbering (newborn), its load balancer publishing only its current
+	// address; a younger tenant copying web's suffix was granted web's
+	// address on the draining prefix by its own lbipam.cilium.io/ips. That
+	// address, renumbered, ranks HeldByEarlierStatus above web's status.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 2, 0, 0, 0, 0}, none, none, []byte{0, 0, 0, 0, 0, 0, 1}))
+
 	m := model.Model{Name: "dp", Delegated: 56,
 		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
 		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
@@ -347,6 +354,25 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				all[g.i].seen.Published = append(all[g.i].seen.Published, g.a)
 				if all[g.i].absent {
 					all[g.i].ips = append(all[g.i].ips, g.a)
+				}
+			}
+		}
+		// Red team r7a: at a new term during a drain, web may be newer than
+		// the renumbering (created, or recreated, while the old prefix
+		// drained; newborn, read last): its load balancer publishes only
+		// its current address, and the first tenant's own
+		// lbipam.cilium.io/ips was granted web's address on the draining
+		// prefix, still pooled and free (a load balancer grants a free
+		// address to whoever asks).
+		if newborn := next()%2 == 1; newborn && newTerm && len(pooled) == 2 && len(all) > len(honest) {
+			old, cur := addrs(honest[0].fl, pooledBefore)[0], addrs(honest[0].fl, pooled)[0]
+			if publishedFor[old] == honest[0].who && publishedFor[cur] == "" {
+				t0 := &all[len(honest)]
+				all[0].seen.Published = []string{cur}
+				publishedFor[old], publishedFor[cur] = t0.who, honest[0].who
+				t0.seen.Published = append(t0.seen.Published, old)
+				if t0.absent {
+					t0.ips = append(t0.ips, old)
 				}
 			}
 		}

@@ -28,10 +28,25 @@ type EventRecorder struct {
 	Log       *slog.Logger
 	// Budget bounds the events recorded (nil: no bound).
 	Budget *permit.EventBudget
+	// OwnBudget bounds the events Own records (nil: Budget): a
+	// DynamicPrefix's own warnings, which no node or tenant causes, have a
+	// budget no node or tenant spends.
+	OwnBudget *permit.EventBudget
 }
 
-// Event records one event about regarding. Failures are logged, never fatal.
-func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool, reason, note string) {
+// Own is r recording under OwnBudget (permit.OwnRecorder).
+func (r *EventRecorder) Own() permit.Recorder {
+	if r.OwnBudget == nil {
+		return r
+	}
+	own := *r
+	own.Budget, own.OwnBudget = r.OwnBudget, nil
+	return &own
+}
+
+// Event records one event about regarding, and reports whether it did (a
+// dry run's, logged, counts as recorded). Failures are logged, never fatal.
+func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool, reason, note string) bool {
 	typ := corev1.EventTypeNormal
 	if warning {
 		typ = corev1.EventTypeWarning
@@ -45,7 +60,7 @@ func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool
 	}
 	if r.Client == nil {
 		r.Log.Debug("event not recorded (dry run)", "regarding", regarding.GetKind()+" "+regarding.GetName(), "reason", reason, "note", note)
-		return
+		return true
 	}
 	now := r.Clock.Now()
 	if r.Budget != nil {
@@ -53,7 +68,7 @@ func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool
 			if started {
 				r.Log.Warn("events over their budget; dropping them until it refills (renumber_writer_events_total{outcome=\"dropped\"})", "reason", reason)
 			}
-			return
+			return false
 		}
 	}
 	ev := &eventsv1.Event{
@@ -75,5 +90,7 @@ func (r *EventRecorder) Event(regarding *unstructured.Unstructured, warning bool
 	defer cancel()
 	if _, err := r.Client.Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		r.Log.Warn("event not recorded", "reason", reason, "err", err)
+		return false
 	}
+	return true
 }

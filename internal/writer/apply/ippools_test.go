@@ -32,7 +32,7 @@ var gvr = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "
 
 type events struct{}
 
-func (events) Event(*unstructured.Unstructured, bool, string, string) {}
+func (events) Event(*unstructured.Unstructured, bool, string, string) bool { return true }
 
 // world is the IPPools of an API server (the fake's tracker), the writer's
 // cache of them, and every write the writer sent, checked as it is sent.

@@ -56,7 +56,9 @@ func (w *Writer) sawPublished(dp string, conflicts []render.Conflict) {
 // and one that gave another an address it publishes now (who was granted
 // it). A pass over each of them looks again: who need not follow it (a
 // Service of its own with the address in its lbipam.cilium.io/ips), so the
-// pass its change queues may be another's or none.
+// pass its change queues may be another's or none. An entry of published
+// may be a prefix (holdings.Bounded: the cache kept only the /64 of
+// addresses past its bound): every address in it counts as published.
 func (w *Writer) Concerned(who string, published []string) []string {
 	w.givenMu.Lock()
 	defer w.givenMu.Unlock()
@@ -70,8 +72,8 @@ func (w *Writer) Concerned(who string, published []string) []string {
 		if slices.Contains(out, dp) {
 			continue
 		}
-		for _, a := range published {
-			if to, ok := g.To[holdings.Canonical(a)]; ok && to != who {
+		for a, to := range g.To {
+			if to != who && holdings.AmongPublished(published, a) {
 				out = append(out, dp)
 				break
 			}

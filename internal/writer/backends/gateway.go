@@ -235,18 +235,15 @@ func keptGateway(u *unstructured.Unstructured) any {
 	return spec
 }
 
-// maxKeptPublished bounds the status addresses the cache keeps of a Gateway
-// (as holdings bounds a Service's status.loadBalancer.ingress).
-const maxKeptPublished = 64
-
 // gatewayPublished is the IPAddress values of the Gateway's status.addresses,
-// written by its Gateway controller.
+// written by its Gateway controller (as the cache keeps them, also the
+// prefixes holdings.Bounded summarises the rest by).
 func gatewayPublished(u *unstructured.Unstructured) []string {
 	list, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
 	var out []string
 	for _, a := range list {
 		if m, ok := a.(map[string]any); ok {
-			if v, ok := ipValue(m); ok && len(out) < maxKeptPublished {
+			if v, ok := ipValue(m); ok {
 				out = append(out, v)
 			}
 		}
@@ -255,11 +252,18 @@ func gatewayPublished(u *unstructured.Unstructured) []string {
 }
 
 // keptGatewayStatus is what the cache keeps of a Gateway's status: the
-// IPAddress values of status.addresses (gatewayPublished), nil if none.
+// IPAddress values of status.addresses (gatewayPublished), bounded as a
+// Service's status.loadBalancer.ingress (holdings.Bounded: past
+// holdings.MaxKeptPublished only their /64s, kept as prefix values), nil if
+// none.
 func keptGatewayStatus(u *unstructured.Unstructured) any {
 	var kept []any
-	for _, v := range gatewayPublished(u) {
+	whole, more := holdings.Bounded(gatewayPublished(u))
+	for _, v := range whole {
 		kept = append(kept, map[string]any{"type": gatewayAddressType, "value": v})
+	}
+	for _, p := range more {
+		kept = append(kept, map[string]any{"type": gatewayAddressType, "value": p.String()})
 	}
 	if kept == nil {
 		return nil

@@ -225,7 +225,8 @@ func TestTheGatewayCacheKeepsWhatTheWriterReads(t *testing.T) {
 // The cache keeps the IPAddress values of a Gateway's status.addresses,
 // which its Gateway controller writes and its owner cannot: the claims read
 // who holds an address from them (render.HeldByStatus). Hostnames and
-// named addresses there are not kept, nor more than maxKeptPublished.
+// named addresses there are not kept, nor more than
+// holdings.MaxKeptPublished whole: past them only the /64s of IPv6 ones.
 func TestTheGatewayCacheKeepsTheAddressesItsControllerPublishes(t *testing.T) {
 	k := GatewayKind("v1")
 	for _, tc := range []struct {
@@ -239,8 +240,9 @@ func TestTheGatewayCacheKeepsTheAddressesItsControllerPublishes(t *testing.T) {
 			map[string]any{"type": "Hostname", "value": "gw.example"},
 			map[string]any{"value": "2001:db8:b:0:ffff::1"},
 		}, []string{"192.0.2.8", "2001:db8:b:0:ffff::1"}},
-		{"more than the cache keeps", slices.Repeat([]any{map[string]any{"type": "IPAddress", "value": "192.0.2.9"}}, maxKeptPublished+10),
-			slices.Repeat([]string{"192.0.2.9"}, maxKeptPublished)},
+		{"more than the cache keeps", append(slices.Repeat([]any{map[string]any{"type": "IPAddress", "value": "192.0.2.9"}}, holdings.MaxKeptPublished+10),
+			map[string]any{"type": "IPAddress", "value": "2001:db8:b:0:ffff::1"}),
+			append(slices.Repeat([]string{"192.0.2.9"}, holdings.MaxKeptPublished), "2001:db8:b:0:ffff::/112")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := written(t, []string{"2001:db8:b:0:ffff::1"})

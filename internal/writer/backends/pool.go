@@ -83,17 +83,21 @@ var Indexers = cache.Indexers{
 	},
 	ByPublished: func(o any) ([]string, error) {
 		var published []string
+		var more []netip.Prefix
 		switch o := o.(type) {
 		case *Pool:
-			published = o.Kind.PublishedOf(o.Live)
+			published, more = holdings.Bounded(o.Kind.PublishedOf(o.Live))
 		case *holdings.CachedService:
-			published = o.Ingress
+			published, more = o.Ingress, o.More
 		}
 		var out []string
 		for _, e := range published {
 			if a, err := netip.ParseAddr(e); err == nil && a.Is6() && !a.Is4In6() && !slices.Contains(out, a.String()) {
 				out = append(out, a.String())
 			}
+		}
+		for _, p := range more {
+			out = append(out, holdings.MoreKey(p))
 		}
 		return out, nil
 	},
@@ -102,18 +106,31 @@ var Indexers = cache.Indexers{
 // PublishedFor is who a load balancer publishes addr (canonical) for, as
 // the claims name them: a Service of services as "namespace/name", an
 // object of a claiming kind of pools as "Kind namespace/name" (a Gateway).
+// An object whose cache kept only the /64 of some of its addresses
+// (holdings.Bounded: a tenant past the bound) is taken to publish every
+// address in it: named rather than missed (red team r7a).
 func PublishedFor(services cache.Indexer, pools []Cached, addr string) []string {
 	var out []string
+	keys := append([]string{addr}, holdings.MoreKeys(addr)...)
 	key := func(s *holdings.CachedService) string { return s.Namespace + "/" + s.Name }
-	for _, s := range indexed(services, ByPublished, addr, key) {
-		out = append(out, key(s))
+	add := func(who string) {
+		if !slices.Contains(out, who) {
+			out = append(out, who)
+		}
+	}
+	for _, k := range keys {
+		for _, s := range indexed(services, ByPublished, k, key) {
+			add(key(s))
+		}
 	}
 	for _, c := range pools {
 		if !c.Kind.Claims {
 			continue
 		}
-		for _, p := range indexed(c.Store, ByPublished, addr, (*Pool).Key) {
-			out = append(out, p.Kind.Name+" "+p.Key())
+		for _, k := range keys {
+			for _, p := range indexed(c.Store, ByPublished, k, (*Pool).Key) {
+				add(p.Kind.Name + " " + p.Key())
+			}
 		}
 	}
 	return out

@@ -17,8 +17,9 @@ import (
 
 type events []string
 
-func (e *events) Event(u *unstructured.Unstructured, warning bool, reason, note string) {
+func (e *events) Event(u *unstructured.Unstructured, warning bool, reason, note string) bool {
 	*e = append(*e, u.GetKind()+"/"+u.GetName()+" uid "+string(u.GetUID())+" "+reason+": "+note)
+	return true
 }
 
 // The shell reports what the node rule notes once: one journal line per

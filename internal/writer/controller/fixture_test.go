@@ -104,12 +104,13 @@ func (v *voters) Reports(time.Time) ([]decide.Report, time.Time) { return v.repo
 // warnings for the Warnings alone) and "reason: message" (messages).
 type recorder struct{ reasons, messages, warnings []string }
 
-func (r *recorder) Event(u *unstructured.Unstructured, warning bool, reason, msg string) {
+func (r *recorder) Event(u *unstructured.Unstructured, warning bool, reason, msg string) bool {
 	r.reasons = append(r.reasons, reason+" "+u.GetName())
 	r.messages = append(r.messages, reason+": "+msg)
 	if warning {
 		r.warnings = append(r.warnings, reason+" "+u.GetName())
 	}
+	return true
 }
 
 type discovery struct{}

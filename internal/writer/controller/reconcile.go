@@ -278,7 +278,7 @@ func (c *Controller) PoolChanged(p *backends.Pool) {
 func (c *Controller) ServiceChanged(m *holdings.CachedService) {
 	name := m.Follow.DynamicPrefix
 	c.enqueue(name, 0)
-	c.publishedChanged(api.Key(m.Namespace, m.Name), m.Ingress)
+	c.publishedChanged(api.Key(m.Namespace, m.Name), m.Published())
 	// A shadow passes over the release too: one it planned before may be
 	// planned no more.
 	if (m.Live.IPsRecorded || m.Live.TargetsRecorded) && (name == "" || c.cfg.Plan != nil) {

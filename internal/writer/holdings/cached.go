@@ -24,15 +24,30 @@ type CachedService struct {
 	// read under Keys.
 	Live Annotations
 	Keys []string
-	// Ingress are the addresses its load balancer publishes.
+	// Ingress are the addresses its load balancer publishes (as the cache
+	// keeps them: at most MaxKeptPublished).
 	Ingress []string
+	// More are the /64s (or ::/0) of the addresses it publishes past those
+	// (Bounded).
+	More []netip.Prefix
 }
 
 // ReadService slims s (Slim, keeping the target keys keys) and reads it.
 func ReadService(s *corev1.Service, keys []string) *CachedService {
 	slim := Slim(s, keys)
+	_, more := Bounded(ingressIPs(slim))
 	return &CachedService{Service: slim, Follow: ServiceFollowOf(slim.Annotations),
-		Live: Live(slim.Annotations, keys), Keys: keys, Ingress: Ingress(slim)}
+		Live: Live(slim.Annotations, keys), Keys: keys, Ingress: Ingress(slim), More: more}
+}
+
+// Published is what its load balancer publishes as the cache keeps it:
+// Ingress, then More as prefixes (AmongPublished reads both).
+func (s *CachedService) Published() []string {
+	out := slices.Clone(s.Ingress)
+	for _, p := range s.More {
+		out = append(out, p.String())
+	}
+	return out
 }
 
 // LiveUnder is what the Service carries of ours with targets under keys: as
@@ -90,13 +105,11 @@ func TooManyEntries(ann map[string]string) (string, bool) {
 // annotation key, so no Service in the API can carry it.
 const oversized = "renumber oversized annotations"
 
-// maxKeptIngress bounds the load-balancer addresses the cache keeps.
-const maxKeptIngress = 64
-
 // Slim is s as the writer's Service cache keeps it: its identity, the
 // annotations Keep keeps (only which DynamicPrefix it follows, and the
 // mark, when they total more than MaxKeptBytes) and the IPs of
-// status.loadBalancer.ingress.
+// status.loadBalancer.ingress, bounded (Bounded: past MaxKeptPublished only
+// their /64s, kept as prefix entries no API object can carry).
 func Slim(s *corev1.Service, keys []string) *corev1.Service {
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
@@ -110,10 +123,12 @@ func Slim(s *corev1.Service, keys []string) *corev1.Service {
 		out.Annotations = map[string]string{oversized: strconv.Itoa(size)}
 		keepFollowing(out.Annotations, s.Annotations)
 	}
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		if in.IP != "" && len(out.Status.LoadBalancer.Ingress) < maxKeptIngress {
-			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
-		}
+	kept, more := Bounded(ingressIPs(s))
+	for _, ip := range kept {
+		out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	for _, p := range more {
+		out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: p.String()})
 	}
 	return out
 }
@@ -124,6 +139,17 @@ func Oversized(s *corev1.Service) (int, bool) {
 	v, ok := s.Annotations[oversized]
 	n, _ := strconv.Atoi(v)
 	return n, ok
+}
+
+// ingressIPs is every IP entry of s's status.loadBalancer.ingress.
+func ingressIPs(s *corev1.Service) []string {
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, in.IP)
+		}
+	}
+	return out
 }
 
 // Ingress returns the IPs s's status.loadBalancer.ingress publishes, in the

@@ -11,9 +11,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Recorder emits Kubernetes events.
+// Recorder emits Kubernetes events. Event reports whether it recorded the
+// event: one its budget dropped, or the API refused, is not.
 type Recorder interface {
-	Event(regarding *unstructured.Unstructured, warning bool, reason, note string)
+	Event(regarding *unstructured.Unstructured, warning bool, reason, note string) bool
+}
+
+// OwnRecorder is a Recorder with another for a DynamicPrefix's own problems
+// (Own: a budget of its own, which no node's or tenant's events spend).
+type OwnRecorder interface {
+	Own() Recorder
 }
 
 // Events deduplicates events per subject: Announce emits an event only when
@@ -36,7 +43,14 @@ type Recorder interface {
 // A DynamicPrefix's own problems (subjects under OwnSubjects: its spec, its
 // routers, its overlaps; only its admin's objects make them) have a memory
 // of their own, which no node or tenant fills: what a tenant's Services
-// crowd out is theirs, not the warnings about the DynamicPrefix.
+// crowd out is theirs, not the warnings about the DynamicPrefix. Nor do they
+// spend its budget: Announce records them with the Recorder's Own when it
+// has one (OwnRecorder) - all but its Services' conflicts (ownBudget).
+//
+// A text the Recorder does not record (its budget dropped it, the API
+// refused it) is not remembered: the next pass announces it again, until it
+// is recorded once (red team r7a: a tenant spending the budget silenced a
+// DynamicPrefix's warning for as long as it lasted).
 type Events struct {
 	Recorder Recorder
 	// Clock tells a subject's last announcement (nil: the system clock).
@@ -62,15 +76,32 @@ const maxAnnounced = 4096
 const staleAfter = time.Hour
 
 // Announce emits an event about regarding when reason and note differ from the
-// last ones announced for subject, and reports whether it did.
+// last ones announced for subject, and reports whether it did. One the
+// Recorder does not record is forgotten, so announced again next time.
 func (e *Events) Announce(subject string, regarding *unstructured.Unstructured, warning bool, reason, note string) bool {
 	e.mu.Lock()
 	changed := e.memory(subject).remember(subject, reason+note, e.now(), cmp.Or(e.max, maxAnnounced))
 	e.mu.Unlock()
-	if changed {
-		e.Recorder.Event(regarding, warning, reason, note)
+	if !changed {
+		return false
+	}
+	rec := e.Recorder
+	if o, ok := rec.(OwnRecorder); ok && ownBudget(subject) {
+		rec = o.Own()
+	}
+	if !rec.Event(regarding, warning, reason, note) {
+		e.Forget(subject)
 	}
 	return changed
+}
+
+// ownBudget reports whether subject is recorded with the Recorder's Own: a
+// DynamicPrefix's own problem, but for its Services' conflicts (subject
+// "dp/<name>/services"), whose text names tenants' objects and changes as
+// they do - a tenant could spend the own budget with it, and a warning
+// announced only when it begins (RouterConflict) would then be lost.
+func ownBudget(subject string) bool {
+	return strings.HasPrefix(subject, OwnSubjects) && !strings.HasSuffix(subject, "/services")
 }
 
 func (e *Events) memory(subject string) *memory {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -13,8 +15,9 @@ import (
 // notes records each event's reason and note.
 type notes struct{ got []string }
 
-func (n *notes) Event(_ *unstructured.Unstructured, _ bool, reason, note string) {
+func (n *notes) Event(_ *unstructured.Unstructured, _ bool, reason, note string) bool {
 	n.got = append(n.got, reason+note)
+	return true
 }
 
 // FuzzAnnouncingIsBoundedAndRepeatsOnlyPastTheBound plays passes that each
@@ -165,5 +168,72 @@ func TestServicesPastTheBoundDoNotCrowdOutADynamicPrefixsWarning(t *testing.T) {
 	}
 	if conflicts != 1 {
 		t.Errorf("RouterConflict announced in three passes after the tenant's six Services (room for 4): %d events, want 1", conflicts)
+	}
+}
+
+// dropping records nothing while drop, and counts what it recorded.
+type dropping struct {
+	drop     bool
+	recorded int
+}
+
+func (d *dropping) Event(*unstructured.Unstructured, bool, string, string) bool {
+	if d.drop {
+		return false
+	}
+	d.recorded++
+	return true
+}
+
+// A text the Recorder drops is announced again at the next pass, until it
+// is recorded; then it is not repeated while it stays the same (red team
+// r7a: remembered though dropped, it was silenced for as long as it lasted).
+func TestATextTheRecorderDroppedIsAnnouncedUntilRecordedOnce(t *testing.T) {
+	d := &dropping{drop: true}
+	e := Events{Recorder: d}
+	u := &unstructured.Unstructured{}
+	var announced []bool
+	for pass := range 5 {
+		d.drop = pass < 2 // the budget is spent for two passes
+		announced = append(announced, e.Announce(OwnSubjects+"home/conflict", u, true, "RouterConflict", "two routers disagree"))
+	}
+	if diff := cmp.Diff([]bool{true, true, true, false, false}, announced); diff != "" || d.recorded != 1 {
+		t.Errorf("recorded %d times, want 1; announced per pass (-want +got):\n%s", d.recorded, diff)
+	}
+}
+
+// twoBudgets records which recorder each event went to.
+type twoBudgets struct{ shared, own []string }
+
+type ownView struct{ b *twoBudgets }
+
+func (b *twoBudgets) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) bool {
+	b.shared = append(b.shared, reason)
+	return true
+}
+
+func (b *twoBudgets) Own() Recorder { return ownView{b} }
+
+func (v ownView) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) bool {
+	v.b.own = append(v.b.own, reason)
+	return true
+}
+
+// A DynamicPrefix's own problems go to the recorder's own budget, but for
+// its Services' conflicts (a tenant's objects steer their text) and anything
+// not the DynamicPrefix's.
+func TestADynamicPrefixsOwnProblemsHaveTheOwnBudget(t *testing.T) {
+	b := &twoBudgets{}
+	e := Events{Recorder: b}
+	u := &unstructured.Unstructured{}
+	e.Announce(OwnSubjects+"home/conflict", u, true, "RouterConflict", "")
+	e.Announce(OwnSubjects+"home", u, true, "InvalidSpec", "")
+	e.Announce(OwnSubjects+"home/services", u, true, "ServiceAddressConflict", "")
+	e.Announce("svc/tenant/squat", u, true, "InvalidServiceAnnotations", "")
+	if diff := cmp.Diff([]string{"ServiceAddressConflict", "InvalidServiceAnnotations"}, b.shared); diff != "" {
+		t.Errorf("recorded under the shared budget (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"RouterConflict", "InvalidSpec"}, b.own); diff != "" {
+		t.Errorf("recorded under the own budget (-want +got):\n%s", diff)
 	}
 }

@@ -24,8 +24,9 @@ func TestMemoStandsInOnlyWhileTheCacheShowsTheBase(t *testing.T) {
 
 type count struct{ reasons []string }
 
-func (c *count) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) {
+func (c *count) Event(_ *unstructured.Unstructured, _ bool, reason, _ string) bool {
 	c.reasons = append(c.reasons, reason)
+	return true
 }
 
 func TestEventsMarkTransitions(t *testing.T) {

@@ -1,0 +1,106 @@
+// What the writer's caches keep of the addresses a load balancer publishes
+// for one object (a Service's status.loadBalancer.ingress, a Gateway's
+// status.addresses): a tenant decides how many there are (its own
+// lbipam.cilium.io/ips), so the caches keep a bounded number whole and only
+// a summary of the rest (red team r7a).
+
+package holdings
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// MaxKeptPublished bounds the published addresses a cache keeps whole of one
+// object.
+const MaxKeptPublished = 64
+
+// maxMore bounds the prefixes a cache keeps of the addresses past
+// MaxKeptPublished (Bounded).
+const maxMore = 8
+
+// moreBits are the lengths Bounded summarises the addresses past
+// MaxKeptPublished at, finest first: the first at which they fall in at
+// most maxMore prefixes. A /112 names few addresses besides the one
+// published (renumber's Service addresses differ in their last 64 bits), so
+// a Service next to a tenant's surplus is seldom taken for its neighbour's.
+var moreBits = []int{112, 64, 0}
+
+// Bounded is what a cache keeps of published (a load balancer's addresses
+// for one object, in its order): the first MaxKeptPublished whole, and of
+// the IPv6 addresses past them only the prefixes they fall in ("more": the
+// object publishes some address in each the cache did not keep): at most
+// maxMore /112s, else /64s, else ::/0. An entry of published that is
+// already a prefix (an object the cache bounded before: a list page, then
+// the transform) is a "more" again, so Bounded of its own output changes
+// nothing. Every address the object publishes is in kept or inside a prefix
+// of more: who publishes an address may be over-answered, never missed
+// (render.Served's guard; red team r7a).
+func Bounded(published []string) (kept []string, more []netip.Prefix) {
+	var surplus []netip.Prefix
+	for _, e := range published {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			surplus = append(surplus, p.Masked())
+			continue
+		}
+		if len(kept) < MaxKeptPublished {
+			kept = append(kept, e)
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil && a.Is6() && !a.Is4In6() {
+			surplus = append(surplus, netip.PrefixFrom(a.WithZone(""), 128))
+		}
+	}
+	for _, bits := range moreBits {
+		if more = prefixesOf(surplus, bits); more != nil || len(surplus) == 0 {
+			break
+		}
+	}
+	return kept, more
+}
+
+// prefixesOf is the distinct prefixes of length bits (or shorter, as given)
+// that surplus falls in, nil past maxMore: it stops there, so a tenant's
+// thousands of addresses cost a pass over them, not their square.
+func prefixesOf(surplus []netip.Prefix, bits int) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range surplus {
+		if m := netip.PrefixFrom(p.Addr(), min(bits, p.Bits())).Masked(); !slices.Contains(out, m) {
+			if len(out) == maxMore {
+				return nil
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// MoreKeys are the keys a published-address index files addr (canonical)
+// under for an object whose cache kept only a summary of it (Bounded's
+// more): each prefix Bounded may have kept that holds it.
+func MoreKeys(addr string) []string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() {
+		return nil
+	}
+	var out []string
+	for _, bits := range moreBits {
+		out = append(out, MoreKey(netip.PrefixFrom(a.WithZone(""), bits).Masked()))
+	}
+	return out
+}
+
+// MoreKey is the index key of a "more" prefix p (never an address's key).
+func MoreKey(p netip.Prefix) string { return "more " + p.String() }
+
+// AmongPublished reports whether addr (canonical) is among published as a
+// cache keeps it (Bounded): an entry, or inside a prefix entry.
+func AmongPublished(published []string, addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	return slices.ContainsFunc(published, func(e string) bool {
+		if p, perr := netip.ParsePrefix(e); perr == nil {
+			return err == nil && p.Contains(a.WithZone(""))
+		}
+		return Canonical(e) == addr
+	})
+}

@@ -24,10 +24,11 @@ import (
 // warnings records the reasons of the warning events.
 type warnings []string
 
-func (w *warnings) Event(_ *unstructured.Unstructured, warning bool, reason, _ string) {
+func (w *warnings) Event(_ *unstructured.Unstructured, warning bool, reason, _ string) bool {
 	if warning {
 		*w = append(*w, reason)
 	}
+	return true
 }
 
 // TestAFinalizerRefusedForWhatAWebhookAddedIsSaidOnce: the removal of the

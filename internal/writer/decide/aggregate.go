@@ -607,16 +607,22 @@ func choose(seen map[netip.Prefix]*tally, current netip.Prefix, reported bool, r
 			}
 		}
 		if len(tied) > 1 {
+			// A tied prefix the status replaced (newest first) is one the
+			// nodes elected before: it takes the tie back from a current
+			// prefix a stolen writer token named (red team r7b: one the
+			// nodes report only deprecated, or a minority prefers, was
+			// held by the tie).
+			for _, p := range replaced {
+				if slices.Contains(tied, p) {
+					return p, nil
+				}
+			}
 			if !reported {
-				// A current prefix no node reports holds no tie: a
-				// stolen writer token named it (red team r6b). The
-				// prefix the status replaced last that a node still
-				// reports is the one the tie held before it.
+				// A current prefix no node reports holds no tie either (red
+				// team r6b): the prefix the status replaced last that a
+				// node still reports is the one the tie held before it.
 				for _, p := range replaced {
 					if seen[p] != nil {
-						if slices.Contains(tied, p) {
-							return p, nil
-						}
 						return p, tied
 					}
 				}

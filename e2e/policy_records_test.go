@@ -1,0 +1,126 @@
+package e2e
+
+// The writer's records (dynamic-prefix.io/managed-*) on objects that follow
+// a DynamicPrefix, against a stolen writer token (sixth red team, r6b,
+// findings 1 and 4; moved here from their policy_optin_test.go, whose
+// other test is finding 6's).
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/holdings"
+)
+
+// TestAStolenWriterTokenTakesNoUsersEntryOffAFollowingObject (r6b): on an
+// object that follows a DynamicPrefix the value policy lets every removal
+// pass, and the writer's record names only its own entries - so the user's
+// entries the token takes out are gone for good (the honest writer keeps
+// what is there beside its record, and cannot know what was). The docs
+// promise the user's entries only on objects that follow nothing; the
+// brief's adversary model says "take the user's entries off an object".
+// Each removal of the user's entry is admitted today; the writer's own
+// entry (its record names it) may go.
+func TestAStolenWriterTokenTakesNoUsersEntryOffAFollowingObject(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home",
+		holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationManagedIPs: "2001:db8:1::9",
+		holdings.AnnotationTarget: "a.example.org,2001:db8:1::9", holdings.AnnotationManagedTarget: "2001:db8:1::9"})
+	for what, ann := range map[string]map[string]any{
+		"the user's IPv4 address": {holdings.AnnotationIPs: "2001:db8:1::9"},
+		"the user's DNS target":   {holdings.AnnotationTarget: "2001:db8:1::9"},
+	} {
+		if err := s.annotate("default", "web", ann); !denied(err) {
+			t.Errorf("%s taken off a Service that follows home: %s", what, errString(err))
+		}
+		_ = s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationTarget: "a.example.org,2001:db8:1::9"})
+	}
+	lan := map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lan", "annotations": map[string]any{"dynamic-prefix.io/name": "home",
+			"dynamic-prefix.io/managed-blocks": "cidr=2001:db8:1::/64"}},
+		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}, map[string]any{"cidr": "2001:db8:1::/64"}}}}
+	apply(t, s.w, poolGVR, lan)
+	if err := s.patch(poolGVR, "", "lan", `{"spec":{"blocks":[{"cidr":"2001:db8:1::/64"}]}}`); !denied(err) {
+		t.Errorf("the user's IPv4 block taken out of a pool that follows home: %s", errString(err))
+	}
+	// Once out, not even the honest writer could put it back (192.0.2.0/24
+	// is in no prefix home names): only the user can.
+	if _, err := s.w.API.Dynamic.Resource(poolGVR).Patch(s.ctx, "lan", types.MergePatchType,
+		[]byte(`{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.patch(poolGVR, "", "lan", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`); err != nil {
+		t.Errorf("the writer's own block (its record names it) out of a pool that follows home: %v", err)
+	}
+}
+
+// TestAnAddressTheWriterAddsIsOneItsRecordNames (r6b): renumber-writer-status
+// admits a prefix made current whenever the spec's prefixFilter accepts it
+// (allowedPrefixes unset, the default: any global /64), and
+// renumber-writer-values then admits addresses in it. The honest writer
+// puts the status back at its next pass (decide: a prefix no node reports
+// is replaced where one leads), but an address the token added in between
+// without naming it in the Service's record (dynamic-prefix.io/managed-ips)
+// or the pool's (managed-blocks) is the user's to the writer
+// (render.addresses, holdings.Merge keep every entry the record does not
+// name): 2001:db8:bad::1 stays on the Service, and 2001:db8:bad::/64 in
+// the pool, after the status no longer names it, for good. The writer
+// records every entry it adds; a write adding one its record does not name
+// is not the writer's. Refused by nothing today.
+func TestAnAddressTheWriterAddsIsOneItsRecordNames(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home",
+		holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationManagedIPs: "2001:db8:1::9"})
+	apply(t, s.w, poolGVR, map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
+		"metadata": map[string]any{"name": "lan", "annotations": map[string]any{"dynamic-prefix.io/name": "home",
+			"dynamic-prefix.io/managed-blocks": "cidr=2001:db8:1::/64"}},
+		"spec": map[string]any{"blocks": []any{map[string]any{"cidr": "2001:db8:1::/64"}}}})
+	// The token names 2001:db8:bad::/64 current (admitted: the filter
+	// accepts any global /64).
+	forged := `{"status":{"currentPrefix":"2001:db8:bad::/64","history":[` +
+		`{"prefix":"2001:db8:bad::/64","state":"active","acquiredAt":"2026-11-29T08:00:00Z"},` +
+		`{"prefix":"2001:db8:1::/64","state":"draining","deprecatedAt":"2026-11-29T08:00:00Z"},` +
+		`{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
+	if err := s.patch(api.GVR, "", "home", forged, "status"); err != nil {
+		t.Fatalf("the token's status naming 2001:db8:bad::/64 current (admitted by design, docs/security.md): %v", err)
+	}
+	eventually(t, "the value policy reads the forged status", func() (bool, string) {
+		err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9,2001:db8:bad::1",
+			holdings.AnnotationManagedIPs: "2001:db8:1::9,2001:db8:bad::1"})
+		return err == nil, errString(err)
+	})
+	// The honest shape passed (recorded); now the same address unrecorded.
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9",
+		holdings.AnnotationManagedIPs: "2001:db8:1::9"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9,2001:db8:bad::1"}); !denied(err) {
+		t.Errorf("2001:db8:bad::1 added to a following Service without its record naming it (the writer would keep it as the user's, for good): %s", errString(err))
+	}
+	if err := s.patch(poolGVR, "", "lan", `{"spec":{"blocks":[{"cidr":"2001:db8:1::/64"},{"cidr":"2001:db8:bad::/64"}]}}`); !denied(err) {
+		t.Errorf("2001:db8:bad::/64 added to a following pool without its record naming it: %s", errString(err))
+	}
+}
+
+// TestTheAddressKeyRecordNamesOnlyAnAddressKey (r6b): on a Service that
+// follows a DynamicPrefix renumber-writer-services lets the writer set
+// dynamic-prefix.io/managed-ips-key to anything. Forged to a key the
+// addresses are not under, it makes the honest writer disown them
+// (render.TestAForgedAddressKeyRecordDisownsNoAddress): the old prefix's
+// address stays on the Service, as the user's, for good. The writer only
+// ever writes kube-vip.io/loadbalancerIPs there, and only with a record of
+// addresses it wrote under that key.
+func TestTheAddressKeyRecordNamesOnlyAnAddressKey(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home",
+		holdings.AnnotationIPs: "192.0.2.9,2001:db8:1::9", holdings.AnnotationManagedIPs: "2001:db8:1::9"})
+	for _, key := range []string{"example.org/bogus", holdings.AnnotationKubeVIPIPs} {
+		if err := s.annotate("default", "web", map[string]any{holdings.AnnotationManagedIPsKey: key}); !denied(err) {
+			t.Errorf("managed-ips-key %q on a Service whose addresses are under %s: %s", key, holdings.AnnotationIPs, errString(err))
+		}
+		_ = s.annotate("default", "web", map[string]any{holdings.AnnotationManagedIPsKey: nil})
+	}
+}

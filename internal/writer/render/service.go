@@ -93,6 +93,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 		}
 	}
 	live = geometric(live, o.Managed)
+	live.ManagedIPs = append(live.ManagedIPs, left(m, f, pooled, o.Managed, live)...)
 	var out holdings.Annotations
 	out.IPs, out.ManagedIPs = addresses(live, key, addrs)
 	if key != holdings.AnnotationIPs && len(out.ManagedIPs) > 0 {
@@ -219,20 +220,42 @@ func geometric(live holdings.Annotations, managed []netip.Prefix) holdings.Annot
 	return live
 }
 
-// addresses puts addrs under key, and takes ours out of the other address
-// keys (a Service that changed provider): the user's entries stay everywhere.
-func addresses(live holdings.Annotations, key string, addrs []string) (map[string][]string, []string) {
-	was := live.IPsKey
-	if was == "" {
-		was = holdings.AnnotationIPs
+// left are the Service's own addresses on the prefixes of managed that are
+// no longer pooled, where the Service still carries them: the writer put
+// them there whatever its record says (a record the writer's token could
+// forge, emptied or naming the user's entries, would otherwise leave the
+// expired prefix's address on the Service for good). Only the exact address
+// the Service follows on such a prefix is claimed, never the user's others.
+func left(m model.Model, f holdings.ServiceFollow, pooled, managed []netip.Prefix, live holdings.Annotations) []string {
+	var out []string
+	for _, p := range managed {
+		if slices.Contains(pooled, p) {
+			continue
+		}
+		a, err := ServiceAddress(m, f, p)
+		if err != nil {
+			continue
+		}
+		for _, k := range holdings.AddressKeys {
+			if slices.ContainsFunc(live.IPs[k], func(e string) bool { return holdings.Canonical(e) == a.String() }) &&
+				!slices.Contains(out, a.String()) && !slices.Contains(live.ManagedIPs, a.String()) {
+				out = append(out, a.String())
+			}
+		}
 	}
+	return out
+}
+
+// addresses puts addrs under key, and takes ours out of every address key
+// (a Service that changed provider): the record names what we own under
+// each of them, not only under the key it was written for (a record key the
+// writer's token could forge would otherwise disown our addresses, and they
+// would stay as the user's). The user's entries stay everywhere.
+func addresses(live holdings.Annotations, key string, addrs []string) (map[string][]string, []string) {
 	out := map[string][]string{}
 	var record []string
 	for _, k := range holdings.AddressKeys {
-		var owned, want []string
-		if k == was {
-			owned = live.ManagedIPs
-		}
+		owned, want := live.ManagedIPs, []string(nil)
 		if k == key {
 			want = addrs
 		}

@@ -111,7 +111,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge && key == holdings.AnnotationIPs) {
 		out.L2Nudged = Nudged(live.L2Nudged, out.ManagedIPs, ingress)
 	}
-	return recorded(out), nil
+	return recorded(out, live), nil
 }
 
 // Mapping is one address the load balancer publishes and the address the
@@ -194,13 +194,19 @@ func renderMapped(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
 	out.L2Nudged = live.L2Nudged
-	return recorded(out), nil
+	return recorded(out, live), nil
 }
 
-// recorded sets which records the Service carries once a is written (Patch
-// writes a record that has entries and removes one that has none).
-func recorded(a holdings.Annotations) holdings.Annotations {
-	a.IPsRecorded, a.TargetsRecorded, a.KeysRecorded = len(a.ManagedIPs) > 0, len(a.ManagedTargets) > 0, len(a.TargetKeys) > 0
+// recorded sets which records the Service carries once a is written: one
+// that has entries, and an address or target record live carries, emptied
+// rather than removed (an absent record would hand the user's entries to
+// the existing operator's geometric rule; renumber-writer-services refuses
+// its removal from a Service that follows a DynamicPrefix). Release passes
+// no live: its records go.
+func recorded(a, live holdings.Annotations) holdings.Annotations {
+	a.IPsRecorded = len(a.ManagedIPs) > 0 || live.IPsRecorded
+	a.TargetsRecorded = len(a.ManagedTargets) > 0 || live.TargetsRecorded
+	a.KeysRecorded = len(a.TargetKeys) > 0
 	return a
 }
 
@@ -349,5 +355,5 @@ func ReleaseService(live holdings.Annotations) holdings.Annotations {
 	var out holdings.Annotations
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
-	return recorded(out)
+	return recorded(out, holdings.Annotations{})
 }

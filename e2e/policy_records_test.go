@@ -6,6 +6,8 @@ package e2e
 // other test is finding 6's).
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,4 +125,31 @@ func TestTheAddressKeyRecordNamesOnlyAnAddressKey(t *testing.T) {
 		}
 		_ = s.annotate("default", "web", map[string]any{holdings.AnnotationManagedIPsKey: nil})
 	}
+}
+
+// recordedAs is ann, a write to a Service that follows a DynamicPrefix,
+// with the records naming every address and DNS target it writes: the
+// writer records what it adds (renumber-writer-services refuses an
+// address or target added unrecorded there), so a test's honest write
+// does too, and one the value policy is to refuse is refused for its
+// value alone.
+func recordedAs(ann map[string]any) map[string]any {
+	out := map[string]any{}
+	var ips, targets []string
+	for k, v := range ann {
+		out[k] = v
+		s, _ := v.(string)
+		switch {
+		case k == holdings.AnnotationIPs || k == holdings.AnnotationKubeVIPIPs:
+			ips = append(ips, s)
+		case strings.HasSuffix(k, "/target"):
+			targets = append(targets, s)
+		}
+	}
+	for r, l := range map[string][]string{holdings.AnnotationManagedIPs: ips, holdings.AnnotationManagedTarget: targets} {
+		if len(l) > 0 {
+			out[r] = strings.Join(slices.Compact(slices.Sorted(slices.Values(strings.Split(strings.Join(l, ","), ",")))), ",")
+		}
+	}
+	return out
 }

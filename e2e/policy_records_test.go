@@ -6,6 +6,8 @@ package e2e
 // other test is finding 6's).
 
 import (
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/model"
+	"github.com/renumber/renumber/internal/writer/render"
 )
 
 // TestAStolenWriterTokenTakesNoUsersEntryOffAFollowingObject (r6b): on an
@@ -152,4 +156,53 @@ func recordedAs(ann map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// TestTheWritersServiceWriteIsAdmittedWhateverTheServiceHolds: the record
+// checks of renumber-writer-services read what the Service holds, which the
+// stolen token wrote too (its writes may be refused, leaving nothing). After
+// each of its seeded writes to a Service that follows home (the model test's
+// writes: lists from everywhere, padded, stripped, records taken out), the
+// writer's own pass on what is left (render.Service, the Service's patch,
+// as the controller makes it; home pooling 2001:db8:1::/64 and, on every
+// other pass, 2001:db8:2::/64) is admitted: no token write stalls the
+// writer on a Service.
+func TestTheWritersServiceWriteIsAdmittedWhateverTheServiceHolds(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+		holdings.AnnotationIPs: "192.0.2.7", holdings.AnnotationTarget: "lb.example.org"})
+	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model.Parse("home", dp.Spec)
+	managed := []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64"), netip.MustParsePrefix("2001:db8:3::/64")}
+	o := obj{serviceGVR, "default", "web", true}
+	g := gen{rand.New(rand.NewPCG(29, 1))}
+	var writes, admitted int
+	for step := range 100 {
+		body, _ := g.write(o, s.read(t, serviceGVR, "default", "web"))
+		if s.patch(serviceGVR, "default", "web", body) == nil {
+			admitted++
+		}
+		ann := s.read(t, serviceGVR, "default", "web").GetAnnotations()
+		if _, big := holdings.TooManyEntries(ann); big {
+			continue // the writer leaves such a Service alone (render.MaxEntries)
+		}
+		live := holdings.Live(ann, holdings.DefaultTargetKeys)
+		got, err := render.Service(m, holdings.ServiceFollowOf(ann), managed[:1+step%2], live, nil,
+			render.ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: managed})
+		if err != nil {
+			t.Fatalf("step %d: rendering: %v", step, err)
+		}
+		if got.Equal(live) {
+			continue
+		}
+		writes++
+		patch := jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": got.Patch(live)}})
+		if err := s.patch(serviceGVR, "default", "web", patch); err != nil {
+			t.Errorf("step %d: the writer's write refused: %v\n(after the token's %s)\n(the writer's %s)", step, err, trim(body), patch)
+		}
+	}
+	t.Logf("100 token writes, %d admitted; %d writes of the writer's", admitted, writes)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -176,32 +177,83 @@ func TestTheWritersServiceWriteIsAdmittedWhateverTheServiceHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := model.Parse("home", dp.Spec)
-	managed := []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64"), netip.MustParsePrefix("2001:db8:3::/64")}
-	o := obj{serviceGVR, "default", "web", true}
-	g := gen{rand.New(rand.NewPCG(29, 1))}
-	var writes, admitted int
-	for step := range 100 {
-		body, _ := g.write(o, s.read(t, serviceGVR, "default", "web"))
-		if s.patch(serviceGVR, "default", "web", body) == nil {
-			admitted++
-		}
-		ann := s.read(t, serviceGVR, "default", "web").GetAnnotations()
+	writerAfterTheToken(t, s, obj{serviceGVR, "default", "web", true}, 1, func(step int, u *unstructured.Unstructured) map[string]any {
+		ann := u.GetAnnotations()
 		if _, big := holdings.TooManyEntries(ann); big {
-			continue // the writer leaves such a Service alone (render.MaxEntries)
+			return nil // the writer leaves such a Service alone (render.MaxEntries)
 		}
 		live := holdings.Live(ann, holdings.DefaultTargetKeys)
-		got, err := render.Service(m, holdings.ServiceFollowOf(ann), managed[:1+step%2], live, nil,
-			render.ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: managed})
+		got, err := render.Service(m, holdings.ServiceFollowOf(ann), homeManaged[:1+step%2], live, nil,
+			render.ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: homeManaged})
 		if err != nil {
 			t.Fatalf("step %d: rendering: %v", step, err)
 		}
 		if got.Equal(live) {
+			return nil
+		}
+		return map[string]any{"metadata": map[string]any{"annotations": got.Patch(live)}}
+	})
+}
+
+// TestTheWritersPoolWriteIsAdmittedWhateverThePoolHolds: the same for a
+// pool's record (renumber-writer-pools), on a CIDR group that follows home:
+// after each of the token's seeded writes, the writer's own write on what is
+// left (holdings.Held.Claim of the pooled prefixes, as apply writes it: the
+// entries and the record's value) is admitted.
+func TestTheWritersPoolWriteIsAdmittedWhateverThePoolHolds(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	apply(t, s.w, groupGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+		"metadata": map[string]any{"name": "grp", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
+	})
+	writerAfterTheToken(t, s, obj{groupGVR, "", "grp", true}, 2, func(step int, u *unstructured.Unstructured) map[string]any {
+		entries, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "externalCIDRs")
+		if len(entries) > 256 {
+			return nil // over renumber-writer-sizes's bound: the writer's write would be refused too, and reported
+		}
+		value, present := u.GetAnnotations()[poolRecord]
+		h := holdings.Held{Form: holdings.CIDRs, Entries: entries, Record: holdings.ReadRecord(value, present, holdings.Listed), RecordValue: value}
+		var pooled []string
+		for _, p := range homeManaged[:1+step%2] {
+			pooled = append(pooled, p.String())
+		}
+		w := h.Claim(pooled, false, homeManaged)
+		if w.Holds {
+			return nil
+		}
+		var rec any
+		if w.Record != nil {
+			rec = w.Value
+		}
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{poolRecord: rec}},
+			"spec": map[string]any{"externalCIDRs": w.Entries}}
+	})
+}
+
+// homeManaged are the prefixes home's status names (stealWriterToken):
+// current, draining, expired.
+var homeManaged = []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64"), netip.MustParsePrefix("2001:db8:2::/64"), netip.MustParsePrefix("2001:db8:3::/64")}
+
+// writerAfterTheToken plays 100 of the stolen token's seeded writes to o
+// (seed: which), each followed by the writer's pass on what is left (pass:
+// the merge patch it makes, nil for none), which must be admitted.
+func writerAfterTheToken(t *testing.T, s stolen, o obj, seed uint64, pass func(step int, u *unstructured.Unstructured) map[string]any) {
+	t.Helper()
+	g := gen{rand.New(rand.NewPCG(29, seed))}
+	var writes, admitted int
+	for step := range 100 {
+		body, _ := g.write(o, s.read(t, o.gvr, o.ns, o.name))
+		if s.patch(o.gvr, o.ns, o.name, body) == nil {
+			admitted++
+		}
+		patch := pass(step, s.read(t, o.gvr, o.ns, o.name))
+		if patch == nil {
 			continue
 		}
 		writes++
-		patch := jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": got.Patch(live)}})
-		if err := s.patch(serviceGVR, "default", "web", patch); err != nil {
-			t.Errorf("step %d: the writer's write refused: %v\n(after the token's %s)\n(the writer's %s)", step, err, trim(body), patch)
+		if err := s.patch(o.gvr, o.ns, o.name, jsonOf(t, patch)); err != nil {
+			t.Errorf("step %d: the writer's write refused: %v\n(after the token's %s)\n(the writer's %s)", step, err, trim(body), jsonOf(t, patch))
 		}
 	}
 	t.Logf("100 token writes, %d admitted; %d writes of the writer's", admitted, writes)

@@ -117,19 +117,19 @@ func TestPaddingCannotPushTheValuePolicyPastItsCost(t *testing.T) {
 	s := stealWriterToken(t, nil)
 	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home"})
 	padded := addresses("2001:db8:1::", 600)
-	s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(padded, ",")})
-	err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(append(padded, "2001:db8:bad::1"), ",")})
+	s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: strings.Join(padded, ",")}))
+	err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: strings.Join(append(padded, "2001:db8:bad::1"), ",")}))
 	if got := s.read(t, serviceGVR, "default", "web").GetAnnotations()[holdings.AnnotationIPs]; strings.Contains(got, "bad") {
 		t.Errorf("padded, an outside address was admitted (%v): the Service holds %d entries", errString(err), len(strings.Split(got, ",")))
 	}
 	full := addresses("2001:db8:1::", 64)
-	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(full, ",")}); err != nil {
+	if err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: strings.Join(full, ",")})); err != nil {
 		t.Errorf("64 addresses inside the prefixes (the bound): %v", err)
 	}
-	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(append(full[:63], "2001:db8:bad::1"), ",")}); !denied(err) {
+	if err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: strings.Join(append(full[:63], "2001:db8:bad::1"), ",")})); !denied(err) {
 		t.Errorf("63 addresses and an outside one: got %v, want refused", errString(err))
 	}
-	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: strings.Join(addresses("2001:db8:1::", 65), ",")}); !denied(err) {
+	if err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: strings.Join(addresses("2001:db8:1::", 65), ",")})); !denied(err) {
 		t.Errorf("65 addresses (over the bound): got %v, want refused", errString(err))
 	}
 }
@@ -153,11 +153,11 @@ func TestADelegationOutsideTheSpecIsNeverTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the status read by the value policy", func() (bool, string) {
-		err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:7::1"})
+		err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: "2001:db8:7::1"}))
 		return err == nil, errString(err)
 	})
 	for _, a := range []string{"2001:db8:bad::1", "2001:db8:8::1", "192.0.2.1"} {
-		if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:7::1," + a}); !denied(err) {
+		if err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: "2001:db8:7::1," + a})); !denied(err) {
 			t.Errorf("%s, with ::/0 as the status's delegation: got %v, want refused", a, errString(err))
 		}
 	}
@@ -195,11 +195,11 @@ func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 			t.Errorf("%s of a Gateway in tenant: got %v, want refused", what, errString(err))
 		}
 	}
-	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationIPs: "2001:db8:1::1", holdings.AnnotationTarget: "2001:db8:1::1"}); err != nil {
+	if err := s.annotate("default", "web", recordedAs(map[string]any{holdings.AnnotationIPs: "2001:db8:1::1", holdings.AnnotationTarget: "2001:db8:1::1"})); err != nil {
 		t.Errorf("an address for a Service in default: %v", err)
 	}
 	for k, v := range map[string]string{holdings.AnnotationIPs: "2001:db8:1::1", holdings.AnnotationTarget: "2001:db8:1::1"} {
-		if err := s.annotate("tenant", "web", map[string]any{k: v}); !denied(err) {
+		if err := s.annotate("tenant", "web", recordedAs(map[string]any{k: v})); !denied(err) {
 			t.Errorf("%s on a Service in tenant: got %v, want refused", k, errString(err))
 		}
 	}

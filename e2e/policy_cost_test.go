@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,10 @@ import (
 // history at its bound: one entry outside, last in whichever key or rule
 // the policy reads last, is refused by the shipped policy alone (so it did
 // not err); and the writer's honest write is admitted by a copy of the
-// policy that fails closed (so it evaluated to true within its cost).
+// policy that fails closed (so it evaluated to true within its cost). The
+// Service's records name every entry, at their bound too, so
+// renumber-writer-services (which fails closed) admits the honest write
+// only if its record checks stay inside their cost there.
 func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	s := stealWriterToken(t, nil)
 	ctx := t.Context()
@@ -77,14 +81,32 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	for i := range 16 {
 		keys = append(keys, fmt.Sprintf("k%d.example.org/target", i))
 	}
+	// With the records that name every entry (renumber-writer-services:
+	// each entry added is named, at their bound of 64 too): the keys of
+	// the kind the outside entry is in hold the last but one entry twice
+	// in its place, so that kind's entries stay 64.
+	records := []string{holdings.AnnotationManagedIPs, holdings.AnnotationManagedTarget, holdings.AnnotationManagedTargetKeys}
 	ann := func(p, bad int) map[string]any {
 		out := map[string]any{}
-		for i := range 256 - len(keys) - 1 {
+		for i := range 256 - len(keys) - len(records) - 1 {
 			out[fmt.Sprintf("example.org/user-%d", i)] = "x"
 		}
+		kind := func(i int) int { return min(i, 2) / 2 } // 0: address keys, 1: target keys
+		named := [2][]string{}
 		for i, k := range keys {
-			out[k] = strings.Join(entries(p, 64, false, i == bad), ",")
+			l := entries(p, 64, false, i == bad)
+			if bad >= 0 && i != bad && kind(i) == kind(bad) {
+				l[63] = l[62]
+			}
+			out[k] = strings.Join(l, ",")
+			for _, e := range l {
+				if !slices.Contains(named[kind(i)], e) {
+					named[kind(i)] = append(named[kind(i)], e)
+				}
+			}
 		}
+		out[records[0]], out[records[1]] = strings.Join(named[0], ","), strings.Join(named[1], ",")
+		out[records[2]] = strings.Join(keys[2:], ",")
 		return out
 	}
 	before := ann(16, -1)
@@ -159,6 +181,53 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	}{{serviceGVR, svc}, {networkPolicyGVR, np}, {networkPolicyGVR, hugeNP}, {groupGVR, group}, {poolGVR, pool}} {
 		apply(t, w, o.gvr, o.obj)
 	}
+	// pooled is a write of spec to a pool-like object with its record
+	// naming every entry (renumber-writer-pools: each entry added is
+	// named); spell: how the record spells an entry.
+	pooled := func(spec map[string]any, record string, spell func(string) string, entries ...[]any) string {
+		var named []string
+		for _, l := range entries {
+			for _, e := range l {
+				c, ok := e.(string)
+				if m, isMap := e.(map[string]any); !ok && isMap {
+					if b, isPeer := m["ipBlock"].(map[string]any); isPeer {
+						m = b
+					}
+					c = m["cidr"].(string)
+				}
+				if c = spell(c); !slices.Contains(named, c) {
+					named = append(named, c)
+				}
+			}
+		}
+		return jsonOf(t, map[string]any{"spec": spec, "metadata": map[string]any{"annotations": map[string]any{record: strings.Join(named, ",")}}})
+	}
+	asIs := func(c string) string { return c }
+	cidrKey := func(c string) string { return "cidr=" + c }
+	// ipBlocks are the ipBlock peers of rules.
+	ipBlocks := func(rules ...[]any) []any {
+		var out []any
+		for _, rs := range rules {
+			for _, r := range rs {
+				for _, dir := range []string{"from", "to"} {
+					peers, _ := r.(map[string]any)[dir].([]any)
+					for _, p := range peers {
+						if b, ok := p.(map[string]any)["ipBlock"]; ok {
+							out = append(out, map[string]any{"ipBlock": b})
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	npWrite := func(ingress, egress []any) string {
+		spec := map[string]any{"ingress": ingress}
+		if egress != nil {
+			spec["egress"] = egress
+		}
+		return pooled(spec, "dynamic-prefix.io/managed-cidrs", asIs, ipBlocks(ingress, egress))
+	}
 	type attempt struct {
 		gvr      schema.GroupVersionResource
 		ns, body string
@@ -167,17 +236,17 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	// in the last it reads is refused - by the shipped policy alone, which
 	// would admit it on an error.
 	outside := map[string]attempt{
-		"a CIDR group": {groupGVR, "", jsonOf(t, map[string]any{"spec": map[string]any{"externalCIDRs": list(1, true)}})},
-		"a pool":       {poolGVR, "", jsonOf(t, map[string]any{"spec": map[string]any{"blocks": blocks(1, true)}})},
+		"a CIDR group": {groupGVR, "", pooled(map[string]any{"externalCIDRs": list(1, true)}, "dynamic-prefix.io/managed-cidrs", asIs, list(1, true))},
+		"a pool":       {poolGVR, "", pooled(map[string]any{"blocks": blocks(1, true)}, "dynamic-prefix.io/managed-blocks", cidrKey, blocks(1, true))},
 	}
 	for i, k := range keys {
 		outside["a Service's "+k] = attempt{serviceGVR, "default", jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": ann(1, i)}})}
 	}
 	for r := range 4 {
 		outside[fmt.Sprintf("a NetworkPolicy's ingress rule %d", r)] = attempt{networkPolicyGVR, "default",
-			jsonOf(t, map[string]any{"spec": map[string]any{"ingress": rules(1, "from", r), "egress": rules(1, "to", -1)}})}
+			npWrite(rules(1, "from", r), rules(1, "to", -1))}
 		outside[fmt.Sprintf("a NetworkPolicy's egress rule %d", r)] = attempt{networkPolicyGVR, "default",
-			jsonOf(t, map[string]any{"spec": map[string]any{"ingress": rules(1, "from", -1), "egress": rules(1, "to", r)}})}
+			npWrite(rules(1, "from", -1), rules(1, "to", r))}
 	}
 	for what, x := range outside {
 		if err := write(x.gvr, x.ns, "big", x.body); !denied(err) {
@@ -192,14 +261,14 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 		err := write(groupGVR, "", measureProbe, `{"spec":{"externalCIDRs":["198.51.100.0/24"]}}`)
 		return err != nil && strings.Contains(err.Error(), measureProbe), errString(err)
 	})
-	if err := write(networkPolicyGVR, "default", "huge", jsonOf(t, map[string]any{"spec": map[string]any{"ingress": huge("2001:db8:1::/64")}})); err != nil {
+	if err := write(networkPolicyGVR, "default", "huge", npWrite(huge("2001:db8:1::/64"), nil)); err != nil {
 		t.Errorf("a tenant's huge NetworkPolicy: refused: %v", err)
 	}
 	for what, x := range map[string]attempt{
 		"a Service at every bound":       {serviceGVR, "default", jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": ann(1, -1)}})},
-		"a NetworkPolicy at every bound": {networkPolicyGVR, "default", jsonOf(t, map[string]any{"spec": map[string]any{"ingress": rules(1, "from", -1), "egress": rules(1, "to", -1)}})},
-		"a CIDR group at its bound":      {groupGVR, "", jsonOf(t, map[string]any{"spec": map[string]any{"externalCIDRs": list(1, false)}})},
-		"a pool at its bound":            {poolGVR, "", jsonOf(t, map[string]any{"spec": map[string]any{"blocks": blocks(1, false)}})},
+		"a NetworkPolicy at every bound": {networkPolicyGVR, "default", npWrite(rules(1, "from", -1), rules(1, "to", -1))},
+		"a CIDR group at its bound":      {groupGVR, "", pooled(map[string]any{"externalCIDRs": list(1, false)}, "dynamic-prefix.io/managed-cidrs", asIs, list(1, false))},
+		"a pool at its bound":            {poolGVR, "", pooled(map[string]any{"blocks": blocks(1, false)}, "dynamic-prefix.io/managed-blocks", cidrKey, blocks(1, false))},
 	} {
 		if err := write(x.gvr, x.ns, "big", x.body); err != nil {
 			t.Errorf("%s: refused (the value policy's evaluation did not end true): %v", what, err)

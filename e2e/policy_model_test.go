@@ -30,9 +30,14 @@ import (
 //   - on the others, nothing is new there, and on an object that follows
 //     nothing what went out (of an annotation, or a rule) is what its record
 //     named (the user's entries stay), and its records only shrink;
+//   - on an object that follows home, its records stay true
+//     (recordViolations, r6b): what is added they name, they grow only by
+//     what is added, what goes out they named, what they drop is gone, and
+//     they are never removed;
 //
 // and that the bounds never refuse what the writer honestly writes (a few
-// new entries inside the prefixes beside what is there, within the bounds).
+// new entries inside the prefixes beside what is there, within the bounds,
+// named in the record).
 func TestAStolenWriterTokenMovesNoAddress(t *testing.T) {
 	s := stealWriterToken(t, map[string]any{"serviceNamespaces": []any{"default"}})
 	createNamespace(t, s.w, "tenant")
@@ -183,6 +188,18 @@ func violations(o obj, before, after *unstructured.Unstructured) []string {
 			}
 		}
 	}
+	if opted {
+		_, hadIPs := before.GetAnnotations()[holdings.AnnotationManagedIPs]
+		_, hadTargets := before.GetAnnotations()[holdings.AnnotationManagedTarget]
+		_, hadPool := before.GetAnnotations()[poolRecord]
+		unrecorded := o.gvr == serviceGVR && !hadIPs && !hadTargets || o.gvr != serviceGVR && !hadPool
+		out = append(out, recordViolations(o.gvr, was, is, unrecorded)...)
+		for r, had := range map[string]bool{holdings.AnnotationManagedIPs: hadIPs, holdings.AnnotationManagedTarget: hadTargets, poolRecord: hadPool} {
+			if _, has := after.GetAnnotations()[r]; had && !has {
+				out = append(out, fmt.Sprintf("the record %s removed", r))
+			}
+		}
+	}
 	if !opted {
 		for k, entries := range was {
 			record := recordOf(o.gvr, k)
@@ -194,6 +211,64 @@ func violations(o obj, before, after *unstructured.Unstructured) []string {
 				if e != "" && !slices.Contains(trimmed(is[k]), e) && !slices.Contains(trimmed(was[record]), e) {
 					out = append(out, fmt.Sprintf("the user's %s taken out of %s", e, k))
 				}
+			}
+		}
+	}
+	return out
+}
+
+// recordViolations are what a write to an object that follows a
+// DynamicPrefix broke of its records' truth (the writer's memory of which
+// entries are its own): an entry added is named in the record after (a
+// target under a key the writer writes, unless the user held it under
+// another target key); the record grows only by entries the write added
+// (but on an object with no record, where the writer's first write owns
+// IPv6 entries by the existing operator's rule); an entry taken out was
+// named in the record before (the same exception); an entry the record
+// drops is gone from every key the writer owns under.
+func recordViolations(gvr schema.GroupVersionResource, was, is map[string][]string, unrecorded bool) []string {
+	var out []string
+	keysOf := map[string][]string{}
+	for _, m := range []map[string][]string{was, is} {
+		for k := range m {
+			if r := recordOf(gvr, k); r != "" && !slices.Contains(keysOf[r], k) {
+				keysOf[r] = append(keysOf[r], k)
+			}
+		}
+	}
+	geometric := func(e string) bool { return unrecorded && strings.Contains(e, ":") }
+	for r, keys := range keysOf {
+		recBefore, recAfter := trimmed(was[r]), trimmed(is[r])
+		ownedUnder := func(k string) bool {
+			return r != holdings.AnnotationManagedTarget || slices.Contains(holdings.DefaultTargetKeys, k)
+		}
+		heldBefore := func(e string) bool {
+			return r == holdings.AnnotationManagedTarget && slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(trimmed(was[k]), e) })
+		}
+		for _, k := range keys {
+			for _, e := range trimmed(is[k]) {
+				if e != "" && !slices.Contains(trimmed(was[k]), e) && !(ownedUnder(k) && slices.Contains(recAfter, e)) && !heldBefore(e) {
+					out = append(out, fmt.Sprintf("%s added to %s, which %s does not name", e, k, r))
+				}
+			}
+			for _, e := range trimmed(was[k]) {
+				if e != "" && !slices.Contains(trimmed(is[k]), e) && !slices.Contains(recBefore, e) && !geometric(e) {
+					out = append(out, fmt.Sprintf("%s taken out of %s, which %s did not name", e, k, r))
+				}
+			}
+		}
+		for _, e := range recAfter {
+			if e != "" && !slices.Contains(recBefore, e) && !slices.ContainsFunc(keys, func(k string) bool {
+				return slices.Contains(trimmed(is[k]), e) && (!slices.Contains(trimmed(was[k]), e) || geometric(e))
+			}) {
+				out = append(out, fmt.Sprintf("%s grew by %s, which the write did not add", r, e))
+			}
+		}
+		for _, e := range recBefore {
+			if e != "" && !slices.Contains(recAfter, e) && slices.ContainsFunc(keys, func(k string) bool {
+				return ownedUnder(k) && slices.Contains(trimmed(is[k]), e)
+			}) {
+				out = append(out, fmt.Sprintf("%s dropped %s, which stays", r, e))
 			}
 		}
 	}
@@ -337,7 +412,12 @@ func (g gen) write(o obj, u *unstructured.Unstructured) (string, bool) {
 		if len(l) == 0 {
 			v = nil
 		}
-		body, fair = map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}}, ok
+		ann := map[string]any{key: v}
+		if m == honest { // the writer names what it adds in the record
+			record := recorded(was[recordOf(o.gvr, key)], was[key], l)
+			ann[recordOf(o.gvr, key)], ok = strings.Join(record, ","), ok && len(record) <= 64
+		}
+		body, fair = map[string]any{"metadata": map[string]any{"annotations": ann}}, ok
 	case networkPolicyGVR:
 		// Each rule keeps its other peers and ports; its ipBlocks are some
 		// of any rule's (a move) and new ones.
@@ -347,6 +427,7 @@ func (g gen) write(o obj, u *unstructured.Unstructured) (string, bool) {
 			all = append(all, l...)
 		}
 		fair = true
+		record := was[poolRecord]
 		for i, r := range rules {
 			r := r.(map[string]any)
 			to, _, _ := unstructured.NestedSlice(r, "to")
@@ -356,6 +437,9 @@ func (g gen) write(o obj, u *unstructured.Unstructured) (string, bool) {
 			}
 			l, ok := g.list(pool, true, m, 64)
 			fair = fair && ok
+			if m == honest {
+				record = recorded(record, was[fmt.Sprint(i)], l)
+			}
 			var peers []any
 			for _, p := range to {
 				if _, isBlock := p.(map[string]any)["ipBlock"]; !isBlock {
@@ -372,12 +456,30 @@ func (g gen) write(o obj, u *unstructured.Unstructured) (string, bool) {
 			r["to"] = peers
 		}
 		body = map[string]any{"spec": map[string]any{"egress": rules}}
+		if m == honest {
+			body["metadata"] = map[string]any{"annotations": map[string]any{poolRecord: strings.Join(record, ",")}}
+		}
 	default:
 		l, ok := g.list(was["externalCIDRs"], true, m, 256)
 		body, fair = map[string]any{"spec": map[string]any{"externalCIDRs": l}}, ok
+		if m == honest {
+			body["metadata"] = map[string]any{"annotations": map[string]any{poolRecord: strings.Join(recorded(was[poolRecord], was["externalCIDRs"], l), ",")}}
+		}
 	}
 	b, _ := json.Marshal(body)
 	return string(b), fair
+}
+
+// recorded is record grown by what the write turning was into is adds (as
+// the writer records what it adds, and nothing that was there).
+func recorded(record, was, is []string) []string {
+	out := slices.DeleteFunc(trimmed(record), func(e string) bool { return e == "" })
+	for _, e := range trimmed(is) {
+		if e != "" && !slices.Contains(trimmed(was), e) && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // peer is a NetworkPolicy peer: an ipBlock, or all pods for "pods".

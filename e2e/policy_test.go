@@ -277,9 +277,9 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			`"labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home","dynamic-prefix.io/sibling-of":"user"},` +
 			`"ownerReferences":[{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","name":"user","uid":"` + string(get(t, w, ipPools, "user").GetUID()) + `"}]},` +
 			`"spec":{"cidr":"2001:db8:1::/64","disabled":true,"natOutgoing":false}}`},
-		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
-		"a pool's range":                              {poolGVR, "", "lb", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
-		"a MetalLB range":                             {addressPools, "default", "mlb", `{"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
+		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/72,2001:db8:2::ff00:0:0:0/72"}},"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
+		"a pool's range":                              {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"cidr=2001:db8:1::/64,range=2001:db8:2::f000-2001:db8:2::ffff"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
+		"a MetalLB range":                             {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64,2001:db8:2::10-2001:db8:2::20"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},
 		"an entry out of a pool that follows nothing": {poolGVR, "", "free", `{"spec":{"blocks":[{"cidr":"192.0.2.0/24"}]}}`},
 		"a network set's nets and record":             {networkSetGVR, "default", "lan", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/64,2001:db8:2::/64"}},"spec":{"nets":["10.0.0.0/8","2001:db8:1::/64","2001:db8:2::/64"]}}`},
 		"a net out of a set that follows nothing":     {globalNetworkSetGVR, "", "feed", `{"spec":{"nets":["203.0.113.0/24"]}}`},

@@ -138,7 +138,8 @@ func Applied(ann map[string]string, patch map[string]any) map[string]string {
 
 // Patch is the annotations map of a merge patch making a Service carry a
 // (null removes one), given what it carries now: every annotation of ours
-// either rendering names, nothing else.
+// either rendering names, nothing else. A record a says is carried
+// (IPsRecorded, TargetsRecorded) stays, empty where it names nothing.
 func (a Annotations) Patch(live Annotations) map[string]any {
 	val := func(v []string) any {
 		if len(v) == 0 {
@@ -146,9 +147,15 @@ func (a Annotations) Patch(live Annotations) map[string]any {
 		}
 		return strings.Join(v, ",")
 	}
+	record := func(v []string, kept bool) any {
+		if len(v) == 0 && kept {
+			return "" // present and empty: it owns nothing (render.recorded)
+		}
+		return val(v)
+	}
 	out := map[string]any{
-		AnnotationManagedIPs: val(a.ManagedIPs), AnnotationManagedIPsKey: nil,
-		AnnotationManagedTarget: val(a.ManagedTargets), AnnotationManagedTargetKeys: val(a.TargetKeys),
+		AnnotationManagedIPs: record(a.ManagedIPs, a.IPsRecorded), AnnotationManagedIPsKey: nil,
+		AnnotationManagedTarget: record(a.ManagedTargets, a.TargetsRecorded), AnnotationManagedTargetKeys: val(a.TargetKeys),
 		AnnotationL2Nudged: val(a.L2Nudged),
 	}
 	if a.IPsKey != "" {

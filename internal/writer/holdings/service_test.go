@@ -133,3 +133,27 @@ func TestTooManyEntries(t *testing.T) {
 		}
 	}
 }
+
+// A record the rendering says is carried but names nothing is written
+// present and empty (it owns nothing), not removed: on a Service that
+// follows a DynamicPrefix an absent record would hand the user's entries to
+// the existing operator's geometric rule (and renumber-writer-values
+// refuses its removal there). One not carried is removed.
+func TestAnEmptyRecordIsKeptWhereItIsCarried(t *testing.T) {
+	live := Live(map[string]string{AnnotationIPs: "192.0.2.7,2001:db8:1::1", AnnotationManagedIPs: "2001:db8:1::1",
+		AnnotationTarget: "a.example.org", AnnotationManagedTarget: "2001:db8:1::1"}, DefaultTargetKeys)
+	for _, c := range []struct {
+		name     string
+		recorded bool
+		want     any
+	}{{"carried", true, ""}, {"released", false, nil}} {
+		a := Annotations{IPs: map[string][]string{AnnotationIPs: {"192.0.2.7"}}, Targets: map[string][]string{AnnotationTarget: {"a.example.org"}},
+			IPsRecorded: c.recorded, TargetsRecorded: c.recorded}
+		p := a.Patch(live)
+		for _, k := range []string{AnnotationManagedIPs, AnnotationManagedTarget} {
+			if v, ok := p[k]; !ok || v != c.want {
+				t.Errorf("%s: %s patched to %#v, want %#v", c.name, k, v, c.want)
+			}
+		}
+	}
+}

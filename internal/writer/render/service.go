@@ -95,6 +95,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 		}
 	}
 	live = geometric(live, o.Managed)
+	live.ManagedIPs = append(live.ManagedIPs, left(m, f, pooled, o.Managed, live)...)
 	var out holdings.Annotations
 	out.IPs, out.ManagedIPs = addresses(live, key, addrs)
 	if key != holdings.AnnotationIPs && len(out.ManagedIPs) > 0 {
@@ -109,7 +110,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 	if f.ForceL2Nudge || (o.L2Nudge && !f.SkipL2Nudge && key == holdings.AnnotationIPs) {
 		out.L2Nudged = Nudged(live.L2Nudged, out.ManagedIPs, ingress)
 	}
-	return recorded(out), nil
+	return recorded(out, live), nil
 }
 
 // Mapping is one address the load balancer publishes and the address the
@@ -192,13 +193,19 @@ func renderMapped(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, o.TargetKeys, current)
 	out.L2Nudged = live.L2Nudged
-	return recorded(out), nil
+	return recorded(out, live), nil
 }
 
-// recorded sets which records the Service carries once a is written (Patch
-// writes a record that has entries and removes one that has none).
-func recorded(a holdings.Annotations) holdings.Annotations {
-	a.IPsRecorded, a.TargetsRecorded, a.KeysRecorded = len(a.ManagedIPs) > 0, len(a.ManagedTargets) > 0, len(a.TargetKeys) > 0
+// recorded sets which records the Service carries once a is written: one
+// that has entries, and an address or target record live carries, emptied
+// rather than removed (an absent record would hand the user's entries to
+// the existing operator's geometric rule; renumber-writer-services refuses
+// its removal from a Service that follows a DynamicPrefix). Release passes
+// no live: its records go.
+func recorded(a, live holdings.Annotations) holdings.Annotations {
+	a.IPsRecorded = len(a.ManagedIPs) > 0 || live.IPsRecorded
+	a.TargetsRecorded = len(a.ManagedTargets) > 0 || live.TargetsRecorded
+	a.KeysRecorded = len(a.TargetKeys) > 0
 	return a
 }
 
@@ -218,20 +225,42 @@ func geometric(live holdings.Annotations, managed []netip.Prefix) holdings.Annot
 	return live
 }
 
-// addresses puts addrs under key, and takes ours out of the other address
-// keys (a Service that changed provider): the user's entries stay everywhere.
-func addresses(live holdings.Annotations, key string, addrs []string) (map[string][]string, []string) {
-	was := live.IPsKey
-	if was == "" {
-		was = holdings.AnnotationIPs
+// left are the Service's own addresses on the prefixes of managed that are
+// no longer pooled, where the Service still carries them: the writer put
+// them there whatever its record says (a record the writer's token could
+// forge, emptied or naming the user's entries, would otherwise leave the
+// expired prefix's address on the Service for good). Only the exact address
+// the Service follows on such a prefix is claimed, never the user's others.
+func left(m model.Model, f holdings.ServiceFollow, pooled, managed []netip.Prefix, live holdings.Annotations) []string {
+	var out []string
+	for _, p := range managed {
+		if slices.Contains(pooled, p) {
+			continue
+		}
+		a, err := ServiceAddress(m, f, p)
+		if err != nil {
+			continue
+		}
+		for _, k := range holdings.AddressKeys {
+			if slices.ContainsFunc(live.IPs[k], func(e string) bool { return holdings.Canonical(e) == a.String() }) &&
+				!slices.Contains(out, a.String()) && !slices.Contains(live.ManagedIPs, a.String()) {
+				out = append(out, a.String())
+			}
+		}
 	}
+	return out
+}
+
+// addresses puts addrs under key, and takes ours out of every address key
+// (a Service that changed provider): the record names what we own under
+// each of them, not only under the key it was written for (a record key the
+// writer's token could forge would otherwise disown our addresses, and they
+// would stay as the user's). The user's entries stay everywhere.
+func addresses(live holdings.Annotations, key string, addrs []string) (map[string][]string, []string) {
 	out := map[string][]string{}
 	var record []string
 	for _, k := range holdings.AddressKeys {
-		var owned, want []string
-		if k == was {
-			owned = live.ManagedIPs
-		}
+		owned, want := live.ManagedIPs, []string(nil)
 		if k == key {
 			want = addrs
 		}
@@ -325,5 +354,5 @@ func ReleaseService(live holdings.Annotations) holdings.Annotations {
 	var out holdings.Annotations
 	out.IPs, _ = addresses(live, "", nil)
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
-	return recorded(out)
+	return recorded(out, holdings.Annotations{})
 }

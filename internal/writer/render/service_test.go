@@ -394,7 +394,8 @@ func TestAMappingThatCannotBeUsedIsInvalid(t *testing.T) {
 }
 
 // A Service that held addresses of ours (mode ha) and now asks for a mapped
-// target: our addresses go, the user's stay.
+// target: our addresses go, the user's stay, and the record stays, empty
+// (owning nothing; absent, the existing operator's rule would own again).
 func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 	live := holdings.Live(map[string]string{holdings.AnnotationIPs: "2001:db8:1:100::1,fd01::1", holdings.AnnotationManagedIPs: "2001:db8:1:100::1"}, holdings.DefaultTargetKeys)
 	f := holdings.ServiceFollowOf(map[string]string{holdings.AnnotationMapping: model.MappingNetmap, holdings.AnnotationMappingPrefix: "fd01::/64"})
@@ -402,8 +403,8 @@ func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.IPs[holdings.AnnotationIPs], []string{"fd01::1"}) || got.IPsRecorded {
-		t.Errorf("addresses %v (recorded %v), want the user's alone", got.IPs, got.IPsRecorded)
+	if !slices.Equal(got.IPs[holdings.AnnotationIPs], []string{"fd01::1"}) || len(got.ManagedIPs) > 0 || !got.IPsRecorded {
+		t.Errorf("addresses %v (record %q, recorded %v), want the user's alone and the record kept, empty", got.IPs, got.ManagedIPs, got.IPsRecorded)
 	}
 	if want := []string{"2001:db8:1:100::1"}; !slices.Equal(got.Targets[holdings.AnnotationTarget], want) {
 		t.Errorf("target %q, want %q", got.Targets[holdings.AnnotationTarget], want)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -38,6 +39,13 @@ type ask struct {
 	// by address (offer), and for this pass alone (remembered). Nothing is
 	// written for it.
 	absent bool
+	// held: it asked for Address, which a load balancer publishes now for
+	// Holder (possessed); it asks as an absent one this pass.
+	held render.Conflict
+	// barred: it asked for Address, which a load balancer publishes now
+	// for Holder, and has nothing published for it to keep (possessed):
+	// its claim is lost.
+	barred render.Conflict
 	svc    *serviceAsk
 	pool   *backends.Pool
 }
@@ -63,22 +71,35 @@ func byAge(a, b ask) int {
 // current prefix, renumbered - each at its own hold: a hold is of the whole
 // ask, so one address given it would otherwise lend the writer's rank to
 // every address its owner's lbipam.cilium.io/ips added beside it (red team
-// r5).
+// r5). What another's load balancer publishes now is never an ask's by
+// what its own published before, renumbered, and one asking for it that no
+// memory of the writer's gives it is held or barred (possessed).
 func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.Prefix) []ask {
 	earlier := render.Earlier(m, pooled, named)
+	publisher := publishers(asks)
+	for i := range asks {
+		// Red team r7a: what another's load balancer publishes now is
+		// never this one's by what its own published before, renumbered:
+		// an address on a prefix still draining may have been granted
+		// after the current one was pooled (a tenant's own
+		// lbipam.cilium.io/ips, taking a free one), and the writer would
+		// take the other's current address away.
+		asks[i].seen.Earlier = slices.DeleteFunc(render.Renumbered(m, asks[i].seen.Published, earlier, pooled),
+			func(a string) bool { return publisher[a] != "" && publisher[a] != asks[i].who })
+		if !asks[i].absent && slices.ContainsFunc(render.Under(m, asks[i].ips, earlier), func(a string) bool { return !slices.Contains(asks[i].seen.Published, a) }) {
+			// It asks for an address handed out before that its load
+			// balancer does not publish for it: another's, or nobody's.
+			// What it published before, renumbered, would lend that
+			// address its rank - a hold is of the whole ask (as an ask
+			// naming one the writer gave another holds nothing by the
+			// writer).
+			asks[i].seen.Earlier = nil
+		}
+	}
+	asks = possessed(asks, given, m, pooled, publisher)
 	var each []ask // an absent ask's second and later addresses, one ask each
 	for i := range asks {
-		asks[i].seen.Earlier = render.Renumbered(m, asks[i].seen.Published, earlier, pooled)
 		if !asks[i].absent {
-			if slices.ContainsFunc(render.Under(m, asks[i].ips, earlier), func(a string) bool { return !slices.Contains(asks[i].seen.Published, a) }) {
-				// It asks for an address handed out before that its
-				// load balancer does not publish for it: another's, or
-				// nobody's. What it published before, renumbered, would
-				// lend that address its rank - a hold is of the whole
-				// ask (as an ask naming one the writer gave another
-				// holds nothing by the writer).
-				asks[i].seen.Earlier = nil
-			}
 			continue
 		}
 		for a, who := range given.To {
@@ -97,7 +118,7 @@ func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.
 		slices.Sort(asks[i].ips)
 		for _, a := range asks[i].ips[min(1, len(asks[i].ips)):] {
 			one := asks[i]
-			one.ips = []string{a}
+			one.ips, one.held = []string{a}, render.Conflict{}
 			each = append(each, one)
 		}
 		asks[i].ips = asks[i].ips[:min(1, len(asks[i].ips))]
@@ -108,6 +129,63 @@ func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.
 	}
 	slices.SortFunc(asks, byAge)
 	slices.SortStableFunc(asks, func(a, b ask) int { return cmp.Compare(b.hold, a.hold) })
+	return asks
+}
+
+// publishers is who each address is published for now, by its load
+// balancer (seen.Published; an address published for two is the first's).
+func publishers(asks []ask) map[string]string {
+	out := map[string]string{}
+	for _, x := range asks {
+		for _, a := range x.seen.Published {
+			if out[a] == "" {
+				out[a] = x.who
+			}
+		}
+	}
+	return out
+}
+
+// possessed is asks with each present one that asks for an address a load
+// balancer publishes now for another, which the writer's memory does not
+// give it (Given.To, or its placement renumbered: Given.Following), barred
+// from it. Possession at the load balancer: the claims never move an
+// address a load balancer gave. At a new term (no memory) two objects may
+// each be published one of the addresses both ask for - a tenant's own
+// lbipam.cilium.io/ips granted web's next address before the writer asked
+// for it (red team r6a), or web's address on the draining prefix, free,
+// after web was created (red team r7a) - and nothing tells which is the
+// copy; weighed whole, one took the other's current address, and released,
+// the other lost it at its load balancer. One whose load balancer publishes
+// for it an address it asks for is held: it asks as an absent one does
+// (absentAsk: it keeps, address by address, what is published for it, and
+// nothing is written for it). Another is barred: its claim is lost to the
+// other (released, it has nothing published to lose). Either way the
+// conflict is reported; one the writer gave the address keeps asking for it
+// (its DNS target is not it: PublishedElsewhere).
+func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix, publisher map[string]string) []ask {
+	for i, x := range asks {
+		if x.absent {
+			continue
+		}
+		following := given.Following(m, x.who, pooled)
+		for _, a := range x.ips {
+			y := publisher[a]
+			if y == "" || y == x.who || given.To[a] == x.who || given.To[a] == "" && slices.Contains(following, a) {
+				continue
+			}
+			c := render.Conflict{Address: a, Holder: y, Loser: x.who, Published: true}
+			if !slices.ContainsFunc(x.ips, func(b string) bool { return publisher[b] == x.who }) {
+				c.Published = false
+				asks[i].barred = c
+				break
+			}
+			held := absentAsk(x)
+			held.seen.Earlier, held.svc, held.pool, held.held = x.seen.Earlier, x.svc, x.pool, c
+			asks[i] = held
+			break
+		}
+	}
 	return asks
 }
 
@@ -141,6 +219,9 @@ func remembered(given, last render.Given, asks []ask, m model.Model, pooled []ne
 // Service out of one pass (its subnet renamed before its annotation
 // follows) loses nothing to whoever asks for its address meanwhile.
 func (x ask) claim(given, last render.Given, m model.Model, pooled []netip.Prefix) (render.Conflict, bool) {
+	if x.barred.Address != "" {
+		return x.barred, false
+	}
 	if !x.absent {
 		return given.Won(m, pooled, x.who, x.ips, x.place)
 	}
@@ -227,6 +308,33 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 		}
 	}
 	return out, asks
+}
+
+// announceHeld reports, on the object x, that it is held (possessed): it
+// asks for an address a load balancer publishes for another, and nothing is
+// written for it while that lasts.
+func (w *Writer) announceHeld(x ask) {
+	var subject string
+	var obj *unstructured.Unstructured
+	switch {
+	case x.svc != nil:
+		subject, obj = "svc/"+x.svc.self.String()+"/conflict", serviceRef(x.svc.m)
+	case x.pool != nil:
+		subject, obj = "pool/"+permit.Object{Resource: x.pool.Kind.Resource, Namespace: x.pool.Namespace, Name: x.pool.Name}.String()+"/conflict", x.pool.Live
+	default:
+		return
+	}
+	w.Events.Announce(subject, obj, true, render.ServiceAddressConflict,
+		fmt.Sprintf("%s is asked for by this %s, but a load balancer publishes it for %s, and no memory of the writer's says whose it is: nothing of this %s is written until one of them lets it go",
+			x.held.Address, kindOf(x), x.held.Holder, kindOf(x)))
+}
+
+// kindOf is what x is, in words.
+func kindOf(x ask) string {
+	if x.kind != "" {
+		return x.kind
+	}
+	return "Service"
 }
 
 // claimantPool writes a pool of a claiming kind whose claim was won (ok), or

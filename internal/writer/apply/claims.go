@@ -148,21 +148,22 @@ func publishers(asks []ask) map[string]string {
 
 // possessed is asks with each present one that asks for an address a load
 // balancer publishes now for another, which the writer's memory does not
-// give it (Given.To, or its placement renumbered: Given.Following), barred
+// give it (Given.To, or its placement renumbered: Given.Following), kept
 // from it. Possession at the load balancer: the claims never move an
 // address a load balancer gave. At a new term (no memory) two objects may
 // each be published one of the addresses both ask for - a tenant's own
 // lbipam.cilium.io/ips granted web's next address before the writer asked
 // for it (red team r6a), or web's address on the draining prefix, free,
 // after web was created (red team r7a) - and nothing tells which is the
-// copy; weighed whole, one took the other's current address, and released,
-// the other lost it at its load balancer. One whose load balancer publishes
-// for it an address it asks for is held: it asks as an absent one does
-// (absentAsk: it keeps, address by address, what is published for it, and
-// nothing is written for it). Another is barred: its claim is lost to the
-// other (released, it has nothing published to lose). Either way the
-// conflict is reported; one the writer gave the address keeps asking for it
-// (its DNS target is not it: PublishedElsewhere).
+// copy; weighed whole, one took the other's current address, and the
+// other, released, lost it at its load balancer. One whose load balancer
+// publishes for it an address on a prefix pooled now is held: it asks as
+// an absent one does (absentAsk: it keeps, address by address, what is
+// published for it; nothing is written for it). Another is barred: its
+// claim is lost to the other (released: nothing on a prefix pooled now is
+// published for it to lose). Either way the conflict is reported; one the
+// writer gave the address keeps asking for it (its DNS target is not it:
+// PublishedElsewhere).
 func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix, publisher map[string]string) []ask {
 	for i, x := range asks {
 		if x.absent {
@@ -175,7 +176,7 @@ func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Pre
 				continue
 			}
 			c := render.Conflict{Address: a, Holder: y, Loser: x.who, Published: true}
-			if !slices.ContainsFunc(x.ips, func(b string) bool { return publisher[b] == x.who }) {
+			if !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, pooled) }) {
 				c.Published = false
 				asks[i].barred = c
 				break
@@ -187,6 +188,12 @@ func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Pre
 		}
 	}
 	return asks
+}
+
+// onAny says whether a (canonical) lies on a prefix of pooled.
+func onAny(a string, pooled []netip.Prefix) bool {
+	ip, err := netip.ParseAddr(a)
+	return err == nil && slices.ContainsFunc(pooled, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // remembered is given (a whole pass's claims, honoured in asks' order;

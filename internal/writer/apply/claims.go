@@ -161,7 +161,9 @@ func publishers(asks []ask) map[string]string {
 // an absent one does (absentAsk: it keeps, address by address, what is
 // published for it; nothing is written for it). Another is barred: its
 // claim is lost to the other (released: nothing on a prefix pooled now is
-// published for it to lose). Either way the conflict is reported; one the
+// published for it to lose), as is one asking for what the writer gave the
+// other in this term (a copy: the other is served; Ready does not change).
+// Either way the conflict is reported; one the
 // writer gave the address keeps asking for it (its DNS target is not it:
 // PublishedElsewhere).
 func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix, publisher map[string]string) []ask {
@@ -169,14 +171,16 @@ func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Pre
 		if x.absent {
 			continue
 		}
-		following := given.Following(m, x.who, pooled)
+		byWriter := func(who, a string) bool {
+			return given.To[a] == who || given.To[a] == "" && slices.Contains(given.Following(m, who, pooled), a)
+		}
 		for _, a := range x.ips {
 			y := publisher[a]
-			if y == "" || y == x.who || given.To[a] == x.who || given.To[a] == "" && slices.Contains(following, a) {
+			if y == "" || y == x.who || byWriter(x.who, a) {
 				continue
 			}
 			c := render.Conflict{Address: a, Holder: y, Loser: x.who, Published: true}
-			if !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, pooled) }) {
+			if byWriter(y, a) || !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, pooled) }) {
 				c.Published = false
 				asks[i].barred = c
 				break

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -321,31 +320,17 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 	return out, asks
 }
 
-// announceHeld reports, on the object x, that it is held (possessed): it
+// announceHeld reports, on the Service x, that it is held (possessed): it
 // asks for an address a load balancer publishes for another, and nothing is
-// written for it while that lasts.
+// written for it while that lasts. (A Gateway's status echoes its spec:
+// nothing is published for it, so none is held.)
 func (w *Writer) announceHeld(x ask) {
-	var subject string
-	var obj *unstructured.Unstructured
-	switch {
-	case x.svc != nil:
-		subject, obj = "svc/"+x.svc.self.String()+"/conflict", serviceRef(x.svc.m)
-	case x.pool != nil:
-		subject, obj = "pool/"+permit.Object{Resource: x.pool.Kind.Resource, Namespace: x.pool.Namespace, Name: x.pool.Name}.String()+"/conflict", x.pool.Live
-	default:
+	if x.svc == nil {
 		return
 	}
-	w.Events.Announce(subject, obj, true, render.ServiceAddressConflict,
-		fmt.Sprintf("%s is asked for by this %s, but a load balancer publishes it for %s, and no memory of the writer's says whose it is: nothing of this %s is written until one of them lets it go",
-			x.held.Address, kindOf(x), x.held.Holder, kindOf(x)))
-}
-
-// kindOf is what x is, in words.
-func kindOf(x ask) string {
-	if x.kind != "" {
-		return x.kind
-	}
-	return "Service"
+	w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(x.svc.m), true, render.ServiceAddressConflict,
+		fmt.Sprintf("%s is asked for by this Service, but a load balancer publishes it for %s, and no memory of the writer's says whose it is: nothing of this Service is written until one of them lets it go",
+			x.held.Address, x.held.Holder))
 }
 
 // claimantPool writes a pool of a claiming kind whose claim was won (ok), or

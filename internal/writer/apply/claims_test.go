@@ -151,8 +151,10 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// covered: nothing the new leader read named the new addresses): web's
 	// load balancer still publishes its old address, an older tenant
 	// copying web's suffix was granted web's next address (race). Web's
-	// old address renumbered (render.Renumbered) holds it before any status
-	// on the current prefix (HeldByEarlierStatus).
+	// old address renumbered (render.Renumbered) held it before any status
+	// on the current prefix (HeldByEarlierStatus) - but the tenant's load
+	// balancer publishes it: possession, nothing moves, web does not get
+	// it, and the conflict is reported (red team r7a's mirror).
 	f.Add(slices.Concat([]byte{0, 2, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, none, []byte{0x02, 0, 0, 0, 0}, []byte{0, 0, 0, 0, 1}))
 
 	// Red team r7a: a new term during the drain; web created since the

@@ -38,6 +38,13 @@ type ask struct {
 	// by address (offer), and for this pass alone (remembered). Nothing is
 	// written for it.
 	absent bool
+	// held: it asked for Address, which a load balancer publishes now for
+	// Holder (possessed); it asks as an absent one this pass.
+	held render.Conflict
+	// barred: it asked for Address, which a load balancer publishes now
+	// for Holder, and has nothing published for it to keep (possessed):
+	// its claim is lost.
+	barred render.Conflict
 	svc    *serviceAsk
 	pool   *backends.Pool
 }
@@ -63,22 +70,35 @@ func byAge(a, b ask) int {
 // current prefix, renumbered - each at its own hold: a hold is of the whole
 // ask, so one address given it would otherwise lend the writer's rank to
 // every address its owner's lbipam.cilium.io/ips added beside it (red team
-// r5).
+// r5). What another's load balancer publishes now is never an ask's by
+// what its own published before, renumbered, and one asking for it that no
+// memory of the writer's gives it is held or barred (possessed).
 func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.Prefix) []ask {
 	earlier := render.Earlier(m, pooled, named)
+	publisher := publishers(asks)
+	for i := range asks {
+		// Red team r7a: what another's load balancer publishes now is
+		// never this one's by what its own published before, renumbered:
+		// an address on a prefix still draining may have been granted
+		// after the current one was pooled (a tenant's own
+		// lbipam.cilium.io/ips, taking a free one), and the writer would
+		// take the other's current address away.
+		asks[i].seen.Earlier = slices.DeleteFunc(render.Renumbered(m, asks[i].seen.Published, earlier, pooled),
+			func(a string) bool { return publisher[a] != "" && publisher[a] != asks[i].who })
+		if !asks[i].absent && slices.ContainsFunc(render.Under(m, asks[i].ips, earlier), func(a string) bool { return !slices.Contains(asks[i].seen.Published, a) }) {
+			// It asks for an address handed out before that its load
+			// balancer does not publish for it: another's, or nobody's.
+			// What it published before, renumbered, would lend that
+			// address its rank - a hold is of the whole ask (as an ask
+			// naming one the writer gave another holds nothing by the
+			// writer).
+			asks[i].seen.Earlier = nil
+		}
+	}
+	asks = possessed(asks, given, m, pooled, publisher)
 	var each []ask // an absent ask's second and later addresses, one ask each
 	for i := range asks {
-		asks[i].seen.Earlier = render.Renumbered(m, asks[i].seen.Published, earlier, pooled)
 		if !asks[i].absent {
-			if slices.ContainsFunc(render.Under(m, asks[i].ips, earlier), func(a string) bool { return !slices.Contains(asks[i].seen.Published, a) }) {
-				// It asks for an address handed out before that its
-				// load balancer does not publish for it: another's, or
-				// nobody's. What it published before, renumbered, would
-				// lend that address its rank - a hold is of the whole
-				// ask (as an ask naming one the writer gave another
-				// holds nothing by the writer).
-				asks[i].seen.Earlier = nil
-			}
 			continue
 		}
 		for a, who := range given.To {
@@ -97,7 +117,7 @@ func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.
 		slices.Sort(asks[i].ips)
 		for _, a := range asks[i].ips[min(1, len(asks[i].ips)):] {
 			one := asks[i]
-			one.ips = []string{a}
+			one.ips, one.held = []string{a}, render.Conflict{}
 			each = append(each, one)
 		}
 		asks[i].ips = asks[i].ips[:min(1, len(asks[i].ips))]
@@ -141,6 +161,9 @@ func remembered(given, last render.Given, asks []ask, m model.Model, pooled []ne
 // Service out of one pass (its subnet renamed before its annotation
 // follows) loses nothing to whoever asks for its address meanwhile.
 func (x ask) claim(given, last render.Given, m model.Model, pooled []netip.Prefix) (render.Conflict, bool) {
+	if x.barred.Address != "" {
+		return x.barred, false
+	}
 	if !x.absent {
 		return given.Won(m, pooled, x.who, x.ips, x.place)
 	}

@@ -40,17 +40,25 @@ import (
 // a Gateway's spec.addresses, outside its record: the user's), or its DNS
 // target mapped (dynamic-prefix.io/mapping); an empty claim is won, and the
 // writer remembers what Writer.Services remembers of a winner. The admin
-// may rename a subnet or the range between the two passes. Property: every
-// honest Service wins its whole claim, and one absent from this pass has
-// nothing of its placement given to another. In a new leader term (no
-// memory of what was given; the old prefix draining, or gone at once) the
+// may rename a subnet or the range between the two passes. Property: no
+// tenant takes an address published for another, nor one it was not given;
+// an honest holder loses no address its load balancer publishes for it.
+// Every honest Service wins its whole claim - but an address a load
+// balancer publishes for the other, which no memory of the writer's gives
+// it (possession: nothing moves, the conflict is reported) - and one absent
+// from this pass has nothing of its placement given to another. In a new
+// leader term (no memory of what was given; the old prefix draining, or
+// gone at once) the
 // honest Services hold by what their load balancer published under the
 // old prefix (their first address at least), renumbered onto the prefixes
 // pooled now (render.Renumbered, HeldByEarlierStatus): that outranks any
-// status on the current prefix, so a tenant may be granted an honest one's
-// address on the new prefix (race: its own lbipam.cilium.io/ips, before the
-// writer asked), but never its address under the old prefix, which the load
-// balancer gave the honest one. The writer's last pass may have been the
+// status on the current prefix but that of the very address, so a tenant
+// may be granted an honest one's address on the new prefix (race: its own
+// lbipam.cilium.io/ips, before the writer asked) and keep it, but never its
+// address under the old prefix, which the load balancer gave the honest
+// one; and where a tenant was granted the honest one's address on the
+// draining prefix (newborn: the honest one created since), its current
+// address stays the honest one's. The writer's last pass may have been the
 // first of its term (termBefore), reading the honest ones' statuses alike.
 func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// A seed is: the /64's offset (before, and after a renumbering:
@@ -143,8 +151,10 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// covered: nothing the new leader read named the new addresses): web's
 	// load balancer still publishes its old address, an older tenant
 	// copying web's suffix was granted web's next address (race). Web's
-	// old address renumbered (render.Renumbered) holds it before any status
-	// on the current prefix (HeldByEarlierStatus).
+	// old address renumbered (render.Renumbered) held it before any status
+	// on the current prefix (HeldByEarlierStatus) - but the tenant's load
+	// balancer publishes it: possession, nothing moves, web does not get
+	// it, and the conflict is reported (red team r7a's mirror).
 	f.Add(slices.Concat([]byte{0, 2, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, none, []byte{0x02, 0, 0, 0, 0}, []byte{0, 0, 0, 0, 1}))
 
 	// Red team r7a: a new term during the drain; web created since the
@@ -475,6 +485,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			return err == nil && now.String() == c.Address
 		}
 		now := render.NewGiven()
+		limited := map[string]bool{} // honest ones whose whole claim the limit took
 		for _, x := range all {
 			c, ok := x.claim(now, given, mNow, pooled)
 			if x.absent && isHonest[x.who] {
@@ -504,23 +515,63 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				// their load balancers), and age decides - for the whole
 				// claim.
 				t.Logf("limit: honest %s lost %s to %s, whose own placement the /64's move put there", x.who, c.Address, c.Holder)
+				limited[x.who] = true
+				continue
+			}
+			if isHonest[x.who] && !ok && publishedFor[c.Address] == c.Holder && given.To[c.Address] != x.who && !slices.Contains(given.Following(mNow, x.who, pooled), c.Address) {
+				// Possession at the load balancer: the holder's own load
+				// balancer publishes the address, and no memory of the
+				// writer's gives it this Service - a race at the load
+				// balancer that, at a new term, nothing tells from its
+				// mirror (red teams r6a, r7a). Nothing moves; the
+				// conflict is reported.
+				t.Logf("possession: honest %s does not get %s, published for %s", x.who, c.Address, c.Holder)
 				continue
 			}
 			if isHonest[x.who] && !ok {
 				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
 			}
 		}
+		// Possession at the load balancer (red teams r6a, r7a): no tenant
+		// is given an address published now for another object but by the
+		// writer's memory (what it gave the tenant in its last pass of
+		// this term: there the other's load balancer raced it) - nor, as
+		// the writer writes nothing for an absent or held one, what it
+		// keeps this pass alone - and an
+		// honest Service loses no address its load balancer publishes for
+		// it on a prefix pooled now - the claims never move an address a
+		// load balancer gave; where two objects each ask for what the
+		// other publishes, nothing moves and the conflict is reported.
+		for a, o := range now.To {
+			p := publishedFor[a]
+			if p == "" || p == o || movedOnto(render.Conflict{Address: a, Holder: o}) ||
+				!slices.ContainsFunc(pooled, func(q netip.Prefix) bool { return q.Contains(netip.MustParseAddr(a)) }) {
+				continue
+			}
+			written := slices.ContainsFunc(all, func(x ask) bool { return x.who == o && !x.absent })
+			if !isHonest[o] && written && given.To[a] != o && !slices.Contains(given.Following(mNow, o, pooled), a) {
+				t.Fatalf("tenant %s was given %s, published for %s (pooled %v, new term %v; offered %v)", o, a, p, pooled, newTerm, describe(all))
+			}
+			if isHonest[p] && !limited[p] {
+				// (One whose whole claim the limit took lost its
+				// draining address with it: the documented limit.)
+				t.Fatalf("honest %s lost %s, which its load balancer publishes for it, to %s (pooled %v, new term %v; offered %v)", p, a, o, pooled, newTerm, describe(all))
+			}
+		}
 		// Red team r6a: an honest Service absent from this pass (within the
 		// term) has nothing of its placement, under the prefixes pooled
 		// now, given to another: when it renders again it asks for it, and
 		// the other then holds it by the writer (render.HoldOf: its ask
-		// names an address the writer gave another).
+		// names an address the writer gave another) - but for what the
+		// other keeps this pass alone, absent or held (remembered: not
+		// given; the writer writes nothing for it).
+		kept := remembered(now, given, all, mNow, pooled)
 		for i, h := range honest {
 			if newTerm || !all[slices.IndexFunc(all, func(x ask) bool { return x.who == h.who })].absent {
 				continue
 			}
 			for _, a := range addrs(h.fl, pooled) {
-				if o := now.To[a]; o != "" && o != h.who && !isHonest[o] && !movedOnto(render.Conflict{Address: a, Holder: o}) {
+				if o := kept.To[a]; o != "" && o != h.who && !isHonest[o] && publishedFor[a] != o && !movedOnto(render.Conflict{Address: a, Holder: o}) {
 					t.Fatalf("honest %s (absent, rename %v) had its address %s given to %s (pooled %v; offered %v)", honest[i].who, mNow.Subnets, a, o, pooled, describe(all))
 				}
 			}

@@ -48,6 +48,10 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 		if !ok {
 			conflicts = append(conflicts, c)
 		}
+		if x.held.Address != "" {
+			conflicts = append(conflicts, x.held)
+			w.announceHeld(x)
+		}
 		switch {
 		case x.absent: // nothing to write
 		case x.pool != nil:

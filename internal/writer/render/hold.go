@@ -42,7 +42,13 @@ const (
 	// what was given, that status tied with the holder's on its draining
 	// address, age decided, and the holder lost its whole claim (red team
 	// r6a). Its placement's address on the earlier prefix is the holder's
-	// alone: the load balancer gives one address to one object.
+	// alone: the load balancer gives one address to one object. But not
+	// before the other's status of that very address: an earlier prefix
+	// still draining is still pooled, and a tenant's own
+	// lbipam.cilium.io/ips may take a free address on it after the current
+	// prefix was pooled (red team r7a: web created since); the claims
+	// (apply's offer) leave out, renumbered, what another's load balancer
+	// publishes now.
 	HeldByEarlierStatus
 	// HeldByWriter: this writer gave it one in its last pass of this leader
 	// term (Given.To), or gave it the placement that puts it there under a

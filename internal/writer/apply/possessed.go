@@ -1,0 +1,91 @@
+package apply
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/renumber/renumber/internal/writer/model"
+	"github.com/renumber/renumber/internal/writer/render"
+)
+
+// publishers is who each address is published for now, by its load
+// balancer (seen.Published; an address published for two is the first's).
+func publishers(asks []ask) map[string]string {
+	out := map[string]string{}
+	for _, x := range asks {
+		for _, a := range x.seen.Published {
+			if out[a] == "" {
+				out[a] = x.who
+			}
+		}
+	}
+	return out
+}
+
+// possessed is asks with each present one that asks for an address a load
+// balancer publishes now for another, which the writer's memory does not
+// give it (Given.To, or its placement renumbered: Given.Following), kept
+// from it. Possession at the load balancer: the claims never move an
+// address a load balancer gave. At a new term (no memory) two objects may
+// each be published one of the addresses both ask for - a tenant's own
+// lbipam.cilium.io/ips granted web's next address before the writer asked
+// for it (red team r6a), or web's address on the draining prefix, free,
+// after web was created (red team r7a) - and nothing tells which is the
+// copy; weighed whole, one took the other's current address, and the
+// other, released, lost it at its load balancer. One whose load balancer
+// publishes for it an address on a prefix pooled now is held: it asks as
+// an absent one does (absentAsk: it keeps, address by address, what is
+// published for it; nothing is written for it). Another is barred: its
+// claim is lost to the other (released: nothing on a prefix pooled now is
+// published for it to lose), as is one asking for what the writer gave the
+// other in this term (a copy: the other is served; Ready does not change).
+// Either way the conflict is reported; one the
+// writer gave the address keeps asking for it (its DNS target is not it:
+// PublishedElsewhere).
+func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix, publisher map[string]string) []ask {
+	for i, x := range asks {
+		if x.absent {
+			continue
+		}
+		byWriter := func(who, a string) bool {
+			return given.To[a] == who || given.To[a] == "" && slices.Contains(given.Following(m, who, pooled), a)
+		}
+		for _, a := range x.ips {
+			y := publisher[a]
+			if y == "" || y == x.who || byWriter(x.who, a) {
+				continue
+			}
+			c := render.Conflict{Address: a, Holder: y, Loser: x.who, Published: true}
+			if byWriter(y, a) || !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, pooled) }) {
+				c.Published = false
+				asks[i].barred = c
+				break
+			}
+			held := absentAsk(x)
+			held.seen.Earlier, held.svc, held.pool, held.held = x.seen.Earlier, x.svc, x.pool, c
+			asks[i] = held
+			break
+		}
+	}
+	return asks
+}
+
+// onAny says whether a (canonical) lies on a prefix of pooled.
+func onAny(a string, pooled []netip.Prefix) bool {
+	ip, err := netip.ParseAddr(a)
+	return err == nil && slices.ContainsFunc(pooled, func(p netip.Prefix) bool { return p.Contains(ip) })
+}
+
+// announceHeld reports, on the Service x, that it is held (possessed): it
+// asks for an address a load balancer publishes for another, and nothing is
+// written for it while that lasts. (A Gateway's status echoes its spec:
+// nothing is published for it, so none is held.)
+func (w *Writer) announceHeld(x ask) {
+	if x.svc == nil {
+		return
+	}
+	w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(x.svc.m), true, render.ServiceAddressConflict,
+		fmt.Sprintf("%s is asked for by this Service, but a load balancer publishes it for %s, and no memory of the writer's says whose it is: nothing of this Service is written until one of them lets it go",
+			x.held.Address, x.held.Holder))
+}

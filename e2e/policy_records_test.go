@@ -183,7 +183,7 @@ func TestTheWritersServiceWriteIsAdmittedWhateverTheServiceHolds(t *testing.T) {
 			return nil // the writer leaves such a Service alone (render.MaxEntries)
 		}
 		live := holdings.Live(ann, holdings.DefaultTargetKeys)
-		got, err := render.Service(m, holdings.ServiceFollowOf(ann), homeManaged[:1+step%2], live, nil,
+		got, err := render.Service(m, holdings.ServiceFollowOf(ann), homeManaged[:1+step%2], live, render.Served{},
 			render.ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: homeManaged})
 		if err != nil {
 			t.Fatalf("step %d: rendering: %v", step, err)

@@ -28,14 +28,14 @@ func TestAForgedAddressKeyRecordDisownsNoAddress(t *testing.T) {
 			holdings.AnnotationIPs: "192.0.2.7," + old, holdings.AnnotationManagedIPs: old,
 			holdings.AnnotationManagedIPsKey: key,
 		}, holdings.DefaultTargetKeys)
-		got, err := Service(specS, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+		got, err := Service(specS, f, []netip.Prefix{cur}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if slices.Contains(got.IPs[holdings.AnnotationIPs], old) {
 			t.Errorf("managed-ips-key forged as %q: %s of the expired prefix stays on the Service (%q, record %q)", key, old, got.IPs[holdings.AnnotationIPs], got.ManagedIPs)
 		}
-		again, _ := Service(specS, f, []netip.Prefix{cur}, got, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
+		again, _ := Service(specS, f, []netip.Prefix{cur}, got, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys})
 		if slices.Contains(again.IPs[holdings.AnnotationIPs], old) && !slices.Contains(again.ManagedIPs, old) {
 			t.Errorf("managed-ips-key forged as %q: a pass later %s is still there, and no record names it", key, old)
 		}
@@ -55,7 +55,7 @@ func TestAForgedEmptyRecordDisownsNoAddress(t *testing.T) {
 		live := holdings.Live(map[string]string{
 			holdings.AnnotationIPs: "192.0.2.7," + old, holdings.AnnotationManagedIPs: record,
 		}, holdings.DefaultTargetKeys)
-		got, err := Service(specS, f, []netip.Prefix{cur}, live, nil, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: []netip.Prefix{prefixOld, cur}})
+		got, err := Service(specS, f, []netip.Prefix{cur}, live, Served{}, ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Managed: []netip.Prefix{prefixOld, cur}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,34 +82,46 @@ func FuzzAStolenTokenNamesTheCurrentPrefix(f *testing.F) {
 			st = status(d)
 		}
 		for step(); len(*s) > 0; step() {
-			switch op := next(s) % 5; op {
-			case 0:
-				now = now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
-			case 1, 2: // one node's view of a prefix, or every node's
-				i, p, state := int(next(s)), prefixes[int(next(s))%len(prefixes)], next(s)%3
-				for j, v := range views {
-					if op == 2 || j == i%len(views) {
-						if delete(v, p); state > 0 {
-							v[p] = state == 1
-						}
-					}
-				}
-			case 3: // the token names the current prefix
-				p, drop := named[int(next(s))%len(named)], next(s)%2 == 1
-				h := []HistoryEntry{{Prefix: p.String(), State: model.StateActive, AcquiredAt: now.Truncate(time.Second)}}
-				for _, e := range st.History {
-					if e.Prefix == p.String() || drop && e.Prefix == st.CurrentPrefix {
-						continue
-					}
-					if e.State == model.StateActive {
-						e.State, e.DeprecatedAt = model.StateDraining, now.Truncate(time.Second)
-					}
-					h = append(h, e)
-				}
-				st = Status{CurrentPrefix: p.String(), PrefixSource: st.PrefixSource, History: h}
-			case 4: // an agent restarts: it reports nothing until it hears the routers again
-				clear(views[int(next(s))%len(views)])
-			}
+			tokenMove(s, views, prefixes, named, &now, &st)
 		}
 	})
+}
+
+// tokenMove plays one move of the token's scripts
+// (FuzzAStolenTokenNamesTheCurrentPrefix,
+// FuzzATokensCurrentIsWhatAnHonestWriterElects): time passes; one node's
+// view of a prefix changes, or every node's; the token names the current
+// prefix as renumber-writer-status admits (any prefix the filter accepts
+// made current and active, the one it replaces draining or dropped from
+// history); or an agent restarts, reporting nothing until it hears the
+// routers again.
+func tokenMove(s *[]byte, views []map[netip.Prefix]bool, prefixes, named []netip.Prefix, now *time.Time, st *Status) {
+	switch op := next(s) % 5; op {
+	case 0:
+		*now = now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
+	case 1, 2:
+		i, p, state := int(next(s)), prefixes[int(next(s))%len(prefixes)], next(s)%3
+		for j, v := range views {
+			if op == 2 || j == i%len(views) {
+				if delete(v, p); state > 0 {
+					v[p] = state == 1
+				}
+			}
+		}
+	case 3:
+		p, drop := named[int(next(s))%len(named)], next(s)%2 == 1
+		h := []HistoryEntry{{Prefix: p.String(), State: model.StateActive, AcquiredAt: now.Truncate(time.Second)}}
+		for _, e := range st.History {
+			if e.Prefix == p.String() || drop && e.Prefix == st.CurrentPrefix {
+				continue
+			}
+			if e.State == model.StateActive {
+				e.State, e.DeprecatedAt = model.StateDraining, now.Truncate(time.Second)
+			}
+			h = append(h, e)
+		}
+		*st = Status{CurrentPrefix: p.String(), PrefixSource: st.PrefixSource, History: h}
+	case 4:
+		clear(views[int(next(s))%len(views)])
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/renumber/renumber/internal/digest"
-	"github.com/renumber/renumber/internal/writer/model"
 )
 
 // FuzzATokensCurrentIsWhatAnHonestWriterElects (seventh red team, r7b)
@@ -96,34 +95,7 @@ func FuzzATokensCurrentIsWhatAnHonestWriterElects(f *testing.F) {
 			st, shadow = status(d), status(h)
 		}
 		for step(); len(*s) > 0; step() {
-			switch op := next(s) % 5; op {
-			case 0:
-				now = now.Add(time.Duration(1+int(next(s))) * 5 * time.Second)
-			case 1, 2: // one node's view of a prefix, or every node's
-				i, p, state := int(next(s)), prefixes[int(next(s))%len(prefixes)], next(s)%3
-				for j, v := range views {
-					if op == 2 || j == i%len(views) {
-						if delete(v, p); state > 0 {
-							v[p] = state == 1
-						}
-					}
-				}
-			case 3: // the token names the current prefix
-				p, drop := named[int(next(s))%len(named)], next(s)%2 == 1
-				h := []HistoryEntry{{Prefix: p.String(), State: model.StateActive, AcquiredAt: now.Truncate(time.Second)}}
-				for _, e := range st.History {
-					if e.Prefix == p.String() || drop && e.Prefix == st.CurrentPrefix {
-						continue
-					}
-					if e.State == model.StateActive {
-						e.State, e.DeprecatedAt = model.StateDraining, now.Truncate(time.Second)
-					}
-					h = append(h, e)
-				}
-				st = Status{CurrentPrefix: p.String(), PrefixSource: st.PrefixSource, History: h}
-			case 4: // an agent restarts
-				clear(views[int(next(s))%len(views)])
-			}
+			tokenMove(s, views, prefixes, named, &now, &st)
 		}
 	})
 }

@@ -281,6 +281,14 @@ func (f *fixture) sync(key Key) []string {
 	return out
 }
 
+// settle is sync, then the caches catching up with what it wrote.
+func (f *fixture) settle(key Key) []string {
+	f.t.Helper()
+	got := f.sync(key)
+	f.catchUp()
+	return got
+}
+
 // ordered is sync's writes in the order they were made.
 func (f *fixture) ordered(key Key) []string {
 	f.t.Helper()

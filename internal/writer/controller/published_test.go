@@ -69,12 +69,7 @@ func TestAnAddressPublishedForAnotherIsNotTheTargetAndIsReportedOnce(t *testing.
 	f := converged(t, generous)
 	f.publish("192.0.2.7", onA)
 	changed := squatter(t, f, onB)
-	pass := func() []string {
-		t.Helper()
-		got := f.sync(passHome)
-		f.catchUp()
-		return got
-	}
+	pass := func() []string { return f.settle(passHome) }
 	if got := pass(); len(got) != 0 {
 		t.Fatalf("at rest, with tenant/squat waiting for %s: wrote %q", onB, got)
 	}

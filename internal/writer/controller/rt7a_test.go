@@ -22,12 +22,7 @@ func TestRT7AWebsTargetIsNotAnAddressPublishedForATenantPastTheCachesBound(t *te
 	f := converged(t, generous)
 	f.publish("192.0.2.7", onA)
 	changed := squatter(t, f, onB)
-	pass := func() []string {
-		t.Helper()
-		got := f.sync(passHome)
-		f.catchUp()
-		return got
-	}
+	pass := func() []string { return f.settle(passHome) }
 	pass()
 	f.report(3, prefixB, prefixA)
 	t.Logf("the renumbering wrote %q", pass())

@@ -49,4 +49,10 @@ func TestACurrentEntryInAnotherTextStopsNoStatusWrite(t *testing.T) {
 			break
 		}
 	}
+	// A renumbering is still written (the stall is the steady state's):
+	// both of the current prefix's entries drain from the new one's
+	// acquiredAt.
+	if _, _, err := s.writerPass(t, "the renumbering", []decide.Report{advertising(renumberedPrefix)}, passTime.Add(3*time.Hour)); err != nil {
+		t.Errorf("the renumbering's status write refused too: %v", err)
+	}
 }

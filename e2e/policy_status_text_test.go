@@ -36,6 +36,18 @@ func TestACurrentEntryInAnotherTextStopsNoStatusWrite(t *testing.T) {
 	body := `{"status":{"currentPrefix":"2001:db8:1:0::/64","history":[` +
 		`{"prefix":"2001:db8:1:0::/64","state":"active","acquiredAt":"` + later + `"},` +
 		`{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
+	// renumber-writer-status compares the current prefix with the old one
+	// as CIDRs: the renamed current entry keeps its acquiredAt.
+	if err := s.patch(api.GVR, "", "home", body, "status"); err == nil {
+		t.Errorf("the token's rename of the current prefix with its entry's acquiredAt moved was admitted")
+	}
+	// So the token first drops the current entry (the existing operator
+	// writes none), then renames the current prefix with an entry of its
+	// own, acquired when it likes.
+	drop := `{"status":{"history":[{"prefix":"2001:db8:2::/64","state":"draining"},{"prefix":"2001:db8:3::/64","state":"expired"}]}}`
+	if err := s.patch(api.GVR, "", "home", drop, "status"); err != nil {
+		t.Fatalf("the token's write dropping the current entry refused (the finding needs it admitted): %v", err)
+	}
 	if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
 		t.Fatalf("the token's write refused (the finding needs it admitted): %v", err)
 	}

@@ -22,7 +22,8 @@ import (
 // server's date-time format may admit (fractions, offsets, lower case,
 // years 0, 1 and 9999, before 1970), a prefix rewritten in another text, an
 // entry dropped, expired, duplicated or given another delegation, a
-// condition's time. Whatever the API server answered, the writer then makes
+// condition's time, the current prefix renamed with an active entry of its
+// own acquired when the token likes. Whatever the API server answered, the writer then makes
 // its pass as the controller does - decode, decide (the router advertising
 // one of four prefixes, or none), render, apply.Status's patch - and the
 // property is checked: it reads the DynamicPrefix, and its status write is
@@ -36,10 +37,15 @@ func TestNoStatusAStolenWriterTokenLeavesStopsTheWriter(t *testing.T) {
 	now := passTime
 	for step := range steps {
 		before := s.read(t, api.GVR, "", "home").Object["status"].(map[string]any)
-		body := g.write(before, now)
-		if err := s.patch(api.GVR, "", "home", body, "status"); err == nil {
+		var err error
+		bodies := g.write(before, now)
+		for _, b := range bodies {
+			err = s.patch(api.GVR, "", "home", b, "status")
+		}
+		if err == nil {
 			admitted++
 		}
+		body := strings.Join(bodies, " then ")
 		var reports []decide.Report
 		if p := []string{"2001:db8:1::/64", "2001:db8:2::/64", "2001:db8:4::/64", ""}[g.IntN(4)]; p != "" {
 			reports = append(reports, advertising(netip.MustParsePrefix(p)))
@@ -110,8 +116,12 @@ func (g statusGen) time(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// write is the token's status write: st with one to three changes.
-func (g statusGen) write(st map[string]any, now time.Time) string {
+// write is the token's status write: st with one to three changes (and,
+// before it, st without its active entries where a change renames the
+// current prefix: renumber-writer-status keeps the current entry's
+// acquiredAt, but the existing operator writes no entry).
+func (g statusGen) write(st map[string]any, now time.Time) []string {
+	var bodies []string
 	var history []any
 	if h, ok := st["history"].([]any); ok {
 		history = slices.Clone(h)
@@ -133,7 +143,7 @@ func (g statusGen) write(st map[string]any, now time.Time) string {
 		return e
 	}
 	for range 1 + g.IntN(3) {
-		switch g.IntN(8) {
+		switch g.IntN(9) {
 		case 0: // a renumbering
 			p := g.prefixText(1 + g.IntN(4))
 			for i, h := range history {
@@ -187,9 +197,21 @@ func (g statusGen) write(st map[string]any, now time.Time) string {
 			if p, ok := st["currentPrefix"].(string); ok {
 				next["currentPrefix"] = g.prefixText(g.number(p))
 			}
+		case 8: // the current prefix's text, with an active entry of its own in that text acquired when the token likes (red team r7b)
+			if p, ok := st["currentPrefix"].(string); ok {
+				q := g.prefixText(g.number(p))
+				next["currentPrefix"] = q
+				history = slices.DeleteFunc(history, func(h any) bool { return h.(map[string]any)["state"] == model.StateActive })
+				if bodies == nil {
+					drop, _ := json.Marshal(map[string]any{"status": map[string]any{"history": history}})
+					bodies = append(bodies, string(drop))
+				}
+				history = append([]any{map[string]any{"prefix": q, "state": model.StateActive,
+					"acquiredAt": g.time(now.Add(time.Duration(g.IntN(7200)-3600) * time.Second))}}, history...)
+			}
 		}
 	}
 	next["history"] = history
 	body, _ := json.Marshal(map[string]any{"status": next})
-	return string(body)
+	return append(bodies, string(body))
 }

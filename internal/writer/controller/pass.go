@@ -150,7 +150,7 @@ func (c *Controller) syncDynamicPrefix(ctx context.Context, name string) (out pe
 		// the status names. It is rendered with the last pass's problems,
 		// which a renumbering leaves as they were, so the status written
 		// after the pools is the same one and is not written again.
-		if render.NamesNewPrefix(dp.Status, m, d) {
+		if render.NamesNewPrefix(dp.Status, m, d) || render.DrainsAnew(dp.Status, d) {
 			expect := c.problems[name]
 			expect.Spec = nil
 			var o permit.Outcome

@@ -197,7 +197,10 @@ func For(m model.Model, prev Status, reports []Report, now time.Time) Decision {
 	seen := map[netip.Prefix]*tally{}
 	rejected := map[netip.Prefix]*Rejected{}
 	d := Decision{Votes: map[netip.Prefix]int{}}
-	prevCurrent, _ := netip.ParsePrefix(prev.CurrentPrefix)
+	// Masked, as the writer writes it: a stolen token's current prefix in
+	// another text (2001:db8:1::5/64) is the prefix it names, not a
+	// renumbering (history keys its entries so too).
+	prevCurrent := currentPrefix(prev)
 	if m.DHCPv6PD && m.PDClient && m.PDTakenBy == "" {
 		// Another DynamicPrefix's client runs on this link (PDTakenBy):
 		// no client, no confirmer, and no delegation counts (pdClient).
@@ -662,6 +665,22 @@ func joinPrefixes(ps []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
+// currentPrefix is the current prefix st names, masked (the zero Prefix
+// where it names none).
+func currentPrefix(st Status) netip.Prefix {
+	return entryPrefix(HistoryEntry{Prefix: st.CurrentPrefix})
+}
+
+// entryPrefix is the prefix h names, masked (the zero Prefix where it names
+// none).
+func entryPrefix(h HistoryEntry) netip.Prefix {
+	p, err := netip.ParsePrefix(h.Prefix)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p.Masked()
+}
+
 func historyPrefixes(h []HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
@@ -699,21 +718,29 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		}
 		return b.DeprecatedAt.Compare(a.DeprecatedAt)
 	})
+	// Entries are keyed by the prefix they name, parsed and masked, and
+	// written back in netip's text: matched by text, a current prefix a
+	// stolen token renamed (2001:db8:1:0::/64, with an active entry of its
+	// own) read as replaced by itself - a new entry, and the token's
+	// drained from now, which renumber-writer-status refuses, pass after
+	// pass (red team r7b).
 	// The acquisition time of a current prefix without an entry (the existing
 	// operator writes none).
-	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h HistoryEntry) bool { return h.Prefix == prevCurrent.String() }) {
+	if prevCurrent.IsValid() && !slices.ContainsFunc(prev, func(h HistoryEntry) bool { return entryPrefix(h) == prevCurrent }) {
 		prev = slices.Insert(prev, 0, HistoryEntry{Prefix: prevCurrent.String(), AcquiredAt: st.acquired(), State: model.StateActive})
 	}
 	var out []HistoryEntry
-	byPrefix := map[string]HistoryEntry{}
-	var order []string
+	byPrefix := map[netip.Prefix]HistoryEntry{}
+	var order []netip.Prefix
 	for _, h := range prev {
-		if _, dup := byPrefix[h.Prefix]; dup {
+		key := entryPrefix(h)
+		if _, dup := byPrefix[key]; dup || !key.IsValid() {
 			continue
 		}
-		byPrefix[h.Prefix] = h
-		order = append(order, h.Prefix)
-		if h.State == model.StateActive && h.Prefix != current.String() && h.AcquiredAt.After(stamp) {
+		h.Prefix = key.String()
+		byPrefix[key] = h
+		order = append(order, key)
+		if h.State == model.StateActive && key != current && h.AcquiredAt.After(stamp) {
 			// The transition is stamped no earlier than the entry it
 			// replaces was acquired (renumber-writer-status admits no
 			// earlier deprecatedAt, and the new entry's acquiredAt is
@@ -724,7 +751,7 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 		}
 	}
 	if current.IsValid() {
-		h, ok := byPrefix[current.String()]
+		h, ok := byPrefix[current]
 		if !ok || current != prevCurrent || h.State != model.StateActive {
 			h = HistoryEntry{Prefix: current.String(), AcquiredAt: stamp, State: model.StateActive}
 		} else if h.AcquiredAt.IsZero() {
@@ -734,15 +761,11 @@ func history(maxHistory int, st Status, prevCurrent, current netip.Prefix, left 
 	}
 	var wake time.Time
 	kept := 0
-	for _, key := range order {
-		if key == current.String() {
+	for _, p := range order {
+		if p == current {
 			continue
 		}
-		h := byPrefix[key]
-		p, err := netip.ParsePrefix(key)
-		if err != nil {
-			continue
-		}
+		h := byPrefix[p]
 		if h.State == model.StateActive {
 			// Replaced just now: drain, with a deadline frozen at this transition.
 			h.State, h.DeprecatedAt, h.ExpiresAt = model.StateDraining, stamp, time.Time{}

@@ -328,7 +328,7 @@ func confirm(m model.Model, prev Status, reports []Report, now time.Time) (strin
 	if prev.DHCPv6PD != nil {
 		was = *prev.DHCPv6PD
 	}
-	current, _ := netip.ParsePrefix(prev.CurrentPrefix)
+	current := currentPrefix(prev)
 	c.trust(m, was, reports, client, current, now)
 	return client, c
 }

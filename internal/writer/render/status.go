@@ -322,3 +322,24 @@ func NamesNewPrefix(st api.Status, m model.Model, d decide.Decision) bool {
 	}
 	return false
 }
+
+// DrainsAnew reports whether d drains a prefix that st does not name
+// draining: renumber-writer-values admits a sibling IPPool's CIDR only
+// inside a prefix the status names draining (a stolen token's "sibling" lay
+// over the current prefix, red team r7b), so such a status too is written
+// before the objects - a prefix coming back (A->B->A) is named already, but
+// B drains only from this status.
+func DrainsAnew(st api.Status, d decide.Decision) bool {
+	draining := map[netip.Prefix]bool{}
+	for _, h := range st.History {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == model.StateDraining {
+			draining[p.Masked()] = true
+		}
+	}
+	for _, h := range d.History {
+		if p, err := netip.ParsePrefix(h.Prefix); err == nil && h.State == model.StateDraining && !draining[p.Masked()] {
+			return true
+		}
+	}
+	return false
+}

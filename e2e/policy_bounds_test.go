@@ -64,6 +64,17 @@ func stealWriterToken(t *testing.T, spec map[string]any) stolen {
 		err := s.patch(groupGVR, "", "probe", fmt.Sprintf(`{"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:bad:%x::/64"]}}`, n))
 		return denied(err), errString(err)
 	})
+	// ... and renumber-writer-status, loaded on its own (on a loaded
+	// machine later than the value policy: four status tests once found
+	// every forged write admitted): an entry without a state, which it
+	// alone refuses. One admitted before then is put back.
+	eventually(t, "status policy enforced", func() (bool, string) {
+		err := s.patch(api.GVR, "", "home", `{"status":{"history":[{"prefix":"2001:db8:1::/64","state":"active"},{"prefix":"2001:db8:4::/64"}]}}`, "status")
+		return denied(err), errString(err)
+	})
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 

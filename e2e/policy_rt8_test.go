@@ -1,10 +1,11 @@
 package e2e
 
 // The eighth red team (r8) against s29-records: what the record checks of
-// renumber-writer-services and -pools compare as strings, the writer reads
-// as addresses (holdings.Canonical).
+// renumber-writer-services admit that the honest writer then reads as its
+// own.
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,59 @@ import (
 	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
 )
+
+// TestRT8ATokenMirrorsNoTargetOfTheWritersUnderAKeyItDoesNotManage: the
+// writer runs with --target-keys external-dns.alpha.kubernetes.io/target
+// (docs/migrating.md: for the existing operator before v0.0.18), so its
+// DNS target T goes under the alpha key alone, recorded. The stolen token
+// copies T under external-dns.kubernetes.io/target, which external-dns
+// reads too: admitted, by renumber-writer-services' exception for "a
+// target the user holds under another target key", which does not ask
+// whether the record names it (the writer's, not the user's). The honest
+// writer never touches a key outside its keys and its keys record
+// (render.targets), so after the prefix moves T stays there for good:
+// web's name keeps answering an address that is no longer web's.
+func TestRT8ATokenMirrorsNoTargetOfTheWritersUnderAKeyItDoesNotManage(t *testing.T) {
+	s := stealWriterToken(t, nil)
+	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1"})
+	dp, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model.Parse("home", dp.Spec)
+	keys := []string{holdings.AnnotationTargetAlpha}
+	pass := func(what string, pooled []netip.Prefix) {
+		t.Helper()
+		ann := s.read(t, serviceGVR, "default", "web").GetAnnotations()
+		live := holdings.Live(ann, keys)
+		got, err := render.Service(m, holdings.ServiceFollowOf(ann), pooled, live, render.Served{},
+			render.ServiceOptions{TargetKeys: keys, Managed: homeManaged})
+		if err != nil {
+			t.Fatalf("%s: rendering: %v", what, err)
+		}
+		if got.Equal(live) {
+			return
+		}
+		patch := jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": got.Patch(live)}})
+		if err := s.patch(serviceGVR, "default", "web", patch); err != nil {
+			t.Errorf("%s: the writer's write refused: %v\n(the writer's %s)", what, err, patch)
+		}
+	}
+	const old = "2001:db8:1::ffff:0:1"
+	pass("the writer's first pass", homeManaged[:1])
+	if err := s.annotate("default", "web", map[string]any{holdings.AnnotationTarget: old}); err != nil {
+		t.Logf("the token's mirror refused (held): %v", err)
+	} else {
+		t.Errorf("the token copied the writer's target %s under %s, a key the writer does not manage: admitted", old, holdings.AnnotationTarget)
+	}
+	// The prefix moves on: 2001:db8:2::/64 pooled alone.
+	pass("the writer's pass after the move", homeManaged[1:2])
+	for k, v := range s.read(t, serviceGVR, "default", "web").GetAnnotations() {
+		if strings.HasSuffix(k, "/target") && slices.Contains(strings.Split(v, ","), old) {
+			t.Errorf("after the move %s still names %s, an address no longer web's: %q", k, old, v)
+		}
+	}
+}
 
 // TestRT8ATokenRecordsNoUsersEntryByCopyingItUnderTheOtherAddressKey: the
 // record names the writer's entries under every address key (render.addresses,

@@ -34,9 +34,11 @@ func publishers(asks []ask) map[string]string {
 // after web was created (red team r7a) - and nothing tells which is the
 // copy; weighed whole, one took the other's current address, and the
 // other, released, lost it at its load balancer. One whose load balancer
-// publishes for it an address on a prefix pooled now is held: it asks as
-// an absent one does (absentAsk: it keeps, address by address, what is
-// published for it; nothing is written for it). Another is barred: its
+// publishes for it an address on a prefix pooled now - on the prefix, or
+// on a subnet or in a range of its delegation (render.Space: an object
+// placed there is published there, not on the /64; red team r8) - is
+// held: it asks as an absent one does (absentAsk: it keeps, address by
+// address, what is published for it; nothing is written for it). Another is barred: its
 // claim is lost to the other (released: nothing on a prefix pooled now is
 // published for it to lose), as is one asking for what the writer gave the
 // other in this term (a copy: the other is served; Ready does not change).
@@ -44,6 +46,7 @@ func publishers(asks []ask) map[string]string {
 // writer gave the address keeps asking for it (its DNS target is not it:
 // PublishedElsewhere).
 func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Prefix, publisher map[string]string) []ask {
+	space := render.Space(m, pooled)
 	for i, x := range asks {
 		if x.absent {
 			continue
@@ -57,7 +60,7 @@ func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Pre
 				continue
 			}
 			c := render.Conflict{Address: a, Holder: y, Loser: x.who, Published: true}
-			if byWriter(y, a) || !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, pooled) }) {
+			if byWriter(y, a) || !slices.ContainsFunc(x.seen.Published, func(b string) bool { return onAny(b, space) }) {
 				c.Published = false
 				asks[i].barred = c
 				break

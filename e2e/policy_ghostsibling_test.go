@@ -25,16 +25,7 @@ import (
 // the pool that exists and follows nothing, not the one that does not
 // exist.
 func TestASiblingOfAPoolThatDoesNotExistCopiesNothing(t *testing.T) {
-	s := stealWriterToken(t, nil)
-	if err := s.w.API.InstallCalico(s.ctx); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"cidr": "2001:db8:1::/64", "vxlanMode": "Always", "blockSize": int64(122)}})
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "default-ipv6-ippool"},
-		"spec":     map[string]any{"cidr": "fd00:10::/64", "natOutgoing": true}})
+	s := calicoPoolsUnderAStolenToken(t)
 	ghost := func(name string, spec map[string]any) map[string]any {
 		return map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
 			"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "renumber",

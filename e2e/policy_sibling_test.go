@@ -24,16 +24,7 @@ import (
 // node's address. Before the siblings policy, the same was refused only as
 // a setting home-v6 does not have.
 func TestASiblingCopiesOnlyAPoolThatFollowsItsDynamicPrefix(t *testing.T) {
-	s := stealWriterToken(t, nil)
-	if err := s.w.API.InstallCalico(s.ctx); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"cidr": "2001:db8:1::/64", "vxlanMode": "Always", "blockSize": int64(122)}})
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "default-ipv6-ippool"},
-		"spec":     map[string]any{"cidr": "fd00:10::/64", "natOutgoing": true}})
+	s := calicoPoolsUnderAStolenToken(t)
 	var siblingFor func(dp, of, name string, spec map[string]any) map[string]any
 	sibling := func(of, name string, spec map[string]any) map[string]any {
 		return siblingFor("home", of, name, spec)
@@ -67,4 +58,22 @@ func TestASiblingCopiesOnlyAPoolThatFollowsItsDynamicPrefix(t *testing.T) {
 	if err := refusedSoon(s, ippoolGVR, lasting); !denied(err) {
 		t.Errorf("a disabled sibling of default-ipv6-ippool labelled with a DynamicPrefix that does not exist, over home's current prefix with natOutgoing: %s", errString(err))
 	}
+}
+
+// calicoPoolsUnderAStolenToken is stealWriterToken with Calico's CRDs and
+// two IPPools: home-v6, which follows home (vxlan, natOutgoing off), and
+// the cluster's default-ipv6-ippool, which follows nothing (natOutgoing).
+func calicoPoolsUnderAStolenToken(t *testing.T) stolen {
+	t.Helper()
+	s := stealWriterToken(t, nil)
+	if err := s.w.API.InstallCalico(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"cidr": "2001:db8:1::/64", "vxlanMode": "Always", "blockSize": int64(122)}})
+	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "default-ipv6-ippool"},
+		"spec":     map[string]any{"cidr": "fd00:10::/64", "natOutgoing": true}})
+	return s
 }

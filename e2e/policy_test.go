@@ -276,7 +276,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 		"a sibling created": {ipPools, "", "user-1", `create:{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","metadata":{"name":"user-1",` +
 			`"labels":{"app.kubernetes.io/managed-by":"renumber","dynamic-prefix.io/name":"home","dynamic-prefix.io/sibling-of":"user"},` +
 			`"ownerReferences":[{"apiVersion":"crd.projectcalico.org/v1","kind":"IPPool","name":"user","uid":"` + string(get(t, w, ipPools, "user").GetUID()) + `"}]},` +
-			`"spec":{"cidr":"2001:db8:1::/64","disabled":true,"natOutgoing":false}}`},
+			`"spec":{"cidr":"2001:db8:2::/64","disabled":true,"natOutgoing":false}}`}, // a sibling is for a draining prefix
 		"a CIDR group's CIDRs":                        {groupGVR, "", "grp", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-cidrs":"2001:db8:1::/72,2001:db8:2::ff00:0:0:0/72"}},"spec":{"externalCIDRs":["198.51.100.0/24","2001:db8:1::/72","2001:db8:2::ff00:0:0:0/72"]}}`},
 		"a pool's range":                              {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"cidr=2001:db8:1::/64,range=2001:db8:2::f000-2001:db8:2::ffff"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"},{"start":"2001:db8:2::f000","stop":"2001:db8:2::ffff"}]}}`},
 		"a MetalLB range":                             {addressPools, "default", "mlb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-addresses":"2001:db8:1::/64,2001:db8:2::10-2001:db8:2::20"}},"spec":{"addresses":["192.0.2.0/24","2001:db8:1::/64","2001:db8:2::10-2001:db8:2::20"]}}`},

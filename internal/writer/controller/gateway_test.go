@@ -28,6 +28,17 @@ func withGateway(t *testing.T, f *fixture) *gatewayFixture {
 
 // addGateway adds the Gateway ns/name following home with suffix beside the
 // user's IPv4 address, created at created (RFC 3339; "" leaves it unset).
+// pass is one pass over home with the Gateway's cache and the fixture's
+// caught up before and after, its writes logged.
+func (g *gatewayFixture) pass() {
+	g.f.t.Helper()
+	g.catchUp()
+	g.f.catchUp()
+	g.f.t.Logf("the pass wrote %q", g.f.sync(passHome))
+	g.catchUp()
+	g.f.catchUp()
+}
+
 func addGateway(t *testing.T, f *fixture, ns, name, suffix, created string) *gatewayFixture {
 	t.Helper()
 	u := &unstructured.Unstructured{}

@@ -197,14 +197,7 @@ func TestAGatewayListingWebsAddressRemembersNoPlacement(t *testing.T) {
 	if _, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pass := func() {
-		t.Helper()
-		g.catchUp()
-		f.catchUp()
-		t.Logf("the pass wrote %q", f.sync(passHome))
-		g.catchUp()
-		f.catchUp()
-	}
+	pass := func() { t.Helper(); g.pass() }
 	pass()
 	if !strings.Contains(f.service()[holdings.AnnotationIPs], onA) {
 		t.Fatalf("before: web has %q, want %s", f.service()[holdings.AnnotationIPs], onA)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -221,9 +222,61 @@ func (r *Router) Advertise(ctx context.Context, ads ...Advert) error {
 		return fmt.Errorf("radvd rejects its config: %w", err)
 	}
 	if r.radvd != nil {
-		return r.radvd.Process.Signal(syscall.SIGHUP)
+		return hangUpWhenCaught(ctx, r.radvd.Process)
 	}
 	return r.start()
+}
+
+// hangUpWhenCaught sends p SIGHUP once p catches it. A radvd spawned a moment
+// ago may still be ip netns exec, nice, or radvd before its handlers, and
+// there SIGHUP's default action ends it: under make test's load a test that
+// advertised right after its world's first advertisement was left with no
+// router and an empty radvd log (TestDynamicPrefixesSetWhatAgentsReport, twice).
+// So wait, a bounded while, until /proc says the process catches SIGHUP.
+func hangUpWhenCaught(ctx context.Context, p *os.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		caught, err := catchesHangUp(p.Pid)
+		if err != nil {
+			return err
+		}
+		if caught {
+			return p.Signal(syscall.SIGHUP)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pid %d never caught SIGHUP: %w", p.Pid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// catchesHangUp reads whether pid has a handler for SIGHUP (bit 0 of SigCgt in
+// /proc/<pid>/status); a process that has exited is an error.
+func catchesHangUp(pid int) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false, fmt.Errorf("pid %d is gone: %w", pid, err)
+	}
+	var caught bool
+	for line := range strings.SplitSeq(string(b), "\n") {
+		key, value, _ := strings.Cut(line, ":")
+		value = strings.TrimSpace(value)
+		switch key {
+		case "State":
+			if strings.HasPrefix(value, "Z") {
+				return false, fmt.Errorf("pid %d has exited", pid)
+			}
+		case "SigCgt":
+			mask, err := strconv.ParseUint(value, 16, 64)
+			if err != nil {
+				return false, fmt.Errorf("pid %d: SigCgt %q: %w", pid, value, err)
+			}
+			caught = mask&1 != 0
+		}
+	}
+	return caught, nil
 }
 
 // deviceOfItsOwn runs a router's daemons (radvd, dhcpd) ahead of the rest of

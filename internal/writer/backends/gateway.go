@@ -62,7 +62,7 @@ func GatewayKind(v string) *Kind {
 	return &Kind{
 		Name: "Gateway", Resource: GatewayResource, Namespaced: true,
 		GVR:       schema.GroupVersionResource{Group: GatewayGroup, Version: v, Resource: GatewayResource},
-		RecordKey: holdings.AnnotationManagedIPs, ClaimExact: true, Claims: true,
+		RecordKey: holdings.AnnotationManagedIPs, ClaimExact: true, Claims: true, ByValue: true,
 		FollowOf: gatewayFollow,
 		Keys: slices.Concat([]string{holdings.AnnotationSuffix, holdings.AnnotationRange, holdings.AnnotationSubnet, holdings.AnnotationSkipDNS},
 			holdings.DefaultTargetKeys),
@@ -128,7 +128,9 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 	}
 	ann := u.GetAnnotations()
 	rec, present := ann[holdings.AnnotationManagedIPs]
-	record := holdings.ReadRecord(rec, present, holdings.Listed).Entries
+	// By value: no admission policy holds a Gateway's record to its
+	// entries (docs/security.md), so the record's spelling decides nothing.
+	record := canonicalSet(holdings.ReadRecord(rec, present, holdings.Listed).Entries)
 	if len(record) == 0 || gatewayAgrees(u, ips, record) {
 		return ips, nil
 	}

@@ -279,3 +279,34 @@ func TestGatewaysFollowWhereTheAPIServerServesThem(t *testing.T) {
 		}
 	}
 }
+
+// TestAGatewayReadsItsRecordByValue: no admission policy holds a Gateway's
+// record to its entries, and its writes place by value (placeGateway), so
+// it reads them by value as it did before the other kinds read their
+// records by spelling (red team r8, F1): a record naming our address in
+// another spelling than spec.addresses holds it is the same address, with
+// nothing to write - read by spelling, the write would have dropped it.
+func TestAGatewayReadsItsRecordByValue(t *testing.T) {
+	k := GatewayKind("v1")
+	u := gateway(t, homeGateway)
+	const ours = "2001:db8:b:0:ffff::1"
+	_ = unstructured.SetNestedSlice(u.Object, append(u.Object["spec"].(map[string]any)["addresses"].([]any),
+		map[string]any{"type": "IPAddress", "value": ours}), "spec", "addresses")
+	_ = unstructured.SetNestedField(u.Object, "192.0.2.7,"+ours, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
+	ann := u.GetAnnotations()
+	ann[holdings.AnnotationManagedIPs] = "2001:DB8:B:0:FFFF::1"
+	ann[holdings.AnnotationTarget] = "192.0.2.7," + ours
+	ann[holdings.AnnotationTargetAlpha] = ours
+	u.SetAnnotations(ann)
+	po, _, err := k.Decode(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := render.Pool(model.Model{Name: "home"}, po.Held, []netip.Prefix{netip.MustParsePrefix("2001:db8:b::/64")}, nil, k.ClaimExact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Kept || !slices.Equal(w.Record, []string{ours}) {
+		t.Errorf("write %+v: want %s kept, and recorded", w, ours)
+	}
+}

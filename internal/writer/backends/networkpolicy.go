@@ -119,7 +119,8 @@ func eachRule(obj map[string]any, f func(rule map[string]any, peers []any) error
 	return nil
 }
 
-// block reads an ipBlock peer: its CIDR (canonical) and except entries.
+// block reads an ipBlock peer: its CIDR, as spelled there (an entry is ours
+// only in the spelling our record names: holdings.Merge), and except entries.
 func block(peer any) (cidr string, except []string, ok bool) {
 	p, _ := peer.(map[string]any)
 	b, _ := p["ipBlock"].(map[string]any)
@@ -133,7 +134,7 @@ func block(peer any) (cidr string, except []string, ok bool) {
 			except = append(except, s)
 		}
 	}
-	return holdings.Canonical(c), except, true
+	return strings.TrimSpace(c), except, true
 }
 
 // ErrRuleWouldOpen: a write would leave a following rule without peers, which
@@ -150,7 +151,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 	obj := live.DeepCopy().Object
 	ours := map[string]bool{}
 	for _, o := range owned {
-		ours[holdings.Canonical(o)] = true
+		ours[strings.TrimSpace(o)] = true
 	}
 	follow := map[string]bool{}
 	for _, r := range record {
@@ -161,7 +162,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 	err := eachRule(obj, func(rule map[string]any, peers []any) error {
 		if !slices.ContainsFunc(peers, func(p any) bool {
 			c, _, ok := block(p)
-			return ok && (ours[c] || follow[c])
+			return ok && (ours[c] || follow[holdings.Canonical(c)])
 		}) {
 			return nil
 		}
@@ -171,6 +172,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 		for _, p := range peers {
 			c, ex, ok := block(p)
 			if ok && ours[c] {
+				c = holdings.Canonical(c)
 				excepts[c] = ex
 				if template == "" || len(record) > 0 && c == holdings.Canonical(record[0]) {
 					template = c
@@ -181,7 +183,7 @@ func placeBlocks(live *unstructured.Unstructured, owned, record []string, releas
 		}
 		for _, r := range record {
 			c := holdings.Canonical(r)
-			if slices.ContainsFunc(kept, func(p any) bool { k, _, ok := block(p); return ok && k == c }) {
+			if slices.ContainsFunc(kept, func(p any) bool { k, _, ok := block(p); return ok && holdings.Canonical(k) == c }) {
 				continue
 			}
 			ex, had := excepts[c]

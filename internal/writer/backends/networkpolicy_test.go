@@ -156,3 +156,41 @@ func TestAPolicyWithNoFollowingRuleIsNotWritten(t *testing.T) {
 		t.Errorf("no rule follows: %v, want ErrNoRuleFollows", err)
 	}
 }
+
+// TestAPolicyTakesOutABlockOnlyAsTheRecordSpellsIt (red team r8, F1):
+// renumber-writer-pools compares a rule's ipBlocks with the record as
+// strings, so a stolen writer token may add 2001:DB8:2:0:5::/80 beside the
+// user's 2001:db8:2:0:5::/80 in a following rule and record it. The
+// writer's write takes out the token's block, as the record spells it, and
+// keeps the user's: owned by value, both went, and the API server refused
+// that write (an unrecorded removal) and every one after it.
+func TestAPolicyTakesOutABlockOnlyAsTheRecordSpellsIt(t *testing.T) {
+	u := policy(t, `
+  podSelector: {}
+  policyTypes: [Egress]
+  egress:
+    - to:
+        - ipBlock: {cidr: 2001:db8:1::/64}
+        - ipBlock: {cidr: 2001:db8:2:0:5::/80}
+        - ipBlock: {cidr: 2001:DB8:2:0:5::/80}
+`)
+	k := NetworkPolicyKind()
+	entries, err := k.Entries(u, "")
+	if want := []string{"2001:db8:1::/64", "2001:db8:2:0:5::/80", "2001:DB8:2:0:5::/80"}; err != nil || !slices.Equal(entries, want) {
+		t.Fatalf("entries %q, %v; want each spelling as it is", entries, err)
+	}
+	spec, err := k.Place(u, []string{"2001:db8:1::/64", "2001:DB8:2:0:5::/80"}, []string{"2001:db8:1::/64"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `egress:
+- to:
+  - ipBlock:
+      cidr: 2001:db8:2:0:5::/80
+  - ipBlock:
+      cidr: 2001:db8:1::/64
+`
+	if got := rendered(t, spec); got != want {
+		t.Errorf("placed:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,6 +1,14 @@
 // Entries compared and merged: the canonical form of an entry, the user's
 // entries kept beside ours (Merge), and what an object holds of ours without
 // a record (Common, Geometric).
+//
+// Which entries are ours is read by spelling, not by value: an entry is ours
+// only as the record spells it (or, without a record, as the object spells
+// it). The admission policies that keep records true compare strings (the
+// oldest Kubernetes supported has no IP library in CEL), so the writer reads
+// ownership as they do: 2001:DB8::5 beside a record naming 2001:db8::5 is
+// the user's, never taken out on that record's word (red team r8, F1).
+// Whether a write is needed at all is still asked by value (SameSet, Holds).
 
 package holdings
 
@@ -35,17 +43,19 @@ func Canonical(e string) string {
 	return e
 }
 
-// Merge keeps every live entry the record does not claim (the user's, verbatim
-// and in order) and appends the desired managed entries. The new record lists
-// exactly the managed entries written; one the user also lists is the user's.
+// Merge keeps every live entry the record does not name in its exact
+// spelling (the user's, verbatim and in order) and appends the desired
+// managed entries. The new record lists exactly the managed entries written,
+// spelled as written; one the user also lists, in any spelling, is the
+// user's and is not written again.
 func Merge(live, record, desired []string) (entries, newRecord []string) {
 	owned := map[string]bool{}
 	for _, r := range record {
-		owned[Canonical(r)] = true
+		owned[strings.TrimSpace(r)] = true
 	}
 	present := map[string]bool{}
 	for _, e := range live {
-		if !owned[Canonical(e)] {
+		if !owned[strings.TrimSpace(e)] {
 			entries = append(entries, e)
 			present[Canonical(e)] = true
 		}
@@ -57,7 +67,7 @@ func Merge(live, record, desired []string) (entries, newRecord []string) {
 		}
 		present[c] = true
 		entries = append(entries, d)
-		newRecord = append(newRecord, c)
+		newRecord = append(newRecord, d)
 	}
 	return entries, newRecord
 }
@@ -68,25 +78,27 @@ func Merge(live, record, desired []string) (entries, newRecord []string) {
 // prefixes) - a CIDR as a subnet of one, a range with both ends inside the
 // same one, an address inside one. A supernet of a managed prefix (a user
 // pinning the whole delegation), IPv4 and anything that does not parse stay
-// the user's. It returns the entries claimed, canonical.
+// the user's. It returns the entries claimed, spelled as live spells them.
 func Geometric(live []string, managed []netip.Prefix) []string {
 	var out []string
 	for _, e := range live {
-		c := Canonical(e)
-		if inside(c, managed) && !slices.Contains(out, c) {
-			out = append(out, c)
+		e = strings.TrimSpace(e)
+		if inside(Canonical(e), managed) && !slices.Contains(out, e) {
+			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// Common lists the entries of live that desired holds too, canonical.
+// Common lists the entries of live that desired holds too (compared by
+// value), spelled as live spells them.
 func Common(live, desired []string) []string {
 	var out []string
 	for _, e := range live {
+		e = strings.TrimSpace(e)
 		c := Canonical(e)
-		if slices.ContainsFunc(desired, func(d string) bool { return Canonical(d) == c }) && !slices.Contains(out, c) {
-			out = append(out, c)
+		if slices.ContainsFunc(desired, func(d string) bool { return Canonical(d) == c }) && !slices.Contains(out, e) {
+			out = append(out, e)
 		}
 	}
 	return out

@@ -28,7 +28,9 @@ const (
 
 // Record is an ownership record as read from an object.
 type Record struct {
-	// Entries are the entries it names, canonical.
+	// Entries are the entries it names, spelled as it spells them (a block
+	// key as the block's entry: "cidr", "first-last" or "first-"): an entry
+	// is ours only in that spelling (Merge).
 	Entries []string
 	// Present: the annotation exists. An absent record is an object written
 	// before records existed (or never written); a present, empty one owns
@@ -60,23 +62,22 @@ func ReadRecord(v string, present bool, s Spelling) Record {
 	return r
 }
 
-// recordEntry is the canonical entry a record item names.
+// recordEntry is the entry a record item names, as the item spells it.
 func recordEntry(item string, s Spelling) (string, bool) {
 	if s == BlockKeys {
 		switch {
 		case strings.HasPrefix(item, "cidr="):
-			p, err := netip.ParsePrefix(strings.TrimPrefix(item, "cidr="))
-			return p.String(), err == nil
+			item = strings.TrimPrefix(item, "cidr=")
+			_, err := netip.ParsePrefix(item)
+			return item, err == nil
 		case strings.HasPrefix(item, "range="):
-			r := strings.TrimPrefix(item, "range=")
-			if !strings.Contains(r, "-") {
-				r += "-" // a block without stop
+			item = strings.TrimPrefix(item, "range=")
+			if !strings.Contains(item, "-") {
+				item += "-" // a block without stop
 			}
-			item = r
 		}
 	}
-	e := Canonical(item)
-	return e, parses(e)
+	return item, parses(Canonical(item))
 }
 
 // parses reports whether a canonical entry is an address, a prefix or a range.
@@ -93,7 +94,7 @@ func parses(e string) bool {
 	return err == nil
 }
 
-// WriteRecord spells entries (canonical) as a record value.
+// WriteRecord spells entries (as they are written) as a record value.
 func WriteRecord(entries []string, s Spelling) string {
 	if s != BlockKeys {
 		return strings.Join(entries, ",")

@@ -230,7 +230,8 @@ func geometric(live holdings.Annotations, managed []netip.Prefix) holdings.Annot
 // them there whatever its record says (a record the writer's token could
 // forge, emptied or naming the user's entries, would otherwise leave the
 // expired prefix's address on the Service for good). Only the exact address
-// the Service follows on such a prefix is claimed, never the user's others.
+// the Service follows on such a prefix is claimed, and only as the writer
+// spells it (holdings.Merge): never the user's others, nor a respelling.
 func left(m model.Model, f holdings.ServiceFollow, pooled, managed []netip.Prefix, live holdings.Annotations) []string {
 	var out []string
 	for _, p := range managed {
@@ -242,7 +243,7 @@ func left(m model.Model, f holdings.ServiceFollow, pooled, managed []netip.Prefi
 			continue
 		}
 		for _, k := range holdings.AddressKeys {
-			if slices.ContainsFunc(live.IPs[k], func(e string) bool { return holdings.Canonical(e) == a.String() }) &&
+			if slices.Contains(live.IPs[k], a.String()) &&
 				!slices.Contains(out, a.String()) && !slices.Contains(live.ManagedIPs, a.String()) {
 				out = append(out, a.String())
 			}

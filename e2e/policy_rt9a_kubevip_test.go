@@ -1,0 +1,118 @@
+package e2e
+
+// r9a: kube-vip's pool ConfigMap under the stolen writer token. No
+// admission policy matches it (its keys are per namespace, not per
+// DynamicPrefix, so renumber-writer-values cannot check them) - nor the
+// record and follow annotations the writer reads there, which
+// renumber-writer-pools holds on every other pool kind.
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/renumber/renumber/internal/writer/backends"
+	"github.com/renumber/renumber/tools/world"
+)
+
+// kubeVIPUnderAStolenToken is TestKubeVIP's world cut to one ConfigMap:
+// the opt-in Role of manifests/kube-vip, home following prefixA with an
+// address range lb, and kube-system/kubevip's range-global holding the
+// user's IPv4 range beside the writer's entry for lb. It returns the
+// stolen writer token (a typed client: the ConfigMap is a core kind) once
+// the writer has put its entry in.
+func kubeVIPUnderAStolenToken(t *testing.T, user string) (*world.World, kubernetes.Interface) {
+	t.Helper()
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{
+		"transition":    map[string]any{"mode": "ha"},
+		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+	})
+	if _, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
+			"dynamic-prefix.io/address-range": "lb", backends.AnnotationKubeVIPKey: "range-global"}},
+		Data: map[string]string{"range-global": user, "cidr-default": "198.51.100.0/28"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer-a", "--kube-vip-configmap", backends.DefaultKubeVIPConfigMap)
+	kubeVIPDataIs(t, w, map[string]string{"cidr-default": "198.51.100.0/28", "range-global": user + "," + rangeOf(prefixA.String())})
+	id, err := w.API.ServiceAccountIn(ctx, world.Namespace, "renumber-writer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, kubernetes.NewForConfigOrDie(id.Config)
+}
+
+func kubeVIPDataIs(t *testing.T, w *world.World, want map[string]string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("kubevip data %v", want), func() (bool, string) {
+		cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(t.Context(), "kubevip", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return fmt.Sprint(cm.Data) == fmt.Sprint(want), fmt.Sprint(cm.Data)
+	})
+}
+
+// TestRT9ATokenRecordsNoUsersRangeInKubeVIPsPool: the records rules
+// (renumber-writer-pools: a record grows only by an entry the same write
+// adds) hold every pool kind but kube-vip's ConfigMap, which no policy
+// matches. The stolen token adds the user's 192.0.2.100-192.0.2.110 to
+// dynamic-prefix.io/managed-kubevip-entries, one patch. The honest writer
+// then owns it (holdings.Held.Claim: what the record names and the prefix
+// does not ask for goes) and takes it out of range-global: the kube-vip
+// cloud provider has no IPv4 range left for LoadBalancer Services in any
+// namespace, and the writer never puts it back (it is no longer the
+// user's by any record). The same forgery on a CiliumLoadBalancerIPPool
+// is refused (TestAStolenWriterTokenTakesNoUsersEntryOffAFollowingObject).
+func TestRT9ATokenRecordsNoUsersRangeInKubeVIPsPool(t *testing.T) {
+	const user = "192.0.2.100-192.0.2.110"
+	w, token := kubeVIPUnderAStolenToken(t, user)
+	ctx := t.Context()
+	cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := cm.Annotations[backends.AnnotationKubeVIPRecord]
+	forged := user + "," + ours
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, backends.AnnotationKubeVIPRecord, forged)
+	if _, err := token.CoreV1().ConfigMaps("kube-system").Patch(ctx, "kubevip", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Logf("the token's record naming the user's range refused (held): %v", err)
+	} else {
+		t.Logf("the token's record %q admitted", forged)
+	}
+	// The honest writer's pass on what the token left: it rewrites the
+	// record (whatever it makes of it) once it read the token's.
+	eventually(t, "the writer's pass after the token's write", func() (bool, string) {
+		cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cm.Annotations[backends.AnnotationKubeVIPRecord] != forged, cm.Annotations[backends.AnnotationKubeVIPRecord]
+	})
+	cm, err = w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(cm.Data["range-global"], ","), user) {
+		t.Errorf("the user's %s taken out of kube-vip's range-global by the honest writer, after the stolen token named it in %s: %v",
+			user, backends.AnnotationKubeVIPRecord, cm.Data)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/tools/world"
 )
@@ -114,5 +115,55 @@ func TestRT9ATokenRecordsNoUsersRangeInKubeVIPsPool(t *testing.T) {
 	if !slices.Contains(strings.Split(cm.Data["range-global"], ","), user) {
 		t.Errorf("the user's %s taken out of kube-vip's range-global by the honest writer, after the stolen token named it in %s: %v",
 			user, backends.AnnotationKubeVIPRecord, cm.Data)
+	}
+}
+
+// TestRT9ATokenMovesNoKubeVIPKeyFromUnderTheWriter: renumber-writer-pools
+// freezes a pool's dynamic-prefix.io/ annotations (they say what the pool
+// follows), but no policy matches kube-vip's ConfigMap, and its
+// dynamic-prefix.io/kubevip-key says which key the writer manages. The
+// stolen token points it at range-kube-system, one patch. The honest
+// writer follows the key it now names and never reads range-global again
+// ("no other key is read or written"), so its entry for prefixA stays
+// there recorded by nothing: the user's, for good. When home is deleted
+// the writer releases what its record names - under range-kube-system -
+// and kube-vip keeps handing out prefixA's addresses from range-global to
+// LoadBalancer Services in every namespace, after the prefix is gone.
+func TestRT9ATokenMovesNoKubeVIPKeyFromUnderTheWriter(t *testing.T) {
+	const user = "192.0.2.100-192.0.2.110"
+	w, token := kubeVIPUnderAStolenToken(t, user)
+	ctx := t.Context()
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"range-kube-system"}}}`, backends.AnnotationKubeVIPKey)
+	if _, err := token.CoreV1().ConfigMaps("kube-system").Patch(ctx, "kubevip", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Logf("the token's %s moved to range-kube-system refused (held): %v", backends.AnnotationKubeVIPKey, err)
+	} else {
+		t.Logf("the token's %s moved to range-kube-system admitted", backends.AnnotationKubeVIPKey)
+		eventually(t, "the writer's pass after the token's write", func() (bool, string) {
+			cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return cm.Data["range-kube-system"] != "", fmt.Sprint(cm.Data)
+		})
+	}
+	// The user deletes home: the writer releases everything it wrote.
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "home released from kubevip", func() (bool, string) {
+		cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, recorded := cm.Annotations[backends.AnnotationKubeVIPRecord]
+		return !recorded, fmt.Sprint(cm.Annotations)
+	})
+	cm, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubevip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["range-global"]; got != user {
+		t.Errorf("home deleted and released, kube-vip's range-global still hands out %q (want the user's %q alone): "+
+			"the writer's entry for %v, orphaned when the stolen token moved %s", got, user, prefixA, backends.AnnotationKubeVIPKey)
 	}
 }

@@ -51,6 +51,14 @@ func admittedWithin(s stolen, gvr schema.GroupVersionResource, obj map[string]an
 // drops the duplicate entry at its next pass - decide keys history by the
 // masked prefix - so the token creates the ghost in the same second, and
 // re-creates it at will, as r7b's did.)
+//
+// Measured beside it (a scratch run, not kept): the same ghost is admitted
+// in the same window after a visible renumbering - the token names
+// 2001:db8:bad::/64 current and drains 2001:db8:1::/64, the residual
+// docs/security.md states ("a ghost sibling over a draining prefix"). What
+// this path adds is stealth and a broken invariant: the status never names
+// another prefix current (no renumbering, no PrefixAcquired transition to
+// audit), yet the policy reads the current prefix as draining.
 func TestRT9AGhostSiblingOverTheCurrentPrefixByItsOtherText(t *testing.T) {
 	s := calicoPoolsUnderAStolenToken(t)
 	ghost := map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",

@@ -28,13 +28,8 @@ import (
 // three places: web's IPv4 address is gone - off the Service its
 // controller generates, and out of DNS - for good.
 func TestRT9ATokenRecordsNoUsersAddressOnAGateway(t *testing.T) {
-	w := newWorld(t, 1)
+	w := gatewayWorld(t)
 	ctx := t.Context()
-	if err := w.API.InstallGatewayAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	apply(t, w, gatewayGVR, map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 		"metadata": map[string]any{"name": "web", "namespace": "default", "annotations": map[string]any{
 			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/suffix": "::ffff:0:0:3", holdings.AnnotationTarget: "192.0.2.9"}},

@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,28 +22,15 @@ import (
 	"github.com/renumber/renumber/tools/world"
 )
 
-// kubeVIPUnderAStolenToken is TestKubeVIP's world cut to one ConfigMap:
-// the opt-in Role of manifests/kube-vip, home following prefixA with an
-// address range lb, and kube-system/kubevip's range-global holding the
+// kubeVIPUnderAStolenToken is TestKubeVIP's world (kubeVIPWorld) cut to
+// one ConfigMap: kube-system/kubevip's range-global holding the
 // user's IPv4 range beside the writer's entry for lb. It returns the
 // stolen writer token (a typed client: the ConfigMap is a core kind) once
 // the writer has put its entry in.
 func kubeVIPUnderAStolenToken(t *testing.T, user string) (*world.World, kubernetes.Interface) {
 	t.Helper()
-	w := newWorld(t, 1)
+	w := kubeVIPWorld(t)
 	ctx := t.Context()
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{
-		"transition":    map[string]any{"mode": "ha"},
-		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
-	})
 	if _, err := w.API.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
 			"dynamic-prefix.io/address-range": "lb", backends.AnnotationKubeVIPKey: "range-global"}},

@@ -42,6 +42,19 @@ func gatewayHolds(t *testing.T, w *world.World, ns, name string) map[string]any 
 		"target": ann[holdings.AnnotationTarget], "alpha": ann[holdings.AnnotationTargetAlpha], "record": ann[holdings.AnnotationManagedIPs]}
 }
 
+// gatewayWorld is one node on prefixA with the Gateway API's standard
+// channel CRDs and home, an HA DynamicPrefix.
+func gatewayWorld(t *testing.T) *world.World {
+	t.Helper()
+	w := newWorld(t, 1)
+	if err := w.API.InstallGatewayAPI(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	return w
+}
+
 // TestGatewaysFollow: a Gateway (the Gateway API's real standard-channel
 // CRDs) that names a DynamicPrefix gets its suffix on the current prefix in
 // spec.addresses, the LB-IPAM infrastructure annotation and the DNS targets,
@@ -52,13 +65,8 @@ func gatewayHolds(t *testing.T, w *world.World, ns, name string) map[string]any 
 // address taken out of one place is put back in one patch. The writer runs
 // under the shipped RBAC and admission policies.
 func TestGatewaysFollow(t *testing.T) {
-	w := newWorld(t, 1)
+	w := gatewayWorld(t)
 	ctx := t.Context()
-	if err := w.API.InstallGatewayAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
 	gw := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway

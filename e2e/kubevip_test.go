@@ -25,20 +25,8 @@ import (
 // releases all of it. The contract (keys, formats, the Service annotation) is
 // kube-vip-cloud-provider's README; its controller does not build here.
 func TestKubeVIP(t *testing.T) {
-	w := newWorld(t, 1)
+	w := kubeVIPWorld(t)
 	ctx := t.Context()
-	repo, err := world.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.API.Apply(ctx, filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{
-		"transition":    map[string]any{"mode": "ha"},
-		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
-	})
 	configMaps := w.API.Client.CoreV1().ConfigMaps("kube-system")
 	for _, cm := range []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubevip", Annotations: map[string]string{"dynamic-prefix.io/name": "home",
@@ -138,4 +126,25 @@ func TestKubeVIP(t *testing.T) {
 	if cm, _ := configMaps.Get(ctx, "other", metav1.GetOptions{}); cm.Data["cidr-global"] != "192.0.2.0/28" {
 		t.Errorf("a ConfigMap the writer was not told of was touched: %v", cm.Data)
 	}
+}
+
+// kubeVIPWorld is one node on prefixA with the opt-in Role of
+// manifests/kube-vip and home, an HA DynamicPrefix with the address range
+// lb (::f000:0:0:0 to the end of the /64).
+func kubeVIPWorld(t *testing.T) *world.World {
+	t.Helper()
+	w := newWorld(t, 1)
+	repo, err := world.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.API.Apply(t.Context(), filepath.Join(repo, "manifests", "kube-vip", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{
+		"transition":    map[string]any{"mode": "ha"},
+		"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+	})
+	return w
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -271,10 +272,12 @@ func TestAStolenWriterTokensOwnObjectsAndStatusMoveNoAddress(t *testing.T) {
 	}
 	// At the bound (16 entries, renumber-writer-sizes), each checked against
 	// each old one with its timestamps, the policy that fails closed stays
-	// inside its cost: the writer's own write, the status as it was, passes.
+	// inside its cost: the writer's own write, the status as it was, passes
+	// (each prefix in the writer's text: 2001:db8:2::/64, not 2001:db8:2:0::/64).
 	entries := []string{`{"prefix":"2001:db8:1::/64","state":"active"}`}
 	for i := range 15 {
-		entries = append(entries, fmt.Sprintf(`{"prefix":"2001:db8:2:%x::/64","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z","expiresAt":"2030-01-01T00:00:%02dZ"}`, i, i))
+		p := netip.MustParsePrefix(fmt.Sprintf("2001:db8:2:%x::/64", i))
+		entries = append(entries, fmt.Sprintf(`{"prefix":"%s","state":"draining","deprecatedAt":"2029-01-01T00:00:00Z","expiresAt":"2030-01-01T00:00:%02dZ"}`, p, i))
 	}
 	full := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` + strings.Join(entries, ",") + `]}}`
 	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(full), metav1.PatchOptions{}, "status"); err != nil {

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/decide"
 )
@@ -49,7 +52,14 @@ func TestACurrentEntryInAnotherTextStopsNoStatusWrite(t *testing.T) {
 		t.Fatalf("the token's write dropping the current entry refused (the finding needs it admitted): %v", err)
 	}
 	if err := s.patch(api.GVR, "", "home", body, "status"); err != nil {
-		t.Fatalf("the token's write refused (the finding needs it admitted): %v", err)
+		// renumber-writer-status now admits prefixes only in the text the
+		// writer writes (red team r9a). The same status left by hand, or
+		// by a token before that rule, is still one the writer carries on
+		// from.
+		t.Logf("the token's write refused (held): %v", err)
+		if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range 3 {
 		now := passTime.Add(2*time.Hour + time.Duration(i)*time.Minute)

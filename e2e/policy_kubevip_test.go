@@ -20,6 +20,9 @@ import (
 // the record taken out with the writer's entry, which leaves the ConfigMap
 // recordless - the writer's next pass would own the IPv6 entries there
 // inside home's prefixes, the user's among them (renumber-writer-values);
+// the key and the record padded past 256 entries, all inside the status
+// and recorded, which the other policies admit (renumber-writer-sizes:
+// their cost stays bounded);
 // another namespace's key, a label, and the record renumber wrote before
 // (dynamic-prefix.io/managed-addresses, read where the record is not)
 // naming the user's range (renumber-writer-kubevip). None of them changes
@@ -35,6 +38,14 @@ func TestAStolenWriterTokenWritesKubeVIPsConfigMapOnlyAsTheWriterDoes(t *testing
 	}
 	ours := before.Annotations[backends.AnnotationKubeVIPRecord]
 	const outside = "2001:db8:bad::-2001:db8:bad::ff"
+	// 257 ranges inside home's current prefix: the key and the record
+	// past the 256 entries renumber-writer-sizes lets them hold.
+	var padding []string
+	for i := range 257 {
+		a := on(t, prefixA, fmt.Sprintf("::f000:0:0:%x", i+1))
+		padding = append(padding, a+"-"+a)
+	}
+	padded := strings.Join(padding, ",")
 	for _, c := range []struct {
 		name, body, policy string
 	}{
@@ -45,6 +56,10 @@ func TestAStolenWriterTokenWritesKubeVIPsConfigMapOnlyAsTheWriterDoes(t *testing
 		{"the record taken out with the writer's entry",
 			fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"data":{"range-global":%q}}`, backends.AnnotationKubeVIPRecord, user),
 			"renumber-writer-values"},
+		{"the key and the record padded past their bound, inside the status",
+			fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"data":{"range-global":%q}}`,
+				backends.AnnotationKubeVIPRecord, ours+","+padded, user+","+ours+","+padded),
+			"renumber-writer-sizes"},
 		{"another namespace's key", `{"data":{"cidr-default":"2001:db8:1:100::/64"}}`, "renumber-writer-kubevip"},
 		{"a label", `{"metadata":{"labels":{"example.org/team":"x"}}}`, "renumber-writer-kubevip"},
 		{"the record renumber wrote before, naming the user's range",

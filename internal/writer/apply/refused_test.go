@@ -50,7 +50,7 @@ func TestEveryMetadataRefusalIsRecognised(t *testing.T) {
 		return apierrors.NewForbidden(gr, "web", errors.New("ValidatingAdmissionPolicy '"+policy+"' with binding '"+policy+"' denied request: "+m))
 	}
 	n := 0
-	for _, policy := range []string{"renumber-writer-services", "renumber-writer-gateways", "renumber-writer-pools", "renumber-writer-owned", "renumber-writer-dynamicprefixes"} {
+	for _, policy := range []string{"renumber-writer-services", "renumber-writer-gateways", "renumber-writer-pools", "renumber-writer-kubevip", "renumber-writer-owned", "renumber-writer-dynamicprefixes"} {
 		for _, m := range policyMessages(t, policy) {
 			if !strings.Contains(m, "change") || !strings.Contains(m, "labels") && !strings.Contains(m, "annotations") {
 				continue

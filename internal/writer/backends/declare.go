@@ -117,7 +117,9 @@ type Access struct {
 	Name            string // the kind, for a test's message
 	Group, Resource string
 	// Only, when set, is the one object ("namespace/name") the writer may
-	// touch: its Role names it, and no admission policy is needed.
+	// touch: its Role names it. The policies hold that object as they hold
+	// every pool: a Role that names it gives a stolen writer token all of it
+	// (red team r9a).
 	Only           string
 	Writer, Reader []string
 	// Pool: the writer patches the entries of objects others own, and the
@@ -137,7 +139,7 @@ var (
 // object of its resource (every ConfigMap, kube-vip's).
 func (k *Kind) Access() Access {
 	if k.Only != "" {
-		return Access{Name: k.Name, Group: k.GVR.Group, Resource: k.Resource, Only: k.Only, Writer: patchVerbs}
+		return Access{Name: k.Name, Group: k.GVR.Group, Resource: k.Resource, Only: k.Only, Writer: patchVerbs, Pool: true}
 	}
 	return Access{Name: k.Name, Group: k.GVR.Group, Resource: k.Resource, Writer: patchVerbs, Reader: readVerbs, Pool: true}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +89,65 @@ func TestRT9BAGatewayWhoseNextAddressATenantRacedKeepsItsDrainingAddressAtANewTe
 	t.Logf("after the new term: the Gateway holds %v; %s", g.holds(), f.condition("ServiceAddressConflict").Message)
 	if !slices.Contains(got, gwA) {
 		t.Errorf("the Gateway holds %q after a new term: its draining address %s, which its controller publishes, was taken out (the tenant's load balancer publishes its next one, %s)", got, gwA, gwB)
+	}
+}
+
+// Red team r9b: red team r7a's F2 on a Gateway. The claims' possession
+// (apply.publishers) reads only Services' load balancers (Seen.Published);
+// what a Gateway's controller publishes for it (status.addresses,
+// Seen.Echoed) is not "published for another", so neither of offer's guards
+// holds for it: a tenant's draining address renumbered onto the Gateway's
+// current one keeps its HeldByEarlierStatus, which outranks the Gateway's
+// echo. The Gateway gw was recreated while A drained, so the tenant's own
+// lbipam.cilium.io/ips took gw's address on A while it was free; gw's
+// controller publishes gw on B alone. At a new term the tenant follows
+// with gw's suffix: the writer writes gw on B - published for the Gateway
+// - onto the tenant's Service, and releases the Gateway, whose generated
+// Service then lets it go at the load balancer, where the tenant's request
+// waits for it. The Service version of this
+// (TestAtANewTermTheTenantsAddressOnTheDrainingPrefixTakesNothingOfWebs)
+// passes. Wanted: no tenant is written an address a Gateway's controller
+// publishes for the Gateway; the Gateway keeps it.
+func TestRT9BAtANewTermTheTenantsAddressOnTheDrainingPrefixTakesNothingOfAGateways(t *testing.T) {
+	f := tenantOlderThanWeb(t)
+	const gwA, gwB = "2001:db8:a:0:ffff::2", "2001:db8:b:0:ffff::2"
+	f.report(3, prefixB, prefixA)
+	f.settle(passHome)
+	g := addGateway(t, f, "default", "gw", "::ffff:0:0:2", "2026-11-20T00:00:00Z") // recreated during the drain
+	g.pass() // the writer gives it gw on B and on A
+	annotate(t, f, "tenant", "old", `"annotations":{"lbipam.cilium.io/ips":"`+gwA+`"}`)
+	f.publishedFor = map[string][]string{"tenant/old": {gwA}} // free on A when gw was recreated: granted to the tenant first
+	g.pass()
+	u, err := f.dyn.Resource(gatewayGVR).Namespace("default").Get(t.Context(), "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "IPAddress", "value": "192.0.2.8"},
+		map[string]any{"type": "IPAddress", "value": gwB}}, "status", "addresses"); err != nil { // its controller serves gw on B
+		t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(gatewayGVR).Namespace("default").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g.pass()
+	if got, _ := g.holds()["addresses"].([]string); !slices.Contains(got, gwB) {
+		t.Fatalf("before the new term: the Gateway holds %q, want %s", got, gwB)
+	}
+	annotate(t, f, "tenant", "old", `"annotations":{"dynamic-prefix.io/suffix":"::ffff:0:0:2"}`)
+	f.ctl.write.Forget() // a new leader term
+	for range 2 {
+		g.pass()
+	}
+	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := g.holds()["addresses"].([]string)
+	t.Logf("the Gateway holds %q; tenant/old has %q; %s", got, old.Annotations[holdings.AnnotationIPs], f.condition("ServiceAddressConflict").Message)
+	if slices.Contains(strings.Split(old.Annotations[holdings.AnnotationIPs], ","), gwB) {
+		t.Errorf("tenant/old was written %s, which the Gateway's controller publishes for default/gw: %q", gwB, old.Annotations[holdings.AnnotationIPs])
+	}
+	if !slices.Contains(got, gwB) {
+		t.Errorf("the Gateway holds %q after a new term, want %s, which its controller publishes for it", got, gwB)
 	}
 }

@@ -59,3 +59,20 @@ func (w *Writer) Forget() {
 	w.given, w.published = nil, nil
 	w.givenMu.Unlock()
 }
+
+// Sweep forgets what the writer keeps of each object present says is gone
+// (deleted): the memos of its last writes, which only a newer version in
+// the caches would drop, and its write budget. Without it every object the
+// writer ever wrote stayed in its memory, and a tenant creating and deleting
+// Services grew the writer until it was killed (red team r9b). present must
+// answer true for an object its cache may not show yet (one the writer
+// created).
+func (w *Writer) Sweep(present func(permit.Object) bool) {
+	w.statuses.Sweep(present)
+	w.pools.Sweep(present)
+	w.services.Sweep(present)
+	w.adverts.Sweep(present)
+	w.deleted.Sweep(present)
+	w.finalized.Sweep(present)
+	w.Gate.Sweep(present)
+}

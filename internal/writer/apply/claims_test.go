@@ -386,6 +386,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				}
 			}
 		}
+		// Red team r9b: web may be a Gateway (read last): its controller
+		// publishes what it serves in status.addresses (Seen.Echoed), the
+		// addresses a load balancer would publish for it as a Service, and
+		// no tenant's load balancer is granted them. Played at a new term
+		// during a drain, with no tenant Gateway (the documented limits of
+		// an echo: none at a renumbering met with no drain, and two echoes
+		// told apart by age).
+		tenantGateway := slices.ContainsFunc(all[len(honest):], func(x ask) bool { return len(x.seen.Echoed) > 0 })
+		if gatewayWeb := next()%2 == 1; gatewayWeb && newTerm && len(pooled) == 2 && !tenantGateway {
+			all[0].seen.Echoed, all[0].seen.Published = all[0].seen.Published, nil
+			all[0].kind = "Gateway"
+		}
 		before := render.NewGiven()
 		var last []ask
 		for i, h := range honest {
@@ -517,6 +529,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				t.Logf("limit: honest %s lost %s to %s, whose own placement the /64's move put there", x.who, c.Address, c.Holder)
 				limited[x.who] = true
 				continue
+			}
+			if isHonest[x.who] && !ok {
+				// Red team r9b: released (barred, or its claim lost), an
+				// honest one loses every address of renumber's it had -
+				// also one its load balancer publishes for it on the space
+				// pooled now, which no claim moves (possession).
+				space := render.Space(mNow, pooled)
+				for _, a := range slices.Concat(x.seen.Published, x.seen.Echoed) {
+					if publishedFor[a] == x.who && slices.ContainsFunc(space, func(q netip.Prefix) bool { return q.Contains(netip.MustParseAddr(a)) }) {
+						t.Fatalf("honest %s released (lost %s to %s, published %v), though its load balancer publishes %s for it (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, c.Published, a, pooled, newTerm, describe(all))
+					}
+				}
 			}
 			if isHonest[x.who] && !ok && publishedFor[c.Address] == c.Holder && given.To[c.Address] != x.who && !slices.Contains(given.Following(mNow, x.who, pooled), c.Address) {
 				// Possession at the load balancer: the holder's own load

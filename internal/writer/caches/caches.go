@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -85,6 +87,13 @@ type Caches struct {
 	nodes, dps, services *Watched
 	cilium               *Watched // nil without CiliumNamespace
 	kinds                *Followed
+
+	// space is api.Space of the DynamicPrefix cache (nil until it listed:
+	// everything), which the Service cache keeps published addresses past
+	// the bound in (holdings.BoundedIn); grew asks for the Services to be
+	// read again when it gains addresses (rereadServices).
+	space atomic.Pointer[[]netip.Prefix]
+	grew  chan struct{}
 }
 
 // Typed reads, in protobuf: Services, the Cilium DaemonSet, and Nodes when
@@ -98,7 +107,7 @@ type Typed interface {
 // New builds the informers and asks discovery once (a failure is retried in
 // the background). Nothing runs before Run.
 func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed, discover Discover, clk clock.Clock, log *slog.Logger) *Caches {
-	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, clock: clk, log: log}
+	c := &Caches{cfg: cfg, dyn: dyn, meta: meta, core: core, clock: clk, log: log, grew: make(chan struct{}, 1)}
 	c.nodes = c.watchNodes()
 	c.dps = c.watchDynamicPrefixes()
 	c.services = c.watchServices()
@@ -113,8 +122,19 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 // returns once they listed (false if ctx ended first).
 func (c *Caches) Run(ctx context.Context, h Handler) bool {
 	c.h = h
+	// The DynamicPrefixes first: the Service cache keeps what load
+	// balancers publish in their space, which must be known when it lists.
+	c.dps.Run(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.dps.Synced) {
+		return false
+	}
+	c.noteSpace()
+	go c.rereadServices(ctx)
 	var synced []cache.InformerSynced
 	for _, w := range c.own() {
+		if w == c.dps {
+			continue
+		}
 		w.Run(ctx)
 		if w != c.cilium {
 			synced = append(synced, w.Synced)
@@ -257,12 +277,56 @@ func (c *Caches) watchNodes() *Watched {
 	})
 }
 
+// Space is what the DynamicPrefixes' statuses name (api.Space), nil until
+// their cache listed.
+func (c *Caches) Space() []netip.Prefix {
+	if p := c.space.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// noteSpace reads the space again from the DynamicPrefix cache once it
+// listed, and when it gained addresses asks for the Services to be read
+// again: an address a load balancer published past the bound outside the
+// space was dropped, and may be in it now.
+func (c *Caches) noteSpace() {
+	if !c.dps.Synced() {
+		return
+	}
+	now := api.Space(c.dps.Store().List())
+	was := c.space.Swap(&now)
+	if was != nil && !api.Covers(*was, now) {
+		select {
+		case c.grew <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// rereadServices lists the Services again, each time the space grew, until
+// ctx ends.
+func (c *Caches) rereadServices(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.grew:
+		}
+		if c.services.Synced() {
+			c.log.Info("the DynamicPrefixes' space grew; reading the Services again")
+			c.services.Restart(ctx)
+		}
+	}
+}
+
 func (c *Caches) watchDynamicPrefixes() *Watched {
 	return NewWatched("dynamicprefixes", api.GVR, func() cache.SharedIndexInformer {
 		inf := Dynamic(c.dyn, api.GVR, backends.Scope{})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.h.DynamicPrefixChanged(Name(o)) },
+			AddFunc: func(o any) { c.noteSpace(); c.h.DynamicPrefixChanged(Name(o)) },
 			UpdateFunc: func(old, new any) {
+				c.noteSpace()
 				// Our own status writes change nothing we act on: only spec
 				// changes, and a deletion held by a finalizer.
 				o, n := old.(*unstructured.Unstructured), new.(*unstructured.Unstructured)
@@ -274,7 +338,7 @@ func (c *Caches) watchDynamicPrefixes() *Watched {
 					c.h.DynamicPrefixStatusChanged(n.GetName())
 				}
 			},
-			DeleteFunc: func(o any) { c.h.DynamicPrefixChanged(Name(o)) },
+			DeleteFunc: func(o any) { c.noteSpace(); c.h.DynamicPrefixChanged(Name(o)) },
 		})
 		return inf
 	})
@@ -288,12 +352,12 @@ func (c *Caches) watchServices() *Watched {
 	return NewWatched("services", holdings.ServiceGVR, func() cache.SharedIndexInformer {
 		services := c.core.Services(metav1.NamespaceAll)
 		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return slimServices(ctx, services, c.cfg.TargetKeys, o)
+			return slimServices(ctx, services, c.cfg.TargetKeys, c.Space(), o)
 		}
 		inf := Plain(list, services.Watch, &corev1.Service{})
 		_ = inf.SetTransform(func(o any) (any, error) {
 			if s, ok := o.(*corev1.Service); ok {
-				return holdings.ReadService(s, c.cfg.TargetKeys), nil
+				return holdings.ReadServiceIn(s, c.cfg.TargetKeys, c.Space()), nil
 			}
 			return o, nil
 		})
@@ -333,13 +397,13 @@ func slimNodes(ctx context.Context, nodes corev1client.NodeInterface, o metav1.L
 }
 
 // slimServices lists Services by pages and keeps a holdings.Slim copy of each.
-func slimServices(ctx context.Context, services corev1client.ServiceInterface, keys []string, o metav1.ListOptions) (*corev1.ServiceList, error) {
+func slimServices(ctx context.Context, services corev1client.ServiceInterface, keys []string, space []netip.Prefix, o metav1.ListOptions) (*corev1.ServiceList, error) {
 	out := &corev1.ServiceList{}
 	err := paged(ctx, o, &out.ListMeta, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
 		p, err := services.List(ctx, o)
 		if err == nil {
 			for i := range p.Items {
-				out.Items = append(out.Items, *holdings.Slim(&p.Items[i], keys))
+				out.Items = append(out.Items, *holdings.SlimIn(&p.Items[i], keys, space))
 			}
 		}
 		return p, err

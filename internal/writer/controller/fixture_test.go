@@ -225,6 +225,7 @@ func (f *fixture) catchUp() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	space := api.Space(f.dps.List()) // as the Service cache reads them (caches.Caches.Space)
 	var objs []any
 	for i := range list.Items {
 		s := &corev1.Service{ObjectMeta: list.Items[i].ObjectMeta}
@@ -242,7 +243,7 @@ func (f *fixture) catchUp() {
 				f.t.Fatal(err)
 			}
 		}
-		objs = append(objs, holdings.ReadService(s, holdings.DefaultTargetKeys))
+		objs = append(objs, holdings.ReadServiceIn(s, holdings.DefaultTargetKeys, space))
 	}
 	if err := f.svcs.Replace(objs, ""); err != nil {
 		f.t.Fatal(err)

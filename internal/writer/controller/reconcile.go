@@ -390,6 +390,7 @@ func (c *Controller) Sync(ctx context.Context, key Key) permit.Outcome {
 		p.Begin(key.String())
 		defer p.Commit()
 	}
+	defer c.write.Sweep(c.present)
 	switch key.Action {
 	case SyncDynamicPrefix:
 		return c.syncDynamicPrefix(ctx, key.Name)
@@ -407,4 +408,33 @@ func (c *Controller) Sync(ctx context.Context, key Key) permit.Outcome {
 		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
 	}
 	return permit.Outcome{}
+}
+
+// present reports whether o may still exist: it is in the cache the writer
+// reads it from (a DynamicPrefix, a Service, a pool of a kind followed now),
+// or it is of a kind whose objects the writer creates (BGP advertisements,
+// Calico siblings), which its memo stands for until the cache shows them.
+// A sweep after each pass (Writer.Sweep), rather than a forget on each
+// delete event: the caches are what a pass reads, and a store replaced
+// whole (a watch restarted, a kind no longer served) tells no deletes.
+func (c *Controller) present(o permit.Object) bool {
+	var store cache.Store
+	switch o.Resource {
+	case api.GVR.Resource:
+		store = c.caches.DynamicPrefixes()
+	case holdings.ServiceGVR.Resource:
+		store = c.caches.Services()
+	default:
+		for _, p := range c.caches.Pools() {
+			if p.Kind.Resource == o.Resource {
+				store = p.Store
+				break
+			}
+		}
+	}
+	if store == nil {
+		return true
+	}
+	_, ok, _ := store.GetByKey(api.Key(o.Namespace, o.Name))
+	return ok
 }

@@ -27,15 +27,21 @@ type CachedService struct {
 	// Ingress are the addresses its load balancer publishes (as the cache
 	// keeps them: at most MaxKeptPublished).
 	Ingress []string
-	// More are the /64s (or ::/0) of the addresses it publishes past those
-	// (Bounded).
+	// More are the prefixes of the addresses it publishes past those
+	// (BoundedIn: /112s, /64s or prefixes of the space).
 	More []netip.Prefix
 }
 
 // ReadService slims s (Slim, keeping the target keys keys) and reads it.
 func ReadService(s *corev1.Service, keys []string) *CachedService {
-	slim := Slim(s, keys)
-	_, more := Bounded(ingressIPs(slim))
+	return ReadServiceIn(s, keys, nil)
+}
+
+// ReadServiceIn is ReadService with what load balancers publish past the
+// bound kept only where it lies in space (BoundedIn).
+func ReadServiceIn(s *corev1.Service, keys []string, space []netip.Prefix) *CachedService {
+	slim := SlimIn(s, keys, space)
+	_, more := BoundedIn(ingressIPs(slim), space)
 	return &CachedService{Service: slim, Follow: ServiceFollowOf(slim.Annotations),
 		Live: Live(slim.Annotations, keys), Keys: keys, Ingress: Ingress(slim), More: more}
 }
@@ -110,7 +116,11 @@ const oversized = "renumber oversized annotations"
 // mark, when they total more than MaxKeptBytes) and the IPs of
 // status.loadBalancer.ingress, bounded (Bounded: past MaxKeptPublished only
 // their /64s, kept as prefix entries no API object can carry).
-func Slim(s *corev1.Service, keys []string) *corev1.Service {
+func Slim(s *corev1.Service, keys []string) *corev1.Service { return SlimIn(s, keys, nil) }
+
+// SlimIn is Slim with the published addresses bounded in space
+// (BoundedIn).
+func SlimIn(s *corev1.Service, keys []string, space []netip.Prefix) *corev1.Service {
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
 	out.CreationTimestamp = s.CreationTimestamp // who asked first for an address (Conflict)
@@ -123,7 +133,7 @@ func Slim(s *corev1.Service, keys []string) *corev1.Service {
 		out.Annotations = map[string]string{oversized: strconv.Itoa(size)}
 		keepFollowing(out.Annotations, s.Annotations)
 	}
-	kept, more := Bounded(ingressIPs(s))
+	kept, more := BoundedIn(ingressIPs(s), space)
 	for _, ip := range kept {
 		out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
 	}

@@ -24,23 +24,43 @@ const maxMore = 8
 // most maxMore prefixes. A /112 names few addresses besides the one
 // published (renumber's Service addresses differ in their last 64 bits), so
 // a Service next to a tenant's surplus is seldom taken for its neighbour's.
-var moreBits = []int{112, 64, 0}
+// Past those, BoundedIn falls back on the prefixes of its space, Bounded
+// on ::/0.
+var moreBits = []int{112, 64}
 
-// Bounded is what a cache keeps of published (a load balancer's addresses
-// for one object, in its order): the first MaxKeptPublished whole, and of
-// the IPv6 addresses past them only the prefixes they fall in ("more": the
-// object publishes some address in each the cache did not keep): at most
-// maxMore /112s, else /64s, else ::/0. An entry of published that is
-// already a prefix (an object the cache bounded before: a list page, then
-// the transform) is a "more" again, so Bounded of its own output changes
-// nothing. Every address the object publishes is in kept or inside a prefix
-// of more: who publishes an address may be over-answered, never missed
-// (render.Served's guard; red team r7a).
+// Bounded is BoundedIn with every address in its space: where the
+// DynamicPrefixes' space is not known (nil), any address may be one
+// renumber hands out.
 func Bounded(published []string) (kept []string, more []netip.Prefix) {
+	return BoundedIn(published, nil)
+}
+
+// BoundedIn is what a cache keeps of published (a load balancer's
+// addresses for one object, in its order): the first MaxKeptPublished
+// whole, and of the IPv6 addresses past them that lie in space (Space: what
+// the DynamicPrefixes can hand out; nil: everything) only the prefixes they
+// fall in ("more": the object publishes some address in each the cache did
+// not keep): at most maxMore /112s, else /64s, else the prefixes of space
+// that hold them (nil space: ::/0). Past the bound, an address outside
+// space is dropped: it can never be an address renumber gives, and
+// summarising it with the rest let a tenant spreading its surplus over nine
+// /64s anywhere be taken to publish ::/0, every Service's address (red team
+// r9b). An entry of published that is already a prefix (an object the
+// cache bounded before: a list page, then the transform) is a "more" again,
+// so BoundedIn of its own output in the same space changes nothing. Every
+// address the object publishes in space is in kept or inside a prefix of
+// more: who publishes an address renumber gives may be over-answered, never
+// missed (render.Served's guard; red team r7a).
+func BoundedIn(published []string, space []netip.Prefix) (kept []string, more []netip.Prefix) {
 	var surplus []netip.Prefix
+	inSpace := func(p netip.Prefix) bool {
+		return space == nil || slices.ContainsFunc(space, p.Overlaps)
+	}
 	for _, e := range published {
 		if p, err := netip.ParsePrefix(e); err == nil {
-			surplus = append(surplus, p.Masked())
+			if p = p.Masked(); inSpace(p) {
+				surplus = append(surplus, p)
+			}
 			continue
 		}
 		if len(kept) < MaxKeptPublished {
@@ -48,12 +68,25 @@ func Bounded(published []string) (kept []string, more []netip.Prefix) {
 			continue
 		}
 		if a, err := netip.ParseAddr(e); err == nil && a.Is6() && !a.Is4In6() {
-			surplus = append(surplus, netip.PrefixFrom(a.WithZone(""), 128))
+			if p := netip.PrefixFrom(a.WithZone(""), 128); inSpace(p) {
+				surplus = append(surplus, p)
+			}
 		}
 	}
+	if len(surplus) == 0 {
+		return kept, nil
+	}
 	for _, bits := range moreBits {
-		if more = prefixesOf(surplus, bits); more != nil || len(surplus) == 0 {
-			break
+		if more = prefixesOf(surplus, bits); more != nil {
+			return kept, more
+		}
+	}
+	if space == nil {
+		return kept, []netip.Prefix{netip.PrefixFrom(netip.IPv6Unspecified(), 0)}
+	}
+	for _, s := range space { // bounded by what the DynamicPrefixes pool, not by the tenant
+		if s = s.Masked(); !slices.Contains(more, s) && slices.ContainsFunc(surplus, s.Overlaps) {
+			more = append(more, s)
 		}
 	}
 	return kept, more
@@ -76,15 +109,17 @@ func prefixesOf(surplus []netip.Prefix, bits int) []netip.Prefix {
 }
 
 // MoreKeys are the keys a published-address index files addr (canonical)
-// under for an object whose cache kept only a summary of it (Bounded's
-// more): each prefix Bounded may have kept that holds it.
+// under for an object whose cache kept only a summary of it (BoundedIn's
+// more): each prefix BoundedIn may have kept that holds it - its /112, and
+// every prefix of it from its /64 to ::/0 (a prefix of the space: pooled
+// prefixes and delegations are no longer than a /64).
 func MoreKeys(addr string) []string {
 	a, err := netip.ParseAddr(addr)
 	if err != nil || !a.Is6() {
 		return nil
 	}
-	var out []string
-	for _, bits := range moreBits {
+	out := []string{MoreKey(netip.PrefixFrom(a.WithZone(""), moreBits[0]).Masked())}
+	for bits := 64; bits >= 0; bits-- { // a /64, or a prefix of the space, or ::/0
 		out = append(out, MoreKey(netip.PrefixFrom(a.WithZone(""), bits).Masked()))
 	}
 	return out

@@ -98,3 +98,53 @@ func TestAServicePublishingPastTheBoundIsReadAsPublishingMore(t *testing.T) {
 		t.Errorf("read %d addresses and %v past them; want %d and 2001:db8:b:0:ffff::1 among them", len(m.Ingress), m.More, MaxKeptPublished)
 	}
 }
+
+// Past the bound, only what lies in the DynamicPrefixes' space is kept, and
+// never coarser than a prefix of that space: a tenant's surplus spread over
+// nine /64s far from home is dropped, not summarised as ::/0 (red team r9b),
+// while web's next address past the bound, in the space, is still found,
+// however the tenant spreads the rest (red team r7a).
+func TestPastTheBoundOnlyTheSpaceIsKept(t *testing.T) {
+	home := netip.MustParsePrefix("2001:db8:b::/56") // a delegation
+	space := []netip.Prefix{home, netip.MustParsePrefix("2001:db8:a::/64")}
+	own := addresses("2001:db8:eeee::", MaxKeptPublished)
+	var far, near []string
+	for i := range 9 {
+		far = append(far, fmt.Sprintf("2001:db8:eeee:%x::1", i+1))
+		near = append(near, fmt.Sprintf("2001:db8:b:%x::1", i+1))
+	}
+	const webs = "2001:db8:b:0:ffff::1"
+	for _, tc := range []struct {
+		name      string
+		published []string
+		want      []netip.Prefix
+	}{
+		{"surplus far from every prefix: dropped", slices.Concat(own, far), nil},
+		{"web's next past the far surplus: its /112", slices.Concat(own, far, []string{webs}),
+			[]netip.Prefix{netip.MustParsePrefix("2001:db8:b:0:ffff::/112")}},
+		{"surplus over nine /64s of the delegation: the delegation, never ::/0", slices.Concat(own, near, []string{webs}),
+			[]netip.Prefix{home}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, more := BoundedIn(tc.published, space)
+			if diff := cmp.Diff(own, kept); diff != "" {
+				t.Errorf("kept whole (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, more, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("kept as prefixes (-want +got):\n%s", diff)
+			}
+			got := slices.Clone(kept)
+			for _, p := range more {
+				got = append(got, p.String())
+			}
+			for _, a := range tc.published {
+				if in := slices.ContainsFunc(space, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(a)) }); in && !AmongPublished(got, a) {
+					t.Errorf("%s, in the space, is missed", a)
+				}
+			}
+			if again, moreAgain := BoundedIn(got, space); !slices.Equal(again, kept) || !slices.Equal(moreAgain, more) {
+				t.Errorf("bounding what was bounded changed it: %v %v", again, moreAgain)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ package permit
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -207,10 +208,12 @@ func (b *Budget) Calm(key string, now time.Time) (bool, time.Duration) {
 	return false, time.Duration(missing / (b.limits.ObjectPerMinute / 60) * float64(time.Second))
 }
 
-// Forget drops an object's bucket (the object was deleted).
-func (b *Budget) Forget(key string) {
+// Sweep drops the bucket and free-write mark of every object keep turns
+// down (it was deleted): what the budget holds is bounded by the objects
+// that exist, not by every object ever written (red team r9b).
+func (b *Budget) Sweep(keep func(key string) bool) {
 	b.mu.Lock()
-	delete(b.objects, key)
-	delete(b.wrote, key)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	maps.DeleteFunc(b.objects, func(key string, _ *rate.Limiter) bool { return !keep(key) })
+	maps.DeleteFunc(b.wrote, func(key, _ string) bool { return !keep(key) })
 }

@@ -7,6 +7,7 @@
 package permit
 
 import (
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -52,6 +53,14 @@ func (m *Memo[T]) PutMade(key Object, base, made string, written T) {
 		m.m = map[Object]memoEntry[T]{}
 	}
 	m.m[key] = memoEntry[T]{base: base, made: made, written: written}
+}
+
+// Sweep drops the entry of every object keep turns down (it was deleted:
+// no cache will show it again, so Get would never drop it).
+func (m *Memo[T]) Sweep(keep func(Object) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.m, func(o Object, _ memoEntry[T]) bool { return !keep(o) })
 }
 
 // Behind reports whether a cache showing key at version cached has not seen
@@ -153,4 +162,13 @@ func (b *Breaker) Throttled() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.on)
+}
+
+// Sweep ends the episode and drops the budget's state of every key keep
+// turns down (its object was deleted).
+func (b *Breaker) Sweep(keep func(key string) bool) {
+	b.mu.Lock()
+	maps.DeleteFunc(b.on, func(key string, _ bool) bool { return !keep(key) })
+	b.mu.Unlock()
+	b.budget.Sweep(keep)
 }

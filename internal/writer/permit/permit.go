@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -46,6 +47,22 @@ type Object struct{ Resource, Namespace, Name string }
 
 // String is "resource/name" or "resource/namespace/name".
 func (o Object) String() string { return o.Resource + "/" + api.Key(o.Namespace, o.Name) }
+
+// dryRun marks the budget key of a dry run of a write to an object (Gate.DryRun).
+const dryRun = " (dry run)"
+
+// objectOf is the object a budget key (Object.String, perhaps marked as a
+// dry run) names; false for a key no Object makes.
+func objectOf(key string) (Object, bool) {
+	parts := strings.Split(strings.TrimSuffix(key, dryRun), "/")
+	switch len(parts) {
+	case 2:
+		return Object{Resource: parts[0], Name: parts[1]}, true
+	case 3:
+		return Object{Resource: parts[0], Namespace: parts[1], Name: parts[2]}, true
+	}
+	return Object{}, false
+}
 
 // Gate is what every write passes: the permit for each write.
 type Gate struct {
@@ -100,12 +117,21 @@ func (g *Gate) PermitQuietly(o Object) (bool, time.Duration) {
 // refusal is quiet and counted: the caller writes without asking.
 func (g *Gate) DryRun(o Object, dp string) bool {
 	p := g.Breaker.budget
-	if ok, _, _ := p.TakeFor(o.String()+" (dry run)", dp, g.Clock.Now()); !ok {
+	if ok, _, _ := p.TakeFor(o.String()+dryRun, dp, g.Clock.Now()); !ok {
 		metricRefused.With(o.Resource).Inc()
 		return false
 	}
 	metricDryRuns.With(o.Resource).Inc()
 	return true
+}
+
+// Sweep forgets the write budget's state (buckets, free-write marks,
+// episodes) of every object keep turns down: one deleted.
+func (g *Gate) Sweep(keep func(Object) bool) {
+	g.Breaker.Sweep(func(key string) bool {
+		o, ok := objectOf(key)
+		return !ok || keep(o)
+	})
 }
 
 // Decide names the decision of this pass over the DynamicPrefix dp (its

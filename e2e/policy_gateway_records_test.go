@@ -55,7 +55,11 @@ func gatewayWrite(t *testing.T, ann map[string]any, addresses []string, infra an
 	if infra != nil {
 		spec["infrastructure"] = map[string]any{"annotations": map[string]any{holdings.AnnotationIPs: infra}}
 	}
-	return jsonOf(t, map[string]any{"metadata": map[string]any{"annotations": ann}, "spec": spec})
+	patch := map[string]any{"spec": spec}
+	if ann != nil { // "annotations": null would take every annotation out
+		patch["metadata"] = map[string]any{"annotations": ann}
+	}
+	return jsonOf(t, patch)
 }
 
 // TestAGatewaysRecordChangesOnlyWithItsAddresses: on a Gateway that follows

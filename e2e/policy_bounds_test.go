@@ -193,10 +193,13 @@ func TestOnlyTheNamespacesTheAdminNamesGetAddresses(t *testing.T) {
 				"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
 		})
 	}
+	// Each with the record naming the address, as the writer writes it
+	// (renumber-writer-gateways refuses an address added unrecorded).
+	recorded := `"` + holdings.AnnotationManagedIPs + `":"2001:db8:1::1"`
 	places := map[string]string{
-		"spec.addresses":             `{"spec":{"addresses":[{"type":"IPAddress","value":"2001:db8:1::1"}]}}`,
-		"the infrastructure address": `{"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1"}}}}`,
-		"the DNS target":             `{"metadata":{"annotations":{"` + holdings.AnnotationTarget + `":"2001:db8:1::1"}}}`,
+		"spec.addresses":             `{"metadata":{"annotations":{` + recorded + `}},"spec":{"addresses":[{"type":"IPAddress","value":"2001:db8:1::1"}]}}`,
+		"the infrastructure address": `{"metadata":{"annotations":{` + recorded + `}},"spec":{"infrastructure":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1"}}}}`,
+		"the DNS target":             `{"metadata":{"annotations":{` + recorded + `,"` + holdings.AnnotationTarget + `":"2001:db8:1::1"}}}`,
 	}
 	for what, body := range places {
 		if err := s.patch(gatewayGVR, "default", "web", body); err != nil {

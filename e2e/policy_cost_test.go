@@ -37,18 +37,7 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 	s := stealWriterToken(t, nil)
 	ctx := t.Context()
 	w := s.w
-	var history []string
-	for i := range 16 {
-		state := "draining"
-		if i == 0 {
-			state = "active"
-		}
-		history = append(history, fmt.Sprintf(`{"prefix":"2001:db8:%x::/64","state":"%s"}`, i+1, state))
-	}
-	status := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` + strings.Join(history, ",") + `]}}`
-	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
+	historyAtItsBound(t, w)
 	id, err := w.API.ServiceAccountIn(ctx, world.Namespace, "renumber-writer", "")
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +262,25 @@ func TestTheValuePolicyStaysInsideItsCostAtTheBounds(t *testing.T) {
 		if err := write(x.gvr, x.ns, "big", x.body); err != nil {
 			t.Errorf("%s: refused (the value policy's evaluation did not end true): %v", what, err)
 		}
+	}
+}
+
+// historyAtItsBound gives home's status 16 history entries, the bound of
+// renumber-writer-sizes: 2001:db8:1::/64 active and current, then
+// 2001:db8:2::/64 to 2001:db8:10::/64 draining.
+func historyAtItsBound(t *testing.T, w *world.World) {
+	t.Helper()
+	var history []string
+	for i := range 16 {
+		state := "draining"
+		if i == 0 {
+			state = "active"
+		}
+		history = append(history, fmt.Sprintf(`{"prefix":"2001:db8:%x::/64","state":"%s"}`, i+1, state))
+	}
+	status := `{"status":{"currentPrefix":"2001:db8:1::/64","history":[` + strings.Join(history, ",") + `]}}`
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(t.Context(), "home", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -157,27 +157,31 @@ func (w *Writer) ReleasePool(ctx context.Context, p backends.Cached, key, dp str
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
 	}
-	return w.release(ctx, read, dp, why)
+	return w.release(ctx, read, dp, why, false)
 }
 
 // releasePool is ReleasePool of a pool that still follows dp but may hold
 // none of its addresses (why says so): a refused permit is a pass later.
+// Its record is emptied, not removed: dp lives, and renumber-writer-values
+// refuses a record's removal from what follows it (an object without one
+// would have its first write own the user's entries equal to ours).
 func (w *Writer) releasePool(ctx context.Context, read *backends.Pool, dp, why string) permit.Outcome {
-	o, wait := w.release(ctx, read, dp, why)
+	o, wait := w.release(ctx, read, dp, why, true)
 	if wait > 0 {
 		return permit.Later(wait)
 	}
 	return o
 }
 
-// release removes our entries and record from the pool read, saying why.
-func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why string) (permit.Outcome, time.Duration) {
+// release removes our entries and record from the pool read (empties the
+// record: keep), saying why.
+func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why string, keep bool) (permit.Outcome, time.Duration) {
 	k := read.Kind
 	if read.Err != nil {
 		return permit.Final(read.Err), 0
 	}
 	u, po := read.Live, read.Object
-	if !read.Ours || po.Follow.DynamicPrefix != dp || !po.Record.Present {
+	if !read.Ours || po.Follow.DynamicPrefix != dp || !po.Record.Present || keep && len(po.Record.Entries) == 0 {
 		return permit.Outcome{}, 0
 	}
 	self := permit.Object{Resource: k.Resource, Namespace: po.Namespace, Name: po.Name}
@@ -185,6 +189,10 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 		return permit.Outcome{}, 0 // already released; the cache has not caught up
 	}
 	write := po.Release()
+	said := "managed entries and record removed"
+	if keep {
+		write.Record, said = []string{}, "managed entries removed, record emptied"
+	}
 	if w.Shadow(poolChanges(self, k, po, write)...) {
 		return permit.Outcome{}, 0
 	}
@@ -199,7 +207,7 @@ func (w *Writer) release(ctx context.Context, read *backends.Pool, dp, why strin
 	permit.Counted(k.Resource)
 	_, removed := changed(po.Entries, write.Entries)
 	w.Log.Info(fmt.Sprintf("%s %s released", k.Name, po.Key()), "removed", removed, "why", why)
-	w.Events.Event(u, "PoolReleased", why+": managed entries and record removed")
+	w.Events.Event(u, "PoolReleased", why+": "+said)
 	return permit.Outcome{}, 0
 }
 

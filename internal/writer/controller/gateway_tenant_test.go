@@ -64,6 +64,13 @@ func TestAGatewayInANamespaceNotNamedGetsNoAddress(t *testing.T) {
 	if diff := cmp.Diff(wantHolds, g.holds()); diff != "" {
 		t.Errorf("Gateway tenant/gw released (-want +got):\n%s", diff)
 	}
+	// Emptied, not removed: home lives, and renumber-writer-values refuses
+	// the removal of a record from what follows it.
+	if u, err := f.dyn.Resource(gatewayGVR).Namespace("tenant").Get(t.Context(), "gw", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if _, kept := u.GetAnnotations()[holdings.AnnotationManagedIPs]; !kept {
+		t.Errorf("Gateway tenant/gw released with its record removed, while it follows home: want it emptied")
+	}
 	if !slices.Contains(f.events.reasons, "NamespaceNotAllowed gw") {
 		t.Errorf("events %q, want NamespaceNotAllowed on gw", f.events.reasons)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/backends"
@@ -198,13 +199,37 @@ func serviceAskOf(m *holdings.CachedService) ask {
 		seen: render.Seen{Published: canonical(m.Ingress)}}
 }
 
-// poolAskOf is who p is, and what its status echoes, as the claims weigh
-// it. A Gateway's status echoes its spec.addresses, which its owner
-// chooses: it outweighs only a record (HeldByEcho).
-func poolAskOf(p *backends.Pool) ask {
+// poolAskOf is who p is, and what its status says it holds (echoedSeen),
+// as the claims weigh it; generated is what a load balancer publishes for
+// the Service its controller generated for it (backends.GeneratedPublished).
+func poolAskOf(p *backends.Pool, generated []string) ask {
 	return ask{who: p.Kind.Name + " " + p.Key(), created: p.Live.GetCreationTimestamp(),
 		namespace: p.Namespace, name: p.Name, kind: p.Kind.Name,
-		seen: render.Seen{Echoed: canonical(p.Kind.PublishedOf(p.Live))}}
+		seen: echoedSeen(canonical(p.Kind.PublishedOf(p.Live)), generated)}
+}
+
+// echoedSeen is what a Gateway's status says it holds: it echoes
+// (echoed) its spec.addresses, which its owner chooses, so an echo
+// outweighs only a record (HeldByEcho). But what it echoes that a load
+// balancer publishes for the Service its controller generated for it
+// (generated) is published for it, as a Service's ingress is (red team
+// r9b): the Gateway is held by it (possessed), and another's earlier
+// address renumbered never takes it (offer). A tenant gains nothing by it:
+// the load balancer granted that address to a Service in the Gateway's own
+// namespace, as it would grant it to a Service of the tenant's own
+// following with the same entry - a free address, never one it publishes
+// for another - and an echo alone, which the owner's spec steers, is still
+// an echo.
+func echoedSeen(echoed, generated []string) render.Seen {
+	var out render.Seen
+	for _, a := range echoed {
+		if slices.Contains(generated, a) {
+			out.Published = append(out.Published, a)
+		} else {
+			out.Echoed = append(out.Echoed, a)
+		}
+	}
+	return out
 }
 
 // claimantAsks is what each pool of a claiming kind following model's
@@ -215,7 +240,7 @@ func poolAskOf(p *backends.Pool) ask {
 // resolve (its subnet renamed before its owner follows), is reported and
 // asks as an absent Service does (absentAsk): out of one pass, it keeps
 // what the writer gave it, and nobody younger is given its address.
-func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
+func (w *Writer) claimantAsks(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []ask) {
 	var out permit.Outcomes
 	var asks []ask
 	for _, c := range pools {
@@ -224,9 +249,10 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 		}
 		for _, p := range c.Following(spec.Name) {
 			self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
+			generated := backends.GeneratedPublished(services, p)
 			if p.Err != nil {
 				out = append(out, w.unreadable(p))
-				asks = append(asks, absentAsk(poolAskOf(p)))
+				asks = append(asks, absentAsk(poolAskOf(p, generated)))
 				continue
 			}
 			if !spec.LetsFollow(p.Namespace) {
@@ -239,10 +265,10 @@ func (w *Writer) claimantAsks(ctx context.Context, pools []backends.Cached, spec
 			pl, err := w.plan(p.Kind, p.Object, spec, d)
 			if err != nil {
 				out = append(out, w.pool(ctx, p, spec, d)) // reports it
-				asks = append(asks, absentAsk(poolAskOf(p)))
+				asks = append(asks, absentAsk(poolAskOf(p, generated)))
 				continue
 			}
-			x := poolAskOf(p)
+			x := poolAskOf(p, generated)
 			x.ips, x.pool = canonical(pl.write.Record), p
 			x.place = holdings.ServiceFollow{Suffix: pl.po.Follow.Suffix, Range: pl.po.Follow.AddressRange, Subnet: pl.po.Follow.Subnet}
 			x.seen.Recorded = canonical(pl.po.Record.Entries)
@@ -263,6 +289,19 @@ func (w *Writer) claimantPool(ctx context.Context, p *backends.Pool, spec model.
 	w.Events.Announce("pool/"+self.String()+"/conflict", p.Live, true, render.ServiceAddressConflict,
 		fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this %s gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder, p.Kind.Name))
 	return w.releasePool(ctx, p, spec.Name, fmt.Sprintf("its address %s is %s's", c.Address, c.Holder))
+}
+
+// announceHeldPool is announceHeld for a pool of a claiming kind (a
+// Gateway), under the subject claimantPool forgets once its claim is won.
+func (w *Writer) announceHeldPool(x ask) {
+	if x.pool == nil {
+		return
+	}
+	p := x.pool
+	self := permit.Object{Resource: p.Kind.Resource, Namespace: p.Namespace, Name: p.Name}
+	w.Events.Announce("pool/"+self.String()+"/conflict", p.Live, true, render.ServiceAddressConflict,
+		fmt.Sprintf("%s is asked for by this %s, but a load balancer publishes it for %s, and no memory of the writer's says whose it is: nothing of this %s is written until one of them lets it go",
+			x.held.Address, p.Kind.Name, x.held.Holder, p.Kind.Name))
 }
 
 // canonical is every entry of v in canonical form.

@@ -260,6 +260,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		}
 		var raced []grant
 		var all, lastPass []ask
+		tenantGateway := map[string]bool{}
 		for _, h := range honest {
 			x := ask{who: h.who, namespace: "default", name: h.who[len("default/"):], created: metav1.Unix(1000, 0), ips: addrs(h.fl, pooled), place: h.fl}
 			published := next()
@@ -285,8 +286,14 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			}
 			lastPass = append(lastPass, ask{who: who, namespace: x.namespace, name: x.name, created: x.created, ips: addrs(then, pooledBefore), place: then})
 			// A Gateway: its status echoes its spec.addresses, any
-			// address its owner chooses (HeldByEcho).
+			// address its owner chooses (HeldByEcho) - and, where its
+			// controller is Cilium's, a free one the load balancer
+			// granted the Service generated for it (as it would a
+			// Service of the tenant's own) is published for it
+			// (echoedSeen, red team r9b).
 			gateway := next()%2 == 1
+			tenantGateway[who] = gateway
+			var generated []string
 			rec, pub := mask(), mask()
 			for j, a := range universe {
 				if rec&(1<<j) != 0 {
@@ -297,12 +304,20 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				case pub&(1<<j) == 0:
 				case gateway:
 					x.seen.Echoed = append(x.seen.Echoed, a)
+					if publishedFor[a] == "" && !(newTerm && honestAsks) {
+						generated = append(generated, a)
+						publishedFor[a] = who
+					}
 				case publishedFor[a] == "" && !(newTerm && honestAsks):
 					x.seen.Published = append(x.seen.Published, a)
 					publishedFor[a] = who
 				case publishedFor[a] == "" && !slices.ContainsFunc(pooledBefore, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(a)) }):
 					raced = append(raced, grant{len(all), a})
 				}
+			}
+			if gateway {
+				seen := echoedSeen(x.seen.Echoed, generated)
+				x.seen.Published, x.seen.Echoed = seen.Published, seen.Echoed
 			}
 			all = append(all, x)
 		}
@@ -389,13 +404,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		// Red team r9b: web may be a Gateway (read last): its controller
 		// publishes what it serves in status.addresses (Seen.Echoed), the
 		// addresses a load balancer would publish for it as a Service, and
-		// no tenant's load balancer is granted them. Played at a new term
+		// no tenant's load balancer is granted them. Its controller is
+		// Cilium's: what it echoes, the load balancer publishes for the
+		// Service it generated for web (echoedSeen). Played at a new term
 		// during a drain, with no tenant Gateway (the documented limits of
 		// an echo: none at a renumbering met with no drain, and two echoes
 		// told apart by age).
-		tenantGateway := slices.ContainsFunc(all[len(honest):], func(x ask) bool { return len(x.seen.Echoed) > 0 })
-		if gatewayWeb := next()%2 == 1; gatewayWeb && newTerm && len(pooled) == 2 && !tenantGateway {
-			all[0].seen.Echoed, all[0].seen.Published = all[0].seen.Published, nil
+		anyTenantGateway := slices.ContainsFunc(all[len(honest):], func(x ask) bool { return tenantGateway[x.who] })
+		if gatewayWeb := next()%2 == 1; gatewayWeb && newTerm && len(pooled) == 2 && !anyTenantGateway {
+			seen := echoedSeen(all[0].seen.Published, all[0].seen.Published)
+			all[0].seen.Echoed, all[0].seen.Published = seen.Echoed, seen.Published
 			all[0].kind = "Gateway"
 		}
 		before := render.NewGiven()

@@ -82,10 +82,11 @@ func onAny(a string, pooled []netip.Prefix) bool {
 
 // announceHeld reports, on the Service x, that it is held (possessed): it
 // asks for an address a load balancer publishes for another, and nothing is
-// written for it while that lasts. (A Gateway's status echoes its spec:
-// nothing is published for it, so none is held.)
+// written for it while that lasts. A Gateway is held too where a load
+// balancer publishes for it (echoedSeen): announceHeldPool.
 func (w *Writer) announceHeld(x ask) {
 	if x.svc == nil {
+		w.announceHeldPool(x)
 		return
 	}
 	w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(x.svc.m), true, render.ServiceAddressConflict,

@@ -32,7 +32,7 @@ import (
 // DynamicPrefix's status.
 func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []backends.Cached, spec model.Model, d decide.Decision) (permit.Outcomes, []render.Conflict) {
 	out, asks := w.serviceAsks(ctx, services, pools, spec, d)
-	gwOut, gwAsks := w.claimantAsks(ctx, pools, spec, d)
+	gwOut, gwAsks := w.claimantAsks(ctx, services, pools, spec, d)
 	out, asks = append(out, gwOut...), append(asks, gwAsks...)
 	// The strongest hold first (render.Hold: what the writer gave, what
 	// the load balancer publishes, what a Gateway's status echoes, only then

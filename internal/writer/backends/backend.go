@@ -106,6 +106,12 @@ type Kind struct {
 	// to one object of them all, Services too (apply.Writer.Services
 	// writes them, not Pools).
 	Claims bool
+	// Generated, when set, is the key ("namespace/name") of the Service
+	// the kind's controller generates for the object ns/name and asks a
+	// load balancer for its addresses with (Cilium's Gateway controller:
+	// cilium-gateway-<name> beside the Gateway). What that load balancer
+	// publishes for it, the object's status echoes (GeneratedPublished).
+	Generated func(ns, name string) string
 }
 
 // Scope narrows the kind's informer to Only.

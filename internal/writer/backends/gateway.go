@@ -74,8 +74,16 @@ func GatewayKind(v string) *Kind {
 		// status.addresses; the claims weigh them as held.
 		Published:  gatewayPublished,
 		KeptStatus: keptGatewayStatus,
+		Generated:  ciliumGatewayService,
 	}
 }
+
+// ciliumGatewayService is the Service Cilium's Gateway controller
+// generates for the Gateway ns/name, of type LoadBalancer: LB-IPAM grants
+// it what the Gateway's spec.addresses ask for (the infrastructure
+// annotations copied onto it), and the controller echoes its ingress in the
+// Gateway's status.addresses.
+func ciliumGatewayService(ns, name string) string { return ns + "/cilium-gateway-" + name }
 
 // gatewayFollow reads a Gateway's annotations, the keys an HA Service takes.
 func gatewayFollow(u *unstructured.Unstructured) holdings.PoolFollow {

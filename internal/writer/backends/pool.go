@@ -136,6 +136,21 @@ func PublishedFor(services cache.Indexer, pools []Cached, addr string) []string 
 	return out
 }
 
+// GeneratedPublished is what a load balancer publishes (canonical, as the
+// Service cache keeps it: Ingress) for the Service p's controller generated
+// for it (Kind.Generated); none for a kind with no such Service, or while
+// the cache holds none.
+func GeneratedPublished(services cache.Indexer, p *Pool) []string {
+	if p.Kind.Generated == nil {
+		return nil
+	}
+	s, ok := get[*holdings.CachedService](services, p.Kind.Generated(p.Namespace, p.Name))
+	if !ok {
+		return nil
+	}
+	return s.Ingress
+}
+
 // ServicesFollowing returns the Services of the Service cache that follow
 // the DynamicPrefix dp, in the order of their keys: a pass names the same
 // one first each time (the first error is its status's message).

@@ -62,3 +62,34 @@ func TestPublishedForNamesWhoALoadBalancerServesAnAddressFor(t *testing.T) {
 		t.Errorf("with a kind that claims nothing: %q", got)
 	}
 }
+
+// The Service Cilium's Gateway controller generates for a Gateway is
+// cilium-gateway-<name> in the Gateway's own namespace: what a load
+// balancer publishes for it is the Gateway's to count (GeneratedPublished),
+// never what it publishes for a Service of that name in another namespace.
+func TestGeneratedPublishedIsWhatTheLoadBalancerPublishesForTheGatewaysOwnService(t *testing.T) {
+	const a, b = "2001:db8:b:0:ffff::1", "2001:db8:b:0:ffff::2"
+	services := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers)
+	for ns, ip := range map[string]string{"tenant": "2001:DB8:B:0:FFFF::1", "default": b} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cilium-gateway-web"}}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		if err := services.Add(holdings.ReadService(svc, holdings.DefaultTargetKeys)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := GatewayKind("v1")
+	gw := written(t, []string{b})
+	gw.SetNamespace("tenant")
+	p, err := k.Read(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := GeneratedPublished(services, p.(*Pool)); !cmp.Equal(got, []string{a}) {
+		t.Errorf("GeneratedPublished = %q, want %q", got, []string{a})
+	}
+	other := p.(*Pool)
+	other.Name = "api"
+	if got := GeneratedPublished(services, other); got != nil {
+		t.Errorf("a Gateway without a generated Service: %q, want none", got)
+	}
+}

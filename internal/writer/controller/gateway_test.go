@@ -103,6 +103,47 @@ func (g *gatewayFixture) catchUp() {
 	g.f.dyn.ClearActions()
 }
 
+// ciliumPublishes does what Cilium's Gateway controller and LB-IPAM do once
+// LB-IPAM grants addrs to the Service the controller generated for the
+// Gateway (default/cilium-gateway-<name>, made here the first time): the
+// Service's status.loadBalancer.ingress publishes them, and the Gateway's
+// status.addresses echoes them.
+func (g *gatewayFixture) ciliumPublishes(addrs ...string) {
+	f := g.f
+	f.t.Helper()
+	ctx := f.t.Context()
+	name := "cilium-gateway-" + g.name
+	services := f.meta.Resource(holdings.ServiceGVR).Namespace(g.ns)
+	if _, err := services.Get(ctx, name, metav1.GetOptions{}); err != nil {
+		generated := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: name, ResourceVersion: "1"}}
+		if _, err := services.(interface {
+			CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
+		}).CreateFake(generated, metav1.CreateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if f.publishedFor == nil {
+		f.publishedFor = map[string][]string{}
+	}
+	f.publishedFor[g.ns+"/"+name] = addrs
+	u, err := f.dyn.Resource(gatewayGVR).Namespace(g.ns).Get(ctx, g.name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var list []any
+	for _, a := range addrs {
+		list = append(list, map[string]any{"type": "IPAddress", "value": a})
+	}
+	if err := unstructured.SetNestedSlice(u.Object, list, "status", "addresses"); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(gatewayGVR).Namespace(g.ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	g.catchUp()
+}
+
 // holds is what the Gateway holds in the places the writer writes.
 func (g *gatewayFixture) holds() map[string]any {
 	g.f.t.Helper()

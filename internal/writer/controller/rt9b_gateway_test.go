@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/renumber/renumber/internal/writer/holdings"
 )
@@ -30,7 +29,10 @@ import (
 // the tenant needs no age, no copy of the suffix, nothing but the race the
 // brief calls known (which costs a Service Ready, not its address). Wanted:
 // the Gateway keeps what its controller publishes for it (gw on A), as a
-// held Service does; nothing of its is taken out.
+// held Service does; nothing of its is taken out. (The Gateway's controller
+// is Cilium's: what it echoes, LB-IPAM publishes for the Service it
+// generated, default/cilium-gateway-gw - what the writer counts as
+// published for the Gateway; an echo alone is its owner's to steer.)
 func TestRT9BAGatewayWhoseNextAddressATenantRacedKeepsItsDrainingAddressAtANewTerm(t *testing.T) {
 	f := tenantOlderThanWeb(t)
 	g := addGateway(t, f, "default", "gw", "::ffff:0:0:2", "2026-10-01T00:00:00Z")
@@ -39,24 +41,10 @@ func TestRT9BAGatewayWhoseNextAddressATenantRacedKeepsItsDrainingAddressAtANewTe
 	if got, _ := g.holds()["addresses"].([]string); !slices.Contains(got, gwA) {
 		t.Fatalf("before: the Gateway holds %q, want %s", got, gwA)
 	}
-	echo := func(addrs ...string) { // its controller publishes what it serves
-		t.Helper()
-		u, err := f.dyn.Resource(gatewayGVR).Namespace("default").Get(t.Context(), "gw", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var list []any
-		for _, a := range append([]string{"192.0.2.8"}, addrs...) {
-			list = append(list, map[string]any{"type": "IPAddress", "value": a})
-		}
-		if err := unstructured.SetNestedSlice(u.Object, list, "status", "addresses"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.dyn.Resource(gatewayGVR).Namespace("default").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		g.catchUp()
-	}
+	// Its controller publishes what LB-IPAM grants the Service it
+	// generated for the Gateway (default/cilium-gateway-gw), beside the
+	// user's IPv4 address.
+	echo := func(addrs ...string) { g.ciliumPublishes(append([]string{"192.0.2.8"}, addrs...)...) }
 	echo(gwA)
 	// The tenant's own entry, waiting for the Gateway's next address.
 	old, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "old", metav1.GetOptions{})
@@ -65,14 +53,14 @@ func TestRT9BAGatewayWhoseNextAddressATenantRacedKeepsItsDrainingAddressAtANewTe
 	}
 	tenantA := old.Annotations[holdings.AnnotationIPs]
 	annotate(t, f, "tenant", "old", `"annotations":{"lbipam.cilium.io/ips":"`+tenantA+","+gwB+`"}`)
-	f.publishedFor = map[string][]string{"tenant/old": {tenantA}}
+	f.publishedFor["tenant/old"] = []string{tenantA}
 	g.pass()
 
 	f.report(3, prefixB, prefixA)
 	g.pass() // the renumbering: the Gateway asks for gw on B
 	const tenantB = "2001:db8:b:0:ffff::99"
-	f.publishedFor = map[string][]string{"tenant/old": {tenantB, tenantA, gwB}} // LB-IPAM grants the waiting entry first
-	echo(gwA)                                                                   // gw on B went to the tenant
+	f.publishedFor["tenant/old"] = []string{tenantB, tenantA, gwB} // LB-IPAM grants the waiting entry first
+	echo(gwA)                                                      // gw on B went to the tenant
 	g.pass()
 	g.pass()
 	within, _ := g.holds()["addresses"].([]string)
@@ -107,28 +95,19 @@ func TestRT9BAGatewayWhoseNextAddressATenantRacedKeepsItsDrainingAddressAtANewTe
 // waits for it. The Service version of this
 // (TestAtANewTermTheTenantsAddressOnTheDrainingPrefixTakesNothingOfWebs)
 // passes. Wanted: no tenant is written an address a Gateway's controller
-// publishes for the Gateway; the Gateway keeps it.
+// publishes for the Gateway - LB-IPAM publishes it for the Service Cilium's
+// controller generated, default/cilium-gateway-gw; the Gateway keeps it.
 func TestRT9BAtANewTermTheTenantsAddressOnTheDrainingPrefixTakesNothingOfAGateways(t *testing.T) {
 	f := tenantOlderThanWeb(t)
 	const gwA, gwB = "2001:db8:a:0:ffff::2", "2001:db8:b:0:ffff::2"
 	f.report(3, prefixB, prefixA)
 	f.settle(passHome)
 	g := addGateway(t, f, "default", "gw", "::ffff:0:0:2", "2026-11-20T00:00:00Z") // recreated during the drain
-	g.pass() // the writer gives it gw on B and on A
+	g.pass()                                                                       // the writer gives it gw on B and on A
 	annotate(t, f, "tenant", "old", `"annotations":{"lbipam.cilium.io/ips":"`+gwA+`"}`)
 	f.publishedFor = map[string][]string{"tenant/old": {gwA}} // free on A when gw was recreated: granted to the tenant first
 	g.pass()
-	u, err := f.dyn.Resource(gatewayGVR).Namespace("default").Get(t.Context(), "gw", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "IPAddress", "value": "192.0.2.8"},
-		map[string]any{"type": "IPAddress", "value": gwB}}, "status", "addresses"); err != nil { // its controller serves gw on B
-		t.Fatal(err)
-	}
-	if _, err := f.dyn.Resource(gatewayGVR).Namespace("default").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	g.ciliumPublishes("192.0.2.8", gwB) // LB-IPAM grants gw on B to its generated Service; its controller serves it
 	g.pass()
 	if got, _ := g.holds()["addresses"].([]string); !slices.Contains(got, gwB) {
 		t.Fatalf("before the new term: the Gateway holds %q, want %s", got, gwB)

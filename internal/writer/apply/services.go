@@ -66,7 +66,7 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
 				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
 			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
+				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder), true))
 		}
 		if ctx.Err() != nil {
 			break
@@ -95,12 +95,13 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
 				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", spec.Name, m.Namespace))
 			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name)))
+				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name), true))
 			continue
 		}
 		w.Events.Forget("svc/" + self.String() + "/namespace")
 		if !spec.HA && m.Follow.Mapping == "" {
-			out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, spec.Name))
+			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("DynamicPrefix %s in transition mode simple", spec.Name), true))
 			continue
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
@@ -175,18 +176,19 @@ type serviceAsk struct {
 
 // ReleaseService removes our addresses and records from the Service ns/name
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
-// or a DynamicPrefix that was deleted or went back to transition mode simple.
-// The user's entries stay.
+// or a DynamicPrefix that is deleted. The user's entries stay.
 func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns, name, dp string) permit.Outcome {
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
-		why = fmt.Sprintf("DynamicPrefix %s deleted or in transition mode simple", dp)
+		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
 	}
-	return w.releaseService(ctx, services, ns, name, dp, why)
+	return w.releaseService(ctx, services, ns, name, dp, why, false)
 }
 
-// releaseService is ReleaseService, saying why in its log and event.
-func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string) permit.Outcome {
+// releaseService is ReleaseService, saying why in its log and event; of a
+// Service that still follows a DynamicPrefix that lives (following), it
+// empties the records (render.ReleaseFollowingService).
+func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string, following bool) permit.Outcome {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
 		return permit.Transient(err)
@@ -207,7 +209,10 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
 		return permit.Outcome{}
 	}
-	want := render.ReleaseService(live)
+	want, said := render.ReleaseService(live), "managed addresses, targets and records removed"
+	if following {
+		want, said = render.ReleaseFollowingService(live), "managed addresses and targets removed, records emptied"
+	}
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
 		return permit.Outcome{}
 	}
@@ -218,7 +223,7 @@ func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns,
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
-	w.Events.Event(serviceRef(m), "ServiceReleased", why+": managed addresses, targets and records removed")
+	w.Events.Event(serviceRef(m), "ServiceReleased", why+": "+said)
 	return permit.Outcome{}
 }
 

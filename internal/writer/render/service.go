@@ -357,3 +357,15 @@ func ReleaseService(live holdings.Annotations) holdings.Annotations {
 	out.Targets, out.ManagedTargets, out.TargetKeys = targets(live, nil, nil)
 	return recorded(out, holdings.Annotations{})
 }
+
+// ReleaseFollowingService is ReleaseService of a Service that still follows
+// a DynamicPrefix that lives (its namespace not let follow, its address
+// another's, transition mode simple): its records are emptied, not removed.
+// renumber-writer-values refuses their removal there - a Service without
+// records is one the existing operator wrote, whose IPv6 entries inside the
+// prefixes the writer's next pass would own, the user's among them.
+func ReleaseFollowingService(live holdings.Annotations) holdings.Annotations {
+	out := ReleaseService(live)
+	out.IPsRecorded, out.TargetsRecorded = live.IPsRecorded, live.TargetsRecorded
+	return out
+}

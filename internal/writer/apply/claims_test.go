@@ -164,6 +164,18 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 	// address, renumbered, ranks HeldByEarlierStatus above web's status.
 	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 2, 0, 0, 0, 0}, none, none, []byte{0, 0, 0, 0, 0, 0, 1}))
 
+	// Red team r8 (F3): during the drain web is fresh, created since the
+	// writer's last pass; an older tenant's own lbipam.cilium.io/ips took
+	// web's address on the draining prefix while it was free. Possession
+	// barred web whole (nothing published for it on the pooled space):
+	// no address on the current prefix either, for the whole drain.
+	f.Add(slices.Concat([]byte{0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, none, []byte{0, 0, 0, 0, 0, 0, 0, 1}))
+	// The same on subnet "lb" (F3b).
+	f.Add(slices.Concat([]byte{0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, none, []byte{0, 0, 0, 0, 0, 0, 0, 1}))
+	// At a new term, web's current address published for it (an earlier
+	// leader wrote it): possession held web whole - nothing written.
+	f.Add(slices.Concat([]byte{0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 2, 0, 0}, none, none, []byte{0, 0, 0, 0, 0, 0, 0, 3}))
+
 	m := model.Model{Name: "dp", Delegated: 56,
 		Subnets: []model.Subnet{{Name: "lb", Offset: 0xff, Length: 64}, {Name: "one", Offset: 1, Length: 64}},
 		Ranges:  []model.Range{{Name: "r", Start: netip.MustParseAddr("::ff:0:0:0:0"), End: netip.MustParseAddr("::ff:0:0:0:ffff")}}}
@@ -386,9 +398,39 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				}
 			}
 		}
+		// Red team r8 (F3): during a drain web may be fresh (read last):
+		// created since the writer's last pass, so it was never given an
+		// address, and its load balancer publishes none on the draining
+		// prefix - the first tenant's own lbipam.cilium.io/ips was granted
+		// web's address there while it was free - and, as its owner or an
+		// earlier leader's write asked, its current address or nothing.
+		fresh := next()
+		isFresh := map[string]bool{honest[0].who: fresh%2 == 1 && len(pooled) == 2}
+		if isFresh[honest[0].who] {
+			old, cur := addrs(honest[0].fl, pooledBefore)[0], addrs(honest[0].fl, pooled)[0]
+			all[0].seen.Published = nil
+			if publishedFor[old] == honest[0].who {
+				delete(publishedFor, old)
+				if len(all) > len(honest) {
+					t0 := &all[len(honest)]
+					publishedFor[old] = t0.who
+					t0.seen.Published = append(t0.seen.Published, old)
+					if t0.absent {
+						t0.ips = append(t0.ips, old)
+					}
+				}
+			}
+			if fresh&2 != 0 && publishedFor[cur] == "" || publishedFor[cur] == honest[0].who {
+				all[0].seen.Published = []string{cur}
+				publishedFor[cur] = honest[0].who
+			}
+		}
 		before := render.NewGiven()
 		var last []ask
 		for i, h := range honest {
+			if isFresh[h.who] {
+				continue // not there yet; present now
+			}
 			before.Won(m, pooledBefore, h.who, addrs(h.fl, pooledBefore), h.fl)
 			x := all[i]
 			x.ips = addrs(h.fl, pooledBefore)
@@ -484,10 +526,20 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 			now, err := render.ServiceAddress(mNow, all[i].place, prefix[1])
 			return err == nil && now.String() == c.Address
 		}
+		// onCurrent says whether a lies under the current prefix (its
+		// delegation: on it, or on a subnet or in a range of it), not
+		// under one draining.
+		onCurrent := func(a string) bool { return mNow.Delegation(pooled[0]).Contains(netip.MustParseAddr(a)) }
 		now := render.NewGiven()
 		limited := map[string]bool{} // honest ones whose whole claim the limit took
 		for _, x := range all {
 			c, ok := x.claim(now, given, mNow, pooled)
+			if isHonest[x.who] && x.held.Address != "" && !onCurrent(x.held.Address) {
+				// Red team r8 (F3): held whole - nothing of it written -
+				// for an address on a draining prefix.
+				t.Fatalf("honest %s held over %s on a draining prefix, published for %s: nothing of it is written (pooled %v, new term %v; offered %v)",
+					x.who, x.held.Address, x.held.Holder, pooled, newTerm, describe(all))
+			}
 			if x.absent && isHonest[x.who] {
 				// Absent, it keeps every address it holds: on its
 				// placement, or published for it. What it published
@@ -518,18 +570,38 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				limited[x.who] = true
 				continue
 			}
-			if isHonest[x.who] && !ok && publishedFor[c.Address] == c.Holder && given.To[c.Address] != x.who && !slices.Contains(given.Following(mNow, x.who, pooled), c.Address) {
+			if isHonest[x.who] && !ok && onCurrent(c.Address) && publishedFor[c.Address] == c.Holder && given.To[c.Address] != x.who && !slices.Contains(given.Following(mNow, x.who, pooled), c.Address) {
 				// Possession at the load balancer: the holder's own load
 				// balancer publishes the address, and no memory of the
 				// writer's gives it this Service - a race at the load
 				// balancer that, at a new term, nothing tells from its
 				// mirror (red teams r6a, r7a). Nothing moves; the
-				// conflict is reported.
+				// conflict is reported. Only for its current address:
+				// another's claim on a draining one costs it that one
+				// alone (red team r8 F3).
 				t.Logf("possession: honest %s does not get %s, published for %s", x.who, c.Address, c.Holder)
+				continue
+			}
+			if isFresh[x.who] && !ok && onCurrent(c.Address) {
+				// Fresh, it holds nothing yet: one older, or given the
+				// address first, keeps it.
+				t.Logf("fresh: honest %s does not get %s, %s's first", x.who, c.Address, c.Holder)
 				continue
 			}
 			if isHonest[x.who] && !ok {
 				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
+			}
+			if !isHonest[x.who] || x.absent || x.held.Address != "" {
+				continue
+			}
+			// Red team r8 (F3): written, it is given every address of its
+			// placement on the prefixes pooled now but one on a draining
+			// prefix that a load balancer publishes for another.
+			for _, a := range addrs(honest[slices.IndexFunc(honest, func(h honestService) bool { return h.who == x.who })].fl, pooled) {
+				if now.To[a] != x.who && (onCurrent(a) || publishedFor[a] == "" || publishedFor[a] == x.who) {
+					t.Fatalf("honest %s, written, is not given %s (kept by %q, published for %q; pooled %v, new term %v; offered %v)",
+						x.who, a, now.To[a], publishedFor[a], pooled, newTerm, describe(all))
+				}
 			}
 		}
 		// Possession at the load balancer (red teams r6a, r7a): no tenant

@@ -45,8 +45,12 @@ type ask struct {
 	// for Holder, and has nothing published for it to keep (possessed):
 	// its claim is lost.
 	barred render.Conflict
-	svc    *serviceAsk
-	pool   *backends.Pool
+	// withheld: addresses on a draining prefix it asked for, which a load
+	// balancer publishes now for another (possessed): left out of ips and
+	// of what is written for it.
+	withheld []render.Conflict
+	svc      *serviceAsk
+	pool     *backends.Pool
 }
 
 // byAge orders asks as their claims are honoured: the oldest first, then by

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/renumber/renumber/internal/writer/holdings"
@@ -114,6 +116,10 @@ func TestRT8AServiceCreatedDuringADrainKeepsItsCurrentAddress(t *testing.T) {
 				}
 				if x.held.Address != "" || x.barred.Address != "" {
 					t.Errorf("web held (%+v) or barred (%+v) whole: nothing of it is written (offered %v)", x.held, x.barred, describe(asks))
+				}
+				want := []render.Conflict{{Address: tc.old, Holder: tenant.who, Loser: web.who, Published: true}}
+				if diff := cmp.Diff(want, x.withheld); diff != "" {
+					t.Errorf("withheld from web, reported (-want +got):\n%s", diff)
 				}
 			}
 			if got := now.To[tc.cur]; got != web.who {

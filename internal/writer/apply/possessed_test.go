@@ -48,7 +48,7 @@ func TestAnAddressPublishedForAnotherIsNotTakenWithoutTheWritersMemory(t *testin
 			want: map[string]string{onB: web.who, onA: tenant.who}, held: []string{web.who, tenant.who}},
 		{name: "web's draining address published for a tenant that asks for none of its others: withheld alone",
 			tenantPubs: []string{onA}, tenantAsks: []string{"2001:db8:2::7", "2001:db8:1::7"}, given: render.NewGiven(),
-			want: map[string]string{onB: web.who, "2001:db8:2::7": tenant.who, "2001:db8:1::7": tenant.who},
+			want:     map[string]string{onB: web.who, "2001:db8:2::7": tenant.who, "2001:db8:1::7": tenant.who},
 			withheld: []string{onA + " " + web.who + " from " + tenant.who + ", published true"}},
 		{name: "a new term, the copier has nothing published: barred",
 			given: render.NewGiven(),

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
@@ -126,20 +125,9 @@ func (w *Writer) announceHeld(x ask) {
 // it (possessed: on a draining prefix, published for another) - once while
 // they stay the same - and returns them for the DynamicPrefix's condition.
 func (w *Writer) announceWithheld(x ask) []render.Conflict {
-	if x.svc == nil {
-		return x.withheld
+	if x.svc != nil {
+		w.announceConflicts("svc/"+x.svc.self.String()+"/withheld", x.svc.m, x.withheld,
+			"a load balancer publishes this Service's address on a draining prefix for another object (%s), and no memory of the writer's gives it this Service: renumber leaves it out of this Service's addresses until that ends, and writes the others")
 	}
-	subject := "svc/" + x.svc.self.String() + "/withheld"
-	if len(x.withheld) == 0 {
-		w.Events.Forget(subject)
-		return nil
-	}
-	var parts []string
-	for _, c := range x.withheld {
-		parts = append(parts, fmt.Sprintf("%s for %s", c.Address, c.Holder))
-	}
-	w.Events.Announce(subject, serviceRef(x.svc.m), true, render.ServiceAddressConflict,
-		"a load balancer publishes this Service's address on a draining prefix for another object ("+strings.Join(parts, "; ")+
-			"), and no memory of the writer's gives it this Service: renumber leaves it out of this Service's addresses until that ends, and writes the others")
 	return x.withheld
 }

@@ -612,6 +612,16 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 				t.Logf("fresh: honest %s does not get %s, %s's first", x.who, c.Address, c.Holder)
 				continue
 			}
+			if isFresh[x.who] && !ok && publishedFor[c.Address] != c.Holder {
+				// The limit left (docs/security.md): weighed by the
+				// claims, not possession (no load balancer publishes it
+				// for the holder - an absent Gateway's echo, say, above
+				// a fresh one's record), a hold is of the whole ask, and
+				// a fresh one whose draining address another holds more
+				// strongly loses its current address with it.
+				t.Logf("limit: fresh honest %s lost %s, held by %s by the claims, and its whole claim with it", x.who, c.Address, c.Holder)
+				continue
+			}
 			if isHonest[x.who] && !ok {
 				t.Fatalf("honest %s lost %s to %s (pooled %v, new term %v; offered %v)", x.who, c.Address, c.Holder, pooled, newTerm, describe(all))
 			}

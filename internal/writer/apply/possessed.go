@@ -40,7 +40,8 @@ func publishers(asks []ask) map[string]string {
 // what is written for it, reported (AddressPublishedForAnother) - and the
 // rest of its ask is weighed as any other's: a Service created during a
 // drain whose draining address a tenant's own lbipam.cilium.io/ips took
-// while it was free keeps its address on the current prefix. But not
+// while it was free (or the writer gave the other, on a placement it has
+// left since) keeps its address on the current prefix. But not
 // where the other asks for one of the rest too: each is published one of
 // what both ask for, the mirror above, and the whole ask is weighed (a
 // Gateway's too: its pool is written whole).
@@ -83,8 +84,7 @@ func possessed(asks []ask, given render.Given, m model.Model, pooled []netip.Pre
 			return slices.ContainsFunc(contested, func(c render.Conflict) bool { return c.Address == a })
 		})
 		if x.kind == "" && !slices.ContainsFunc(contested, func(c render.Conflict) bool {
-			return byWriter(c.Holder, c.Address) || onAny(c.Address, current) ||
-				slices.ContainsFunc(rest, func(a string) bool { return slices.Contains(asked[c.Holder], a) })
+			return onAny(c.Address, current) || slices.ContainsFunc(rest, func(a string) bool { return slices.Contains(asked[c.Holder], a) })
 		}) {
 			asks[i].ips, asks[i].withheld = rest, contested
 			continue

@@ -682,7 +682,7 @@ func FuzzATenantTakesNoAddressItWasNotGiven(f *testing.F) {
 		// given; the writer writes nothing for it).
 		kept := remembered(now, given, all, mNow, pooled)
 		for i, h := range honest {
-			if newTerm || !all[slices.IndexFunc(all, func(x ask) bool { return x.who == h.who })].absent {
+			if newTerm || isFresh[h.who] || !all[slices.IndexFunc(all, func(x ask) bool { return x.who == h.who })].absent { // a fresh one was given nothing
 				continue
 			}
 			for _, a := range addrs(h.fl, pooled) {

@@ -62,13 +62,7 @@ func tenantsGrantedAddress(t *testing.T, padding int) {
 	startAgent(t, w, "node1")
 	startWriter(t, w, "writer")
 
-	read := func(ns, name string) (map[string]string, []string) {
-		s, err := w.API.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.Annotations, holdings.Ingress(s)
-	}
+	read := func(ns, name string) (map[string]string, []string) { return annotationsAndIngress(t, w, ns, name) }
 	eventually(t, "web's target "+onA+", published for it", func() (bool, string) {
 		ann, published := read("default", "web")
 		return ann[holdings.AnnotationTarget] == onA && slices.Contains(published, onA), fmt.Sprint(ann, published)
@@ -141,4 +135,106 @@ func tenantsGrantedAddress(t *testing.T, padding int) {
 		st := dpStatus(t, w, "home")
 		return condition(st, render.Ready) == "True Ready" && condition(st, render.ServiceAddressConflict) == "", fmt.Sprint(st.Conditions)
 	})
+}
+
+// Red team r8 F3, with the real LB-IPAM: the tenant of team has a Service
+// old that follows home with a suffix of its own, and lists in its own
+// lbipam.cilium.io/ips the address ::ffff:0:5 on A - free, LB-IPAM grants
+// it. The router renumbers; A drains. Then default/fresh is created, with
+// suffix ::ffff:0:5: its address on A is old's at the load balancer.
+// Possession barred fresh whole - nothing was written for it, not its
+// address on B either, for the whole drain - and home reported an ordinary
+// conflict. Now its address on A alone is withheld: fresh is written its
+// address on B, LB-IPAM publishes it and the DNS target follows; home
+// reports AddressPublishedForAnother naming team/old (Ready False), with
+// no write while it lasts; and once the tenant takes its entry out, fresh
+// is written its address on A too and LB-IPAM grants it.
+func TestAServiceCreatedDuringADrainGetsItsCurrentAddressFromLBIPAM(t *testing.T) {
+	w := teamLBIPAMWorld(t)
+	ctx := t.Context()
+	onA, onB := on(t, prefixA, "::ffff:0:5"), on(t, prefixB, "::ffff:0:5")
+	team := newTenant(t, w, "team")
+	createServiceWith(t, team.cs, team.ns, "old", map[string]string{"dynamic-prefix.io/name": "home",
+		holdings.AnnotationSuffix: "::ffff:0:9", holdings.AnnotationSkipDNS: "true"})
+	startAgent(t, w, "node1")
+	startWriter(t, w, "writer")
+
+	read := func(ns, name string) (map[string]string, []string) { return annotationsAndIngress(t, w, ns, name) }
+	setIPs := func(entries []string) {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, holdings.AnnotationIPs, strings.Join(entries, ","))
+		if _, err := team.cs.CoreV1().Services(team.ns).Patch(ctx, "old", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldOnA, oldOnB := on(t, prefixA, "::ffff:0:9"), on(t, prefixB, "::ffff:0:9")
+	eventually(t, "team/old written "+oldOnA, func() (bool, string) {
+		ann, _ := read(team.ns, "old")
+		return slices.Contains(holdings.Split(ann[holdings.AnnotationIPs]), oldOnA) && ann[holdings.AnnotationManagedIPs] != "", fmt.Sprint(ann)
+	})
+	// The tenant adds an entry of its own (beside the writer's, recorded).
+	oldAnn, _ := read(team.ns, "old")
+	setIPs(append(holdings.Split(oldAnn[holdings.AnnotationIPs]), onA))
+	eventually(t, "LB-IPAM grants team/old its own entry "+onA, func() (bool, string) {
+		_, published := read(team.ns, "old")
+		return slices.Contains(published, onA), fmt.Sprint(published)
+	})
+	// The router renumbers; A drains for 10 minutes.
+	advertise(t, w, prefixB, prefixA)
+	eventually(t, "team/old's address on B published (the pool holds B)", func() (bool, string) {
+		_, published := read(team.ns, "old")
+		return slices.Contains(published, oldOnB), fmt.Sprint(published)
+	})
+	createService(t, w, "fresh", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:5"})
+	eventually(t, "fresh asks for "+onB+", LB-IPAM publishes it, its DNS target", func() (bool, string) {
+		ann, published := read("default", "fresh")
+		return slices.Contains(holdings.Split(ann[holdings.AnnotationIPs]), onB) && slices.Contains(published, onB) &&
+			ann[holdings.AnnotationTarget] == onB, fmt.Sprint(ann, published, condition(dpStatus(t, w, "home"), render.ServiceAddressConflict))
+	})
+	eventually(t, "home reports "+onA+" published for team/old", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		c := condition(st, render.ServiceAddressConflict)
+		for _, x := range st.Conditions {
+			if x.Type == render.ServiceAddressConflict {
+				c += ": " + x.Message
+			}
+		}
+		return strings.HasPrefix(c, "True "+render.ReasonPublishedElsewhere) && strings.Contains(c, onA) && strings.Contains(c, "team/old"), c
+	})
+	settleWrites()
+	m := mark(t, w)
+	settleWrites()
+	ann, published := read("default", "fresh")
+	if slices.Contains(holdings.Split(ann[holdings.AnnotationIPs]), onA) {
+		t.Errorf("fresh asks for %s (%q), published for team/old", onA, ann[holdings.AnnotationIPs])
+	}
+	t.Logf("fresh: ips %q target %q, LB-IPAM publishes %v", ann[holdings.AnnotationIPs], ann[holdings.AnnotationTarget], published)
+	if r := condition(dpStatus(t, w, "home"), render.Ready); r != "False NotReady" {
+		t.Errorf("home's Ready is %q while fresh's address on A is published for team/old", r)
+	}
+	if got := objectWrites(writesBy(t, w, m, writerUser)); len(got) != 0 {
+		t.Errorf("the writer wrote %q while the conflict lasted", got)
+	}
+
+	// The tenant takes its entry out.
+	oldAnn, _ = read(team.ns, "old")
+	setIPs(slices.DeleteFunc(holdings.Split(oldAnn[holdings.AnnotationIPs]), func(e string) bool { return e == onA }))
+	eventually(t, "fresh asks for "+onA+" too, and LB-IPAM grants it", func() (bool, string) {
+		ann, published := read("default", "fresh")
+		return slices.Contains(holdings.Split(ann[holdings.AnnotationIPs]), onA) && slices.Contains(published, onA), fmt.Sprint(ann, published)
+	})
+	eventually(t, "home Ready again", func() (bool, string) {
+		st := dpStatus(t, w, "home")
+		return condition(st, render.Ready) == "True Ready" && condition(st, render.ServiceAddressConflict) == "", fmt.Sprint(st.Conditions)
+	})
+}
+
+// annotationsAndIngress is the Service ns/name's annotations and what its
+// load balancer publishes for it.
+func annotationsAndIngress(t *testing.T, w *world.World, ns, name string) (map[string]string, []string) {
+	t.Helper()
+	s, err := w.API.Client.CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Annotations, holdings.Ingress(s)
 }

@@ -66,18 +66,8 @@ func TestATenantsOwnRecordTakesNoAddress(t *testing.T) {
 // tenant's Role over Services does not reach services/status: its own try
 // to publish web's address there is refused.
 func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
-	w := newWorld(t, 1)
+	w := teamLBIPAMWorld(t)
 	ctx := t.Context()
-	if _, err := w.StartLBIPAM(); err != nil {
-		t.Fatal(err)
-	}
-	advertise(t, w, prefixA)
-	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
-	apply(t, w, poolGVR, map[string]any{
-		"apiVersion": "cilium.io/v2", "kind": "CiliumLoadBalancerIPPool",
-		"metadata": map[string]any{"name": "lb", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"blocks": []any{map[string]any{"cidr": "192.0.2.0/24"}}},
-	})
 	team := olderThanWeb(t, w)
 	startAgent(t, w, "node1")
 	writer := startWriter(t, w, "writer-a")
@@ -110,6 +100,21 @@ func TestANewWriterReadsWhoHoldsAnAddressFromLBIPAM(t *testing.T) {
 	if ips, published := read(team.ns, "old"); slices.Contains(ips, web) || slices.Contains(published, web) {
 		t.Errorf("team/old asks for %v, LB-IPAM publishes %v: it took web's %s", ips, published, web)
 	}
+}
+
+// teamLBIPAMWorld is a world of one node with the real LB-IPAM, its
+// router advertising prefixA, "home" in transition mode ha letting
+// Services in default and team follow, and the pool "lb" (createPool).
+func teamLBIPAMWorld(t *testing.T) *world.World {
+	t.Helper()
+	w := newWorld(t, 1)
+	if _, err := w.StartLBIPAM(); err != nil {
+		t.Fatal(err)
+	}
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}, "serviceNamespaces": []any{"default", "team"}})
+	createPool(t, w)
+	return w
 }
 
 // olderThanWeb makes tenantsOlderService and then default/web (suffix

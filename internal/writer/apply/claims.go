@@ -46,8 +46,12 @@ type ask struct {
 	// for Holder, and has nothing published for it to keep (possessed):
 	// its claim is lost.
 	barred render.Conflict
-	svc    *serviceAsk
-	pool   *backends.Pool
+	// withheld: addresses on a draining prefix it asked for, which a load
+	// balancer publishes now for another (possessed): left out of ips and
+	// of what is written for it.
+	withheld []render.Conflict
+	svc      *serviceAsk
+	pool     *backends.Pool
 }
 
 // byAge orders asks as their claims are honoured: the oldest first, then by
@@ -73,7 +77,8 @@ func byAge(a, b ask) int {
 // every address its owner's lbipam.cilium.io/ips added beside it (red team
 // r5). What another's load balancer publishes now is never an ask's by
 // what its own published before, renumbered, and one asking for it that no
-// memory of the writer's gives it is held or barred (possessed).
+// memory of the writer's gives it is held, barred or - on a draining
+// prefix - withheld (possessed).
 func offer(asks []ask, given render.Given, m model.Model, pooled, named []netip.Prefix) []ask {
 	earlier := render.Earlier(m, pooled, named)
 	publisher := publishers(asks)

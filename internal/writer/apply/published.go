@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -14,19 +16,25 @@ import (
 // object only (serviceAsk.elsewhere): once while they stay the same, and
 // returns them for the DynamicPrefix's condition.
 func (w *Writer) publishedElsewhere(x *serviceAsk) []render.Conflict {
-	subject := "svc/" + x.self.String() + "/published"
-	if len(x.elsewhere) == 0 {
+	w.announceConflicts("svc/"+x.self.String()+"/published", x.m, x.elsewhere,
+		"a load balancer publishes renumber's address for this Service for another object (%s): renumber keeps asking for it, and this Service's DNS target is not it until that ends")
+	return x.elsewhere
+}
+
+// announceConflicts announces on the Service m, under subject, the
+// addresses of cs a load balancer publishes for another ("address for
+// holder; ..." put in msg) - once while they stay the same - and forgets
+// the subject when there are none.
+func (w *Writer) announceConflicts(subject string, m *corev1.Service, cs []render.Conflict, msg string) {
+	if len(cs) == 0 {
 		w.Events.Forget(subject)
-		return nil
+		return
 	}
 	var parts []string
-	for _, c := range x.elsewhere {
+	for _, c := range cs {
 		parts = append(parts, fmt.Sprintf("%s for %s", c.Address, c.Holder))
 	}
-	w.Events.Announce(subject, serviceRef(x.m), true, render.ServiceAddressConflict,
-		"a load balancer publishes renumber's address for this Service for another object ("+strings.Join(parts, "; ")+
-			"): renumber keeps asking for it, and this Service's DNS target is not it until that ends")
-	return x.elsewhere
+	w.Events.Announce(subject, serviceRef(m), true, render.ServiceAddressConflict, fmt.Sprintf(msg, strings.Join(parts, "; ")))
 }
 
 // sawPublished remembers who dp's last pass found a load balancer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,12 +53,17 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			conflicts = append(conflicts, x.held)
 			w.announceHeld(x)
 		}
+		conflicts = append(conflicts, w.announceWithheld(x)...)
 		switch {
 		case x.absent: // nothing to write
 		case x.pool != nil:
 			out = append(out, w.claimantPool(ctx, x.pool, spec, d, c, ok))
 		case ok:
 			w.Events.Forget("svc/" + x.svc.self.String() + "/conflict")
+			if err := x.svc.withhold(spec, d.Pooled, x.withheld); err != nil {
+				out = append(out, permit.Final(err))
+				break
+			}
 			conflicts = append(conflicts, w.publishedElsewhere(x.svc)...)
 			out = append(out, w.writeService(ctx, x.svc, spec))
 		default:
@@ -123,7 +129,8 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 			continue
 		}
 		who := api.Key(m.Namespace, m.Name)
-		sa := &serviceAsk{m.Service, self, live, want, render.PublishedElsewhere(who, canonical(want.ManagedIPs), served)}
+		sa := &serviceAsk{m: m.Service, self: self, live: live, want: want, elsewhere: render.PublishedElsewhere(who, canonical(want.ManagedIPs), served),
+			follow: m.Follow, served: served, opt: opt}
 		x := serviceAskOf(m)
 		x.ips, x.place, x.svc = canonical(want.ManagedIPs), m.Follow, sa
 		x.seen.Recorded = canonical(live.ManagedIPs)
@@ -172,6 +179,30 @@ type serviceAsk struct {
 	// elsewhere: its addresses a load balancer publishes for another
 	// object only (render.PublishedElsewhere), none its DNS target.
 	elsewhere []render.Conflict
+	// What want was rendered from, to render it again (withhold).
+	follow holdings.ServiceFollow
+	served render.Served
+	opt    render.ServiceOptions
+}
+
+// withhold renders x's want again with the addresses of withheld left out
+// (possessed: on a draining prefix, published for another), and what of
+// the rest a load balancer publishes for another only. Nothing withheld,
+// it is as it was.
+func (x *serviceAsk) withhold(spec model.Model, pooled []netip.Prefix, withheld []render.Conflict) error {
+	if len(withheld) == 0 {
+		return nil
+	}
+	opt := x.opt
+	for _, c := range withheld {
+		opt.Withheld = append(opt.Withheld, c.Address)
+	}
+	want, err := render.Service(spec, x.follow, pooled, x.live, x.served, opt)
+	if err != nil {
+		return fmt.Errorf("service %s/%s: %w", x.m.Namespace, x.m.Name, err)
+	}
+	x.want, x.elsewhere = want, render.PublishedElsewhere(api.Key(x.m.Namespace, x.m.Name), canonical(want.ManagedIPs), x.served)
+	return nil
 }
 
 // ReleaseService removes our addresses and records from the Service ns/name

@@ -68,6 +68,9 @@ type ServiceOptions struct {
 	// Service whose load balancer has published a new address of ours is
 	// touched once more (Nudged).
 	L2Nudge bool
+	// Withheld are addresses of the Service's left out of what it is
+	// written (the claims': on a draining prefix, published for another).
+	Withheld []string
 }
 
 // Service merges the managed addresses for the pooled prefixes (current first)
@@ -97,7 +100,7 @@ func Service(m model.Model, f holdings.ServiceFollow, pooled []netip.Prefix, liv
 	live = geometric(live, o.Managed)
 	live.ManagedIPs = append(live.ManagedIPs, left(m, f, pooled, o.Managed, live)...)
 	var out holdings.Annotations
-	out.IPs, out.ManagedIPs = addresses(live, key, addrs)
+	out.IPs, out.ManagedIPs = addresses(live, key, slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return slices.Contains(o.Withheld, a) }))
 	if key != holdings.AnnotationIPs && len(out.ManagedIPs) > 0 {
 		out.IPsKey = key
 	}

@@ -410,3 +410,38 @@ func TestAMappedServiceReleasesTheAddressesItHeld(t *testing.T) {
 		t.Errorf("target %q, want %q", got.Targets[holdings.AnnotationTarget], want)
 	}
 }
+
+// A withheld address (the claims': on a draining prefix, published for
+// another) is neither asked for nor recorded - one written before is taken
+// out as ours - while the DNS target stays on the current address and the
+// user's entries stay, the withheld address among them.
+func TestAWithheldAddressIsNotAskedFor(t *testing.T) {
+	f := holdings.ServiceFollow{Suffix: "::ffff:0:1"}
+	for _, tc := range []struct {
+		name, ips, record string
+		want              []string
+	}{
+		{"never written", "192.0.2.7", "", []string{"192.0.2.7", "2001:db8:b::ffff:0:1"}},
+		{"written before, ours", "192.0.2.7,2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1,2001:db8:a::ffff:0:1", []string{"192.0.2.7", "2001:db8:b::ffff:0:1"}},
+		{"the user's own entry", "2001:db8:a::ffff:0:1", "", []string{"2001:db8:a::ffff:0:1", "2001:db8:b::ffff:0:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ann := map[string]string{holdings.AnnotationIPs: tc.ips}
+			if tc.record != "" {
+				ann[holdings.AnnotationManagedIPs] = tc.record
+			}
+			live := holdings.Live(ann, holdings.DefaultTargetKeys)
+			got, err := Service(specS, f, []netip.Prefix{cur, prefixOld}, live, Served{},
+				ServiceOptions{TargetKeys: holdings.DefaultTargetKeys, Withheld: []string{"2001:db8:a::ffff:0:1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.IPs[holdings.AnnotationIPs], tc.want) || !slices.Equal(got.ManagedIPs, []string{"2001:db8:b::ffff:0:1"}) {
+				t.Errorf("ips %q record %q, want %q and the current address alone recorded", got.IPs[holdings.AnnotationIPs], got.ManagedIPs, tc.want)
+			}
+			if got := got.Targets[holdings.DefaultTargetKeys[0]]; !slices.Equal(got, []string{"2001:db8:b::ffff:0:1"}) {
+				t.Errorf("target %q, want the current address", got)
+			}
+		})
+	}
+}

@@ -1,10 +1,9 @@
 package e2e
 
-// r9a: kube-vip's pool ConfigMap under the stolen writer token. No
-// admission policy matches it (its keys are per namespace, not per
-// DynamicPrefix, so renumber-writer-values cannot check them) - nor the
-// record and follow annotations the writer reads there, which
-// renumber-writer-pools holds on every other pool kind.
+// r9a: kube-vip's pool ConfigMap under the stolen writer token. When the
+// red team wrote these, no admission policy matched it - nor the record and
+// follow annotations the writer reads there, which renumber-writer-pools
+// holds on every other pool kind; renumber-writer-kubevip holds it now.
 
 import (
 	"fmt"

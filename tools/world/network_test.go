@@ -13,7 +13,12 @@ import (
 // after starting it); once it catches SIGHUP, it gets it, and lives.
 func TestAReloadWaitsForTheHandler(t *testing.T) {
 	seen := filepath.Join(t.TempDir(), "reloaded")
-	cmd := exec.Command("sh", "-c", `sleep 0.3; trap 'echo yes > `+seen+`' HUP; while :; do sleep 0.05; done`)
+	// Perl, not sh: a shell cannot trap or reset a signal ignored when it
+	// started (under nohup, say), and this child must start with SIGHUP's
+	// default action - the one that ended radvd - and catch it 0.3 s later.
+	cmd := exec.Command("perl", "-e", `$SIG{HUP} = "DEFAULT"; select(undef, undef, undef, 0.3);
+		$SIG{HUP} = sub { open(my $f, ">", $ARGV[0]) or die; print $f "yes"; close $f };
+		while (1) { select(undef, undef, undef, 0.05) }`, seen)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

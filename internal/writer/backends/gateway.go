@@ -136,8 +136,11 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 	}
 	ann := u.GetAnnotations()
 	rec, present := ann[holdings.AnnotationManagedIPs]
-	// By value: no admission policy holds a Gateway's record to its
-	// entries (docs/security.md), so the record's spelling decides nothing.
+	// By value, as before the record rules came to Gateways (s30-gwrecords):
+	// renumber-writer-gateways now compares a Gateway's record with its
+	// entries as text, as it does a Service's, so a respelled entry may
+	// have this Gateway's writes refused - open (issue 42), where Services
+	// and pools are read by spelling (holdings.ReadRecord).
 	record := canonicalSet(holdings.ReadRecord(rec, present, holdings.Listed).Entries)
 	if len(record) == 0 || gatewayAgrees(u, ips, record) {
 		return ips, nil

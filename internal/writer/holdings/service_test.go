@@ -1,7 +1,9 @@
 package holdings
 
 import (
+	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +96,30 @@ func TestSlimBoundsWhatItKeeps(t *testing.T) {
 	s.Annotations[AnnotationTarget] = "lb.example.org"
 	if _, over := Oversized(Slim(s, DefaultTargetKeys)); over {
 		t.Error("a Service of ordinary size is marked oversized")
+	}
+}
+
+// The Service cache slims a listed Service twice (its list page, then its
+// transform): the second changes nothing, so an oversized Service read
+// again when the space grows is still oversized, not a Service that follows
+// with no suffix (the fresh-clone CI of stop 51 failed so).
+func TestSlimmingASlimServiceChangesNothing(t *testing.T) {
+	big := strings.Repeat("a.example.org,", MaxKeptBytes/len("a.example.org,")+1)
+	space := []netip.Prefix{netip.MustParsePrefix("2001:db8::/48")}
+	for _, ann := range []map[string]string{
+		{dynamicprefix.AnnotationName: "home", AnnotationSuffix: "::1", AnnotationTarget: big},
+		{dynamicprefix.AnnotationName: "home", AnnotationSuffix: "::1", AnnotationTarget: "lb.example.org", "example.com/other": "c"},
+		{AnnotationIPs: "2001:db8::7"},
+		nil,
+	} {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: ann}}
+		for i := range MaxKeptPublished + 3 {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: fmt.Sprintf("2001:db8::%x", i+1)})
+		}
+		once := SlimIn(s, DefaultTargetKeys, space)
+		if twice := SlimIn(once, DefaultTargetKeys, space); !equality.Semantic.DeepEqual(twice, once) {
+			t.Errorf("slimmed again:\n%+v\nonce:\n%+v", twice, once)
+		}
 	}
 }
 

@@ -119,7 +119,8 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 		if last, ok := w.services.Get(self, m.ResourceVersion); ok {
 			live = last
 		}
-		served := render.Served{Ingress: m.Ingress, Others: func(a string) []string { return backends.PublishedFor(services, pools, a) }}
+		who := api.Key(m.Namespace, m.Name)
+		served := render.Served{Self: who, Ingress: m.Ingress, Others: func(a string) []string { return backends.PublishedFor(services, pools, a) }}
 		want, err := render.Service(spec, m.Follow, d.Pooled, live, served, opt)
 		if err != nil {
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
@@ -128,7 +129,6 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 			asks = append(asks, absentAsk(serviceAskOf(m)))
 			continue
 		}
-		who := api.Key(m.Namespace, m.Name)
 		sa := &serviceAsk{m: m.Service, self: self, live: live, want: want, elsewhere: render.PublishedElsewhere(who, canonical(want.ManagedIPs), served),
 			follow: m.Follow, served: served, opt: opt}
 		x := serviceAskOf(m)

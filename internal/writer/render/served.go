@@ -15,6 +15,9 @@ import (
 // behalf (red team r6a). A DNS target on it would send web's traffic to the
 // tenant.
 type Served struct {
+	// Self is the Service ("namespace/name"): Others may name it where they
+	// are read later than Ingress (a live index beside the pass's copy).
+	Self string
 	// Ingress are the addresses its load balancer publishes for it.
 	Ingress []string
 	// Others returns who else (a Service "namespace/name", a Gateway
@@ -25,12 +28,13 @@ type Served struct {
 
 // Elsewhere returns who a load balancer publishes addr for when it does not
 // publish it for the Service itself ("" if nobody): one it publishes for
-// the Service is the Service's, whoever shares it (a sharing key).
+// the Service is the Service's, whoever shares it (a sharing key), whether
+// Ingress says so or Others, read later, does.
 func (s Served) Elsewhere(addr string) string {
 	if s.Others == nil || slices.Contains(s.Ingress, addr) {
 		return ""
 	}
-	if others := s.Others(addr); len(others) > 0 {
+	if others := s.Others(addr); len(others) > 0 && !slices.Contains(others, s.Self) {
 		return slices.Min(others) // one name, the same every pass
 	}
 	return ""

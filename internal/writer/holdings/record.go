@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Spelling is how a kind's ownership record spells the entries it lists.
@@ -65,6 +66,9 @@ func ReadRecord(v string, present bool, s Spelling) Record {
 // recordEntry is the entry a record item names, as the item spells it.
 func recordEntry(item string, s Spelling) (string, bool) {
 	if s == BlockKeys {
+		if strings.ContainsFunc(item, unicode.IsSpace) { // no block's field holds a space
+			return item, false
+		}
 		switch {
 		case strings.HasPrefix(item, "cidr="):
 			item = strings.TrimPrefix(item, "cidr=")
@@ -75,13 +79,21 @@ func recordEntry(item string, s Spelling) (string, bool) {
 			if !strings.Contains(item, "-") {
 				item += "-" // a block without stop
 			}
+		default: // a plain entry: a block's, a prefix or a range - no bare address
+			if _, err := netip.ParseAddr(item); err == nil {
+				return item, false
+			}
 		}
 	}
 	return item, parses(Canonical(item))
 }
 
-// parses reports whether a canonical entry is an address, a prefix or a range.
+// parses reports whether a canonical entry is an address, a prefix or a range
+// (of addresses without a zone: no pool or Service holds one).
 func parses(e string) bool {
+	if strings.Contains(e, "%") {
+		return false
+	}
 	if first, last, ok := strings.Cut(e, "-"); ok {
 		_, err1 := netip.ParseAddr(first)
 		_, err2 := netip.ParseAddr(last)

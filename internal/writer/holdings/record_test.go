@@ -32,6 +32,13 @@ func TestReadRecord(t *testing.T) {
 		{"absent", "", false, BlockKeys, Record{}},
 		{"what names no entry is unreadable, not an entry", "cidr=banana,range=,start=2001:db8::1,2001:db8::/64", true, BlockKeys,
 			Record{Present: true, Entries: []string{"2001:db8::/64"}, Unreadable: []string{"cidr=banana", "range=", "start=2001:db8::1"}}},
+		// No block is a bare address: "cidr=::" would not read back (FuzzRecord).
+		{"a bare address in block keys is unreadable", "::,2001:db8::1,2001:db8::/64", true, BlockKeys,
+			Record{Present: true, Entries: []string{"2001:db8::/64"}, Unreadable: []string{"::", "2001:db8::1"}}},
+		{"an address with a zone is no entry", "2001:db8::1%eth0,::-::%-", true, Listed,
+			Record{Present: true, Unreadable: []string{"2001:db8::1%eth0", "::-::%-"}}},
+		{"a block's field holds no space", "range=2001:db8::1 -2001:db8::9,:: -", true, BlockKeys,
+			Record{Present: true, Unreadable: []string{"range=2001:db8::1 -2001:db8::9", ":: -"}}},
 		{"block keys in a listed record are unreadable", "cidr=2001:db8::/64", true, Listed,
 			Record{Present: true, Unreadable: []string{"cidr=2001:db8::/64"}}},
 	}

@@ -8,16 +8,24 @@ package e2e
 // writer makes of it.
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/renumber/renumber/internal/dynamicprefix"
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/model"
 	"github.com/renumber/renumber/internal/writer/render"
+	"github.com/renumber/renumber/tools/world"
 )
 
 // TestATokensNudgeRecordWithholdsNoNudge: on a Cilium older than v1.20.1
@@ -109,4 +117,94 @@ func TestATokensNudgeRecordWithholdsNoNudge(t *testing.T) {
 	if !pass("the writer's pass after the record was removed", pooled) || !slices.Equal(nudged(), []string{newAddr, oldAddr}) {
 		t.Errorf("after the nudge record was removed web was not nudged again: %v", nudged())
 	}
+}
+
+// TestADynamicPrefixDeletedWhileTheWriterIsDownIsReleasedWithoutItsFinalizer:
+// the existing operator's finalizer holds a DynamicPrefix it reconciled
+// while its delete path releases what it wrote; renumber adds none of its
+// own, and removes that one once its own release is written
+// (renumber-writer-dynamicprefixes admits the writer nothing else on a
+// DynamicPrefix). A stolen token removes it too - nothing in the request
+// tells its removal from the honest writer's, whose release is written to
+// other objects the policy cannot see - so a DynamicPrefix deleted while
+// the writer is down goes at once, before any release. What the user must
+// not be left with is what the release would have taken out: the writer
+// that starts next finds the objects that still follow the name (every
+// Service and pool is read at the start of a term) and releases them from
+// there, the finalizer or not - web keeps the user's 192.0.2.7 alone, the
+// CIDR group its user's block. From a DynamicPrefix that is not being
+// deleted the honest writer never removes it: refused there (admitted
+// before).
+func TestADynamicPrefixDeletedWhileTheWriterIsDownIsReleasedWithoutItsFinalizer(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := t.Context()
+	advertise(t, w, prefixA)
+	createDP(t, w, "home", map[string]any{"transition": map[string]any{"mode": "ha"}})
+	if _, err := w.API.Dynamic.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["`+dynamicprefix.Finalizer+`"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createService(t, w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationSuffix: "::ffff:0:1",
+		holdings.AnnotationSkipDNS: "true", holdings.AnnotationIPs: "192.0.2.7"})
+	apply(t, w, groupGVR, map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumCIDRGroup",
+		"metadata": map[string]any{"name": "home-net", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+		"spec":     map[string]any{"externalCIDRs": []any{"198.51.100.0/24"}},
+	})
+	startAgent(t, w, "node1")
+	writer := startWriter(t, w, "writer-a")
+	addr, err := model.Splice(prefixA, netip.MustParseAddr("::ffff:0:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := func() string {
+		s, err := w.API.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Annotations[holdings.AnnotationIPs]
+	}
+	eventually(t, "web and the CIDR group follow A", func() (bool, string) {
+		got, group := ips(), cidrs(t, w, "home-net")
+		return got == "192.0.2.7,"+addr.String() && slices.Equal(group, []string{"198.51.100.0/24", prefixA.String()}), got + " " + fmt.Sprint(group)
+	})
+	w.Stop(writer, 10*time.Second)
+
+	// The honest writer removes the finalizer only from a DynamicPrefix
+	// being deleted; from one that lives it is the existing operator's
+	// (after a way back, its delete path needs it).
+	id, err := w.API.ServiceAccountIn(ctx, world.Namespace, "renumber-writer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := dynamic.NewForConfigOrDie(id.Config)
+	unfinalize := func() error {
+		_, err := token.Resource(api.GVR).Patch(ctx, "home", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		return err
+	}
+	if err := unfinalize(); !denied(err) {
+		t.Errorf("the token's removal of the finalizer from home, which is not being deleted: %s", errString(err))
+	}
+	if err := w.API.Dynamic.Resource(api.GVR).Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := w.API.Dynamic.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{}); err != nil || u.GetDeletionTimestamp() == nil {
+		t.Fatalf("home deleted with the existing operator's finalizer is not held: %v", err)
+	}
+	if err := unfinalize(); err != nil {
+		t.Fatalf("the token's removal of the finalizer while home is being deleted (as the honest writer's): %v", err)
+	}
+	eventually(t, "home is gone", func() (bool, string) {
+		_, err := w.API.Dynamic.Resource(api.GVR).Get(ctx, "home", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if got, group := ips(), cidrs(t, w, "home-net"); !strings.Contains(got, addr.String()) || !slices.Contains(group, prefixA.String()) {
+		t.Fatalf("released before any writer ran: web %q, CIDR group %v", got, group)
+	}
+
+	startWriter(t, w, "writer-b")
+	eventually(t, "the next writer releases web and the CIDR group: the user's entries alone", func() (bool, string) {
+		got, group := ips(), cidrs(t, w, "home-net")
+		return got == "192.0.2.7" && slices.Equal(group, []string{"198.51.100.0/24"}), got + " " + fmt.Sprint(group)
+	})
 }

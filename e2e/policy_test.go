@@ -265,9 +265,11 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 	}
 
 	allowed := map[string]write{
-		"a Service's addresses and records": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1","dynamic-prefix.io/managed-ips":"2001:db8:1::1","dynamic-prefix.io/l2-nudged":"2001:db8:1::1"}}}`},
-		"a Service's DNS targets":           {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:1::1","external-dns.alpha.kubernetes.io/target":"2001:db8:1::1","dynamic-prefix.io/managed-targets":"2001:db8:1::1"}}}`},
-		"a Service's records removed":       {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
+		"a Service's addresses and records": {svc, "default", "web", `{"metadata":{"annotations":{"lbipam.cilium.io/ips":"2001:db8:1::1","dynamic-prefix.io/managed-ips":"2001:db8:1::1"}}}`},
+		// Once the load balancer published it (below).
+		"a Service's nudge":           {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":"2001:db8:1::1"}}}`},
+		"a Service's DNS targets":     {svc, "default", "web", `{"metadata":{"annotations":{"external-dns.kubernetes.io/target":"2001:db8:1::1","external-dns.alpha.kubernetes.io/target":"2001:db8:1::1","dynamic-prefix.io/managed-targets":"2001:db8:1::1"}}}`},
+		"a Service's records removed": {svc, "default", "web", `{"metadata":{"annotations":{"dynamic-prefix.io/l2-nudged":null}}}`},
 		"its entries out of a Service that does not follow": {svc, "default", "other",
 			`{"metadata":{"annotations":{"lbipam.cilium.io/ips":"192.0.2.9","external-dns.kubernetes.io/target":"a.example.org"}}}`},
 		"a pool's blocks and record":      {poolGVR, "", "lb", `{"metadata":{"annotations":{"dynamic-prefix.io/managed-blocks":"2001:db8:1::/64"}},"spec":{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8:1::/64"}]}}`},
@@ -293,6 +295,7 @@ func writerPolicyHolds(t *testing.T, w *world.World, ns, sa string) {
 			`"spec":{"ingress":[{"from":[{"podSelector":{}},{"ipBlock":{"cidr":"2001:db8:2::/64","except":["2001:db8:2::/120"]}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}],"ports":[{"port":80}]}],` +
 			`"egress":[{"to":[{"ipBlock":{"cidr":"2001:db8:2::/64"}},{"ipBlock":{"cidr":"2001:db8:1::/64"}}]}]}}`},
 	}
+	publish(t, w, "web", "2001:db8:1::1") // the nudge names only what the load balancer publishes
 	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if err := do(allowed[name]); err != nil {
 			t.Errorf("%s: refused: %v", name, err)

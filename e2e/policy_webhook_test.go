@@ -60,6 +60,11 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 	apply(t, s.w, api.GVR, map[string]any{"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
 		"metadata": map[string]any{"name": "old", "finalizers": []any{"dynamic-prefix.io/finalizer"}},
 		"spec":     map[string]any{"acquisition": map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}}}})
+	// Deleted (the writer removes the finalizer only from a DynamicPrefix
+	// being deleted): the finalizer holds it.
+	if err := s.w.API.Dynamic.Resource(api.GVR).Delete(s.ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	createService(t, s.w, "web", map[string]string{"dynamic-prefix.io/name": "home", holdings.AnnotationIPs: "192.0.2.7"})
 
 	// The list empty (the default): a GitOps tool's key, or any other, is
@@ -85,9 +90,9 @@ func TestAMutatingWebhookStopsTheWriterOnlyWhereItsKeysAreRead(t *testing.T) {
 		return calls.Load() > 0, "not called"
 	})
 	honest := map[string]objectPatch{
-		"entries and record on an LB-IPAM pool":                 {poolGVR, "", "lb", lbWrite},
-		"ipBlock and record on a NetworkPolicy":                 {networkPolicyGVR, "default", "lan", npWrite},
-		"the existing operator's finalizer off a DynamicPrefix": {api.GVR, "", "old", dpWrite},
+		"entries and record on an LB-IPAM pool":                               {poolGVR, "", "lb", lbWrite},
+		"ipBlock and record on a NetworkPolicy":                               {networkPolicyGVR, "default", "lan", npWrite},
+		"the existing operator's finalizer off a DynamicPrefix being deleted": {api.GVR, "", "old", dpWrite},
 	}
 	for what, p := range honest {
 		if err := s.patch(p.gvr, p.ns, p.name, p.patch); !denied(err) || !strings.Contains(err.Error(), write.MetadataRefusal) {

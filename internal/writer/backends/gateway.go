@@ -34,6 +34,7 @@ package backends
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -250,7 +251,7 @@ func keptGateway(u *unstructured.Unstructured) any {
 
 // gatewayPublished is the IPAddress values of the Gateway's status.addresses,
 // written by its Gateway controller (as the cache keeps them, also the
-// prefixes holdings.Bounded summarises the rest by).
+// prefixes holdings.BoundedIn summarises the rest by).
 func gatewayPublished(u *unstructured.Unstructured) []string {
 	list, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
 	var out []string
@@ -265,13 +266,13 @@ func gatewayPublished(u *unstructured.Unstructured) []string {
 }
 
 // keptGatewayStatus is what the cache keeps of a Gateway's status: the
-// IPAddress values of status.addresses (gatewayPublished), bounded as a
-// Service's status.loadBalancer.ingress (holdings.Bounded: past
-// holdings.MaxKeptPublished only their /64s, kept as prefix values), nil if
-// none.
-func keptGatewayStatus(u *unstructured.Unstructured) any {
+// IPAddress values of status.addresses (gatewayPublished), bounded in space
+// as a Service's status.loadBalancer.ingress (holdings.BoundedIn: past
+// holdings.MaxKeptPublished only the prefixes of those in space, kept as
+// prefix values), nil if none.
+func keptGatewayStatus(u *unstructured.Unstructured, space []netip.Prefix) any {
 	var kept []any
-	whole, more := holdings.Bounded(gatewayPublished(u))
+	whole, more := holdings.BoundedIn(gatewayPublished(u), space)
 	for _, v := range whole {
 		kept = append(kept, map[string]any{"type": gatewayAddressType, "value": v})
 	}

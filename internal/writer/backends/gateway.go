@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cilium/cilium/pkg/shortener"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -83,8 +84,12 @@ func GatewayKind(v string) *Kind {
 // generates for the Gateway ns/name, of type LoadBalancer: LB-IPAM grants
 // it what the Gateway's spec.addresses ask for (the infrastructure
 // annotations copied onto it), and the controller echoes its ingress in the
-// Gateway's status.addresses.
-func ciliumGatewayService(ns, name string) string { return ns + "/cilium-gateway-" + name }
+// Gateway's status.addresses. Its name is cilium-gateway-<name>, shortened
+// past 63 characters with the function Cilium's gateway-api translation
+// names it with (a Gateway's name may be 253).
+func ciliumGatewayService(ns, name string) string {
+	return ns + "/" + shortener.ShortenK8sResourceName("cilium-gateway-"+name)
+}
 
 // gatewayFollow reads a Gateway's annotations, the keys an HA Service takes.
 func gatewayFollow(u *unstructured.Unstructured) holdings.PoolFollow {

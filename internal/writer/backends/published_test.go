@@ -3,6 +3,7 @@ package backends
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -139,6 +140,27 @@ func TestAGatewaysSurplusIsPublishedOnlyInsideTheSpace(t *testing.T) {
 	} {
 		if diff := cmp.Diff(want, PublishedFor(cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers), pools, addr)); diff != "" {
 			t.Errorf("who a load balancer publishes %s for (-want +got):\n%s", addr, diff)
+		}
+	}
+}
+
+// Cilium's Gateway controller names the Service it generates for a Gateway
+// cilium-gateway-<name>, shortened as Cilium shortens every name it makes
+// past 63 characters (pkg/shortener: the first 52, a dash and 10 characters
+// of the whole name's SHA-256): the writer looks up what a load balancer
+// publishes for the Gateway under that exact name. The shortened names here
+// were computed once with Cilium v1.20.1's shortener.ShortenK8sResourceName.
+func TestTheGeneratedServiceOfALongGatewayNameIsCiliumsShortenedName(t *testing.T) {
+	k := GatewayKind("v1")
+	for name, want := range map[string]string{
+		"web":                   "cilium-gateway-web",
+		strings.Repeat("a", 48): "cilium-gateway-" + strings.Repeat("a", 48), // 63 characters: as it is
+		strings.Repeat("a", 49): "cilium-gateway-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-c6h6b9477c",
+		"the-gateway-of-the-home-cluster-that-serves-every-tenant": "cilium-gateway-the-gateway-of-the-home-cluster-that--m5k4275kb7",
+		strings.Repeat("g", 253):                                   "cilium-gateway-ggggggggggggggggggggggggggggggggggggg-54d2cmfg9d",
+	} {
+		if got := k.Generated("tenant", name); got != "tenant/"+want {
+			t.Errorf("the Service generated for Gateway tenant/%s is %q, want tenant/%s", name, got, want)
 		}
 	}
 }

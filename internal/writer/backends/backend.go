@@ -97,11 +97,6 @@ type Kind struct {
 	// before any address in it is; they lose it when its draining ends, in
 	// the pass the pools do.
 	AllowList bool
-	// ByValue: its entries and record are read by value (canonical), not as
-	// spelled: no admission policy holds its record to its entries
-	// (Gateways: docs/security.md). Every other kind owns an entry only as
-	// its record spells it, as the policies compare (holdings.Merge).
-	ByValue bool
 	// Claims: its objects ask for addresses as HA Services do (Gateways),
 	// so they share the Services' rules: only the namespaces the
 	// DynamicPrefix lets follow (spec.serviceNamespaces), and one address
@@ -248,10 +243,9 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if k.Selects != nil {
 		selector = k.Selects(u)
 	}
+	// Every kind owns an entry only as its record spells it, as the
+	// admission policies compare (holdings.Merge; red team r8 F1).
 	record := holdings.ReadRecord(rec, hasRecord, k.RecordSpelling)
-	if k.ByValue {
-		entries, record.Entries = canonicalSet(entries), canonicalSet(record.Entries)
-	}
 	return Object{
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Slot: slot, Selector: selector,
 		Held: holdings.Held{Follow: follow, Form: form, Entries: entries,

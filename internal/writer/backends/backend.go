@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -72,9 +73,10 @@ type Kind struct {
 	// claims weigh as who holds an address (render.HeldByEcho): its owner
 	// cannot write the status subresource, but chooses what it echoes (its
 	// spec), so a Service's load balancer outweighs it. KeptStatus is what the cache
-	// keeps of the status for it (Slim).
+	// keeps of the status for it (SlimIn), past a bound only inside space
+	// (holdings.BoundedIn; nil: everywhere).
 	Published  func(u *unstructured.Unstructured) []string
-	KeptStatus func(u *unstructured.Unstructured) any
+	KeptStatus func(u *unstructured.Unstructured, space []netip.Prefix) any
 	// FollowOf, when set, reads what an object of this kind asks for
 	// (PoolFollowOf when nil: a pool's address-range and subnet); Keys are
 	// the annotations it and Entries read, which the cache keeps (Slim)
@@ -95,11 +97,6 @@ type Kind struct {
 	// before any address in it is; they lose it when its draining ends, in
 	// the pass the pools do.
 	AllowList bool
-	// ByValue: its entries and record are read by value (canonical), not as
-	// spelled: no admission policy holds its record to its entries
-	// (Gateways: docs/security.md). Every other kind owns an entry only as
-	// its record spells it, as the policies compare (holdings.Merge).
-	ByValue bool
 	// Claims: its objects ask for addresses as HA Services do (Gateways),
 	// so they share the Services' rules: only the namespaces the
 	// DynamicPrefix lets follow (spec.serviceNamespaces), and one address
@@ -246,10 +243,9 @@ func (k *Kind) Decode(u *unstructured.Unstructured) (Object, bool, error) {
 	if k.Selects != nil {
 		selector = k.Selects(u)
 	}
+	// Every kind owns an entry only as its record spells it, as the
+	// admission policies compare (holdings.Merge; red team r8 F1).
 	record := holdings.ReadRecord(rec, hasRecord, k.RecordSpelling)
-	if k.ByValue {
-		entries, record.Entries = canonicalSet(entries), canonicalSet(record.Entries)
-	}
 	return Object{
 		Kind: k, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Slot: slot, Selector: selector,
 		Held: holdings.Held{Follow: follow, Form: form, Entries: entries,
@@ -276,7 +272,12 @@ func Decoded() int64 { return decoded.Load() }
 // decoded. Over the bound the object is kept as its identity, which
 // DynamicPrefix it follows and a mark: Decode reports it too large, and it is
 // never written.
-func (k *Kind) Slim(o any) (any, error) {
+func (k *Kind) Slim(o any) (any, error) { return k.SlimIn(o, nil) }
+
+// SlimIn is Slim keeping what a load balancer publishes past its bound only
+// inside space (Kind.KeptStatus; the DynamicPrefixes' space, caches.Caches.Space),
+// as the Service cache does (holdings.SlimIn).
+func (k *Kind) SlimIn(o any, space []netip.Prefix) (any, error) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return o, nil
@@ -301,7 +302,7 @@ func (k *Kind) Slim(o any) (any, error) {
 		slim.Object[top] = v
 	}
 	if k.KeptStatus != nil {
-		if v := k.KeptStatus(u); v != nil {
+		if v := k.KeptStatus(u, space); v != nil {
 			slim.Object["status"] = v
 		}
 	}

@@ -34,9 +34,11 @@ package backends
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/cilium/cilium/pkg/shortener"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -62,7 +64,7 @@ func GatewayKind(v string) *Kind {
 	return &Kind{
 		Name: "Gateway", Resource: GatewayResource, Namespaced: true,
 		GVR:       schema.GroupVersionResource{Group: GatewayGroup, Version: v, Resource: GatewayResource},
-		RecordKey: holdings.AnnotationManagedIPs, ClaimExact: true, Claims: true, ByValue: true,
+		RecordKey: holdings.AnnotationManagedIPs, ClaimExact: true, Claims: true,
 		FollowOf: gatewayFollow,
 		Keys: slices.Concat([]string{holdings.AnnotationSuffix, holdings.AnnotationRange, holdings.AnnotationSubnet, holdings.AnnotationSkipDNS},
 			holdings.DefaultTargetKeys),
@@ -82,8 +84,12 @@ func GatewayKind(v string) *Kind {
 // generates for the Gateway ns/name, of type LoadBalancer: LB-IPAM grants
 // it what the Gateway's spec.addresses ask for (the infrastructure
 // annotations copied onto it), and the controller echoes its ingress in the
-// Gateway's status.addresses.
-func ciliumGatewayService(ns, name string) string { return ns + "/cilium-gateway-" + name }
+// Gateway's status.addresses. Its name is cilium-gateway-<name>, shortened
+// past 63 characters with the function Cilium's gateway-api translation
+// names it with (a Gateway's name may be 253).
+func ciliumGatewayService(ns, name string) string {
+	return ns + "/" + shortener.ShortenK8sResourceName("cilium-gateway-"+name)
+}
 
 // gatewayFollow reads a Gateway's annotations, the keys an HA Service takes.
 func gatewayFollow(u *unstructured.Unstructured) holdings.PoolFollow {
@@ -129,6 +135,11 @@ func infraAnnotation(u *unstructured.Unstructured) (string, bool) {
 // gatewayEntries are the Gateway's IPAddress values. Those its record names
 // are left out unless the infrastructure annotation and the DNS targets agree
 // with spec.addresses: a pass then sees them missing and writes all three.
+// An entry is the writer's only as its record spells it, as
+// renumber-writer-gateways compares (red team r8 F1; s30-spelling): a
+// respelled copy of an address - the user's, or a stolen token's beside
+// the user's - is another entry, so the writer never takes out the user's
+// with a copy the token recorded.
 func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 	_, ips, err := gatewayAddresses(u)
 	if err != nil {
@@ -136,16 +147,11 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 	}
 	ann := u.GetAnnotations()
 	rec, present := ann[holdings.AnnotationManagedIPs]
-	// By value, as before the record rules came to Gateways (s30-gwrecords):
-	// renumber-writer-gateways now compares a Gateway's record with its
-	// entries as text, as it does a Service's, so a respelled entry may
-	// have this Gateway's writes refused - open (issue 42), where Services
-	// and pools are read by spelling (holdings.ReadRecord).
-	record := canonicalSet(holdings.ReadRecord(rec, present, holdings.Listed).Entries)
+	record := holdings.ReadRecord(rec, present, holdings.Listed).Entries
 	if len(record) == 0 || gatewayAgrees(u, ips, record) {
 		return ips, nil
 	}
-	return slices.DeleteFunc(ips, func(e string) bool { return slices.Contains(record, holdings.Canonical(e)) }), nil
+	return slices.DeleteFunc(ips, func(e string) bool { return slices.Contains(record, e) }), nil
 }
 
 // gatewayAgrees reports whether the infrastructure annotation holds every
@@ -153,9 +159,9 @@ func gatewayEntries(u *unstructured.Unstructured) ([]string, error) {
 // current address) alone of the record's - or none with skip-external-dns-update.
 func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 	infra, _ := infraAnnotation(u)
-	have := canonicalSet(holdings.Split(infra))
+	have := holdings.Split(infra)
 	for _, e := range ips {
-		if !slices.Contains(have, holdings.Canonical(e)) {
+		if !slices.Contains(have, e) {
 			return false
 		}
 	}
@@ -163,8 +169,8 @@ func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 	for _, key := range holdings.DefaultTargetKeys {
 		var ours []string
 		for _, t := range holdings.Split(u.GetAnnotations()[key]) {
-			if c := holdings.Canonical(t); slices.Contains(record, c) {
-				ours = append(ours, c)
+			if slices.Contains(record, t) {
+				ours = append(ours, t)
 			}
 		}
 		if want := record[:1]; skip && len(ours) > 0 || !skip && !slices.Equal(ours, want) {
@@ -175,18 +181,18 @@ func gatewayAgrees(u *unstructured.Unstructured, ips, record []string) bool {
 }
 
 // placeGateway renders spec.addresses and the infrastructure annotation of the
-// live Gateway: the entries owned before go, record's come after the user's.
+// live Gateway: the entries owned before (as spelled) go, record's come
+// after the user's.
 func placeGateway(live *unstructured.Unstructured, owned, record []string, _ bool) (map[string]any, error) {
 	all, _, err := gatewayAddresses(live)
 	if err != nil {
 		return nil, err
 	}
-	owns := canonicalSet(owned)
 	var addresses []any
 	var ips []string
 	for _, a := range all {
 		v, ip := ipValue(a.(map[string]any))
-		if ip && slices.Contains(owns, holdings.Canonical(v)) {
+		if ip && slices.Contains(owned, v) {
 			continue
 		}
 		addresses = append(addresses, a)
@@ -195,15 +201,15 @@ func placeGateway(live *unstructured.Unstructured, owned, record []string, _ boo
 		}
 	}
 	for _, r := range record {
-		if !slices.ContainsFunc(ips, func(e string) bool { return holdings.Canonical(e) == r }) {
+		if !slices.Contains(ips, r) {
 			addresses = append(addresses, map[string]any{"type": gatewayAddressType, "value": r})
 			ips = append(ips, r)
 		}
 	}
 	infra, _ := infraAnnotation(live)
-	kept := withoutOwned(holdings.Split(infra), owns)
+	kept := withoutOwned(holdings.Split(infra), owned)
 	for _, e := range ips {
-		if !slices.ContainsFunc(kept, func(k string) bool { return holdings.Canonical(k) == holdings.Canonical(e) }) {
+		if !slices.Contains(kept, e) {
 			kept = append(kept, e)
 		}
 	}
@@ -218,13 +224,11 @@ func placeGateway(live *unstructured.Unstructured, owned, record []string, _ boo
 // the record's lead unless released or skipped.
 func gatewayTargets(live *unstructured.Unstructured, owned, record []string, release bool) map[string]any {
 	ann := live.GetAnnotations()
-	owns := canonicalSet(owned)
 	out := map[string]any{}
 	for _, key := range holdings.DefaultTargetKeys {
 		v, had := ann[key]
-		kept := withoutOwned(holdings.Split(v), owns)
-		if !release && ann[holdings.AnnotationSkipDNS] != "true" && len(record) > 0 &&
-			!slices.ContainsFunc(kept, func(k string) bool { return holdings.Canonical(k) == record[0] }) {
+		kept := withoutOwned(holdings.Split(v), owned)
+		if !release && ann[holdings.AnnotationSkipDNS] != "true" && len(record) > 0 && !slices.Contains(kept, record[0]) {
 			kept = append(kept, record[0])
 		}
 		if had || len(kept) > 0 {
@@ -250,7 +254,7 @@ func keptGateway(u *unstructured.Unstructured) any {
 
 // gatewayPublished is the IPAddress values of the Gateway's status.addresses,
 // written by its Gateway controller (as the cache keeps them, also the
-// prefixes holdings.Bounded summarises the rest by).
+// prefixes holdings.BoundedIn summarises the rest by).
 func gatewayPublished(u *unstructured.Unstructured) []string {
 	list, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
 	var out []string
@@ -265,13 +269,13 @@ func gatewayPublished(u *unstructured.Unstructured) []string {
 }
 
 // keptGatewayStatus is what the cache keeps of a Gateway's status: the
-// IPAddress values of status.addresses (gatewayPublished), bounded as a
-// Service's status.loadBalancer.ingress (holdings.Bounded: past
-// holdings.MaxKeptPublished only their /64s, kept as prefix values), nil if
-// none.
-func keptGatewayStatus(u *unstructured.Unstructured) any {
+// IPAddress values of status.addresses (gatewayPublished), bounded in space
+// as a Service's status.loadBalancer.ingress (holdings.BoundedIn: past
+// holdings.MaxKeptPublished only the prefixes of those in space, kept as
+// prefix values), nil if none.
+func keptGatewayStatus(u *unstructured.Unstructured, space []netip.Prefix) any {
 	var kept []any
-	whole, more := holdings.Bounded(gatewayPublished(u))
+	whole, more := holdings.BoundedIn(gatewayPublished(u), space)
 	for _, v := range whole {
 		kept = append(kept, map[string]any{"type": gatewayAddressType, "value": v})
 	}
@@ -284,18 +288,9 @@ func keptGatewayStatus(u *unstructured.Unstructured) any {
 	return map[string]any{"addresses": kept}
 }
 
-// canonicalSet is every entry of v in canonical form.
-func canonicalSet(v []string) []string {
-	out := make([]string, len(v))
-	for i, e := range v {
-		out[i] = holdings.Canonical(e)
-	}
-	return out
-}
-
-// withoutOwned is v without the entries owns names.
-func withoutOwned(v, owns []string) []string {
-	return slices.DeleteFunc(slices.Clone(v), func(e string) bool { return slices.Contains(owns, holdings.Canonical(e)) })
+// withoutOwned is v without the entries owned names (as spelled).
+func withoutOwned(v, owned []string) []string {
+	return slices.DeleteFunc(slices.Clone(v), func(e string) bool { return slices.Contains(owned, e) })
 }
 
 // joinedOrNil is v comma-separated, or nil (a merge patch's removal) when empty.

@@ -280,33 +280,68 @@ func TestGatewaysFollowWhereTheAPIServerServesThem(t *testing.T) {
 	}
 }
 
-// TestAGatewayReadsItsRecordByValue: no admission policy holds a Gateway's
-// record to its entries, and its writes place by value (placeGateway), so
-// it reads them by value as it did before the other kinds read their
-// records by spelling (red team r8, F1): a record naming our address in
-// another spelling than spec.addresses holds it is the same address, with
-// nothing to write - read by spelling, the write would have dropped it.
-func TestAGatewayReadsItsRecordByValue(t *testing.T) {
+// TestAGatewayOwnsAnEntryOnlyAsItsRecordSpellsIt: renumber-writer-gateways
+// compares a Gateway's record with its three places as text (s30-gwrecords),
+// so the writer owns an entry only as its record spells it, as for every
+// other kind (red team r8 F1). A stolen token's respelled copy of the
+// user's 2001:db8:b::5, added to spec.addresses and the infrastructure
+// annotation and recorded, is all the writer takes out: the user's stays,
+// as the user spelled it (read by value, the write took both out, and the
+// policy refused it - every later write to that Gateway too). And a record
+// that spells the writer's address otherwise than spec.addresses owns
+// nothing there: the entry is the user's, kept; the record drops the
+// spelling nothing holds.
+func TestAGatewayOwnsAnEntryOnlyAsItsRecordSpellsIt(t *testing.T) {
 	k := GatewayKind("v1")
-	u := gateway(t, homeGateway)
-	const ours = "2001:db8:b:0:ffff::1"
-	_ = unstructured.SetNestedSlice(u.Object, append(u.Object["spec"].(map[string]any)["addresses"].([]any),
-		map[string]any{"type": "IPAddress", "value": ours}), "spec", "addresses")
-	_ = unstructured.SetNestedField(u.Object, "192.0.2.7,"+ours, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
-	ann := u.GetAnnotations()
-	ann[holdings.AnnotationManagedIPs] = "2001:DB8:B:0:FFFF::1"
-	ann[holdings.AnnotationTarget] = "192.0.2.7," + ours
-	ann[holdings.AnnotationTargetAlpha] = ours
-	u.SetAnnotations(ann)
-	po, _, err := k.Decode(u)
+	const ours, user, token = "2001:db8:b:0:ffff::1", "2001:db8:b::5", "2001:DB8:B::5"
+	at := func(addresses []string, record, infra string) *unstructured.Unstructured {
+		u := gateway(t, homeGateway)
+		list := u.Object["spec"].(map[string]any)["addresses"].([]any)
+		for _, a := range addresses {
+			list = append(list, map[string]any{"type": "IPAddress", "value": a})
+		}
+		_ = unstructured.SetNestedSlice(u.Object, list, "spec", "addresses")
+		_ = unstructured.SetNestedField(u.Object, infra, "spec", "infrastructure", "annotations", holdings.AnnotationIPs)
+		ann := u.GetAnnotations()
+		ann[holdings.AnnotationManagedIPs] = record
+		ann[holdings.AnnotationTarget] = "192.0.2.7," + ours
+		ann[holdings.AnnotationTargetAlpha] = ours
+		u.SetAnnotations(ann)
+		return u
+	}
+	write := func(u *unstructured.Unstructured) holdings.Write {
+		t.Helper()
+		po, _, err := k.Decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := render.Pool(model.Model{Name: "home"}, po.Held, []netip.Prefix{netip.MustParsePrefix("2001:db8:b::/64")}, nil, k.ClaimExact)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+
+	u := at([]string{user, ours, token}, ours+","+token, "192.0.2.7,"+user+","+ours+","+token)
+	w := write(u)
+	spec, err := k.Place(u, w.Owned, w.Record, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := render.Pool(model.Model{Name: "home"}, po.Held, []netip.Prefix{netip.MustParsePrefix("2001:db8:b::/64")}, nil, k.ClaimExact)
-	if err != nil {
-		t.Fatal(err)
+	var values []string
+	for _, a := range spec["addresses"].([]any) {
+		values = append(values, a.(map[string]any)["value"].(string))
 	}
-	if !w.Kept || !slices.Equal(w.Record, []string{ours}) {
-		t.Errorf("write %+v: want %s kept, and recorded", w, ours)
+	infra := spec["infrastructure"].(map[string]any)["annotations"].(map[string]any)[holdings.AnnotationIPs]
+	if want := []string{"192.0.2.7", "web.example.org", user, ours}; !slices.Equal(values, want) || infra != "192.0.2.7,"+user+","+ours ||
+		!slices.Equal(w.Record, []string{ours}) {
+		t.Errorf("the token's %s recorded beside the user's %s: the write records %q, places spec.addresses %q and infrastructure %v; want %q, %q and the user's kept",
+			token, user, w.Record, values, infra, ours, want)
+	}
+
+	u = at([]string{ours}, "2001:DB8:B:0:FFFF::1", "192.0.2.7,"+ours)
+	w = write(u)
+	if !w.Kept || len(w.Record) != 0 || slices.Contains(w.Owned, ours) {
+		t.Errorf("a record spelling the address otherwise than spec.addresses: write %+v; want %s kept as the user's, nothing recorded", w, ours)
 	}
 }

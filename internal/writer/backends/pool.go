@@ -39,12 +39,15 @@ func (p *Pool) GetObjectMeta() metav1.Object { return p.Live }
 // Read is the transform of the kind's informer: the object slimmed (Slim)
 // and read (Decode), once per change. Anything else - a tombstone, or a Pool
 // already read - passes unchanged.
-func (k *Kind) Read(o any) (any, error) {
+func (k *Kind) Read(o any) (any, error) { return k.ReadIn(o, nil) }
+
+// ReadIn is Read slimming in space (SlimIn).
+func (k *Kind) ReadIn(o any, space []netip.Prefix) (any, error) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return o, nil
 	}
-	slim, err := k.Slim(u)
+	slim, err := k.SlimIn(u, space)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +88,8 @@ var Indexers = cache.Indexers{
 		var published []string
 		var more []netip.Prefix
 		switch o := o.(type) {
-		case *Pool:
-			published, more = holdings.Bounded(o.Kind.PublishedOf(o.Live))
+		case *Pool: // Live is as the cache bounded it (Kind.SlimIn)
+			published, more = holdings.KeptPublished(o.Kind.PublishedOf(o.Live))
 		case *holdings.CachedService:
 			published, more = o.Ingress, o.More
 		}
@@ -196,6 +199,13 @@ func get[T any](store cache.Indexer, key string) (T, bool) {
 // added is read (Read) and indexed (Indexers). Fixtures fill it by hand.
 func NewCache(k *Kind) cache.Indexer {
 	return reading{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers), read: k.Read}
+}
+
+// NewCacheIn is NewCache reading each object in the space space returns
+// when it is added (ReadIn), as the writer's informer does.
+func NewCacheIn(k *Kind, space func() []netip.Prefix) cache.Indexer {
+	return reading{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers),
+		read: func(o any) (any, error) { return k.ReadIn(o, space()) }}
 }
 
 // reading is an Indexer that reads each object put in.

@@ -89,9 +89,9 @@ type Caches struct {
 	kinds                *Followed
 
 	// space is api.Space of the DynamicPrefix cache (nil until it listed:
-	// everything), which the Service cache keeps published addresses past
-	// the bound in (holdings.BoundedIn); grew asks for the Services to be
-	// read again when it gains addresses (rereadServices).
+	// everything), which the Service and Gateway caches keep published
+	// addresses past the bound in (holdings.BoundedIn); grew asks for them
+	// to be read again when it gains addresses (reread).
 	space atomic.Pointer[[]netip.Prefix]
 	grew  chan struct{}
 }
@@ -114,7 +114,7 @@ func New(cfg Config, dyn dynamic.Interface, meta metadata.Interface, core Typed,
 	if cfg.CiliumNamespace != "" {
 		c.cilium = c.watchCilium()
 	}
-	c.kinds = NewFollowed(cfg.BackendGroups, dyn, meta, discover, clk, log)
+	c.kinds = NewFollowed(cfg.BackendGroups, dyn, meta, discover, c.Space, clk, log)
 	return c
 }
 
@@ -129,7 +129,7 @@ func (c *Caches) Run(ctx context.Context, h Handler) bool {
 		return false
 	}
 	c.noteSpace()
-	go c.rereadServices(ctx)
+	go c.reread(ctx)
 	var synced []cache.InformerSynced
 	for _, w := range c.own() {
 		if w == c.dps {
@@ -288,8 +288,8 @@ func (c *Caches) Space() []netip.Prefix {
 
 // noteSpace reads the space again from the DynamicPrefix cache once it
 // listed, and when it gained addresses asks for the Services to be read
-// again: an address a load balancer published past the bound outside the
-// space was dropped, and may be in it now.
+// again, and the Gateways: an address a load balancer published past the
+// bound outside the space was dropped, and may be in it now.
 func (c *Caches) noteSpace() {
 	if !c.dps.Synced() {
 		return
@@ -304,9 +304,9 @@ func (c *Caches) noteSpace() {
 	}
 }
 
-// rereadServices lists the Services again, each time the space grew, until
-// ctx ends.
-func (c *Caches) rereadServices(ctx context.Context) {
+// reread lists the Services again, and the Gateways (Followed.Reread),
+// each time the space grew, until ctx ends.
+func (c *Caches) reread(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -314,9 +314,10 @@ func (c *Caches) rereadServices(ctx context.Context) {
 		case <-c.grew:
 		}
 		if c.services.Synced() {
-			c.log.Info("the DynamicPrefixes' space grew; reading the Services again")
+			c.log.Info("the DynamicPrefixes' space grew; reading the Services and Gateways again")
 			c.services.Restart(ctx)
 		}
+		c.kinds.Reread(ctx)
 	}
 }
 

@@ -10,6 +10,7 @@ package caches
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Followed struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	h        KindsHandler
+	// space is where a kind's cache keeps what a load balancer publishes
+	// past the bound (Kind.SlimIn; Caches.Space).
+	space func() []netip.Prefix
 
 	crds *Watched // nil without backend groups
 
@@ -60,9 +64,10 @@ type Followed struct {
 // NewFollowed asks discovery once (a failure is retried in the background once Run
 // runs) and builds the informers for what is served. groups are the API
 // groups of pool kinds: a CRD of one of them installed, changed or removed
-// makes it look again. Nothing runs before Run.
-func NewFollowed(groups []string, dyn dynamic.Interface, meta metadata.Interface, discover Discover, clk clock.Clock, log *slog.Logger) *Followed {
-	f := &Followed{groups: groups, dyn: dyn, meta: meta, discover: discover, clock: clk, log: log,
+// makes it look again. space is where the caches keep what a load balancer
+// publishes past the bound (Caches.Space). Nothing runs before Run.
+func NewFollowed(groups []string, dyn dynamic.Interface, meta metadata.Interface, discover Discover, space func() []netip.Prefix, clk clock.Clock, log *slog.Logger) *Followed {
+	f := &Followed{groups: groups, dyn: dyn, meta: meta, discover: discover, space: space, clock: clk, log: log,
 		rediscover: make(chan struct{}, 1)}
 	served, err := discover()
 	if err != nil {
@@ -116,6 +121,25 @@ func (f *Followed) All() []*Watched {
 		ws = append(ws, p.w)
 	}
 	return ws
+}
+
+// spaceNow is the space now (nil without one: everything).
+func (f *Followed) spaceNow() []netip.Prefix {
+	if f.space == nil {
+		return nil
+	}
+	return f.space()
+}
+
+// Reread lists again the objects of the kinds whose caches keep what a
+// load balancer publishes (Kind.KeptStatus: Gateways), once they listed:
+// the space grew (Caches.noteSpace).
+func (f *Followed) Reread(ctx context.Context) {
+	for _, p := range f.followed() {
+		if p.kind.KeptStatus != nil && p.w.Synced() {
+			p.w.Restart(ctx)
+		}
+	}
 }
 
 // Pools returns the pool kinds followed now with their caches.
@@ -182,7 +206,9 @@ func (f *Followed) Kinds() []string {
 
 func (f *Followed) newPooled(k *backends.Kind) *pooled {
 	w := NewWatched(k.Resource, k.GVR, func() cache.SharedIndexInformer {
-		inf := Slimmed(f.dyn, k.GVR, k.Scope(), k.Slim, k.Read)
+		slim := func(o any) (any, error) { return k.SlimIn(o, f.spaceNow()) }
+		read := func(o any) (any, error) { return k.ReadIn(o, f.spaceNow()) }
+		inf := Slimmed(f.dyn, k.GVR, k.Scope(), slim, read)
 		_ = inf.AddIndexers(backends.Indexers)
 		changed := func(o any) {
 			if p, ok := o.(*backends.Pool); ok {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -68,7 +69,8 @@ spec:
 		t.Fatal(err)
 	}
 	kind := backends.GatewayKind("v1")
-	g := &gatewayFixture{f: f, kind: kind, store: backends.NewCache(kind), ns: ns, name: name}
+	space := func() []netip.Prefix { return api.Space(f.dps.List()) } // as the writer's caches read them (caches.Caches.Space)
+	g := &gatewayFixture{f: f, kind: kind, store: backends.NewCacheIn(kind, space), ns: ns, name: name}
 	f.allowLists = append(f.allowLists, backends.Cached{Kind: g.kind, Store: g.store})
 	g.catchUp()
 	return g

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/renumber/renumber/internal/writer/backends"
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/render"
 )
@@ -50,12 +51,56 @@ func TestRT9BATenantsSurplusSummarisedAsEverythingTakesNoDNSTarget(t *testing.T)
 	for range 2 {
 		t.Logf("the pass wrote %q", f.settle(passHome))
 	}
+	webKeepsItsTarget(t, f, onA, "tenant/squat's 73 addresses elsewhere, summarised as ::/0,")
+}
+
+// webKeepsItsTarget checks that web's DNS target is still onA, which no
+// load balancer publishes for anyone, and home reports no conflict over it,
+// whatever surplus (what, in the messages) a tenant's load balancer
+// publishes elsewhere.
+func webKeepsItsTarget(t *testing.T, f *fixture, onA, what string) {
+	t.Helper()
 	ann := f.service()
 	t.Logf("web: target %q; %s: %s", ann[holdings.AnnotationTarget], render.Ready, f.condition(render.Ready).Message)
 	if got := ann[holdings.AnnotationTarget]; got != onA {
-		t.Errorf("web's DNS target is %q, want %s: no load balancer publishes it for anyone, yet tenant/squat's 73 addresses elsewhere, summarised as ::/0, are taken to publish it", got, onA)
+		t.Errorf("web's DNS target is %q, want %s: no load balancer publishes it for anyone, yet %s are taken to publish it", got, onA, what)
 	}
 	if c := f.condition(render.ServiceAddressConflict); c.Status == metav1.ConditionTrue {
 		t.Errorf("%s %s %q: a conflict over an address nobody's load balancer publishes", render.ServiceAddressConflict, c.Reason, c.Message)
 	}
+}
+
+// The Gateway twin of the test above (issue 42, left by s30-bounded): a
+// tenant's Gateway following home with a suffix of its own (the cache
+// keeps what the controller of a Gateway that follows echoes) is echoed
+// the 73 addresses the tenant asked LB-IPAM for on the Service Cilium
+// generates for it - 64 anywhere and nine more on nine /64s far from home. The
+// Service cache keeps that Service's surplus only inside the
+// DynamicPrefixes' space; the Gateway cache kept its status.addresses
+// summarised as ::/0, so the Gateway "published" every address: web lost
+// its DNS target to it. Wanted: as for the Service, a surplus outside the
+// space is nobody's claim on web's address.
+func TestATenantsGatewaySurplusSummarisedAsEverythingTakesNoDNSTarget(t *testing.T) {
+	f := converged(t, generous)
+	const onA = "2001:db8:a:0:ffff::1"
+	if got := f.service()[holdings.AnnotationTarget]; got != onA {
+		t.Fatalf("before: web's DNS target is %q, want %s", got, onA)
+	}
+	g := addGateway(t, f, "tenant", "squat", "::ffff:0:0:77", "")
+	var echoed []string
+	for i := range 64 {
+		echoed = append(echoed, fmt.Sprintf("2001:db8:eeee::%x", i+1))
+	}
+	for i := range 9 { // nine /64s past the bound: summarised by /64s no more
+		echoed = append(echoed, fmt.Sprintf("2001:db8:eeee:%x::1", i+1))
+	}
+	g.ciliumPublishes(echoed...)
+	for range 2 {
+		g.pass()
+	}
+	t.Logf("Gateway tenant/squat holds %v", g.holds())
+	if who := backends.PublishedFor(f.svcs, []backends.Cached{{Kind: g.kind, Store: g.store}}, onA); len(who) > 0 {
+		t.Errorf("web's address %s reads as published for %q: the tenant's surplus, none of it in the space (%s, %s), is kept as a prefix that holds it", onA, who, prefixA, prefixB)
+	}
+	webKeepsItsTarget(t, f, onA, "Gateway tenant/squat's 73 echoed addresses elsewhere")
 }

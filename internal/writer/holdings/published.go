@@ -92,6 +92,21 @@ func BoundedIn(published []string, space []netip.Prefix) (kept []string, more []
 	return kept, more
 }
 
+// KeptPublished splits what a cache kept of published (BoundedIn's kept
+// and more as one list: a Gateway's status as its cache keeps it) into the
+// two. Bounding it again instead would not know its space: past maxMore of
+// the space's prefixes, it would read as ::/0.
+func KeptPublished(kept []string) (whole []string, more []netip.Prefix) {
+	for _, e := range kept {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			more = append(more, p.Masked())
+		} else {
+			whole = append(whole, e)
+		}
+	}
+	return whole, more
+}
+
 // prefixesOf is the distinct prefixes of length bits (or shorter, as given)
 // that surplus falls in, nil past maxMore: it stops there, so a tenant's
 // thousands of addresses cost a pass over them, not their square.

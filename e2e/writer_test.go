@@ -44,10 +44,20 @@ func startWriter(t *testing.T, w *world.World, name string, extra ...string) *ex
 	return cmd
 }
 
+// apply creates obj as the admin. A policy whose param kind is another
+// project's fails every request it matches while the API server resolves
+// that kind again (after a CRD is installed: a loaded fresh-clone run met
+// it 30 s into a world); the admin's create is retried through that, as
+// kubectl's user would retry it.
 func apply(t *testing.T, w *world.World, gvr schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: obj}
-	if _, err := w.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+	var err error
+	eventually(t, "creating "+u.GetName(), func() (bool, string) {
+		_, err = w.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{})
+		return err == nil || !strings.Contains(err.Error(), "failed to configure policy"), errString(err)
+	})
+	if err != nil {
 		t.Fatalf("creating %s: %v", u.GetName(), err)
 	}
 }

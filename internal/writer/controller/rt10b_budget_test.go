@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/holdings"
+	"github.com/renumber/renumber/internal/writer/permit"
+)
+
+// shippedLimits are the writer's flags' defaults.
+func shippedLimits(t *testing.T) permit.Limits {
+	t.Helper()
+	var l permit.Limits
+	fs := flag.NewFlagSet("writer", flag.ContinueOnError)
+	l.Flags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// fighter is a tenant's Service following home, created on 1 Nov (before
+// web): the writer gives it its address, and the tenant takes it out again.
+type fighter struct {
+	f     *fixture
+	names []string
+}
+
+// fighters creates n tenant Services following home, each with a suffix of
+// its own in home's range, older than web.
+func fighters(t *testing.T, f *fixture, n int) *fighter {
+	t.Helper()
+	creator := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").(interface {
+		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
+	})
+	x := &fighter{f: f}
+	for i := range n {
+		name := fmt.Sprintf("fight-%02d", i)
+		s := &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name, ResourceVersion: "1",
+				CreationTimestamp: metav1.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+				Annotations: map[string]string{
+					dynamicprefix.AnnotationName: "home",
+					holdings.AnnotationSuffix:    fmt.Sprintf("::ffff:0:1:%x", i+1),
+				}},
+		}
+		if _, err := creator.CreateFake(s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		x.names = append(x.names, name)
+	}
+	return x
+}
+
+// strip is the tenant's move: every one of its Services whose
+// lbipam.cilium.io/ips carries renumber's address has it taken out (the
+// record left as the writer wrote it), so the writer puts it back.
+func (x *fighter) strip() {
+	f := x.f
+	for _, name := range x.names {
+		s, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(f.t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if s.Annotations[holdings.AnnotationIPs] == "" {
+			continue
+		}
+		body := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, holdings.AnnotationIPs)
+		if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(f.t.Context(), name, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// Red team r10b (the shared write budget, r9b's open note): the breaker's
+// total bucket (200 at once, 60 a minute) is shared by every object; a
+// write that is the first to an object under a new decision is free of
+// it, any other takes from it. A tenant with a Role over Services in its
+// own namespace, which home lets follow, makes 40 Services following home
+// (each with a suffix of its own; they are older than web) and takes
+// renumber's address out of each one's lbipam.cilium.io/ips as soon as it
+// is put back - at the rate each one's own bucket lets the writer write
+// (2 a minute): 80 writes a minute, more than the total's 60. Then the
+// prefix is renumbered A -> B (A draining): the first write to web under
+// the new decision is free (B added, the DNS target held on A until the
+// load balancer publishes B). Once web's load balancer publishes B, the
+// target's move to B is web's second write under that decision: it takes
+// from the total bucket, and every token the bucket gains goes to one of
+// the tenant's Services, which come before web in the pass (the oldest
+// first). Wanted: web's DNS target moves to its current address within a
+// minute of its load balancer publishing it, whatever a tenant does to its
+// own Services (as it does with no tenant: the control below).
+func TestRT10BATenantFightingItsOwnServicesDoesNotHoldWebsDNSTargetOnTheDrainingPrefix(t *testing.T) {
+	for _, n := range []int{0, 40} {
+		t.Run(fmt.Sprintf("%d tenant Services", n), func(t *testing.T) {
+			f := newFixture(t, shippedLimits(t))
+			// web was created on 20 Nov, after the tenant's Services.
+			body := `{"metadata":{"creationTimestamp":"2026-11-20T00:00:00Z"}}`
+			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			x := fighters(t, f, n)
+			f.catchUp()
+			f.report(3, prefixA)
+			f.settle(passHome)
+			const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+			f.published = []string{onA}
+			f.catchUp()
+			second := func() {
+				f.clock.Step(time.Second)
+				x.strip()
+				f.catchUp()
+				f.settle(passHome)
+			}
+			// Five minutes of the fight before the renumbering.
+			for range 300 {
+				second()
+			}
+			if got := f.service()[holdings.AnnotationTarget]; got != onA {
+				t.Fatalf("before the renumbering web's DNS target is %q, want %s", got, onA)
+			}
+			f.report(3, prefixB, prefixA)
+			second()
+			if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
+				t.Fatalf("the renumbering's pass gave web %q, want %s among them", got, onB)
+			}
+			// web's load balancer publishes B.
+			f.published = []string{onB, onA}
+			f.catchUp()
+			moved := -1
+			for s := range 600 {
+				second()
+				if f.service()[holdings.AnnotationTarget] == onB {
+					moved = s + 1
+					break
+				}
+			}
+			t.Logf("with %d tenant Services fighting, web's DNS target moved to %s %d s after its load balancer published it (-1: not in 10 min)", n, onB, moved)
+			if moved < 0 || moved > 60 {
+				t.Errorf("web's DNS target is %q %d s after its load balancer published %s, want %s within a minute: the tenant's %d Services take every token of the shared write budget",
+					f.service()[holdings.AnnotationTarget], 600, onB, onB, n)
+			}
+		})
+	}
+}

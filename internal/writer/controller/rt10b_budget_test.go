@@ -151,3 +151,66 @@ func TestRT10BATenantFightingItsOwnServicesDoesNotHoldWebsDNSTargetOnTheDraining
 		})
 	}
 }
+
+// Red team r10b: the write-storm breaker bounds what a fight over one
+// object costs (budget.go: "another controller fighting over the same
+// field can then cost at most burst + rate x time writes, never a
+// storm"), but a Service's release takes no permit (releaseService calls
+// neither Permit nor PermitQuietly; a pool's release takes one). A tenant
+// - a Role over Services in its own namespace - puts a record
+// (dynamic-prefix.io/managed-ips) on a Service: one that follows nothing
+// (the release key), or one that follows home with web's suffix and is
+// younger (it loses the claim and is released each pass). The writer
+// empties the record; the tenant (its GitOps tool re-applying a manifest
+// exported with the record, or a script) puts it back. Every time, the
+// writer writes the Service again - 600 writes in 10 minutes, where the
+// breaker lets a fight over a written Service cost its burst (5) and 2 a
+// minute. Wanted: a release fight costs what any fight costs.
+func TestRT10BATenantsRecordPutBackCostsNoMoreWritesThanTheBreakerAllows(t *testing.T) {
+	for _, follows := range []bool{false, true} {
+		t.Run(fmt.Sprintf("following home %v", follows), func(t *testing.T) {
+			f := converged(t, shippedLimits(t))
+			ann := map[string]string{holdings.AnnotationManagedIPs: "2001:db8:eeee::1", holdings.AnnotationIPs: "2001:db8:eeee::1"}
+			key := Key{Action: ReleaseService, Namespace: "tenant", Name: "copy"}
+			if follows {
+				ann[dynamicprefix.AnnotationName], ann[holdings.AnnotationSuffix] = "home", "::ffff:0:0:1"
+				key = passHome
+			}
+			copied := &metav1.PartialObjectMetadata{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "copy", ResourceVersion: "1",
+					CreationTimestamp: metav1.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), Annotations: ann},
+			}
+			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").(interface {
+				CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
+			}).CreateFake(copied, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			f.catchUp()
+			const minutes = 10
+			writes := 0
+			for range minutes * 60 {
+				f.clock.Step(time.Second)
+				s, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Get(t.Context(), "copy", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Annotations[holdings.AnnotationManagedIPs] == "" {
+					body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"2001:db8:eeee::1",%q:"2001:db8:eeee::1"}}}`, holdings.AnnotationManagedIPs, holdings.AnnotationIPs)
+					if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").Patch(t.Context(), "copy", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f.catchUp()
+				writes += equal(f.settle(key), "patch services copy")
+			}
+			limits := shippedLimits(t)
+			bound := limits.ObjectBurst + int(limits.ObjectPerMinute*minutes)
+			t.Logf("the writer wrote tenant/copy %d times in %d minutes (the breaker's bound for one object: %d)", writes, minutes, bound)
+			if writes > bound {
+				t.Errorf("the writer wrote tenant/copy %d times in %d minutes as its owner put its record back each second, want at most %d (the breaker's burst and rate): a Service's release takes no write permit",
+					writes, minutes, bound)
+			}
+		})
+	}
+}

@@ -10,11 +10,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/renumber/renumber/internal/dynamicprefix"
+	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/holdings"
 	"github.com/renumber/renumber/internal/writer/permit"
 )
@@ -31,16 +33,17 @@ func shippedLimits(t *testing.T) permit.Limits {
 	return l
 }
 
-// fighter is a tenant's Service following home, created on 1 Nov (before
-// web): the writer gives it its address, and the tenant takes it out again.
+// fighter is a tenant's Services following a DynamicPrefix, created on
+// 1 Nov: the writer gives each its address, and the tenant takes it out
+// again.
 type fighter struct {
 	f     *fixture
 	names []string
 }
 
-// fighters creates n tenant Services following home, each with a suffix of
-// its own in home's range, older than web.
-func fighters(t *testing.T, f *fixture, n int) *fighter {
+// fighters creates n tenant Services following the DynamicPrefix dp, each
+// with a suffix of its own (in home's range).
+func fighters(t *testing.T, f *fixture, n int, dp string) *fighter {
 	t.Helper()
 	creator := f.meta.Resource(holdings.ServiceGVR).Namespace("tenant").(interface {
 		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
@@ -53,7 +56,7 @@ func fighters(t *testing.T, f *fixture, n int) *fighter {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name, ResourceVersion: "1",
 				CreationTimestamp: metav1.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 				Annotations: map[string]string{
-					dynamicprefix.AnnotationName: "home",
+					dynamicprefix.AnnotationName: dp,
 					holdings.AnnotationSuffix:    fmt.Sprintf("::ffff:0:1:%x", i+1),
 				}},
 		}
@@ -112,7 +115,7 @@ func TestRT10BATenantFightingItsOwnServicesDoesNotHoldWebsDNSTargetOnTheDraining
 			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			x := fighters(t, f, n)
+			x := fighters(t, f, n, "home")
 			f.catchUp()
 			f.report(3, prefixA)
 			f.settle(passHome)
@@ -239,7 +242,7 @@ func TestRT10BARenumberingsFreeWriteThatMeetsAConflictIsStillFree(t *testing.T) 
 			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			x := fighters(t, f, n)
+			x := fighters(t, f, n, "home")
 			f.catchUp()
 			f.report(3, prefixA)
 			f.settle(passHome)
@@ -277,5 +280,72 @@ func TestRT10BARenumberingsFreeWriteThatMeetsAConflictIsStillFree(t *testing.T) 
 					holdings.AnnotationIPs, f.service()[holdings.AnnotationIPs], onB, n)
 			}
 		})
+	}
+}
+
+// Red team r10b (F1 without age): the tenant's Services need not be older
+// than web, nor follow web's DynamicPrefix. Beside home the admin made lab
+// (on the same link; its address range the same as home's, so both report
+// PrefixOverlap), which lets the tenant's namespace follow it. The tenant's
+// 40 Services follow lab; web, the oldest Service, follows home. Each of the
+// tenant's edits queues a pass over lab at once, which takes every token
+// the total bucket has gained; web's pass over home comes back when its
+// requeue fires, after the tenant's (played: each second, lab's pass, then
+// home's). Web's DNS target stays on A as in the test above.
+func TestRT10BATenantFightingUnderAnotherDynamicPrefixHoldsWebsDNSTargetOnTheDrainingPrefix(t *testing.T) {
+	f := newFixture(t, shippedLimits(t))
+	lab := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dynamic-prefix.io/v1alpha1", "kind": "DynamicPrefix",
+		"metadata": map[string]any{"name": "lab", "generation": int64(1), "resourceVersion": "1"},
+		"spec": map[string]any{
+			"acquisition":   map[string]any{"routerAdvertisement": map[string]any{"interface": "eth0"}},
+			"addressRanges": []any{map[string]any{"name": "lb", "start": "::f000:0:0:0", "end": "::ffff:ffff:ffff:ffff"}},
+			"transition":    map[string]any{"mode": "ha"},
+		},
+	}}
+	if _, err := f.dyn.Resource(api.GVR).Create(t.Context(), lab, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	passLab := Key{Action: SyncDynamicPrefix, Name: "lab"}
+	x := fighters(t, f, 40, "lab")
+	f.catchUp()
+	f.report(3, prefixA)
+	f.settle(passLab)
+	f.settle(passHome)
+	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
+	f.published = []string{onA}
+	f.catchUp()
+	second := func() {
+		f.clock.Step(time.Second)
+		x.strip()
+		f.catchUp()
+		f.settle(passLab)
+		f.settle(passHome)
+	}
+	for range 300 {
+		second()
+	}
+	if got := f.service()[holdings.AnnotationTarget]; got != onA {
+		t.Fatalf("before the renumbering web's DNS target is %q, want %s", got, onA)
+	}
+	f.report(3, prefixB, prefixA)
+	second()
+	if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
+		t.Fatalf("the renumbering's pass gave web %q, want %s among them", got, onB)
+	}
+	f.published = []string{onB, onA}
+	f.catchUp()
+	moved := -1
+	for s := range 600 {
+		second()
+		if f.service()[holdings.AnnotationTarget] == onB {
+			moved = s + 1
+			break
+		}
+	}
+	t.Logf("web's DNS target moved to %s %d s after its load balancer published it (-1: not in 10 min)", onB, moved)
+	if moved < 0 || moved > 60 {
+		t.Errorf("web's DNS target is %q %d s after its load balancer published %s, want %s within a minute: 40 tenant Services under lab spend the shared write budget",
+			f.service()[holdings.AnnotationTarget], 600, onB, onB)
 	}
 }

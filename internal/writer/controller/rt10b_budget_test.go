@@ -88,6 +88,36 @@ func (x *fighter) strip() {
 	}
 }
 
+// second is a second of the fight: the clock steps, the tenant strips its
+// Services, and the passes over keys run in that order, each read by the
+// caches (a conflict is retried: its error is the next pass's).
+func (x *fighter) second(keys ...Key) {
+	f := x.f
+	f.clock.Step(time.Second)
+	x.strip()
+	f.catchUp()
+	for _, k := range keys {
+		f.ctl.Sync(f.t.Context(), k)
+		f.catchUp()
+	}
+}
+
+// olderFighters is the fixture under the shipped limits with n tenant
+// Services following home (fighters), created before web (20 Nov), at A.
+func olderFighters(t *testing.T, n int) (*fixture, *fighter) {
+	t.Helper()
+	f := newFixture(t, shippedLimits(t))
+	body := `{"metadata":{"creationTimestamp":"2026-11-20T00:00:00Z"}}`
+	if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x := fighters(t, f, n, "home")
+	f.catchUp()
+	f.report(3, prefixA)
+	f.settle(passHome)
+	return f, x
+}
+
 // Red team r10b (the shared write budget, r9b's open note): the breaker's
 // total bucket (200 at once, 60 a minute) is shared by every object; a
 // write that is the first to an object under a new decision is free of
@@ -109,52 +139,12 @@ func (x *fighter) strip() {
 func TestRT10BATenantFightingItsOwnServicesDoesNotHoldWebsDNSTargetOnTheDrainingPrefix(t *testing.T) {
 	for _, n := range []int{0, 40} {
 		t.Run(fmt.Sprintf("%d tenant Services", n), func(t *testing.T) {
-			f := newFixture(t, shippedLimits(t))
-			// web was created on 20 Nov, after the tenant's Services.
-			body := `{"metadata":{"creationTimestamp":"2026-11-20T00:00:00Z"}}`
-			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			x := fighters(t, f, n, "home")
-			f.catchUp()
-			f.report(3, prefixA)
-			f.settle(passHome)
-			const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
-			f.published = []string{onA}
-			f.catchUp()
-			second := func() {
-				f.clock.Step(time.Second)
-				x.strip()
-				f.catchUp()
-				f.settle(passHome)
-			}
-			// Five minutes of the fight before the renumbering.
-			for range 300 {
-				second()
-			}
-			if got := f.service()[holdings.AnnotationTarget]; got != onA {
-				t.Fatalf("before the renumbering web's DNS target is %q, want %s", got, onA)
-			}
-			f.report(3, prefixB, prefixA)
-			second()
-			if got := f.service()[holdings.AnnotationIPs]; !strings.Contains(got, onB) {
-				t.Fatalf("the renumbering's pass gave web %q, want %s among them", got, onB)
-			}
-			// web's load balancer publishes B.
-			f.published = []string{onB, onA}
-			f.catchUp()
-			moved := -1
-			for s := range 600 {
-				second()
-				if f.service()[holdings.AnnotationTarget] == onB {
-					moved = s + 1
-					break
-				}
-			}
-			t.Logf("with %d tenant Services fighting, web's DNS target moved to %s %d s after its load balancer published it (-1: not in 10 min)", n, onB, moved)
+			f, x := olderFighters(t, n)
+			moved := targetMovesAfter(t, f, func() { x.second(passHome) })
+			t.Logf("with %d tenant Services fighting, web's DNS target moved to B %d s after its load balancer published it (-1: not in 10 min)", n, moved)
 			if moved < 0 || moved > 60 {
-				t.Errorf("web's DNS target is %q %d s after its load balancer published %s, want %s within a minute: the tenant's %d Services take every token of the shared write budget",
-					f.service()[holdings.AnnotationTarget], 600, onB, onB, n)
+				t.Errorf("web's DNS target is %q %d s after its load balancer published B, want B within a minute: the tenant's %d Services take every token of the shared write budget",
+					f.service()[holdings.AnnotationTarget], 600, n)
 			}
 		})
 	}
@@ -237,22 +227,8 @@ func TestRT10BATenantsRecordPutBackCostsNoMoreWritesThanTheBreakerAllows(t *test
 func TestRT10BARenumberingsFreeWriteThatMeetsAConflictIsStillFree(t *testing.T) {
 	for _, n := range []int{0, 40} {
 		t.Run(fmt.Sprintf("%d tenant Services", n), func(t *testing.T) {
-			f := newFixture(t, shippedLimits(t))
-			body := `{"metadata":{"creationTimestamp":"2026-11-20T00:00:00Z"}}`
-			if _, err := f.meta.Resource(holdings.ServiceGVR).Namespace("default").Patch(t.Context(), "web", "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			x := fighters(t, f, n, "home")
-			f.catchUp()
-			f.report(3, prefixA)
-			f.settle(passHome)
-			second := func() {
-				f.clock.Step(time.Second)
-				x.strip()
-				f.catchUp()
-				f.ctl.Sync(t.Context(), passHome) // a conflict is retried: its error is the next pass's
-				f.catchUp()
-			}
+			f, x := olderFighters(t, n)
+			second := func() { x.second(passHome) }
 			for range 300 {
 				second()
 			}
@@ -291,7 +267,11 @@ func TestRT10BARenumberingsFreeWriteThatMeetsAConflictIsStillFree(t *testing.T) 
 // tenant's edits queues a pass over lab at once, which takes every token
 // the total bucket has gained; web's pass over home comes back when its
 // requeue fires, after the tenant's (played: each second, lab's pass, then
-// home's). Web's DNS target stays on A as in the test above.
+// home's). Web's DNS target stays on A as in the test above. This is a
+// race the fixture decides: played the other way round (home's pass
+// first each second), web's target moves 1 s after B is published, so
+// whether the real queue starves web here is not shown (the e2e test
+// with older tenant Services is).
 func TestRT10BATenantFightingUnderAnotherDynamicPrefixHoldsWebsDNSTargetOnTheDrainingPrefix(t *testing.T) {
 	f := newFixture(t, shippedLimits(t))
 	lab := &unstructured.Unstructured{Object: map[string]any{
@@ -312,16 +292,24 @@ func TestRT10BATenantFightingUnderAnotherDynamicPrefixHoldsWebsDNSTargetOnTheDra
 	f.report(3, prefixA)
 	f.settle(passLab)
 	f.settle(passHome)
+	moved := targetMovesAfter(t, f, func() { x.second(passLab, passHome) })
+	t.Logf("web's DNS target moved to B %d s after its load balancer published it (-1: not in 10 min)", moved)
+	if moved < 0 || moved > 60 {
+		t.Errorf("web's DNS target is %q %d s after its load balancer published B, want B within a minute: 40 tenant Services under lab spend the shared write budget",
+			f.service()[holdings.AnnotationTarget], 600)
+	}
+}
+
+// targetMovesAfter plays five minutes of second (the fight, a second of
+// it, a pass), renumbers A -> B (A draining), has web's load balancer
+// publish B once web asks for it, and returns after how many seconds web's
+// DNS target is B (-1: not in 10 minutes). f is at A, web's load balancer
+// publishing its address there.
+func targetMovesAfter(t *testing.T, f *fixture, second func()) int {
+	t.Helper()
 	const onA, onB = "2001:db8:a:0:ffff::1", "2001:db8:b:0:ffff::1"
 	f.published = []string{onA}
 	f.catchUp()
-	second := func() {
-		f.clock.Step(time.Second)
-		x.strip()
-		f.catchUp()
-		f.settle(passLab)
-		f.settle(passHome)
-	}
 	for range 300 {
 		second()
 	}
@@ -335,17 +323,11 @@ func TestRT10BATenantFightingUnderAnotherDynamicPrefixHoldsWebsDNSTargetOnTheDra
 	}
 	f.published = []string{onB, onA}
 	f.catchUp()
-	moved := -1
 	for s := range 600 {
 		second()
 		if f.service()[holdings.AnnotationTarget] == onB {
-			moved = s + 1
-			break
+			return s + 1
 		}
 	}
-	t.Logf("web's DNS target moved to %s %d s after its load balancer published it (-1: not in 10 min)", onB, moved)
-	if moved < 0 || moved > 60 {
-		t.Errorf("web's DNS target is %q %d s after its load balancer published %s, want %s within a minute: 40 tenant Services under lab spend the shared write budget",
-			f.service()[holdings.AnnotationTarget], 600, onB, onB)
-	}
+	return -1
 }

@@ -60,8 +60,8 @@ func (l *Limits) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.ObjectPerMinute, "budget-object-per-minute", 2, "write-storm breaker: sustained writes per object per minute")
 	fs.IntVar(&l.TotalBurst, "budget-total-burst", 200, "write-storm breaker: writes of all objects at once (a prefix change writes each managed object once)")
 	fs.Float64Var(&l.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
-	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, "write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first writes to each object (3) do not count against the budget (0: every write counts)")
-	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, "write-storm breaker: sustained real changes per DynamicPrefix per minute whose first writes to each object (3) do not count")
+	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, fmt.Sprintf("write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first %d writes to each object do not count against the budget (0: every write counts)", FreeWrites))
+	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, fmt.Sprintf("write-storm breaker: sustained real changes per DynamicPrefix per minute whose first %d writes to each object do not count", FreeWrites))
 	fs.IntVar(&l.EventBurst, "budget-event-burst", 100, "write-storm breaker: events recorded at once (past the budget they are dropped and counted)")
 	fs.Float64Var(&l.EventsPerMinute, "budget-events-per-minute", 30, "write-storm breaker: sustained events recorded per minute")
 }

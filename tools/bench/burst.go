@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/renumber/renumber/internal/writer/permit"
 	"github.com/renumber/renumber/tools/world"
 )
 
@@ -49,8 +50,9 @@ type burst struct {
 type fight struct {
 	Reverts      int64 `json:"reverts"`
 	WriterWrites int   `json:"writerWritesToTheFoughtPool"`
-	// Bound is what the budget allows the writer there: one write per
-	// admitted decision, plus the object's burst and rate over the run.
+	// Bound is what the budget allows the writer there: the free writes
+	// (permit.FreeWrites) of each admitted decision, plus the object's
+	// burst and rate over the run.
 	Bound    int  `json:"budgetBound"`
 	Reported bool `json:"reportedWriteBudgetExceeded"`
 }
@@ -196,7 +198,7 @@ func burstRun(ctx context.Context, writerArgs ...string) (*burst, error) {
 	b.Fight.Reverts = reverts.Load()
 	b.Fight.Bound = 5 + int(2*b.Seconds/60+1)
 	if len(writerArgs) == 0 {
-		b.Fight.Bound += burstRenumberings // one free write per admitted decision
+		b.Fight.Bound += burstRenumberings * permit.FreeWrites // the free writes of each admitted decision
 	}
 	events, err := w.API.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -97,6 +97,7 @@ func (w *Writer) Advertisements(ctx context.Context, bgp backends.Advertisements
 			continue
 		}
 		if err := applyAdvertisement(ctx, w.Client, gvr, u, live, a); err != nil {
+			w.Unwritten(self, err)
 			out = append(out, permit.Transient(err))
 			continue
 		}

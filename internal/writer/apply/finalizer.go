@@ -43,6 +43,7 @@ func (w *Writer) ReleaseFinalizer(ctx context.Context, u *unstructured.Unstructu
 	}
 	if _, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		w.Unwritten(self, err)
 		err = fmt.Errorf("removing the finalizer of DynamicPrefix %q: %w", u.GetName(), err)
 		return w.failed(self, u, u.GetName(), "DynamicPrefix "+u.GetName(), err)
 	}

@@ -124,6 +124,7 @@ func (w *IPPools) parent(ctx context.Context, gvr schema.GroupVersionResource, p
 		return permit.Final(err)
 	}
 	if _, err := w.Client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		w.Unwritten(self, err)
 		return permit.Transient(fmt.Errorf("patching IPPool %q: %w", u.GetName(), err))
 	}
 	w.memo.Put(self, u.GetResourceVersion(), cidr)
@@ -176,6 +177,7 @@ func (w *IPPools) sibling(ctx context.Context, pools backends.IPPools, gvr schem
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
 			Name: parent.GetName(), UID: parent.GetUID()}})
 		if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: permit.FieldManager}); err != nil {
+			w.Unwritten(self, err)
 			return permit.Transient(fmt.Errorf("creating IPPool %q: %w", s.Name, err))
 		}
 		w.memo.Put(self, "", s.Name)
@@ -202,6 +204,7 @@ func (w *IPPools) sibling(ctx context.Context, pools backends.IPPools, gvr schem
 		return permit.Final(err)
 	}
 	if _, err := res.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: permit.FieldManager}); err != nil {
+		w.Unwritten(self, err)
 		return permit.Transient(fmt.Errorf("patching IPPool %q: %w", s.Name, err))
 	}
 	w.memo.Put(self, live.GetResourceVersion(), s.Name)

@@ -123,6 +123,7 @@ func (w *Writer) pool(ctx context.Context, p *backends.Pool, m model.Model, d de
 			po.RecordFrom, strings.Join(po.Record.Unreadable, ", ")))
 	}
 	if err := patchPool(ctx, w.Client, k, po, write, false, nil); err != nil {
+		w.Unwritten(self, err)
 		if errors.Is(err, model.ErrInvalid) || refusedForItsSize(err) { // nothing to retry: the user's to fix
 			err = fmt.Errorf("%s %q: %w", k.Name, po.Key(), err)
 			w.Events.Announce("pool/"+self.String(), u, true, "InvalidPool", err.Error())

@@ -157,6 +157,7 @@ func (w *Writer) writeService(ctx context.Context, x *serviceAsk, spec model.Mod
 		return permit.Final(err)
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
+		w.Unwritten(self, err)
 		if refusedForItsSize(err) { // the Service's own doing: left as it is
 			err = fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
 			w.Events.Announce("svc/"+self.String(), serviceRef(m), true, "ServiceAnnotationsTooLarge", err.Error())

@@ -69,6 +69,7 @@ func (w *Writer) Status(ctx context.Context, live Live, st api.Status) (Live, pe
 	got, err := w.Client.Resource(api.GVR).Patch(ctx, u.GetName(), types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: permit.FieldManager}, "status")
 	if err != nil {
+		w.Unwritten(self, err)
 		return live, permit.Transient(fmt.Errorf("patching status of DynamicPrefix %q: %w", u.GetName(), err))
 	}
 	made := ""

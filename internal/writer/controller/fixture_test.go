@@ -799,7 +799,9 @@ func TestAThrottledObjectGetsNoActionAndTheCondition(t *testing.T) {
 // TestRenumberingsPassTheBreakerAFightDoesNot: under a breaker that allows
 // one write per object and then almost none, five quick renumberings still
 // reach every object with one write each (new decisions); another client
-// reverting the pool under an unchanged decision is throttled as before.
+// reverting the pool under an unchanged decision is throttled as before,
+// once the decision's free writes (permit.FreeWrites, the renumbering's
+// one among them) and the bucket's one permit are spent.
 func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 	f := converged(t, generous)
 	f.ctl = NewController(Config{TargetKeys: holdings.DefaultTargetKeys, Budget: permit.Limits{ObjectBurst: 1, ObjectPerMinute: 0.01,
@@ -816,14 +818,16 @@ func TestRenumberingsPassTheBreakerAFightDoesNot(t *testing.T) {
 		}
 		f.catchUp()
 	}
-	f.fight("9")
-	if got := f.sync(passHome); !slices.Equal(got, []string{"patch ciliumloadbalancerippools lb"}) {
-		t.Fatalf("first revert: wrote %q, want the pool from its bucket", got)
+	for i := range permit.FreeWrites - 1 + 1 {
+		f.fight(fmt.Sprint(9 + i))
+		if got := f.sync(passHome); !slices.Equal(got, []string{"patch ciliumloadbalancerippools lb"}) {
+			t.Fatalf("revert %d: wrote %q, want the pool (free, then from its bucket)", i+1, got)
+		}
+		f.catchUp()
 	}
-	f.catchUp()
-	f.fight("10")
+	f.fight(fmt.Sprint(9 + permit.FreeWrites))
 	if got := f.sync(passHome); slices.Contains(got, "patch ciliumloadbalancerippools lb") {
-		t.Errorf("second revert under the same decision: wrote %q, want the pool throttled", got)
+		t.Errorf("revert %d under the same decision: wrote %q, want the pool throttled", permit.FreeWrites+1, got)
 	}
 	if f.ctl.breaker.Throttled() != 1 {
 		t.Errorf("%d throttled objects, want 1", f.ctl.breaker.Throttled())

@@ -5,17 +5,26 @@
 //
 // A storm is told from a renumbering by the decision behind a write. Each pass
 // over a DynamicPrefix names its decision (Decide: the spec's generation and
-// the pooled prefixes, current first); a new decision is a real change. The
-// first write to each object under a new decision is that change reaching the
-// object: it passes free of the object and total buckets. Any further write to
-// the same object under the same decision (a fight, a bug, a retry) takes
-// from the buckets as before. New decisions are themselves budgeted per
-// DynamicPrefix (DecisionBurst, then DecisionsPerMinute): a decision over that
-// budget writes from the buckets only. So the worst case, per minute and
-// DynamicPrefix, is (DecisionBurst in the first minute, then
-// DecisionsPerMinute) x the objects that follow it, plus the buckets:
-// ObjectBurst + ObjectPerMinute per object, TotalBurst + TotalPerMinute in
-// all.
+// the pooled prefixes, current first); a new decision is a real change. A
+// renumbering reaching an honest object costs it a small constant number of
+// writes under that decision (a Service: its new address, then its DNS target
+// once the load balancer publishes it; a pool: one), so the first FreeWrites
+// writes to each object under a new decision are that change reaching the
+// object: they pass free of the object and total buckets. Any further write
+// to the same object under the same decision (a fight, a bug) takes from the
+// buckets as before. A free write is spent only when the write is made: one
+// the API server refused (a conflict, an admission refusal: the object
+// unchanged) is given back (Refund), at most FreeWrites times per object and
+// decision, so that retries of a refused write are bounded too. The total
+// bucket then bounds fights and bugs only: a tenant fighting over its own
+// objects spends it, never another object's renumbering (red team r10b).
+// New decisions are themselves budgeted per DynamicPrefix (DecisionBurst,
+// then DecisionsPerMinute): a decision over that budget writes from the
+// buckets only. So the worst case, per minute and DynamicPrefix, is
+// (DecisionBurst in the first minute, then DecisionsPerMinute) x the objects
+// that follow it x FreeWrites writes, plus the buckets: ObjectBurst +
+// ObjectPerMinute per object, TotalBurst + TotalPerMinute in all (and as
+// many refused requests again, the refunds).
 
 package permit
 
@@ -35,8 +44,8 @@ type Limits struct {
 	ObjectPerMinute float64 // sustained writes per object
 	TotalBurst      int
 	TotalPerMinute  float64
-	// New decisions per DynamicPrefix whose first write to each object is
-	// free (0: none is).
+	// New decisions per DynamicPrefix whose first FreeWrites writes to each
+	// object are free (0: none is).
 	DecisionBurst      int
 	DecisionsPerMinute float64
 	// Events the writer records at once and per minute, whatever their
@@ -51,8 +60,8 @@ func (l *Limits) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.ObjectPerMinute, "budget-object-per-minute", 2, "write-storm breaker: sustained writes per object per minute")
 	fs.IntVar(&l.TotalBurst, "budget-total-burst", 200, "write-storm breaker: writes of all objects at once (a prefix change writes each managed object once)")
 	fs.Float64Var(&l.TotalPerMinute, "budget-total-per-minute", 60, "write-storm breaker: sustained writes of all objects per minute")
-	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, "write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first write to each object does not count against the budget (0: every write counts)")
-	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, "write-storm breaker: sustained real changes per DynamicPrefix per minute whose first write to each object does not count")
+	fs.IntVar(&l.DecisionBurst, "budget-decision-burst", 20, fmt.Sprintf("write-storm breaker: real changes (new decisions) per DynamicPrefix at once whose first %d writes to each object do not count against the budget (0: every write counts)", FreeWrites))
+	fs.Float64Var(&l.DecisionsPerMinute, "budget-decisions-per-minute", 10, fmt.Sprintf("write-storm breaker: sustained real changes per DynamicPrefix per minute whose first %d writes to each object do not count", FreeWrites))
 	fs.IntVar(&l.EventBurst, "budget-event-burst", 100, "write-storm breaker: events recorded at once (past the budget they are dropped and counted)")
 	fs.Float64Var(&l.EventsPerMinute, "budget-events-per-minute", 30, "write-storm breaker: sustained events recorded per minute")
 }
@@ -102,6 +111,14 @@ func (b *EventBudget) Take(now time.Time) (ok, started bool) {
 	return ok, started
 }
 
+// FreeWrites is how many writes to one object a new admitted decision makes
+// free: what a renumbering costs an honest object. A Service takes two (its
+// address on the new prefix; its DNS target once its load balancer publishes
+// that address), a pool one; the third is slack for a write the renumbering
+// makes again when the object's own controller moved under it (LB-IPAM
+// writing a Service's status between the writer's read and its write).
+const FreeWrites = 3
+
 // Budget hands out write permits.
 type Budget struct {
 	limits  Limits
@@ -109,8 +126,17 @@ type Budget struct {
 	total   *rate.Limiter
 	objects map[string]*rate.Limiter
 	scopes  map[string]*decisions
-	// wrote is, per object, the scope and decision of its last free write.
-	wrote map[string]string
+	// wrote is, per object, its free writes under the decision they were
+	// counted for.
+	wrote map[string]*freeWrites
+}
+
+// freeWrites are one object's free writes under one decision.
+type freeWrites struct {
+	mark     string // scope and decision
+	spent    int    // free writes taken and not given back
+	refunded int    // free writes given back (Refund)
+	pending  bool   // the object's last permit was a free one
 }
 
 // decisions are one DynamicPrefix's: its bucket, and the latest.
@@ -127,7 +153,7 @@ func NewBudget(l Limits) *Budget {
 		total:   rate.NewLimiter(rate.Limit(l.TotalPerMinute/60), l.TotalBurst),
 		objects: map[string]*rate.Limiter{},
 		scopes:  map[string]*decisions{},
-		wrote:   map[string]string{},
+		wrote:   map[string]*freeWrites{},
 	}
 }
 
@@ -152,20 +178,45 @@ func (b *Budget) Decide(scope, decision string, now time.Time) (admitted, refuse
 	return s.admitted, !s.admitted && b.limits.DecisionBurst > 0
 }
 
-// TakeFor is Take for a write to key on behalf of scope: the first write to
-// key under scope's admitted decision is free (free reports it).
+// TakeFor is Take for a write to key on behalf of scope: the first
+// FreeWrites writes to key under scope's admitted decision are free (free
+// reports it).
 func (b *Budget) TakeFor(key, scope string, now time.Time) (ok bool, retryIn time.Duration, free bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if s := b.scopes[scope]; s != nil && s.admitted {
-		if mark := scope + "\x00" + s.decision; b.wrote[key] != mark {
-			b.wrote[key] = mark
-			b.mu.Unlock()
+		mark := scope + "\x00" + s.decision
+		w := b.wrote[key]
+		if w == nil || w.mark != mark {
+			w = &freeWrites{mark: mark}
+			b.wrote[key] = w
+		}
+		if w.spent < FreeWrites {
+			w.spent++
+			w.pending = true
 			return true, 0, true
 		}
 	}
-	b.mu.Unlock()
-	ok, retryIn = b.Take(key, now)
+	ok, retryIn = b.take(key, now)
 	return ok, retryIn, false
+}
+
+// Refund is told that the write key was last permitted was not made (the
+// API server refused it: the object is unchanged). A free permit is given
+// back, at most FreeWrites times per object and decision; a permit from the
+// buckets is not (a fight's refused writes are requests like its others).
+func (b *Budget) Refund(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.wrote[key]
+	if w == nil || !w.pending {
+		return
+	}
+	w.pending = false
+	if w.refunded < FreeWrites {
+		w.spent--
+		w.refunded++
+	}
 }
 
 // Take spends one permit for a write to key at now. When refused it returns how
@@ -173,6 +224,15 @@ func (b *Budget) TakeFor(key, scope string, now time.Time) (ok bool, retryIn tim
 func (b *Budget) Take(key string, now time.Time) (ok bool, retryIn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.take(key, now)
+}
+
+// take is Take with b.mu held. The permit is from the buckets: a refund
+// after it gives nothing back.
+func (b *Budget) take(key string, now time.Time) (ok bool, retryIn time.Duration) {
+	if w := b.wrote[key]; w != nil {
+		w.pending = false
+	}
 	obj := b.objects[key]
 	if obj == nil {
 		obj = rate.NewLimiter(rate.Limit(b.limits.ObjectPerMinute/60), b.limits.ObjectBurst)
@@ -215,5 +275,5 @@ func (b *Budget) Sweep(keep func(key string) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	maps.DeleteFunc(b.objects, func(key string, _ *rate.Limiter) bool { return !keep(key) })
-	maps.DeleteFunc(b.wrote, func(key, _ string) bool { return !keep(key) })
+	maps.DeleteFunc(b.wrote, func(key string, _ *freeWrites) bool { return !keep(key) })
 }

@@ -1,10 +1,14 @@
 package permit
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var t0 = time.Unix(1_000_000, 0)
@@ -74,10 +78,10 @@ func TestCalm(t *testing.T) {
 
 var decisive = Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 3, DecisionsPerMinute: 2}
 
-// Ten renumberings in ten seconds: each new decision's one write per object
-// passes, while the object's bucket (burst 2) alone would have refused the
-// third.
-func TestEachObjectsFirstWriteUnderANewDecisionIsFree(t *testing.T) {
+// Ten renumberings in ten seconds: each new decision's first write per
+// object passes, while the object's bucket (burst 2) alone would have
+// refused the third.
+func TestEachObjectsFirstWritesUnderANewDecisionAreFree(t *testing.T) {
 	b := NewBudget(Limits{ObjectBurst: 2, ObjectPerMinute: 2, TotalBurst: 100, TotalPerMinute: 60, DecisionBurst: 20, DecisionsPerMinute: 10})
 	for i := range 10 {
 		now := t0.Add(time.Duration(i) * time.Second)
@@ -90,14 +94,19 @@ func TestEachObjectsFirstWriteUnderANewDecisionIsFree(t *testing.T) {
 			}
 		}
 	}
-	// The object buckets are untouched: a fight now still gets the burst.
+	// The object buckets are untouched: a fight, past the decision's free
+	// writes, still gets the burst.
+	for range FreeWrites - 1 {
+		b.TakeFor("pool/lb", "home", t0.Add(10*time.Second))
+	}
 	if ok, _, free := b.TakeFor("pool/lb", "home", t0.Add(10*time.Second)); !ok || free {
-		t.Errorf("a second write under one decision: ok=%v free=%v, want ok from the bucket", ok, free)
+		t.Errorf("write %d under one decision: ok=%v free=%v, want ok from the bucket", FreeWrites+1, ok, free)
 	}
 }
 
 // A fight: the same decision, the same object rewritten. Exactly as strong
-// as without decisions: one free write, then burst + rate x time.
+// as without decisions once the renumbering's FreeWrites are spent: burst +
+// rate x time.
 func TestASecondWriteUnderTheSameDecisionIsAStorm(t *testing.T) {
 	b := NewBudget(decisive)
 	b.Decide("home", "1 [a]", t0)
@@ -111,8 +120,112 @@ func TestASecondWriteUnderTheSameDecisionIsAStorm(t *testing.T) {
 			free++
 		}
 	}
-	if free != 1 || allowed != 1+2+1 {
-		t.Errorf("a minute-long fight under one decision: %d writes (%d free), want 1 free + burst 2 + 2/min", allowed, free)
+	if free != FreeWrites || allowed != FreeWrites+2+1 {
+		t.Errorf("a minute-long fight under one decision: %d writes (%d free), want %d free + burst 2 + 2/min", allowed, free, FreeWrites)
+	}
+}
+
+// A renumbering's free writes are bounded per object and decision: the
+// first FreeWrites writes to each object under a new admitted decision, as
+// many for each object, and as many again under the next decision - never
+// more, however many writes are asked for.
+func TestFreeWritesPerObjectAndDecisionAreBounded(t *testing.T) {
+	b := NewBudget(Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1, TotalPerMinute: 1, DecisionBurst: 2, DecisionsPerMinute: 1})
+	for _, decision := range []string{"1 [a]", "1 [b a]"} {
+		b.Decide("home", decision, t0)
+		for _, obj := range []string{"services/default/web", "pool/lb"} {
+			free := 0
+			for range 2 * FreeWrites {
+				if _, _, f := b.TakeFor(obj, "home", t0); f {
+					free++
+				}
+			}
+			if free != FreeWrites {
+				t.Errorf("decision %q: %d free writes to %s, want %d", decision, free, obj, FreeWrites)
+			}
+		}
+	}
+	// The decision budget spent (burst 2), a third decision frees none.
+	b.Decide("home", "1 [c b]", t0)
+	if _, _, f := b.TakeFor("pool/lb", "home", t0); f {
+		t.Error("a decision over the decision budget made a write free")
+	}
+}
+
+// A free write the API server refused (a conflict: the object is unchanged)
+// is given back: the renumbering's retry is free too, not drawn from the
+// buckets (red team r10b F1b). What is given back is bounded (FreeWrites
+// per object and decision), and a permit from the buckets gives nothing
+// back: a fight's refused writes count.
+func TestARefusedWriteGivesItsFreeWriteBack(t *testing.T) {
+	b := NewBudget(Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1, TotalPerMinute: 1, DecisionBurst: 1, DecisionsPerMinute: 1})
+	b.Decide("home", "1 [b a]", t0)
+	requests := 0
+	for {
+		ok, _, free := b.TakeFor("services/default/web", "home", t0)
+		if !free {
+			if !ok {
+				t.Fatal("the buckets refused their first write")
+			}
+			break
+		}
+		requests++
+		b.Refund("services/default/web") // every request refused
+	}
+	if requests != 2*FreeWrites {
+		t.Errorf("%d free requests, each refused, before the buckets; want %d (FreeWrites, and as many given back)", requests, 2*FreeWrites)
+	}
+	// The bucket's permit (just taken) is not given back.
+	b.Refund("services/default/web")
+	if ok, _, free := b.TakeFor("services/default/web", "home", t0); ok || free {
+		t.Errorf("after a refused write from the buckets: ok=%v free=%v, want refused (the bucket's burst 1 is spent)", ok, free)
+	}
+	// A refund gives back only the last permit, once.
+	b.Decide("home", "1 [c b]", t0.Add(time.Hour))
+	b.TakeFor("pool/lb", "home", t0.Add(time.Hour))
+	b.Refund("pool/lb")
+	b.Refund("pool/lb")
+	free := 0
+	for range 2 * FreeWrites {
+		if _, _, f := b.TakeFor("pool/lb", "home", t0.Add(time.Hour)); f {
+			free++
+		}
+	}
+	if free != FreeWrites {
+		t.Errorf("after one refused write refunded twice: %d free writes, want %d", free, FreeWrites)
+	}
+}
+
+// A tenant fighting its own objects spends the buckets - the total too -
+// once each object's free writes are spent; another object's renumbering
+// still has all of its own (red team r10b F1).
+func TestAFightMeetsTheBucketsAfterItsFreeWritesAndSpendsNoOtherObjects(t *testing.T) {
+	b := NewBudget(Limits{ObjectBurst: 5, ObjectPerMinute: 2, TotalBurst: 10, TotalPerMinute: 60, DecisionBurst: 20, DecisionsPerMinute: 10})
+	b.Decide("home", "1 [b a]", t0)
+	bucketed := 0
+	for i := range 40 {
+		tenant := fmt.Sprint("services/tenant/s", i)
+		for w := range FreeWrites + 5 {
+			ok, _, free := b.TakeFor(tenant, "home", t0)
+			if free != (w < FreeWrites) {
+				t.Fatalf("%s write %d: free=%v", tenant, w+1, free)
+			}
+			if ok && !free {
+				bucketed++
+			}
+		}
+	}
+	if bucketed != 10 {
+		t.Errorf("the fight took %d writes from the buckets at once, want the total's burst 10", bucketed)
+	}
+	// What the renumbering writes to web, the total spent by the fight.
+	for _, write := range []string{"its address on B", "its DNS target, once its load balancer publishes B", "a write made again (LB-IPAM wrote web meanwhile)"} {
+		if ok, _, free := b.TakeFor("services/default/web", "home", t0); !ok || !free {
+			t.Errorf("web's write (%s): ok=%v free=%v, want free", write, ok, free)
+		}
+	}
+	if ok, _, _ := b.TakeFor("services/default/web", "home", t0); ok {
+		t.Error("web's write past its free writes passed with the total spent")
 	}
 }
 
@@ -174,5 +287,38 @@ func TestEventsHaveABudget(t *testing.T) {
 	}
 	if err := (Limits{ObjectBurst: 1, ObjectPerMinute: 1, TotalBurst: 1, TotalPerMinute: 1, EventBurst: 0, EventsPerMinute: 1}).Validate(); err == nil {
 		t.Error("an event burst of 0 validates")
+	}
+}
+
+// What the API server refused changed nothing, and gives its free write
+// back (Gate.Unwritten); a write that may have been made (a timeout, a 5xx,
+// a lost connection) spends it.
+func TestOnlyAWriteTheServerRefusedGivesItsFreeWriteBack(t *testing.T) {
+	web := schema.GroupResource{Resource: "services"}
+	conflict := apierrors.NewConflict(web, "web", errors.New("the object has been modified"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		back bool
+	}{
+		{"a conflict", conflict, true},
+		{"a conflict, wrapped", fmt.Errorf("patching Service default/web: %w", conflict), true},
+		{"an admission refusal", apierrors.NewForbidden(web, "web", errors.New("the writer may not change")), true},
+		{"a timeout", apierrors.NewTimeoutError("the request timed out", 1), false},
+		{"an internal error", apierrors.NewInternalError(errors.New("etcd")), false},
+		{"a lost connection", errors.New("connection reset by peer"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &Gate{Breaker: NewBreaker(decisive)}
+			o := Object{Resource: "services", Namespace: "default", Name: "web"}
+			g.Breaker.Decide("home", "1 [b a]", t0)
+			for range FreeWrites {
+				g.Breaker.Take(o.String(), "home", t0)
+			}
+			g.Unwritten(o, tc.err)
+			if _, _, free := g.Breaker.budget.TakeFor(o.String(), "home", t0); free != tc.back {
+				t.Errorf("after the last free write failed with %v: the next is free=%v, want %v", tc.err, free, tc.back)
+			}
+		})
 	}
 }

@@ -113,7 +113,7 @@ func (b *Breaker) Decide(scope, decision string, now time.Time) (admitted, refus
 }
 
 // Take asks for a permit to write key at now on behalf of scope (the first
-// write under scope's new decision is free: Budget.TakeFor).
+// writes under scope's new decision are free: Budget.TakeFor).
 func (b *Breaker) Take(key, scope string, now time.Time) Grant {
 	ok, wait, _ := b.budget.TakeFor(key, scope, now)
 	b.mu.Lock()
@@ -131,6 +131,10 @@ func (b *Breaker) Take(key, scope string, now time.Time) Grant {
 	}
 	return p
 }
+
+// Refund gives back key's last permit if it was a free one and the write
+// was not made (Budget.Refund).
+func (b *Breaker) Refund(key string) { b.budget.Refund(key) }
 
 // TakeQuietly asks for a permit without episodes (writes no pass will repeat,
 // such as a release); when refused, it says how long until one is there.

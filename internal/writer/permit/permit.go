@@ -11,6 +11,7 @@ import (
 	"github.com/renumber/renumber/internal/writer/api"
 	"github.com/renumber/renumber/internal/writer/model"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
 
@@ -99,6 +100,31 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	return fmt.Errorf("%s: %w (next permit in %s)", o, model.ErrBudgetExceeded, p.Again.Round(time.Second))
 }
 
+// Unwritten is told that the write to o that Permit let through failed with
+// err. When the API server refused it (any 4xx: a conflict, an admission
+// refusal, an object gone - the object is unchanged), a free write it spent
+// is given back (Budget.Refund): a renumbering whose write met a conflict
+// (its load balancer wrote the Service's status meanwhile) retries free,
+// not from the buckets a tenant's fight may spend (red team r10b F1b).
+// Anything else (a timeout, a lost connection, a 5xx) may have been
+// written, and spends it.
+func (g *Gate) Unwritten(o Object, err error) {
+	if refusedByTheServer(err) {
+		g.Breaker.Refund(o.String())
+	}
+}
+
+// refusedByTheServer reports whether err is the API server's refusal of a
+// request, which then changed nothing.
+func refusedByTheServer(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	code := st.Status().Code
+	return code >= 400 && code < 500
+}
+
 // PermitQuietly is Permit for a write no pass will repeat (a release): no
 // episode, no event; a refusal is counted and says how long until a permit is
 // back.
@@ -136,7 +162,8 @@ func (g *Gate) Sweep(keep func(Object) bool) {
 
 // Decide names the decision of this pass over the DynamicPrefix dp (its
 // spec's generation and pooled prefixes): a new one is a real change, whose
-// first write to each object the breaker lets through (budget.go). A new
+// first FreeWrites writes to each object the breaker lets through
+// (budget.go). A new
 // decision beyond the decision budget is logged: its writes count against
 // the budget like any other.
 func (g *Gate) Decide(dp, decision string) {

@@ -19,7 +19,9 @@ func TestASweepForgetsOnlyTheObjectsThatAreGone(t *testing.T) {
 	g.Breaker.Decide("home", "d1", now)
 	for _, o := range []Object{gone, kept, status} {
 		m.Put(o, "1", "written")
-		g.Breaker.Take(o.String(), "home", now) // free: the decision's first write
+		for range FreeWrites {
+			g.Breaker.Take(o.String(), "home", now) // free: the decision's first writes
+		}
 		g.Breaker.Take(o.String(), "home", now) // the bucket's one permit
 		g.Breaker.Take(o.String(), "home", now) // refused: an episode
 		g.Breaker.budget.TakeFor(o.String()+dryRun, "home", now)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,8 +72,8 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			m := x.svc.m
 			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
 				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder), true))
+			out = append(out, w.releaseFollowing(ctx, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
 		}
 		if ctx.Err() != nil {
 			break
@@ -100,14 +101,14 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 		if !spec.LetsFollow(m.Namespace) {
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
 				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", spec.Name, m.Namespace))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name), true))
+			out = append(out, w.releaseFollowing(ctx, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name)))
 			continue
 		}
 		w.Events.Forget("svc/" + self.String() + "/namespace")
 		if !spec.HA && m.Follow.Mapping == "" {
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("DynamicPrefix %s in transition mode simple", spec.Name), true))
+			out = append(out, w.releaseFollowing(ctx, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("DynamicPrefix %s in transition mode simple", spec.Name)))
 			continue
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
@@ -207,8 +208,10 @@ func (x *serviceAsk) withhold(spec model.Model, pooled []netip.Prefix, withheld 
 
 // ReleaseService removes our addresses and records from the Service ns/name
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
-// or a DynamicPrefix that is deleted. The user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns, name, dp string) permit.Outcome {
+// or a DynamicPrefix that is deleted. The user's entries stay. A release
+// takes a write permit as every write does: a refused one returns how long
+// to wait (the caller queues the release again).
+func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns, name, dp string) (permit.Outcome, time.Duration) {
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
@@ -216,46 +219,62 @@ func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns,
 	return w.releaseService(ctx, services, ns, name, dp, why, false)
 }
 
+// releaseFollowing is the release of a Service that still follows dp, which
+// lives, but may hold none of its addresses (why says so): its records are
+// emptied (render.ReleaseFollowingService), and a refused permit is a pass
+// later (the permit requeued dp).
+func (w *Writer) releaseFollowing(ctx context.Context, services cache.Indexer, ns, name, dp, why string) permit.Outcome {
+	o, wait := w.releaseService(ctx, services, ns, name, dp, why, true)
+	if wait > 0 {
+		return permit.Later(wait)
+	}
+	return o
+}
+
 // releaseService is ReleaseService, saying why in its log and event; of a
 // Service that still follows a DynamicPrefix that lives (following), it
 // empties the records (render.ReleaseFollowingService).
-func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string, following bool) permit.Outcome {
+func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string, following bool) (permit.Outcome, time.Duration) {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
-		return permit.Transient(err)
+		return permit.Transient(err), 0
 	}
 	read, ok := o.(*holdings.CachedService)
 	if !ok || read.Follow.DynamicPrefix != dp {
-		return permit.Outcome{}
+		return permit.Outcome{}, 0
 	}
 	m := read.Service
 	self := permit.Object{Resource: "services", Namespace: ns, Name: name}
 	if err := w.tooLarge(self, m); err != nil {
-		return permit.Final(err)
+		return permit.Final(err), 0
 	}
 	live := read.LiveUnder(w.TargetKeys)
 	if !live.Owned() {
-		return permit.Outcome{}
+		w.Calm(self, dp)
+		return permit.Outcome{}, 0
 	}
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
-		return permit.Outcome{}
+		return permit.Outcome{}, 0
 	}
 	want, said := render.ReleaseService(live), "managed addresses, targets and records removed"
 	if following {
 		want, said = render.ReleaseFollowingService(live), "managed addresses and targets removed, records emptied"
 	}
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
-		return permit.Outcome{}
+		return permit.Outcome{}, 0
+	}
+	if ok, wait := w.TakePermit(self, serviceRef(m), dp); !ok {
+		return permit.Outcome{}, wait
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err)
+		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err), 0
 	}
 	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": "+said)
-	return permit.Outcome{}
+	return permit.Outcome{}, 0
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep

@@ -226,7 +226,8 @@ func (w *Writer) ReleaseAll(ctx context.Context, pools []backends.Cached, servic
 		}
 	}
 	for _, m := range backends.ServicesFollowing(services, dp) {
-		out = append(out, w.ReleaseService(ctx, services, m.Namespace, m.Name, dp))
+		r, again := w.ReleaseService(ctx, pools, services, m.Namespace, m.Name, dp)
+		out, wait = append(out, r), max(wait, again)
 	}
 	if adverts.Store != nil {
 		out = append(out, w.deleteAdvertisements(ctx, adverts, gvr, dp, nil)...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,8 +72,8 @@ func (w *Writer) Services(ctx context.Context, services cache.Indexer, pools []b
 			m := x.svc.m
 			w.Events.Announce("svc/"+x.svc.self.String()+"/conflict", serviceRef(m), true, render.ServiceAddressConflict,
 				fmt.Sprintf("%s is asked for by %s too, which holds it or asked first: this Service gets none of renumber's addresses until its dynamic-prefix.io/suffix is its own", c.Address, c.Holder))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder), true))
+			out = append(out, w.releaseFollowing(ctx, pools, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("its address %s is %s's", c.Address, c.Holder)))
 		}
 		if ctx.Err() != nil {
 			break
@@ -96,18 +97,21 @@ func (w *Writer) serviceAsks(ctx context.Context, services cache.Indexer, pools 
 	var asks []ask
 	opt := render.ServiceOptions{TargetKeys: w.TargetKeys, L2Nudge: w.L2Nudge != nil && w.L2Nudge(), Managed: d.Managed}
 	for _, m := range backends.ServicesFollowing(services, spec.Name) {
+		if w.generated(pools, m) {
+			continue
+		}
 		self := permit.Object{Resource: "services", Namespace: m.Namespace, Name: m.Name}
 		if !spec.LetsFollow(m.Namespace) {
 			w.Events.Announce("svc/"+self.String()+"/namespace", serviceRef(m.Service), true, "NamespaceNotAllowed",
 				fmt.Sprintf("DynamicPrefix %s does not let Services in namespace %s follow it (spec.serviceNamespaces): it gets no address", spec.Name, m.Namespace))
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name), true))
+			out = append(out, w.releaseFollowing(ctx, pools, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("namespace %s may not follow DynamicPrefix %s", m.Namespace, spec.Name)))
 			continue
 		}
 		w.Events.Forget("svc/" + self.String() + "/namespace")
 		if !spec.HA && m.Follow.Mapping == "" {
-			out = append(out, w.releaseService(ctx, services, m.Namespace, m.Name, spec.Name,
-				fmt.Sprintf("DynamicPrefix %s in transition mode simple", spec.Name), true))
+			out = append(out, w.releaseFollowing(ctx, pools, services, m.Namespace, m.Name, spec.Name,
+				fmt.Sprintf("DynamicPrefix %s in transition mode simple", spec.Name)))
 			continue
 		}
 		if err := w.tooLarge(self, m.Service); err != nil {
@@ -208,55 +212,99 @@ func (x *serviceAsk) withhold(spec model.Model, pooled []netip.Prefix, withheld 
 
 // ReleaseService removes our addresses and records from the Service ns/name
 // when it names dp: "" once its dynamic-prefix.io/name annotation was removed,
-// or a DynamicPrefix that is deleted. The user's entries stay.
-func (w *Writer) ReleaseService(ctx context.Context, services cache.Indexer, ns, name, dp string) permit.Outcome {
+// or a DynamicPrefix that is deleted. The user's entries stay. A release
+// takes a write permit as every write does: a refused one returns how long
+// to wait (the caller queues the release again). A Service the controller
+// of one of pools' objects generated is never released (generated).
+func (w *Writer) ReleaseService(ctx context.Context, pools []backends.Cached, services cache.Indexer, ns, name, dp string) (permit.Outcome, time.Duration) {
 	why := "dynamic-prefix.io/name removed"
 	if dp != "" {
 		why = fmt.Sprintf("DynamicPrefix %s deleted", dp)
 	}
-	return w.releaseService(ctx, services, ns, name, dp, why, false)
+	return w.releaseService(ctx, pools, services, ns, name, dp, why, false)
+}
+
+// generated reports whether the controller of one of pools' objects
+// generated the Service s for it (backends.GeneratedBy: Cilium's Gateway
+// controller, cilium-gateway-<name>). The writer never writes such a
+// Service, neither to follow nor to release: it carries what its object's
+// spec says (spec.infrastructure.annotations, merged back by that
+// controller on every change), and the object is what follows. Writing it
+// was a fight with that controller (red team r10b F3). When it carries
+// renumber's keys anyway (its object's infrastructure annotations name
+// them), that is its object's event, once.
+func (w *Writer) generated(pools []backends.Cached, s *holdings.CachedService) bool {
+	p, ok := backends.GeneratedBy(pools, s)
+	if !ok {
+		return false
+	}
+	subject := "generated/" + api.Key(s.Namespace, s.Name)
+	if s.Follow.DynamicPrefix == "" && !s.Live.IPsRecorded && !s.Live.TargetsRecorded {
+		w.Events.Forget(subject)
+		return true
+	}
+	w.Events.Announce(subject, p.Live, true, "InfrastructureAnnotationsIgnored", fmt.Sprintf(
+		"the Service %s this %s's controller generates carries renumber's annotations (dynamic-prefix.io/name or a record), copied from spec.infrastructure.annotations: renumber never writes a generated Service, and they are left as they are; to follow a DynamicPrefix, annotate the %s itself",
+		s.Name, p.Kind.Name, p.Kind.Name))
+	return true
+}
+
+// releaseFollowing is the release of a Service that still follows dp, which
+// lives, but may hold none of its addresses (why says so): its records are
+// emptied (render.ReleaseFollowingService), and a refused permit is a pass
+// later (the permit requeued dp).
+func (w *Writer) releaseFollowing(ctx context.Context, pools []backends.Cached, services cache.Indexer, ns, name, dp, why string) permit.Outcome {
+	o, wait := w.releaseService(ctx, pools, services, ns, name, dp, why, true)
+	if wait > 0 {
+		return permit.Later(wait)
+	}
+	return o
 }
 
 // releaseService is ReleaseService, saying why in its log and event; of a
 // Service that still follows a DynamicPrefix that lives (following), it
 // empties the records (render.ReleaseFollowingService).
-func (w *Writer) releaseService(ctx context.Context, services cache.Indexer, ns, name, dp, why string, following bool) permit.Outcome {
+func (w *Writer) releaseService(ctx context.Context, pools []backends.Cached, services cache.Indexer, ns, name, dp, why string, following bool) (permit.Outcome, time.Duration) {
 	o, exists, err := services.GetByKey(api.Key(ns, name))
 	if err != nil || !exists {
-		return permit.Transient(err)
+		return permit.Transient(err), 0
 	}
 	read, ok := o.(*holdings.CachedService)
-	if !ok || read.Follow.DynamicPrefix != dp {
-		return permit.Outcome{}
+	if !ok || read.Follow.DynamicPrefix != dp || w.generated(pools, read) {
+		return permit.Outcome{}, 0
 	}
 	m := read.Service
 	self := permit.Object{Resource: "services", Namespace: ns, Name: name}
 	if err := w.tooLarge(self, m); err != nil {
-		return permit.Final(err)
+		return permit.Final(err), 0
 	}
 	live := read.LiveUnder(w.TargetKeys)
 	if !live.Owned() {
-		return permit.Outcome{}
+		w.Calm(self, dp)
+		return permit.Outcome{}, 0
 	}
 	if _, ok := w.services.Get(self, m.ResourceVersion); ok {
-		return permit.Outcome{}
+		return permit.Outcome{}, 0
 	}
 	want, said := render.ReleaseService(live), "managed addresses, targets and records removed"
 	if following {
 		want, said = render.ReleaseFollowingService(live), "managed addresses and targets removed, records emptied"
 	}
 	if w.Shadow(annotationChanges(self, m.Annotations, want.Patch(live))...) {
-		return permit.Outcome{}
+		return permit.Outcome{}, 0
+	}
+	if ok, wait := w.TakePermit(self, serviceRef(m), dp); !ok {
+		return permit.Outcome{}, wait
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
-		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err)
+		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err), 0
 	}
 	w.Events.Forget("refused/" + self.String())
 	w.services.Put(self, m.ResourceVersion, w.readBack(m, live, want))
 	permit.Counted("services")
 	w.Log.Info(fmt.Sprintf("Service %s/%s released", ns, name), "why", why)
 	w.Events.Event(serviceRef(m), "ServiceReleased", why+": "+said)
-	return permit.Outcome{}
+	return permit.Outcome{}, 0
 }
 
 // tooLarge refuses a Service whose annotations the cache did not keep

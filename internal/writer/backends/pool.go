@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -152,6 +153,32 @@ func GeneratedPublished(services cache.Indexer, p *Pool) []string {
 		return nil
 	}
 	return s.Ingress
+}
+
+// GeneratedBy is the object whose controller generated the Service s for
+// it (Kind.Generated): s's controller reference names an object of a kind
+// with such Services, the cache holds that object (the same UID), and s has
+// the name that kind's controller gives the Service it generates. Such a
+// Service carries what its object says (a Gateway's
+// spec.infrastructure.annotations) and is its controller's to write: the
+// object is what follows. The name alone proves nothing - a tenant may name
+// a Service cilium-gateway-x - and a reference alone neither.
+func GeneratedBy(pools []Cached, s *holdings.CachedService) (*Pool, bool) {
+	ref := metav1.GetControllerOfNoCopy(s)
+	if ref == nil {
+		return nil, false
+	}
+	group, _, _ := strings.Cut(ref.APIVersion, "/")
+	for _, c := range pools {
+		k := c.Kind
+		if k.Generated == nil || k.GVR.Group != group || k.Name != ref.Kind || k.Generated(s.Namespace, ref.Name) != s.Namespace+"/"+s.Name {
+			continue
+		}
+		if p, ok := c.Get(s.Namespace + "/" + ref.Name); ok && p.Live.GetUID() == ref.UID {
+			return p, true
+		}
+	}
+	return nil, false
 }
 
 // ServicesFollowing returns the Services of the Service cache that follow

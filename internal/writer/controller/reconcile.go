@@ -405,7 +405,11 @@ func (c *Controller) Sync(ctx context.Context, key Key) permit.Outcome {
 			}
 		}
 	case ReleaseService:
-		return c.write.ReleaseService(ctx, c.caches.Services(), key.Namespace, key.Name, "")
+		o, wait := c.write.ReleaseService(ctx, c.caches.Pools(), c.caches.Services(), key.Namespace, key.Name, "")
+		if wait > 0 {
+			c.queue.AddAfter(key, wait)
+		}
+		return o
 	}
 	return permit.Outcome{}
 }

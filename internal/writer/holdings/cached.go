@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // CachedService is one cached Service, read when it last changed.
@@ -125,6 +126,11 @@ func SlimIn(s *corev1.Service, keys []string, space []netip.Prefix) *corev1.Serv
 	out := &corev1.Service{}
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = s.Name, s.Namespace, s.ResourceVersion, s.UID
 	out.CreationTimestamp = s.CreationTimestamp // who asked first for an address (Conflict)
+	if ref := metav1.GetControllerOfNoCopy(s); ref != nil {
+		// Whose controller generated it (a Gateway's): such a Service is
+		// never written (backends.GeneratedBy).
+		out.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
 	out.Annotations = Keep(s.Annotations, keys)
 	size := 0
 	for k, v := range out.Annotations {

@@ -84,12 +84,24 @@ type Gate struct {
 // refusal starts (or continues) a throttling episode: one log line per
 // episode, one event, the metric, and dp requeued for when a permit is back.
 func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string) error {
+	if ok, wait := g.TakePermit(o, regarding, dp); !ok {
+		return fmt.Errorf("%s: %w (next permit in %s)", o, model.ErrBudgetExceeded, wait.Round(time.Second))
+	}
+	return nil
+}
+
+// TakePermit is Permit answering how long until a permit is back when it
+// refuses: for a write whose retry the caller queues itself (a Service's
+// release, whose key names no DynamicPrefix to requeue). A fight over a
+// release is a fight like any other (red team r10b F2): the same bucket,
+// the same episode, one event for it.
+func (g *Gate) TakePermit(o Object, regarding *unstructured.Unstructured, dp string) (bool, time.Duration) {
 	p := g.Breaker.Take(o.String(), dp, g.Clock.Now())
 	if p.Again > 0 {
 		g.Requeue(dp, p.Again)
 	}
 	if p.OK {
-		return nil
+		return true, 0
 	}
 	metricRefused.With(o.Resource).Inc()
 	if p.Started {
@@ -97,7 +109,7 @@ func (g *Gate) Permit(o Object, regarding *unstructured.Unstructured, dp string)
 	}
 	g.Events.Announce("budget/"+o.String(), regarding, true, "WriteBudgetExceeded",
 		"more writes to this object than the budget allows (is another controller changing the same field?); writes paused")
-	return fmt.Errorf("%s: %w (next permit in %s)", o, model.ErrBudgetExceeded, p.Again.Round(time.Second))
+	return false, p.Again
 }
 
 // Unwritten is told that the write to o that Permit let through failed with

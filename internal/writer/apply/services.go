@@ -297,6 +297,7 @@ func (w *Writer) releaseService(ctx context.Context, pools []backends.Cached, se
 		return permit.Outcome{}, wait
 	}
 	if err := w.patchService(ctx, m, live, want); err != nil {
+		w.Unwritten(self, err)
 		return w.failed(self, serviceRef(m), dp, fmt.Sprintf("service %s/%s", ns, name), err), 0
 	}
 	w.Events.Forget("refused/" + self.String())

@@ -6,9 +6,17 @@ package e2e
 // records). Each test fails while the hole is open.
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/renumber/renumber/internal/writer/api"
@@ -107,4 +115,214 @@ func TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation(t *testi
 		t.Errorf("while %s drains around the current %s (an honest nested renumbering), a disabled sibling of an IPPool that does not exist, "+
 			"labelled home, over home's current prefix with natOutgoing, admitted: %v", around, current, got.Object["spec"])
 	}
+}
+
+// TestRT10ANoStatusTheTokenWritesLetsAGhostLieOverTheCurrentPrefix: a
+// seeded fuzzer over the stolen token's status writes where
+// s30-statustext drew its line - the text of every prefix the status
+// names, and which of them drain - on a DynamicPrefix whose prefixes may
+// nest (DHCPv6-PD: /48 to /64). Each step is one status write of the
+// token's (renumberings stamped as the writer stamps them, so that many
+// are admitted; drains ended, entries dropped, texts respelled - uppercase,
+// host bits, zeros written out - and delegations named), and after it, on
+// what the API server stored:
+//   - every prefix the status names is in the writer's text (masked,
+//     canonical), as renumber-writer-status promises;
+//   - no ghost sibling (disabled, of an IPPool that does not exist,
+//     labelled home, natOutgoing) lies over any part of the current
+//     prefix: the current prefix itself, and where a draining entry nests
+//     with it, the smaller of the two. An admission is believed only when
+//     it holds for 1 s more (the value policy reads its params from a
+//     cache, which shows a status write a moment later).
+//
+// Found: TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation
+// (a draining prefix around the current one; and the current one around a
+// draining one, whose ghost lies over part of the current prefix). The
+// first five violations are reported, each with the status that admitted
+// it; the exact-text rule of s30 held in every step (no ghost over the
+// current prefix with no draining entry nesting with it).
+func TestRT10ANoStatusTheTokenWritesLetsAGhostLieOverTheCurrentPrefix(t *testing.T) {
+	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
+		"dhcpv6pd": map[string]any{"interface": "wan"}}})
+	if err := s.w.API.InstallCalico(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
+	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(`{"status":{"currentPrefix":"2001:db8:1:10::/64","history":[`+
+		`{"prefix":"2001:db8:1:10::/64","state":"active","acquiredAt":"`+start.Format(time.RFC3339)+`"},`+
+		`{"prefix":"2001:db8:2::/64","state":"draining","deprecatedAt":"`+start.Format(time.RFC3339)+`"}]}}`),
+		metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	g := nestedStatusGen{rand.New(rand.NewPCG(10, 1))}
+	now := start
+	var admitted, probes, nested, exact int
+	for step := range 150 {
+		now = now.Add(time.Duration(1+g.IntN(3600)) * time.Second)
+		body := g.write(s.read(t, api.GVR, "", "home").Object["status"].(map[string]any), now)
+		if s.patch(api.GVR, "", "home", body, "status") == nil {
+			admitted++
+		}
+		st, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+		if err != nil {
+			t.Fatalf("step %d: the writer cannot read home after the token's %s: %v", step, trim(body), err)
+		}
+		for _, p := range append([]string{st.Status.CurrentPrefix, st.Status.DelegatedPrefix}, historyPrefixes(st.Status)...) {
+			if q, err := netip.ParsePrefix(p); p != "" && (err != nil || q.Masked().String() != p) {
+				t.Errorf("step %d: the token's %s left %q in the status, not in the writer's text", step, trim(body), p)
+			}
+		}
+		cur, err := netip.ParsePrefix(st.Status.CurrentPrefix)
+		if err != nil {
+			continue
+		}
+		over := map[netip.Prefix]string{cur.Masked(): "the current prefix"}
+		for _, h := range st.Status.History {
+			d, err := netip.ParsePrefix(h.Prefix)
+			if err != nil || h.State != "draining" || !d.Overlaps(cur) || d.Masked() == cur.Masked() {
+				continue
+			}
+			if d.Bits() > cur.Bits() {
+				over[d.Masked()] = "the draining " + h.Prefix + " inside the current prefix"
+			} else {
+				over[cur.Masked()] = "the current prefix, inside the draining " + h.Prefix
+			}
+		}
+		for p, what := range over {
+			isExact := !strings.Contains(what, "inside")
+			if !isExact && nested >= 5 {
+				continue // reported enough; the exact rule is still probed
+			}
+			probes++
+			if !ghostAdmitted(s, p) {
+				continue
+			}
+			if isExact {
+				exact++
+			} else {
+				nested++
+			}
+			if exact+nested <= 5 {
+				status, _ := json.Marshal(st.Status)
+				t.Errorf("step %d: after the token's %s, a ghost sibling with natOutgoing over %s (%s, current %s) admitted\n(status %s)",
+					step, trim(body), p, what, st.Status.CurrentPrefix, trim(string(status)))
+			}
+		}
+	}
+	t.Logf("150 token status writes, %d admitted; %d ghost probes over the current prefix, admitted %d where a draining entry nests with it (probed until 5), %d where none does",
+		admitted, probes, nested, exact)
+}
+
+// historyPrefixes are the prefixes and delegations status's history names.
+func historyPrefixes(st api.Status) []string {
+	var out []string
+	for _, h := range st.History {
+		out = append(out, h.Prefix, h.DelegatedPrefix)
+	}
+	return out
+}
+
+// ghostAdmitted reports whether the stolen token may create a ghost
+// sibling over p - disabled, of an IPPool that does not exist, labelled
+// home, natOutgoing - now and for 1 s after (each admission deleted again).
+func ghostAdmitted(s stolen, p netip.Prefix) bool {
+	ghost := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+		"metadata": map[string]any{"name": "ghost-sibling", "labels": map[string]any{"app.kubernetes.io/managed-by": "renumber",
+			"dynamic-prefix.io/name": "home", "dynamic-prefix.io/sibling-of": "ghost"},
+			"ownerReferences": []any{map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "name": "ghost",
+				"uid": "00000000-0000-0000-0000-000000000001"}}},
+		"spec": map[string]any{"cidr": p.String(), "disabled": true, "natOutgoing": true}}}
+	for i := range 11 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := s.writer.Resource(ippoolGVR).Create(s.ctx, ghost.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return false
+		}
+		_ = s.w.API.Dynamic.Resource(ippoolGVR).Delete(s.ctx, "ghost-sibling", metav1.DeleteOptions{})
+	}
+	return true
+}
+
+// nestedStatusGen makes the token's status writes over prefixes that nest.
+type nestedStatusGen struct{ *rand.Rand }
+
+// nestedPrefixes: a /48, a /56 and a /60 in it, two /64s of the /60, a
+// /56 beside, and a /64 and a /56 elsewhere.
+var nestedPrefixes = []string{"2001:db8:1::/48", "2001:db8:1::/56", "2001:db8:1:10::/60", "2001:db8:1:10::/64", "2001:db8:1:11::/64",
+	"2001:db8:1:100::/56", "2001:db8:2::/64", "2001:db8:2::/56"}
+
+// text is p in the writer's text most of the time, else in another.
+func (g nestedStatusGen) text(p string) string {
+	q := netip.MustParsePrefix(p)
+	switch g.IntN(10) {
+	case 0:
+		return strings.ToUpper(p)
+	case 1:
+		return netip.PrefixFrom(q.Addr().Next(), q.Bits()).String()
+	case 2:
+		return strings.Replace(p, "::", ":0::", 1)
+	}
+	return p
+}
+
+// write is one status write of the token's over st, at now.
+func (g nestedStatusGen) write(st map[string]any, now time.Time) string {
+	at := now.Format(time.RFC3339)
+	var history []map[string]any
+	if h, ok := st["history"].([]any); ok {
+		for _, e := range h {
+			c := map[string]any{}
+			for k, v := range e.(map[string]any) {
+				c[k] = v
+			}
+			history = append(history, c)
+		}
+	}
+	next := map[string]any{}
+	for k, v := range st {
+		next[k] = v
+	}
+	for range 1 + g.IntN(2) {
+		switch g.IntN(8) {
+		case 0, 1, 2: // a renumbering, as the writer stamps it
+			p := g.text(nestedPrefixes[g.IntN(len(nestedPrefixes))])
+			history = slices.DeleteFunc(history, func(e map[string]any) bool { return e["prefix"] == p })
+			for _, e := range history {
+				if e["state"] == "active" {
+					e["state"], e["deprecatedAt"] = "draining", at
+				}
+			}
+			next["currentPrefix"] = p
+			history = append([]map[string]any{{"prefix": p, "state": "active", "acquiredAt": at}}, history...)
+		case 3: // a drain ended
+			if len(history) > 0 {
+				if e := history[g.IntN(len(history))]; e["state"] == "draining" {
+					e["state"] = "expired"
+				}
+			}
+		case 4: // an entry dropped
+			if len(history) > 0 {
+				i := g.IntN(len(history))
+				history = slices.Delete(history, i, i+1)
+			}
+		case 5: // an entry's text
+			if len(history) > 0 {
+				e := history[g.IntN(len(history))]
+				if p, err := netip.ParsePrefix(fmt.Sprint(e["prefix"])); err == nil {
+					e["prefix"] = g.text(p.Masked().String())
+				}
+			}
+		case 6: // a draining entry named anew (refused unless it was current)
+			p := g.text(nestedPrefixes[g.IntN(len(nestedPrefixes))])
+			history = append(history, map[string]any{"prefix": p, "state": "draining", "deprecatedAt": at})
+		case 7: // a delegation named
+			if len(history) > 0 {
+				history[g.IntN(len(history))]["delegatedPrefix"] = g.text(nestedPrefixes[g.IntN(3)])
+			}
+		}
+	}
+	next["history"] = history
+	body, _ := json.Marshal(map[string]any{"status": next})
+	return string(body)
 }

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/renumber/renumber/internal/digest"
 	"github.com/renumber/renumber/internal/writer/api"
+	"github.com/renumber/renumber/internal/writer/decide"
 )
 
 // TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation:
@@ -41,9 +43,10 @@ import (
 //     DHCPv6-PD acquisition), then the /60 made current again, the /56
 //     draining from that moment. The status names the same current prefix
 //     after as before.
-//  2. an honest nested renumbering (the status as the writer writes it
-//     when the server delegates a /60 of the /56 it delegated before): no
-//     status write at all, only the ghost's create, for the whole drain.
+//  2. an honest nested renumbering (the writer's own passes - decide,
+//     render, its status patch - over a node whose DHCPv6 client held the
+//     /56, then was delegated a /60 of it): no status write of the
+//     token's at all, only the ghost's create, for the whole drain.
 //
 // Refused, the ghost would be what s30 promised. Fix idea: in
 // renumber-writer-values's drained, drop a draining prefix (and a
@@ -106,14 +109,34 @@ func TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation(t *testi
 			"that does not exist, labelled home, over home's current prefix %s with natOutgoing, admitted: %v", around, current, around, current, got.Object["spec"])
 	}
 
-	// 2. An honest nested renumbering: the server delegated the /56, then
-	// a /60 of it. No status write of the token's.
-	adminStatus(`{"status":{"currentPrefix":"` + current + `","history":[` +
-		`{"prefix":"` + current + `","state":"active","acquiredAt":"2026-11-29T03:00:00Z"},` +
-		`{"prefix":"` + around + `","state":"draining","acquiredAt":"2026-11-28T01:00:00Z","deprecatedAt":"2026-11-29T03:00:00Z"}]}}`)
+	// 2. An honest nested renumbering, the writer's own passes (decide,
+	// render, the status patch) over one node's DHCPv6 client: it held the
+	// /56, then the server delegates a /60 of it (the /56 reported
+	// deprecated, an hour left). No status write of the token's.
+	adminStatus(`{"status":{"currentPrefix":null,"history":null}}`)
+	holding := func(cur netip.Prefix, old ...netip.Prefix) []decide.Report {
+		l := digest.Link{Name: "wan", Prefixes: []digest.Prefix{{Prefix: cur, Sources: digest.SourcePD, Remaining: 24 * time.Hour}}}
+		for _, o := range old {
+			l.Prefixes = append(l.Prefixes, digest.Prefix{Prefix: o, Deprecated: true, Remaining: time.Hour, Sources: digest.SourcePD})
+		}
+		return []decide.Report{{Node: "n1", Digest: digest.Node{Links: []digest.Link{l}}}}
+	}
+	cur, old := netip.MustParsePrefix(current), netip.MustParsePrefix(around)
+	for i, pass := range [][]decide.Report{holding(old), holding(cur, old)} {
+		if st, _, err := s.writerPass(t, fmt.Sprintf("the writer's pass %d", i+1), pass, passTime.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatalf("the writer's pass %d refused: %v (it wrote %+v)", i+1, err, st)
+		}
+	}
+	st, err := api.FromUnstructured(s.read(t, api.GVR, "", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(st.Status.History); st.Status.CurrentPrefix != current || !strings.Contains(string(b), `"prefix":"`+around+`"`) {
+		t.Fatalf("the writer's passes left current %s, history %s: not the nested drain this step plays", st.Status.CurrentPrefix, b)
+	}
 	if got := admittedWithin(s, ippoolGVR, ghost); got != nil {
-		t.Errorf("while %s drains around the current %s (an honest nested renumbering), a disabled sibling of an IPPool that does not exist, "+
-			"labelled home, over home's current prefix with natOutgoing, admitted: %v", around, current, got.Object["spec"])
+		t.Errorf("while %s drains around the current %s (an honest nested renumbering, the writer's own status), a disabled sibling of an IPPool "+
+			"that does not exist, labelled home, over home's current prefix with natOutgoing, admitted: %v", around, current, got.Object["spec"])
 	}
 }
 

@@ -3,6 +3,7 @@ package backends
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -49,5 +50,41 @@ func TestRender(t *testing.T) {
 	}
 	if RenderCalico(parent(), "home", nil).CIDR != "" {
 		t.Error("no entries, yet a CIDR")
+	}
+}
+
+// A sibling never lies over the current entry, the annotated pool's: Felix
+// would apply its settings (natOutgoing, encapsulation) to the current
+// prefix's pods too. A draining entry around the current one (DHCPv6-PD: a
+// /56 replaced by a /60 of it) keeps a sibling for each part of it outside
+// the current entry; one inside the current entry needs none - the
+// annotated pool holds its addresses.
+func TestRenderNested(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		entries []string
+		want    []string
+	}{
+		{"a draining /56 around the current /60", []string{"2001:db8:1:10::/60", "2001:db8:1::/56"},
+			[]string{"2001:db8:1:80::/57", "2001:db8:1:40::/58", "2001:db8:1:20::/59", "2001:db8:1::/60"}},
+		{"a draining /64 inside the current /60", []string{"2001:db8:1:10::/60", "2001:db8:1:11::/64"}, nil},
+		{"the current /64 at the end of a draining /62", []string{"2001:db8:1:13::/64", "2001:db8:1:10::/62"},
+			[]string{"2001:db8:1:10::/63", "2001:db8:1:12::/64"}},
+		{"two draining entries that share a part", []string{"2001:db8:1:10::/60", "2001:db8:1::/56", "2001:db8:1::/60"},
+			[]string{"2001:db8:1:80::/57", "2001:db8:1:40::/58", "2001:db8:1:20::/59", "2001:db8:1::/60"}},
+		{"beside it, the whole entry", []string{"2001:db8:1:10::/60", "2001:db8:2::/56"}, []string{"2001:db8:2::/56"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, s := range RenderCalico(parent(), "home", c.entries).Siblings {
+				got = append(got, s.Spec["cidr"].(string))
+				if s.Name != CalicoSiblingName("home-v6", s.Spec["cidr"].(string)) {
+					t.Errorf("sibling %s named %s", s.Spec["cidr"], s.Name)
+				}
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("siblings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -19,15 +19,8 @@ import (
 // (backends.RenderCalico), and each, created as the writer creates a
 // sibling, is admitted.
 func TestTheWritersSiblingsOfANestedDrainAreAdmitted(t *testing.T) {
-	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
-		"dhcpv6pd": map[string]any{"interface": "wan"}}})
-	if err := s.w.API.InstallCalico(s.ctx); err != nil {
-		t.Fatal(err)
-	}
 	const current, around = "2001:db8:1:10::/60", "2001:db8:1::/56"
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"cidr": current, "vxlanMode": "Always", "blockSize": int64(122)}})
+	s := stealOnCalicoPD(t, current)
 	// The status the writer's passes write for it
 	// (TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation).
 	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(`{"status":{"currentPrefix":"`+current+`","history":[`+
@@ -69,4 +62,22 @@ func TestTheWritersSiblingsOfANestedDrainAreAdmitted(t *testing.T) {
 	if err := refusedSoon(s, ippoolGVR, object(whole)); !denied(err) {
 		t.Errorf("a sibling of home-v6 over the whole draining %s, around the current %s: %s", around, current, errString(err))
 	}
+}
+
+// stealOnCalicoPD is stealWriterToken's world with home acquiring by
+// DHCPv6-PD (delegations nest: /48 to /64) and Calico served; with pool
+// set, the IPPool home-v6 follows home over it.
+func stealOnCalicoPD(t *testing.T, pool string) stolen {
+	t.Helper()
+	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
+		"dhcpv6pd": map[string]any{"interface": "wan"}}})
+	if err := s.w.API.InstallCalico(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pool != "" {
+		apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
+			"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
+			"spec":     map[string]any{"cidr": pool, "vxlanMode": "Always", "blockSize": int64(122)}})
+	}
+	return s
 }

@@ -57,15 +57,8 @@ import (
 // render such a draining entry's sibling as the parts outside the current
 // prefix, or none.
 func TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation(t *testing.T) {
-	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
-		"dhcpv6pd": map[string]any{"interface": "wan"}}})
-	if err := s.w.API.InstallCalico(s.ctx); err != nil {
-		t.Fatal(err)
-	}
 	const current, around = "2001:db8:1:10::/60", "2001:db8:1::/56"
-	apply(t, s.w, ippoolGVR, map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool",
-		"metadata": map[string]any{"name": "home-v6", "annotations": map[string]any{"dynamic-prefix.io/name": "home"}},
-		"spec":     map[string]any{"cidr": current, "vxlanMode": "Always", "blockSize": int64(122)}})
+	s := stealOnCalicoPD(t, current)
 	adminStatus := func(body string) {
 		t.Helper()
 		if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
@@ -165,11 +158,7 @@ func TestRT10AGhostSiblingOverTheCurrentPrefixInsideADrainingDelegation(t *testi
 // it; the exact-text rule of s30 held in every step (no ghost over the
 // current prefix with no draining entry nesting with it).
 func TestRT10ANoStatusTheTokenWritesLetsAGhostLieOverTheCurrentPrefix(t *testing.T) {
-	s := stealWriterToken(t, map[string]any{"acquisition": map[string]any{
-		"dhcpv6pd": map[string]any{"interface": "wan"}}})
-	if err := s.w.API.InstallCalico(s.ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := stealOnCalicoPD(t, "")
 	start := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
 	if _, err := s.w.API.Dynamic.Resource(api.GVR).Patch(s.ctx, "home", types.MergePatchType, []byte(`{"status":{"currentPrefix":"2001:db8:1:10::/64","history":[`+
 		`{"prefix":"2001:db8:1:10::/64","state":"active","acquiredAt":"`+start.Format(time.RFC3339)+`"},`+

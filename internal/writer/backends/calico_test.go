@@ -1,6 +1,8 @@
 package backends
 
 import (
+	"math/big"
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,4 +89,45 @@ func TestRenderNested(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The parts outside the current prefix lie in the draining one, apart from
+// the current prefix and from each other, and with what the two share make
+// up the draining prefix whole.
+func FuzzOutside(f *testing.F) {
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1}, uint8(56), []byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0x10}, uint8(60))
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0x11}, uint8(64), []byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0x10}, uint8(60))
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 2}, uint8(48), []byte{0x20, 0x01, 0x0d, 0xb8, 0, 1}, uint8(48))
+	f.Fuzz(func(t *testing.T, a []byte, abits uint8, b []byte, bbits uint8) {
+		addr := func(x []byte) netip.Addr {
+			var s [16]byte
+			copy(s[:], x)
+			return netip.AddrFrom16(s)
+		}
+		p := netip.PrefixFrom(addr(a), int(abits%129)).Masked()
+		cur := netip.PrefixFrom(addr(b), int(bbits%129)).Masked()
+		parts := outside(p, cur)
+		size := func(q netip.Prefix) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(128-q.Bits())) }
+		total := new(big.Int)
+		if p.Overlaps(cur) {
+			total.Add(total, size(cur))
+			if cur.Bits() < p.Bits() {
+				total = size(p)
+			}
+		}
+		for i, q := range parts {
+			if !p.Contains(q.Addr()) || q.Bits() < p.Bits() || q.Overlaps(cur) {
+				t.Fatalf("outside(%s, %s): %s not inside the first apart from the second", p, cur, q)
+			}
+			for _, r := range parts[i+1:] {
+				if q.Overlaps(r) {
+					t.Fatalf("outside(%s, %s): %s and %s overlap", p, cur, q, r)
+				}
+			}
+			total.Add(total, size(q))
+		}
+		if total.Cmp(size(p)) != 0 {
+			t.Fatalf("outside(%s, %s) = %v: with what they share, not the whole of %s", p, cur, parts, p)
+		}
+	})
 }

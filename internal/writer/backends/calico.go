@@ -1,7 +1,8 @@
 // RenderCalico renders Calico IPPools that follow a DynamicPrefix. An IPPool
 // holds one CIDR (spec.cidr), so the pool the user annotated holds the current
 // prefix's entry, and each prefix still draining gets a sibling IPPool we
-// create, own and delete: a copy of the annotated pool's settings with that
+// create, own and delete (one for each part of it outside the current
+// entry, when the two nest): a copy of the annotated pool's settings with that
 // CIDR, disabled (no new allocations; addresses already handed out keep
 // working - Calico's own way of retiring a pool). Names are derived from the
 // CIDR, so a prefix coming back (A->B->A) finds its old sibling by name and
@@ -102,19 +103,71 @@ func RenderCalico(parent *IPPool, dp string, entries []string) CalicoPlan {
 	}
 	settings := parent.Settings
 	plan := CalicoPlan{CIDR: entries[0]}
-	for _, e := range entries[1:] {
+	named := map[string]bool{}
+	for _, e := range siblingCIDRs(entries) {
+		name := CalicoSiblingName(parent.Name(), e)
+		if named[name] {
+			continue
+		}
+		named[name] = true
 		spec := map[string]any{}
 		for k, v := range settings {
 			spec[k] = v
 		}
 		spec["cidr"], spec["disabled"] = e, true
 		plan.Siblings = append(plan.Siblings, CalicoPool{
-			Name:   CalicoSiblingName(parent.Name(), e),
+			Name:   name,
 			Labels: MadeFor(dp, map[string]string{CalicoLabelManagedBy: CalicoManagedBy, LabelSiblingOf: parent.Name()}),
 			Spec:   spec,
 		})
 	}
 	return plan
+}
+
+// siblingCIDRs are the CIDRs of the siblings for entries (current first):
+// each draining entry without the part of it the current entry holds. A
+// sibling over the current entry would lay its settings (natOutgoing,
+// encapsulation) over the current prefix's pods, and
+// renumber-writer-values refuses one (a stolen token's ghost, red team
+// r10a); so a draining entry around the current one (DHCPv6-PD: a /56
+// replaced by a /60 of it) keeps a sibling for each part outside it, and
+// one inside it needs none - the annotated pool holds its addresses. An
+// entry that is no CIDR is left as it is.
+func siblingCIDRs(entries []string) []string {
+	cur, err := netip.ParsePrefix(entries[0])
+	var out []string
+	for _, e := range entries[1:] {
+		p, perr := netip.ParsePrefix(e)
+		if err != nil || perr != nil {
+			out = append(out, e)
+			continue
+		}
+		for _, q := range outside(p.Masked(), cur.Masked()) {
+			out = append(out, q.String())
+		}
+	}
+	return out
+}
+
+// outside is p without cur: p when the two do not overlap, nothing when cur
+// holds p, else the prefixes that with cur make up p - one for each bit
+// between their lengths, the largest first.
+func outside(p, cur netip.Prefix) []netip.Prefix {
+	switch {
+	case !p.Overlaps(cur):
+		return []netip.Prefix{p}
+	case cur.Bits() <= p.Bits():
+		return nil
+	}
+	var out []netip.Prefix
+	for bits := p.Bits() + 1; bits <= cur.Bits(); bits++ {
+		half, _ := cur.Addr().Prefix(bits)
+		b := half.Addr().AsSlice()
+		b[(bits-1)/8] ^= 0x80 >> ((bits - 1) % 8)
+		other, _ := netip.AddrFromSlice(b)
+		out = append(out, netip.PrefixFrom(other, bits))
+	}
+	return out
 }
 
 func canonical(cidr string) string {

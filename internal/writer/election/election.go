@@ -99,7 +99,7 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Elector, error) {
 	metricDeadlines.With("renew_deadline").Set(cfg.RenewDeadline.Seconds())
 	metricDeadlines.With("retry_period").Set(cfg.RetryPeriod.Seconds())
 	e := &Elector{cfg: cfg, log: log, checker: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
-	e.lock = &countingLock{now: time.Now, Interface: &resourcelock.LeaseLock{
+	e.lock = &countingLock{now: time.Now, maxDuration: cfg.LeaseDuration, Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},

@@ -11,11 +11,13 @@ import (
 )
 
 // countingLock wraps the Lease lock to see every acquire/renew attempt (each
-// begins with a Get) and its outcome: client-go exposes no such metric.
+// begins with a Get) and its outcome: client-go exposes no such metric. It also
+// caps the duration a record claims (below).
 type countingLock struct {
 	resourcelock.Interface
 	lastSuccess atomic.Int64 // unix nanoseconds of the last successful Update/Create
 	now         func() time.Time
+	maxDuration time.Duration // this replica's --lease-duration
 }
 
 func (l *countingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -24,7 +26,23 @@ func (l *countingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRec
 	if err != nil && !isNotFound(err) {
 		metricFailures.Inc()
 	}
+	if r != nil {
+		r.LeaseDurationSeconds = capDuration(r.LeaseDurationSeconds, l.maxDuration)
+	}
 	return r, b, err
+}
+
+// capDuration is the time a replica waits for a holder it does not see renew.
+// client-go believes the record's leaseDurationSeconds, counted from when it
+// saw the raw record change (it never reads renewTime or acquireTime for
+// expiry): one update by a stolen writer token naming another holder for 68
+// years would stop every writer for that long, the token long revoked. No
+// honest writer claims more than this replica's own --lease-duration (the
+// replicas of one install share it), so a longer claim lapses as a crashed
+// writer's does. The raw record stays as read: client-go compares it to see
+// a renewal, and a token that keeps renewing holds the Lease while it lives.
+func capDuration(seconds int, own time.Duration) int {
+	return min(seconds, int(own/time.Second))
 }
 
 func (l *countingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {

@@ -76,8 +76,9 @@ var sides = map[string][]string{
 var mayCross = map[[2]string]string{
 	// The load generator and the bench write DynamicPrefixes as users do,
 	// through the served API's types.
-	{"tools/bench", "internal/writer/api"}:   "the bench creates DynamicPrefixes",
-	{"tools/bench", "internal/writer/model"}: "the bench splices a Service's suffix onto a prefix as the writer does",
+	{"tools/bench", "internal/writer/api"}:    "the bench creates DynamicPrefixes",
+	{"tools/bench", "internal/writer/model"}:  "the bench splices a Service's suffix onto a prefix as the writer does",
+	{"tools/bench", "internal/writer/permit"}: "the bench bounds a fight by the breaker's free writes per decision",
 }
 
 // forbidden: import path prefixes a package (and the packages under it) may
